@@ -1,0 +1,268 @@
+/**
+ * A permissions grant widens a worker's sandbox, so it is checked field by field and the answer
+ * is built fresh from checked values: nothing a caller handed us is passed through by reference
+ * (a getter or `toJSON` would run again inside JSON.stringify, after the check).
+ *
+ * Refused: unknown keys, inherited properties, accessors, `toJSON`, non-plain objects, empty path
+ * lists, a non-integer or < 1 depth, an unknown scope, and anything wider than what was asked.
+ */
+import { Either } from "effect"
+
+export type GrantScope = "turn" | "session"
+
+export type FileSystemPath =
+  | { readonly type: "path"; readonly path: string }
+  | { readonly type: "glob_pattern"; readonly pattern: string }
+  | { readonly type: "special"; readonly value: { readonly kind: string; readonly path?: string; readonly subpath?: string | null } }
+
+export interface FileSystemEntry {
+  readonly path: FileSystemPath
+  readonly access: "read" | "write" | "deny"
+}
+
+/** A grant after checking: only these fields, only these types. */
+export interface CheckedGrant {
+  readonly fileSystem?: {
+    readonly read?: ReadonlyArray<string>
+    readonly write?: ReadonlyArray<string>
+    readonly entries?: ReadonlyArray<FileSystemEntry>
+    readonly globScanMaxDepth?: number
+  }
+  readonly network?: { readonly enabled: boolean }
+}
+
+export interface GrantAnswer {
+  readonly permissions: Record<string, unknown>
+  readonly scope: GrantScope
+  readonly strictAutoReview?: boolean
+}
+
+class Refusal {
+  constructor(readonly reason: string) {}
+}
+
+const fail = (reason: string): never => {
+  throw new Refusal(reason)
+}
+
+/** Own, enumerable data properties of a plain object; anything else refuses. */
+const plainRecord = (value: unknown, where: string, allowed: ReadonlyArray<string>): Map<string, unknown> => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${where} is not an object`)
+  const proto = Object.getPrototypeOf(value)
+  if (proto !== Object.prototype && proto !== null) fail(`${where} is not a plain object`)
+  if (Object.getOwnPropertySymbols(value).length > 0) fail(`${where} has symbol keys`)
+  // Properties reachable through the prototype (e.g. Object.create({write: [...]})) are refused above;
+  // a null-prototype object cannot inherit. Own keys are checked one by one.
+  const out = new Map<string, unknown>()
+  for (const key of Object.getOwnPropertyNames(value)) {
+    if (!allowed.includes(key)) fail(`${where} has an unknown key "${key}"`)
+    const descriptor = Object.getOwnPropertyDescriptor(value, key)!
+    if (!("value" in descriptor)) fail(`${where}.${key} is an accessor, not a value`)
+    if (!descriptor.enumerable) fail(`${where}.${key} is not enumerable`)
+    out.set(key, descriptor.value)
+  }
+  return out
+}
+
+const plainArray = (value: unknown, where: string): ReadonlyArray<unknown> => {
+  if (!Array.isArray(value) || Object.getPrototypeOf(value) !== Array.prototype) fail(`${where} is not an array`)
+  const array = value as ReadonlyArray<unknown>
+  const names = Object.getOwnPropertyNames(array)
+  if (names.length !== array.length + 1) fail(`${where} has extra properties`)
+  const out: Array<unknown> = []
+  for (let i = 0; i < array.length; i++) {
+    const descriptor = Object.getOwnPropertyDescriptor(array, String(i))
+    if (descriptor === undefined || !("value" in descriptor)) fail(`${where}[${i}] is not a value`)
+    out.push(descriptor!.value)
+  }
+  return out
+}
+
+const pathList = (value: unknown, where: string): ReadonlyArray<string> | undefined => {
+  if (value === undefined || value === null) return undefined
+  const items = plainArray(value, where)
+  if (items.length === 0) fail(`${where} is an empty path list`)
+  return items.map((item, i) => {
+    if (typeof item !== "string" || item.length === 0) fail(`${where}[${i}] is not a non-empty path`)
+    return item as string
+  })
+}
+
+const optionalString = (value: unknown, where: string): string | undefined => {
+  if (value === undefined) return undefined
+  if (typeof value !== "string") fail(`${where} is not a string`)
+  return value as string
+}
+
+const fileSystemPath = (value: unknown, where: string): FileSystemPath => {
+  const record = plainRecord(value, where, ["type", "path", "pattern", "value"])
+  switch (record.get("type")) {
+    case "path": {
+      const path = record.get("path")
+      if (typeof path !== "string" || path.length === 0 || record.size !== 2) fail(`${where} is not a valid path entry`)
+      return { type: "path", path: path as string }
+    }
+    case "glob_pattern": {
+      const pattern = record.get("pattern")
+      if (typeof pattern !== "string" || pattern.length === 0 || record.size !== 2) fail(`${where} is not a valid glob entry`)
+      return { type: "glob_pattern", pattern: pattern as string }
+    }
+    case "special": {
+      if (record.size !== 2) fail(`${where} is not a valid special entry`)
+      const special = plainRecord(record.get("value"), `${where}.value`, ["kind", "path", "subpath"])
+      const kind = special.get("kind")
+      if (typeof kind !== "string") fail(`${where}.value.kind is not a string`)
+      const path = optionalString(special.get("path"), `${where}.value.path`)
+      const rawSub = special.get("subpath")
+      const subpath = rawSub === null ? null : optionalString(rawSub, `${where}.value.subpath`)
+      return {
+        type: "special",
+        value: {
+          kind: kind as string,
+          ...(path !== undefined ? { path } : {}),
+          ...(subpath !== undefined ? { subpath } : {})
+        }
+      }
+    }
+    default:
+      return fail(`${where}.type is not one of path, glob_pattern, special`)
+  }
+}
+
+const entryList = (value: unknown, where: string): ReadonlyArray<FileSystemEntry> | undefined => {
+  if (value === undefined || value === null) return undefined
+  const items = plainArray(value, where)
+  if (items.length === 0) fail(`${where} is an empty entry list`)
+  return items.map((item, i) => {
+    const record = plainRecord(item, `${where}[${i}]`, ["path", "access"])
+    const access = record.get("access")
+    if (access !== "read" && access !== "write" && access !== "deny") fail(`${where}[${i}].access is not read, write or deny`)
+    return { path: fileSystemPath(record.get("path"), `${where}[${i}].path`), access: access as FileSystemEntry["access"] }
+  })
+}
+
+const checkShape = (value: unknown, where: string): CheckedGrant => {
+  const top = plainRecord(value, where, ["fileSystem", "network"])
+  let fileSystem: CheckedGrant["fileSystem"]
+  const fsValue = top.get("fileSystem")
+  if (fsValue !== undefined && fsValue !== null) {
+    const fs = plainRecord(fsValue, `${where}.fileSystem`, ["read", "write", "entries", "globScanMaxDepth"])
+    const read = pathList(fs.get("read"), `${where}.fileSystem.read`)
+    const write = pathList(fs.get("write"), `${where}.fileSystem.write`)
+    const entries = entryList(fs.get("entries"), `${where}.fileSystem.entries`)
+    const depthValue = fs.get("globScanMaxDepth")
+    let depth: number | undefined
+    if (depthValue !== undefined && depthValue !== null) {
+      if (typeof depthValue !== "number" || !Number.isSafeInteger(depthValue) || depthValue < 1) {
+        fail(`${where}.fileSystem.globScanMaxDepth is not an integer >= 1`)
+      }
+      depth = depthValue as number
+    }
+    if (read || write || entries || depth !== undefined) {
+      fileSystem = {
+        ...(read ? { read } : {}),
+        ...(write ? { write } : {}),
+        ...(entries ? { entries } : {}),
+        ...(depth !== undefined ? { globScanMaxDepth: depth } : {})
+      }
+    }
+  }
+  let network: CheckedGrant["network"]
+  const netValue = top.get("network")
+  if (netValue !== undefined && netValue !== null) {
+    const net = plainRecord(netValue, `${where}.network`, ["enabled"])
+    const enabled = net.get("enabled")
+    if (enabled !== undefined && enabled !== null && typeof enabled !== "boolean") fail(`${where}.network.enabled is not a boolean`)
+    if (enabled === true || enabled === false) network = { enabled }
+  }
+  return { ...(fileSystem ? { fileSystem } : {}), ...(network ? { network } : {}) }
+}
+
+const samePath = (a: FileSystemPath, b: FileSystemPath): boolean => JSON.stringify(a) === JSON.stringify(b)
+
+/** The grant may not be wider than the request: every granted path and entry was asked for. */
+const checkSubset = (requested: CheckedGrant, granted: CheckedGrant): void => {
+  const asked = requested.fileSystem
+  const given = granted.fileSystem
+  if (given) {
+    const askedWrite = new Set([
+      ...(asked?.write ?? []),
+      ...(asked?.entries ?? []).filter((e) => e.access === "write" && e.path.type === "path").map((e) => (e.path as { path: string }).path)
+    ])
+    const askedRead = new Set([
+      ...askedWrite,
+      ...(asked?.read ?? []),
+      ...(asked?.entries ?? []).filter((e) => e.path.type === "path").map((e) => (e.path as { path: string }).path)
+    ])
+    for (const path of given.write ?? []) if (!askedWrite.has(path)) fail(`grant writes ${JSON.stringify(path)}, which was not asked for`)
+    for (const path of given.read ?? []) if (!askedRead.has(path)) fail(`grant reads ${JSON.stringify(path)}, which was not asked for`)
+    for (const entry of given.entries ?? []) {
+      const match = (asked?.entries ?? []).some((e) => samePath(e.path, entry.path) && (e.access === entry.access || entry.access === "deny" || (entry.access === "read" && e.access === "write")))
+      if (!match) fail(`grant entry ${JSON.stringify(entry)} was not asked for`)
+    }
+  }
+  if (granted.network?.enabled === true && requested.network?.enabled !== true) {
+    fail("grant enables the network, which was not asked for")
+  }
+}
+
+/** Fresh plain JSON for the wire, built only from checked values. */
+export const toWire = (grant: CheckedGrant): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (grant.fileSystem) {
+    const fs: Record<string, unknown> = {}
+    if (grant.fileSystem.read) fs["read"] = [...grant.fileSystem.read]
+    if (grant.fileSystem.write) fs["write"] = [...grant.fileSystem.write]
+    if (grant.fileSystem.entries) {
+      fs["entries"] = grant.fileSystem.entries.map((e) => ({ path: { ...e.path, ...(e.path.type === "special" ? { value: { ...e.path.value } } : {}) }, access: e.access }))
+    }
+    if (grant.fileSystem.globScanMaxDepth !== undefined) fs["globScanMaxDepth"] = grant.fileSystem.globScanMaxDepth
+    out["fileSystem"] = fs
+  }
+  if (grant.network) out["network"] = { enabled: grant.network.enabled }
+  return out
+}
+
+const scopeOf = (value: unknown): GrantScope => {
+  if (value === undefined) return "turn"
+  if (value === "turn" || value === "session") return value
+  return fail(`scope ${JSON.stringify(String(value))} is neither "turn" nor "session"`)
+}
+
+const attempt = <A>(f: () => A): Either.Either<A, string> => {
+  try {
+    return Either.right(f())
+  } catch (error) {
+    if (error instanceof Refusal) return Either.left(error.reason)
+    // A throwing Proxy trap or getter is hostile input, not a bug of ours: refuse it.
+    return Either.left(`grant could not be read: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+/** What the server asked for, read leniently (it comes from the server, as JSON). */
+export const readRequested = (permissions: unknown): Either.Either<CheckedGrant, string> =>
+  attempt(() => checkShape(permissions, "requested permissions"))
+
+/**
+ * Check a grant against what was requested and build the answer. `scope` defaults to `turn`.
+ */
+export const checkGrant = (
+  requested: unknown,
+  grant: { readonly permissions: unknown; readonly scope?: unknown; readonly strictAutoReview?: unknown }
+): Either.Either<GrantAnswer, string> =>
+  attempt(() => {
+    const asked = checkShape(requested, "requested permissions")
+    const given = checkShape(grant.permissions, "permissions")
+    checkSubset(asked, given)
+    const scope = scopeOf(grant.scope)
+    const strict = grant.strictAutoReview
+    if (strict !== undefined && typeof strict !== "boolean") fail("strictAutoReview is not a boolean")
+    return {
+      permissions: toWire(given),
+      scope,
+      ...(typeof strict === "boolean" ? { strictAutoReview: strict } : {})
+    }
+  })
+
+/** The empty grant: the refusal that keeps the turn going. */
+export const emptyGrant = (): GrantAnswer => ({ permissions: {}, scope: "turn" })

@@ -1,0 +1,565 @@
+/**
+ * The ten server-to-client request methods of codex app-server 0.171.0 (stable schema), as one
+ * exhaustive table. Each method has: a lenient params schema, its refusal (the answer that keeps
+ * the turn going, or the error frame where the method has no refusal word), and an encoder from a
+ * `Decision` to its answer that refuses what the method cannot express.
+ *
+ * `Specs` is typed `{ [M in ServerRequestMethod]: MethodSpec<...> }`: adding a method to
+ * `ServerRequestMethods` without a spec (and so without a refusal) does not compile.
+ */
+import { Either, Schema } from "effect"
+import type { Decision, DecisionTag } from "./Decision.js"
+import type { RequestId, RpcErrorBody } from "./JsonRpc.js"
+import * as PermissionsGrant from "./PermissionsGrant.js"
+
+export const ServerRequestMethods = [
+  "item/commandExecution/requestApproval",
+  "item/fileChange/requestApproval",
+  "item/permissions/requestApproval",
+  "mcpServer/elicitation/request",
+  "item/tool/requestUserInput",
+  "item/tool/call",
+  "account/chatgptAuthTokens/refresh",
+  "attestation/generate",
+  "applyPatchApproval",
+  "execCommandApproval"
+] as const
+
+export type ServerRequestMethod = (typeof ServerRequestMethods)[number]
+
+export const isServerRequestMethod = (method: string): method is ServerRequestMethod =>
+  (ServerRequestMethods as ReadonlyArray<string>).includes(method)
+
+/** What goes back on the wire for a server request: a result, or an error frame. */
+export type Reply =
+  | { readonly _tag: "Result"; readonly result: Record<string, unknown> }
+  | { readonly _tag: "Error"; readonly error: RpcErrorBody }
+
+export const replyFrame = (id: RequestId, reply: Reply): Record<string, unknown> =>
+  reply._tag === "Result" ? { jsonrpc: "2.0", id, result: reply.result } : { jsonrpc: "2.0", id, error: reply.error }
+
+const result = (value: Record<string, unknown>): Reply => ({ _tag: "Result", result: value })
+
+/** The honest answer for a method nobody here can answer: codex takes any error frame as a denial. */
+export const refusedError: RpcErrorBody = {
+  code: -32001,
+  message: "Warden refused this request: nobody approved it. Continue with what you are already allowed to do."
+}
+export const unknownMethodError = (method: string): RpcErrorBody => ({
+  code: -32601,
+  message: `Warden does not handle ${method}; refused.`
+})
+
+// ---------------------------------------------------------------------------------------------
+// Params (lenient: the server adds keys; we keep what we use)
+
+const Nullable = <S extends Schema.Schema.Any>(s: S) => Schema.optional(Schema.NullOr(s))
+
+const NetworkAmendment = Schema.Struct({ host: Schema.String, action: Schema.String })
+
+export const CommandApprovalParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  itemId: Schema.String,
+  kind: Nullable(Schema.String),
+  reason: Nullable(Schema.String),
+  command: Nullable(Schema.String),
+  cwd: Nullable(Schema.String),
+  commandActions: Nullable(Schema.Array(Schema.Unknown)),
+  proposedExecpolicyAmendment: Nullable(Schema.Array(Schema.String)),
+  proposedNetworkPolicyAmendments: Nullable(Schema.Array(NetworkAmendment)),
+  availableDecisions: Nullable(Schema.Array(Schema.Unknown)),
+  networkApprovalContext: Nullable(Schema.Unknown)
+})
+export type CommandApprovalParams = typeof CommandApprovalParams.Type
+
+export const FileChangeApprovalParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  itemId: Schema.String,
+  reason: Nullable(Schema.String),
+  grantRoot: Nullable(Schema.String)
+})
+export type FileChangeApprovalParams = typeof FileChangeApprovalParams.Type
+
+export const PermissionsApprovalParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  itemId: Schema.String,
+  cwd: Schema.String,
+  reason: Nullable(Schema.String),
+  permissions: Schema.Unknown
+})
+export type PermissionsApprovalParams = typeof PermissionsApprovalParams.Type
+
+export const ElicitationParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Nullable(Schema.String),
+  serverName: Schema.String,
+  mode: Schema.String,
+  message: Schema.String,
+  requestedSchema: Schema.optional(Schema.Unknown),
+  url: Schema.optional(Schema.String),
+  elicitationId: Schema.optional(Schema.String),
+  _meta: Nullable(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+export type ElicitationParams = typeof ElicitationParams.Type
+
+export const UserInputQuestion = Schema.Struct({
+  id: Schema.String,
+  header: Schema.String,
+  question: Schema.String,
+  isOther: Schema.optional(Schema.Boolean),
+  isSecret: Schema.optional(Schema.Boolean),
+  options: Nullable(Schema.Array(Schema.Struct({ label: Schema.String, description: Schema.String })))
+})
+export type UserInputQuestion = typeof UserInputQuestion.Type
+
+export const UserInputParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  itemId: Schema.String,
+  isBlocking: Schema.optional(Schema.Boolean),
+  questions: Schema.Array(UserInputQuestion)
+})
+export type UserInputParams = typeof UserInputParams.Type
+
+export const DynamicToolCallParams = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  callId: Schema.String,
+  namespace: Nullable(Schema.String),
+  tool: Schema.String,
+  arguments: Schema.Unknown
+})
+export type DynamicToolCallParams = typeof DynamicToolCallParams.Type
+
+export const TokenRefreshParams = Schema.Struct({
+  reason: Schema.Unknown,
+  previousAccountId: Nullable(Schema.String)
+})
+export const AttestationParams = Schema.Struct({})
+
+export const LegacyApplyPatchParams = Schema.Struct({
+  conversationId: Schema.String,
+  callId: Schema.String,
+  fileChanges: Schema.Unknown,
+  reason: Nullable(Schema.String),
+  grantRoot: Nullable(Schema.String)
+})
+export const LegacyExecParams = Schema.Struct({
+  conversationId: Schema.String,
+  callId: Schema.String,
+  command: Schema.Array(Schema.String),
+  cwd: Schema.String,
+  reason: Nullable(Schema.String),
+  parsedCmd: Schema.optional(Schema.Unknown)
+})
+
+// ---------------------------------------------------------------------------------------------
+// Method specs
+
+export interface MethodSpec<P> {
+  readonly params: Schema.Schema<P, any>
+  /** The answer written when nobody decided (deadline, scope closed, handler failed). Required. */
+  readonly refusal: Reply
+  /** Encode a decision, or say why this method cannot express it. */
+  readonly answer: (params: P, decision: Decision) => Either.Either<Reply, string>
+  /** The decisions this request offers a person (for UIs); Decline is always among them. */
+  readonly offers: (params: P) => ReadonlyArray<DecisionTag>
+  /** The thread the request belongs to, if it says. */
+  readonly threadId: (params: P) => string | undefined
+  readonly turnId: (params: P) => string | undefined
+}
+
+const cannot = (decision: Decision, method: string) =>
+  Either.left(`${decision._tag} cannot be expressed as an answer to ${method}`)
+
+const commandDecision = (value: unknown): Reply => result({ decision: value })
+
+const offeredWord = (available: ReadonlyArray<unknown> | null | undefined, word: string): boolean =>
+  available === undefined || available === null || available.some((d) => d === word)
+
+const offeredObject = (available: ReadonlyArray<unknown> | null | undefined, key: string): boolean =>
+  available === undefined || available === null ||
+  available.some((d) => typeof d === "object" && d !== null && key in (d as object))
+
+const sameStrings = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
+  a.length === b.length && a.every((x, i) => x === b[i])
+
+const commandApproval: MethodSpec<CommandApprovalParams> = {
+  params: CommandApprovalParams,
+  refusal: commandDecision("decline"),
+  answer: (p, d) => {
+    const method = "item/commandExecution/requestApproval"
+    switch (d._tag) {
+      case "Accept":
+        return offeredWord(p.availableDecisions, "accept") ? Either.right(commandDecision("accept")) : Either.left("accept is not offered by this request")
+      case "AcceptForSession":
+        return offeredWord(p.availableDecisions, "acceptForSession")
+          ? Either.right(commandDecision("acceptForSession"))
+          : Either.left("acceptForSession is not offered by this request")
+      case "Decline":
+        // Accepted by the server even when availableDecisions does not list it (measured).
+        return Either.right(commandDecision("decline"))
+      case "Cancel":
+        return Either.right(commandDecision("cancel"))
+      case "AcceptWithExecpolicyAmendment": {
+        const proposed = p.proposedExecpolicyAmendment
+        if (!proposed || !offeredObject(p.availableDecisions, "acceptWithExecpolicyAmendment")) {
+          return Either.left("an execpolicy amendment is not offered by this request")
+        }
+        if (!sameStrings(proposed, d.amendment)) return Either.left("the amendment differs from the one the request proposed")
+        return Either.right(commandDecision({ acceptWithExecpolicyAmendment: { execpolicy_amendment: [...proposed] } }))
+      }
+      case "ApplyNetworkPolicyAmendment": {
+        const match = (p.proposedNetworkPolicyAmendments ?? []).find((a) => a.host === d.host && a.action === d.action)
+        if (!match) return Either.left("that network policy amendment is not offered by this request")
+        return Either.right(commandDecision({ applyNetworkPolicyAmendment: { network_policy_amendment: { host: match.host, action: match.action } } }))
+      }
+      default:
+        return cannot(d, method)
+    }
+  },
+  offers: (p) => {
+    const out: Array<DecisionTag> = []
+    if (offeredWord(p.availableDecisions, "accept")) out.push("Accept")
+    if (offeredWord(p.availableDecisions, "acceptForSession")) out.push("AcceptForSession")
+    if (p.proposedExecpolicyAmendment && offeredObject(p.availableDecisions, "acceptWithExecpolicyAmendment")) {
+      out.push("AcceptWithExecpolicyAmendment")
+    }
+    if ((p.proposedNetworkPolicyAmendments ?? []).length > 0) out.push("ApplyNetworkPolicyAmendment")
+    out.push("Decline", "Cancel")
+    return out
+  },
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId
+}
+
+const fileChangeApproval: MethodSpec<FileChangeApprovalParams> = {
+  params: FileChangeApprovalParams,
+  refusal: commandDecision("decline"),
+  answer: (_p, d) => {
+    switch (d._tag) {
+      case "Accept":
+        return Either.right(commandDecision("accept"))
+      case "AcceptForSession":
+        return Either.right(commandDecision("acceptForSession"))
+      case "Decline":
+        return Either.right(commandDecision("decline"))
+      case "Cancel":
+        return Either.right(commandDecision("cancel"))
+      default:
+        return cannot(d, "item/fileChange/requestApproval")
+    }
+  },
+  offers: () => ["Accept", "AcceptForSession", "Decline", "Cancel"],
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId
+}
+
+const grantReply = (answer: PermissionsGrant.GrantAnswer): Reply =>
+  result({
+    permissions: answer.permissions,
+    scope: answer.scope,
+    ...(answer.strictAutoReview !== undefined ? { strictAutoReview: answer.strictAutoReview } : {})
+  })
+
+const permissionsApproval: MethodSpec<PermissionsApprovalParams> = {
+  params: PermissionsApprovalParams,
+  refusal: grantReply(PermissionsGrant.emptyGrant()),
+  answer: (p, d) => {
+    switch (d._tag) {
+      case "Accept":
+      case "AcceptForSession":
+        // Grant exactly what was asked, rebuilt from checked values.
+        return Either.map(
+          PermissionsGrant.checkGrant(p.permissions, { permissions: p.permissions, scope: d._tag === "Accept" ? "turn" : "session" }),
+          grantReply
+        )
+      case "Grant":
+        return Either.map(PermissionsGrant.checkGrant(p.permissions, d), grantReply)
+      case "Decline":
+        return Either.right(grantReply(PermissionsGrant.emptyGrant()))
+      default:
+        return cannot(d, "item/permissions/requestApproval")
+    }
+  },
+  offers: () => ["Accept", "AcceptForSession", "Grant", "Decline"],
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId
+}
+
+const schemaProperties = (schema: unknown): Record<string, unknown> => {
+  if (typeof schema !== "object" || schema === null) return {}
+  const props = (schema as Record<string, unknown>)["properties"]
+  return typeof props === "object" && props !== null ? (props as Record<string, unknown>) : {}
+}
+
+/** The persistence levels an elicitation offers in `_meta.persist`. */
+export const persistOffered = (p: ElicitationParams): ReadonlyArray<"session" | "always"> => {
+  const persist = p._meta?.["persist"]
+  return Array.isArray(persist) ? persist.filter((x): x is "session" | "always" => x === "session" || x === "always") : []
+}
+
+/** Content for an accepted form: only the form's own fields, only primitive values, rebuilt fresh. */
+const formContent = (p: ElicitationParams, content: unknown): Either.Either<Record<string, unknown>, string> => {
+  const props = schemaProperties(p.requestedSchema)
+  if (content === undefined) {
+    return Object.keys(props).length === 0 ? Either.right({}) : Either.left("accepting this form needs content")
+  }
+  if (typeof content !== "object" || content === null || Array.isArray(content) || Object.getPrototypeOf(content) !== Object.prototype) {
+    return Either.left("content is not a plain object")
+  }
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(content)) {
+    if (!(key in props)) return Either.left(`content has a field the form does not ask for: ${key}`)
+    const descriptor = Object.getOwnPropertyDescriptor(content, key)!
+    if (!("value" in descriptor)) return Either.left(`content.${key} is an accessor`)
+    const value: unknown = descriptor.value
+    const field = props[key] as Record<string, unknown> | undefined
+    const allowed = field && Array.isArray(field["enum"]) ? (field["enum"] as ReadonlyArray<unknown>) : undefined
+    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
+      if (allowed && !allowed.includes(value)) return Either.left(`content.${key} is not one of the form's choices`)
+      out[key] = value
+    } else if (Array.isArray(value) && value.every((x) => typeof x === "string")) {
+      out[key] = [...value]
+    } else {
+      return Either.left(`content.${key} is not a primitive value`)
+    }
+  }
+  return Either.right(out)
+}
+
+const elicitation: MethodSpec<ElicitationParams> = {
+  params: ElicitationParams,
+  refusal: result({ action: "decline" }),
+  answer: (p, d) => {
+    switch (d._tag) {
+      case "Decline":
+        return Either.right(result({ action: "decline" }))
+      case "Cancel":
+        return Either.right(result({ action: "cancel" }))
+      case "Accept":
+        return p.mode === "url"
+          ? Either.right(result({ action: "accept" }))
+          : Either.map(formContent(p, undefined), (content) => result(Object.keys(content).length === 0 ? { action: "accept" } : { action: "accept", content }))
+      case "Elicitation": {
+        if (d.action !== "accept") return Either.right(result({ action: d.action }))
+        if (d.persist !== undefined && !persistOffered(p).includes(d.persist)) {
+          return Either.left(`persist "${d.persist}" is not offered by this elicitation`)
+        }
+        const meta = d.persist !== undefined ? { _meta: { persist: d.persist } } : {}
+        if (p.mode === "url") {
+          return d.content === undefined ? Either.right(result({ action: "accept", ...meta })) : Either.left("a URL elicitation takes no content")
+        }
+        return Either.map(formContent(p, d.content), (content) =>
+          result({ action: "accept", ...(Object.keys(content).length > 0 || d.content !== undefined ? { content } : {}), ...meta }))
+      }
+      default:
+        return cannot(d, "mcpServer/elicitation/request")
+    }
+  },
+  offers: (p) => [
+    ...(p.mode === "url" || Object.keys(schemaProperties(p.requestedSchema)).length === 0 ? ["Accept" as const] : []),
+    "Elicitation",
+    "Decline",
+    "Cancel"
+  ],
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId ?? undefined
+}
+
+const MaxAnswersPerQuestion = 32
+const MaxAnswerLength = 4_096
+
+const userInput: MethodSpec<UserInputParams> = {
+  params: UserInputParams,
+  refusal: result({ answers: {} }),
+  answer: (p, d) => {
+    switch (d._tag) {
+      case "Decline":
+        return Either.right(result({ answers: {} }))
+      case "Answers": {
+        const answers = d.answers
+        if (typeof answers !== "object" || answers === null || Array.isArray(answers) || Object.getPrototypeOf(answers) !== Object.prototype) {
+          return Either.left("answers is not a plain object")
+        }
+        const ids = new Set(p.questions.map((q) => q.id))
+        const out: Record<string, { answers: Array<string> }> = {}
+        for (const id of Object.keys(answers)) {
+          if (!ids.has(id)) return Either.left(`answers name a question that was not asked: ${id}`)
+          const descriptor = Object.getOwnPropertyDescriptor(answers, id)!
+          if (!("value" in descriptor)) return Either.left(`answers.${id} is an accessor`)
+          const raw: unknown = descriptor.value
+          const list = Array.isArray(raw)
+            ? raw
+            : typeof raw === "object" && raw !== null && Array.isArray((raw as Record<string, unknown>)["answers"])
+            ? ((raw as Record<string, unknown>)["answers"] as ReadonlyArray<unknown>)
+            : typeof raw === "string"
+            ? [raw]
+            : undefined
+          if (!list || list.length > MaxAnswersPerQuestion || !list.every((x) => typeof x === "string" && x.length <= MaxAnswerLength)) {
+            return Either.left(`answers.${id} is not a bounded list of strings`)
+          }
+          out[id] = { answers: [...(list as ReadonlyArray<string>)] }
+        }
+        return Either.right(result({ answers: out }))
+      }
+      default:
+        return cannot(d, "item/tool/requestUserInput")
+    }
+  },
+  offers: () => ["Answers", "Decline"],
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId
+}
+
+const contentItem = (item: unknown): Record<string, string> | undefined => {
+  if (typeof item !== "object" || item === null) return undefined
+  const i = item as Record<string, unknown>
+  if (i["type"] === "inputText" && typeof i["text"] === "string") return { type: "inputText", text: i["text"] }
+  if (i["type"] === "inputImage" && typeof i["imageUrl"] === "string") return { type: "inputImage", imageUrl: i["imageUrl"] }
+  if (i["type"] === "inputAudio" && typeof i["audioUrl"] === "string") return { type: "inputAudio", audioUrl: i["audioUrl"] }
+  return undefined
+}
+
+const dynamicToolCall: MethodSpec<DynamicToolCallParams> = {
+  params: DynamicToolCallParams,
+  refusal: result({ contentItems: [], success: false }),
+  answer: (_p, d) => {
+    switch (d._tag) {
+      case "Decline":
+        return Either.right(result({ contentItems: [], success: false }))
+      case "ToolResult": {
+        if (typeof d.success !== "boolean") return Either.left("success is not a boolean")
+        if (!Array.isArray(d.contentItems)) return Either.left("contentItems is not an array")
+        const items = d.contentItems.map(contentItem)
+        if (items.some((x) => x === undefined)) return Either.left("a content item is not inputText, inputImage or inputAudio")
+        return Either.right(result({ contentItems: items, success: d.success }))
+      }
+      default:
+        return cannot(d, "item/tool/call")
+    }
+  },
+  offers: () => ["ToolResult", "Decline"],
+  threadId: (p) => p.threadId,
+  turnId: (p) => p.turnId
+}
+
+/** Methods Warden never answers positively: only the error frame (a refusal) is expressible. */
+const refuseOnly = <P>(params: Schema.Schema<P, any>, method: string): MethodSpec<P> => ({
+  params,
+  refusal: { _tag: "Error", error: refusedError },
+  answer: (_p, d) => (d._tag === "Decline" ? Either.right({ _tag: "Error", error: refusedError }) : cannot(d, method)),
+  offers: () => ["Decline"],
+  threadId: () => undefined,
+  turnId: () => undefined
+})
+
+const legacyDenied: Reply = result({ decision: { denied: { rejection: "Warden refused this request: nobody approved it." } } })
+
+const legacyApproval = <P>(params: Schema.Schema<P, any>, method: string): MethodSpec<P> => ({
+  params,
+  refusal: legacyDenied,
+  answer: (_p, d) => {
+    switch (d._tag) {
+      case "Accept":
+        return Either.right(result({ decision: "approved" }))
+      case "AcceptForSession":
+        return Either.right(result({ decision: "approved_for_session" }))
+      case "Decline":
+        return Either.right(legacyDenied)
+      case "Abort":
+      case "Cancel":
+        return Either.right(result({ decision: "abort" }))
+      default:
+        return cannot(d, method)
+    }
+  },
+  offers: () => ["Accept", "AcceptForSession", "Decline", "Abort"],
+  threadId: () => undefined,
+  turnId: () => undefined
+})
+
+export type ParamsOf = {
+  "item/commandExecution/requestApproval": CommandApprovalParams
+  "item/fileChange/requestApproval": FileChangeApprovalParams
+  "item/permissions/requestApproval": PermissionsApprovalParams
+  "mcpServer/elicitation/request": ElicitationParams
+  "item/tool/requestUserInput": UserInputParams
+  "item/tool/call": DynamicToolCallParams
+  "account/chatgptAuthTokens/refresh": typeof TokenRefreshParams.Type
+  "attestation/generate": typeof AttestationParams.Type
+  "applyPatchApproval": typeof LegacyApplyPatchParams.Type
+  "execCommandApproval": typeof LegacyExecParams.Type
+}
+
+export const Specs: { readonly [M in ServerRequestMethod]: MethodSpec<ParamsOf[M]> } = {
+  "item/commandExecution/requestApproval": commandApproval,
+  "item/fileChange/requestApproval": fileChangeApproval,
+  "item/permissions/requestApproval": permissionsApproval,
+  "mcpServer/elicitation/request": elicitation,
+  "item/tool/requestUserInput": userInput,
+  "item/tool/call": dynamicToolCall,
+  "account/chatgptAuthTokens/refresh": refuseOnly(TokenRefreshParams, "account/chatgptAuthTokens/refresh"),
+  "attestation/generate": refuseOnly(AttestationParams, "attestation/generate"),
+  "applyPatchApproval": legacyApproval(LegacyApplyPatchParams, "applyPatchApproval"),
+  "execCommandApproval": legacyApproval(LegacyExecParams, "execCommandApproval")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoded requests
+
+export type ServerRequest = {
+  readonly [M in ServerRequestMethod]: { readonly _tag: "Known"; readonly id: RequestId; readonly method: M; readonly params: ParamsOf[M] }
+}[ServerRequestMethod]
+
+export type DecodedRequest =
+  | ServerRequest
+  /** A method outside the union: answered with the error frame. */
+  | { readonly _tag: "Unknown"; readonly id: RequestId; readonly method: string; readonly params: unknown }
+  /** A known method whose params do not decode: nobody can be shown it; refused at once. */
+  | { readonly _tag: "Malformed"; readonly id: RequestId; readonly method: ServerRequestMethod; readonly params: unknown; readonly detail: string }
+
+const decoders = Object.fromEntries(
+  ServerRequestMethods.map((m) => [m, Schema.decodeUnknownEither(Specs[m].params as Schema.Schema<unknown, unknown>, { onExcessProperty: "ignore" })])
+) as Record<ServerRequestMethod, (u: unknown) => Either.Either<unknown, import("effect/ParseResult").ParseError>>
+
+export const decode = (id: RequestId, method: string, params: unknown): DecodedRequest => {
+  if (!isServerRequestMethod(method)) return { _tag: "Unknown", id, method, params }
+  const decoded = decoders[method](params ?? {})
+  if (Either.isLeft(decoded)) return { _tag: "Malformed", id, method, params, detail: decoded.left.message }
+  return { _tag: "Known", id, method, params: decoded.right } as ServerRequest
+}
+
+/** The refusal for any decoded request (the error frame for unknown methods). */
+export const refusalFor = (request: DecodedRequest): Reply =>
+  request._tag === "Unknown" ? { _tag: "Error", error: unknownMethodError(request.method) } : Specs[request.method].refusal
+
+/** Encode a decision for a known request, or say why it cannot be expressed. */
+export const answerFor = (request: ServerRequest, decision: Decision): Either.Either<Reply, string> =>
+  (Specs[request.method] as MethodSpec<unknown>).answer(request.params, decision)
+
+export const offersFor = (request: ServerRequest): ReadonlyArray<DecisionTag> =>
+  (Specs[request.method] as MethodSpec<unknown>).offers(request.params)
+
+export const threadIdFor = (request: DecodedRequest): string | undefined => {
+  if (request._tag === "Known") return (Specs[request.method] as MethodSpec<unknown>).threadId(request.params)
+  const params = request.params
+  if (typeof params === "object" && params !== null) {
+    const threadId = (params as Record<string, unknown>)["threadId"]
+    return typeof threadId === "string" ? threadId : undefined
+  }
+  return undefined
+}
+
+export const turnIdFor = (request: DecodedRequest): string | undefined => {
+  if (request._tag === "Known") return (Specs[request.method] as MethodSpec<unknown>).turnId(request.params)
+  const params = request.params
+  if (typeof params === "object" && params !== null) {
+    const turnId = (params as Record<string, unknown>)["turnId"]
+    return typeof turnId === "string" ? turnId : undefined
+  }
+  return undefined
+}

@@ -1,0 +1,54 @@
+/**
+ * The Transport service: a scoped connection to a line-oriented JSON peer.
+ *
+ * Two implementations sit behind this one interface: a child process
+ * (`ChildProcessTransport`) and an in-memory pair (`MemoryTransport`) for tests.
+ * Both run bytes through the same `FrameDecoder`, so framing faults behave the same.
+ */
+import type { Effect, Mailbox, Scope } from "effect"
+import { Context } from "effect"
+import type { ConnectionClosed, ConnectionEnded, SpawnFailed } from "./ConnectionEnded.js"
+
+/** One decoded frame: always a JSON object (anything else is fatal for the connection). */
+export type JsonObject = { readonly [key: string]: unknown }
+
+export interface Connection {
+  /**
+   * Frames in arrival order, batched: one `takeAll` returns every frame decoded from the
+   * chunks read so far, so a reader can process a whole chunk synchronously.
+   * The mailbox is ended (done) once the connection has ended and every frame read before
+   * the end has been offered; frames after a protocol fault are never offered.
+   */
+  readonly incoming: Mailbox.ReadonlyMailbox<JsonObject>
+  /**
+   * Enqueue one frame for the single long-lived writer. Fails with `ConnectionClosed` when
+   * the connection has already ended (checked synchronously, at the call).
+   */
+  readonly send: (frame: JsonObject) => Effect.Effect<void, ConnectionClosed>
+  /** Synchronous view of liveness: false from the instant the end is known. */
+  readonly isOpen: () => boolean
+  /**
+   * The end, reported once, after stdout was drained (so the stderr tail is complete).
+   * Waits until the connection ends.
+   */
+  readonly ended: Effect.Effect<ConnectionEnded>
+  /** Poll the end without waiting. */
+  readonly endedNow: () => ConnectionEnded | undefined
+  /** The last bytes of the peer's stderr (bounded, 64 KiB by default), decoded as UTF-8. */
+  readonly stderrTail: () => string
+  /**
+   * End the connection because a layer above found the peer broke the protocol (e.g. a
+   * duplicate open request id). The reason becomes the connection's end reason unless the
+   * connection already ended.
+   */
+  readonly abort: (detail: string) => Effect.Effect<void>
+  /** End the connection on purpose ("closed by us"); same stopping sequence as scope close. */
+  readonly close: Effect.Effect<void>
+}
+
+export interface TransportShape {
+  /** Open a connection; closing the scope ends it (stdin end, SIGTERM, bounded wait, SIGKILL). */
+  readonly connect: Effect.Effect<Connection, SpawnFailed, Scope.Scope>
+}
+
+export class Transport extends Context.Tag("@warden/transport/Transport")<Transport, TransportShape>() {}

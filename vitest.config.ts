@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config"
+
+// One run for the whole workspace. Real-process tests are bounded by the 2-core CI machine:
+// at most two test files run at once.
+export default defineConfig({
+  test: {
+    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts"],
+    pool: "forks",
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    fakeTimers: { toFake: [] }
+  }
+})
