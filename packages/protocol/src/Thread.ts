@@ -1,0 +1,79 @@
+/**
+ * A thread as the server describes it (in `thread/start`, `thread/resume` results and the
+ * `thread/started` notification) and its status.
+ *
+ * The id is the one thing a supervisor routes by, so it is strict: `thread.id` must be a non-empty
+ * string or decoding fails (never guessed from `threadId` or elsewhere). The rest is informational:
+ * missing fields become `null`, unknown fields are ignored.
+ */
+import { Schema } from "effect"
+import * as OpenEnum from "./OpenEnum.js"
+
+export const ThreadActiveFlags = ["waitingOnApproval", "waitingOnUserInput"] as const
+export type ThreadActiveFlag = OpenEnum.Open<(typeof ThreadActiveFlags)[number]>
+
+/** The wire `status.type` values of 0.171.0. */
+export const ThreadStatusTypes = ["idle", "active", "systemError", "notLoaded"] as const
+
+export const ThreadStatus = Schema.Union(
+  Schema.TaggedStruct("Idle", {}),
+  Schema.TaggedStruct("Active", { activeFlags: Schema.Array(Schema.Literal(...ThreadActiveFlags, "unknown")) }),
+  Schema.TaggedStruct("SystemError", {}),
+  Schema.TaggedStruct("NotLoaded", {}),
+  Schema.TaggedStruct("Unknown", { type: Schema.String })
+)
+export type ThreadStatus = Schema.Schema.Type<typeof ThreadStatus>
+
+const ThreadStatusWire = Schema.Struct({
+  type: Schema.String,
+  activeFlags: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+})
+
+/** `{type:"active", activeFlags:[...]}` on the wire, `{_tag:"Active", activeFlags}` decoded. */
+export const ThreadStatusFromWire = Schema.transform(ThreadStatusWire, ThreadStatus, {
+  strict: true,
+  decode: (wire): ThreadStatus => {
+    switch (wire.type) {
+      case "idle":
+        return { _tag: "Idle" }
+      case "active":
+        return { _tag: "Active", activeFlags: wire.activeFlags.map((flag) => OpenEnum.of(ThreadActiveFlags, flag)) }
+      case "systemError":
+        return { _tag: "SystemError" }
+      case "notLoaded":
+        return { _tag: "NotLoaded" }
+      default:
+        return { _tag: "Unknown", type: wire.type }
+    }
+  },
+  encode: (status) => {
+    switch (status._tag) {
+      case "Idle":
+        return { type: "idle", activeFlags: [] }
+      case "Active":
+        return { type: "active", activeFlags: status.activeFlags }
+      case "SystemError":
+        return { type: "systemError", activeFlags: [] }
+      case "NotLoaded":
+        return { type: "notLoaded", activeFlags: [] }
+      case "Unknown":
+        return { type: status.type, activeFlags: [] }
+    }
+  }
+})
+
+const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
+
+export const Thread = Schema.Struct({
+  id: Schema.NonEmptyString,
+  cwd: nullable(Schema.String),
+  path: nullable(Schema.String),
+  ephemeral: nullable(Schema.Boolean),
+  model: nullable(Schema.String),
+  modelProvider: nullable(Schema.String),
+  cliVersion: nullable(Schema.String),
+  /** Set on a thread codex spawned for a sub-agent: its events arrive under this thread's own id. */
+  parentThreadId: nullable(Schema.String),
+  status: nullable(ThreadStatusFromWire)
+})
+export type Thread = Schema.Schema.Type<typeof Thread>
