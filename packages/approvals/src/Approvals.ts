@@ -1,0 +1,143 @@
+/**
+ * The Approvals service: one per supervisor. It makes a desk per connection, keeps every open
+ * card reachable by id for inboxes (`answer`), fans events out to subscribers (audit, CLI, UIs),
+ * and on shutdown settles whatever is still open with a refusal.
+ */
+import type { Decision } from "@warden/protocol"
+import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
+import type { Scope } from "effect"
+import type { ApprovalEvent } from "./ApprovalEvent.js"
+import type { CardId, CardView, Settlement } from "./Card.js"
+import type { Line } from "./CardRace.js"
+import { LiveCard } from "./CardRace.js"
+import * as Desk from "./Desk.js"
+import type { Hub } from "./Hub.js"
+
+export interface ApprovalsConfig extends Desk.DeskConfig {
+  /** How many settled cards are remembered so a late answer can say which outcome won. */
+  readonly settledHistory?: number
+}
+
+export type AnswerResult =
+  /** This answer decided the card (accepted, declined, or refused when it could not be expressed). */
+  | { readonly _tag: "Settled"; readonly settlement: Settlement }
+  /** The card had already settled: the answer was dropped and reported late. */
+  | { readonly _tag: "AlreadySettled"; readonly settlement: Settlement }
+  | { readonly _tag: "UnknownCard"; readonly cardId: CardId }
+
+export type InboxUpdate =
+  | { readonly _tag: "Snapshot"; readonly cards: ReadonlyArray<CardView> }
+  | { readonly _tag: "Opened"; readonly card: CardView }
+  | { readonly _tag: "Settled"; readonly settlement: Settlement }
+
+export interface ApprovalsShape {
+  /** A desk for one connection: its cards answer through `line`. */
+  readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>) => Desk.Desk
+  readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
+  /** Answer a card as a person (or program) through the inbox. */
+  readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
+  /** Subscribe before acting, so no event is missed. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
+  /** Live events from the moment the stream starts. */
+  readonly events: Stream.Stream<ApprovalEvent>
+  /** The open cards now, then every change (an Opened may repeat a card of the snapshot). */
+  readonly inbox: Stream.Stream<InboxUpdate>
+}
+
+export class Approvals extends Context.Tag("@warden/approvals/Approvals")<Approvals, ApprovalsShape>() {}
+
+export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const pubsub = yield* PubSub.unbounded<ApprovalEvent>()
+    const runFork = yield* FiberSet.makeRuntime<never>()
+    const open = new Map<CardId, LiveCard>()
+    const settled = new Map<CardId, Settlement>()
+    const historyLimit = config.settledHistory ?? 10_000
+    let counter = 0
+
+    const hub: Hub = {
+      now: () => clock.unsafeCurrentTimeMillis(),
+      nextCardId: () => `c${++counter}`,
+      register: (card) => {
+        open.set(card.view.id, card)
+      },
+      unregister: (card) => {
+        open.delete(card.view.id)
+        if (card.settlement) {
+          settled.set(card.view.id, card.settlement)
+          if (settled.size > historyLimit) settled.delete(settled.keys().next().value!)
+        }
+      },
+      publish: (event) => {
+        pubsub.unsafeOffer(event)
+      },
+      fork: (effect) => {
+        runFork(effect)
+      }
+    }
+
+    // Shutdown: whatever is still open is refused (if its line can carry it) before we go.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const card of Array.from(open.values())) card.close({ _tag: "Shutdown" })
+      })
+    )
+
+    const answer = (cardId: CardId, decision: Decision.Decision): Effect.Effect<AnswerResult> =>
+      Effect.sync(() => {
+        const card = open.get(cardId)
+        if (card) {
+          const before = card.settlement
+          const settlement = card.decide(decision, { _tag: "Person" })
+          return before ? { _tag: "AlreadySettled", settlement } : { _tag: "Settled", settlement }
+        }
+        const done = settled.get(cardId)
+        if (done) {
+          hub.publish({
+            _tag: "LateDecision",
+            card: done.card,
+            decision: decision._tag,
+            source: { _tag: "Person" },
+            outcome: done.outcome,
+            at: hub.now()
+          })
+          return { _tag: "AlreadySettled", settlement: done }
+        }
+        return { _tag: "UnknownCard", cardId }
+      })
+
+    const subscribe = PubSub.subscribe(pubsub)
+
+    const inbox: Stream.Stream<InboxUpdate> = Stream.unwrapScoped(
+      Effect.map(subscribe, (queue) =>
+        Stream.concat(
+          Stream.sync((): InboxUpdate => ({ _tag: "Snapshot", cards: Array.from(open.values(), (c) => c.view) })),
+          Stream.fromQueue(queue).pipe(
+            Stream.filterMap((event): Option.Option<InboxUpdate> => {
+              switch (event._tag) {
+                case "CardOpened":
+                  return Option.some({ _tag: "Opened", card: event.card })
+                case "CardSettled":
+                  return Option.some({ _tag: "Settled", settlement: event.settlement })
+                default:
+                  return Option.none()
+              }
+            })
+          )
+        ))
+    )
+
+    return {
+      desk: (line, overrides) => Desk.make(line, hub, { ...config, ...overrides }),
+      openCards: Effect.sync(() => Array.from(open.values(), (c) => c.view)),
+      answer,
+      subscribe,
+      events: Stream.fromPubSub(pubsub),
+      inbox
+    }
+  })
+
+export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals> => Layer.scoped(Approvals, make(config))
+
+export { LiveCard }

@@ -1,0 +1,124 @@
+/**
+ * The audit trail: every card's opening and settling (and every late decision) as one flat JSON
+ * record. Records carry the masked title, never request values, answers or form contents, so a
+ * secret can't reach the log. The JSONL sink appends one line per event and flushes it at once.
+ */
+import { Data, Effect, Queue } from "effect"
+import type { Scope } from "effect"
+import * as fs from "node:fs"
+import type { ApprovalEvent } from "./ApprovalEvent.js"
+import { Approvals } from "./Approvals.js"
+import { describeSource } from "./Card.js"
+
+export interface AuditRecord {
+  readonly type: "card.opened" | "card.settled" | "card.late"
+  readonly ts: string
+  readonly cardId: string
+  readonly requestId: number | string
+  readonly method: string
+  readonly threadId: string | null
+  readonly turnId: string | null
+  readonly workItem: string | number | null
+  readonly summary: string
+  readonly decision: string | null
+  readonly source: string | null
+  readonly outcome: string | null
+  readonly written: boolean | null
+  readonly latencyMs: number | null
+  readonly detail: string | null
+}
+
+export const toRecord = (event: ApprovalEvent): AuditRecord => {
+  switch (event._tag) {
+    case "CardOpened": {
+      const c = event.card
+      return {
+        type: "card.opened",
+        ts: new Date(c.openedAt).toISOString(),
+        cardId: c.id,
+        requestId: c.requestId,
+        method: c.method,
+        threadId: c.threadId ?? null,
+        turnId: c.turnId ?? null,
+        workItem: c.workItem ?? null,
+        summary: c.title,
+        decision: null,
+        source: null,
+        outcome: null,
+        written: null,
+        latencyMs: null,
+        detail: null
+      }
+    }
+    case "CardSettled": {
+      const s = event.settlement
+      const c = s.card
+      return {
+        type: "card.settled",
+        ts: new Date(s.settledAt).toISOString(),
+        cardId: c.id,
+        requestId: c.requestId,
+        method: c.method,
+        threadId: c.threadId ?? null,
+        turnId: c.turnId ?? null,
+        workItem: c.workItem ?? null,
+        summary: c.title,
+        decision: s.decision ?? null,
+        source: describeSource(s.source),
+        outcome: s.outcome,
+        written: s.written,
+        latencyMs: s.latencyMs,
+        detail: s.detail ?? null
+      }
+    }
+    case "LateDecision": {
+      const c = event.card
+      return {
+        type: "card.late",
+        ts: new Date(event.at).toISOString(),
+        cardId: c.id,
+        requestId: c.requestId,
+        method: c.method,
+        threadId: c.threadId ?? null,
+        turnId: c.turnId ?? null,
+        workItem: c.workItem ?? null,
+        summary: c.title,
+        decision: event.decision,
+        source: describeSource(event.source),
+        outcome: event.outcome,
+        written: false,
+        latencyMs: null,
+        detail: "decision arrived after the card settled; dropped"
+      }
+    }
+  }
+}
+
+export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonly path: string; readonly detail: string }> {
+  override get message() {
+    return `cannot write the audit trail to ${this.path}: ${this.detail}`
+  }
+}
+
+/**
+ * Append every approval event to `path` as JSONL for as long as the scope lives. Opening the
+ * file fails with a typed error; each event is written with a synchronous append (durable in the
+ * OS before the next event is handled).
+ */
+export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, Approvals | Scope.Scope> =>
+  Effect.gen(function*() {
+    const approvals = yield* Approvals
+    const fd = yield* Effect.acquireRelease(
+      Effect.try({ try: () => fs.openSync(path, "a"), catch: (e) => new AuditFileError({ path, detail: String(e) }) }),
+      (fd) => Effect.sync(() => fs.closeSync(fd))
+    )
+    const queue = yield* approvals.subscribe
+    const writeOne = (event: ApprovalEvent) =>
+      Effect.try(() => fs.writeSync(fd, JSON.stringify(toRecord(event)) + "\n")).pipe(
+        Effect.tapError((e) => Effect.logError("audit write failed", e)),
+        Effect.ignore
+      )
+    // Drain what is queued when the scope closes, so the last settlements are not lost.
+    yield* Effect.addFinalizer(() => Queue.takeAll(queue).pipe(Effect.flatMap((events) => Effect.forEach(events, writeOne, { discard: true }))))
+    yield* Queue.take(queue).pipe(Effect.flatMap(writeOne), Effect.forever, Effect.interruptible, Effect.forkScoped)
+  })

@@ -1,0 +1,132 @@
+/**
+ * A card: one open server request that wants a decision. These are the data types every other
+ * module of the package speaks; the race itself lives in `CardRace.ts`, the registry in `Desk.ts`.
+ */
+import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
+
+export type CardId = string
+
+/** A file change as the preceding `fileChange` item described it (the approval params carry none). */
+export interface FileChange {
+  readonly path: string
+  readonly kind: string
+  readonly diff?: string
+}
+
+/** Context the supervisor knows about a request that the request itself does not carry. */
+export interface CardContext {
+  /** The changes of the fileChange item this approval is about (from its `item/started`). */
+  readonly fileChanges?: ReadonlyArray<FileChange>
+  /** The work item this card belongs to (the CLI's PROMPT index, or an embedder's id). */
+  readonly workItem?: string | number
+}
+
+/** What a person needs to decide, with secret-looking values masked. Never holds raw secrets. */
+export type CardSummary =
+  | { readonly kind: "command"; readonly command: string; readonly argv: ReadonlyArray<string> | undefined; readonly cwd: string | undefined; readonly reason: string | undefined }
+  | { readonly kind: "fileChange"; readonly changes: ReadonlyArray<FileChange>; readonly reason: string | undefined; readonly grantRoot: string | undefined }
+  | { readonly kind: "permissions"; readonly permissions: unknown; readonly cwd: string; readonly reason: string | undefined }
+  | { readonly kind: "mcpToolCall"; readonly server: string; readonly tool: string | undefined; readonly inputs: Readonly<Record<string, unknown>>; readonly message: string }
+  | { readonly kind: "elicitation"; readonly server: string; readonly message: string; readonly mode: string; readonly fields: ReadonlyArray<FormField>; readonly url: string | undefined }
+  | { readonly kind: "userInput"; readonly questions: ReadonlyArray<ServerRequests.UserInputQuestion> }
+  | { readonly kind: "dynamicTool"; readonly tool: string; readonly namespace: string | undefined; readonly arguments: unknown }
+  | { readonly kind: "other"; readonly method: string }
+
+export interface FormField {
+  readonly name: string
+  readonly title: string | undefined
+  readonly type: string | undefined
+  readonly choices: ReadonlyArray<string> | undefined
+  readonly required: boolean
+}
+
+/** The public view of an open card: what inboxes, UIs and handlers see. */
+export interface CardView {
+  readonly id: CardId
+  readonly requestId: JsonRpc.RequestId
+  readonly method: string
+  readonly threadId: string | undefined
+  readonly turnId: string | undefined
+  readonly workItem: string | number | undefined
+  readonly summary: CardSummary
+  /** One line for boards and logs (masked). */
+  readonly title: string
+  /** The decisions this request offers (Decline is always among them). */
+  readonly offers: ReadonlyArray<Decision.DecisionTag>
+  readonly openedAt: number
+  /** Epoch ms at which the card refuses by itself. */
+  readonly deadlineAt: number
+}
+
+export type Outcome =
+  | "accepted"
+  | "declined"
+  | "cancelled"
+  | "refused"
+  | "timeout"
+  | "withdrawn"
+  | "connection-lost"
+  | "shutdown"
+
+/** Who decided. Every settled card records one. */
+export type Source =
+  | { readonly _tag: "Rule"; readonly ruleId: string }
+  | { readonly _tag: "Handler" }
+  | { readonly _tag: "Person" }
+  | { readonly _tag: "SafetyFilter"; readonly reason: string }
+  | { readonly _tag: "Malformed"; readonly detail: string }
+  | { readonly _tag: "UnknownMethod" }
+  | { readonly _tag: "NoThread" }
+  | { readonly _tag: "Deadline" }
+  | { readonly _tag: "Withdrawn" }
+  | { readonly _tag: "ConnectionLost"; readonly detail: string }
+  | { readonly _tag: "ThreadStopped" }
+  | { readonly _tag: "TurnEnded" }
+  | { readonly _tag: "Shutdown" }
+
+export const describeSource = (source: Source): string => {
+  switch (source._tag) {
+    case "Rule":
+      return `rule:${source.ruleId}`
+    case "Handler":
+      return "handler"
+    case "Person":
+      return "person"
+    case "SafetyFilter":
+      return "safety-filter"
+    case "Malformed":
+      return "malformed"
+    case "UnknownMethod":
+      return "unknown-method"
+    case "NoThread":
+      return "no-thread"
+    case "Deadline":
+      return "deadline"
+    case "Withdrawn":
+      return "withdrawn"
+    case "ConnectionLost":
+      return "connection-lost"
+    case "ThreadStopped":
+      return "thread-stopped"
+    case "TurnEnded":
+      return "turn-ended"
+    case "Shutdown":
+      return "shutdown"
+  }
+}
+
+/** How a card ended. */
+export interface Settlement {
+  readonly card: CardView
+  readonly outcome: Outcome
+  readonly source: Source
+  /** The decision that won, if a decision won (described; never a raw secret). */
+  readonly decision: string | undefined
+  /** The answer that was written, if one was. */
+  readonly reply: ServerRequests.Reply | undefined
+  readonly written: boolean
+  /** Why a decision was refused or nothing was written, if it was. Key names, never values. */
+  readonly detail: string | undefined
+  readonly settledAt: number
+  readonly latencyMs: number
+}

@@ -1,0 +1,361 @@
+/**
+ * What a person needs to decide a card, and one line for boards and audit logs. Everything that
+ * leaves here is masked (SecretMask) and bounded (long texts end with "…"). Nothing here throws: a
+ * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
+ */
+import { Either } from "effect"
+import { PermissionsGrant, type ServerRequests } from "@warden/protocol"
+import type { CardContext, CardSummary, FileChange, FormField } from "./Card.js"
+import * as SecretMask from "./SecretMask.js"
+import * as ShellCommand from "./ShellCommand.js"
+
+export interface Summarized {
+  readonly summary: CardSummary
+  readonly title: string
+}
+
+/** Length bounds of what a summary carries. */
+export const Bounds = {
+  title: 160,
+  text: 2_000,
+  command: 4_000,
+  path: 1_024,
+  diff: 20_000,
+  changes: 200,
+  fields: 64,
+  choices: 64,
+  questions: 32
+} as const
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
+
+/** Masked, bounded text. */
+const text = (value: string, max: number = Bounds.text): string => SecretMask.truncate(SecretMask.maskText(value), max)
+const optText = (value: string | null | undefined, max: number = Bounds.text): string | undefined =>
+  value === null || value === undefined ? undefined : text(value, max)
+
+/** One line: control characters and line breaks become spaces, runs of spaces collapse. */
+const oneLine = (value: string): string =>
+  value.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ").replace(/\s+/g, " ").trim()
+
+/** A title: masked, one line, bounded. */
+const line = (value: string, max: number = Bounds.title): string =>
+  SecretMask.truncate(oneLine(SecretMask.maskText(value.length > 4 * Bounds.title ? value.slice(0, 4 * Bounds.title) : value)), max)
+
+/** A short rendering of a value for titles: strings bare, the rest as compact JSON. */
+const brief = (value: unknown, max = 40): string => {
+  let shown: string
+  if (typeof value === "string") shown = value
+  else {
+    try {
+      shown = JSON.stringify(value) ?? String(value)
+    } catch {
+      shown = SecretMask.Mask
+    }
+  }
+  return SecretMask.truncate(oneLine(shown), max)
+}
+
+/** `k=v, k2=v2` from an already masked record, bounded. */
+const callArgs = (inputs: unknown): string => {
+  if (!isRecord(inputs)) return inputs === undefined ? "" : brief(inputs)
+  return SecretMask.truncate(
+    Object.entries(inputs).map(([k, v]) => `${SecretMask.truncate(k, 30)}=${brief(v)}`).join(", "),
+    100
+  )
+}
+
+const listed = (items: ReadonlyArray<string>, shown = 3): string =>
+  items.length <= shown ? items.join(", ") : `${items.slice(0, shown).join(", ")} +${items.length - shown} more`
+
+// ---------------------------------------------------------------------------------------------
+// File changes
+
+/**
+ * The changes of a `fileChange` item (from its `item/started` notification), as cards show them.
+ * Codex sends `kind` as `{type: "add" | "delete" | "update", move_path?}`; a move becomes two
+ * entries (`move-from` with the diff, `move-to`) so that every touched path is listed and checked.
+ * Unreadable entries are skipped; the list is bounded.
+ */
+export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
+  try {
+    if (!isRecord(item)) return []
+    const changes = item["changes"]
+    if (!Array.isArray(changes)) return []
+    const out: Array<FileChange> = []
+    for (const change of changes.slice(0, Bounds.changes)) {
+      if (!isRecord(change)) continue
+      const path = str(change["path"])
+      if (path === undefined || path.length === 0) continue
+      const rawKind = change["kind"]
+      const kind = typeof rawKind === "string" ? rawKind : isRecord(rawKind) ? str(rawKind["type"]) ?? "unknown" : "unknown"
+      const diff = str(change["diff"])
+      const movePath = isRecord(rawKind) ? str(rawKind["move_path"]) ?? str(rawKind["movePath"]) : undefined
+      if (movePath !== undefined && movePath.length > 0) {
+        out.push({ path, kind: "move-from", ...(diff !== undefined ? { diff } : {}) })
+        out.push({ path: movePath, kind: "move-to" })
+      } else {
+        out.push({ path, kind, ...(diff !== undefined ? { diff } : {}) })
+      }
+    }
+    return out
+  } catch {
+    return []
+  }
+}
+
+/** Legacy v1 `applyPatchApproval` carries its changes as `{[path]: {add|delete|update: ...}}`. */
+const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
+  if (!isRecord(fileChanges)) return []
+  return Object.entries(fileChanges).slice(0, Bounds.changes).flatMap(([path, change]): Array<FileChange> => {
+    if (!isRecord(change)) return [{ path, kind: "unknown" }]
+    const kind = Object.keys(change)[0] ?? "unknown"
+    const body = change[kind]
+    const diff = isRecord(body) ? str(body["unified_diff"]) ?? str(body["content"]) : undefined
+    const movePath = isRecord(body) ? str(body["move_path"]) : undefined
+    const first: FileChange = { path, kind: movePath ? "move-from" : kind, ...(diff !== undefined ? { diff } : {}) }
+    return movePath ? [first, { path: movePath, kind: "move-to" }] : [first]
+  })
+}
+
+const shownChanges = (changes: ReadonlyArray<FileChange>): ReadonlyArray<FileChange> =>
+  changes.slice(0, Bounds.changes).map((c) => ({
+    path: text(c.path, Bounds.path),
+    kind: text(c.kind, 40),
+    ...(c.diff !== undefined ? { diff: text(c.diff, Bounds.diff) } : {})
+  }))
+
+const fileChangeTitle = (changes: ReadonlyArray<FileChange>, grantRoot: string | undefined): string => {
+  if (changes.length === 0) {
+    return grantRoot ? `write under ${grantRoot} (changes not known)` : "write files (changes not known)"
+  }
+  const paths = [...new Set(changes.map((c) => c.path))]
+  return `write ${paths.length} file${paths.length === 1 ? "" : "s"}: ${listed(paths)}`
+}
+
+// ---------------------------------------------------------------------------------------------
+// Permissions
+
+const entryPath = (path: PermissionsGrant.FileSystemPath): string => {
+  switch (path.type) {
+    case "path":
+      return path.path
+    case "glob_pattern":
+      return path.pattern
+    case "special":
+      return `<${path.value.kind}>${path.value.subpath ? ` ${path.value.subpath}` : ""}`
+  }
+}
+
+/** `write /a, read /b, network` from what was asked. */
+export const permissionsAsked = (permissions: unknown): ReadonlyArray<string> | undefined => {
+  const read = PermissionsGrant.readRequested(permissions)
+  if (Either.isLeft(read)) return undefined
+  const asked = read.right
+  const out: Array<string> = []
+  for (const path of asked.fileSystem?.write ?? []) out.push(`write ${path}`)
+  for (const path of asked.fileSystem?.read ?? []) out.push(`read ${path}`)
+  for (const entry of asked.fileSystem?.entries ?? []) out.push(`${entry.access} ${entryPath(entry.path)}`)
+  if (asked.network?.enabled === true) out.push("network")
+  return [...new Set(out)]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elicitations
+
+const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
+  if (!isRecord(schema) || !isRecord(schema["properties"])) return []
+  const required = Array.isArray(schema["required"]) ? schema["required"].filter((x): x is string => typeof x === "string") : []
+  return Object.entries(schema["properties"]).slice(0, Bounds.fields).map(([name, field]): FormField => {
+    const f = isRecord(field) ? field : {}
+    const items = isRecord(f["items"]) ? f["items"] : {}
+    const choiceSource = Array.isArray(f["enum"])
+      ? f["enum"]
+      : Array.isArray(f["oneOf"])
+      ? f["oneOf"].map((o) => (isRecord(o) ? o["const"] : undefined))
+      : Array.isArray(items["enum"])
+      ? items["enum"]
+      : Array.isArray(items["anyOf"])
+      ? items["anyOf"].map((o) => (isRecord(o) ? o["const"] : undefined))
+      : undefined
+    const choices = choiceSource?.slice(0, Bounds.choices).map((c) => text(typeof c === "string" ? c : brief(c, 200), 200))
+    const title = str(f["title"])
+    const type = str(f["type"])
+    return {
+      name: text(name, 200),
+      title: title !== undefined ? text(title, 200) : undefined,
+      type: type !== undefined ? text(type, 40) : undefined,
+      choices,
+      required: required.includes(name)
+    }
+  })
+}
+
+/** A URL for display: user, password, query values and fragment masked; a URL without a host is masked as text. */
+const shownUrl = (url: string): string => {
+  try {
+    const u = new URL(url)
+    if (u.host === "") return text(url, Bounds.path)
+    const mask = SecretMask.Mask
+    const auth = u.username || u.password ? `${u.username ? mask : ""}${u.password ? `:${mask}` : ""}@` : ""
+    const keys = [...new Set(u.searchParams.keys())]
+    const query = keys.length > 0 ? `?${keys.map((k) => `${SecretMask.maskText(k)}=${mask}`).join("&")}` : ""
+    const shown = `${u.protocol}//${auth}${u.host}${SecretMask.maskText(u.pathname)}${query}${u.hash ? `#${mask}` : ""}`
+    return SecretMask.truncate(shown, Bounds.path)
+  } catch {
+    return text(url, Bounds.path)
+  }
+}
+
+const isMcpToolCall = (p: ServerRequests.ElicitationParams): boolean => p._meta?.["codex_approval_kind"] === "mcp_tool_call"
+
+const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> => {
+  const params = meta["tool_params"]
+  if (params !== undefined && params !== null) return SecretMask.maskRecord(params)
+  const display = meta["tool_params_display"]
+  if (!Array.isArray(display)) return {}
+  const fromDisplay: Record<string, unknown> = {}
+  for (const entry of display.slice(0, 100)) {
+    if (isRecord(entry) && typeof entry["name"] === "string") {
+      Object.defineProperty(fromDisplay, entry["name"], { value: entry["value"], enumerable: true, writable: true, configurable: true })
+    }
+  }
+  return SecretMask.maskRecord(fromDisplay)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries per method
+
+const command = (raw: string, cwd: string | undefined, reason: string | null | undefined): Summarized => {
+  const unwrapped = ShellCommand.unwrap(raw.length > 4 * Bounds.command ? raw.slice(0, 4 * Bounds.command) : raw)
+  const shownCwd = optText(cwd, Bounds.path)
+  const summary: CardSummary = {
+    kind: "command",
+    command: text(unwrapped.inner, Bounds.command),
+    argv: unwrapped.argv ? SecretMask.maskArgv(unwrapped.argv.slice(0, 256)).map((w) => SecretMask.truncate(w, 500)) : undefined,
+    cwd: shownCwd,
+    reason: optText(reason)
+  }
+  const where = shownCwd !== undefined ? ` (in ${SecretMask.truncate(oneLine(shownCwd), 60)})` : ""
+  const what = unwrapped.inner.trim().length > 0 ? unwrapped.inner : "(no command given)"
+  return { summary, title: `${line(`run: ${what}`, Bounds.title - where.length)}${where}` }
+}
+
+const fileChange = (changes: ReadonlyArray<FileChange>, reason: string | null | undefined, grantRoot: string | null | undefined): Summarized => {
+  const shown = shownChanges(changes)
+  const root = optText(grantRoot, Bounds.path)
+  return {
+    summary: { kind: "fileChange", changes: shown, reason: optText(reason), grantRoot: root },
+    title: line(fileChangeTitle(shown, root))
+  }
+}
+
+const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardContext): Summarized => {
+  switch (request.method) {
+    case "item/commandExecution/requestApproval": {
+      const p = request.params
+      return command(p.command ?? "", p.cwd ?? undefined, p.reason)
+    }
+    case "execCommandApproval": {
+      const p = request.params
+      return command(ShellCommand.join(p.command), p.cwd, p.reason)
+    }
+    case "item/fileChange/requestApproval": {
+      const p = request.params
+      return fileChange(context.fileChanges ?? [], p.reason, p.grantRoot)
+    }
+    case "applyPatchApproval": {
+      const p = request.params
+      const changes = legacyChanges(p.fileChanges)
+      return fileChange(changes.length > 0 ? changes : context.fileChanges ?? [], p.reason, p.grantRoot)
+    }
+    case "item/permissions/requestApproval": {
+      const p = request.params
+      const asked = permissionsAsked(p.permissions)
+      return {
+        summary: {
+          kind: "permissions",
+          permissions: SecretMask.maskValue("permissions", p.permissions),
+          cwd: text(p.cwd, Bounds.path),
+          reason: optText(p.reason)
+        },
+        title: line(asked === undefined ? "grant permissions (not readable)" : asked.length === 0 ? "grant nothing" : `grant ${listed(asked, 4)}`)
+      }
+    }
+    case "mcpServer/elicitation/request": {
+      const p = request.params
+      const server = text(p.serverName, 200)
+      const message = text(p.message)
+      if (isMcpToolCall(p)) {
+        const meta = p._meta ?? {}
+        const toolName = str(meta["tool_name"])
+        const tool = toolName !== undefined ? text(toolName, 200) : undefined
+        const inputs = toolInputs(meta)
+        return {
+          summary: { kind: "mcpToolCall", server, tool, inputs, message },
+          title: line(`mcp ${server}.${tool ?? "?"}(${callArgs(inputs)})`)
+        }
+      }
+      const url = p.mode === "url" && p.url !== undefined ? shownUrl(p.url) : undefined
+      return {
+        summary: { kind: "elicitation", server, message, mode: text(p.mode, 40), fields: schemaFields(p.requestedSchema), url },
+        title: line(url !== undefined ? `open ${url} for ${server}` : `form from ${server}: ${p.message}`)
+      }
+    }
+    case "item/tool/requestUserInput": {
+      const p = request.params
+      const questions = p.questions.slice(0, Bounds.questions).map((q): ServerRequests.UserInputQuestion => ({
+        id: text(q.id, 200),
+        header: text(q.header, 200),
+        question: text(q.question),
+        ...(q.isOther !== undefined ? { isOther: q.isOther } : {}),
+        ...(q.isSecret !== undefined ? { isSecret: q.isSecret } : {}),
+        ...(q.options !== undefined
+          ? { options: q.options === null ? null : q.options.slice(0, Bounds.choices).map((o) => ({ label: text(o.label, 200), description: text(o.description, 500) })) }
+          : {})
+      }))
+      const first = p.questions[0]
+      const more = p.questions.length > 1 ? ` (+${p.questions.length - 1} more)` : ""
+      return {
+        summary: { kind: "userInput", questions },
+        title: first ? `${line(`question: ${first.question}`, Bounds.title - more.length)}${more}` : "question: (none)"
+      }
+    }
+    case "item/tool/call": {
+      const p = request.params
+      const args = SecretMask.maskValue("arguments", p.arguments)
+      const tool = text(p.tool, 200)
+      const namespace = optText(p.namespace, 200)
+      return {
+        summary: { kind: "dynamicTool", tool, namespace, arguments: args },
+        title: line(`tool ${namespace !== undefined ? `${namespace}.` : ""}${tool}(${callArgs(args)})`)
+      }
+    }
+    case "account/chatgptAuthTokens/refresh":
+    case "attestation/generate":
+      return { summary: { kind: "other", method: request.method }, title: request.method }
+  }
+}
+
+/** The card's summary and title for a decoded request. */
+export const summarize = (request: ServerRequests.DecodedRequest, context: CardContext): Summarized => {
+  const method = line(request.method, 100)
+  try {
+    switch (request._tag) {
+      case "Known":
+        return summarizeKnown(request, context)
+      case "Unknown":
+        return { summary: { kind: "other", method }, title: `unknown method ${method}` }
+      case "Malformed":
+        return { summary: { kind: "other", method }, title: `malformed ${method}` }
+    }
+  } catch {
+    return { summary: { kind: "other", method }, title: `${method} (could not be summarised)` }
+  }
+}

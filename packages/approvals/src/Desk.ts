@@ -1,0 +1,149 @@
+/**
+ * A desk: the open cards of one connection, by server request id.
+ *
+ * `open` is called from the connection's read loop: it registers the card synchronously (so a
+ * duplicate id is caught before the next frame is read) and forks the card's race; it never
+ * waits for a decision. A second request on an id that is still open is reported as
+ * `Duplicate`: one answer cannot settle two requests, so the connection must go down.
+ */
+import type { JsonRpc, ServerRequests } from "@warden/protocol"
+import { ServerRequests as SR } from "@warden/protocol"
+import { Duration, Effect } from "effect"
+import type { Scope } from "effect"
+import type { CardContext, CardView, Settlement } from "./Card.js"
+import type { CloseReason, Handler, Line } from "./CardRace.js"
+import { LiveCard, race } from "./CardRace.js"
+import * as CardSummary from "./CardSummary.js"
+import * as Deadlines from "./Deadlines.js"
+import type { Hub } from "./Hub.js"
+import * as Policy from "./Policy.js"
+import * as SafetyFilter from "./SafetyFilter.js"
+
+export type OpenResult =
+  | { readonly _tag: "Opened"; readonly card: CardView }
+  /** Decided at once (rule, filter, malformed, unknown method, no thread). */
+  | { readonly _tag: "Settled"; readonly settlement: Settlement }
+  /** The id is already open: a protocol error for the connection. Nothing was written. */
+  | { readonly _tag: "Duplicate"; readonly requestId: JsonRpc.RequestId; readonly open: CardView }
+
+export interface OpenOptions {
+  /** The thread's scope; undefined when the request names no thread we know (refused at once). */
+  readonly parent: Scope.Scope | undefined
+  readonly context?: CardContext
+  /** What closing `parent` means for the card (default: the thread was stopped). */
+  readonly onParentClose?: CloseReason
+}
+
+export interface Desk {
+  readonly open: (request: ServerRequests.DecodedRequest, options: OpenOptions) => Effect.Effect<OpenResult>
+  /** `serverRequest/resolved`: the server moved on; settle as withdrawn, write nothing. */
+  readonly withdraw: (requestId: JsonRpc.RequestId) => Settlement | undefined
+  /** Settle every open card that matches (thread stop, turn end, shutdown): refuse if the line is alive. */
+  readonly closeWhere: (predicate: (card: CardView) => boolean, reason: CloseReason) => ReadonlyArray<Settlement>
+  /** The connection ended: settle every card at once, write nothing. */
+  readonly connectionLost: (detail: string) => ReadonlyArray<Settlement>
+  readonly openCards: () => ReadonlyArray<CardView>
+  readonly size: () => number
+}
+
+export interface DeskConfig {
+  readonly deadlines?: Deadlines.DeadlineConfig
+  readonly rules?: Policy.Rules
+  readonly handler?: Handler
+  readonly safety?: SafetyFilter.Limits
+}
+
+export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
+  const byRequestId = new Map<JsonRpc.RequestId, LiveCard>()
+  const now = hub.now
+
+  const settleNow = (card: LiveCard, settle: (card: LiveCard) => Settlement): OpenResult => ({
+    _tag: "Settled",
+    settlement: settle(card)
+  })
+
+  const open = (request: ServerRequests.DecodedRequest, options: OpenOptions): Effect.Effect<OpenResult> =>
+    Effect.suspend(() => {
+      const existing = byRequestId.get(request.id)
+      if (existing) {
+        return Effect.succeed<OpenResult>({ _tag: "Duplicate", requestId: request.id, open: existing.view })
+      }
+      const context = options.context ?? {}
+      const { summary, title } = CardSummary.summarize(request, context)
+      const openedAt = now()
+      const deadline = Deadlines.forMethod(config.deadlines, request.method)
+      const view: CardView = {
+        id: hub.nextCardId(),
+        requestId: request.id,
+        method: request.method,
+        threadId: SR.threadIdFor(request),
+        turnId: SR.turnIdFor(request),
+        workItem: context.workItem,
+        summary,
+        title,
+        offers: request._tag === "Known" ? SR.offersFor(request) : ["Decline"],
+        openedAt,
+        deadlineAt: openedAt + Duration.toMillis(deadline)
+      }
+      const card = new LiveCard(view, request, line, {
+        onSettled: (c) => {
+          if (byRequestId.get(c.view.requestId) === c) byRequestId.delete(c.view.requestId)
+          hub.unregister(c)
+        },
+        publish: hub.publish,
+        fork: hub.fork
+      }, now)
+      byRequestId.set(request.id, card)
+      hub.register(card)
+      hub.publish({ _tag: "CardOpened", card: view })
+
+      // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
+      if (request._tag === "Unknown") {
+        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`)))
+      }
+      if (request._tag === "Malformed") {
+        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail)))
+      }
+      if (options.parent === undefined) {
+        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs")))
+      }
+      if (config.rules) {
+        const verdict = Policy.evaluate(config.rules, request, context)
+        if (verdict._tag === "Deny") {
+          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId })))
+        }
+        if (verdict._tag === "Allow") {
+          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Rule", ruleId: verdict.ruleId })))
+        }
+      }
+      const safety = SafetyFilter.check(request, config.safety)
+      if (safety._tag === "Unsafe") {
+        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason)))
+      }
+      return race(card, options.parent, {
+        deadline,
+        handler: config.handler,
+        onParentClose: options.onParentClose ?? { _tag: "ThreadStopped" }
+      }).pipe(Effect.as<OpenResult>({ _tag: "Opened", card: view }))
+    })
+
+  const withdraw = (requestId: JsonRpc.RequestId) => {
+    const card = byRequestId.get(requestId)
+    return card ? card.close({ _tag: "Withdrawn" }) : undefined
+  }
+
+  const closeWhere = (predicate: (card: CardView) => boolean, reason: CloseReason) =>
+    Array.from(byRequestId.values()).filter((c) => predicate(c.view)).map((c) => c.close(reason))
+
+  const connectionLost = (detail: string) =>
+    Array.from(byRequestId.values()).map((c) => c.close({ _tag: "ConnectionLost", detail }))
+
+  return {
+    open,
+    withdraw,
+    closeWhere,
+    connectionLost,
+    openCards: () => Array.from(byRequestId.values(), (c) => c.view),
+    size: () => byRequestId.size
+  }
+}

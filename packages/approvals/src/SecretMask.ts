@@ -1,0 +1,363 @@
+/**
+ * Masking for everything a card shows or an audit line writes. Two rules, applied together:
+ *
+ * - a value under a secret-looking key (`password`, `apiKey`, `x-auth-token`, `2fa_code`, ...) is
+ *   replaced whole by `Mask`, whatever its type;
+ * - a string that looks like a secret whatever its key (`sk-...`, `ghp_...`, `xoxb-...`, `AKIA...`,
+ *   JWTs, `Bearer ...`, private key blocks, URL passwords, `token=...` pairs, long high-entropy
+ *   strings) has those parts replaced by `Mask`.
+ *
+ * Inputs are never mutated and never trusted: objects are copied through property descriptors (a
+ * getter is not called: it is masked), cycles are masked, non-plain objects (class instances,
+ * Maps, Proxies that misbehave) are masked, depth and breadth are bounded. Nothing here throws; on
+ * any trouble the value is masked. Masking errs on the side of hiding: an identifier that happens
+ * to look random may be masked too.
+ */
+
+export const Mask = "•••"
+
+export interface MaskOptions {
+  /** Nesting below this depth is masked whole (default 8). */
+  readonly maxDepth?: number
+  /** Keys or items kept per object or array; the rest are summarised (default 100). */
+  readonly maxEntries?: number
+  /** Strings are cut to this length after masking, with "…" (default 2000). */
+  readonly maxString?: number
+}
+
+const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000 } as const
+
+/** Text longer than this is cut before it is scanned (the tail is never shown). */
+const ScanLimit = 100_000
+
+// ---------------------------------------------------------------------------------------------
+// Keys
+
+/** Split `apiKey`, `API_KEY`, `x-auth-token`, `2faCode` into lower-case words. */
+export const keyWords = (key: string): ReadonlyArray<string> =>
+  key
+    .slice(0, 256)
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w.length > 0)
+
+/** Secret wherever they appear inside a key, separators removed (`db_password_hash`, `clientsecret`). */
+const SecretFragments = [
+  "password", "passwd", "passphrase", "passcode", "secret", "credential", "apikey", "accesskey", "privatekey",
+  "secretkey", "signingkey", "encryptionkey", "privkey", "authorization", "bearer", "cookie", "onetime",
+  "mnemonic", "seedphrase", "sessionid", "accesstoken", "refreshtoken", "authtoken", "idtoken", "otpcode"
+]
+
+/** Secret as whole words of a key. */
+const SecretWords = new Set([
+  "token", "tokens", "auth", "session", "sessions", "otp", "totp", "hotp", "pin", "pins", "ssn", "mfa", "2fa",
+  "cvv", "cvc", "jwt", "pwd", "pass", "creds", "cred", "csrf", "xsrf", "passwort", "kennwort", "contrasena", "senha"
+])
+
+/** `key` is secret after one of these words (`api key`, `ssh_key`, `privateKey`). */
+const KeyQualifiers = new Set([
+  "api", "access", "private", "secret", "signing", "encryption", "ssh", "gpg", "pgp", "master", "license", "licence",
+  "client", "app", "auth", "session", "deploy", "recovery", "product", "activation", "account", "service", "webhook"
+])
+
+/** Two-word secrets (`verification code`, `card number`). */
+const SecretPairs: ReadonlyArray<readonly [string, string]> = [
+  ["one", "time"], ["verification", "code"], ["security", "code"], ["recovery", "code"], ["backup", "code"],
+  ["login", "code"], ["signin", "code"], ["sign", "in"], ["card", "number"], ["account", "number"], ["social", "security"],
+  ["routing", "number"], ["seed", "phrase"], ["recovery", "phrase"]
+]
+
+/** Words that make `tokens` a count, not a credential (`max_tokens`, `total_tokens`). */
+const CountWords = new Set(["max", "min", "num", "count", "total", "limit", "usage", "budget", "input", "output", "used", "remaining"])
+
+/** Does a value stored under this key name a secret? */
+export const isSecretKey = (key: string): boolean => {
+  const words = keyWords(key)
+  if (words.length === 0) return false
+  const joined = words.join("")
+  if (SecretFragments.some((f) => joined.includes(f))) return true
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!
+    if ((w === "key" || w === "keys") && i > 0 && KeyQualifiers.has(words[i - 1]!)) return true
+    if (SecretWords.has(w)) {
+      const onlyCount = (w === "token" || w === "tokens") && words.some((x) => CountWords.has(x))
+      if (!onlyCount) return true
+    }
+    const nextWord = words[i + 1]
+    if (nextWord !== undefined && SecretPairs.some(([a, b]) => a === w && b === nextWord)) return true
+  }
+  return false
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values
+
+interface Span {
+  readonly start: number
+  readonly end: number
+}
+
+/** Patterns whose whole match (or the named group `s`) is a secret. All linear-time. */
+const Patterns: ReadonlyArray<RegExp> = [
+  /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g,
+  /\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g,
+  /\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}/g,
+  /\bgh[pousr]_[A-Za-z0-9]{20,}/g,
+  /\bgithub_pat_[A-Za-z0-9_]{20,}/g,
+  /\bglpat-[A-Za-z0-9_-]{20,}/g,
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}/g,
+  /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b/g,
+  /\bAIza[0-9A-Za-z_-]{35}/g,
+  /\bya29\.[0-9A-Za-z_-]{20,}/g,
+  /\bnpm_[A-Za-z0-9]{36}\b/g,
+  /\bhf_[A-Za-z0-9]{30,}/g,
+  /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
+  // a password in a URL: scheme://user:PASSWORD@host
+  /\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/]{0,256}:(?<s>[^\s@/]{1,256})@/gi,
+  // headers whose whole value is a credential
+  /\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)\s*:\s*(?<s>[^\r\n"'`]{1,4096})/gi
+]
+
+/** An auth scheme and its credential (`Bearer abc123...`): the scheme word stays, the credential is masked. */
+const AuthScheme = /\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g
+/** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
+const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
+
+/** `key=value`, `key: value`, `"key": "value"`: masked when the key is secret-looking (`KEY=$VAR` is a reference, kept). */
+const Assignment = /(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?<s>[^\s"'`&;,)}\]]{1,4096})/g
+/** `--password hunter2`: a secret-looking flag and the word after it. */
+const FlagValue = /(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+["']?(?![$-])(?<s>[^\s"'`]{1,4096})/g
+/** Runs that could be random tokens (base64, base64url, hex). */
+const TokenRun = /[A-Za-z0-9+/_-]{20,}={0,3}/g
+
+const entropy = (s: string): number => {
+  const counts = new Map<string, number>()
+  for (const c of s) counts.set(c, (counts.get(c) ?? 0) + 1)
+  let h = 0
+  for (const n of counts.values()) {
+    const p = n / s.length
+    h -= p * Math.log2(p)
+  }
+  return h
+}
+
+const classes = (s: string) => ({ upper: /[A-Z]/.test(s), lower: /[a-z]/.test(s), digit: /[0-9]/.test(s) })
+
+/** Random on its own: hex of 32+, or 20+ characters mixing upper case, lower case and digits with high entropy. */
+const randomChunk = (s: string): boolean => {
+  const c = classes(s)
+  if (/^[0-9a-fA-F]+$/.test(s)) return s.length >= 32 && c.digit && (c.upper || c.lower)
+  return s.length >= 20 && c.upper && c.lower && c.digit && entropy(s) >= 3.5
+}
+
+/** A chunk that reads as a word or a number (`accept`, `cmd`, `2024`, `Button`). */
+const wordy = (s: string) => /^(?:[a-z]+|[0-9]+|[A-Z][a-z]+|[A-Z]+)$/.test(s)
+
+/**
+ * A run of token characters with no `/` that looks random. Identifiers made of words joined by
+ * `-` or `_` (`rc-ws-a-cmd-accept-BOiw0A`) are not, unless one of their parts is random by itself.
+ */
+const randomPiece = (s: string): boolean => {
+  if (s.length < 20) return false
+  const body = s.replace(/=+$/, "")
+  const chunks = body.split(/[-_]+/).filter((x) => x.length > 0)
+  if (chunks.some((x) => x.length >= 16 && randomChunk(x))) return true
+  if (chunks.length >= 2 && chunks.filter(wordy).length * 2 >= chunks.length) return false
+  return randomChunk(body)
+}
+
+/** A token run that looks random (a `/` inside must look like base64, not a path). */
+export const looksRandom = (run: string): boolean => {
+  if (!run.includes("/")) return randomPiece(run)
+  const c = classes(run)
+  return run.length >= 32 && !run.startsWith("/") && c.upper && c.lower && c.digit && entropy(run) >= 4.3
+}
+
+const secretSpans = (text: string): ReadonlyArray<Span> => {
+  const spans: Array<Span> = []
+  const add = (m: RegExpExecArray) => {
+    const s = m.groups?.["s"]
+    if (s !== undefined) {
+      const at = m.index + m[0].lastIndexOf(s)
+      spans.push({ start: at, end: at + s.length })
+    } else {
+      spans.push({ start: m.index, end: m.index + m[0].length })
+    }
+  }
+  for (const pattern of Patterns) {
+    for (const m of text.matchAll(pattern)) add(m)
+  }
+  for (const m of text.matchAll(AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
+  for (const m of text.matchAll(Assignment)) if (isSecretKey(m[1]!)) add(m)
+  for (const m of text.matchAll(FlagValue)) if (isSecretKey(m[1]!)) add(m)
+  for (const m of text.matchAll(TokenRun)) {
+    const run = m[0]
+    if (looksRandom(run)) {
+      spans.push({ start: m.index, end: m.index + run.length })
+    } else if (run.includes("/")) {
+      let offset = 0
+      for (const piece of run.split("/")) {
+        if (randomPiece(piece)) spans.push({ start: m.index + offset, end: m.index + offset + piece.length })
+        offset += piece.length + 1
+      }
+    }
+  }
+  return spans
+}
+
+/** Does this string carry something that looks like a secret? */
+export const looksSecret = (text: string): boolean => {
+  try {
+    return secretSpans(text.length > ScanLimit ? text.slice(0, ScanLimit) : text).length > 0
+  } catch {
+    return true
+  }
+}
+
+/** Replace every secret-looking part of a text by `Mask`. A text longer than 100 000 characters is cut first. */
+export const maskText = (text: string): string => {
+  try {
+    const scanned = text.length > ScanLimit ? text.slice(0, ScanLimit) : text
+    const spans = [...secretSpans(scanned)].sort((a, b) => a.start - b.start || b.end - a.end)
+    let out = ""
+    let at = 0
+    for (const span of spans) {
+      if (span.end <= at) continue
+      out += scanned.slice(at, Math.max(at, span.start)) + Mask
+      at = span.end
+    }
+    out += scanned.slice(at)
+    return scanned.length < text.length ? `${out}…` : out
+  } catch {
+    return Mask
+  }
+}
+
+/** Cut a string to `max` characters (by code point), ending with "…" when cut. */
+export const truncate = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  const chars = Array.from(text.slice(0, max + 1))
+  return chars.length <= max ? chars.join("") : `${chars.slice(0, Math.max(0, max - 1)).join("")}…`
+}
+
+/** Mask an argv: each word as text, and the value after (or inside) a secret-looking flag. */
+export const maskArgv = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  let maskNext = false
+  for (const word of argv) {
+    if (maskNext) {
+      out.push(Mask)
+      maskNext = false
+      continue
+    }
+    const flag = /^--?([A-Za-z][A-Za-z0-9_-]{0,63})(=?)/.exec(word)
+    if (flag && isSecretKey(flag[1]!)) {
+      if (flag[2] === "=") out.push(`${word.slice(0, flag[0].length)}${Mask}`)
+      else {
+        out.push(word)
+        maskNext = true
+      }
+      continue
+    }
+    out.push(maskText(word))
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structures
+
+const settings = (options: MaskOptions | undefined) => ({
+  maxDepth: options?.maxDepth ?? Defaults.maxDepth,
+  maxEntries: options?.maxEntries ?? Defaults.maxEntries,
+  maxString: options?.maxString ?? Defaults.maxString
+})
+
+type Settings = ReturnType<typeof settings>
+
+const define = (target: Record<string, unknown>, key: string, value: unknown) => {
+  // defineProperty, so a key named "__proto__" is a plain key of the copy, not its prototype
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
+const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Settings): unknown => {
+  switch (typeof value) {
+    case "string":
+      return truncate(maskText(value), s.maxString)
+    case "number":
+    case "boolean":
+    case "undefined":
+      return value
+    case "bigint":
+      return maskText(value.toString())
+    case "object":
+      break
+    default:
+      return Mask // functions, symbols
+  }
+  if (value === null) return null
+  if (depth >= s.maxDepth || ancestors.includes(value)) return Mask
+  ancestors.push(value)
+  try {
+    if (Array.isArray(value)) {
+      if (Object.getPrototypeOf(value) !== Array.prototype) return Mask
+      const length = value.length
+      const out: Array<unknown> = []
+      for (let i = 0; i < Math.min(length, s.maxEntries); i++) {
+        const d = Object.getOwnPropertyDescriptor(value, String(i))
+        out.push(d === undefined ? undefined : "value" in d ? maskAny(d.value, depth + 1, ancestors, s) : Mask)
+      }
+      if (length > s.maxEntries) out.push(`… ${length - s.maxEntries} more`)
+      return out
+    }
+    const proto = Object.getPrototypeOf(value)
+    if (proto !== Object.prototype && proto !== null) return Mask
+    const out: Record<string, unknown> = {}
+    const keys = Object.keys(value)
+    let n = 0
+    for (const key of keys) {
+      if (n >= s.maxEntries) {
+        define(out, "…", `${keys.length - s.maxEntries} more keys`)
+        break
+      }
+      const d = Object.getOwnPropertyDescriptor(value, key)
+      if (d === undefined) continue
+      const shownKey = looksSecret(key) ? `${Mask}${n}` : truncate(key, 200)
+      define(out, shownKey, isSecretKey(key) || !("value" in d) ? Mask : maskAny(d.value, depth + 1, ancestors, s))
+      n++
+    }
+    return out
+  } catch {
+    return Mask
+  } finally {
+    ancestors.pop()
+  }
+}
+
+/** The value stored under `key`, masked: all of it if the key looks secret, else what in it looks secret. */
+export const maskValue = (key: string, value: unknown, options?: MaskOptions): unknown => {
+  try {
+    if (isSecretKey(key)) return Mask
+    return maskAny(value, 0, [], settings(options))
+  } catch {
+    return Mask
+  }
+}
+
+/**
+ * A masked copy of a record (tool inputs, arguments). `null`/`undefined` give `{}`; a value that is
+ * not a plain record is kept under the key `"(value)"`; a record that cannot be read gives
+ * `{ "(value)": Mask }`.
+ */
+export const maskRecord = (obj: unknown, options?: MaskOptions): Readonly<Record<string, unknown>> => {
+  if (obj === null || obj === undefined) return {}
+  try {
+    const masked = maskAny(obj, 0, [], settings(options))
+    if (typeof masked === "object" && masked !== null && !Array.isArray(masked)) return masked as Record<string, unknown>
+    return { "(value)": masked }
+  } catch {
+    return { "(value)": Mask }
+  }
+}

@@ -1,0 +1,241 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Decision } from "@warden/protocol"
+import { Effect, Exit, Scope, TestClock } from "effect"
+import { Approvals } from "../src/index.js"
+import type { ApprovalEvent } from "../src/ApprovalEvent.js"
+import { captured, recordingLine } from "./support.js"
+
+const command = () => captured("item/commandExecution/requestApproval")
+const elicitationForm = () => captured("mcpServer/elicitation/request", (p) => p._meta === null)
+
+/** An approvals engine, a desk on a recording line, and a thread scope, in the test's scope. */
+const setup = (config: Approvals.ApprovalsConfig = {}) =>
+  Effect.gen(function*() {
+    const approvals = yield* Approvals.make(config)
+    const events = yield* approvals.subscribe
+    const wire = recordingLine()
+    const desk = approvals.desk(wire.line)
+    const thread = yield* Scope.make()
+    const drained = () => Effect.map(events.takeAll, (c) => Array.from(c) as Array<ApprovalEvent>)
+    return { approvals, desk, wire, thread, drained }
+  })
+
+describe("card race", () => {
+  it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread, drained } = yield* setup()
+      const opened = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(opened._tag, "Opened")
+      yield* TestClock.adjust("14 minutes")
+      yield* TestClock.adjust("59999 millis")
+      assert.deepStrictEqual(wire.written, [])
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "decline" } }])
+      const settled = (yield* drained()).filter((e) => e._tag === "CardSettled")
+      assert.strictEqual(settled.length, 1)
+      const s = settled[0]!._tag === "CardSettled" ? settled[0]!.settlement : undefined
+      assert.strictEqual(s?.outcome, "timeout")
+      assert.strictEqual(s?.source._tag, "Deadline")
+      assert.strictEqual(desk.size(), 0)
+      yield* TestClock.adjust("1 hour")
+      assert.strictEqual(wire.written.length, 1)
+    }))
+
+  it.scoped("deadlines are configurable per supervisor and per method", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread } = yield* setup({
+        deadlines: { default: "10 seconds", perMethod: { "mcpServer/elicitation/request": "3 seconds" } }
+      })
+      yield* desk.open(command(), { parent: thread })
+      yield* desk.open(captured("mcpServer/elicitation/request", () => true, 1), { parent: thread })
+      yield* TestClock.adjust("3 seconds")
+      assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 1, result: { action: "decline" } }])
+      yield* TestClock.adjust("7 seconds")
+      assert.deepStrictEqual(wire.written[1], { jsonrpc: "2.0", id: 0, result: { decision: "decline" } })
+    }))
+
+  it.scoped("a decision after the deadline is dropped and reported late, never written", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread, drained } = yield* setup({ deadlines: { default: "1 minute" } })
+      const opened = yield* desk.open(command(), { parent: thread })
+      yield* TestClock.adjust("1 minute")
+      const cardId = opened._tag === "Opened" ? opened.card.id : ""
+      const late = yield* approvals.answer(cardId, Decision.Accept)
+      assert.strictEqual(late._tag, "AlreadySettled")
+      assert.strictEqual(late._tag === "AlreadySettled" && late.settlement.outcome, "timeout")
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+      const lateEvents = (yield* drained()).filter((e) => e._tag === "LateDecision")
+      assert.strictEqual(lateEvents.length, 1)
+    }))
+
+  it.scoped("a person's accept is written once; a second answer is already settled", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread } = yield* setup()
+      const opened = yield* desk.open(command(), { parent: thread })
+      const cardId = opened._tag === "Opened" ? opened.card.id : ""
+      const first = yield* approvals.answer(cardId, Decision.Accept)
+      assert.strictEqual(first._tag, "Settled")
+      assert.strictEqual(first._tag === "Settled" && first.settlement.outcome, "accepted")
+      assert.strictEqual(first._tag === "Settled" && first.settlement.source._tag, "Person")
+      const second = yield* approvals.answer(cardId, Decision.Decline)
+      assert.strictEqual(second._tag, "AlreadySettled")
+      yield* TestClock.adjust("1 hour")
+      assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "accept" } }])
+      assert.deepStrictEqual(yield* approvals.answer("c999", Decision.Accept), { _tag: "UnknownCard", cardId: "c999" })
+    }))
+
+  it.scoped("a decision the method cannot express is refused, not coerced", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread } = yield* setup()
+      const opened = yield* desk.open(elicitationForm(), { parent: thread })
+      const r = yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", Decision.AcceptForSession)
+      assert.strictEqual(r._tag === "Settled" && r.settlement.outcome, "refused")
+      assert.match(r._tag === "Settled" ? r.settlement.detail ?? "" : "", /cannot be expressed/)
+      assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { action: "decline" } }])
+    }))
+
+  it.scoped("abort is refused on every v2 card", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread } = yield* setup()
+      const opened = yield* desk.open(command(), { parent: thread })
+      yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", { _tag: "Abort" })
+      assert.deepStrictEqual(wire.written[0]?.["result"], { decision: "decline" })
+    }))
+
+  it.scoped("a handler's decision is written; a handler that fails or dies is a refusal", () =>
+    Effect.gen(function*() {
+      for (const [handler, expected, outcome] of [
+        [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted"],
+        [() => Effect.fail("no"), { decision: "decline" }, "refused"],
+        [() => Effect.die(new Error("boom")), { decision: "decline" }, "refused"],
+        [() => Effect.sync(() => { throw new Error("thrown") }), { decision: "decline" }, "refused"]
+      ] as const) {
+        const { desk, wire, thread, drained } = yield* setup({ handler })
+        yield* desk.open(command(), { parent: thread })
+        yield* Effect.yieldNow()
+        assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
+        const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
+      }
+    }))
+
+  it.scoped("a handler with no opinion leaves the card to the person and the deadline", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread } = yield* setup({ handler: () => Effect.succeed(undefined), deadlines: { default: "5 seconds" } })
+      yield* desk.open(command(), { parent: thread })
+      yield* Effect.yieldNow()
+      assert.deepStrictEqual(wire.written, [])
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+    }))
+
+  it.scoped("a slow handler loses to the deadline and its late decision is not written", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread } = yield* setup({
+        handler: () => Effect.sleep("10 seconds").pipe(Effect.as(Decision.Accept), Effect.uninterruptible),
+        deadlines: { default: "5 seconds" }
+      })
+      yield* desk.open(command(), { parent: thread })
+      yield* TestClock.adjust("5 seconds")
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+    }))
+
+  it.scoped("closing the thread's scope refuses the open card on a live line", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread, drained } = yield* setup()
+      yield* desk.open(command(), { parent: thread })
+      yield* Scope.close(thread, Exit.void)
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+      const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+      assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "ThreadStopped")
+      assert.strictEqual(desk.size(), 0)
+    }))
+
+  it.scoped("closing the thread's scope on a dead line writes nothing but settles the card", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread, drained } = yield* setup()
+      yield* desk.open(command(), { parent: thread })
+      wire.cut()
+      yield* Scope.close(thread, Exit.void)
+      assert.deepStrictEqual(wire.written, [])
+      const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+      assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, "connection-lost")
+      assert.strictEqual(desk.size(), 0)
+    }))
+
+  it.scoped("serverRequest/resolved withdraws the card: nothing written", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread } = yield* setup()
+      const opened = yield* desk.open(command(), { parent: thread })
+      const s = desk.withdraw(0)
+      assert.strictEqual(s?.outcome, "withdrawn")
+      const late = yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", Decision.Accept)
+      assert.strictEqual(late._tag, "AlreadySettled")
+      yield* TestClock.adjust("1 hour")
+      assert.deepStrictEqual(wire.written, [])
+    }))
+
+  it.scoped("a second request on an open id is reported as a duplicate; ids can be reused after settling", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, thread } = yield* setup()
+      const first = yield* desk.open(command(), { parent: thread })
+      const dup = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(dup._tag, "Duplicate")
+      yield* approvals.answer(first._tag === "Opened" ? first.card.id : "", Decision.Decline)
+      const again = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(again._tag, "Opened")
+      assert.notStrictEqual(again._tag === "Opened" && again.card.id, first._tag === "Opened" && first.card.id)
+    }))
+
+  it.scoped("connection lost: every open card settles at once, nothing written", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread } = yield* setup()
+      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 0), { parent: thread })
+      yield* desk.open(captured("item/fileChange/requestApproval", () => true, 1), { parent: thread })
+      wire.cut()
+      const settled = desk.connectionLost("the app-server exited with code 1")
+      assert.deepStrictEqual(settled.map((s) => s.outcome), ["connection-lost", "connection-lost"])
+      assert.strictEqual(desk.size(), 0)
+      yield* TestClock.adjust("1 hour")
+      assert.deepStrictEqual(wire.written, [])
+    }))
+
+  it.scoped("unknown methods get the error frame at once; malformed params and unknown threads are refused at once", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread } = yield* setup()
+      const { ServerRequests } = yield* Effect.promise(() => import("@warden/protocol"))
+      const u = yield* desk.open(ServerRequests.decode(5, "item/teleport/requestApproval", {}), { parent: thread })
+      assert.strictEqual(u._tag === "Settled" && u.settlement.source._tag, "UnknownMethod")
+      const m = yield* desk.open(ServerRequests.decode(6, "item/commandExecution/requestApproval", { nope: 1 }), { parent: thread })
+      assert.strictEqual(m._tag === "Settled" && m.settlement.source._tag, "Malformed")
+      const n = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 7), { parent: undefined })
+      assert.strictEqual(n._tag === "Settled" && n.settlement.source._tag, "NoThread")
+      assert.deepStrictEqual(wire.written.map((f) => [f["id"], f["error"] ? "error" : f["result"]]), [
+        [5, "error"],
+        [6, { decision: "decline" }],
+        [7, { decision: "decline" }]
+      ])
+    }))
+
+  it.effect("shutdown: closing the engine's scope refuses what is open", () =>
+    Effect.gen(function*() {
+      const outer = yield* Scope.make()
+      const { desk, wire, thread } = yield* setup().pipe(Scope.extend(outer))
+      yield* desk.open(command(), { parent: thread })
+      yield* Scope.close(outer, Exit.void)
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+    }))
+
+  it.scoped("the inbox shows open cards and their settlement", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, thread } = yield* setup()
+      yield* desk.open(command(), { parent: thread })
+      const open = yield* approvals.openCards
+      assert.strictEqual(open.length, 1)
+      assert.strictEqual(open[0]!.method, "item/commandExecution/requestApproval")
+      assert.include(open[0]!.offers, "Decline")
+      assert.strictEqual(open[0]!.deadlineAt - open[0]!.openedAt, 15 * 60_000)
+    }))
+})

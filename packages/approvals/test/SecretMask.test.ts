@@ -1,0 +1,196 @@
+import { assert, describe, it } from "@effect/vitest"
+import { FastCheck } from "effect"
+import * as SecretMask from "../src/SecretMask.js"
+
+const { Mask, isSecretKey, looksSecret, maskText, maskValue, maskRecord } = SecretMask
+
+const fakeSecrets = {
+  openai: "sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2m3N4",
+  github: "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+  slack: "xoxb-1234567890-abcdefghij",
+  aws: "AKIAIOSFODNN7EXAMPLE",
+  jwt: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+  entropy: "Zx9Qm2Lp7Rt4Vw8Ks3Nd6Hf1Jb5",
+  hex: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+  labelled: "prod-db-Zx9Qm2Lp7Rt4Vw8Ks3Nd6Hf1Jb5",
+  base64url: "Zx9Qm2Lp7R-t4Vw8Ks3Nd6Hf1Jb5_q0"
+}
+
+describe("SecretMask.isSecretKey", () => {
+  it("recognises secret-looking keys in any case and separator style", () => {
+    const secret = [
+      "password", "Password", "db_password", "passphrase", "passwd", "secret", "client_secret", "token", "accessToken",
+      "x-auth-token", "api key", "apiKey", "api_key", "APIKEY", "X-Api-Key", "access_key", "AWS_ACCESS_KEY_ID", "privateKey",
+      "credential", "credentials", "cookie", "Set-Cookie", "session", "sessionId", "auth", "authorization", "bearer",
+      "otp", "one_time_code", "oneTimeCode", "2fa_code", "mfaCode", "pin", "PIN", "ssn", "verification_code", "card_number"
+    ]
+    for (const key of secret) assert.isTrue(isSecretKey(key), key)
+  })
+
+  it("leaves ordinary keys alone", () => {
+    const plain = ["why", "path", "author", "authority", "spinner", "mapping", "shipping", "ping", "keyboard", "key", "max_tokens", "total_tokens", "name", "colour", "command"]
+    for (const key of plain) assert.isFalse(isSecretKey(key), key)
+  })
+})
+
+describe("SecretMask.maskText", () => {
+  it("masks secrets that look like secrets whatever their key", () => {
+    for (const [name, secret] of Object.entries(fakeSecrets)) {
+      assert.isTrue(looksSecret(secret), name)
+      const masked = maskText(`value is ${secret} here`)
+      assert.notInclude(masked, secret, name)
+      assert.include(masked, Mask, name)
+      assert.isTrue(masked.startsWith("value is "), name)
+    }
+  })
+
+  it("masks credentials inside commands, headers, URLs and assignments, keeping the rest", () => {
+    assert.strictEqual(maskText("curl -H 'Authorization: Bearer abcdefgh12345678' https://x"), "curl -H 'Authorization: •••' https://x")
+    assert.strictEqual(maskText("Bearer abcdefgh12345678"), "Bearer •••")
+    assert.strictEqual(maskText("git push https://user:hunter2@github.com/x"), "git push https://user:•••@github.com/x")
+    assert.strictEqual(maskText("export DB_PASSWORD=hunter2 && run"), "export DB_PASSWORD=••• && run")
+    assert.strictEqual(maskText(`{"password": "hunter2", "user": "ann"}`), `{"password": "•••", "user": "ann"}`)
+    assert.strictEqual(maskText("mysql --password hunter2 -u root"), "mysql --password ••• -u root")
+    assert.strictEqual(maskText("-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----\nafter"), "•••\nafter")
+  })
+
+  it("does not mask ordinary text, paths, ids and counts", () => {
+    const plain = [
+      "git status --short", "/var/tmp/rc-probe-perm-grant-turn", "01a2299e-64e8-7690-b331-db5260c075fa", "max_tokens=100",
+      "Which token provider should I use?", "/home/User1/Projects/MyApp2/src/components/Button.tsx", "call_1_0",
+      "Allow the probe MCP server to run tool \"poke\"?", "/tmp/rc-ws-a-cmd-accept-BOiw0A", "create_user_account_v2_endpoint",
+      "OPENAI_API_KEY=$OPENAI_API_KEY"
+    ]
+    for (const text of plain) assert.strictEqual(maskText(text), text)
+  })
+
+  it("property: a planted token never survives, wherever it sits in text", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.string({ maxLength: 40 }),
+        FastCheck.string({ maxLength: 40 }),
+        FastCheck.constantFrom(...Object.values(fakeSecrets)),
+        (before, after, secret) => !maskText(`${before} ${secret} ${after}`).includes(secret)
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  it("cuts very long text and never throws", () => {
+    const long = "a ".repeat(200_000)
+    const masked = maskText(long)
+    assert.isTrue(masked.endsWith("…"))
+    assert.isBelow(masked.length, long.length)
+    assert.strictEqual(SecretMask.truncate("abcdef", 4), "abc…")
+    assert.strictEqual(SecretMask.truncate("abc", 4), "abc")
+  })
+})
+
+describe("SecretMask.maskValue / maskRecord", () => {
+  it("masks values under secret keys whole, and secret-looking values under any key, recursively", () => {
+    const input = {
+      why: "probe",
+      password: "hunter2",
+      nested: { apiKey: { deep: "x" }, list: [1, fakeSecrets.github, { token: 5 }], ok: true },
+      note: `use ${fakeSecrets.openai}`
+    }
+    const out = maskRecord(input)
+    assert.deepStrictEqual(out, {
+      why: "probe",
+      password: Mask,
+      nested: { apiKey: Mask, list: [1, Mask, { token: Mask }], ok: true },
+      note: `use ${Mask}`
+    })
+    assert.strictEqual(maskValue("password", { a: 1 }), Mask)
+    assert.strictEqual(maskValue("why", "probe"), "probe")
+    assert.strictEqual(maskValue("x", fakeSecrets.aws), Mask)
+  })
+
+  it("never mutates its input", () => {
+    const input = { password: "hunter2", list: [fakeSecrets.slack] }
+    const copy = structuredClone(input)
+    maskRecord(input)
+    maskValue("k", input)
+    assert.deepStrictEqual(input, copy)
+  })
+
+  it("masks getters without calling them, cycles, class instances and hostile proxies", () => {
+    let called = false
+    const withGetter = { plain: "ok" }
+    Object.defineProperty(withGetter, "lazy", { enumerable: true, get: () => ((called = true), "secret") })
+    assert.deepStrictEqual(maskRecord(withGetter), { plain: "ok", lazy: Mask })
+    assert.isFalse(called)
+
+    const cyclic: Record<string, unknown> = { a: 1 }
+    cyclic["self"] = cyclic
+    cyclic["list"] = [cyclic]
+    assert.deepStrictEqual(maskRecord(cyclic), { a: 1, self: Mask, list: [Mask] })
+
+    const shared = { v: 1 }
+    assert.deepStrictEqual(maskRecord({ x: shared, y: shared }), { x: { v: 1 }, y: { v: 1 } }, "a shared object is not a cycle")
+
+    assert.deepStrictEqual(maskRecord({ when: new Date(0), map: new Map() }), { when: Mask, map: Mask })
+
+    const throwing = new Proxy({}, {
+      ownKeys: () => {
+        throw new Error("trap")
+      }
+    })
+    assert.deepStrictEqual(maskRecord(throwing), { "(value)": Mask })
+    assert.deepStrictEqual(maskRecord({ inner: throwing }), { inner: Mask })
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    assert.strictEqual(maskValue("x", proxy), Mask)
+    assert.deepStrictEqual(maskRecord({ f: () => 1, s: Symbol("x") }), { f: Mask, s: Mask })
+  })
+
+  it("a __proto__ key is copied as data, not as a prototype", () => {
+    const input = JSON.parse(`{"__proto__": {"polluted": true}, "ok": 1}`) as unknown
+    const out = maskRecord(input)
+    assert.strictEqual(Object.getPrototypeOf(out), Object.prototype)
+    assert.deepStrictEqual(Object.keys(out), ["__proto__", "ok"])
+    assert.isUndefined(({} as Record<string, unknown>)["polluted"])
+  })
+
+  it("bounds depth, breadth and string length", () => {
+    let deep: unknown = "bottom"
+    for (let i = 0; i < 20; i++) deep = { d: deep }
+    let cursor: unknown = maskRecord(deep)
+    let depth = 0
+    while (typeof cursor === "object" && cursor !== null) {
+      cursor = (cursor as Record<string, unknown>)["d"]
+      depth++
+    }
+    assert.strictEqual(cursor, Mask)
+    assert.isAtMost(depth, 9)
+    const wide = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i]))
+    assert.strictEqual(Object.keys(maskRecord(wide)).length, 101)
+    const list = maskValue("l", Array.from({ length: 500 }, (_, i) => i)) as ReadonlyArray<unknown>
+    assert.strictEqual(list.length, 101)
+    assert.strictEqual(list[100], "… 400 more")
+    const text = maskValue("t", "x ".repeat(5_000)) as string
+    assert.strictEqual(text.length, 2_000)
+  })
+
+  it("maskRecord of non-records", () => {
+    assert.deepStrictEqual(maskRecord(undefined), {})
+    assert.deepStrictEqual(maskRecord(null), {})
+    assert.deepStrictEqual(maskRecord([fakeSecrets.aws]), { "(value)": [Mask] })
+    assert.deepStrictEqual(maskRecord("plain"), { "(value)": "plain" })
+  })
+
+  it("maskArgv masks the value after a secret flag and secret-looking words", () => {
+    assert.deepStrictEqual(SecretMask.maskArgv(["mysql", "--password", "hunter2", "-u", "root"]), ["mysql", "--password", Mask, "-u", "root"])
+    assert.deepStrictEqual(SecretMask.maskArgv(["tool", "--token=abc", fakeSecrets.github]), ["tool", `--token=${Mask}`, Mask])
+  })
+
+  it("property: never throws on arbitrary JSON-like input and never returns a planted secret", () => {
+    FastCheck.assert(
+      FastCheck.property(FastCheck.anything({ maxDepth: 4 }), FastCheck.constantFrom(...Object.values(fakeSecrets)), (value, secret) => {
+        const out = maskRecord({ value, planted: [secret], password: value })
+        return !JSON.stringify(out).includes(secret)
+      }),
+      { numRuns: 200 }
+    )
+  })
+})

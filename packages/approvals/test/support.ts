@@ -1,0 +1,36 @@
+import { ServerRequests } from "@warden/protocol"
+import { readFileSync, readdirSync } from "node:fs"
+import { join } from "node:path"
+import type { CardRace } from "../src/index.js"
+
+const fixtures = join(__dirname, "../../../../shared/fixtures/codex-0.171.0")
+
+/** Server request frames the real binary sent, from the shared transcripts. */
+export const capturedRequests: ReadonlyArray<{ file: string; frame: { id: number; method: string; params: any } }> = readdirSync(fixtures)
+  .filter((f) => f.endsWith(".jsonl"))
+  .flatMap((f) =>
+    readFileSync(join(fixtures, f), "utf8").split("\n").filter((l) => l.trim().length > 0).map((l) => JSON.parse(l))
+      .filter((r) => r.dir === "in" && r.frame && r.frame.method !== undefined && r.frame.id !== undefined)
+      .map((r) => ({ file: f, frame: r.frame }))
+  )
+
+export const captured = (method: string, pick: (params: any) => boolean = () => true, id: number | string = 0) => {
+  const hit = capturedRequests.find((c) => c.frame.method === method && pick(c.frame.params))
+  if (!hit) throw new Error(`no captured ${method}`)
+  return ServerRequests.decode(id, method, hit.frame.params)
+}
+
+/** A line that records what was written and can be cut. */
+export const recordingLine = () => {
+  const written: Array<Record<string, unknown>> = []
+  let open = true
+  const line: CardRace.Line = {
+    write: (frame) => {
+      if (!open) return false
+      written.push(frame)
+      return true
+    },
+    isOpen: () => open
+  }
+  return { line, written, cut: () => { open = false } }
+}
