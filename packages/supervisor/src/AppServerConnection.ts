@@ -1,0 +1,346 @@
+/**
+ * The connection actor: one `codex app-server` (or any peer behind a Transport connection).
+ *
+ * It owns the read loop, our pending requests, the desk of open cards, and the thread routes.
+ * The read loop handles every frame synchronously and never awaits a handler: responses settle
+ * Deferreds (and thread/start|resume register the thread's route right there), notifications are
+ * offered to unbounded mailboxes, server requests open cards whose races run in their own fibers.
+ *
+ * The connection's end is handled in one place (`onEnd`): pending requests fail with the typed
+ * cause, open cards settle as connection-lost, every thread route is told.
+ */
+import type { Approvals, Desk } from "@warden/approvals"
+import { CardSummary } from "@warden/approvals"
+import { JsonRpc, ServerRequests } from "@warden/protocol"
+import type { Transport as TransportNs } from "@warden/transport"
+import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
+import { Deferred, Duration, Effect, PubSub, Schedule } from "effect"
+import type { Scope } from "effect"
+import type { RequestError } from "./Errors.js"
+import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
+import * as PendingRequests from "./PendingRequests.js"
+import type { ThreadRoute } from "./ThreadRoute.js"
+
+type Connection = TransportNs.Connection
+type ConnectionEnded = ConnectionEndedNs.ConnectionEnded
+const ConnectionEnded = ConnectionEndedNs.ConnectionEnded
+
+export interface ClientInfo {
+  readonly name: string
+  readonly title?: string
+  readonly version: string
+}
+
+export interface ConnectionConfig {
+  readonly clientInfo?: ClientInfo
+  /** Default deadline for our requests (2 minutes). */
+  readonly requestTimeout?: Duration.DurationInput
+  readonly requestTimeouts?: Readonly<Record<string, Duration.DurationInput>>
+  /** Retries of `-32001` (server overloaded): exponential backoff with jitter, bounded. */
+  readonly overloadRetries?: number
+  readonly overloadBackoff?: Duration.DurationInput
+  /** Capabilities sent in `initialize` (e.g. `{ experimentalApi: true }` for dynamic tools). */
+  readonly capabilities?: Record<string, unknown>
+}
+
+export interface InitializeResult {
+  readonly userAgent: string
+  readonly codexHome: string
+  readonly platformFamily?: string
+  readonly platformOs?: string
+}
+
+export interface ConnectionEvent {
+  readonly method: string
+  readonly params: unknown
+}
+
+export interface RequestOptions {
+  readonly timeout?: Duration.DurationInput
+  /** Runs in the read loop when the response arrives, before the next frame is handled. */
+  readonly onResult?: (result: unknown) => void
+}
+
+export interface AppServer {
+  readonly id: number
+  readonly init: InitializeResult
+  readonly request: (method: string, params: unknown, options?: RequestOptions) => Effect.Effect<unknown, RequestError>
+  readonly notify: (method: string, params?: unknown) => Effect.Effect<void, ConnectionLost>
+  readonly registerThread: (route: ThreadRoute) => void
+  readonly unregisterThread: (route: ThreadRoute) => void
+  readonly desk: Desk.Desk
+  readonly isOpen: () => boolean
+  /** The end, once it has been handled (pending failed, cards settled, threads told). */
+  readonly ended: Effect.Effect<ConnectionEnded>
+  readonly endedNow: () => ConnectionEnded | undefined
+  /** Notifications that belong to no thread we run (account, config, process news...). */
+  readonly connectionEvents: PubSub.PubSub<ConnectionEvent>
+  readonly stderrTail: () => string
+  readonly abort: (detail: string) => Effect.Effect<void>
+  readonly close: Effect.Effect<void>
+  readonly pendingCount: () => number
+  readonly routeCount: () => number
+}
+
+export const DefaultRequestTimeout = Duration.minutes(2)
+
+const record = (value: unknown): Record<string, unknown> | undefined =>
+  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+
+/** Thread id of a notification: `params.threadId`, or `params.thread.id` for thread/started. Hot path: no Schema. */
+export const threadIdOf = (method: string, params: unknown): string | undefined => {
+  const p = record(params)
+  if (!p) return undefined
+  const direct = p["threadId"]
+  if (typeof direct === "string") return direct
+  if (method === "thread/started") {
+    const id = record(p["thread"])?.["id"]
+    return typeof id === "string" ? id : undefined
+  }
+  return undefined
+}
+
+let connectionCounter = 0
+
+/**
+ * Run a connection: start the reader, perform the handshake (`initialize`, then `initialized`),
+ * and return the actor. The reader lives in the caller's scope.
+ */
+export const make = (
+  connection: Connection,
+  approvals: Approvals.ApprovalsShape,
+  config: ConnectionConfig = {}
+): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const id = ++connectionCounter
+    const pending = PendingRequests.make()
+    const routes = new Map<string, ThreadRoute>()
+    const connectionEvents = yield* PubSub.unbounded<ConnectionEvent>()
+    const endSignal = yield* Deferred.make<ConnectionEnded>()
+    let handledEnd: ConnectionEnded | undefined
+
+    // Writes are synchronous enqueues onto the transport's single writer; false when dead.
+    const writeNow = (frame: Record<string, unknown>): boolean =>
+      handledEnd === undefined && connection.isOpen() && Effect.runSync(Effect.either(connection.send(frame)))._tag === "Right"
+
+    const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() })
+
+    const lostError = () => new ConnectionLost({ ended: handledEnd ?? connection.endedNow() })
+
+    const onEnd = (ended: ConnectionEnded) => {
+      if (handledEnd) return
+      handledEnd = ended
+      const error = new ConnectionLost({ ended })
+      pending.failAll(error)
+      desk.connectionLost(ended.message)
+      for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
+      Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+    }
+
+    // --- routing (synchronous) ------------------------------------------------------------
+
+    const routeNotification = (method: string, params: unknown) => {
+      const threadId = threadIdOf(method, params)
+      const p = record(params)
+      if (method === "serverRequest/resolved" && p) {
+        const requestId = p["requestId"]
+        if (typeof requestId === "number" || typeof requestId === "string") desk.withdraw(requestId)
+      }
+      const route = threadId !== undefined ? routes.get(threadId) : undefined
+      if (route) {
+        if (method === "item/started" || method === "item/completed") {
+          const item = record(p?.["item"])
+          const itemId = item?.["id"]
+          if (item && typeof itemId === "string") {
+            if (item["type"] === "fileChange" && method === "item/started") route.fileChanges.set(itemId, CardSummary.fileChangesOf(item))
+            if (item["type"] === "commandExecution") {
+              if (method === "item/started") route.runningCommands.add(itemId)
+              else route.runningCommands.delete(itemId)
+            }
+          }
+        } else if (method === "turn/completed") {
+          const turnId = record(p?.["turn"])?.["id"]
+          route.runningCommands.clear()
+          // The server resolves its own pending requests at turn end; refuse any we still hold.
+          desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), { _tag: "TurnEnded" })
+        }
+        route.routed++
+        route.signals.unsafeOffer({ _tag: "Notification", method, params })
+        return
+      }
+      connectionEvents.unsafeOffer({ method, params })
+    }
+
+    const openCard = (requestId: JsonRpc.RequestId, method: string, params: unknown) => {
+      const decoded = ServerRequests.decode(requestId, method, params)
+      const threadId = ServerRequests.threadIdFor(decoded)
+      const route = threadId !== undefined ? routes.get(threadId) : undefined
+      const itemId = record(params)?.["itemId"]
+      const fileChanges = route && typeof itemId === "string" ? route.fileChanges.get(itemId) : undefined
+      return desk.open(decoded, {
+        parent: route?.cardScope,
+        context: {
+          ...(fileChanges ? { fileChanges } : {}),
+          ...(route?.workItem !== undefined ? { workItem: route.workItem } : {})
+        }
+      }).pipe(
+        Effect.flatMap((opened) =>
+          opened._tag === "Duplicate"
+            ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
+            : Effect.void
+        )
+      )
+    }
+
+    let aborted = false
+    const abort = (detail: string) =>
+      Effect.suspend(() => {
+        aborted = true
+        return connection.abort(detail)
+      })
+
+    /** Handle one frame; returns an effect only for what must run in order (opening a card, aborting). */
+    const handle = (frame: Record<string, unknown>): Effect.Effect<void> | undefined => {
+      const message = JsonRpc.classify(frame)
+      switch (message._tag) {
+        case "Response":
+          pending.resolve(message.id, message.result)
+          return undefined
+        case "ErrorResponse":
+          pending.reject(message.id, message.error)
+          return undefined
+        case "Notification":
+          routeNotification(message.method, message.params)
+          return undefined
+        case "Request":
+          return openCard(message.id, message.method, message.params)
+        case "Invalid":
+          // It may have been an approval request whose id we cannot read: the connection is unusable.
+          return abort(`unclassifiable frame: ${message.detail}`)
+      }
+    }
+
+    const reader = Effect.gen(function*() {
+      while (true) {
+        const [frames, done] = yield* connection.incoming.takeAll
+        for (const frame of frames) {
+          if (aborted) break
+          const effect = handle(frame)
+          if (effect) yield* effect
+        }
+        if (done || aborted) break
+      }
+      const ended = yield* connection.ended
+      onEnd(ended)
+    })
+    yield* reader.pipe(
+      Effect.tapErrorCause((cause) => Effect.logError("connection reader crashed", cause)),
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    // Closing the scope (supervisor stop) must also leave nothing pending.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        if (handledEnd) return Effect.void
+        return connection.close.pipe(
+          Effect.zipRight(connection.ended),
+          Effect.timeoutOption("5 seconds"),
+          Effect.flatMap((ended) =>
+            Effect.sync(() =>
+              onEnd(
+                ended._tag === "Some"
+                  ? ended.value
+                  : new ConnectionEnded({ reason: { _tag: "ClosedByUs" }, stderrTail: connection.stderrTail() })
+              )
+            )
+          )
+        )
+      })
+    )
+
+    // --- requests -------------------------------------------------------------------------
+
+    const timeoutFor = (method: string, options?: RequestOptions) =>
+      Duration.decode(options?.timeout ?? config.requestTimeouts?.[method] ?? config.requestTimeout ?? DefaultRequestTimeout)
+
+    const attempt = (method: string, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
+      Effect.suspend(() => {
+        if (handledEnd || !connection.isOpen()) return Effect.fail(lostError())
+        const requestId = pending.nextId()
+        const timeout = timeoutFor(method, options)
+        return Effect.acquireUseRelease(
+          Effect.flatMap(Deferred.make<unknown, RemoteError | ConnectionLost>(), (deferred) =>
+            Effect.suspend(() => {
+              pending.add(requestId, { method, deferred, ...(options?.onResult ? { onResult: options.onResult } : {}) })
+              if (!writeNow(JsonRpc.request(requestId, method, params))) {
+                pending.remove(requestId)
+                return Effect.fail(lostError())
+              }
+              return Effect.succeed(deferred)
+            })),
+          (deferred) =>
+            Deferred.await(deferred).pipe(
+              Effect.timeoutFail({
+                duration: timeout,
+                onTimeout: () => new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })
+              })
+            ),
+          () => Effect.sync(() => pending.remove(requestId))
+        )
+      })
+
+    const request = (method: string, params: unknown, options?: RequestOptions) =>
+      attempt(method, params, options).pipe(
+        Effect.retry({
+          schedule: Schedule.exponential(config.overloadBackoff ?? "100 millis").pipe(
+            Schedule.jittered,
+            Schedule.union(Schedule.spaced("5 seconds")),
+            Schedule.intersect(Schedule.recurs(config.overloadRetries ?? 5))
+          ),
+          while: (error) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+        })
+      )
+
+    const notify = (method: string, params?: unknown) =>
+      Effect.suspend(() => (writeNow(JsonRpc.notification(method, params)) ? Effect.void : Effect.fail(lostError())))
+
+    // --- handshake ------------------------------------------------------------------------
+
+    const initResult = yield* request("initialize", {
+      clientInfo: config.clientInfo ?? { name: "warden", title: "Warden", version: "0.1.0" },
+      ...(config.capabilities ? { capabilities: config.capabilities } : {})
+    })
+    const init = record(initResult)
+    if (!init || typeof init["userAgent"] !== "string" || typeof init["codexHome"] !== "string") {
+      return yield* Effect.fail(new UnexpectedResult({ method: "initialize", detail: "no userAgent/codexHome in the result" }))
+    }
+    yield* notify("initialized")
+
+    return {
+      id,
+      init: {
+        userAgent: init["userAgent"] as string,
+        codexHome: init["codexHome"] as string,
+        ...(typeof init["platformFamily"] === "string" ? { platformFamily: init["platformFamily"] } : {}),
+        ...(typeof init["platformOs"] === "string" ? { platformOs: init["platformOs"] } : {})
+      },
+      request,
+      notify,
+      registerThread: (route) => {
+        if (route.threadId !== undefined) routes.set(route.threadId, route)
+      },
+      unregisterThread: (route) => {
+        if (route.threadId !== undefined && routes.get(route.threadId) === route) routes.delete(route.threadId)
+      },
+      desk,
+      isOpen: () => handledEnd === undefined && connection.isOpen(),
+      ended: Deferred.await(endSignal),
+      endedNow: () => handledEnd,
+      connectionEvents,
+      stderrTail: connection.stderrTail,
+      abort,
+      close: connection.close,
+      pendingCount: pending.size,
+      routeCount: () => routes.size
+    }
+  })

@@ -1,0 +1,68 @@
+/**
+ * Our requests in flight, correlated by id. Each entry is a Deferred settled by the read loop
+ * (synchronously, from the response frame). An optional hook runs in the read loop too, before
+ * the next frame is looked at: thread/start and thread/resume register the thread's route there.
+ */
+import { Deferred, Effect } from "effect"
+import type { ConnectionLost } from "./Errors.js"
+import { RemoteError } from "./Errors.js"
+
+export interface Entry {
+  readonly method: string
+  readonly deferred: Deferred.Deferred<unknown, RemoteError | ConnectionLost>
+  readonly onResult?: (result: unknown) => void
+}
+
+export interface PendingRequests {
+  readonly nextId: () => number
+  readonly add: (id: number, entry: Entry) => void
+  readonly remove: (id: number) => void
+  /** Settle from a response frame; false when nobody waits (late reply after a timeout). */
+  readonly resolve: (id: number | string, result: unknown) => boolean
+  readonly reject: (id: number | string, error: { readonly code: number; readonly message: string; readonly data?: unknown }) => boolean
+  readonly failAll: (error: ConnectionLost) => number
+  readonly size: () => number
+}
+
+export const make = (): PendingRequests => {
+  const entries = new Map<number, Entry>()
+  let counter = 0
+  const take = (id: number | string) => {
+    if (typeof id !== "number") return undefined
+    const entry = entries.get(id)
+    if (entry) entries.delete(id)
+    return entry
+  }
+  return {
+    nextId: () => counter++,
+    add: (id, entry) => {
+      entries.set(id, entry)
+    },
+    remove: (id) => {
+      entries.delete(id)
+    },
+    resolve: (id, result) => {
+      const entry = take(id)
+      if (!entry) return false
+      entry.onResult?.(result)
+      Deferred.unsafeDone(entry.deferred, Effect.succeed(result))
+      return true
+    },
+    reject: (id, error) => {
+      const entry = take(id)
+      if (!entry) return false
+      Deferred.unsafeDone(
+        entry.deferred,
+        Effect.fail(new RemoteError({ method: entry.method, code: error.code, detail: error.message, ...(error.data !== undefined ? { data: error.data } : {}) }))
+      )
+      return true
+    },
+    failAll: (error) => {
+      const all = Array.from(entries.values())
+      entries.clear()
+      for (const entry of all) Deferred.unsafeDone(entry.deferred, Effect.fail(error))
+      return all.length
+    },
+    size: () => entries.size
+  }
+}

@@ -1,0 +1,375 @@
+/**
+ * The Supervisor: the library platform teams embed.
+ *
+ * Scopes: the supervisor's layer scope owns the approvals engine, one slot per app-server
+ * process (each slot restarts its child with backoff, bounded), and the shutdown finalizer that
+ * refuses open cards while the child can still hear it. Work items run in the caller's fiber
+ * (`run`) or a fiber in the caller's scope (`start`), behind a FIFO admission semaphore; each
+ * work item's thread runs in its own thread scope (see ThreadRunner).
+ */
+import { Approvals as ApprovalsNs } from "@warden/approvals"
+import type { ApprovalEvent, Card, Approvals as ApprovalsTypes } from "@warden/approvals"
+import type { Decision } from "@warden/protocol"
+import { Transport as TransportNs } from "@warden/transport"
+import type { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Mailbox,
+  PubSub,
+  Queue,
+  Stream,
+  SubscriptionRef
+} from "effect"
+import type { Scope } from "effect"
+import * as AppServerConnection from "./AppServerConnection.js"
+import type { RequestError } from "./Errors.js"
+import { WorkItemFailed } from "./Errors.js"
+import * as ThreadRunner from "./ThreadRunner.js"
+import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
+
+export interface RestartConfig {
+  /** What happens to work items whose app-server died: resume their threads, or fail them. */
+  readonly policy?: "resume" | "fail"
+  /** Consecutive restarts before a slot gives up (default 3; 0 = never restart). */
+  readonly maxAttempts?: number
+  /** First backoff; doubles each consecutive attempt (default 1 second). */
+  readonly backoff?: Duration.DurationInput
+  /** A connection that stayed up this long resets the consecutive count (default 60 seconds). */
+  readonly stableAfter?: Duration.DurationInput
+}
+
+export interface SupervisorConfig {
+  readonly connection?: AppServerConnection.ConnectionConfig
+  readonly approvals?: ApprovalsTypes.ApprovalsConfig
+  /** Stall watchdog (default 10 minutes). */
+  readonly stallTimeout?: Duration.DurationInput
+  /** turn/interrupt deadline before the connection is recycled (default 30 seconds). */
+  readonly interruptTimeout?: Duration.DurationInput
+  /** Running work items at most; the rest wait in FIFO order (default 4). */
+  readonly concurrency?: number
+  /** App-server processes; threads spread across them and stay on theirs (default 1). */
+  readonly pool?: number
+  readonly restart?: RestartConfig
+}
+
+export type SupervisorEvent =
+  | { readonly _tag: "ConnectionReady"; readonly slot: number; readonly connection: number; readonly init: AppServerConnection.InitializeResult }
+  | {
+    readonly _tag: "ConnectionLost"
+    readonly slot: number
+    readonly connection: number
+    readonly reason: ConnectionEndedNs.EndReason
+    readonly message: string
+    readonly stderrTail: string
+  }
+  | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
+  | { readonly _tag: "ConnectionGaveUp"; readonly slot: number; readonly detail: string }
+  | { readonly _tag: "Work"; readonly event: WorkEvent }
+  | { readonly _tag: "ItemFinished"; readonly item: string | number | undefined; readonly exit: Exit.Exit<WorkResult, WorkItemFailed> }
+
+export class NoActiveTurn extends Error {
+  readonly _tag = "NoActiveTurn"
+  constructor() {
+    super("the work item has no running turn to steer or interrupt")
+  }
+}
+
+export interface WorkHandle {
+  /** Resolves once the thread exists (started or resumed). */
+  readonly threadId: Effect.Effect<string, WorkItemFailed>
+  /** This item's events in order; ends when the item ends. One consumer. */
+  readonly events: Stream.Stream<WorkEvent>
+  readonly steer: (text: string) => Effect.Effect<void, RequestError | NoActiveTurn>
+  /** turn/interrupt with a deadline; the turn then completes as interrupted. */
+  readonly interrupt: Effect.Effect<void, NoActiveTurn>
+  readonly await: Effect.Effect<WorkResult, WorkItemFailed>
+  /** Stop the work item: interrupt its turn best-effort, refuse its open cards, unregister it. */
+  readonly stop: Effect.Effect<void>
+}
+
+export interface SupervisorShape {
+  readonly run: (item: WorkItem) => Effect.Effect<WorkResult, WorkItemFailed>
+  readonly start: (item: WorkItem) => Effect.Effect<WorkHandle, never, Scope.Scope>
+  readonly inbox: {
+    readonly updates: Stream.Stream<ApprovalsTypes.InboxUpdate>
+    readonly open: Effect.Effect<ReadonlyArray<Card.CardView>>
+    readonly answer: (cardId: Card.CardId, decision: Decision.Decision) => Effect.Effect<ApprovalsTypes.AnswerResult>
+  }
+  /** Supervisor events (connections, work, finished items) from the moment of subscription. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
+  readonly events: Stream.Stream<SupervisorEvent>
+  /** Approval events (card opened/settled/late) from the moment of subscription. */
+  readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
+  readonly approvals: ApprovalsTypes.ApprovalsShape
+  /** The first ready connection's `initialize` result (waits for it). */
+  readonly ready: Effect.Effect<AppServerConnection.InitializeResult, WorkItemFailed>
+}
+
+export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
+
+type SlotState =
+  | { readonly _tag: "Starting" }
+  | { readonly _tag: "Ready"; readonly server: AppServerConnection.AppServer }
+  | { readonly _tag: "Down"; readonly error: WorkItemFailed }
+
+interface Slot {
+  readonly index: number
+  readonly state: SubscriptionRef.SubscriptionRef<SlotState>
+  threads: number
+}
+
+export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorShape, never, Scope.Scope | TransportNs.Transport> =>
+  Effect.gen(function*() {
+    const transport = yield* TransportNs.Transport
+    const approvals = yield* ApprovalsNs.make(config.approvals)
+    const events = yield* PubSub.unbounded<SupervisorEvent>()
+    const publish = (event: SupervisorEvent) => {
+      events.unsafeOffer(event)
+    }
+    const restart = config.restart ?? {}
+    const maxAttempts = restart.maxAttempts ?? 3
+    const backoff = Duration.decode(restart.backoff ?? "1 second")
+    const stableAfter = Duration.toMillis(Duration.decode(restart.stableAfter ?? "60 seconds"))
+    const runnerConfig: ThreadRunner.RunnerConfig = {
+      stallTimeout: Duration.decode(config.stallTimeout ?? "10 minutes"),
+      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds")
+    }
+
+    const slots: Array<Slot> = []
+    for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
+      slots.push({ index, state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }), threads: 0 })
+    }
+
+    const slotLoop = (slot: Slot) =>
+      Effect.gen(function*() {
+        let consecutive = 0
+        while (true) {
+          const startedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
+          const outcome = yield* Effect.scoped(
+            Effect.gen(function*() {
+              const connection = yield* transport.connect
+              const server = yield* AppServerConnection.make(connection, approvals, config.connection)
+              yield* SubscriptionRef.set(slot.state, { _tag: "Ready", server })
+              publish({ _tag: "ConnectionReady", slot: slot.index, connection: server.id, init: server.init })
+              const ended = yield* server.ended
+              yield* SubscriptionRef.set(slot.state, { _tag: "Starting" })
+              publish({
+                _tag: "ConnectionLost",
+                slot: slot.index,
+                connection: server.id,
+                reason: ended.reason,
+                message: ended.message,
+                stderrTail: ended.stderrTail
+              })
+              return ended.message
+            })
+          ).pipe(Effect.catchAll((error) => Effect.succeed(error.message)))
+          const endedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
+          consecutive = endedAt - startedAt >= stableAfter ? 1 : consecutive + 1
+          if (consecutive > maxAttempts) {
+            const error = new WorkItemFailed({
+              reason: "connection-lost",
+              detail: `the app-server could not be kept running (${maxAttempts} restarts); last: ${outcome}`,
+              threadId: undefined
+            })
+            yield* SubscriptionRef.set(slot.state, { _tag: "Down", error })
+            publish({ _tag: "ConnectionGaveUp", slot: slot.index, detail: error.detail })
+            return
+          }
+          const delay = Duration.times(backoff, 2 ** (consecutive - 1))
+          publish({ _tag: "ConnectionRestarting", slot: slot.index, attempt: consecutive, delayMs: Duration.toMillis(delay) })
+          yield* Effect.sleep(delay)
+        }
+      })
+
+    for (const slot of slots) {
+      yield* slotLoop(slot).pipe(
+        Effect.tapErrorCause((cause) => Effect.logError("app-server slot crashed", cause)),
+        Effect.interruptible,
+        Effect.forkScoped
+      )
+    }
+
+    // Runs before the slots' scopes close: refuse open cards while the children can hear it.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(slots, (slot) =>
+        Effect.map(SubscriptionRef.get(slot.state), (state) => {
+          if (state._tag === "Ready") state.server.desk.closeWhere(() => true, { _tag: "Shutdown" })
+        }), { discard: true })
+    )
+
+    /** The slot's server once ready (skipping `notId`, a connection known dead); fails when the slot is down. */
+    const serverOf = (slot: Slot, notId?: number) =>
+      slot.state.changes.pipe(
+        Stream.filter((s) => s._tag === "Down" || (s._tag === "Ready" && s.server.id !== notId && s.server.isOpen())),
+        Stream.take(1),
+        Stream.runHead,
+        Effect.flatMap((state) => {
+          if (state._tag === "Some" && state.value._tag === "Ready") return Effect.succeed(state.value.server)
+          if (state._tag === "Some" && state.value._tag === "Down") return Effect.fail(state.value.error)
+          return Effect.fail(new WorkItemFailed({ reason: "connection-lost", detail: "the supervisor is shutting down", threadId: undefined }))
+        })
+      )
+
+    const pickSlot = Effect.gen(function*() {
+      let best: Slot | undefined
+      for (const slot of slots) {
+        const state = yield* SubscriptionRef.get(slot.state)
+        if (state._tag === "Down") continue
+        if (!best || slot.threads < best.threads) best = slot
+      }
+      return best ?? slots[0]!
+    })
+
+    const admission = yield* Effect.makeSemaphore(Math.max(1, config.concurrency ?? 4))
+
+    const toWorkFailure = (error: unknown, threadId: string | undefined): WorkItemFailed => {
+      if (error instanceof WorkItemFailed) return error
+      const e = error as { readonly _tag?: string; readonly message?: string }
+      switch (e._tag) {
+        case "ConnectionLost":
+          return new WorkItemFailed({ reason: "connection-lost", detail: e.message ?? "connection lost", threadId, cause: error })
+        default:
+          return new WorkItemFailed({
+            reason: threadId === undefined ? "start-failed" : "turn-failed-to-start",
+            detail: e.message ?? String(error),
+            threadId,
+            cause: error
+          })
+      }
+    }
+
+    const execute = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        const slot = yield* pickSlot
+        slot.threads++
+        yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
+        const turns: Array<TurnResult> = []
+        let remaining = [item.prompt, ...(item.followUps ?? [])]
+        let threadId = item.threadId
+        let resumes = 0
+        let deadServer: number | undefined
+        while (true) {
+          const server = yield* serverOf(slot, deadServer)
+          const exit = yield* ThreadRunner.run(server, item, remaining, threadId, session, emit, runnerConfig, (turn) => {
+            turns.push(turn)
+            remaining = remaining.slice(1)
+          }).pipe(Effect.exit)
+          if (Exit.isSuccess(exit)) break
+          const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+          threadId = session.threadId ?? threadId
+          if (failure === undefined) {
+            const tid = threadId
+            return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, tid)))
+          }
+          if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, threadId))
+          emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
+          const lastTurn = turns[turns.length - 1]
+          const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
+          if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, threadId))
+          deadServer = server.id
+          resumes++
+          if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
+        }
+        const last = turns[turns.length - 1]
+        if (!last || session.threadId === undefined) {
+          return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
+        }
+        const result: WorkResult = {
+          id: item.id,
+          threadId: session.threadId,
+          status: last.status,
+          finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
+          items: turns.flatMap((t) => t.items),
+          usage: session.usage,
+          errors: turns.flatMap((t) => t.errors),
+          turns,
+          resumes
+        }
+        return result
+      }).pipe(
+        Effect.scoped,
+        Effect.annotateLogs({ workItem: String(item.id ?? "") }),
+        Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(item.id ?? "") } })
+      )
+
+    const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
+
+    const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      admission.withPermits(1)(
+        Effect.suspend(() => execute(item, session, emit))
+      ).pipe(
+        Effect.onExit((exit) => Effect.sync(() => publish({ _tag: "ItemFinished", item: item.id, exit })))
+      )
+
+    const emitter = (extra?: (event: WorkEvent) => void) => (event: WorkEvent) => {
+      publish({ _tag: "Work", event })
+      extra?.(event)
+    }
+
+    const run = (item: WorkItem) => runWith(item, newSession(), emitter())
+
+    const start = (item: WorkItem): Effect.Effect<WorkHandle, never, Scope.Scope> =>
+      Effect.gen(function*() {
+        const mailbox = yield* Mailbox.make<WorkEvent>()
+        const threadReady = yield* Deferred.make<string, WorkItemFailed>()
+        const session = newSession()
+        const emit = emitter((event) => {
+          mailbox.unsafeOffer(event)
+          if (event._tag === "ThreadReady") Deferred.unsafeDone(threadReady, Effect.succeed(event.threadId))
+        })
+        const fiber = yield* runWith(item, session, emit).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              mailbox.unsafeDone(Exit.void)
+              if (Exit.isFailure(exit)) {
+                const failure = exit.cause._tag === "Fail"
+                  ? exit.cause.error
+                  : new WorkItemFailed({ reason: "start-failed", detail: "the work item was stopped", threadId: undefined })
+                Deferred.unsafeDone(threadReady, Effect.fail(failure))
+              }
+            })
+          ),
+          Effect.forkScoped
+        )
+        const activeTurn = Effect.suspend(() =>
+          session.server && session.threadId && session.turnId
+            ? Effect.succeed({ server: session.server, threadId: session.threadId, turnId: session.turnId })
+            : Effect.fail(new NoActiveTurn())
+        )
+        return {
+          threadId: Deferred.await(threadReady),
+          events: Mailbox.toStream(mailbox),
+          steer: (text) =>
+            Effect.flatMap(activeTurn, ({ server, threadId, turnId }) =>
+              server.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] }).pipe(Effect.asVoid)),
+          interrupt: Effect.flatMap(activeTurn, ({ server, threadId, turnId }) =>
+            ThreadRunner.interruptTurn(server, threadId, turnId, runnerConfig.interruptTimeout)),
+          await: Fiber.join(fiber),
+          stop: Fiber.interrupt(fiber).pipe(Effect.asVoid)
+        }
+      })
+
+    const ready = Effect.flatMap(pickSlot, (slot) => Effect.map(serverOf(slot), (server) => server.init))
+
+    return {
+      run,
+      start,
+      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer },
+      subscribe: PubSub.subscribe(events),
+      events: Stream.fromPubSub(events),
+      subscribeApprovals: approvals.subscribe,
+      approvals,
+      ready
+    }
+  })
+
+export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, never, TransportNs.Transport> =>
+  Layer.scoped(Supervisor, make(config))

@@ -1,0 +1,27 @@
+/**
+ * A thread's route on a connection: where the read loop puts the thread's notifications (an
+ * unbounded mailbox: the reader never blocks on a slow thread), the scope its cards live in,
+ * and what the read loop remembers for the thread's cards (file changes announced by
+ * `item/started`, which the approval request itself does not carry).
+ */
+import type { Card } from "@warden/approvals"
+import type { Mailbox, Scope } from "effect"
+import type { ConnectionLost } from "./Errors.js"
+
+export type ThreadSignal =
+  | { readonly _tag: "Notification"; readonly method: string; readonly params: unknown }
+  | { readonly _tag: "ConnectionLost"; readonly error: ConnectionLost }
+
+export interface ThreadRoute {
+  /** Set when thread/start's response is read (before the next frame), or up front for resume. */
+  threadId: string | undefined
+  readonly signals: Mailbox.Mailbox<ThreadSignal>
+  /** Parent scope of this thread's cards: closing it refuses them (thread stopped). */
+  readonly cardScope: Scope.Scope
+  readonly workItem: string | number | undefined
+  readonly fileChanges: Map<string, ReadonlyArray<Card.FileChange>>
+  /** Commands running now (commandExecution items started and not completed): the stall watchdog waits for them. */
+  readonly runningCommands: Set<string>
+  /** Number of frames routed here; the read loop bumps it (cheap activity clock for tests and stall checks). */
+  routed: number
+}

@@ -1,0 +1,245 @@
+/**
+ * The thread actor: runs one work item's thread on one connection. It registers the thread's
+ * route (synchronously, in the read loop, when thread/start's response is read; up front for a
+ * resume, rolled back if the server refuses), runs turns one after another, consumes the thread's
+ * signals in order, and ends each turn on `turn/completed`.
+ *
+ * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
+ * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
+ */
+import { Duration, Effect, Mailbox, Option } from "effect"
+import type { AppServer } from "./AppServerConnection.js"
+import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "./Errors.js"
+import type { RequestError } from "./Errors.js"
+import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
+import type { TurnError, TurnResult, WorkEvent, WorkItem } from "./WorkItem.js"
+
+export interface RunnerConfig {
+  /** No event for this long, while no card is open and no command runs: the turn is stalled. */
+  readonly stallTimeout: Duration.Duration
+  /** How long turn/interrupt may take before the connection is suspect and recycled. */
+  readonly interruptTimeout: Duration.Duration
+}
+
+/** What the work item's handle can reach while the runner works (steer, interrupt). */
+export interface Session {
+  server: AppServer | undefined
+  threadId: string | undefined
+  turnId: string | undefined
+  usage: unknown
+}
+
+const record = (value: unknown): Record<string, unknown> | undefined =>
+  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+
+const turnErrorOf = (value: unknown): TurnError | undefined => {
+  const e = record(value)
+  if (!e || typeof e["message"] !== "string") return undefined
+  return {
+    message: e["message"],
+    ...(e["codexErrorInfo"] !== undefined && e["codexErrorInfo"] !== null ? { codexErrorInfo: e["codexErrorInfo"] } : {})
+  }
+}
+
+export const threadParams = (item: WorkItem): Record<string, unknown> => ({
+  ...(item.threadParams ?? {}),
+  ...(item.cwd !== undefined ? { cwd: item.cwd } : {}),
+  ...(item.model !== undefined ? { model: item.model } : {}),
+  approvalPolicy: item.approvalPolicy ?? "on-request",
+  ...(item.sandbox !== undefined ? { sandbox: item.sandbox } : {}),
+  ...(item.config !== undefined ? { config: item.config } : {})
+})
+
+/** Strict: the id is at result.thread.id (not result.threadId); a wrong guess would be silent. */
+const threadIdOfResult = (result: unknown): string | undefined => {
+  const id = record(record(result)?.["thread"])?.["id"]
+  return typeof id === "string" && id.length > 0 ? id : undefined
+}
+
+/**
+ * Interrupt the current turn, bounded. A missed deadline makes the connection suspect: it is
+ * aborted so the supervisor recycles it (the turn's cards settle as connection-lost).
+ */
+export const interruptTurn = (server: AppServer, threadId: string, turnId: string, timeout: Duration.Duration) =>
+  server.request("turn/interrupt", { threadId, turnId }, { timeout }).pipe(
+    Effect.asVoid,
+    Effect.catchTag("RequestTimeout", () =>
+      server.abort(`turn/interrupt got no answer within ${Duration.format(timeout)}; recycling the app-server`)
+    ),
+    Effect.catchAll(() => Effect.void)
+  )
+
+/**
+ * Run `prompts` on the item's thread on `server`. `resumeThreadId` resumes instead of starting.
+ * Fails with ConnectionLost when the connection ends under it (the caller may restart+resume),
+ * or with WorkItemFailed for what no restart fixes.
+ */
+export const run = (
+  server: AppServer,
+  item: WorkItem,
+  prompts: ReadonlyArray<string>,
+  resumeThreadId: string | undefined,
+  session: Session,
+  emit: (event: WorkEvent) => void,
+  config: RunnerConfig,
+  onTurn: (turn: TurnResult) => void
+): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const threadScope = yield* Effect.scope
+      const signals = yield* Mailbox.make<ThreadSignal>()
+      const route: ThreadRoute = {
+        threadId: undefined,
+        signals,
+        cardScope: threadScope,
+        workItem: item.id,
+        fileChanges: new Map(),
+        runningCommands: new Set(),
+        routed: 0
+      }
+      session.server = server
+      // Thread scope close: unregister, then refuse what is still open for this thread.
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          server.unregisterThread(route)
+          if (route.threadId !== undefined) {
+            const threadId = route.threadId
+            server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
+          }
+        })
+      )
+
+      let threadId: string
+      if (resumeThreadId !== undefined) {
+        // Watch first: the server replays pending requests right behind the resume response.
+        route.threadId = resumeThreadId
+        server.registerThread(route)
+        const resumed = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
+          Effect.tapError(() => Effect.sync(() => server.unregisterThread(route)))
+        )
+        if (threadIdOfResult(resumed) !== resumeThreadId) {
+          server.unregisterThread(route)
+          return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
+        }
+        threadId = resumeThreadId
+      } else {
+        const started = yield* server.request("thread/start", threadParams(item), {
+          onResult: (result) => {
+            const id = threadIdOfResult(result)
+            if (id !== undefined) {
+              route.threadId = id
+              server.registerThread(route)
+            }
+          }
+        })
+        const id = threadIdOfResult(started)
+        if (id === undefined) {
+          return yield* Effect.fail(new UnexpectedResult({ method: "thread/start", detail: "no thread id at result.thread.id" }))
+        }
+        threadId = id
+      }
+      session.threadId = threadId
+      emit({ _tag: "ThreadReady", item: item.id, threadId, resumed: resumeThreadId !== undefined })
+
+      for (const prompt of prompts) {
+        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config)
+        onTurn(turn)
+        if (turn.status !== "completed") break
+      }
+    })
+  )
+
+const runTurn = (
+  server: AppServer,
+  route: ThreadRoute,
+  threadId: string,
+  prompt: string,
+  item: WorkItem,
+  session: Session,
+  emit: (event: WorkEvent) => void,
+  config: RunnerConfig
+): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
+  Effect.gen(function*() {
+    const started = yield* server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] })
+    const turnId = record(record(started)?.["turn"])?.["id"]
+    if (typeof turnId !== "string") {
+      return yield* Effect.fail(new UnexpectedResult({ method: "turn/start", detail: "no turn id at result.turn.id" }))
+    }
+    session.turnId = turnId
+    emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
+
+    const items: Array<Record<string, unknown>> = []
+    const errors: Array<TurnError> = []
+    let finalMessage: string | undefined
+
+    const idle = () => route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
+
+    const body = Effect.gen(function*() {
+      while (true) {
+        const next = yield* Effect.timeoutOption(route.signals.take, config.stallTimeout).pipe(
+          Effect.catchAll(() => Effect.succeed(Option.none<ThreadSignal>()))
+        )
+        if (Option.isNone(next)) {
+          if (!idle()) continue // a card is open or a command runs: waiting is not stalling
+          emit({ _tag: "Stalled", item: item.id, threadId, turnId })
+          yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
+          return yield* Effect.fail(
+            new WorkItemFailed({
+              reason: "stalled",
+              detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
+              threadId
+            })
+          )
+        }
+        const signal = next.value
+        if (signal._tag === "ConnectionLost") return yield* Effect.fail(signal.error)
+        const { method, params } = signal
+        const p = record(params)
+        const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
+        emit({ _tag: "Notification", item: item.id, threadId, turnId: eventTurnId, method, params })
+        switch (method) {
+          case "item/completed": {
+            const completed = record(p?.["item"])
+            if (completed && (eventTurnId === undefined || eventTurnId === turnId)) {
+              items.push(completed)
+              if (completed["type"] === "agentMessage" && typeof completed["text"] === "string") finalMessage = completed["text"]
+            }
+            break
+          }
+          case "thread/tokenUsage/updated":
+            session.usage = p?.["tokenUsage"]
+            break
+          case "error": {
+            const error = turnErrorOf(p?.["error"])
+            if (error) errors.push({ ...error, willRetry: p?.["willRetry"] === true })
+            break
+          }
+          case "turn/completed": {
+            const turn = record(p?.["turn"])
+            if (turn?.["id"] !== turnId) break
+            const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
+            const result: TurnResult = {
+              turnId,
+              status,
+              finalMessage,
+              items,
+              error: turnErrorOf(turn["error"]),
+              errors
+            }
+            session.turnId = undefined
+            emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
+            return result
+          }
+        }
+      }
+    })
+
+    // Stopping the work item mid-turn: interrupt the turn best-effort, bounded; the thread scope
+    // then refuses the cards still open.
+    return yield* body.pipe(
+      Effect.onInterrupt(() =>
+        session.turnId === turnId && server.isOpen() ? interruptTurn(server, threadId, turnId, config.interruptTimeout) : Effect.void
+      )
+    )
+  })
+

@@ -1,0 +1,7 @@
+export * as AppServerConnection from "./AppServerConnection.js"
+export * as Errors from "./Errors.js"
+export * as PendingRequests from "./PendingRequests.js"
+export * as Supervisor from "./Supervisor.js"
+export * as ThreadRoute from "./ThreadRoute.js"
+export * as ThreadRunner from "./ThreadRunner.js"
+export * as WorkItem from "./WorkItem.js"
