@@ -1,0 +1,6 @@
+export * as ChildProcessTransport from "./ChildProcessTransport.js"
+export * as ConnectionEnded from "./ConnectionEnded.js"
+export * as FrameDecoder from "./FrameDecoder.js"
+export * as MemoryTransport from "./MemoryTransport.js"
+export * as StderrTail from "./StderrTail.js"
+export * as Transport from "./Transport.js"

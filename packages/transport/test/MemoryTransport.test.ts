@@ -1,0 +1,210 @@
+/**
+ * What only the in-memory pair can show deterministically: the stop sequence's bounds on the
+ * TestClock, backpressure, each way a pipe breaks, and the order rules of the end.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Mailbox, Stream, TestClock } from "effect"
+import { MemoryTransport } from "../src/index.js"
+import type { Transport } from "../src/index.js"
+
+const allFrames = (mailbox: Mailbox.ReadonlyMailbox<Transport.JsonObject>) =>
+  Mailbox.toStream(mailbox).pipe(Stream.runCollect, Effect.map(Chunk.toReadonlyArray))
+
+/** Let forked fibers (the writer, the stopper) run; no time passes. */
+const settle = Effect.repeatN(Effect.yieldNow(), 20)
+
+const setup = (options?: MemoryTransport.Options) =>
+  Effect.gen(function*() {
+    const memory = MemoryTransport.make(options)
+    const connection = yield* memory.transport.connect
+    return { connection, peer: memory.peer, memory }
+  })
+
+describe("MemoryTransport", () => {
+  it.scoped("a peer that traps SIGTERM is SIGKILLed exactly when killGrace expires", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup({ killGrace: "2 seconds" })
+      yield* peer.trapSigterm
+      const closing = yield* Effect.fork(connection.close)
+      yield* TestClock.adjust("1999 millis")
+      assert.deepStrictEqual(peer.signals(), ["SIGTERM"])
+      assert.isNull(closing.unsafePoll())
+      assert.isFalse(connection.isOpen())
+      assert.isUndefined(connection.endedNow())
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual(peer.signals(), ["SIGTERM", "SIGKILL"])
+      assert.strictEqual(connection.endedNow()?.reason._tag, "ClosedByUs")
+    }))
+
+  it.scoped("an exit whose pipes stay open is reported after drainGrace; frames read meanwhile are delivered", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup({ drainGrace: "500 millis" })
+      yield* peer.exit(3, null, { drain: false })
+      assert.isFalse(connection.isOpen())
+      yield* peer.sendFrame({ last: "words" }) // a child's last frames often race its exit
+      yield* TestClock.adjust("499 millis")
+      assert.isUndefined(connection.endedNow())
+      yield* TestClock.adjust("1 millis")
+      const ended = yield* connection.ended
+      assert.deepStrictEqual(ended.reason, { _tag: "Exited", code: 3, signal: null })
+      assert.deepStrictEqual(yield* allFrames(connection.incoming), [{ last: "words" }])
+    }))
+
+  it.scoped("false from write is backpressure: the writer waits for drain and keeps the order", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* peer.holdWrites
+      yield* connection.send({ n: 1 })
+      yield* connection.send({ n: 2 })
+      yield* settle
+      assert.deepStrictEqual(peer.writtenSoFar(), [])
+      assert.isTrue(connection.isOpen())
+      yield* connection.send({ n: 3 })
+      yield* peer.releaseWrites
+      yield* settle
+      yield* connection.send({ n: 4 })
+      yield* settle
+      assert.deepStrictEqual(peer.writtenSoFar(), [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }])
+      assert.isTrue(connection.isOpen())
+    }))
+
+  describe("a broken pipe ends the connection", () => {
+    it.scoped("a write whose callback reports an error: WriteFailed", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* peer.failNextWrite("write EPIPE")
+        yield* connection.send({ answer: "decline" })
+        const ended = yield* connection.ended
+        assert.deepStrictEqual(ended.reason, { _tag: "WriteFailed", detail: "write EPIPE" })
+        assert.include(ended.message, "writing to the app-server failed: write EPIPE")
+      }))
+
+    it.scoped("a write that throws: WriteFailed", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* peer.breakWrites("Cannot call write after a stream was destroyed")
+        yield* connection.send({ answer: "decline" })
+        assert.deepStrictEqual((yield* connection.ended).reason, {
+          _tag: "WriteFailed",
+          detail: "Cannot call write after a stream was destroyed"
+        })
+      }))
+
+    it.scoped("an error event on stdin: WriteFailed", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* peer.stdinError("read ECONNRESET")
+        assert.isFalse(connection.isOpen())
+        assert.strictEqual((yield* connection.ended).reason._tag, "WriteFailed")
+      }))
+
+    it.scoped("an error event on stdout: ReadFailed, frames before it delivered", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* peer.sendFrame({ before: true })
+        yield* peer.stdoutError("read EIO")
+        const ended = yield* connection.ended
+        assert.deepStrictEqual(ended.reason, { _tag: "ReadFailed", detail: "read EIO" })
+        assert.deepStrictEqual(yield* allFrames(connection.incoming), [{ before: true }])
+      }))
+  })
+
+  it.scoped("close flushes frames sent before it, then ends stdin, then SIGTERM", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* connection.send({ n: 1 })
+      yield* connection.send({ n: 2 })
+      yield* connection.close
+      assert.deepStrictEqual(yield* allFrames(peer.written), [{ n: 1 }, { n: 2 }])
+      assert.isTrue(peer.stdinEnded())
+      assert.deepStrictEqual(peer.signals(), ["SIGTERM"])
+    }))
+
+  it.scoped("after a fault, queued frames are dropped, not written", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* peer.holdWrites
+      yield* connection.send({ n: 1 })
+      yield* settle // the writer is now waiting for drain with {n:1}
+      yield* connection.send({ n: 2 })
+      yield* connection.abort("fault")
+      yield* peer.releaseWrites
+      yield* connection.ended
+      assert.deepStrictEqual(peer.writtenSoFar(), [{ n: 1 }])
+    }))
+
+  it.scoped("the first cause wins: abort, then exit", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* peer.trapSigterm
+      yield* connection.abort("duplicate open request id 3")
+      yield* peer.exit(1)
+      assert.deepStrictEqual((yield* connection.ended).reason, { _tag: "Protocol", detail: "duplicate open request id 3" })
+    }))
+
+  it.scoped("frames after a protocol fault are never delivered, even in later chunks", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup({ killGrace: "1 second" })
+      yield* peer.trapSigterm // survives SIGTERM, so it can keep writing
+      yield* peer.sendRaw("{\"ok\":1}\n{\"id\":5,\"method\":\"item/tool/call\"\n")
+      yield* settle
+      yield* peer.sendFrame({ late: 1 })
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* connection.ended).reason._tag, "Protocol")
+      assert.deepStrictEqual(yield* allFrames(connection.incoming), [{ ok: 1 }])
+      assert.deepStrictEqual(peer.signals(), ["SIGTERM", "SIGKILL"])
+    }))
+
+  it.scoped("a truncated last frame when stdout closes is a Protocol fault", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* peer.sendRaw("{\"a\":1}\n{\"id\":0,\"method\":\"item/commandExecution/requestAppr")
+      yield* peer.closeStdout
+      const ended = yield* connection.ended
+      assert.strictEqual(ended.reason._tag, "Protocol")
+      assert.include(ended.message, "truncated frame")
+      assert.include(ended.message, "requestAppr")
+      assert.deepStrictEqual(yield* allFrames(connection.incoming), [{ a: 1 }])
+    }))
+
+  it.scoped("an exit seen before the truncated EOF stays Exited (the first cause wins)", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      yield* peer.sendRaw("{\"partial\":")
+      yield* peer.exit(0)
+      assert.deepStrictEqual((yield* connection.ended).reason, { _tag: "Exited", code: 0, signal: null })
+    }))
+
+  it.scoped("a frame that cannot be serialised is the caller's defect; the connection stays open", () =>
+    Effect.gen(function*() {
+      const { connection } = yield* setup()
+      const exit = yield* Effect.exit(connection.send({ id: 1n }))
+      assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+      assert.isTrue(connection.isOpen())
+    }))
+
+  it.effect("spawnFailure makes connect fail with SpawnFailed", () =>
+    Effect.gen(function*() {
+      const memory = MemoryTransport.make({ spawnFailure: "spawn codex ENOENT" })
+      const error = yield* Effect.flip(Effect.scoped(memory.transport.connect))
+      assert.strictEqual(error._tag, "SpawnFailed")
+      assert.include(error.message, "spawn codex ENOENT")
+    }))
+
+  it.effect("each connect gets a fresh peer and runs the program; `peer` follows the latest", () =>
+    Effect.gen(function*() {
+      const memory = MemoryTransport.make({
+        program: (peer) => Effect.flatMap(peer.written.take, (frame) => peer.sendFrame({ seen: frame })).pipe(Effect.orDie)
+      })
+      for (const n of [1, 2]) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const connection = yield* memory.transport.connect
+          yield* connection.send({ n })
+          assert.deepStrictEqual(yield* connection.incoming.take, { seen: { n } })
+          assert.deepStrictEqual(memory.peer.writtenSoFar(), [{ n }])
+        }))
+      }
+      assert.strictEqual(memory.connections(), 2)
+    }))
+})
