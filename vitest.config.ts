@@ -7,8 +7,8 @@ export default defineConfig({
     include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    testTimeout: 20_000,
+    hookTimeout: 20_000,
     fakeTimers: { toFake: [] }
   }
 })

@@ -69,6 +69,18 @@ export type SupervisorEvent =
     readonly message: string
     readonly stderrTail: string
   }
+  /**
+   * A slot's app-server could not be brought up: the child could not be spawned, or it ended (or
+   * failed) before the `initialize` handshake completed. `reason` is the connection's end reason
+   * when it ended; `stderrTail` what it wrote to stderr (empty when nothing could be read).
+   */
+  | {
+    readonly _tag: "ConnectionFailed"
+    readonly slot: number
+    readonly reason: ConnectionEndedNs.EndReason | undefined
+    readonly message: string
+    readonly stderrTail: string
+  }
   | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
   | { readonly _tag: "ConnectionGaveUp"; readonly slot: number; readonly detail: string }
   | { readonly _tag: "Work"; readonly event: WorkEvent }
@@ -151,11 +163,42 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
       Effect.gen(function*() {
         let consecutive = 0
         while (true) {
-          const startedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
+          let readyAt: number | undefined
           const outcome = yield* Effect.scoped(
             Effect.gen(function*() {
-              const connection = yield* transport.connect
-              const server = yield* AppServerConnection.make(connection, approvals, config.connection)
+              const connection = yield* transport.connect.pipe(
+                Effect.tapError((error) =>
+                  Effect.sync(() =>
+                    publish({
+                      _tag: "ConnectionFailed",
+                      slot: slot.index,
+                      reason: { _tag: "SpawnFailed", detail: error.detail },
+                      message: error.message,
+                      stderrTail: ""
+                    })
+                  )
+                )
+              )
+              const server = yield* AppServerConnection.make(connection, approvals, config.connection).pipe(
+                Effect.tapError((error) =>
+                  // The end is reported once stdout drained and the child exited, so its tail is whole.
+                  (connection.isOpen() ? Effect.succeed(connection.endedNow()) : connection.ended.pipe(
+                    Effect.timeoutOption("2 seconds"),
+                    Effect.map((ended) => ended._tag === "Some" ? ended.value : connection.endedNow())
+                  )).pipe(
+                    Effect.map((ended) =>
+                      publish({
+                        _tag: "ConnectionFailed",
+                        slot: slot.index,
+                        reason: ended?.reason,
+                        message: ended && error._tag === "ConnectionLost" ? ended.message : error.message,
+                        stderrTail: ended?.stderrTail ?? connection.stderrTail()
+                      })
+                    )
+                  )
+                )
+              )
+              readyAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
               yield* SubscriptionRef.set(slot.state, { _tag: "Ready", server })
               publish({ _tag: "ConnectionReady", slot: slot.index, connection: server.id, init: server.init })
               const ended = yield* server.ended
@@ -172,7 +215,8 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
             })
           ).pipe(Effect.catchAll((error) => Effect.succeed(error.message)))
           const endedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
-          consecutive = endedAt - startedAt >= stableAfter ? 1 : consecutive + 1
+          // Only a connection that got through the handshake and then stayed up counts as stable.
+          consecutive = readyAt !== undefined && endedAt - readyAt >= stableAfter ? 1 : consecutive + 1
           if (consecutive > maxAttempts) {
             const error = new WorkItemFailed({
               reason: "connection-lost",
@@ -230,20 +274,20 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
 
     const admission = yield* Effect.makeSemaphore(Math.max(1, config.concurrency ?? 4))
 
-    const toWorkFailure = (error: unknown, threadId: string | undefined): WorkItemFailed => {
+    /** Map a runner failure to the work item's typed failure; `ready` says whether the thread existed. */
+    const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Session): WorkItemFailed => {
       if (error instanceof WorkItemFailed) return error
       const e = error as { readonly _tag?: string; readonly message?: string }
-      switch (e._tag) {
-        case "ConnectionLost":
-          return new WorkItemFailed({ reason: "connection-lost", detail: e.message ?? "connection lost", threadId, cause: error })
-        default:
-          return new WorkItemFailed({
-            reason: threadId === undefined ? "start-failed" : "turn-failed-to-start",
-            detail: e.message ?? String(error),
-            threadId,
-            cause: error
-          })
+      const threadId = session.threadId ?? item.threadId
+      if (e._tag === "ConnectionLost") {
+        return new WorkItemFailed({ reason: "connection-lost", detail: e.message ?? "connection lost", threadId, cause: error })
       }
+      return new WorkItemFailed({
+        reason: session.threadId !== undefined ? "turn-failed-to-start" : item.threadId !== undefined ? "resume-failed" : "start-failed",
+        detail: e.message ?? String(error),
+        threadId,
+        cause: error
+      })
     }
 
     const execute = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
@@ -266,14 +310,13 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
           const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
           threadId = session.threadId ?? threadId
           if (failure === undefined) {
-            const tid = threadId
-            return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, tid)))
+            return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
           }
-          if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, threadId))
+          if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
           emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
           const lastTurn = turns[turns.length - 1]
           const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
-          if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, threadId))
+          if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
           deadServer = server.id
           resumes++
           if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })

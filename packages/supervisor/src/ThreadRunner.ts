@@ -159,7 +159,9 @@ const runTurn = (
   emit: (event: WorkEvent) => void,
   config: RunnerConfig
 ): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
-  Effect.gen(function*() {
+  // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
+  // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
+  Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
     const started = yield* server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] })
     const turnId = record(record(started)?.["turn"])?.["id"]
     if (typeof turnId !== "string") {
@@ -236,10 +238,10 @@ const runTurn = (
 
     // Stopping the work item mid-turn: interrupt the turn best-effort, bounded; the thread scope
     // then refuses the cards still open.
-    return yield* body.pipe(
+    return yield* restore(body).pipe(
       Effect.onInterrupt(() =>
         session.turnId === turnId && server.isOpen() ? interruptTurn(server, threadId, turnId, config.interruptTimeout) : Effect.void
       )
     )
-  })
+  }))
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, Fiber, Option, Queue, Stream, TestClock } from "effect"
-import { commandApproval, supervise } from "./support.js"
+import { Chunk, Effect, Exit, Fiber, Option, Queue, Stream } from "effect"
+import { advance, advanceUntilDone, commandApproval, supervise, waitFor } from "./support.js"
 
 const item = (prompt: string, extra: Record<string, unknown> = {}) => ({ prompt, cwd: "/tmp/ws", ...extra })
 
@@ -118,7 +118,7 @@ describe("Supervisor on a fake app-server", () => {
       yield* supervisor.ready
       const running = yield* Effect.fork(supervisor.run(item("x")))
       yield* fake.nextRequest("thread/start")
-      yield* TestClock.adjust("30 seconds")
+      yield* advance("30 seconds")
       const exit = yield* Fiber.await(running)
       assert.isTrue(Exit.isFailure(exit))
       const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
@@ -137,8 +137,7 @@ describe("Supervisor on a fake app-server", () => {
       })
       const running = yield* Effect.fork(supervisor.run(item("x")))
       yield* fake.nextRequest("thread/start")
-      yield* TestClock.adjust("1 second")
-      yield* TestClock.adjust("1 second")
+      yield* advanceUntilDone(running, "100 millis")
       const result = yield* Fiber.join(running)
       assert.strictEqual(result.threadId, "thr_x")
       assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/start").length, 3)
@@ -165,5 +164,212 @@ describe("Supervisor on a fake app-server", () => {
       assert.strictEqual(settled._tag === "CardSettled" && settled.settlement.outcome, "connection-lost")
       assert.strictEqual(fake.peer.writtenSoFar().length, before)
       assert.strictEqual((yield* supervisor.inbox.open).length, 0)
+    }))
+})
+
+describe("Supervisor failure paths", () => {
+  it.scoped("restart + resume: the child dies mid-turn, the thread is resumed on a new child and completes", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor, events } = yield* supervise({ restart: { policy: "resume", maxAttempts: 2, backoff: "1 second" } }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("work", { id: 7 }))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.peer.writeStderr("panic: lost the plot\n")
+      yield* fake.peer.exit(1)
+      yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionRestarting" }> => e._tag === "ConnectionRestarting")
+      yield* advance("1 second")
+      const resume = yield* fake.nextRequest("thread/resume")
+      assert.strictEqual(resume.params.threadId, threadId)
+      assert.strictEqual(resume.connection, 2)
+      const turn = yield* fake.nextRequest("turn/start")
+      assert.strictEqual(turn.connection, 2)
+      assert.deepStrictEqual(turn.params.input, [{ type: "text", text: "work" }])
+      yield* fake.completeTurn(threadId, "turn_2", "completed", { message: "resumed fine" })
+      const result = yield* handle.await
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.resumes, 1)
+      const tags = Chunk.toReadonlyArray(yield* Stream.runCollect(handle.events)).map((e) => e._tag)
+      assert.includeMembers(tags, ["ConnectionLost", "Resumed"])
+      assert.isBelow(tags.indexOf("ConnectionLost"), tags.lastIndexOf("ThreadReady"))
+    }))
+
+  it.scoped("restart policy fail: the work item fails with the cause", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ restart: { policy: "fail" } }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("work"))
+      yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.peer.exit(3)
+      const exit = yield* Effect.exit(handle.await)
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "connection-lost")
+      assert.match(error?.detail ?? "", /exited with code 3/)
+    }))
+
+  it.scoped("a slot gives up after its bounded restarts; queued work fails with the cause", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor, events } = yield* supervise({ restart: { maxAttempts: 1, backoff: "1 second" } }, {
+        behaviour: { initialize: () => "silence" }
+      })
+      void fake
+      const running = yield* Effect.fork(supervisor.run(item("x")))
+      // The handshake never answers: each connection's initialize times out after 2 minutes.
+      yield* advance("2 minutes")
+      yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionRestarting" }> => e._tag === "ConnectionRestarting")
+      yield* advance("1 second")
+      yield* advance("2 minutes")
+      const gaveUp = yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionGaveUp" }> => e._tag === "ConnectionGaveUp")
+      assert.match(gaveUp.detail, /initialize/)
+      const exit = yield* Fiber.await(running)
+      assert.isTrue(Exit.isFailure(exit))
+    }))
+
+  it.scoped("stopping a work item mid-turn interrupts the turn and refuses its open card", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      yield* Queue.take(approvals)
+      const stopping = yield* Effect.fork(handle.stop)
+      const interrupt = yield* fake.nextRequest("turn/interrupt")
+      assert.deepStrictEqual(interrupt.params, { threadId, turnId: "turn_1" })
+      yield* Fiber.join(stopping)
+      const answer = yield* fake.answerTo(id)
+      assert.deepStrictEqual(answer["result"], { decision: "decline" })
+      assert.strictEqual((yield* supervisor.inbox.open).length, 0)
+    }))
+
+  it.scoped("stall watchdog: no event for the stall timeout interrupts the turn and fails the item as stalled", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ stallTimeout: "10 minutes" }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("x"))
+      yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* advance("10 minutes")
+      yield* fake.nextRequest("turn/interrupt")
+      const exit = yield* Effect.exit(handle.await)
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "stalled")
+    }))
+
+  it.scoped("stall watchdog waits while a card is open", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ stallTimeout: "1 minute" }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      const opened = yield* Queue.take(approvals)
+      yield* advance("5 minutes")
+      assert.isFalse(fake.requestsSoFar().some((r) => r.method === "turn/interrupt"))
+      yield* supervisor.inbox.answer(opened._tag === "CardOpened" ? opened.card.id : "", Decision.Decline)
+      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+      assert.strictEqual((yield* handle.await).status, "completed")
+    }))
+
+  it.scoped("a second request on an open id takes the connection down as a protocol error", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor, events } = yield* supervise({ restart: { maxAttempts: 0 } }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"), 5)
+      yield* fake.request("item/fileChange/requestApproval", { threadId, turnId: "turn_1", itemId: "p", startedAtMs: 0 }, 5)
+      const lost = yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionLost" }> => e._tag === "ConnectionLost")
+      assert.strictEqual(lost.reason._tag, "Protocol")
+      assert.match(lost.message, /request id 5 .* still open/)
+      // Neither request was answered: one answer cannot settle two.
+      assert.deepStrictEqual(fake.answersSoFar(), [])
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(handle.await)))
+    }))
+
+  it.scoped("an unreadable frame ends the connection with a message saying so", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor, events } = yield* supervise({ restart: { maxAttempts: 0 } }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("x"))
+      yield* handle.threadId
+      yield* fake.peer.sendRaw("{\"id\": 3, \"method\": \"item/commandExecution/requestAppro\n")
+      const lost = yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionLost" }> => e._tag === "ConnectionLost")
+      assert.strictEqual(lost.reason._tag, "Protocol")
+      assert.match(lost.message, /unreadable frame/)
+      const exit = yield* Effect.exit(handle.await)
+      assert.strictEqual(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error.reason, "connection-lost")
+    }))
+
+  it.scoped("a refused resume rolls back the registration and fails the item", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise()
+      const exit = yield* Effect.exit(supervisor.run(item("x", { threadId: "thr_unknown" })))
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "resume-failed")
+      assert.match(error?.detail ?? "", /thread not found/)
+      // A notification for that thread now goes nowhere near a work item.
+      yield* fake.notify("turn/started", { threadId: "thr_unknown", turn: { id: "t" } })
+      const again = yield* supervisor.run(item("y"))
+      assert.strictEqual(again.status, "completed")
+    }))
+
+  it.scoped("admission: with concurrency 1, items run one after another in FIFO order", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ concurrency: 1 }, { turns: "manual" })
+      const first = yield* supervisor.start(item("first"))
+      const second = yield* supervisor.start(item("second"))
+      const third = yield* supervisor.start(item("third"))
+      const t1 = yield* first.threadId
+      yield* fake.nextRequest("turn/start")
+      assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/start").length, 1)
+      yield* fake.completeTurn(t1, "turn_1", "completed", { message: "1" })
+      yield* first.await
+      const t2 = yield* second.threadId
+      const turn2 = yield* fake.nextRequest("turn/start")
+      assert.deepStrictEqual(turn2.params.input[0].text, "second")
+      yield* fake.completeTurn(t2, "turn_2", "completed", { message: "2" })
+      yield* second.await
+      yield* third.threadId
+      const turn3 = yield* fake.nextRequest("turn/start")
+      assert.deepStrictEqual(turn3.params.input[0].text, "third")
+    }))
+
+  it.scoped("steer goes into the running turn with its id", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+      const { events } = yield* Effect.succeed({ events: yield* supervisor.subscribe })
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "Work" }> => e._tag === "Work" && e.event._tag === "TurnStarted")
+      yield* handle.steer("also do y")
+      const steer = yield* fake.nextRequest("turn/steer")
+      assert.deepStrictEqual(steer.params, { threadId, expectedTurnId: "turn_1", input: [{ type: "text", text: "also do y" }] })
+    }))
+
+  it.scoped("interrupt: the turn completes as interrupted; a missed interrupt deadline recycles the connection", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor, events } = yield* supervise({ interruptTimeout: "5 seconds", restart: { maxAttempts: 0 } }, {
+        turns: "manual",
+        behaviour: { "turn/interrupt": () => "silence" }
+      })
+      const handle = yield* supervisor.start(item("x"))
+      yield* handle.threadId
+      yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "Work" }> => e._tag === "Work" && e.event._tag === "TurnStarted")
+      const interrupting = yield* Effect.fork(handle.interrupt)
+      yield* fake.nextRequest("turn/interrupt")
+      yield* advance("5 seconds")
+      yield* Fiber.join(interrupting)
+      const lost = yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionLost" }> => e._tag === "ConnectionLost")
+      assert.match(lost.message, /turn\/interrupt got no answer/)
+    }))
+
+  it.scoped("follow-up prompts run as further turns on the same thread", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise()
+      const result = yield* supervisor.run(item("one", { followUps: ["two"] }))
+      assert.strictEqual(result.turns.length, 2)
+      const turns = fake.requestsSoFar().filter((r) => r.method === "turn/start")
+      assert.deepStrictEqual(turns.map((t) => t.params.input[0].text), ["one", "two"])
+      assert.deepStrictEqual(turns.map((t) => t.params.threadId), [result.threadId, result.threadId])
     }))
 })

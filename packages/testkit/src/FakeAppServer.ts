@@ -116,19 +116,24 @@ export const make = (options: Options = {}): FakeAppServer => {
 
   const completeTurn: FakeAppServer["completeTurn"] = (threadId, turnId, status = "completed", opts) =>
     Effect.gen(function*() {
-      const open = openByTurn.get(turnId)
-      if (open) {
+      // As measured on 0.171.0: a normal end resolves pending requests before turn/completed;
+      // an interrupt sends turn/completed first, then serverRequest/resolved.
+      const resolvePending = Effect.gen(function*() {
+        const open = openByTurn.get(turnId)
+        if (!open) return
+        openByTurn.delete(turnId)
         for (const requestId of open) {
           if (!answered.has(requestId)) yield* send(self.peer, { method: "serverRequest/resolved", params: { threadId, requestId } })
         }
-        openByTurn.delete(turnId)
-      }
+      })
+      if (status !== "interrupted") yield* resolvePending
       if (opts?.message !== undefined) {
         const item = { type: "agentMessage", id: `msg_${turnId}`, text: opts.message }
         yield* send(self.peer, { method: "item/started", params: { threadId, turnId, item } })
         yield* send(self.peer, { method: "item/completed", params: { threadId, turnId, item } })
       }
       yield* send(self.peer, turnCompleted(threadId, turnId, status, opts?.message, opts?.error))
+      if (status === "interrupted") yield* resolvePending
     })
 
   const defaults: Record<string, Behaviour> = {
