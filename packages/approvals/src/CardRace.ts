@@ -183,11 +183,17 @@ export const race = (
     const deadline = Effect.sleep(options.deadline).pipe(
       Effect.zipRight(Effect.sync(() => card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)))
     )
-    yield* deadline.pipe(Effect.interruptible, Effect.forkIn(scope))
+    yield* deadline.pipe(
+      Effect.withSpan("warden.card", { attributes: cardAttributes(card) }),
+      Effect.annotateLogs({ cardId: card.view.id, method: card.view.method, threadId: card.view.threadId ?? "" }),
+      Effect.interruptible,
+      Effect.forkIn(scope)
+    )
 
     const handler = options.handler
     if (handler) {
       yield* Effect.suspend(() => handler(card.view)).pipe(
+        Effect.withSpan("warden.card.handler", { attributes: cardAttributes(card) }),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.sync(() => {
@@ -208,6 +214,13 @@ export const race = (
     // before the scope was attached: close it now.
     if (card.settlement) yield* Scope.close(scope, Exit.void)
   })
+
+const cardAttributes = (card: LiveCard) => ({
+  "warden.card_id": card.view.id,
+  "warden.method": card.view.method,
+  "warden.thread_id": card.view.threadId ?? "",
+  "warden.turn_id": card.view.turnId ?? ""
+})
 
 export const sourceLabel = describeSource
 export const nowFrom = (clock: Clock.Clock) => () => clock.unsafeCurrentTimeMillis()

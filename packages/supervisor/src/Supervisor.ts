@@ -212,7 +212,7 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
                 stderrTail: ended.stderrTail
               })
               return ended.message
-            })
+            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index } }))
           ).pipe(Effect.catchAll((error) => Effect.succeed(error.message)))
           const endedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
           // Only a connection that got through the handshake and then stayed up counts as stable.

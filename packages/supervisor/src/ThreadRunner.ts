@@ -139,15 +139,19 @@ export const run = (
         threadId = id
       }
       session.threadId = threadId
+      yield* Effect.annotateCurrentSpan("warden.thread_id", threadId)
       emit({ _tag: "ThreadReady", item: item.id, threadId, resumed: resumeThreadId !== undefined })
 
       for (const prompt of prompts) {
-        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config)
+        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config).pipe(
+          Effect.withSpan("warden.turn", { attributes: { "warden.thread_id": threadId } }),
+          Effect.annotateLogs({ threadId })
+        )
         onTurn(turn)
         if (turn.status !== "completed") break
       }
     })
-  )
+  ).pipe(Effect.withSpan("warden.thread", { attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined } }))
 
 const runTurn = (
   server: AppServer,
@@ -168,6 +172,7 @@ const runTurn = (
       return yield* Effect.fail(new UnexpectedResult({ method: "turn/start", detail: "no turn id at result.turn.id" }))
     }
     session.turnId = turnId
+    yield* Effect.annotateCurrentSpan("warden.turn_id", turnId)
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
     const items: Array<Record<string, unknown>> = []

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, Fiber, Option, Queue, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Option, Queue, Stream, Tracer } from "effect"
 import { advance, advanceUntilDone, commandApproval, supervise, waitFor } from "./support.js"
 
 const item = (prompt: string, extra: Record<string, unknown> = {}) => ({ prompt, cwd: "/tmp/ws", ...extra })
@@ -371,5 +371,34 @@ describe("Supervisor failure paths", () => {
       const turns = fake.requestsSoFar().filter((r) => r.method === "turn/start")
       assert.deepStrictEqual(turns.map((t) => t.params.input[0].text), ["one", "two"])
       assert.deepStrictEqual(turns.map((t) => t.params.threadId), [result.threadId, result.threadId])
+    }))
+})
+
+describe("observability", () => {
+  it.scoped("connection, thread, turn and card spans are opened through Effect's tracer", () =>
+    Effect.gen(function*() {
+      const base = yield* Effect.tracer
+      const names: Array<string> = []
+      const recording = Tracer.make({
+        span: (name, ...rest) => {
+          names.push(name)
+          return base.span(name, ...rest)
+        },
+        context: base.context
+      })
+      yield* Effect.gen(function*() {
+        const { fake, supervisor } = yield* supervise(
+          { approvals: { handler: () => Effect.succeed(Decision.Decline) } },
+          { turns: "manual" }
+        )
+        const handle = yield* supervisor.start(item("x"))
+        const threadId = yield* handle.threadId
+        yield* fake.nextRequest("turn/start")
+        const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+        yield* fake.answerTo(id)
+        yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+        yield* handle.await
+      }).pipe(Effect.withTracer(recording))
+      assert.includeMembers(names, ["warden.connection", "warden.thread", "warden.turn", "warden.card", "warden.card.handler", "warden.workItem"])
     }))
 })
