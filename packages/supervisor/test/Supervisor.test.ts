@@ -374,6 +374,25 @@ describe("Supervisor failure paths", () => {
     }))
 })
 
+describe("pool", () => {
+  it.scoped("threads spread across app-server processes and stay on theirs", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ pool: 2 }, { turns: "manual" })
+      const a = yield* supervisor.start(item("A"))
+      const b = yield* supervisor.start(item("B"))
+      const threadA = yield* a.threadId
+      const threadB = yield* b.threadId
+      const starts = fake.requestsSoFar().filter((r) => r.method === "thread/start")
+      assert.deepStrictEqual(starts.map((r) => r.connection).sort(), [1, 2])
+      const turnA = yield* fake.nextRequest("turn/start")
+      const turnB = yield* fake.nextRequest("turn/start")
+      // The fake numbers threads in the order it handled thread/start: thr_k came from starts[k-1].
+      const creator = (threadId: string) => starts[Number(threadId.slice("thr_".length)) - 1]!.connection
+      for (const turn of [turnA, turnB]) assert.strictEqual(turn.connection, creator(turn.params.threadId))
+      assert.notStrictEqual(creator(threadA), creator(threadB))
+    }))
+})
+
 describe("observability", () => {
   it.scoped("connection, thread, turn and card spans are opened through Effect's tracer", () =>
     Effect.gen(function*() {
