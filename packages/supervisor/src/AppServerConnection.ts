@@ -121,7 +121,7 @@ export const make = (
 
     // Writes are synchronous enqueues onto the transport's single writer; false when dead.
     const writeNow = (frame: Record<string, unknown>): boolean =>
-      handledEnd === undefined && connection.isOpen() && Effect.runSync(Effect.either(connection.send(frame)))._tag === "Right"
+      handledEnd === undefined && connection.trySend(frame)
 
     const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() })
 

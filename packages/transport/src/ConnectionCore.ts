@@ -264,6 +264,11 @@ export const make = (options: Options): Effect.Effect<Core> =>
               outbox.unsafeOffer(JSON.stringify(frame) + "\n")
               return Effect.void
             }),
+          trySend: (frame) => {
+            if (reason !== undefined) return false
+            outbox.unsafeOffer(JSON.stringify(frame) + "\n")
+            return true
+          },
           isOpen: () => reason === undefined,
           ended: Deferred.await(reported),
           endedNow: () => ended,

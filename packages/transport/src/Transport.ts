@@ -25,6 +25,12 @@ export interface Connection {
    * the connection has already ended (checked synchronously, at the call).
    */
   readonly send: (frame: JsonObject) => Effect.Effect<void, ConnectionClosed>
+  /**
+   * The same enqueue as `send`, synchronously, without an Effect: true when the frame was queued,
+   * false when the connection has ended. For callers that must answer inside a synchronous step
+   * (a card settling, the read loop).
+   */
+  readonly trySend: (frame: JsonObject) => boolean
   /** Synchronous view of liveness: false from the instant the end is known. */
   readonly isOpen: () => boolean
   /**
