@@ -98,7 +98,11 @@ export class LiveCard {
       // Refused, not coerced: the nearest expressible word is still not what was decided.
       return this.refuse("refused", source, encoded.left, Decision.describe(decision))
     }
-    return this.finish(outcomeOf(decision), source, encoded.right, Decision.describe(decision), undefined)
+    // An answer that says exactly what the refusal says (an empty grant, no answers) is a refusal,
+    // whatever word produced it: the audit must not record it as an acceptance.
+    const outcome = outcomeOf(decision)
+    const saysNo = outcome === "accepted" && JSON.stringify(encoded.right) === JSON.stringify(SR.refusalFor(request))
+    return this.finish(saysNo ? "declined" : outcome, source, encoded.right, Decision.describe(decision), undefined)
   }
 
   /** Settle with this method's refusal (written only if the line can carry it). */
@@ -180,11 +184,15 @@ export const race = (
     card.attachScope(scope)
     yield* Scope.addFinalizer(scope, Effect.sync(() => card.close(options.onParentClose)))
 
+    // Card spans capture no call-site stack trace: it would always point here, and capturing it
+    // (an Error per span, formatted when the span ends interrupted, as the deadline's span does
+    // whenever a decision wins) was a measurable share of each card's cost (bench/, issue 8).
+
     const deadline = Effect.sleep(options.deadline).pipe(
       Effect.zipRight(Effect.sync(() => card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)))
     )
     yield* deadline.pipe(
-      Effect.withSpan("warden.card", { attributes: cardAttributes(card) }),
+      Effect.withSpan("warden.card", { attributes: cardAttributes(card), captureStackTrace: false }),
       Effect.annotateLogs({ cardId: card.view.id, method: card.view.method, threadId: card.view.threadId ?? "" }),
       Effect.interruptible,
       Effect.forkIn(scope)
@@ -193,7 +201,7 @@ export const race = (
     const handler = options.handler
     if (handler) {
       yield* Effect.suspend(() => handler(card.view)).pipe(
-        Effect.withSpan("warden.card.handler", { attributes: cardAttributes(card) }),
+        Effect.withSpan("warden.card.handler", { attributes: cardAttributes(card), captureStackTrace: false }),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.sync(() => {

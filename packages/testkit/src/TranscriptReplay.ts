@@ -1,0 +1,735 @@
+/**
+ * TranscriptReplay: play the SERVER side of a captured transcript of the real codex app-server
+ * (`/work/shared/fixtures/codex-0.171.0/*.jsonl`) to a client on the in-memory transport.
+ *
+ * A transcript line is `{dir, t, proc?, frame}`: `in` is what the server sent, `out` what the
+ * capturing client sent, `proc` the process (scenarios that restart the server run two). The
+ * replay turns each process into a script of CLIENT ACTIONS, each followed by the server frames
+ * that came after it (up to the next client action), and plays it on connection N for process N:
+ *
+ * - `auto` actions are what any supervisor sends by itself (`initialize`, `initialized`,
+ *   `thread/start`, `thread/resume`, `turn/start`): the replay waits for the client's frame with
+ *   the same key (method + thread id; never the request id, ours differ) and then emits the server
+ *   frames that followed it. Responses echo the CLIENT's id (the transcript's id is rewritten);
+ *   a response to a request the client never sent is dropped. Server requests go out as they are.
+ * - `cue` actions are what a person or an embedder does (answer a server request, `turn/interrupt`,
+ *   `turn/steer`): the replay publishes a {@link Cue} on `cues` and waits for the client's frame;
+ *   a harness that cannot perform the action calls `pass` and the action is skipped. A matching
+ *   frame that arrived earlier (e.g. a refusal Warden wrote on its own) satisfies it at once.
+ * - `skip` actions are what a Warden client never sends (raw garbage, requests before
+ *   `initialize`, a second `initialize`, a second answer to one id, an answer to an id the server
+ *   never used, a steer or interrupt of a turn that is not running, other client methods such as
+ *   `thread/loaded/list` or `account/read`): the replay emits the frames that followed them
+ *   (without the response to the skipped request), and `plan.skipped` says why, for the test to print.
+ *
+ * Client frames are matched in transcript order; a frame that comes early waits in a buffer for its
+ * turn. When a process's script is over, a process that is not the last one exits (the client sees
+ * its app-server go away and may restart it; the next connection plays the next process); the last
+ * one keeps serving: client requests the transcript had no place for get a JSON-RPC error, answers
+ * are recorded. Closing stdin ends the peer with exit code 0, as codex does on EOF.
+ *
+ * `violations` checks the answers the client wrote against invariants that hold whatever it
+ * decided: at most one answer per server request id, no answer to an id never requested, every
+ * result valid for its method in the pinned binary's own schema (`SchemaDump`), error frames only
+ * where the method's refusal is one.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Decision, ServerRequests } from "@warden/protocol"
+import type { Decision as DecisionNs } from "@warden/protocol"
+import * as SchemaDump from "@warden/protocol/SchemaDump"
+import { MemoryTransport } from "@warden/transport"
+import type { Transport } from "@warden/transport"
+import { Deferred, Effect, Queue } from "effect"
+import type { Layer } from "effect"
+import * as PinnedSchema from "./PinnedSchema.js"
+import type * as RealCodex from "./RealCodex.js"
+
+// ---------------------------------------------------------------------------------------------
+// Transcripts
+
+export type Frame = { readonly [key: string]: unknown }
+
+export interface Line {
+  readonly dir: "in" | "out"
+  /** Milliseconds since the scenario started. */
+  readonly t: number
+  /** The app-server process (1-based; scenarios that restart the server have a 2). */
+  readonly proc: number
+  readonly frame: Frame
+}
+
+export interface Transcript {
+  readonly name: string
+  readonly lines: ReadonlyArray<Line>
+}
+
+/** The golden transcripts of codex 0.171.0 (`$WARDEN_FIXTURES` overrides). */
+export const fixturesDir: string = process.env["WARDEN_FIXTURES"] ??
+  fileURLToPath(new URL("../../../../shared/fixtures/codex-0.171.0", import.meta.url))
+
+/** Parse one `.jsonl` transcript. */
+export const parse = (name: string, text: string): Transcript => ({
+  name,
+  lines: text.split("\n").filter((line) => line.trim().length > 0).map((line, index) => {
+    const raw = JSON.parse(line) as { dir?: unknown; t?: unknown; proc?: unknown; frame?: unknown }
+    if ((raw.dir !== "in" && raw.dir !== "out") || !isRecord(raw.frame)) {
+      throw new Error(`${name}: line ${index + 1} is not {dir: "in" | "out", t, frame}`)
+    }
+    return {
+      dir: raw.dir,
+      t: typeof raw.t === "number" ? raw.t : 0,
+      proc: typeof raw.proc === "number" ? raw.proc : 1,
+      frame: raw.frame
+    }
+  })
+})
+
+/** Read `<dir>/<name>.jsonl`. */
+export const load = (name: string, dir: string = fixturesDir): Transcript =>
+  parse(name, Fs.readFileSync(Path.join(dir, `${name}.jsonl`), "utf8"))
+
+/** Every transcript in `dir`, by name. */
+export const loadAll = (dir: string = fixturesDir): ReadonlyArray<Transcript> =>
+  Fs.readdirSync(dir).filter((f) => f.endsWith(".jsonl")).sort().map((f) => load(f.slice(0, -".jsonl".length), dir))
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
+
+const idKey = (id: unknown): string => JSON.stringify(id)
+
+const isRaw = (frame: Frame): boolean => "__raw" in frame || "__unparsed" in frame
+
+/**
+ * How client frames are matched: requests by method and thread, notifications by method, answers
+ * by the server request id they answer. Never by the client's own request id.
+ */
+export const keyOf = (frame: Frame): string | undefined => {
+  if (isRaw(frame)) return undefined
+  const method = str(frame["method"])
+  const id = frame["id"]
+  if (method !== undefined) {
+    if (id === undefined) return `notification ${method}`
+    const threadId = isRecord(frame["params"]) ? str(frame["params"]["threadId"]) : undefined
+    return `request ${method}${threadId === undefined ? "" : ` ${threadId}`}`
+  }
+  if (id !== undefined) return `answer ${idKey(id)}`
+  return undefined
+}
+
+const textOf = (params: unknown): string => {
+  const input = isRecord(params) ? params["input"] : undefined
+  if (!Array.isArray(input)) return ""
+  return input.flatMap((i: unknown) => (isRecord(i) && typeof i["text"] === "string" ? [i["text"]] : [])).join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan
+
+/** What the harness is asked to do, as the capturing client did at this point. */
+export type Cue =
+  | {
+    readonly _tag: "Answer"
+    readonly proc: number
+    /** The server request id (as the server sent it). */
+    readonly requestId: string | number
+    readonly method: string
+    readonly params: unknown
+    /** What the capturing client wrote: `{result}` or `{error}`. */
+    readonly answer: Frame
+    /** That answer in Warden's vocabulary; undefined when it has no word for it (error frames, bad shapes). */
+    readonly decision: DecisionNs.Decision | undefined
+  }
+  | { readonly _tag: "Interrupt"; readonly proc: number; readonly threadId: string; readonly turnId: string }
+  | { readonly _tag: "Steer"; readonly proc: number; readonly threadId: string; readonly turnId: string; readonly text: string }
+
+export interface Action {
+  readonly proc: number
+  /** Position in the process's script. */
+  readonly index: number
+  readonly t: number
+  /** The capturing client's frame. */
+  readonly frame: Frame
+  readonly kind: "auto" | "cue" | "skip"
+  /** The matching key (auto and cue). */
+  readonly key: string | undefined
+  /** Why a Warden client does not send this (skip). */
+  readonly why: string | undefined
+  readonly cue: Cue | undefined
+  /** The server frames that followed this action, up to the next client action. */
+  readonly emits: ReadonlyArray<Line>
+}
+
+export interface ProcPlan {
+  readonly proc: number
+  /** Server frames before the first client action. */
+  readonly prelude: ReadonlyArray<Line>
+  readonly actions: ReadonlyArray<Action>
+}
+
+export interface TurnPlan {
+  readonly proc: number
+  readonly prompt: string
+  readonly turnId: string | undefined
+  /** `turn/completed`'s status; undefined when the transcript never saw the turn end. */
+  readonly status: string | undefined
+}
+
+/** One thread the transcript started (a work item), with its turns across processes. */
+export interface ThreadPlan {
+  readonly threadId: string
+  readonly startParams: Readonly<Record<string, unknown>>
+  readonly turns: ReadonlyArray<TurnPlan>
+  /** Every turn of the thread ended (turn/completed) in the transcript. */
+  readonly endsNormally: boolean
+}
+
+export interface ServerRequestPlan {
+  readonly proc: number
+  readonly id: string | number
+  readonly method: string
+  readonly params: unknown
+  readonly threadId: string | undefined
+}
+
+export interface Plan {
+  readonly name: string
+  readonly procs: ReadonlyArray<ProcPlan>
+  readonly threads: ReadonlyArray<ThreadPlan>
+  readonly serverRequests: ReadonlyArray<ServerRequestPlan>
+  /** The client actions a Warden client does not make, with the reason: the reduced part of the replay. */
+  readonly skipped: ReadonlyArray<{ readonly proc: number; readonly index: number; readonly what: string; readonly why: string }>
+}
+
+const describeFrame = (frame: Frame): string => {
+  if (isRaw(frame)) return `raw ${JSON.stringify(String(frame["__raw"] ?? frame["__unparsed"])).slice(0, 60)}`
+  const method = str(frame["method"])
+  if (method !== undefined) return frame["id"] !== undefined ? `${method} #${idKey(frame["id"])}` : `${method} (notification)`
+  return `answer #${idKey(frame["id"])}`
+}
+
+/** The capturing client's answer in Warden's vocabulary, if it has a word for it. */
+export const transcriptDecision = (answer: Frame): DecisionNs.Decision | undefined => {
+  if (!("result" in answer)) return undefined
+  const result = answer["result"]
+  if (isRecord(result) && "decision" in result) return Decision.fromJson(result["decision"])
+  return Decision.fromJson(result)
+}
+
+const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
+  const prelude: Array<Line> = []
+  const actions: Array<Omit<Action, "emits"> & { emits: Array<Line> }> = []
+  let initialized = false
+  let sawInitializedNote = false
+  const outRequests = new Map<string, { method: string; params: unknown }>()
+  const requested = new Map<string, { id: string | number; method: string; params: unknown }>()
+  const answered = new Set<string>()
+  const activeTurns = new Map<string, string>() // turn id -> thread id
+  const loadedThreads = new Set<string>()
+  const started: Array<{ threadId: string; params: Record<string, unknown> }> = []
+  const turns: Array<{ threadId: string; prompt: string; requestKey: string; turnId?: string }> = []
+  const completed = new Map<string, string>() // turn id -> status
+  const serverRequests: Array<ServerRequestPlan> = []
+
+  for (const line of lines) {
+    const frame = line.frame
+    if (line.dir === "in") {
+      const target = actions.length > 0 ? actions[actions.length - 1]!.emits : prelude
+      target.push(line)
+      const method = str(frame["method"])
+      const id = frame["id"]
+      if (method !== undefined && id !== undefined) {
+        const params = frame["params"]
+        requested.set(idKey(id), { id: id as string | number, method, params })
+        serverRequests.push({
+          proc,
+          id: id as string | number,
+          method,
+          params,
+          threadId: isRecord(params) ? str(params["threadId"]) : undefined
+        })
+      } else if (method === undefined && id !== undefined && "result" in frame) {
+        const request = outRequests.get(idKey(id))
+        const result = frame["result"]
+        if (request && isRecord(result)) {
+          const threadId = isRecord(result["thread"]) ? str(result["thread"]["id"]) : undefined
+          if ((request.method === "thread/start" || request.method === "thread/resume") && threadId) {
+            loadedThreads.add(threadId)
+            if (request.method === "thread/start") started.push({ threadId, params: isRecord(request.params) ? request.params : {} })
+          }
+          const turnId = request.method === "turn/start" && isRecord(result["turn"]) ? str(result["turn"]["id"]) : undefined
+          const threadOfTurn = isRecord(request.params) ? str(request.params["threadId"]) : undefined
+          if (turnId && threadOfTurn) {
+            activeTurns.set(turnId, threadOfTurn)
+            const turn = turns.find((t) => t.requestKey === idKey(id) && t.turnId === undefined)
+            if (turn) turn.turnId = turnId
+          }
+        }
+      } else if (method === "turn/started" && isRecord(frame["params"])) {
+        const turnId = isRecord(frame["params"]["turn"]) ? str(frame["params"]["turn"]["id"]) : undefined
+        const threadId = str(frame["params"]["threadId"])
+        if (turnId && threadId && !completed.has(turnId)) activeTurns.set(turnId, threadId)
+      } else if (method === "turn/completed" && isRecord(frame["params"])) {
+        const turn = frame["params"]["turn"]
+        const turnId = isRecord(turn) ? str(turn["id"]) : undefined
+        if (turnId) {
+          activeTurns.delete(turnId)
+          completed.set(turnId, isRecord(turn) ? str(turn["status"]) ?? "unknown" : "unknown")
+        }
+      }
+      continue
+    }
+
+    // A client action.
+    const index = actions.length
+    const base = { proc, index, t: line.t, frame, emits: [] as Array<Line> }
+    const skip = (why: string) => actions.push({ ...base, kind: "skip", key: undefined, why, cue: undefined })
+    const auto = () => actions.push({ ...base, kind: "auto", key: keyOf(frame), why: undefined, cue: undefined })
+    const cue = (c: Cue) => actions.push({ ...base, kind: "cue", key: keyOf(frame), why: undefined, cue: c })
+
+    if (isRaw(frame)) {
+      skip("raw bytes: Warden writes only whole JSON-RPC frames")
+      continue
+    }
+    const method = str(frame["method"])
+    const id = frame["id"]
+    const params = frame["params"]
+    const p = isRecord(params) ? params : {}
+    if (method !== undefined && id !== undefined) {
+      outRequests.set(idKey(id), { method, params })
+      if (method === "initialize") {
+        if (initialized) skip("a second initialize")
+        else {
+          initialized = true
+          auto()
+        }
+        continue
+      }
+      if (!initialized) {
+        skip("a request before initialize")
+        continue
+      }
+      switch (method) {
+        case "thread/start":
+          auto()
+          break
+        case "turn/start": {
+          const threadId = str(p["threadId"]) ?? ""
+          turns.push({ threadId, prompt: textOf(params), requestKey: idKey(id) })
+          auto()
+          break
+        }
+        case "thread/resume": {
+          const threadId = str(p["threadId"])
+          if (threadId !== undefined && loadedThreads.has(threadId)) skip("resumes a thread already loaded in this process")
+          else auto()
+          break
+        }
+        case "turn/steer":
+        case "turn/interrupt": {
+          const threadId = str(p["threadId"])
+          const turnId = str(p[method === "turn/steer" ? "expectedTurnId" : "turnId"])
+          if (threadId === undefined || turnId === undefined || activeTurns.get(turnId) !== threadId) {
+            skip(`${method === "turn/steer" ? "steers" : "interrupts"} a turn that is not running (Warden only names its running turn)`)
+          } else if (method === "turn/steer") {
+            cue({ _tag: "Steer", proc, threadId, turnId, text: textOf(params) })
+          } else {
+            cue({ _tag: "Interrupt", proc, threadId, turnId })
+          }
+          break
+        }
+        default:
+          skip(`Warden's work items never call ${method}`)
+      }
+      continue
+    }
+    if (method !== undefined) {
+      if (method === "initialized" && !sawInitializedNote && initialized) {
+        sawInitializedNote = true
+        auto()
+      } else skip(`Warden does not send the notification ${method}${method === "initialized" ? " again" : ""}`)
+      continue
+    }
+    if (id !== undefined) {
+      const request = requested.get(idKey(id))
+      if (request === undefined) skip("an answer to a request id the server never used")
+      else if (answered.has(idKey(id))) skip("a second answer to the same request")
+      else {
+        answered.add(idKey(id))
+        cue({
+          _tag: "Answer",
+          proc,
+          requestId: request.id,
+          method: request.method,
+          params: request.params,
+          answer: frame,
+          decision: transcriptDecision(frame)
+        })
+      }
+      continue
+    }
+    skip("a frame with neither method nor id")
+  }
+  return {
+    proc: { proc, prelude, actions } as ProcPlan,
+    started,
+    turns: turns.map((t) => ({ ...t, status: t.turnId !== undefined ? completed.get(t.turnId) : undefined })),
+    serverRequests
+  }
+}
+
+/** Split a transcript into per-process scripts, threads (work items) and server requests. */
+export const plan = (transcript: Transcript): Plan => {
+  const procNumbers = [...new Set(transcript.lines.map((l) => l.proc))].sort((a, b) => a - b)
+  const planned = procNumbers.map((proc) => planProc(proc, transcript.lines.filter((l) => l.proc === proc)))
+  const threads = new Map<string, { startParams: Record<string, unknown>; turns: Array<TurnPlan> }>()
+  for (const p of planned) {
+    for (const s of p.started) threads.set(s.threadId, { startParams: s.params, turns: [] })
+    for (const t of p.turns) {
+      threads.get(t.threadId)?.turns.push({ proc: p.proc.proc, prompt: t.prompt, turnId: t.turnId, status: t.status })
+    }
+  }
+  return {
+    name: transcript.name,
+    procs: planned.map((p) => p.proc),
+    threads: Array.from(threads, ([threadId, t]) => ({
+      threadId,
+      startParams: t.startParams,
+      turns: t.turns,
+      endsNormally: t.turns.length > 0 && t.turns.every((turn) => turn.status !== undefined)
+    })),
+    serverRequests: planned.flatMap((p) => p.serverRequests),
+    skipped: planned.flatMap((p) =>
+      p.proc.actions.filter((a) => a.kind === "skip").map((a) => ({ proc: a.proc, index: a.index, what: describeFrame(a.frame), why: a.why ?? "" }))
+    )
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The replay
+
+export interface PendingCue {
+  /** Pass this back to `pass` when the harness cannot perform the action. */
+  readonly seq: number
+  readonly cue: Cue
+}
+
+export interface ClientFrame {
+  readonly connection: number
+  readonly frame: Frame
+}
+
+export interface SentRequest {
+  readonly connection: number
+  readonly id: string | number
+  readonly method: string
+  readonly params: unknown
+}
+
+export interface Report {
+  /** How many connections the client opened. */
+  readonly connections: number
+  /** Every frame the client wrote, in order. */
+  readonly clientFrames: ReadonlyArray<ClientFrame>
+  /** Server requests the replay sent, per connection. */
+  readonly serverRequests: ReadonlyArray<SentRequest>
+  /** Script actions matched to a client frame. */
+  readonly matched: ReadonlyArray<{ readonly proc: number; readonly index: number; readonly frame: Frame }>
+  /** Cue actions the harness passed on (it could not perform them). */
+  readonly passed: ReadonlyArray<{ readonly proc: number; readonly index: number; readonly cue: Cue }>
+  /** Client frames the transcript had no place for (requests among them were answered with an error). */
+  readonly unexpected: ReadonlyArray<ClientFrame>
+  /** Responses of the transcript not sent, because the client never sent their request. */
+  readonly droppedResponses: ReadonlyArray<{ readonly proc: number; readonly id: unknown }>
+  /** Processes whose script was played to the end. */
+  readonly finishedProcs: ReadonlyArray<number>
+}
+
+export interface Replay {
+  readonly transcript: Transcript
+  readonly plan: Plan
+  readonly memory: MemoryTransport.MemoryTransport
+  readonly layer: Layer.Layer<Transport.Transport>
+  /** Cues in script order. One consumer. */
+  readonly cues: Queue.Dequeue<PendingCue>
+  /** The harness cannot perform this cue: skip its action. */
+  readonly pass: (seq: number) => Effect.Effect<void>
+  /** Completes once the last process's script has been played to the end. */
+  readonly done: Effect.Effect<void>
+  readonly isDone: () => boolean
+  readonly report: () => Report
+  /** Where the replay stands (for timeouts and failures). */
+  readonly describe: () => string
+}
+
+type Incoming =
+  | { readonly _tag: "Frame"; readonly frame: Frame }
+  | { readonly _tag: "Pass"; readonly seq: number }
+  | { readonly _tag: "StdinEnded" }
+
+const encoder = new TextEncoder()
+
+/** Build the replay; connect a client through `layer` (or `memory.transport`). */
+export const make = (transcript: Transcript, options?: MemoryTransport.Options): Effect.Effect<Replay> =>
+  Effect.gen(function*() {
+    const thePlan = plan(transcript)
+    const cues = yield* Queue.unbounded<PendingCue>()
+    const doneSignal = yield* Deferred.make<void>()
+    let connections = 0
+    let cueSeq = 0
+    let finished = false
+    const clientFrames: Array<ClientFrame> = []
+    const serverRequests: Array<SentRequest> = []
+    const matched: Array<{ proc: number; index: number; frame: Frame }> = []
+    const passed: Array<{ proc: number; index: number; cue: Cue }> = []
+    const unexpected: Array<ClientFrame> = []
+    const droppedResponses: Array<{ proc: number; id: unknown }> = []
+    const finishedProcs: Array<number> = []
+    const inboxes = new Map<number, Queue.Queue<Incoming>>()
+    const position = new Map<number, string>()
+
+    const program = (peer: MemoryTransport.Peer): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const connection = ++connections
+        const procPlan = thePlan.procs[connection - 1]
+        if (procPlan === undefined) {
+          position.set(connection, "no such process in the transcript: exited 1")
+          yield* peer.writeStderr(`TranscriptReplay: ${transcript.name} has no process ${connection}\n`)
+          return yield* peer.exit(1)
+        }
+        const last = connection === thePlan.procs.length
+        const proc = procPlan.proc
+        const inbox = yield* Queue.unbounded<Incoming>()
+        inboxes.set(connection, inbox)
+        const buffer: Array<Frame> = []
+        const idMap = new Map<string, unknown>() // transcript request id -> client request id
+        let stdinEnded = false
+
+        yield* Effect.gen(function*() {
+          while (true) {
+            const [frames, done] = yield* peer.written.takeAll
+            for (const frame of frames) {
+              clientFrames.push({ connection, frame })
+              yield* Queue.offer(inbox, { _tag: "Frame", frame })
+            }
+            if (done) return yield* Queue.offer(inbox, { _tag: "StdinEnded" })
+          }
+        }).pipe(Effect.fork) // a child of the peer's program: it ends with it
+
+        const emit = (lines: ReadonlyArray<Line>) =>
+          Effect.gen(function*() {
+            // Frames the server wrote at the same millisecond go out as one chunk (as a pipe read
+            // would deliver them), so the client sees packed frames the way it does in production.
+            let chunk = ""
+            let chunkT: number | undefined
+            const flush = Effect.suspend(() => {
+              const text = chunk
+              chunk = ""
+              return text.length > 0 && !stdinEnded && !peer.hasExited() ? peer.sendRaw(encoder.encode(text)) : Effect.void
+            })
+            for (const line of lines) {
+              let frame = line.frame
+              const method = str(frame["method"])
+              const id = frame["id"]
+              if (method === undefined && id !== undefined) {
+                if (!idMap.has(idKey(id))) {
+                  droppedResponses.push({ proc, id })
+                  continue
+                }
+                frame = { ...frame, id: idMap.get(idKey(id)) }
+                idMap.delete(idKey(id))
+              } else if (method !== undefined && id !== undefined) {
+                serverRequests.push({ connection, id: id as string | number, method, params: frame["params"] })
+              }
+              if (chunkT !== undefined && chunkT !== line.t) yield* flush
+              chunkT = line.t
+              chunk += JSON.stringify(frame) + "\n"
+            }
+            yield* flush
+          })
+
+        /** Next client frame with this key (buffered ones first), a pass of `seq`, or the end of stdin. */
+        const awaitFrame = (key: string | undefined, seq: number | undefined) =>
+          Effect.gen(function*() {
+            const buffered = buffer.findIndex((f) => keyOf(f) === key)
+            if (buffered >= 0) return { _tag: "Frame" as const, frame: buffer.splice(buffered, 1)[0]! }
+            while (true) {
+              const next = yield* Queue.take(inbox)
+              switch (next._tag) {
+                case "StdinEnded":
+                  stdinEnded = true
+                  return next
+                case "Pass":
+                  if (next.seq === seq) return next
+                  break
+                case "Frame":
+                  if (keyOf(next.frame) === key) return next
+                  buffer.push(next.frame)
+              }
+            }
+          })
+
+        const bindId = (action: Action, frame: Frame) => {
+          if (action.frame["method"] !== undefined && action.frame["id"] !== undefined) idMap.set(idKey(action.frame["id"]), frame["id"])
+          matched.push({ proc, index: action.index, frame })
+        }
+
+        yield* emit(procPlan.prelude)
+        for (const action of procPlan.actions) {
+          if (stdinEnded) break
+          position.set(connection, `process ${proc}, action ${action.index} (${action.kind} ${describeFrame(action.frame)})`)
+          if (action.kind === "skip") {
+            yield* emit(action.emits)
+            continue
+          }
+          let seq: number | undefined
+          if (action.kind === "cue" && !buffer.some((f) => keyOf(f) === action.key)) {
+            seq = ++cueSeq
+            yield* Queue.offer(cues, { seq, cue: action.cue! })
+          }
+          const got = yield* awaitFrame(action.key, seq)
+          if (got._tag === "StdinEnded") break
+          if (got._tag === "Pass") passed.push({ proc, index: action.index, cue: action.cue! })
+          else bindId(action, got.frame)
+          yield* emit(action.emits)
+        }
+        if (stdinEnded) {
+          position.set(connection, `${position.get(connection)}: the client closed stdin; exited 0`)
+          return yield* peer.exit(0)
+        }
+        finishedProcs.push(proc)
+        if (!last) {
+          position.set(connection, `process ${proc} played to the end; exited so that the client restarts it`)
+          return yield* peer.exit(0)
+        }
+        position.set(connection, `process ${proc} played to the end; serving leftovers`)
+        finished = true
+        yield* Deferred.succeed(doneSignal, undefined)
+
+        // Whatever the transcript had no place for: requests get an error (nobody hangs), the rest is recorded.
+        const leftover = (frame: Frame) =>
+          Effect.gen(function*() {
+            unexpected.push({ connection, frame })
+            if (str(frame["method"]) !== undefined && frame["id"] !== undefined && !peer.hasExited()) {
+              yield* peer.sendFrame({
+                id: frame["id"] as string | number,
+                error: { code: -32600, message: `TranscriptReplay: ${String(frame["method"])} is not in the transcript ${transcript.name}` }
+              })
+            }
+          })
+        for (const frame of buffer.splice(0)) yield* leftover(frame)
+        while (true) {
+          const next = yield* Queue.take(inbox)
+          if (next._tag === "StdinEnded") return yield* peer.exit(0)
+          if (next._tag === "Frame") yield* leftover(next.frame)
+        }
+      })
+
+    const memory = MemoryTransport.make({ ...options, program })
+
+    return {
+      transcript,
+      plan: thePlan,
+      memory,
+      layer: memory.layer,
+      cues,
+      pass: (seq) =>
+        Effect.suspend(() => {
+          const inbox = inboxes.get(connections)
+          return inbox ? Queue.offer(inbox, { _tag: "Pass", seq }) : Effect.void
+        }).pipe(Effect.asVoid),
+      done: Deferred.await(doneSignal),
+      isDone: () => finished,
+      report: () => ({
+        connections,
+        clientFrames: clientFrames.slice(),
+        serverRequests: serverRequests.slice(),
+        matched: matched.slice(),
+        passed: passed.slice(),
+        unexpected: unexpected.slice(),
+        droppedResponses: droppedResponses.slice(),
+        finishedProcs: finishedProcs.slice()
+      }),
+      describe: () =>
+        `replay of ${transcript.name}: ${connections} connection(s); ` +
+        Array.from(position, ([c, where]) => `connection ${c}: ${where}`).join("; ") +
+        `; last client frames: ${clientFrames.slice(-4).map((f) => describeFrame(f.frame)).join(", ")}`
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+/** The answers the client wrote to server request `id` on `connection`. */
+export const answersTo = (report: Report, connection: number, id: string | number): ReadonlyArray<Frame> =>
+  report.clientFrames.filter((f) =>
+    f.connection === connection && f.frame["method"] === undefined && f.frame["id"] !== undefined && idKey(f.frame["id"]) === idKey(id)
+  ).map((f) => f.frame)
+
+/** What Warden writes for `decision` on this request (its encoder), or the method's refusal when it cannot express it. */
+export const wardenAnswer = (request: { readonly id: string | number; readonly method: string; readonly params: unknown }, decision: DecisionNs.Decision | undefined): ServerRequests.Reply => {
+  const decoded = ServerRequests.decode(request.id, request.method, request.params)
+  if (decoded._tag !== "Known" || decision === undefined) return ServerRequests.refusalFor(decoded)
+  const encoded = ServerRequests.answerFor(decoded, decision)
+  return encoded._tag === "Right" ? encoded.right : ServerRequests.refusalFor(decoded)
+}
+
+/** The method's refusal (the answer written when nobody decided). */
+export const refusal = (request: { readonly id: string | number; readonly method: string; readonly params: unknown }): ServerRequests.Reply =>
+  ServerRequests.refusalFor(ServerRequests.decode(request.id, request.method, request.params))
+
+/** A reply as it goes on the wire (without the id). */
+export const replyBody = (reply: ServerRequests.Reply): Frame =>
+  reply._tag === "Result" ? { result: reply.result } : { error: reply.error }
+
+/** A client answer frame without its envelope (`{result}` or `{error}`). */
+export const answerBody = (frame: Frame): Frame => ("error" in frame ? { error: frame["error"] } : { result: frame["result"] })
+
+/**
+ * Invariants of the client's answers, whatever it decided: at most one answer per server request
+ * id per connection; no answer to an id the server never used; every result valid for its method
+ * in the pinned schema; an error frame only where the method's refusal is one.
+ */
+export const violations = (report: Report, validator: SchemaDump.Validator): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  const requests = new Map<string, SentRequest>()
+  for (const r of report.serverRequests) requests.set(`${r.connection}:${idKey(r.id)}`, r)
+  const counts = new Map<string, number>()
+  for (const { connection, frame } of report.clientFrames) {
+    if (frame["method"] !== undefined || frame["id"] === undefined) continue
+    const key = `${connection}:${idKey(frame["id"])}`
+    counts.set(key, (counts.get(key) ?? 0) + 1)
+    const request = requests.get(key)
+    if (request === undefined) {
+      out.push(`connection ${connection}: an answer to id ${idKey(frame["id"])}, which the server never used`)
+      continue
+    }
+    if ("result" in frame) {
+      const verdict = validator.serverRequestResponse(request.method, frame["result"])
+      if (verdict._tag !== "Valid") {
+        out.push(`connection ${connection}: the answer to ${request.method} #${idKey(request.id)} is not valid: ${verdict._tag === "Invalid" ? verdict.errors : verdict.reason}`)
+      }
+    } else if ("error" in frame) {
+      if (refusal(request)._tag !== "Error") {
+        out.push(`connection ${connection}: ${request.method} #${idKey(request.id)} was answered with an error frame; its refusal is a result`)
+      }
+    } else {
+      out.push(`connection ${connection}: the answer to ${request.method} #${idKey(request.id)} has neither result nor error`)
+    }
+  }
+  for (const [key, count] of counts) {
+    if (count > 1) out.push(`connection ${key.split(":")[0]}: server request ${key.slice(key.indexOf(":") + 1)} got ${count} answers`)
+  }
+  return out
+}
+
+/** The pinned binary's schema validator (its dump from `PinnedSchema`, generated once per process, offline). */
+export const pinnedValidator: Effect.Effect<SchemaDump.Validator, SchemaDump.SchemaDumpError | RealCodex.RealCodexError> = Effect.runSync(
+  Effect.cached(Effect.map(PinnedSchema.dump, SchemaDump.makeValidator))
+)
