@@ -1,0 +1,47 @@
+/**
+ * The exit codes of `warden` (part of the command contract; scripts rely on them):
+ *
+ * | code | meaning |
+ * | --- | --- |
+ * | 0 | every work item completed |
+ * | 1 | a work item failed, was interrupted (including by Ctrl-C) or stalled; or another runtime failure |
+ * | 2 | usage error: bad or missing arguments, an unreadable rules file, no codex binary |
+ * | 3 | the app-server connection was lost and could not be recovered |
+ *
+ * A command handler ends with `CliExit` to choose its code; bin.ts turns it into the process's.
+ */
+import { Data } from "effect"
+
+export const Ok = 0
+export const Failed = 1
+export const Usage = 2
+export const ConnectionLost = 3
+
+/** Ends a command with a chosen exit code; `message` (if any) was already shown or is shown by bin.ts. */
+export class CliExit extends Data.TaggedError("CliExit")<{
+  readonly code: number
+  readonly message?: string
+}> {}
+
+/** A usage error a person can fix: printed on stderr, exit 2. */
+export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })
+
+/** How a work item ended, as reported in `item.finished.status` and `run.finished.items`. */
+export type ItemStatus =
+  | "completed"
+  | "interrupted"
+  | "failed"
+  | "connection-lost"
+  | "stalled"
+  | "start-failed"
+  | "turn-failed-to-start"
+  | "interrupt-timeout"
+  | "resume-failed"
+  | (string & {})
+
+/** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */
+export const forItems = (statuses: ReadonlyArray<ItemStatus>): number => {
+  if (statuses.some((s) => s === "connection-lost")) return ConnectionLost
+  if (statuses.length > 0 && statuses.every((s) => s === "completed")) return Ok
+  return Failed
+}

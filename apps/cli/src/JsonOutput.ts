@@ -1,0 +1,151 @@
+/**
+ * `--json`: one JSON object per line on stdout, nothing else. Every line has `type` and `ts` (ISO
+ * time of writing). The types and their fields are part of the command contract (README, Usage):
+ *
+ * - `connection.ready {slot, userAgent, codexHome}`
+ * - `connection.lost {slot, reason, message, stderrTail}` (the app-server ended, or never came up)
+ * - `connection.restarting {slot, attempt, delayMs}`, `connection.gave-up {slot, detail}`
+ * - `item.started {item, prompt, threadId}` (`item` is the 0-based PROMPT index)
+ * - `item.resumed {item, threadId}` (its thread resumed on a restarted app-server; the interrupted turn runs again)
+ * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
+ * - `item.stalled {item, threadId, turnId}`
+ * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
+ * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
+ * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
+ * - `item.finished {item, threadId, status, finalMessage, error}`
+ * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
+ */
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { Card as CardNs } from "@warden/approvals"
+import type { Supervisor } from "@warden/supervisor"
+import { ConnectionEnded } from "@warden/transport"
+import * as Tally from "./Tally.js"
+
+export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
+
+/** Offers as the words of the stdin protocol. */
+export const offerWord = (tag: string): string => (tag.length > 0 ? tag[0]!.toLowerCase() + tag.slice(1) : tag)
+
+/** Lines for a supervisor event; `tally` has already seen the event (it knows each item's prompt and thread). */
+export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Tally.Tally): ReadonlyArray<Line> => {
+  switch (event._tag) {
+    case "ConnectionReady":
+      return [{ type: "connection.ready", slot: event.slot, userAgent: event.init.userAgent, codexHome: event.init.codexHome }]
+    case "ConnectionLost":
+      return [{
+        type: "connection.lost",
+        slot: event.slot,
+        reason: ConnectionEnded.describeReason(event.reason),
+        message: event.message,
+        stderrTail: event.stderrTail
+      }]
+    case "ConnectionFailed":
+      return [{
+        type: "connection.lost",
+        slot: event.slot,
+        reason: event.reason ? ConnectionEnded.describeReason(event.reason) : event.message,
+        message: event.message,
+        stderrTail: event.stderrTail
+      }]
+    case "ConnectionRestarting":
+      return [{ type: "connection.restarting", slot: event.slot, attempt: event.attempt, delayMs: event.delayMs }]
+    case "ConnectionGaveUp":
+      return [{ type: "connection.gave-up", slot: event.slot, detail: event.detail }]
+    case "ItemFinished": {
+      const outcome = Tally.outcomeOf(event.exit)
+      const index = Tally.itemIndexOf(event.item)
+      return [{
+        type: "item.finished",
+        item: index,
+        threadId: outcome.threadId ?? (index === null ? undefined : tally.items[index]?.threadId) ?? null,
+        status: outcome.status,
+        finalMessage: outcome.finalMessage ?? null,
+        error: outcome.error ?? null
+      }]
+    }
+    case "Work": {
+      const work = event.event
+      const item = Tally.itemIndexOf(work.item)
+      switch (work._tag) {
+        case "ThreadReady":
+          return work.resumed
+            ? [{ type: "item.resumed", item, threadId: work.threadId }]
+            : [{ type: "item.started", item, prompt: item === null ? null : tally.items[item]?.prompt ?? null, threadId: work.threadId }]
+        case "TurnStarted":
+          return [{ type: "turn.started", item, threadId: work.threadId, turnId: work.turnId }]
+        case "TurnCompleted":
+          return [{
+            type: "turn.completed",
+            item,
+            threadId: work.threadId,
+            turnId: work.turn.turnId,
+            status: work.turn.status,
+            error: work.turn.error?.message ?? null
+          }]
+        case "Stalled":
+          return [{ type: "item.stalled", item, threadId: work.threadId, turnId: work.turnId }]
+        case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
+        case "ConnectionLost":
+        case "Notification":
+          return []
+      }
+    }
+  }
+}
+
+const cardBase = (card: Card.CardView) => ({
+  cardId: card.id,
+  item: Tally.itemIndexOf(card.workItem),
+  threadId: card.threadId ?? null,
+  method: card.method
+})
+
+export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyArray<Line> => {
+  switch (event._tag) {
+    case "CardOpened": {
+      const card = event.card
+      return [{
+        type: "card.opened",
+        ...cardBase(card),
+        turnId: card.turnId ?? null,
+        kind: card.summary.kind,
+        summary: card.title,
+        offers: card.offers.map(offerWord),
+        deadline: new Date(card.deadlineAt).toISOString()
+      }]
+    }
+    case "CardSettled": {
+      const s = event.settlement
+      return [{
+        type: "card.settled",
+        ...cardBase(s.card),
+        outcome: s.outcome,
+        source: CardNs.describeSource(s.source),
+        decision: s.decision ?? null,
+        written: s.written,
+        detail: s.detail ?? null,
+        latencyMs: s.latencyMs
+      }]
+    }
+    case "LateDecision":
+      return [{
+        type: "card.late",
+        ...cardBase(event.card),
+        decision: event.decision,
+        source: CardNs.describeSource(event.source),
+        outcome: event.outcome
+      }]
+  }
+}
+
+export const runFinished = (tally: Tally.Tally, exitCode: number): Line => ({
+  type: "run.finished",
+  items: Tally.finalStatuses(tally).map((status, index) => ({ item: index, status })),
+  exitCode
+})
+
+/** The text of one line: `type` first, then `ts`, then the fields. */
+export const render = (line: Line, now: Date): string => {
+  const { type, ...rest } = line
+  return JSON.stringify({ type, ts: now.toISOString(), ...rest })
+}

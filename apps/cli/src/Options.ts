@@ -1,0 +1,105 @@
+/**
+ * The command-line options of `warden run` (and the ones `demo`/`doctor` share), with their
+ * defaults and validation. A value that does not validate is a usage error (exit 2).
+ */
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Effect, Either } from "effect"
+import * as Durations from "./Durations.js"
+
+const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
+
+const durationOption = (name: string, fallback: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withDefault(fallback),
+    Options.withPseudoName("DURATION"),
+    Options.withDescription(`${description} (e.g. 300ms, 5s, 2m, 15m, 1h; default ${fallback})`),
+    Options.mapEffect((text) => Either.match(Durations.parse(text), { onLeft: (e) => Effect.fail(invalid(`--${name}: ${e}`)), onRight: Effect.succeed }))
+  )
+
+const positiveInteger = (name: string, fallback: number, description: string, min = 1) =>
+  Options.integer(name).pipe(
+    Options.withDefault(fallback),
+    Options.withPseudoName("N"),
+    Options.withDescription(`${description} (default ${fallback})`),
+    Options.mapEffect((n) => (n >= min ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least ${min}, got ${n}`))))
+  )
+
+export const codex = Options.text("codex").pipe(
+  Options.withDefault("codex"),
+  Options.withPseudoName("PATH"),
+  Options.withDescription("the codex executable (default: `codex` on PATH; tested with 0.171.0: npm i -g @openai/codex@0.171.0)")
+)
+
+export const cwd = Options.text("cwd").pipe(
+  Options.withDefault("."),
+  Options.withPseudoName("DIR"),
+  Options.withDescription("the working directory of every thread (default .)")
+)
+
+export const config = Options.text("config").pipe(
+  Options.withAlias("c"),
+  Options.withPseudoName("key=value"),
+  Options.withDescription("a codex config override, passed to `codex app-server -c` (repeatable); the value is TOML"),
+  Options.repeated,
+  Options.mapEffect((pairs) => {
+    const bad = pairs.find((kv) => !/^[^=\s]+=/.test(kv))
+    return bad === undefined ? Effect.succeed(pairs) : Effect.fail(invalid(`-c/--config expects key=value, got ${JSON.stringify(bad)}`))
+  })
+)
+
+export const enable = Options.text("enable").pipe(
+  Options.withPseudoName("FEATURE"),
+  Options.withDescription("enable a codex feature flag, passed to `codex app-server --enable` (repeatable)"),
+  Options.repeated
+)
+
+export const disable = Options.text("disable").pipe(
+  Options.withPseudoName("FEATURE"),
+  Options.withDescription("disable a codex feature flag, passed to `codex app-server --disable` (repeatable)"),
+  Options.repeated
+)
+
+export const model = Options.text("model").pipe(Options.withDescription("the model of every thread"), Options.optional)
+
+export const sandbox = Options.choice("sandbox", ["read-only", "workspace-write", "danger-full-access"]).pipe(
+  Options.withDescription("the sandbox of every thread (default: codex's configuration)"),
+  Options.optional
+)
+
+export const approvalPolicy = Options.choice("approval-policy", ["untrusted", "on-failure", "on-request", "never"]).pipe(
+  Options.withDefault("on-request" as const),
+  Options.withDescription("when codex asks for approval (default on-request)")
+)
+
+export const approvals = Options.choice("approvals", ["prompt", "deny", "rules", "stdin"]).pipe(
+  Options.withDescription(
+    "who answers the cards: prompt (a person on this terminal), deny (decline every card), rules (--rules decide, the rest is refused), " +
+      "stdin (JSON lines {\"cardId\",\"decision\"}); default prompt when stdin is a terminal, otherwise deny"
+  ),
+  Options.optional
+)
+
+export const rules = Options.text("rules").pipe(
+  Options.withPseudoName("FILE"),
+  Options.withDescription("policy rules (.json, .yaml, .yml), applied first in every --approvals mode"),
+  Options.optional
+)
+
+export const approvalTimeout = durationOption("approval-timeout", "15m", "how long a card waits for a decision before it refuses by itself")
+export const requestTimeout = durationOption("request-timeout", "2m", "how long a request to the app-server may take")
+export const stallTimeout = durationOption("stall-timeout", "10m", "no event for this long (no card open, no command running): the turn is stalled")
+
+export const json = Options.boolean("json").pipe(
+  Options.withDescription("one JSON object per line on stdout (nothing else on stdout; human output goes to stderr)")
+)
+
+export const audit = Options.text("audit").pipe(
+  Options.withPseudoName("FILE"),
+  Options.withDescription("append the approvals audit trail to FILE as JSON lines"),
+  Options.optional
+)
+
+export const concurrency = positiveInteger("concurrency", 4, "work items running at once")
+export const pool = positiveInteger("pool", 1, "app-server processes; threads spread across them")
+export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
+

@@ -1,0 +1,117 @@
+/**
+ * `--approvals prompt`: a person answers the cards on the terminal, one at a time, oldest first.
+ * Cards that open meanwhile queue on the board (none is lost); a card that settles by itself
+ * (deadline, withdrawn by the server, turn ended) while it is being asked about is dropped from
+ * the prompt and the next one is asked.
+ *
+ * The prompts are @effect/cli `Prompt`s run against a Terminal whose output is the board (the
+ * prompt's frame is drawn under the open cards) and whose input is one long-lived raw-mode
+ * reader of stdin. In raw mode the terminal sends Ctrl-C as a key, not a signal: it is turned
+ * back into SIGINT, so Ctrl-C still stops the run (every open card is refused as `shutdown`).
+ */
+import { Prompt } from "@effect/cli"
+import * as Terminal from "@effect/platform/Terminal"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import type { Card } from "@warden/approvals"
+import type { Supervisor } from "@warden/supervisor"
+import { Effect, Layer, Mailbox, Option, Stream, SubscriptionRef } from "effect"
+import type { Scope } from "effect"
+import type { Board } from "./Board.js"
+import * as CardPrompt from "./CardPrompt.js"
+
+const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "")
+
+/** Open cards, oldest first, from the inbox's snapshot-then-changes stream. */
+const openCardsRef = (supervisor: Supervisor.SupervisorShape) =>
+  Effect.gen(function*() {
+    const ref = yield* SubscriptionRef.make<ReadonlyArray<Card.CardView>>([])
+    yield* supervisor.inbox.updates.pipe(
+      Stream.runForEach((update) =>
+        SubscriptionRef.update(ref, (cards) => {
+          switch (update._tag) {
+            case "Snapshot":
+              return [...update.cards].sort((a, b) => a.openedAt - b.openedAt)
+            case "Opened":
+              return cards.some((c) => c.id === update.card.id) ? cards : [...cards, update.card]
+            case "Settled":
+              return cards.filter((c) => c.id !== update.settlement.card.id)
+          }
+        })
+      ),
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    return ref
+  })
+
+export const run = (supervisor: Supervisor.SupervisorShape, board: Board): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const node = yield* NodeTerminal.make(() => false)
+    const keys = yield* node.readInput
+    const listeners = new Set<Mailbox.Mailbox<Terminal.UserInput>>()
+    yield* Effect.addFinalizer(() => Effect.sync(() => board.setPrompt(undefined)))
+    yield* keys.take.pipe(
+      Effect.flatMap((input) =>
+        Effect.sync(() => {
+          if (input.key.ctrl && input.key.name === "c") {
+            process.kill(process.pid, "SIGINT")
+            return
+          }
+          for (const listener of listeners) listener.unsafeOffer(input)
+        })
+      ),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+
+    const terminal = Terminal.Terminal.of({
+      columns: node.columns,
+      rows: node.rows,
+      isTTY: node.isTTY,
+      readInput: Effect.acquireRelease(
+        Effect.tap(Mailbox.make<Terminal.UserInput>(), (mailbox) => Effect.sync(() => listeners.add(mailbox))),
+        (mailbox) => Effect.sync(() => listeners.delete(mailbox))
+      ),
+      readLine: Effect.fail(new Terminal.QuitException()),
+      display: (text) =>
+        Effect.sync(() => {
+          if (visible(text).trim() !== "") board.setPrompt(text.split("\n"))
+        })
+    })
+    const promptEnv = Layer.mergeAll(Layer.succeed(Terminal.Terminal, terminal), NodeFileSystem.layer, NodePath.layer)
+
+    const open = yield* openCardsRef(supervisor)
+    // Answered here: skipped even before the inbox reports them settled.
+    const answered = new Set<string>()
+    const firstOpen = open.changes.pipe(
+      Stream.filterMap((cards) => Option.fromNullable(cards.find((c) => !answered.has(c.id)))),
+      Stream.runHead
+    )
+    const settled = (card: Card.CardView) =>
+      open.changes.pipe(Stream.filter((cards) => !cards.some((c) => c.id === card.id)), Stream.runHead)
+
+    const askOnce = Effect.gen(function*() {
+      const head = yield* firstOpen
+      if (Option.isNone(head)) return
+      const card = head.value
+      const answer = yield* Prompt.run(CardPrompt.make(card)).pipe(
+        Effect.provide(promptEnv),
+        Effect.map(Option.some),
+        Effect.catchAll(() => Effect.succeed(Option.none())),
+        Effect.raceFirst(Effect.as(settled(card), Option.none()))
+      )
+      board.setPrompt(undefined)
+      if (Option.isNone(answer)) return
+      answered.add(card.id)
+      const result = yield* supervisor.inbox.answer(card.id, answer.value)
+      if (result._tag === "AlreadySettled") {
+        board.log(`card ${card.id}: your answer came too late; it had already settled (${result.settlement.outcome})`)
+      } else if (result._tag === "UnknownCard") {
+        board.log(`card ${card.id}: no longer open`)
+      }
+    })
+    yield* askOnce.pipe(Effect.forever, Effect.interruptible, Effect.forkScoped)
+  })

@@ -1,0 +1,133 @@
+/**
+ * `warden run [options] PROMPT...`: each PROMPT is one work item on its own thread, all on one
+ * app-server (or `--pool N`), at most `--concurrency` at once; exits when all have ended.
+ */
+import { Args, Command } from "@effect/cli"
+import { Policy } from "@warden/approvals"
+import { CodexCommand } from "@warden/supervisor"
+import type { Supervisor } from "@warden/supervisor"
+import { Effect, Option } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as ApprovalModes from "./ApprovalModes.js"
+import * as CodexBinary from "./CodexBinary.js"
+import * as ExitCodes from "./ExitCodes.js"
+import * as Opts from "./Options.js"
+import * as Screen from "./Screen.js"
+import * as Session from "./Session.js"
+import * as Summary from "./Summary.js"
+import { version } from "./Version.js"
+
+const prompts = Args.text({ name: "PROMPT" }).pipe(
+  Args.withDescription("one work item per PROMPT, each on its own thread"),
+  Args.atLeast(1)
+)
+
+export const options = {
+  cwd: Opts.cwd,
+  codex: Opts.codex,
+  config: Opts.config,
+  enable: Opts.enable,
+  disable: Opts.disable,
+  model: Opts.model,
+  sandbox: Opts.sandbox,
+  approvalPolicy: Opts.approvalPolicy,
+  approvals: Opts.approvals,
+  rules: Opts.rules,
+  approvalTimeout: Opts.approvalTimeout,
+  requestTimeout: Opts.requestTimeout,
+  stallTimeout: Opts.stallTimeout,
+  json: Opts.json,
+  audit: Opts.audit,
+  concurrency: Opts.concurrency,
+  pool: Opts.pool,
+  restarts: Opts.restarts,
+  prompts
+}
+
+type Parsed = Command.Command.ParseConfig<typeof options>
+
+/** The directory, absolute, or a usage error. */
+export const directory = (dir: string) =>
+  Effect.suspend(() => {
+    const path = Path.resolve(dir)
+    try {
+      if (Fs.statSync(path).isDirectory()) return Effect.succeed(path)
+    } catch {
+      // reported below
+    }
+    return Effect.fail(ExitCodes.usage(`--cwd ${dir}: no such directory`))
+  })
+
+/** The audit file can be appended to (checked before anything starts), or a usage error. */
+export const writable = (path: string) =>
+  Effect.try({
+    try: () => Fs.closeSync(Fs.openSync(path, "a")),
+    catch: (e) => ExitCodes.usage(`--audit ${path}: cannot append to it (${e instanceof Error ? e.message : String(e)})`)
+  })
+
+/**
+ * @effect/cli takes an unknown `--flag` for a PROMPT; a misspelt option must not start a work
+ * item. A PROMPT that really starts with `-` goes after `--`.
+ */
+export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray<string>) => {
+  const flagLike = prompts.find((p) => /^--?[A-Za-z]/.test(p))
+  return flagLike !== undefined && !argv.includes("--")
+    ? Effect.fail(ExitCodes.usage(`unknown option ${flagLike.split(/\s/)[0]}; a PROMPT that starts with - goes after --`))
+    : Effect.void
+}
+
+export const handler = (args: Parsed) =>
+  Effect.gen(function*() {
+    yield* checkPrompts(args.prompts, process.argv)
+    const cwd = yield* directory(args.cwd)
+    const binary = yield* CodexBinary.resolve(args.codex)
+    const stdinIsTerminal = process.stdin.isTTY === true
+    const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal))
+    if (mode === "prompt" && !stdinIsTerminal) {
+      return yield* ExitCodes.usage("--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin")
+    }
+    if (mode === "rules" && Option.isNone(args.rules)) {
+      return yield* ExitCodes.usage("--approvals rules needs --rules FILE")
+    }
+    if (Option.isSome(args.audit)) yield* writable(args.audit.value)
+    const rules = Option.isSome(args.rules)
+      ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+      : undefined
+    const handler = ApprovalModes.handlerFor(mode)
+    const supervisor: Supervisor.SupervisorConfig = {
+      connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
+      approvals: {
+        deadlines: { default: args.approvalTimeout },
+        ...(rules ? { rules } : {}),
+        ...(handler ? { handler } : {})
+      },
+      stallTimeout: args.stallTimeout,
+      concurrency: args.concurrency,
+      pool: args.pool,
+      restart: { maxAttempts: args.restarts }
+    }
+    const screen = Screen.make()
+    const result = yield* Session.run({
+      transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),
+      supervisor,
+      items: args.prompts.map((prompt) => ({
+        prompt,
+        cwd,
+        approvalPolicy: args.approvalPolicy,
+        ...(Option.isSome(args.model) ? { model: args.model.value } : {}),
+        ...(Option.isSome(args.sandbox) ? { sandbox: args.sandbox.value } : {})
+      })),
+      answering: ApprovalModes.answeringFor(mode),
+      json: args.json,
+      audit: Option.getOrUndefined(args.audit),
+      title: "warden run",
+      screen
+    })
+    if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
+    if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
+  })
+
+export const command = Command.make("run", options, handler).pipe(
+  Command.withDescription("run each PROMPT as a work item on its own thread of a supervised codex app-server")
+)

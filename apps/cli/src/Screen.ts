@@ -1,0 +1,108 @@
+/**
+ * Where the CLI writes: result lines to stdout, human lines to stderr, and (when stderr is a
+ * terminal) a live region at the bottom of stderr that is redrawn in place with standard cursor
+ * moves: up to the region's first line, erase to the end of the screen, write the new lines.
+ * Lines written while a region is shown go above it (the region is erased and redrawn), so
+ * nothing scrolls away half-drawn. Region lines are cut to the terminal width so a redraw always
+ * knows how many rows it covers.
+ */
+import * as Tty from "node:tty"
+
+export interface Screen {
+  /** Whether a live region can be drawn (stderr is a terminal). */
+  readonly live: boolean
+  /** One line on stdout. */
+  readonly out: (line: string) => void
+  /** One line on stderr, above the live region. */
+  readonly err: (line: string) => void
+  /** Replace the live region (no-op when not live). */
+  readonly region: (lines: ReadonlyArray<string>) => void
+  /** Stop drawing; the last region stays on screen as it is. */
+  readonly release: () => void
+  readonly columns: () => number
+  readonly rows: () => number
+}
+
+const ESC = "\u001b["
+
+/** Visible length: ANSI SGR sequences take no room. */
+const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "")
+
+/** Cut a line to `width` visible characters, keeping SGR sequences and resetting style at the end. */
+export const fit = (line: string, width: number): string => {
+  if (visible(line).length <= width) return line
+  let out = ""
+  let shown = 0
+  for (let i = 0; i < line.length && shown < width - 1;) {
+    const sgr = /^\u001b\[[0-9;?]*[A-Za-z]/.exec(line.slice(i))
+    if (sgr) {
+      out += sgr[0]
+      i += sgr[0].length
+      continue
+    }
+    const char = String.fromCodePoint(line.codePointAt(i)!)
+    out += char
+    i += char.length
+    shown++
+  }
+  return `${out}…${ESC}0m`
+}
+
+export const make = (options?: { readonly live?: boolean }): Screen => {
+  const stdout = process.stdout
+  const stderr = process.stderr
+  const live = options?.live ?? (stderr.isTTY === true)
+  const sameTerminal = stdout.isTTY === true && stderr.isTTY === true
+  let drawn = 0
+  let current: ReadonlyArray<string> = []
+  let released = false
+
+  const columns = () => (stderr as Tty.WriteStream).columns ?? 100
+  const rows = () => (stderr as Tty.WriteStream).rows ?? 40
+
+  const erase = () => {
+    if (drawn > 0) stderr.write(`${ESC}${drawn}F${ESC}J`)
+    drawn = 0
+  }
+  const draw = () => {
+    if (!live || released) return
+    const width = Math.max(20, columns())
+    const height = Math.max(1, rows() - 1)
+    const lines = current.slice(0, height).map((l) => fit(l, width))
+    if (lines.length > 0) stderr.write(lines.join("\n") + "\n")
+    drawn = lines.length
+  }
+
+  return {
+    live,
+    out: (line) => {
+      if (live && !released && sameTerminal) {
+        erase()
+        stdout.write(line + "\n")
+        draw()
+      } else {
+        stdout.write(line + "\n")
+      }
+    },
+    err: (line) => {
+      if (live && !released) {
+        erase()
+        stderr.write(line + "\n")
+        draw()
+      } else {
+        stderr.write(line + "\n")
+      }
+    },
+    region: (lines) => {
+      if (!live || released) return
+      current = lines
+      erase()
+      draw()
+    },
+    release: () => {
+      released = true
+    },
+    columns,
+    rows
+  }
+}

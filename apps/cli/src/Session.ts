@@ -1,0 +1,130 @@
+/**
+ * One run of work items under a supervisor, as the CLI does it (`warden run` and `warden demo`):
+ * every item on its own thread, events reported as JSON lines and/or on the board, cards answered
+ * by the chosen source, the audit trail appended, and the exit code computed from how the items
+ * ended.
+ *
+ * Scopes, in the order they close (the reverse of how they are opened below):
+ * 1. the answering fiber (prompt or stdin);
+ * 2. the supervisor: every still-open card is refused (`shutdown`) while the child can still
+ *    hear it, then the app-server is stopped;
+ * 3. the work items (interrupted if Ctrl-C came first);
+ * 4. the reporter: the events still queued are reported, then `run.finished`, then the audit
+ *    trail is closed;
+ * 5. the board's clock.
+ * So Ctrl-C anywhere reports every card's settlement and every item's end before the process exits.
+ */
+import { Approvals, Audit } from "@warden/approvals"
+import type { ApprovalEvent } from "@warden/approvals"
+import { Supervisor } from "@warden/supervisor"
+import type { WorkItem } from "@warden/supervisor"
+import type { Transport } from "@warden/transport"
+import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
+import * as Board from "./Board.js"
+import * as ExitCodes from "./ExitCodes.js"
+import * as JsonOutput from "./JsonOutput.js"
+import * as Prompting from "./Prompting.js"
+import type { Screen } from "./Screen.js"
+import * as StdinDecisions from "./StdinDecisions.js"
+import * as Tally from "./Tally.js"
+
+/** Who answers the cards that no rule (or handler) decided. */
+export type Answering = "prompt" | "stdin" | "none"
+
+export interface Options {
+  readonly transport: Layer.Layer<Transport.Transport>
+  readonly supervisor: Supervisor.SupervisorConfig
+  /** Each item's `id` is set to its index. */
+  readonly items: ReadonlyArray<WorkItem.WorkItem>
+  readonly answering: Answering
+  readonly json: boolean
+  readonly audit: string | undefined
+  readonly title: string
+  readonly screen: Screen
+}
+
+export interface Result {
+  readonly tally: Tally.Tally
+  readonly exitCode: number
+}
+
+/** Take whatever arrives and handle it; a batch once taken is always handled (even on interrupt). */
+const forward = <A>(queue: Queue.Dequeue<A>, handle: (a: A) => void) =>
+  Effect.uninterruptibleMask((restore) =>
+    restore(Queue.takeBetween(queue, 1, Number.MAX_SAFE_INTEGER)).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const a of batch) handle(a) }))
+    )
+  ).pipe(Effect.forever)
+
+export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> => {
+  const prompts = options.items.map((item) => item.prompt)
+  const tally = Tally.make(prompts, Date.now())
+  let exitCode: number = ExitCodes.Failed
+
+  return Effect.scoped(
+    Effect.gen(function*() {
+      const screen = options.screen
+      const board = yield* Board.make(screen, tally, { title: options.title })
+      const emit = (line: JsonOutput.Line) => {
+        if (options.json) screen.out(JsonOutput.render(line, new Date()))
+      }
+      const onSupervisorEvent = (event: Supervisor.SupervisorEvent) => {
+        Tally.applySupervisorEvent(tally, event, Date.now())
+        for (const line of JsonOutput.fromSupervisorEvent(event, tally)) emit(line)
+        board.onSupervisorEvent(event)
+      }
+      const onApprovalEvent = (event: ApprovalEvent.ApprovalEvent) => {
+        Tally.applyApprovalEvent(tally, event)
+        for (const line of JsonOutput.fromApprovalEvent(event)) emit(line)
+        board.onApprovalEvent(event)
+      }
+
+      // The reporter outlives the supervisor (closed by hand, last).
+      const reporterScope = yield* Scope.make(ExecutionStrategy.sequential)
+      const queues: { supervisor?: Queue.Dequeue<Supervisor.SupervisorEvent>; approvals?: Queue.Dequeue<ApprovalEvent.ApprovalEvent> } = {}
+      const forwarders: Array<Fiber.RuntimeFiber<never, never>> = []
+      yield* Effect.addFinalizer((exit) =>
+        Effect.gen(function*() {
+          yield* Fiber.interruptAll(forwarders)
+          if (queues.approvals) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
+          if (queues.supervisor) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+          // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile.
+          exitCode = Exit.isInterrupted(exit) ? ExitCodes.Failed : ExitCodes.forItems(Tally.finalStatuses(tally))
+          emit(JsonOutput.runFinished(tally, exitCode))
+          board.finish()
+          yield* Scope.close(reporterScope, exit)
+        })
+      )
+
+      const itemFibers = yield* FiberSet.make<Exit.Exit<WorkItem.WorkResult, unknown>>()
+
+      const supervisor = yield* Supervisor.make(options.supervisor).pipe(Effect.provide(options.transport))
+      queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
+      queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
+      forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
+      forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
+      if (options.audit !== undefined) {
+        yield* Audit.jsonlSink(options.audit).pipe(
+          Effect.provideService(Approvals.Approvals, supervisor.approvals),
+          Scope.extend(reporterScope),
+          Effect.mapError((error) => ExitCodes.usage(error.message))
+        )
+      }
+
+      switch (options.answering) {
+        case "prompt":
+          yield* Prompting.run(supervisor, board)
+          break
+        case "stdin":
+          yield* StdinDecisions.run(supervisor, board.log)
+          break
+        case "none":
+          break
+      }
+
+      const fibers = yield* Effect.forEach(options.items, (item, index) =>
+        FiberSet.run(itemFibers, supervisor.run({ ...item, id: index }).pipe(Effect.exit)))
+      yield* Effect.forEach(fibers, Fiber.await, { discard: true })
+    })
+  ).pipe(Effect.map(() => ({ tally, exitCode })))
+}

@@ -1,0 +1,57 @@
+/**
+ * The end-of-run summary for people: one row per work item (status, cards, tokens, elapsed, final
+ * message or error) and one row per card (item, kind, outcome, who decided, what it was about).
+ */
+import { Card as CardNs } from "@warden/approvals"
+import * as Board from "./Board.js"
+import * as CardText from "./CardText.js"
+import * as Durations from "./Durations.js"
+import * as Tally from "./Tally.js"
+
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
+  const line = (cells: ReadonlyArray<string>) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd()
+  return [line(header), ...rows.map(line)]
+}
+
+const flat = (text: string, max: number) => {
+  const one = text.replace(/\s+/g, " ").trim()
+  return one.length > max ? `${one.slice(0, max - 1)}…` : one
+}
+
+export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<string> => {
+  const statuses = Tally.finalStatuses(tally)
+  const itemRows = tally.items.map((item, i) => {
+    const cards = tally.settled.filter((s) => Tally.itemIndexOf(s.card.workItem) === i)
+    const counts = new Map<string, number>()
+    for (const s of cards) counts.set(s.outcome, (counts.get(s.outcome) ?? 0) + 1)
+    const elapsed = item.startedAt === undefined ? "-" : Durations.short((item.finishedAt ?? Date.now()) - item.startedAt)
+    const result = item.finalMessage ?? item.error ?? ""
+    return [
+      String(i),
+      statuses[i] ?? "?",
+      cards.length === 0 ? "-" : [...counts].map(([o, n]) => `${n} ${o}`).join(", "),
+      Board.tokens(item.tokens),
+      elapsed,
+      flat(result, 100)
+    ]
+  })
+  const out: Array<string> = [
+    "",
+    ...table(["ITEM", "STATUS", "CARDS", "TOKENS", "ELAPSED", "RESULT"], itemRows)
+  ]
+  if (tally.settled.length > 0) {
+    const cardRows = tally.settled.map((s) => [
+      s.card.id,
+      String(Tally.itemIndexOf(s.card.workItem) ?? "-"),
+      CardText.kindLabel(s.card),
+      s.outcome,
+      CardNs.describeSource(s.source),
+      flat(s.card.title, 90)
+    ])
+    out.push("", ...table(["CARD", "ITEM", "KIND", "OUTCOME", "DECIDED BY", "SUMMARY"], cardRows))
+  }
+  out.push("", `exit code ${exitCode}`)
+  return out
+}

@@ -1,0 +1,64 @@
+/** The CLI's small pure pieces: durations, the stdin decision protocol, exit codes, prompt checks. */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Either, Exit } from "effect"
+import * as Durations from "../src/Durations.js"
+import * as ExitCodes from "../src/ExitCodes.js"
+import * as RunCommand from "../src/RunCommand.js"
+import * as Screen from "../src/Screen.js"
+import * as StdinDecisions from "../src/StdinDecisions.js"
+
+describe("cli units", () => {
+  it("durations: 300ms, 5s, 2m, 15m, 1h, 1m30s; nonsense and zero are refused", () => {
+    const ms = (text: string) => Either.map(Durations.parse(text), Duration.toMillis)
+    assert.deepStrictEqual(
+      ["300ms", "5s", "2m", "15m", "1h", "1m30s", "1.5s"].map(ms),
+      [300, 5_000, 120_000, 900_000, 3_600_000, 90_000, 1_500].map(Either.right)
+    )
+    for (const bad of ["", "5", "5x", "s", "0s", "-1s", "1 h"]) assert.isTrue(Either.isLeft(Durations.parse(bad)), bad)
+    assert.deepStrictEqual([Durations.clock(899_500), Durations.clock(3_723_000), Durations.short(2_000)], ["15:00", "1:02:03", "2s"])
+  })
+
+  it("stdin lines: the four words and structured answers; everything else is invalid with a reason", () => {
+    assert.deepStrictEqual(StdinDecisions.parseLine(`{"cardId":"c1","decision":"accept"}`), {
+      _tag: "Decision",
+      cardId: "c1",
+      decision: { _tag: "Accept" }
+    })
+    assert.deepStrictEqual(StdinDecisions.parseLine(`{"cardId":"c2","decision":{"action":"accept","content":{"colour":"red"}}}`), {
+      _tag: "Decision",
+      cardId: "c2",
+      decision: { _tag: "Elicitation", action: "accept", content: { colour: "red" } }
+    })
+    assert.deepStrictEqual(StdinDecisions.parseLine("   "), { _tag: "Blank" })
+    const reasons = ["{", "[]", `{"decision":"accept"}`, `{"cardId":"c1"}`, `{"cardId":"c1","decision":"yes"}`].map((l) => {
+      const v = StdinDecisions.parseLine(l)
+      return v._tag === "Invalid" ? v.reason : `not invalid: ${l}`
+    })
+    assert.match(reasons[0]!, /^not JSON/)
+    assert.match(reasons[1]!, /not a JSON object/)
+    assert.match(reasons[2]!, /no "cardId"/)
+    assert.match(reasons[3]!, /no "decision"/)
+    assert.match(reasons[4]!, /"yes" is not one of/)
+  })
+
+  it("exit codes: connection loss wins, then any failure; all completed is 0", () => {
+    assert.strictEqual(ExitCodes.forItems(["completed", "completed"]), 0)
+    assert.strictEqual(ExitCodes.forItems(["completed", "interrupted"]), 1)
+    assert.strictEqual(ExitCodes.forItems(["failed", "stalled"]), 1)
+    assert.strictEqual(ExitCodes.forItems(["failed", "connection-lost"]), 3)
+    assert.strictEqual(ExitCodes.forItems([]), 1)
+  })
+
+  it.effect("a PROMPT that looks like an option is refused unless it follows --", () =>
+    Effect.gen(function*() {
+      const refused = yield* Effect.exit(RunCommand.checkPrompts(["--modle", "x"], ["node", "bin", "run", "--modle", "x"]))
+      assert.isTrue(Exit.isFailure(refused))
+      assert.isTrue(Exit.isSuccess(yield* Effect.exit(RunCommand.checkPrompts(["--modle"], ["node", "bin", "run", "--", "--modle"]))))
+      assert.isTrue(Exit.isSuccess(yield* Effect.exit(RunCommand.checkPrompts(["- a list", "x"], ["node", "bin", "run", "- a list", "x"]))))
+    }))
+
+  it("board lines are cut to the terminal width, styles kept and reset", () => {
+    assert.strictEqual(Screen.fit("short", 10), "short")
+    assert.strictEqual(Screen.fit("\u001b[1mabcdefghij\u001b[22m", 5), "\u001b[1mabcd…\u001b[0m")
+  })
+})
