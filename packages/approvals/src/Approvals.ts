@@ -58,6 +58,7 @@ export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape
 
     const hub: Hub = {
       now: () => clock.unsafeCurrentTimeMillis(),
+      nanos: () => clock.unsafeCurrentTimeNanos(),
       nextCardId: () => `c${++counter}`,
       register: (card) => {
         open.set(card.view.id, card)
@@ -72,9 +73,12 @@ export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape
       publish: (event) => {
         pubsub.unsafeOffer(event)
       },
+      // Not on the caller's stack (runFork would start the fiber right there): a caller settling
+      // thousands of cards in one synchronous step finishes that step first.
       fork: (effect) => {
-        runFork(effect)
-      }
+        runFork(effect, { immediate: false })
+      },
+      spawn: (effect) => runFork(effect, { immediate: false })
     }
 
     // Shutdown: whatever is still open is refused (if its line can carry it) before we go.

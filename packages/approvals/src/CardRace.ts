@@ -1,18 +1,26 @@
 /**
  * The card race: a decision (rule, handler, person) against the deadline against the closing of
- * the card's scope. Whatever wins, `settle` runs once, synchronously: it writes at most one
- * answer, removes the card from every registry, publishes the settlement, and schedules the card
- * scope's close (which interrupts the handler and the deadline).
+ * the card's parent scope (its thread). Whatever wins, `finish` runs once, synchronously: it
+ * writes at most one answer, removes the card from every registry (desk, inbox, deadline timer,
+ * its parent's cards), publishes the settlement, ends the card's span, and has a handler that is
+ * still deciding interrupted.
  *
  * Everything that decides is synchronous on purpose: "at that instant" guarantees (a connection
  * loss leaves no card open) cannot hold if settling had to wait for a fiber.
+ *
+ * A waiting card holds no fiber, scope or timer of its own: the desk's `DeadlineTimer` keeps every
+ * deadline with one fiber, and a parent scope settles its cards with one finalizer
+ * (`ParentCards`). Only a handler that is still deciding runs in a fiber (in the parent scope).
+ * So 10,000 open cards cost memory, not fibers, and settling them all (a connection loss) is a
+ * loop of synchronous steps with nothing left to interrupt (measured in bench/, issue 8).
  */
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
-import { Cause, Clock, Duration, Effect, Either, ExecutionStrategy, Exit, Scope } from "effect"
+import { Cause, Clock, Duration, Effect, Either, Exit, Fiber, Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import type { CardView, Outcome, Settlement, Source } from "./Card.js"
 import { describeSource } from "./Card.js"
+import type { DeadlineTimer } from "./DeadlineTimer.js"
 
 /** Where answers go: a synchronous, non-blocking write; false when nothing could be written. */
 export interface Line {
@@ -20,7 +28,7 @@ export interface Line {
   readonly isOpen: () => boolean
 }
 
-/** Why a card's scope closed before a decision. */
+/** Why a card closed before a decision. */
 export type CloseReason =
   | { readonly _tag: "Withdrawn" }
   | { readonly _tag: "ConnectionLost"; readonly detail: string }
@@ -32,7 +40,7 @@ export type CloseReason =
 export interface CardHooks {
   readonly onSettled: (card: LiveCard, settlement: Settlement) => void
   readonly publish: (event: ApprovalEvent) => void
-  /** Fork an effect into a long-lived owner (never a root fiber nobody owns). */
+  /** Fork an effect into a long-lived owner (never a root fiber nobody owns), after the caller's step. */
   readonly fork: (effect: Effect.Effect<void>) => void
 }
 
@@ -55,7 +63,10 @@ const outcomeOf = (decision: DecisionNs.Decision): Outcome => {
 
 export class LiveCard {
   private result: Settlement | undefined
-  private scope: Scope.CloseableScope | undefined
+  /** What to undo when the card settles: its deadline, its parent's entry, its span. */
+  private cleanups: Array<() => void> | undefined
+  /** The handler's fiber while it is deciding. */
+  private handler: Fiber.RuntimeFiber<void> | undefined
 
   constructor(
     readonly view: CardView,
@@ -69,8 +80,21 @@ export class LiveCard {
     return this.result
   }
 
-  attachScope(scope: Scope.CloseableScope): void {
-    this.scope = scope
+  /** Run `cleanup` when the card settles (at once if it already has). */
+  onSettle(cleanup: () => void): void {
+    if (this.result) cleanup()
+    else (this.cleanups ??= []).push(cleanup)
+  }
+
+  /** The handler's fiber: interrupted if the card settles while it still runs. */
+  attachHandler(fiber: Fiber.RuntimeFiber<void>): void {
+    if (this.result) this.hooks.fork(Effect.asVoid(Fiber.interrupt(fiber)))
+    else this.handler = fiber
+  }
+
+  /** The handler is done deciding (its fiber is about to end): nothing to interrupt. */
+  detachHandler(): void {
+    this.handler = undefined
   }
 
   /**
@@ -161,66 +185,155 @@ export class LiveCard {
       latencyMs: Math.max(0, settledAt - this.view.openedAt)
     }
     this.result = settlement
+    const cleanups = this.cleanups
+    this.cleanups = undefined
+    if (cleanups) for (const cleanup of cleanups) cleanup()
     this.hooks.onSettled(this, settlement)
     this.hooks.publish({ _tag: "CardSettled", settlement })
-    const scope = this.scope
-    if (scope) this.hooks.fork(Scope.close(scope, Exit.void))
+    const handler = this.handler
+    this.handler = undefined
+    if (handler) this.hooks.fork(Effect.asVoid(Fiber.interrupt(handler)))
     return settlement
   }
 }
 
+/** What a handler's exit means for the card: its decision, no opinion, or a refusal. */
+const settleFromHandler = (card: LiveCard, exit: Exit.Exit<DecisionNs.Decision | undefined, unknown>): void => {
+  if (Exit.isSuccess(exit)) {
+    if (exit.value !== undefined) card.decide(exit.value, { _tag: "Handler" })
+    return
+  }
+  if (Exit.isInterrupted(exit) && card.settlement) return
+  // A handler that fails or dies is a refusal, never a silent hang.
+  card.refuse("refused", { _tag: "Handler" }, `the handler failed: ${Cause.pretty(exit.cause).split("\n")[0]}`)
+}
+
+// Card spans capture no call-site stack trace: it would always point here, and capturing it (an
+// Error per span, formatted whenever a span ends failed or interrupted) was a measurable share of
+// each card's cost (bench/, issue 8).
+const spanOptions = (card: LiveCard) => ({ attributes: cardAttributes(card), captureStackTrace: false })
+
 /**
- * Start the race for a card whose rules and filters did not already decide: the optional handler
- * and the deadline run as fibers in the card's own scope (a child of `parent`). Closing `parent`
- * (thread stop, shutdown) settles the card through the scope's finalizer.
+ * A desk's registry of cards by parent scope: the first card under a parent adds ONE finalizer to
+ * it, which settles that parent's open cards when it closes (the thread stopped, the supervisor
+ * shuts down). A settled card leaves the registry at once.
  */
-export const race = (
+export interface ParentCards {
+  readonly add: (parent: Scope.Scope, card: LiveCard, reason: CloseReason) => Effect.Effect<void>
+}
+
+export const parentCards = (): ParentCards => {
+  const byParent = new WeakMap<Scope.Scope, Map<LiveCard, CloseReason>>()
+  return {
+    add: (parent, card, reason) =>
+      Effect.suspend(() => {
+        let cards = byParent.get(parent)
+        const first = cards === undefined
+        if (cards === undefined) {
+          cards = new Map()
+          byParent.set(parent, cards)
+        }
+        const mine = cards
+        mine.set(card, reason)
+        card.onSettle(() => mine.delete(card))
+        if (!first) return Effect.void
+        // Added to a scope that is already closed, a finalizer runs at once: the card settles.
+        return Scope.addFinalizer(parent, Effect.sync(() => {
+          byParent.delete(parent) // a card opened under it later settles at once (see above)
+          for (const [open, why] of Array.from(mine)) open.close(why)
+        }))
+      })
+  }
+}
+
+export interface RaceOptions {
+  readonly deadline: Duration.Duration
+  readonly handler: Handler | undefined
+  readonly onParentClose: CloseReason
+  /** The desk's deadlines. */
+  readonly timer: DeadlineTimer
+  /** The desk's cards by parent scope. */
+  readonly parents: ParentCards
+}
+
+/**
+ * Start the race for a card whose rules and filters did not already decide: the deadline (the
+ * desk's timer), the closing of `parent` (the desk's parent registry) and, while it decides, the
+ * handler (a fiber in `parent`).
+ *
+ * A handler whose effect is already complete when it returns (`Effect.succeed(decision)`,
+ * `Effect.fail(...)`: its effect is an Exit) has decided before anything could race it: the card
+ * settles here, synchronously, and never waits. Its spans are still recorded.
+ */
+export const race = (card: LiveCard, parent: Scope.Scope, options: RaceOptions): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const handler = options.handler
+    if (handler === undefined) return wait(card, parent, options, undefined)
+    let decision: Effect.Effect<DecisionNs.Decision | undefined, unknown>
+    try {
+      decision = handler(card.view)
+    } catch (defect) {
+      decision = Effect.die(defect)
+    }
+    if (!Exit.isExit(decision)) return wait(card, parent, options, decision)
+    const exit = decision as Exit.Exit<DecisionNs.Decision | undefined, unknown>
+    // No opinion: the person and the deadline decide, as after a slower handler with no opinion.
+    if (Exit.isSuccess(exit) && exit.value === undefined) {
+      return Effect.zipRight(
+        Effect.withSpan(Effect.sync(() => settleFromHandler(card, exit)), "warden.card.handler", spanOptions(card)),
+        wait(card, parent, options, undefined)
+      )
+    }
+    // Decided: the card's span and the handler's, made and ended around one synchronous step
+    // (no span is put in the fiber's context: nothing runs inside them).
+    return Effect.flatMap(Effect.clock, (clock) =>
+      Effect.flatMap(Effect.makeSpan("warden.card", spanOptions(card)), (cardSpan) =>
+        Effect.map(Effect.makeSpan("warden.card.handler", { ...spanOptions(card), parent: cardSpan }), (handlerSpan) => {
+          settleFromHandler(card, exit)
+          const now = clock.unsafeCurrentTimeNanos()
+          handlerSpan.end(now, Exit.void)
+          cardSpan.attribute("warden.outcome", card.settlement?.outcome ?? "")
+          cardSpan.end(now, Exit.void)
+        })))
+  })
+
+/** Register the card's deadline and parent, and run the handler (if still deciding) in a fiber. */
+const wait = (
   card: LiveCard,
   parent: Scope.Scope,
-  options: { readonly deadline: Duration.Duration; readonly handler: Handler | undefined; readonly onParentClose: CloseReason }
+  options: RaceOptions,
+  handler: Effect.Effect<DecisionNs.Decision | undefined, unknown> | undefined
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
-    card.attachScope(scope)
-    yield* Scope.addFinalizer(scope, Effect.sync(() => card.close(options.onParentClose)))
+    if (card.settlement) return
+    // The card's span lasts from here to its settlement.
+    const clock = yield* Effect.clock
+    const span = yield* Effect.makeSpan("warden.card", spanOptions(card))
+    card.onSettle(() => {
+      span.attribute("warden.outcome", card.settlement?.outcome ?? "")
+      span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+    })
 
-    // Card spans capture no call-site stack trace: it would always point here, and capturing it
-    // (an Error per span, formatted when the span ends interrupted, as the deadline's span does
-    // whenever a decision wins) was a measurable share of each card's cost (bench/, issue 8).
+    card.onSettle(options.timer.add(options.deadline, () => {
+      card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)
+    }))
+    yield* options.parents.add(parent, card, options.onParentClose)
 
-    const deadline = Effect.sleep(options.deadline).pipe(
-      Effect.zipRight(Effect.sync(() => card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)))
-    )
-    yield* deadline.pipe(
-      Effect.withSpan("warden.card", { attributes: cardAttributes(card), captureStackTrace: false }),
-      Effect.annotateLogs({ cardId: card.view.id, method: card.view.method, threadId: card.view.threadId ?? "" }),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
-
-    const handler = options.handler
-    if (handler) {
-      yield* Effect.suspend(() => handler(card.view)).pipe(
-        Effect.withSpan("warden.card.handler", { attributes: cardAttributes(card), captureStackTrace: false }),
+    if (handler && !card.settlement) {
+      const fiber = yield* handler.pipe(
+        Effect.withSpan("warden.card.handler", { ...spanOptions(card), parent: span }),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.sync(() => {
-            if (Exit.isSuccess(exit)) {
-              if (exit.value !== undefined) card.decide(exit.value, { _tag: "Handler" })
-              return
-            }
-            if (Exit.isInterrupted(exit) && card.settlement) return
-            // A handler that fails or dies is a refusal, never a silent hang.
-            card.refuse("refused", { _tag: "Handler" }, `the handler failed: ${Cause.pretty(exit.cause).split("\n")[0]}`)
+            card.detachHandler()
+            settleFromHandler(card, exit)
           })
         ),
         Effect.interruptible,
-        Effect.forkIn(scope)
+        Effect.forkIn(parent)
       )
+      card.attachHandler(fiber)
     }
-    // If something settled the card while we were setting up, its scope close was scheduled
-    // before the scope was attached: close it now.
-    if (card.settlement) yield* Scope.close(scope, Exit.void)
   })
 
 const cardAttributes = (card: LiveCard) => ({

@@ -44,9 +44,13 @@ const optText = (value: string | null | undefined, max: number = Bounds.text): s
 const oneLine = (value: string): string =>
   value.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ").replace(/\s+/g, " ").trim()
 
+/** A title from text that is already masked: one line, bounded. */
+const maskedLine = (masked: string, max: number = Bounds.title): string =>
+  SecretMask.truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
+
 /** A title: masked, one line, bounded. */
 const line = (value: string, max: number = Bounds.title): string =>
-  SecretMask.truncate(oneLine(SecretMask.maskText(value.length > 4 * Bounds.title ? value.slice(0, 4 * Bounds.title) : value)), max)
+  maskedLine(SecretMask.maskText(value.length > 4 * Bounds.title ? value.slice(0, 4 * Bounds.title) : value), max)
 
 /** A short rendering of a value for titles: strings bare, the rest as compact JSON. */
 const brief = (value: unknown, max = 40): string => {
@@ -235,16 +239,19 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
 const command = (raw: string, cwd: string | undefined, reason: string | null | undefined): Summarized => {
   const unwrapped = ShellCommand.unwrap(raw.length > 4 * Bounds.command ? raw.slice(0, 4 * Bounds.command) : raw)
   const shownCwd = optText(cwd, Bounds.path)
+  // Masked once, on its own, for the summary and the title. Masking "run: <command>" instead read
+  // "run: password=hunter2" as the assignment run=... and showed the password (and cost a second scan).
+  const masked = SecretMask.maskText(unwrapped.inner)
   const summary: CardSummary = {
     kind: "command",
-    command: text(unwrapped.inner, Bounds.command),
+    command: SecretMask.truncate(masked, Bounds.command),
     argv: unwrapped.argv ? SecretMask.maskArgv(unwrapped.argv.slice(0, 256)).map((w) => SecretMask.truncate(w, 500)) : undefined,
     cwd: shownCwd,
     reason: optText(reason)
   }
   const where = shownCwd !== undefined ? ` (in ${SecretMask.truncate(oneLine(shownCwd), 60)})` : ""
-  const what = unwrapped.inner.trim().length > 0 ? unwrapped.inner : "(no command given)"
-  return { summary, title: `${line(`run: ${what}`, Bounds.title - where.length)}${where}` }
+  const what = unwrapped.inner.trim().length > 0 ? masked : "(no command given)"
+  return { summary, title: `${maskedLine(`run: ${what}`, Bounds.title - where.length)}${where}` }
 }
 
 const fileChange = (changes: ReadonlyArray<FileChange>, reason: string | null | undefined, grantRoot: string | null | undefined): Summarized => {

@@ -12,8 +12,9 @@ import { Duration, Effect } from "effect"
 import type { Scope } from "effect"
 import type { CardContext, CardView, Settlement } from "./Card.js"
 import type { CloseReason, Handler, Line } from "./CardRace.js"
-import { LiveCard, race } from "./CardRace.js"
+import { LiveCard, parentCards, race } from "./CardRace.js"
 import * as CardSummary from "./CardSummary.js"
+import * as DeadlineTimer from "./DeadlineTimer.js"
 import * as Deadlines from "./Deadlines.js"
 import type { Hub } from "./Hub.js"
 import * as Policy from "./Policy.js"
@@ -21,7 +22,7 @@ import * as SafetyFilter from "./SafetyFilter.js"
 
 export type OpenResult =
   | { readonly _tag: "Opened"; readonly card: CardView }
-  /** Decided at once (rule, filter, malformed, unknown method, no thread). */
+  /** Decided at once (rule, filter, malformed, unknown method, no thread, a handler that answered at once). */
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
   /** The id is already open: a protocol error for the connection. Nothing was written. */
   | { readonly _tag: "Duplicate"; readonly requestId: JsonRpc.RequestId; readonly open: CardView }
@@ -56,6 +57,9 @@ export interface DeskConfig {
 export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
   const byRequestId = new Map<JsonRpc.RequestId, LiveCard>()
   const now = hub.now
+  // One fiber for every deadline of this desk, one finalizer per parent scope: see CardRace.
+  const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: hub.spawn, fork: hub.fork })
+  const parents = parentCards()
 
   const settleNow = (card: LiveCard, settle: (card: LiveCard) => Settlement): OpenResult => ({
     _tag: "Settled",
@@ -123,8 +127,13 @@ export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
       return race(card, options.parent, {
         deadline,
         handler: config.handler,
-        onParentClose: options.onParentClose ?? { _tag: "ThreadStopped" }
-      }).pipe(Effect.as<OpenResult>({ _tag: "Opened", card: view }))
+        onParentClose: options.onParentClose ?? { _tag: "ThreadStopped" },
+        timer,
+        parents
+      }).pipe(
+        // A handler that answered at once has settled the card already (see `race`).
+        Effect.map((): OpenResult => card.settlement ? { _tag: "Settled", settlement: card.settlement } : { _tag: "Opened", card: view })
+      )
     })
 
   const withdraw = (requestId: JsonRpc.RequestId) => {

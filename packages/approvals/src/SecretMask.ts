@@ -99,38 +99,49 @@ interface Span {
   readonly end: number
 }
 
+/**
+ * A pattern, and substrings of which every match contains at least one: a text that has none of
+ * them cannot match, and is not scanned. Only exact necessary conditions belong in `needs`.
+ */
+interface Scan {
+  readonly pattern: RegExp
+  readonly needs: ReadonlyArray<string>
+}
+
+const scan = (pattern: RegExp, ...needs: ReadonlyArray<string>): Scan => ({ pattern, needs })
+
 /** Patterns whose whole match (or the named group `s`) is a secret. All linear-time. */
-const Patterns: ReadonlyArray<RegExp> = [
-  /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g,
-  /\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g,
-  /\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}/g,
-  /\bgh[pousr]_[A-Za-z0-9]{20,}/g,
-  /\bgithub_pat_[A-Za-z0-9_]{20,}/g,
-  /\bglpat-[A-Za-z0-9_-]{20,}/g,
-  /\bxox[abposr]-[A-Za-z0-9-]{10,}/g,
-  /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b/g,
-  /\bAIza[0-9A-Za-z_-]{35}/g,
-  /\bya29\.[0-9A-Za-z_-]{20,}/g,
-  /\bnpm_[A-Za-z0-9]{36}\b/g,
-  /\bhf_[A-Za-z0-9]{30,}/g,
-  /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
+const Patterns: ReadonlyArray<Scan> = [
+  scan(/-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g, "-----BEGIN "),
+  scan(/\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g, "sk-"),
+  scan(/\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}/g, "k_live_", "k_test_"),
+  scan(/\bgh[pousr]_[A-Za-z0-9]{20,}/g, "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+  scan(/\bgithub_pat_[A-Za-z0-9_]{20,}/g, "github_pat_"),
+  scan(/\bglpat-[A-Za-z0-9_-]{20,}/g, "glpat-"),
+  scan(/\bxox[abposr]-[A-Za-z0-9-]{10,}/g, "xox"),
+  scan(/\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b/g, "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+  scan(/\bAIza[0-9A-Za-z_-]{35}/g, "AIza"),
+  scan(/\bya29\.[0-9A-Za-z_-]{20,}/g, "ya29."),
+  scan(/\bnpm_[A-Za-z0-9]{36}\b/g, "npm_"),
+  scan(/\bhf_[A-Za-z0-9]{30,}/g, "hf_"),
+  scan(/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, "eyJ"),
   // a password in a URL: scheme://user:PASSWORD@host
-  /\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/]{0,256}:(?<s>[^\s@/]{1,256})@/gi,
+  scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/]{0,256}:(?<s>[^\s@/]{1,256})@/gi, "://"),
   // headers whose whole value is a credential
-  /\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)\s*:\s*(?<s>[^\r\n"'`]{1,4096})/gi
+  scan(/\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)\s*:\s*(?<s>[^\r\n"'`]{1,4096})/gi, ":")
 ]
 
 /** An auth scheme and its credential (`Bearer abc123...`): the scheme word stays, the credential is masked. */
-const AuthScheme = /\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g
+const AuthScheme = scan(/\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g, "earer", "BEARER", "Basic", "Token", "Digest", "Bot")
 /** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
 const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
 
 /** `key=value`, `key: value`, `"key": "value"`: masked when the key is secret-looking (`KEY=$VAR` is a reference, kept). */
-const Assignment = /(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?<s>[^\s"'`&;,)}\]]{1,4096})/g
+const Assignment = scan(/(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?<s>[^\s"'`&;,)}\]]{1,4096})/g, ":", "=")
 /** `--password hunter2`: a secret-looking flag and the word after it. */
-const FlagValue = /(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+["']?(?![$-])(?<s>[^\s"'`]{1,4096})/g
+const FlagValue = scan(/(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+["']?(?![$-])(?<s>[^\s"'`]{1,4096})/g, "-")
 /** Runs that could be random tokens (base64, base64url, hex). */
-const TokenRun = /[A-Za-z0-9+/_-]{20,}={0,3}/g
+const TokenRun = scan(/[A-Za-z0-9+/_-]{20,}={0,3}/g)
 
 const entropy = (s: string): number => {
   const counts = new Map<string, number>()
@@ -175,6 +186,27 @@ export const looksRandom = (run: string): boolean => {
   return run.length >= 32 && !run.startsWith("/") && c.upper && c.lower && c.digit && entropy(run) >= 4.3
 }
 
+/**
+ * Every match of a global pattern, like `text.matchAll(pattern)` but without the copy of the
+ * RegExp that `matchAll` makes on each call (the patterns are module constants, scanned here only,
+ * synchronously: `lastIndex` is reset before and after), and without scanning a text that lacks
+ * every substring the pattern needs.
+ */
+const matches = (text: string, { needs, pattern }: Scan): Array<RegExpExecArray> => {
+  const found: Array<RegExpExecArray> = []
+  if (needs.length > 0 && !needs.some((n) => text.includes(n))) return found
+  pattern.lastIndex = 0
+  try {
+    for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
+      found.push(m)
+      if (m[0].length === 0) pattern.lastIndex++ // as matchAll does: never loop on an empty match
+    }
+  } finally {
+    pattern.lastIndex = 0
+  }
+  return found
+}
+
 const secretSpans = (text: string): ReadonlyArray<Span> => {
   const spans: Array<Span> = []
   const add = (m: RegExpExecArray) => {
@@ -186,13 +218,13 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
       spans.push({ start: m.index, end: m.index + m[0].length })
     }
   }
-  for (const pattern of Patterns) {
-    for (const m of text.matchAll(pattern)) add(m)
+  for (const p of Patterns) {
+    for (const m of matches(text, p)) add(m)
   }
-  for (const m of text.matchAll(AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
-  for (const m of text.matchAll(Assignment)) if (isSecretKey(m[1]!)) add(m)
-  for (const m of text.matchAll(FlagValue)) if (isSecretKey(m[1]!)) add(m)
-  for (const m of text.matchAll(TokenRun)) {
+  for (const m of matches(text, AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
+  for (const m of matches(text, Assignment)) if (isSecretKey(m[1]!)) add(m)
+  for (const m of matches(text, FlagValue)) if (isSecretKey(m[1]!)) add(m)
+  for (const m of matches(text, TokenRun)) {
     const run = m[0]
     if (looksRandom(run)) {
       spans.push({ start: m.index, end: m.index + run.length })

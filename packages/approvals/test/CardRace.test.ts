@@ -153,6 +153,25 @@ describe("card race", () => {
       assert.strictEqual(desk.size(), 0)
     }))
 
+  it.scoped("closing the thread's scope settles every card of that thread, and only those; a card opened after it settles at once", () =>
+    Effect.gen(function*() {
+      const { desk, wire, thread, drained } = yield* setup({ handler: () => Effect.never })
+      const other = yield* Scope.make()
+      yield* desk.open(command(), { parent: thread })
+      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread })
+      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 2), { parent: other })
+      yield* Effect.yieldNow()
+      yield* Scope.close(thread, Exit.void)
+      assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1])
+      assert.strictEqual(desk.size(), 1)
+      const late = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 3), { parent: thread })
+      assert.strictEqual(late._tag, "Settled")
+      assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1, 3])
+      const stopped = (yield* drained()).filter((e) => e._tag === "CardSettled" && e.settlement.source._tag === "ThreadStopped")
+      assert.strictEqual(stopped.length, 3)
+      assert.strictEqual(desk.size(), 1)
+    }))
+
   it.scoped("closing the thread's scope on a dead line writes nothing but settles the card", () =>
     Effect.gen(function*() {
       const { desk, wire, thread, drained } = yield* setup()

@@ -26,6 +26,13 @@ describe("CardSummary.summarize (real frames)", () => {
     assert.strictEqual(summarize(known("item/commandExecution/requestApproval", ids), {}).title, "run: (no command given)")
   })
 
+  it("a secret in a command reaches neither the summary nor the title", () => {
+    const r = known("item/commandExecution/requestApproval", { ...ids, command: "password=hunter2 ./deploy.sh", cwd: "/repo" })
+    const { summary, title } = summarize(r, {})
+    assert.strictEqual(summary.kind === "command" && summary.command, `password=${Mask} ./deploy.sh`)
+    assert.strictEqual(title, `run: password=${Mask} ./deploy.sh (in /repo)`)
+  })
+
   it("fileChange: changes from the preceding item/started, reason, grantRoot", () => {
     const { summary, title } = summarize(request("b-patch-accept"), fileChangeContext("b-patch-accept"))
     assert.deepStrictEqual(summary, {

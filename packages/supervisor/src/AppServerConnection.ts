@@ -201,6 +201,13 @@ export const make = (
 
     /** Handle one frame; returns an effect only for what must run in order (opening a card, aborting). */
     const handle = (frame: Record<string, unknown>): Effect.Effect<void> | undefined => {
+      // Most frames are notifications (deltas, item events): route them without the classified
+      // object (what `classify` answers for a string method and no id, minus one allocation).
+      const method = frame["method"]
+      if (typeof method === "string" && frame["id"] === undefined) {
+        routeNotification(method, frame["params"])
+        return undefined
+      }
       const message = JsonRpc.classify(frame)
       switch (message._tag) {
         case "Response":
@@ -280,6 +287,10 @@ export const make = (
             })),
           (deferred) =>
             Deferred.await(deferred).pipe(
+              // The deadline must hold for callers in uninterruptible regions too (turn/start, and
+              // turn/interrupt while a work item stops): `timeoutFail` waits for the loser it
+              // interrupts, and an uninterruptible wait on a Deferred nobody settles never ends.
+              Effect.interruptible,
               Effect.timeoutFail({
                 duration: timeout,
                 onTimeout: () => new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })

@@ -82,6 +82,36 @@ describe("FrameDecoder", () => {
     assert.deepStrictEqual(frames, [{ a: 1 }, big, { b: 2 }])
   })
 
+  it("a byte-order mark is dropped at the very start of the stream only", () => {
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf])
+    const first = decodeAll([bom.subarray(0, 2), new Uint8Array([...bom.subarray(2), ...bytes("{\"a\":1}\n")])])
+    assert.isUndefined(first.fault)
+    assert.deepStrictEqual(first.frames, [{ a: 1 }])
+    const later = decodeAll([bytes("{\"a\":1}\n"), new Uint8Array([...bom, ...bytes("{\"b\":2}\n")])])
+    assert.deepStrictEqual(later.frames, [{ a: 1 }])
+    assert.include(later.fault?.message ?? "", "not valid JSON")
+  })
+
+  it("invalid UTF-8 inside a string becomes U+FFFD, as TextDecoder decodes it; the frame survives", () => {
+    const data = new Uint8Array([...bytes("{\"s\":\"a"), 0xff, 0xe2, 0x82, ...bytes("b\"}\n")])
+    const { fault, frames } = decodeAll([data])
+    assert.isUndefined(fault)
+    assert.deepStrictEqual(frames, [{ s: new TextDecoder().decode(data.subarray(6, 10)) + "b" }])
+    assert.deepStrictEqual(frames, [{ s: "a\uFFFD\uFFFDb" }])
+  })
+
+  it("the residue is a copy: a caller may reuse its buffer for the next chunk", () => {
+    const decoder = FrameDecoder.make()
+    const buffer = new Uint8Array(16)
+    const first = bytes("{\"k\":\"ab")
+    buffer.set(first)
+    assert.deepStrictEqual(decoder.push(buffer.subarray(0, first.length)).frames, [])
+    buffer.fill(0x7a) // "zzzz...": overwrites what the decoder was given
+    const second = bytes("cd\"}\n")
+    buffer.set(second)
+    assert.deepStrictEqual(decoder.push(buffer.subarray(0, second.length)).frames, [{ k: "abcd" }])
+  })
+
   it("blank and whitespace-only lines are skipped", () => {
     const { fault, frames } = decodeAll([bytes("\n\r\n   \n\t\r\n{\"a\":1}\n\n")])
     assert.isUndefined(fault)

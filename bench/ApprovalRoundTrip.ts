@@ -1,0 +1,194 @@
+/**
+ * 2. Approval round trip: a server request in, the answer out.
+ *
+ * The real Supervisor (approvals engine, connection actor, thread runner, desk) on the in-memory
+ * transport, with `approvals.handler: () => Effect.succeed(Decision.Accept)`. A BenchPeer plays
+ * the server: one work item's thread is started and its turn is running; then, one at a time,
+ * the peer writes an `item/commandExecution/requestApproval` (a real 0.171.0 frame, re-addressed)
+ * and the clock runs until the client's answer reaches the peer (the writer handed it over);
+ * then the peer sends `serverRequest/resolved`, as codex does, and the next request follows.
+ * Live clock (every card also arms its real 15-minute deadline timer).
+ *
+ * Reference, in the same run, in blocks interleaved with Warden's: the plain-callback client
+ * (bench/support/PlainReader.ts) answering the same bytes from its callback, synchronously.
+ */
+import { Decision } from "@warden/protocol"
+import { Supervisor } from "@warden/supervisor"
+import { Effect, Exit, Scope } from "effect"
+import * as BenchPeer from "./support/BenchPeer.js"
+import * as Mix from "./support/Mix.js"
+import { PlainClient } from "./support/PlainReader.js"
+import type { BenchResult } from "./support/Report.js"
+import { ratioCell } from "./support/Report.js"
+import { macrotask, max, mean, nowMs, nowUs, percentile, round } from "./support/Stats.js"
+
+export interface Options {
+  readonly quick: boolean
+  readonly log: (line: string) => void
+}
+
+const encoder = new TextEncoder()
+
+/** The request template, re-addressed; `id` is spliced in per card. */
+export const requestFrames = (threadId: string, turnId: string) => {
+  const template = Mix.loadTemplates().get("item/commandExecution/requestApproval")
+  if (template === undefined) throw new Error(`no item/commandExecution/requestApproval frame in ${Mix.FixturesDir}`)
+  const params = { ...template["params"], threadId, turnId, itemId: "call_bench" }
+  return {
+    request: (id: number) => encoder.encode(JSON.stringify({ method: template["method"], id, params }) + "\n"),
+    resolved: (id: number) => encoder.encode(JSON.stringify({ method: "serverRequest/resolved", params: { threadId, requestId: id } }) + "\n")
+  }
+}
+
+export interface Warden {
+  readonly roundTrip: (id: number) => Promise<number>
+  readonly close: () => Promise<void>
+  readonly answersAccepted: () => number
+}
+
+export const startWarden = async (): Promise<Warden> => {
+  const peer = BenchPeer.make()
+  const scope = Effect.runSync(Scope.make())
+  const supervisor = await Effect.runPromise(
+    Scope.extend(
+      Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
+        Effect.provide(peer.memory.layer)
+      ),
+      scope
+    )
+  )
+  const handle = await Effect.runPromise(Scope.extend(supervisor.start({ prompt: "bench", cwd: "/tmp/bench" }), scope))
+  const threadId = await Effect.runPromise(handle.threadId)
+  while (peer.turnsStarted() < 1) await macrotask()
+  const frames = requestFrames(threadId, "turn_1")
+  let accepted = 0
+  let pending: { readonly id: number; readonly done: (t: number) => void } | undefined
+  peer.onAnswer = (id, frame) => {
+    const at = nowUs()
+    if ((frame["result"] as { decision?: unknown } | undefined)?.decision === "accept") accepted++
+    if (pending !== undefined && pending.id === id) {
+      const p = pending
+      pending = undefined
+      p.done(at)
+    }
+  }
+  const send = (bytes: Uint8Array) => Effect.runSync(peer.memory.peer.sendRaw(bytes))
+  return {
+    roundTrip: async (id) => {
+      const bytes = frames.request(id)
+      const answered = new Promise<number>((resolve) => {
+        pending = { id, done: resolve }
+      })
+      // A request arrives as a pipe delivers it: in its own macrotask (an I/O callback), not at
+      // the tail of the previous round trip's microtasks.
+      await macrotask()
+      const t0 = nowUs()
+      send(bytes)
+      const t1 = await answered
+      send(frames.resolved(id))
+      return t1 - t0
+    },
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
+    answersAccepted: () => accepted
+  }
+}
+
+/** The hand-written client on the same bytes: callback answers, synchronously. */
+export const startPlain = () => {
+  const frames = requestFrames("thr_1", "turn_1")
+  let answeredAt = 0
+  let lastAnswer = ""
+  const client = new PlainClient({
+    onThreadEvent: () => {},
+    onConnectionEvent: () => {},
+    onApproval: () => ({ decision: "accept" }),
+    write: (line) => {
+      // The peer reads it: parse, as the in-memory peer does for Warden's answers.
+      lastAnswer = JSON.parse(line).result.decision
+      answeredAt = nowUs()
+    }
+  })
+  return {
+    roundTrip: (id: number) => {
+      const bytes = frames.request(id)
+      const t0 = nowUs()
+      client.onData(bytes)
+      const t = answeredAt - t0
+      client.onData(frames.resolved(id))
+      if (lastAnswer !== "accept") throw new Error("the plain client did not accept")
+      return t
+    }
+  }
+}
+
+export const run = async (options: Options): Promise<BenchResult> => {
+  const cards = options.quick ? 500 : 10_000
+  const warmup = options.quick ? 200 : 2_000
+  const block = options.quick ? 250 : 1_000
+  options.log(`approval round trip: ${warmup} warm-up cards, then ${cards} measured, in blocks of ${block}`)
+  const warden = await startWarden()
+  const plain = startPlain()
+  const wardenUs: Array<number> = []
+  const plainUs: Array<number> = []
+  let id = 0
+  const started = nowMs()
+  try {
+    for (let i = 0; i < warmup; i++) {
+      await warden.roundTrip(id++)
+      plain.roundTrip(id++)
+    }
+    for (let done = 0; done < cards; done += block) {
+      const n = Math.min(block, cards - done)
+      for (let i = 0; i < n; i++) wardenUs.push(await warden.roundTrip(id++))
+      for (let i = 0; i < n; i++) plainUs.push(plain.roundTrip(id++))
+    }
+  } finally {
+    await warden.close()
+  }
+  const elapsedS = (nowMs() - started) / 1000
+  if (warden.answersAccepted() !== warmup + cards) {
+    throw new Error(`expected ${warmup + cards} accept answers, the peer saw ${warden.answersAccepted()}`)
+  }
+  const summary = (xs: ReadonlyArray<number>) => ({
+    p50: percentile(xs, 50),
+    p90: percentile(xs, 90),
+    p99: percentile(xs, 99),
+    p999: percentile(xs, 99.9),
+    max: max(xs),
+    mean: mean(xs)
+  })
+  const w = summary(wardenUs)
+  const p = summary(plainUs)
+  const row = (name: string, s: ReturnType<typeof summary>) => [name, s.p50, s.p90, s.p99, s.p999, s.max, s.mean]
+  return {
+    name: "approvalRoundTrip",
+    title: "2. Approval round trip",
+    params: { cards, warmup, block, handler: "() => Effect.succeed(Decision.Accept)", clock: "live" },
+    metrics: {
+      wardenP50Us: w.p50,
+      wardenP90Us: w.p90,
+      wardenP99Us: w.p99,
+      wardenP999Us: w.p999,
+      wardenMaxUs: w.max,
+      wardenMeanUs: w.mean,
+      wardenCardsPerSec: 1e6 / w.mean,
+      plainP50Us: p.p50,
+      plainP99Us: p.p99,
+      elapsedSeconds: elapsedS
+    },
+    ratios: { wardenVsPlainP50: w.p50 / p.p50, wardenVsPlainP99: w.p99 / p.p99 },
+    targets: [{ name: "p99 round trip (ms)", target: "< 1 ms", value: round(w.p99 / 1000, 3), met: w.p99 < 1000 }],
+    tables: [
+      {
+        title: `Approval round trip, µs: ${cards.toLocaleString("en-US")} cards one at a time (after ${warmup.toLocaleString("en-US")} warm-up), handler accepts at once, live clock`,
+        columns: ["path", "p50", "p90", "p99", "p99.9", "max", "mean"],
+        rows: [
+          row("Warden (supervisor, desk, card race, writer)", w),
+          row("plain-callback client (reference)", p),
+          ["Warden ÷ plain", ratioCell(w.p50 / p.p50), ratioCell(w.p90 / p.p90), ratioCell(w.p99 / p.p99), "", "", ""]
+        ]
+      }
+    ],
+    notes: [`Warden: ${Math.round(1e6 / w.mean).toLocaleString("en-US")} cards/s one at a time (mean ${w.mean.toFixed(0)} µs).`]
+  }
+}

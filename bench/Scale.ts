@@ -1,0 +1,251 @@
+/**
+ * 3. Scale on one connection: many threads, many open cards, then the connection fails.
+ *
+ * The real Supervisor on a BenchPeer (in-memory transport), one app-server connection:
+ * 1. start 1,000 work items (admission wide enough for all): each starts its thread and its turn
+ *    through the peer and then idles in the turn (route registered, thread runner waiting, stall
+ *    watchdog armed);
+ * 2. open 10,000 cards (10 per thread): the peer writes 10,000 `item/commandExecution/requestApproval`
+ *    frames, cut into 64 KiB chunks, one per macrotask; no handler, so every card waits for a
+ *    person (its 15-minute deadline armed);
+ * 3. put 1,000 requests of ours in flight (one `turn/steer` per work item; the peer never answers);
+ * 4. the peer exits: time until every card has settled `connection-lost` (nothing written), every
+ *    pending request has failed with ConnectionLost, and the desk is empty.
+ * The heap is measured after full collections (`global.gc`, node --expose-gc) between phases.
+ *
+ * The in-memory peer keeps a log of every frame the client wrote (2 per thread, 1 per steer): that
+ * is the test double's memory, not Warden's; it is measured (the same frames, parsed and held) and
+ * subtracted, and reported.
+ */
+import type { ApprovalEvent } from "@warden/approvals"
+import { Supervisor } from "@warden/supervisor"
+import { Effect, Either, Exit, Queue, Scope } from "effect"
+import { requestFrames } from "./ApprovalRoundTrip.js"
+import * as BenchPeer from "./support/BenchPeer.js"
+import { CHUNK_BYTES } from "./support/Mix.js"
+import type { BenchResult } from "./support/Report.js"
+import { heapAfterGc, macrotask, nowMs, round } from "./support/Stats.js"
+
+export interface Options {
+  readonly quick: boolean
+  readonly log: (line: string) => void
+}
+
+const WAIT_LIMIT_MS = 120_000
+
+const until = async (what: string, done: () => boolean, describe: () => string): Promise<void> => {
+  const started = nowMs()
+  while (!done()) {
+    if (nowMs() - started > WAIT_LIMIT_MS) throw new Error(`scale: timed out waiting for ${what}: ${describe()}`)
+    await macrotask()
+  }
+}
+
+/** Cut a byte stream into pipe-sized chunks. */
+const chunked = (bytes: Uint8Array): Array<Uint8Array> => {
+  const chunks: Array<Uint8Array> = []
+  for (let at = 0; at < bytes.length; at += CHUNK_BYTES) chunks.push(bytes.subarray(at, Math.min(bytes.length, at + CHUNK_BYTES)))
+  return chunks
+}
+
+/** Heap held by `frames` once parsed and kept in an array (what the peer's log holds for them). */
+const heapOfLog = async (frames: ReadonlyArray<unknown>): Promise<number> => {
+  const text = frames.map((f) => JSON.stringify(f))
+  const before = await heapAfterGc()
+  const held = text.map((t) => JSON.parse(t) as unknown)
+  const after = await heapAfterGc()
+  if (held.length !== frames.length) throw new Error("unreachable")
+  return after - before
+}
+
+export const run = async (options: Options): Promise<BenchResult> => {
+  const threads = options.quick ? 100 : 1_000
+  const cardsPerThread = 10
+  const cards = threads * cardsPerThread
+  options.log(`scale: ${threads} threads, ${cards} open cards, ${threads} pending requests`)
+
+  const peer = BenchPeer.make()
+  const scope = Effect.runSync(Scope.make())
+  const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.runPromise(Scope.extend(effect, scope))
+  try {
+    const supervisor = await run(
+      Supervisor.make({ concurrency: threads + 1, restart: { policy: "fail", maxAttempts: 0 } }).pipe(Effect.provide(peer.memory.layer))
+    )
+    await Effect.runPromise(supervisor.ready)
+
+    // Count approval events as they happen (a subscriber fiber in the scope).
+    const counts = { opened: 0, settled: 0, connectionLost: 0, otherOutcomes: 0 }
+    /** Set when the subscriber sees the `settleTarget`-th settlement (monotonic ms). */
+    let settleTarget = Number.POSITIVE_INFINITY
+    let allCardsSettledAt = 0
+    /** The latest `settledAt` (the engine's clock, epoch ms) among the settlements seen. */
+    let lastSettledAt = 0
+    const events = await run(supervisor.subscribeApprovals)
+    await run(
+      Effect.forkScoped(
+        Effect.forever(
+          // takeBetween(1, ...) waits for at least one event (takeAll alone would not wait: a busy loop).
+          Effect.map(Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER), (batch) => {
+            for (const e of batch as Iterable<ApprovalEvent.ApprovalEvent>) {
+              if (e._tag === "CardOpened") counts.opened++
+              else if (e._tag === "CardSettled") {
+                counts.settled++
+                lastSettledAt = Math.max(lastSettledAt, e.settlement.settledAt)
+                if (e.settlement.outcome === "connection-lost" && !e.settlement.written) counts.connectionLost++
+                else counts.otherOutcomes++
+              }
+            }
+            if (allCardsSettledAt === 0 && counts.settled >= settleTarget) allCardsSettledAt = nowMs()
+          })
+        )
+      )
+    )
+
+    const heap0 = await heapAfterGc()
+
+    // 1. Threads.
+    const t1 = nowMs()
+    const handles = await run(Effect.forEach(Array.from({ length: threads }, (_, i) => i), (i) =>
+      supervisor.start({ id: i, prompt: `bench thread ${i}`, cwd: "/tmp/bench" })))
+    const threadIds = await Effect.runPromise(Effect.forEach(handles, (h) => h.threadId))
+    await until("every turn to start", () => peer.turnsStarted() >= threads, () => `${peer.turnsStarted()}/${threads} turns`)
+    const threadsMs = nowMs() - t1
+    const heap1 = await heapAfterGc()
+    const threadLog = await heapOfLog(peer.memory.peer.writtenSoFar())
+
+    // 2. Cards: 10 per thread, interleaved across threads, as pipe chunks.
+    const parts: Array<Uint8Array> = []
+    let id = 1_000_000
+    for (let k = 0; k < cardsPerThread; k++) {
+      for (const threadId of threadIds) parts.push(requestFrames(threadId, peer.turnOf(threadId) ?? "turn_?").request(id++))
+    }
+    const stream = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+    let at = 0
+    for (const p of parts) {
+      stream.set(p, at)
+      at += p.length
+    }
+    const chunks = chunked(stream)
+    const t2 = nowMs()
+    for (const chunk of chunks) {
+      Effect.runSync(peer.memory.peer.sendRaw(chunk))
+      await macrotask()
+    }
+    await until("every card to open", () => counts.opened >= cards, () => `${counts.opened}/${cards} opened, ${counts.settled} settled`)
+    const openMs = nowMs() - t2
+    if (counts.settled !== 0) throw new Error(`scale: ${counts.settled} cards settled before the failure (expected all open)`)
+    const openCards = (await Effect.runPromise(supervisor.inbox.open)).length
+    if (openCards !== cards) throw new Error(`scale: ${openCards} open cards in the inbox, expected ${cards}`)
+    const heap2 = await heapAfterGc()
+
+    // 3. Requests of ours in flight: one turn/steer per work item, never answered.
+    const steers = handles.map((h) => Effect.runPromise(Effect.either(h.steer("bench steer"))))
+    await until("every steer to reach the peer", () => peer.silent("turn/steer") >= threads, () => `${peer.silent("turn/steer")}/${threads}`)
+    const heap3 = await heapAfterGc()
+    const steerLog = (await heapOfLog(peer.memory.peer.writtenSoFar())) - threadLog
+
+    // 4. The peer exits.
+    let steersFailed = 0
+    let steersConnectionLost = 0
+    let allRequestsFailedAt = 0
+    for (const s of steers) {
+      void s.then((result) => {
+        steersFailed += Either.isLeft(result) ? 1 : 0
+        steersConnectionLost += Either.isLeft(result) && result.left._tag === "ConnectionLost" ? 1 : 0
+        if (steersFailed === threads) allRequestsFailedAt = nowMs()
+      })
+    }
+    settleTarget = counts.settled + cards
+    const exitWall = Date.now()
+    const t4 = nowMs()
+    Effect.runSync(peer.memory.peer.exit(1))
+    await until(
+      "every card and request to settle",
+      () => allCardsSettledAt > 0 && allRequestsFailedAt > 0,
+      () => `${counts.settled}/${cards} cards settled, ${steersFailed}/${threads} requests failed`
+    )
+    // Decided: the engine's own record of when the last card settled (its clock, 1 ms resolution).
+    const engineSettledMs = lastSettledAt - exitWall
+    // Seen: the moment a subscriber saw the last settlement, and a caller saw its request fail.
+    const cardsSettledMs = allCardsSettledAt - t4
+    const settleMs = Math.max(allCardsSettledAt, allRequestsFailedAt) - t4
+    // Quiet: the event loop got a turn again, so the follow-up work (card scopes closed, deadline
+    // timers cancelled, work items told) has run.
+    const quietMs = nowMs() - t4
+    const stillOpen = (await Effect.runPromise(supervisor.inbox.open)).length
+    const results = await Promise.all(
+      handles.map((h) => Effect.runPromise(Effect.exit(h.await)).then((exit) => Exit.isFailure(exit)))
+    )
+    const itemsFailed = results.filter((failed) => failed).length
+    const itemsMs = nowMs() - t4
+    const heap4 = await heapAfterGc()
+
+    const verified = counts.connectionLost === cards && counts.otherOutcomes === 0 && steersConnectionLost === threads &&
+      stillOpen === 0 && itemsFailed === threads
+    if (!verified) {
+      throw new Error(
+        `scale: after the exit, ${counts.connectionLost}/${cards} cards settled connection-lost (${counts.otherOutcomes} otherwise), ` +
+          `${steersConnectionLost}/${threads} requests failed with ConnectionLost, ${stillOpen} cards still open, ${itemsFailed}/${threads} work items failed`
+      )
+    }
+
+    const perThread = (heap1 - heap0 - threadLog) / threads
+    const perCard = (heap2 - heap1) / cards
+    const perRequest = (heap3 - heap2 - steerLog) / threads
+    const kib = (bytes: number) => bytes / 1024
+    return {
+      name: "scale",
+      title: "3. Scale on one connection",
+      params: { threads, cards, pendingRequests: threads, chunkBytes: CHUNK_BYTES, handler: "none (cards wait for a person)" },
+      metrics: {
+        heapPerIdleThreadBytes: perThread,
+        heapPerOpenCardBytes: perCard,
+        heapPerPendingRequestBytes: perRequest,
+        peerLogPerThreadBytes: threadLog / threads,
+        startThreadsMs: threadsMs,
+        openCardsMs: openMs,
+        openCardsPerSec: cards / (openMs / 1000),
+        cardsSettledAfterExitEngineMs: engineSettledMs,
+        cardsSettledAfterExitMs: cardsSettledMs,
+        allSettledAfterExitMs: settleMs,
+        quietAfterExitMs: quietMs,
+        workItemsEndedAfterExitMs: itemsMs,
+        heapBaselineMiB: heap0 / 2 ** 20,
+        heapWithThreadsMiB: heap1 / 2 ** 20,
+        heapWithCardsMiB: heap2 / 2 ** 20,
+        heapWithRequestsMiB: heap3 / 2 ** 20,
+        heapAfterSettleMiB: heap4 / 2 ** 20
+      },
+      ratios: {},
+      targets: [
+        { name: "peer exit → every card settled, engine clock (ms)", target: "< 100 ms", value: round(engineSettledMs, 3), met: engineSettledMs < 100 },
+        { name: "peer exit → every settlement seen and every caller failed (ms)", target: "< 100 ms", value: round(settleMs, 3), met: settleMs < 100 }
+      ],
+      tables: [
+        {
+          title: `Scale: ${threads.toLocaleString("en-US")} threads, ${cards.toLocaleString("en-US")} open cards and ${threads.toLocaleString("en-US")} pending requests on one connection`,
+          columns: ["measure", "value"],
+          rows: [
+            ["heap per idle thread (work item, route, runner, turn), KiB", kib(perThread)],
+            ["heap per open card (desk, inbox, view and summary, deadline entry), KiB", kib(perCard)],
+            ["heap per pending request of ours, KiB", kib(perRequest)],
+            [`start ${threads.toLocaleString("en-US")} threads (thread/start + turn/start each), ms`, threadsMs],
+            [`open ${cards.toLocaleString("en-US")} cards (${chunks.length} chunks of 64 KiB), ms`, openMs],
+            ["peer exit → every card settled connection-lost (engine's clock: last settledAt), ms", engineSettledMs],
+            ["peer exit → a subscriber has seen every settlement, ms", cardsSettledMs],
+            ["peer exit → ... and every caller of a pending request has seen ConnectionLost, ms", settleMs],
+            ["peer exit → event loop free again (card scopes closed, timers cancelled), ms", quietMs],
+            ["peer exit → every work item ended (failed), ms", itemsMs],
+            ["heap: connected / +threads / +cards / +requests / after the failure, MiB", `${(heap0 / 2 ** 20).toFixed(1)} / ${(heap1 / 2 ** 20).toFixed(1)} / ${(heap2 / 2 ** 20).toFixed(1)} / ${(heap3 / 2 ** 20).toFixed(1)} / ${(heap4 / 2 ** 20).toFixed(1)}`]
+          ]
+        }
+      ],
+      notes: [
+        `Verified after the exit: ${counts.connectionLost.toLocaleString("en-US")} of ${cards.toLocaleString("en-US")} cards settled connection-lost with nothing written, ${steersConnectionLost.toLocaleString("en-US")} of ${threads.toLocaleString("en-US")} pending requests failed with ConnectionLost, no card open, every work item failed.`,
+        `Heap per thread excludes the in-memory peer's log of what the client wrote (${(threadLog / threads).toFixed(0)} bytes per thread, measured); after the failure the settled-card history (up to 10,000 settlements, for late answers) is still held.`
+      ]
+    }
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * `pnpm bench`: run Warden's benchmarks, print their tables, write bench/results/latest.json.
+ *
+ *   pnpm bench                     the full run (a few minutes on 2 cores)
+ *   pnpm bench -- --quick          smoke mode, seconds (also BENCH_QUICK=1)
+ *   pnpm bench -- --only framePipeline,approvalRoundTrip
+ *   pnpm bench -- --out /tmp/x.json   write the JSON elsewhere (the smoke test does)
+ *
+ * Needs `--expose-gc` (the root script passes it to tsx): the scale benchmark measures the heap
+ * after full collections. Absolute numbers depend on the machine and its load; the ratios between
+ * contenders measured in the same run are the result. See docs/performance.md.
+ */
+import { mkdirSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
+import * as FramePipeline from "./FramePipeline.js"
+import * as RealCodexOverhead from "./RealCodexOverhead.js"
+import * as Scale from "./Scale.js"
+import type { BenchResult, Results } from "./support/Report.js"
+import { finiteRecord, loadAvg, machine, markdown, render, roundedTable, targetsTable } from "./support/Report.js"
+import { nowMs } from "./support/Stats.js"
+
+export const benchmarks = {
+  framePipeline: FramePipeline.run,
+  approvalRoundTrip: ApprovalRoundTrip.run,
+  scale: Scale.run,
+  realCodexOverhead: RealCodexOverhead.run
+} as const
+
+export type BenchName = keyof typeof benchmarks
+
+interface Args {
+  readonly quick: boolean
+  readonly only: ReadonlyArray<BenchName>
+  readonly out: string
+}
+
+const here = dirname(fileURLToPath(import.meta.url))
+
+const parseArgs = (argv: ReadonlyArray<string>): Args => {
+  let quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
+  let only: Array<BenchName> = Object.keys(benchmarks) as Array<BenchName>
+  let out = join(here, "results", "latest.json")
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--") continue
+    if (arg === "--quick") quick = true
+    else if (arg === "--only") {
+      const names = (argv[++i] ?? "").split(",").filter((n) => n.length > 0)
+      const unknown = names.filter((n) => !(n in benchmarks))
+      if (unknown.length > 0 || names.length === 0) {
+        throw new Error(`--only takes a comma-separated list of ${Object.keys(benchmarks).join(", ")}; got ${JSON.stringify(argv[i] ?? "")}`)
+      }
+      only = names as Array<BenchName>
+    } else if (arg === "--out") {
+      const path = argv[++i]
+      if (path === undefined) throw new Error("--out needs a file path")
+      out = path
+    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE)`)
+  }
+  return { quick, only, out }
+}
+
+export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
+  const args = parseArgs(argv)
+  if (typeof (globalThis as { gc?: unknown }).gc !== "function") {
+    throw new Error("run the benchmarks with --expose-gc (pnpm bench does: tsx --expose-gc bench/run.ts)")
+  }
+  const load = loadAvg()
+  const started = nowMs()
+  const log = (line: string) => console.error(`[bench] ${line}`)
+  log(`${args.quick ? "quick" : "full"} run: ${args.only.join(", ")}`)
+  const results: Record<string, BenchResult> = {}
+  for (const name of args.only) {
+    const t0 = nowMs()
+    const result = await benchmarks[name]({ quick: args.quick, log })
+    results[name] = {
+      ...result,
+      metrics: finiteRecord(result.metrics),
+      ratios: finiteRecord(result.ratios),
+      tables: result.tables.map(roundedTable)
+    }
+    log(`${name} done in ${((nowMs() - t0) / 1000).toFixed(1)} s`)
+    console.log(render(result))
+  }
+  const all = Object.values(results)
+  console.log(markdown(targetsTable(all)))
+  const output: Results = {
+    schema: 1,
+    date: new Date().toISOString(),
+    quick: args.quick,
+    durationSeconds: Math.round((nowMs() - started) / 100) / 10,
+    machine: machine(load),
+    benchmarks: results
+  }
+  console.log(
+    `\nmachine: ${output.machine.cpu}, ${output.machine.cores} cores, ${output.machine.os}, node ${output.machine.node}; ` +
+      `load average ${output.machine.loadAvgStart} at start, ${output.machine.loadAvgEnd} at end`
+  )
+  mkdirSync(dirname(args.out), { recursive: true })
+  writeFileSync(args.out, JSON.stringify(output, null, 2) + "\n")
+  log(`wrote ${args.out}`)
+  return output
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main(process.argv.slice(2)).then(
+    () => {
+      // Timers of the real-codex benchmark's scopes are closed; nothing should keep us alive, but a
+      // benchmark must never hang a build.
+      setTimeout(() => process.exit(process.exitCode ?? 0), 1_000).unref()
+    },
+    (error) => {
+      console.error(error)
+      process.exit(1)
+    }
+  )
+}

@@ -1,0 +1,133 @@
+/**
+ * What a benchmark returns, how it is printed (Markdown tables: readable in a terminal and pasted
+ * as is into docs/performance.md), and the commit-friendly JSON written to bench/results/.
+ */
+import * as Os from "node:os"
+
+export interface Target {
+  readonly name: string
+  /** Human-readable bound, e.g. ">= 1.0x" or "< 1 ms". */
+  readonly target: string
+  readonly value: number
+  readonly met: boolean
+}
+
+export interface Table {
+  readonly title: string
+  readonly columns: ReadonlyArray<string>
+  readonly rows: ReadonlyArray<ReadonlyArray<string | number>>
+}
+
+export interface BenchResult {
+  readonly name: string
+  readonly title: string
+  /** Sizes and settings of this run (counts, chunk size, rounds). */
+  readonly params: Readonly<Record<string, string | number | boolean>>
+  /** Every measured number (finite), with its unit in the key. */
+  readonly metrics: Readonly<Record<string, number>>
+  /** Ratios between contenders measured in the same run. */
+  readonly ratios: Readonly<Record<string, number>>
+  readonly targets: ReadonlyArray<Target>
+  readonly tables: ReadonlyArray<Table>
+  readonly notes: ReadonlyArray<string>
+}
+
+export interface Machine {
+  readonly os: string
+  readonly arch: string
+  readonly cpu: string
+  readonly cores: number
+  readonly memoryGiB: number
+  readonly node: string
+  readonly v8: string
+  /** 1-minute load average when the run started and when it ended (other processes included). */
+  readonly loadAvgStart: number
+  readonly loadAvgEnd: number
+}
+
+export interface Results {
+  readonly schema: 1
+  readonly date: string
+  readonly quick: boolean
+  readonly durationSeconds: number
+  readonly machine: Machine
+  readonly benchmarks: Readonly<Record<string, BenchResult>>
+}
+
+export const machine = (loadAvgStart: number): Machine => {
+  const cpus = Os.cpus()
+  return {
+    os: `${Os.type()} ${Os.release()} (${Os.platform()})`,
+    arch: Os.arch(),
+    cpu: cpus[0]?.model.trim() ?? "unknown",
+    cores: typeof Os.availableParallelism === "function" ? Os.availableParallelism() : cpus.length,
+    memoryGiB: Math.round((Os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    v8: process.versions.v8,
+    loadAvgStart: Math.round(loadAvgStart * 100) / 100,
+    loadAvgEnd: Math.round((Os.loadavg()[0] ?? 0) * 100) / 100
+  }
+}
+
+export const loadAvg = (): number => Os.loadavg()[0] ?? 0
+
+/** A number as a table cell: thousands separators for big ones, a few significant digits otherwise. */
+export const cell = (value: string | number): string => {
+  if (typeof value === "string") return value
+  if (!Number.isFinite(value)) return String(value)
+  const abs = Math.abs(value)
+  if (Number.isInteger(value)) return value.toLocaleString("en-US")
+  if (abs >= 1000) return Math.round(value).toLocaleString("en-US")
+  if (abs >= 100) return value.toFixed(0)
+  if (abs >= 10) return value.toFixed(1)
+  if (abs >= 1) return value.toFixed(2)
+  if (abs === 0) return "0"
+  return value.toPrecision(2)
+}
+
+export const ratioCell = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(2)}x` : String(value))
+
+/** Cells that read as numbers (1,234, 0.87x, 5 %, 26.7 / 96.8): right-aligned. */
+const numeric = (text: string) => /^[-+\d.,\s/%x]*$/.test(text)
+
+export const markdown = (table: Table): string => {
+  const rows = table.rows.map((r) => r.map(cell))
+  const widths = table.columns.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i]?.length ?? 0)))
+  const right = table.columns.map((_, i) => i > 0 && rows.every((r) => numeric(r[i] ?? "")))
+  const line = (cells: ReadonlyArray<string>) =>
+    `| ${cells.map((c, i) => (right[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`
+  const rule = `| ${widths.map((w, i) => (right[i] ? "-".repeat(Math.max(1, w - 1)) + ":" : "-".repeat(w))).join(" | ")} |`
+  return [`**${table.title}**`, "", line(table.columns), rule, ...rows.map(line)].join("\n")
+}
+
+export const targetsTable = (results: ReadonlyArray<BenchResult>): Table => ({
+  title: "Targets",
+  columns: ["benchmark", "measure", "target", "value", "met"],
+  rows: results.flatMap((r) =>
+    r.targets.map((t) => [r.name, t.name, t.target, t.name.includes("ratio") || t.target.includes("x") ? ratioCell(t.value) : t.value, t.met ? "yes" : "NO"])
+  )
+})
+
+export const render = (result: BenchResult): string =>
+  [
+    `### ${result.title}`,
+    "",
+    ...result.tables.flatMap((t) => [markdown(t), ""]),
+    ...(result.notes.length > 0 ? [...result.notes.map((n) => `- ${n}`), ""] : [])
+  ].join("\n")
+
+/** A table for the JSON file: numbers rounded to 4 significant digits, so the file diffs well. */
+export const roundedTable = (table: Table): Table => ({
+  ...table,
+  rows: table.rows.map((r) => r.map((c) => (typeof c === "number" && Number.isFinite(c) ? Number(c.toPrecision(4)) : c)))
+})
+
+/** Finite numbers only (JSON has no NaN/Infinity); rounded so the file diffs well. */
+export const finiteRecord = (record: Readonly<Record<string, number>>, digits = 4): Record<string, number> => {
+  const out: Record<string, number> = {}
+  for (const [k, v] of Object.entries(record)) {
+    if (!Number.isFinite(v)) throw new Error(`benchmark metric ${k} is not finite: ${v}`)
+    out[k] = Number(v.toPrecision(digits))
+  }
+  return out
+}

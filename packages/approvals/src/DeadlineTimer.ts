@@ -1,0 +1,126 @@
+/**
+ * The deadlines of one desk's waiting cards, kept by ONE fiber asleep until the next deadline,
+ * instead of a sleeping fiber (and a timer) per card: a desk with 10,000 open cards holds no
+ * fiber for them, and settling them (a connection loss) has nothing to interrupt.
+ *
+ * Entries are kept in one insertion-ordered set per deadline length. Within a set, an entry added
+ * later is due later (the clock is monotonic), so the next deadline is the first entry of one of
+ * the sets (there are as many sets as configured deadline lengths: a handful). Adding and removing
+ * are O(1). Time is the Clock's nanoseconds (`unsafeCurrentTimeNanos`: monotonic; the TestClock in
+ * tests), and the fiber sleeps with `Effect.sleep`, so the TestClock decides when deadlines pass.
+ *
+ * The fiber is started when an entry is due earlier than anything the timer is asleep for (a
+ * newer fiber replaces the older one, which is interrupted; a generation number makes a late
+ * waker of a replaced fiber harmless), and it ends when no entry is left.
+ */
+import { Duration, Effect, Fiber } from "effect"
+
+export interface Options {
+  /** The Clock's current time in nanoseconds. */
+  readonly nanos: () => bigint
+  /** Start a fiber in a long-lived owner (not on the caller's stack) and return it. */
+  readonly spawn: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
+  /** Run an effect in a long-lived owner (not on the caller's stack). */
+  readonly fork: (effect: Effect.Effect<void>) => void
+}
+
+export interface DeadlineTimer {
+  /** Call `expire` once `after` has passed (measured from now), unless the returned remover runs first. */
+  readonly add: (after: Duration.Duration, expire: () => void) => () => void
+  /** Entries waiting (for tests and diagnostics). */
+  readonly size: () => number
+}
+
+interface Entry {
+  readonly due: bigint
+  readonly expire: () => void
+}
+
+export const make = (options: Options): DeadlineTimer => {
+  /** One set per deadline length (nanoseconds), entries in the order they were added. */
+  const byLength = new Map<bigint, Set<Entry>>()
+  let size = 0
+  let generation = 0
+  /** When the running fiber wakes next; undefined when no fiber runs. */
+  let armedUntil: bigint | undefined
+  let fiber: Fiber.RuntimeFiber<void> | undefined
+
+  const earliest = (): Entry | undefined => {
+    let best: Entry | undefined
+    for (const set of byLength.values()) {
+      const first = set.values().next().value
+      if (first !== undefined && (best === undefined || first.due < best.due)) best = first
+    }
+    return best
+  }
+
+  const expireDue = (now: bigint): void => {
+    for (const [length, set] of Array.from(byLength)) {
+      for (const entry of set) {
+        if (entry.due > now) break
+        set.delete(entry)
+        size--
+        entry.expire()
+      }
+      if (set.size === 0 && byLength.get(length) === set) byLength.delete(length)
+    }
+  }
+
+  const loop = (mine: number): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (mine !== generation) return Effect.void // replaced by a fiber that wakes earlier
+      const now = options.nanos()
+      expireDue(now)
+      const next = earliest()
+      if (next === undefined || mine !== generation) {
+        if (mine === generation) {
+          armedUntil = undefined
+          fiber = undefined
+        }
+        return Effect.void
+      }
+      armedUntil = next.due
+      return Effect.zipRight(Effect.sleep(Duration.nanos(next.due - now)), loop(mine))
+    })
+
+  const stop = (): void => {
+    generation++
+    armedUntil = undefined
+    const running = fiber
+    fiber = undefined
+    if (running !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(running)))
+  }
+
+  const arm = (due: bigint): void => {
+    if (armedUntil !== undefined && armedUntil <= due) return
+    const replaced = fiber
+    const mine = ++generation
+    armedUntil = due
+    fiber = options.spawn(loop(mine))
+    if (replaced !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(replaced)))
+  }
+
+  return {
+    add: (after, expire) => {
+      if (!Duration.isFinite(after)) return () => {} // never due
+      const length = Duration.unsafeToNanos(after)
+      const entry: Entry = { due: options.nanos() + length, expire }
+      let set = byLength.get(length)
+      if (set === undefined) {
+        set = new Set()
+        byLength.set(length, set)
+      }
+      set.add(entry)
+      size++
+      arm(entry.due)
+      return () => {
+        const owner = byLength.get(length)
+        if (owner === undefined || !owner.delete(entry)) return
+        size--
+        if (owner.size === 0) byLength.delete(length)
+        if (size === 0) stop()
+      }
+    },
+    size: () => size
+  }
+}
