@@ -207,6 +207,31 @@ const matches = (text: string, { needs, pattern }: Scan): Array<RegExpExecArray>
   return found
 }
 
+/**
+ * `key=value` pairs under a secret-looking key. After a pair whose key is not secret, the scan
+ * resumes at its value, which may hold a pair of its own (`question: token=abc123`). Each resume
+ * moves past the key and its separator, so the scan always advances.
+ */
+const assignments = (text: string): Array<RegExpExecArray> => {
+  const found: Array<RegExpExecArray> = []
+  const { needs, pattern } = Assignment
+  if (!needs.some((n) => text.includes(n))) return found
+  pattern.lastIndex = 0
+  try {
+    for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
+      if (isSecretKey(m[1]!)) {
+        found.push(m)
+        continue
+      }
+      const value = m.groups?.["s"]
+      if (value !== undefined) pattern.lastIndex = m.index + m[0].length - value.length
+    }
+  } finally {
+    pattern.lastIndex = 0
+  }
+  return found
+}
+
 const secretSpans = (text: string): ReadonlyArray<Span> => {
   const spans: Array<Span> = []
   const add = (m: RegExpExecArray) => {
@@ -222,7 +247,7 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
     for (const m of matches(text, p)) add(m)
   }
   for (const m of matches(text, AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
-  for (const m of matches(text, Assignment)) if (isSecretKey(m[1]!)) add(m)
+  for (const m of assignments(text)) add(m)
   for (const m of matches(text, FlagValue)) if (isSecretKey(m[1]!)) add(m)
   for (const m of matches(text, TokenRun)) {
     const run = m[0]

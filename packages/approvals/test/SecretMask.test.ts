@@ -194,3 +194,11 @@ describe("SecretMask.maskValue / maskRecord", () => {
     )
   })
 })
+
+describe("assignments inside values", () => {
+  it("a secret pair inside a non-secret pair's value is masked", () => {
+    assert.strictEqual(SecretMask.maskText("question: token=abc123"), "question: token=•••")
+    assert.strictEqual(SecretMask.maskText("note: please use password=hunter2 here"), "note: please use password=••• here")
+    assert.strictEqual(SecretMask.maskText("a:b:c:d=e"), "a:b:c:d=e")
+  })
+})
