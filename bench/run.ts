@@ -1,5 +1,6 @@
 /**
- * `pnpm bench`: run Warden's benchmarks, print their tables, write bench/results/latest.json.
+ * `pnpm bench`: run Warden's benchmarks, print their tables, write bench/results/latest.json
+ * (a quick run writes bench/results/quick.json, which git ignores).
  *
  *   pnpm bench                     the full run (a few minutes on 2 cores)
  *   pnpm bench -- --quick          smoke mode, seconds (also BENCH_QUICK=1)
@@ -41,7 +42,7 @@ const here = dirname(fileURLToPath(import.meta.url))
 const parseArgs = (argv: ReadonlyArray<string>): Args => {
   let quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
   let only: Array<BenchName> = Object.keys(benchmarks) as Array<BenchName>
-  let out = join(here, "results", "latest.json")
+  let out: string | undefined
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === "--") continue
@@ -59,7 +60,8 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
       out = path
     } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE)`)
   }
-  return { quick, only, out }
+  // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
+  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json") }
 }
 
 export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
