@@ -14,8 +14,7 @@ import { CardSummary } from "@warden/approvals"
 import { JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Deferred, Duration, Effect, PubSub, Schedule } from "effect"
-import type { Scope } from "effect"
+import { Deferred, Duration, Effect, ExecutionStrategy, Fiber, PubSub, Schedule, Scope } from "effect"
 import type { RequestError } from "./Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -113,6 +112,9 @@ export const make = (
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
+    // Request deadlines live here: a scope made before the finalizer below is added, so it closes
+    // after it (after the end is handled), and a deadline still holds while the connection closes.
+    const deadlines = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
     const pending = PendingRequests.make()
     const routes = new Map<string, ThreadRoute>()
     const connectionEvents = yield* PubSub.unbounded<ConnectionEvent>()
@@ -276,7 +278,7 @@ export const make = (
         const requestId = pending.nextId()
         const timeout = timeoutFor(method, options)
         return Effect.acquireUseRelease(
-          Effect.flatMap(Deferred.make<unknown, RemoteError | ConnectionLost>(), (deferred) =>
+          Effect.flatMap(Deferred.make<unknown, RemoteError | ConnectionLost | RequestTimeout>(), (deferred) =>
             Effect.suspend(() => {
               pending.add(requestId, { method, deferred, ...(options?.onResult ? { onResult: options.onResult } : {}) })
               if (!writeNow(JsonRpc.request(requestId, method, params))) {
@@ -285,16 +287,20 @@ export const make = (
               }
               return Effect.succeed(deferred)
             })),
+          // The deadline settles the Deferred itself, so it holds for callers that cannot be
+          // interrupted (turn/start; turn/interrupt while a work item stops). `timeoutFail` would
+          // race the wait and then wait for the loser, forever if the wait is uninterruptible.
           (deferred) =>
-            Deferred.await(deferred).pipe(
-              // The deadline must hold for callers in uninterruptible regions too (turn/start, and
-              // turn/interrupt while a work item stops): `timeoutFail` waits for the loser it
-              // interrupts, and an uninterruptible wait on a Deferred nobody settles never ends.
-              Effect.interruptible,
-              Effect.timeoutFail({
-                duration: timeout,
-                onTimeout: () => new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })
-              })
+            Effect.flatMap(
+              Effect.sleep(timeout).pipe(
+                Effect.zipRight(Effect.sync(() => {
+                  pending.remove(requestId)
+                  Deferred.unsafeDone(deferred, Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
+                })),
+                Effect.interruptible,
+                Effect.forkIn(deadlines)
+              ),
+              (deadline) => Effect.ensuring(Deferred.await(deferred), Fiber.interrupt(deadline))
             ),
           () => Effect.sync(() => pending.remove(requestId))
         )

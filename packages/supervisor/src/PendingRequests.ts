@@ -4,12 +4,12 @@
  * the next frame is looked at: thread/start and thread/resume register the thread's route there.
  */
 import { Deferred, Effect } from "effect"
-import type { ConnectionLost } from "./Errors.js"
+import type { ConnectionLost, RequestTimeout } from "./Errors.js"
 import { RemoteError } from "./Errors.js"
 
 export interface Entry {
   readonly method: string
-  readonly deferred: Deferred.Deferred<unknown, RemoteError | ConnectionLost>
+  readonly deferred: Deferred.Deferred<unknown, RemoteError | ConnectionLost | RequestTimeout>
   readonly onResult?: (result: unknown) => void
 }
 

@@ -207,14 +207,17 @@ class Decoder implements FrameDecoder {
     this.residueBytes += bytes.length - from
   }
 
-  /** Complete bytes of the residue (an incomplete last character counts once it completes). */
+  /**
+   * Bytes of the residue that count against the bound: an incomplete last character counts once it
+   * completes, and a last CR not at all (it may be the first half of the line's CRLF terminator).
+   */
   private residueComplete(): number {
     const tail: Array<number> = [] // the residue's last 4 bytes, whichever pieces hold them
     for (let i = this.residue.length - 1; i >= 0 && tail.length < 4; i--) {
       const piece = this.residue[i]!
       for (let j = piece.length - 1; j >= 0 && tail.length < 4; j--) tail.unshift(piece[j]!)
     }
-    return this.residueBytes - incompleteTail(Uint8Array.from(tail))
+    return this.residueBytes - (tail[tail.length - 1] === CR ? 1 : incompleteTail(Uint8Array.from(tail)))
   }
 
   /** Whether the residue is past the bound. Cheap until it may be: only then is its tail looked at. */

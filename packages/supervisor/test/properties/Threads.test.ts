@@ -1,0 +1,21 @@
+/**
+ * Invariants 5 and 7: each thread's events, in order, not delayed by another thread's open card,
+ * including the ones packed right behind a thread/start response and frames cut at any byte
+ * (inside a multi-byte character too). Schedules lean on several work items, notifications of
+ * every kind and cards left open on other threads.
+ */
+import { describe } from "@effect/vitest"
+import { property } from "./Properties.js"
+
+describe("schedules: thread events", () => {
+  property({
+    invariants: [5, 7],
+    title: "events",
+    weights: { start: 2, clientOps: 1, reply: 8, notify: 12, complete: 2, request: 6, resolve: 1, decide: 1, handler: 1, advance: 1, fault: 1, stopSupervisor: 1 },
+    runs: 2_500,
+    maxSteps: 24,
+    minWarm: 2,
+    maxWarm: 3,
+    scriptedHandler: 25
+  })
+})
