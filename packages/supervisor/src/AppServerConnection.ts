@@ -14,7 +14,7 @@ import { CardSummary } from "@warden/approvals"
 import { JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Deferred, Duration, Effect, ExecutionStrategy, Fiber, PubSub, Schedule, Scope } from "effect"
+import { Deferred, Duration, Effect, ExecutionStrategy, Fiber, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "./Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -306,17 +306,31 @@ export const make = (
         )
       })
 
-    const request = (method: string, params: unknown, options?: RequestOptions) =>
-      attempt(method, params, options).pipe(
-        Effect.retry({
-          schedule: Schedule.exponential(config.overloadBackoff ?? "100 millis").pipe(
-            Schedule.jittered,
-            Schedule.union(Schedule.spaced("5 seconds")),
-            Schedule.intersect(Schedule.recurs(config.overloadRetries ?? 5))
-          ),
-          while: (error) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
-        })
-      )
+    const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+    const maxRetries = config.overloadRetries ?? 5
+    const firstBackoff = Duration.toMillis(Duration.decode(config.overloadBackoff ?? "100 millis"))
+
+    /**
+     * `-32001` (server overloaded) is retried with exponential backoff (x2, capped at 5 s) and
+     * jitter, at most `overloadRetries` times. The back-off ends early when the connection ends,
+     * so the retry then fails at once with the cause; both sides of that race are interruptible,
+     * so this holds for callers in uninterruptible regions too (turn/start, a stop's turn/interrupt).
+     */
+    const request = (method: string, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
+      const go = (retry: number): Effect.Effect<unknown, RequestError> =>
+        attempt(method, params, options).pipe(
+          Effect.catchIf(
+            (error) => isOverload(error) && retry < maxRetries,
+            () =>
+              Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) =>
+                Effect.raceFirst(
+                  Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
+                  Deferred.await(endSignal).pipe(Effect.interruptible)
+                )).pipe(Effect.zipRight(go(retry + 1)))
+          )
+        )
+      return go(0)
+    }
 
     const notify = (method: string, params?: unknown) =>
       Effect.suspend(() => (writeNow(JsonRpc.notification(method, params)) ? Effect.void : Effect.fail(lostError())))
