@@ -67,6 +67,8 @@ export interface AppServer {
   readonly notify: (method: string, params?: unknown) => Effect.Effect<void, ConnectionLost>
   readonly registerThread: (route: ThreadRoute) => void
   readonly unregisterThread: (route: ThreadRoute) => void
+  /** Whether a live work item already routes this thread on this connection. */
+  readonly hasThread: (threadId: string) => boolean
   readonly desk: Desk.Desk
   readonly isOpen: () => boolean
   /** The end, once it has been handled (pending failed, cards settled, threads told). */
@@ -360,6 +362,7 @@ export const make = (
       registerThread: (route) => {
         if (route.threadId !== undefined) routes.set(route.threadId, route)
       },
+      hasThread: (threadId) => routes.has(threadId),
       unregisterThread: (route) => {
         if (route.threadId !== undefined && routes.get(route.threadId) === route) routes.delete(route.threadId)
       },

@@ -111,6 +111,13 @@ export const run = (
 
       let threadId: string
       if (resumeThreadId !== undefined) {
+        // One thread, one work item: a second one would steal the first one's route (its events
+        // and cards), so it is refused instead.
+        if (server.hasThread(resumeThreadId)) {
+          return yield* Effect.fail(
+            new WorkItemFailed({ reason: "resume-failed", detail: `thread ${resumeThreadId} is already run by another work item`, threadId: resumeThreadId })
+          )
+        }
         // Watch first: the server replays pending requests right behind the resume response.
         route.threadId = resumeThreadId
         server.registerThread(route)

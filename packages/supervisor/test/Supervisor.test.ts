@@ -313,6 +313,22 @@ describe("Supervisor failure paths", () => {
       assert.strictEqual(again.status, "completed")
     }))
 
+  it.scoped("a thread already run by a live work item cannot be resumed by a second one", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+      const first = yield* supervisor.start(item("first"))
+      const threadId = yield* first.threadId
+      const exit = yield* Effect.exit(supervisor.run(item("second", { threadId })))
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "resume-failed")
+      assert.match(error?.detail ?? "", /already run by another work item/)
+      assert.isFalse(fake.requestsSoFar().some((r) => r.method === "thread/resume"))
+      // The first item still gets its events.
+      yield* fake.nextRequest("turn/start")
+      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "still mine" })
+      assert.strictEqual((yield* first.await).finalMessage, "still mine")
+    }))
+
   it.scoped("admission: with concurrency 1, items run one after another in FIFO order", () =>
     Effect.gen(function*() {
       const { fake, supervisor } = yield* supervise({ concurrency: 1 }, { turns: "manual" })
