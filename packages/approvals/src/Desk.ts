@@ -73,7 +73,10 @@ export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
         return Effect.succeed<OpenResult>({ _tag: "Duplicate", requestId: request.id, open: existing.view })
       }
       const context = options.context ?? {}
-      const { summary, title } = CardSummary.summarize(request, context)
+      // The masked summary is built on first read (an inbox, the audit, a UI, a handler that looks):
+      // a card a rule or a quick handler settles with nobody watching never pays for it.
+      let summarized: CardSummary.Summarized | undefined
+      const summarize = () => (summarized ??= CardSummary.summarize(request, context))
       const openedAt = now()
       const deadline = Deadlines.forMethod(config.deadlines, request.method)
       const view: CardView = {
@@ -83,8 +86,12 @@ export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
         threadId: SR.threadIdFor(request),
         turnId: SR.turnIdFor(request),
         workItem: context.workItem,
-        summary,
-        title,
+        get summary() {
+          return summarize().summary
+        },
+        get title() {
+          return summarize().title
+        },
         offers: request._tag === "Known" ? SR.offersFor(request) : ["Decline"],
         openedAt,
         deadlineAt: openedAt + Duration.toMillis(deadline)
