@@ -10,11 +10,11 @@
  * cause, open cards settle as connection-lost, every thread route is told.
  */
 import type { Approvals, Desk } from "@warden/approvals"
-import { CardSummary } from "@warden/approvals"
+import { CardSummary, DeadlineTimer } from "@warden/approvals"
 import { JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Deferred, Duration, Effect, ExecutionStrategy, Fiber, PubSub, Random, Scope } from "effect"
+import { Deferred, Duration, Effect, ExecutionStrategy, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "./Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -117,6 +117,17 @@ export const make = (
     // Request deadlines live here: a scope made before the finalizer below is added, so it closes
     // after it (after the end is handled), and a deadline still holds while the connection closes.
     const deadlines = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    // One timer fiber for every pending request's deadline (asleep until the next one), not a
+    // fiber per request: a connection loss with many requests pending has nothing to interrupt.
+    const clock = yield* Effect.clock
+    const runDeadlineFiber = yield* FiberSet.makeRuntime<never>().pipe(Scope.extend(deadlines))
+    const requestTimer = DeadlineTimer.make({
+      nanos: () => clock.unsafeCurrentTimeNanos(),
+      spawn: (effect) => runDeadlineFiber(effect, { immediate: false }),
+      fork: (effect) => {
+        runDeadlineFiber(effect, { immediate: false })
+      }
+    })
     const pending = PendingRequests.make()
     const routes = new Map<string, ThreadRoute>()
     const connectionEvents = yield* PubSub.unbounded<ConnectionEvent>()
@@ -293,17 +304,13 @@ export const make = (
           // interrupted (turn/start; turn/interrupt while a work item stops). `timeoutFail` would
           // race the wait and then wait for the loser, forever if the wait is uninterruptible.
           (deferred) =>
-            Effect.flatMap(
-              Effect.sleep(timeout).pipe(
-                Effect.zipRight(Effect.sync(() => {
-                  pending.remove(requestId)
-                  Deferred.unsafeDone(deferred, Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
-                })),
-                Effect.interruptible,
-                Effect.forkIn(deadlines)
-              ),
-              (deadline) => Effect.ensuring(Deferred.await(deferred), Fiber.interrupt(deadline))
-            ),
+            Effect.suspend(() => {
+              const cancel = requestTimer.add(timeout, () => {
+                pending.remove(requestId)
+                Deferred.unsafeDone(deferred, Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
+              })
+              return Effect.ensuring(Deferred.await(deferred), Effect.sync(cancel))
+            }),
           () => Effect.sync(() => pending.remove(requestId))
         )
       })
