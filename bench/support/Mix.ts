@@ -20,7 +20,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 export const FixturesDir = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../../shared/fixtures/codex-0.171.0", import.meta.url))
+  fileURLToPath(new URL("../../fixtures/codex-0.171.0", import.meta.url))
 
 /** What a pipe hands to a `data` callback at most (Linux pipe reads, libuv's 64 KiB buffer). */
 export const CHUNK_BYTES = 64 * 1024

@@ -8,6 +8,7 @@ import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import { Approvals } from "./Approvals.js"
+import type { CardView } from "./Card.js"
 import { describeSource } from "./Card.js"
 
 export interface AuditRecord {
@@ -28,20 +29,26 @@ export interface AuditRecord {
   readonly detail: string | null
 }
 
+/** What every record says about its card (the masked title, never request values). */
+const cardFields = (c: CardView) => ({
+  cardId: c.id,
+  requestId: c.requestId,
+  method: c.method,
+  threadId: c.threadId ?? null,
+  turnId: c.turnId ?? null,
+  workItem: c.workItem ?? null,
+  summary: c.title
+})
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
 export const toRecord = (event: ApprovalEvent): AuditRecord => {
   switch (event._tag) {
-    case "CardOpened": {
-      const c = event.card
+    case "CardOpened":
       return {
         type: "card.opened",
-        ts: new Date(c.openedAt).toISOString(),
-        cardId: c.id,
-        requestId: c.requestId,
-        method: c.method,
-        threadId: c.threadId ?? null,
-        turnId: c.turnId ?? null,
-        workItem: c.workItem ?? null,
-        summary: c.title,
+        ts: iso(event.card.openedAt),
+        ...cardFields(event.card),
         decision: null,
         source: null,
         outcome: null,
@@ -49,20 +56,12 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         latencyMs: null,
         detail: null
       }
-    }
     case "CardSettled": {
       const s = event.settlement
-      const c = s.card
       return {
         type: "card.settled",
-        ts: new Date(s.settledAt).toISOString(),
-        cardId: c.id,
-        requestId: c.requestId,
-        method: c.method,
-        threadId: c.threadId ?? null,
-        turnId: c.turnId ?? null,
-        workItem: c.workItem ?? null,
-        summary: c.title,
+        ts: iso(s.settledAt),
+        ...cardFields(s.card),
         decision: s.decision ?? null,
         source: describeSource(s.source),
         outcome: s.outcome,
@@ -71,18 +70,11 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         detail: s.detail ?? null
       }
     }
-    case "LateDecision": {
-      const c = event.card
+    case "LateDecision":
       return {
         type: "card.late",
-        ts: new Date(event.at).toISOString(),
-        cardId: c.id,
-        requestId: c.requestId,
-        method: c.method,
-        threadId: c.threadId ?? null,
-        turnId: c.turnId ?? null,
-        workItem: c.workItem ?? null,
-        summary: c.title,
+        ts: iso(event.at),
+        ...cardFields(event.card),
         decision: event.decision,
         source: describeSource(event.source),
         outcome: event.outcome,
@@ -90,7 +82,6 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         latencyMs: null,
         detail: "decision arrived after the card settled; dropped"
       }
-    }
   }
 }
 

@@ -7,7 +7,7 @@ import { join } from "node:path"
 import type { CardContext } from "../src/Card.js"
 import { fileChangesOf } from "../src/CardSummary.js"
 
-const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../../shared/fixtures/codex-0.171.0")
+const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
 interface Record_ {
   readonly dir: "in" | "out"

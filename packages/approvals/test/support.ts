@@ -3,7 +3,7 @@ import { readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import type { CardRace } from "../src/index.js"
 
-const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../../shared/fixtures/codex-0.171.0")
+const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
 /** Server request frames the real binary sent, from the shared transcripts. */
 export const capturedRequests: ReadonlyArray<{ file: string; frame: { id: number; method: string; params: any } }> = readdirSync(fixtures)

@@ -5,7 +5,7 @@ import { join } from "node:path"
 import { Decision, ServerRequests } from "../src/index.js"
 import type { ServerRequestMethod } from "../src/ServerRequests.js"
 
-const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../../shared/fixtures/codex-0.171.0")
+const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
 /** Every server request the real binary sent in the shared transcripts. */
 const captured = readdirSync(fixtures)

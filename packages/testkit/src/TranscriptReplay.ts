@@ -1,6 +1,6 @@
 /**
  * TranscriptReplay: play the SERVER side of a captured transcript of the real codex app-server
- * (`/work/shared/fixtures/codex-0.171.0/*.jsonl`) to a client on the in-memory transport.
+ * (`fixtures/codex-0.171.0/*.jsonl` at the repository root) to a client on the in-memory transport.
  *
  * A transcript line is `{dir, t, proc?, frame}`: `in` is what the server sent, `out` what the
  * capturing client sent, `proc` the process (scenarios that restart the server run two). The
@@ -67,7 +67,7 @@ export interface Transcript {
 
 /** The golden transcripts of codex 0.171.0 (`$WARDEN_FIXTURES` overrides). */
 export const fixturesDir: string = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../../../shared/fixtures/codex-0.171.0", import.meta.url))
+  fileURLToPath(new URL("../../../fixtures/codex-0.171.0", import.meta.url))
 
 /** Parse one `.jsonl` transcript. */
 export const parse = (name: string, text: string): Transcript => ({

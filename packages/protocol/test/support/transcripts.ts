@@ -1,5 +1,5 @@
 /**
- * The golden transcripts of the real codex 0.171.0 (`/work/shared/fixtures/codex-0.171.0`, or
+ * The golden transcripts of the real codex 0.171.0 (`fixtures/codex-0.171.0` at the repository root, or
  * `$WARDEN_FIXTURES`): one `{dir, t, proc?, frame}` per line; `in` = what the server sent.
  */
 import { readdirSync, readFileSync } from "node:fs"
@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 export const FixturesDir = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../../../../shared/fixtures/codex-0.171.0", import.meta.url))
+  fileURLToPath(new URL("../../../../fixtures/codex-0.171.0", import.meta.url))
 
 export type Frame = { readonly [key: string]: unknown }
 

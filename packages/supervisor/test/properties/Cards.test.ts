@@ -4,11 +4,11 @@
  * settling), decisions by rules, handlers and people before, at and after deadlines, withdrawals
  * and turn ends. Every other invariant is checked too.
  */
-import { describe } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { property } from "./Properties.js"
 
 describe("schedules: answers and decisions", () => {
-  property({
+  const family = property({
     invariants: [1, 2, 8],
     title: "answers",
     weights: { start: 2, clientOps: 1, reply: 6, notify: 2, complete: 2, request: 8, resolve: 2, decide: 7, handler: 4, advance: 5, fault: 1, stopSupervisor: 1 },
@@ -17,5 +17,15 @@ describe("schedules: answers and decisions", () => {
     minWarm: 1,
     maxWarm: 3,
     scriptedHandler: 60
+  })
+
+  // The generator must keep producing what these invariants are about: a family that drifted to
+  // trivial schedules would pass every invariant and prove nothing.
+  it("its schedules ran and exercised answers, acceptances, deadlines and late decisions", () => {
+    assert.isAtLeast(family.stats.schedules, family.runs)
+    assert.isAbove(family.stats.answers, family.runs / 2)
+    assert.isAbove(family.stats.acceptances, 0)
+    assert.isAbove(family.stats.timeouts, 0)
+    assert.isAbove(family.stats.late, 0)
   })
 })

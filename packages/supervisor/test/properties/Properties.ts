@@ -63,8 +63,14 @@ export interface Family {
   readonly scriptedHandler: number
 }
 
+/** What a family ran, for the coverage checks its file makes once the property has run. */
+export interface FamilyRun {
+  readonly stats: Stats
+  readonly runs: number
+}
+
 /** One `it.prop` for a family, with a report line (the count) once it ran. */
-export const property = (family: Family): void => {
+export const property = (family: Family): FamilyRun => {
   const stats = emptyStats()
   const runs = Math.max(1, Math.round(family.runs * scale))
   let lastFailure: { schedule: Schedule; violation: Violation } | undefined
@@ -102,4 +108,5 @@ export const property = (family: Family): void => {
       }
     }
   })
+  return { stats, runs }
 }

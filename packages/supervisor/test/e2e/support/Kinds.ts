@@ -270,9 +270,11 @@ export const outsideDir = Effect.acquireRelease(
 )
 
 /** Drive `kind` through the real binary with the Supervisor, in `mode`. */
-export const runKind = (kind: Kind, mode: Mode): Effect.Effect<void, Error, Scope.Scope> =>
+/** Drive one kind in one mode; returns how its card settled (the test file states what it expects). */
+export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | undefined, Error, Scope.Scope> =>
   Effect.gen(function*() {
     const outside = yield* outsideDir
+    let outcome: Card.Outcome | undefined
     yield* withRealSupervisor(
       {
         name: `${kind.name} (${mode})`,
@@ -300,6 +302,7 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<void, Error, Scop
               const answered = yield* real.supervisor.inbox.answer(card.id, mode === "accept" ? kind.accept : Decision.Decline)
               assert.strictEqual(answered._tag, "Settled")
               if (answered._tag === "Settled") {
+                outcome = answered.settlement.outcome
                 assert.strictEqual(answered.settlement.outcome, mode === "accept" ? "accepted" : "declined", answered.settlement.detail)
                 assert.isTrue(answered.settlement.written)
               }
@@ -307,6 +310,7 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<void, Error, Scop
             }
             case "deadline": {
               const settled = yield* real.settlementOf(card.id)
+              outcome = settled.outcome
               assert.strictEqual(settled.outcome, "timeout")
               assert.strictEqual(settled.source._tag, "Deadline")
               assert.isTrue(settled.written, "the refusal was written")
@@ -316,6 +320,7 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<void, Error, Scop
             case "interrupt": {
               yield* handle.interrupt
               const settled = yield* real.settlementOf(card.id)
+              outcome = settled.outcome
               assert.include(["withdrawn", "refused"], settled.outcome, settled.detail)
               // eslint-disable-next-line no-console
               console.info(`[e2e] ${kind.name}: interrupted with the card open -> ${settled.outcome} (${settled.source._tag}), written: ${settled.written}`)
@@ -355,4 +360,5 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<void, Error, Scop
           assert.isFalse(requests.some((r) => r.served === "Exhausted"), "the model was asked no more than scripted")
         })
     )
+    return outcome
   })
