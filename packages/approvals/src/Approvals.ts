@@ -11,7 +11,7 @@ import type { CardId, CardView, Settlement } from "./Card.js"
 import type { Line } from "./CardRace.js"
 import { LiveCard } from "./CardRace.js"
 import * as Desk from "./Desk.js"
-import type { Hub } from "./Hub.js"
+import type { FiberOwner, Hub } from "./Hub.js"
 
 export interface ApprovalsConfig extends Desk.DeskConfig {
   /** How many settled cards are remembered so a late answer can say which outcome won. */
@@ -31,8 +31,11 @@ export type InboxUpdate =
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
 
 export interface ApprovalsShape {
-  /** A desk for one connection: its cards answer through `line`. */
-  readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>) => Desk.Desk
+  /**
+   * A desk for one connection: its cards answer through `line`; its deadline timer and card
+   * fibers live in `owner` (the connection's scope; the engine's when omitted).
+   */
+  readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>, owner?: FiberOwner) => Desk.Desk
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
   /** Answer a card as a person (or program) through the inbox. */
   readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
@@ -133,7 +136,7 @@ export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape
     )
 
     return {
-      desk: (line, overrides) => Desk.make(line, hub, { ...config, ...overrides }),
+      desk: (line, overrides, owner) => Desk.make(line, hub, { ...config, ...overrides }, owner),
       openCards: Effect.sync(() => Array.from(open.values(), (c) => c.view)),
       answer,
       subscribe,

@@ -124,8 +124,16 @@ export class LiveCard {
     }
     // An answer that says exactly what the refusal says (an empty grant, no answers) is a refusal,
     // whatever word produced it: the audit must not record it as an acceptance.
+    // An answer that cannot be written (a BigInt or a cycle in a form's content) is refused here,
+    // where the decision is known, not found later by the writer.
+    let text: string
+    try {
+      text = JSON.stringify(encoded.right)
+    } catch (error) {
+      return this.refuse("refused", source, `the decision cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`, Decision.describe(decision))
+    }
     const outcome = outcomeOf(decision)
-    const saysNo = outcome === "accepted" && JSON.stringify(encoded.right) === JSON.stringify(SR.refusalFor(request))
+    const saysNo = outcome === "accepted" && text === JSON.stringify(SR.refusalFor(request))
     return this.finish(saysNo ? "declined" : outcome, source, encoded.right, Decision.describe(decision), undefined)
   }
 
@@ -187,13 +195,23 @@ export class LiveCard {
     this.result = settlement
     const cleanups = this.cleanups
     this.cleanups = undefined
-    if (cleanups) for (const cleanup of cleanups) cleanup()
-    this.hooks.onSettled(this, settlement)
+    // Whatever a cleanup does (a tracer ending the span is the embedder's code), the card leaves
+    // every registry and its settlement is published: a throw here is reported, not propagated.
+    if (cleanups) for (const cleanup of cleanups) guarded(cleanup, this.hooks)
+    guarded(() => this.hooks.onSettled(this, settlement), this.hooks)
     this.hooks.publish({ _tag: "CardSettled", settlement })
     const handler = this.handler
     this.handler = undefined
     if (handler) this.hooks.fork(Effect.asVoid(Fiber.interrupt(handler)))
     return settlement
+  }
+}
+
+const guarded = (run: () => void, hooks: CardHooks): void => {
+  try {
+    run()
+  } catch (defect) {
+    hooks.fork(Effect.logError("a card's settlement step threw", Cause.die(defect)))
   }
 }
 
@@ -259,51 +277,14 @@ export interface RaceOptions {
 /**
  * Start the race for a card whose rules and filters did not already decide: the deadline (the
  * desk's timer), the closing of `parent` (the desk's parent registry) and, while it decides, the
- * handler (a fiber in `parent`).
+ * handler.
  *
- * A handler whose effect is already complete when it returns (`Effect.succeed(decision)`,
- * `Effect.fail(...)`: its effect is an Exit) has decided before anything could race it: the card
- * settles here, synchronously, and never waits. Its spans are still recorded.
+ * Nothing of the handler runs here (this is called from the connection's read loop): it is
+ * called inside its own fiber in `parent`, so a handler that throws, returns something that is
+ * not an Effect or a Promise, dies, blocks, or never returns costs only its card (refused, or
+ * settled by the deadline or the parent's close), never the loop.
  */
 export const race = (card: LiveCard, parent: Scope.Scope, options: RaceOptions): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const handler = options.handler
-    if (handler === undefined) return wait(card, parent, options, undefined)
-    let decision: Effect.Effect<DecisionNs.Decision | undefined, unknown>
-    try {
-      decision = handler(card.view)
-    } catch (defect) {
-      decision = Effect.die(defect)
-    }
-    if (!Exit.isExit(decision)) return wait(card, parent, options, decision)
-    const exit = decision as Exit.Exit<DecisionNs.Decision | undefined, unknown>
-    // No opinion: the person and the deadline decide, as after a slower handler with no opinion.
-    if (Exit.isSuccess(exit) && exit.value === undefined) {
-      return Effect.zipRight(
-        Effect.withSpan(Effect.sync(() => settleFromHandler(card, exit)), "warden.card.handler", spanOptions(card)),
-        wait(card, parent, options, undefined)
-      )
-    }
-    // Decided: the card's span and the handler's, made and ended around one synchronous step
-    // (no span is put in the fiber's context: nothing runs inside them).
-    return Effect.flatMap(Effect.clock, (clock) =>
-      Effect.flatMap(Effect.makeSpan("warden.card", spanOptions(card)), (cardSpan) =>
-        Effect.map(Effect.makeSpan("warden.card.handler", { ...spanOptions(card), parent: cardSpan }), (handlerSpan) => {
-          settleFromHandler(card, exit)
-          const now = clock.unsafeCurrentTimeNanos()
-          handlerSpan.end(now, Exit.void)
-          cardSpan.attribute("warden.outcome", card.settlement?.outcome ?? "")
-          cardSpan.end(now, Exit.void)
-        })))
-  })
-
-/** Register the card's deadline and parent, and run the handler (if still deciding) in a fiber. */
-const wait = (
-  card: LiveCard,
-  parent: Scope.Scope,
-  options: RaceOptions,
-  handler: Effect.Effect<DecisionNs.Decision | undefined, unknown> | undefined
-): Effect.Effect<void> =>
   Effect.gen(function*() {
     if (card.settlement) return
     // The card's span lasts from here to its settlement.
@@ -319,8 +300,9 @@ const wait = (
     }))
     yield* options.parents.add(parent, card, options.onParentClose)
 
+    const handler = options.handler
     if (handler && !card.settlement) {
-      const fiber = yield* handler.pipe(
+      const fiber = yield* Effect.suspend(() => decisionOf(handler(card.view))).pipe(
         Effect.withSpan("warden.card.handler", { ...spanOptions(card), parent: span }),
         Effect.exit,
         Effect.flatMap((exit) =>
@@ -335,6 +317,21 @@ const wait = (
       card.attachHandler(fiber)
     }
   })
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
+
+/**
+ * What a handler returned, as an effect: an Effect as it is, a Promise awaited (its rejection is
+ * a failure); anything else is a failure that names what came back (a refusal, never a hang).
+ */
+const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | undefined, unknown> => {
+  if (Effect.isEffect(returned)) return returned as Effect.Effect<DecisionNs.Decision | undefined, unknown>
+  if (isPromiseLike(returned)) {
+    return Effect.tryPromise({ try: () => Promise.resolve(returned) as Promise<DecisionNs.Decision | undefined>, catch: (error) => error })
+  }
+  return Effect.fail(`the handler returned ${returned === null ? "null" : typeof returned}, not an Effect or a Promise`)
+}
 
 const cardAttributes = (card: LiveCard) => ({
   "warden.card_id": card.view.id,

@@ -12,8 +12,12 @@
  * The fiber is started when an entry is due earlier than anything the timer is asleep for (a
  * newer fiber replaces the older one, which is interrupted; a generation number makes a late
  * waker of a replaced fiber harmless), and it ends when no entry is left.
+ *
+ * The timer cannot die of what it calls: an `expire` that throws is caught and handed to
+ * `onDefect` (the other entries due at that instant, and every later one, still expire). If its
+ * fiber ends anyway (interrupted from outside, its owner closed), the next `add` starts a new one.
  */
-import { Duration, Effect, Fiber } from "effect"
+import { Cause, Duration, Effect, Fiber } from "effect"
 
 export interface Options {
   /** The Clock's current time in nanoseconds. */
@@ -22,6 +26,8 @@ export interface Options {
   readonly spawn: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
   /** Run an effect in a long-lived owner (not on the caller's stack). */
   readonly fork: (effect: Effect.Effect<void>) => void
+  /** An `expire` callback threw (default: logged at error level by the timer fiber). */
+  readonly onDefect?: (defect: unknown) => void
 }
 
 export interface DeadlineTimer {
@@ -54,34 +60,66 @@ export const make = (options: Options): DeadlineTimer => {
     return best
   }
 
-  const expireDue = (now: bigint): void => {
+  /** Expire what is due; returns what the callbacks threw (they never stop the others). */
+  const expireDue = (now: bigint): Array<unknown> | undefined => {
+    let defects: Array<unknown> | undefined
     for (const [length, set] of Array.from(byLength)) {
       for (const entry of set) {
         if (entry.due > now) break
         set.delete(entry)
         size--
-        entry.expire()
+        try {
+          entry.expire()
+        } catch (defect) {
+          ;(defects ??= []).push(defect)
+        }
       }
       if (set.size === 0 && byLength.get(length) === set) byLength.delete(length)
     }
+    return defects
+  }
+
+  const report = (defects: Array<unknown> | undefined): Effect.Effect<void> => {
+    if (defects === undefined) return Effect.void
+    if (options.onDefect !== undefined) {
+      for (const defect of defects) {
+        try {
+          options.onDefect(defect)
+        } catch {
+          // a reporter that throws must not kill the timer either
+        }
+      }
+      return Effect.void
+    }
+    return Effect.forEach(defects, (defect) => Effect.logError("a deadline callback threw", Cause.die(defect)), { discard: true })
   }
 
   const loop = (mine: number): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (mine !== generation) return Effect.void // replaced by a fiber that wakes earlier
       const now = options.nanos()
-      expireDue(now)
+      const defects = expireDue(now)
       const next = earliest()
       if (next === undefined || mine !== generation) {
         if (mine === generation) {
           armedUntil = undefined
           fiber = undefined
         }
-        return Effect.void
+        return report(defects)
       }
       armedUntil = next.due
-      return Effect.zipRight(Effect.sleep(Duration.nanos(next.due - now)), loop(mine))
+      return Effect.zipRight(report(defects), Effect.zipRight(Effect.sleep(Duration.nanos(next.due - now)), loop(mine)))
     })
+
+  /** However the fiber ends (interrupted by its owner's close, say), a later `add` re-arms. */
+  const run = (mine: number): Effect.Effect<void> =>
+    Effect.onExit(loop(mine), () =>
+      Effect.sync(() => {
+        if (mine === generation && armedUntil !== undefined) {
+          armedUntil = undefined
+          fiber = undefined
+        }
+      }))
 
   const stop = (): void => {
     generation++
@@ -96,7 +134,7 @@ export const make = (options: Options): DeadlineTimer => {
     const replaced = fiber
     const mine = ++generation
     armedUntil = due
-    fiber = options.spawn(loop(mine))
+    fiber = options.spawn(run(mine))
     if (replaced !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(replaced)))
   }
 

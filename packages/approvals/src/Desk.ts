@@ -16,7 +16,7 @@ import { LiveCard, parentCards, race } from "./CardRace.js"
 import * as CardSummary from "./CardSummary.js"
 import * as DeadlineTimer from "./DeadlineTimer.js"
 import * as Deadlines from "./Deadlines.js"
-import type { Hub } from "./Hub.js"
+import type { FiberOwner, Hub } from "./Hub.js"
 import * as Policy from "./Policy.js"
 import * as SafetyFilter from "./SafetyFilter.js"
 
@@ -54,11 +54,15 @@ export interface DeskConfig {
   readonly safety?: SafetyFilter.Limits
 }
 
-export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
+/**
+ * A desk answering through `line`. Its deadline timer and the small fibers its cards schedule
+ * live in `owner` (the connection's scope, so they end with it; the hub's by default).
+ */
+export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner = hub): Desk => {
   const byRequestId = new Map<JsonRpc.RequestId, LiveCard>()
   const now = hub.now
   // One fiber for every deadline of this desk, one finalizer per parent scope: see CardRace.
-  const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: hub.spawn, fork: hub.fork })
+  const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: owner.spawn, fork: owner.fork })
   const parents = parentCards()
 
   const settleNow = (card: LiveCard, settle: (card: LiveCard) => Settlement): OpenResult => ({
@@ -102,7 +106,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
           hub.unregister(c)
         },
         publish: hub.publish,
-        fork: hub.fork
+        fork: owner.fork
       }, now)
       byRequestId.set(request.id, card)
       hub.register(card)
@@ -138,7 +142,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig): Desk => {
         timer,
         parents
       }).pipe(
-        // A handler that answered at once has settled the card already (see `race`).
+        // Settled only if the card was already (the parent scope had closed).
         Effect.map((): OpenResult => card.settlement ? { _tag: "Settled", settlement: card.settlement } : { _tag: "Opened", card: view })
       )
     })

@@ -103,11 +103,12 @@ export const InitializeParams = Schema.Struct({
   clientInfo: ClientInfo,
   capabilities: Schema.optional(InitializeCapabilities)
 })
+/** `platformFamily`/`platformOs` are sent by 0.171.0 but only shown: their absence is tolerated. */
 export const InitializeResult = Schema.Struct({
   userAgent: Schema.String,
   codexHome: Schema.String,
-  platformFamily: Schema.String,
-  platformOs: Schema.String
+  platformFamily: Schema.optional(Schema.String),
+  platformOs: Schema.optional(Schema.String)
 })
 
 // ---------------------------------------------------------------------------------------------

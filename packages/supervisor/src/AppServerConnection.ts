@@ -6,15 +6,18 @@
  * Deferreds (and thread/start|resume register the thread's route right there), notifications are
  * offered to unbounded mailboxes, server requests open cards whose races run in their own fibers.
  *
- * The connection's end is handled in one place (`onEnd`): pending requests fail with the typed
- * cause, open cards settle as connection-lost, every thread route is told.
+ * The connection's end is handled in one place (`endWith`): pending requests fail with the typed
+ * cause, open cards settle as connection-lost, every thread route is told, `ended` resolves. It is
+ * reached however the read loop ends: the peer's end (read to the last frame), a defect in the
+ * loop or in handling one frame (the connection is aborted as `InternalDefect`, naming what
+ * died), an interruption, or the scope's close.
  */
 import type { Approvals, Desk } from "@warden/approvals"
-import { CardSummary, DeadlineTimer } from "@warden/approvals"
-import { JsonRpc, ServerRequests } from "@warden/protocol"
+import { CardSummary, DeadlineTimer, SecretMask } from "@warden/approvals"
+import { ClientMethods, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Deferred, Duration, Effect, ExecutionStrategy, FiberSet, PubSub, Random, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, ParseResult, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "./Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -42,12 +45,8 @@ export interface ConnectionConfig {
   readonly capabilities?: Record<string, unknown>
 }
 
-export interface InitializeResult {
-  readonly userAgent: string
-  readonly codexHome: string
-  readonly platformFamily?: string
-  readonly platformOs?: string
-}
+/** What the app-server answered to `initialize` (decoded with the protocol's schema). */
+export type InitializeResult = ClientMethods.ResultOf<"initialize">
 
 export interface ConnectionEvent {
   readonly method: string
@@ -56,14 +55,26 @@ export interface ConnectionEvent {
 
 export interface RequestOptions {
   readonly timeout?: Duration.DurationInput
-  /** Runs in the read loop when the response arrives, before the next frame is handled. */
+  /**
+   * Runs in the read loop when the response arrives, before the next frame is handled, with the
+   * raw result (not yet decoded). Internal use: it must be cheap and must not throw.
+   */
   readonly onResult?: (result: unknown) => void
 }
 
 export interface AppServer {
   readonly id: number
   readonly init: InitializeResult
-  readonly request: (method: string, params: unknown, options?: RequestOptions) => Effect.Effect<unknown, RequestError>
+  /**
+   * Send one of the client methods and wait for its answer, decoded with the protocol's schema
+   * (`UnexpectedResult` when it does not decode). Params that cannot be written as JSON fail with
+   * `UnexpectedResult` too, before anything is sent or registered.
+   */
+  readonly request: <M extends ClientMethods.ClientMethod>(
+    method: M,
+    params: ClientMethods.ParamsOf<M>,
+    options?: RequestOptions
+  ) => Effect.Effect<ClientMethods.ResultOf<M>, RequestError>
   readonly notify: (method: string, params?: unknown) => Effect.Effect<void, ConnectionLost>
   readonly registerThread: (route: ThreadRoute) => void
   readonly unregisterThread: (route: ThreadRoute) => void
@@ -77,6 +88,7 @@ export interface AppServer {
   /** Notifications that belong to no thread we run (account, config, process news...). */
   readonly connectionEvents: PubSub.PubSub<ConnectionEvent>
   readonly stderrTail: () => string
+  /** End the connection as a protocol fault of the peer's (e.g. a duplicate open request id). */
   readonly abort: (detail: string) => Effect.Effect<void>
   readonly close: Effect.Effect<void>
   readonly pendingCount: () => number
@@ -103,6 +115,31 @@ export const threadIdOf = (method: string, params: unknown): string | undefined 
 
 let connectionCounter = 0
 
+const firstLine = (text: string): string => {
+  const line = text.split("\n", 1)[0] ?? ""
+  return line.length > 0 ? line : text.slice(0, 200)
+}
+
+/** A schema failure as paths and expected types, never the values (they may hold secrets). */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const shown = issues.slice(0, 5).map((issue) => {
+    const path = issue.path.length > 0 ? issue.path.map(String).join(".") : "the result"
+    return issue._tag === "Missing" ? `${path} is missing` : `${path} is not what the protocol says (${issue._tag})`
+  })
+  return shown.join("; ") + (issues.length > 5 ? `; and ${issues.length - 5} more` : "")
+}
+
+/** A frame whose handling threw: the read loop dies with it, and the connection ends naming it. */
+export class FrameHandlingDefect extends Error {
+  constructor(frame: Record<string, unknown>, readonly defect: unknown) {
+    const method = typeof frame["method"] === "string" ? frame["method"] : undefined
+    const what = method !== undefined ? `${method}${frame["id"] !== undefined ? " request" : ""}` : "a response"
+    super(`handling ${what} threw: ${defect instanceof Error ? defect.message : String(defect)}`)
+    this.name = "FrameHandlingDefect"
+  }
+}
+
 /**
  * Run a connection: start the reader, perform the handshake (`initialize`, then `initialized`),
  * and return the actor. The reader lives in the caller's scope.
@@ -114,6 +151,9 @@ export const make = (
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
+    // Decoded once, here: a bad value fails the construction, never a request later.
+    const defaultRequestTimeout = Duration.decode(config.requestTimeout ?? DefaultRequestTimeout)
+    const requestTimeouts = new Map(Object.entries(config.requestTimeouts ?? {}).map(([m, d]) => [m, Duration.decode(d)] as const))
     // Request deadlines live here: a scope made before the finalizer below is added, so it closes
     // after it (after the end is handled), and a deadline still holds while the connection closes.
     const deadlines = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
@@ -121,36 +161,63 @@ export const make = (
     // fiber per request: a connection loss with many requests pending has nothing to interrupt.
     const clock = yield* Effect.clock
     const runDeadlineFiber = yield* FiberSet.makeRuntime<never>().pipe(Scope.extend(deadlines))
-    const requestTimer = DeadlineTimer.make({
-      nanos: () => clock.unsafeCurrentTimeNanos(),
-      spawn: (effect) => runDeadlineFiber(effect, { immediate: false }),
-      fork: (effect) => {
+    const fibers = {
+      spawn: (effect: Effect.Effect<void>) => runDeadlineFiber(effect, { immediate: false }),
+      fork: (effect: Effect.Effect<void>) => {
         runDeadlineFiber(effect, { immediate: false })
       }
-    })
+    }
+    const requestTimer = DeadlineTimer.make({ nanos: () => clock.unsafeCurrentTimeNanos(), ...fibers })
     const pending = PendingRequests.make()
     const routes = new Map<string, ThreadRoute>()
     const connectionEvents = yield* PubSub.unbounded<ConnectionEvent>()
     const endSignal = yield* Deferred.make<ConnectionEnded>()
     let handledEnd: ConnectionEnded | undefined
 
-    // Writes are synchronous enqueues onto the transport's single writer; false when dead.
+    // Writes are synchronous enqueues onto the transport's single writer; false when dead (or
+    // unencodable: a card's answer was checked when it was decided, so that cannot happen there).
     const writeNow = (frame: Record<string, unknown>): boolean =>
-      handledEnd === undefined && connection.trySend(frame)
+      handledEnd === undefined && connection.trySend(frame) === "queued"
 
-    const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() })
+    // The desk's deadline timer and card fibers live in this connection's scope.
+    const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() }, undefined, fibers)
 
     const lostError = () => new ConnectionLost({ ended: handledEnd ?? connection.endedNow() })
 
-    const onEnd = (ended: ConnectionEnded) => {
+    /**
+     * The one end path: pending requests fail, open cards settle as connection-lost, every thread
+     * route is told, `ended` resolves. Each step is guarded so that `ended` always resolves.
+     */
+    const endWith = (ended: ConnectionEnded) => {
       if (handledEnd) return
       handledEnd = ended
       const error = new ConnectionLost({ ended })
-      pending.failAll(error)
-      desk.connectionLost(ended.message)
-      for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
-      Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+      try {
+        pending.failAll(error)
+        desk.connectionLost(ended.message)
+      } finally {
+        for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
+        Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+      }
     }
+
+    /**
+     * The read loop ended other than by reading to the peer's end: Warden failed. The transport is
+     * told (so the child is stopped, bounded) and the end is handled at once, with what died in
+     * the reason (masked and bounded: it may quote a frame).
+     */
+    const endByDefect = (cause: Cause.Cause<unknown>) =>
+      Effect.suspend(() => {
+        if (handledEnd) return Effect.void
+        const what = Cause.isInterruptedOnly(cause)
+          ? "the read loop was interrupted"
+          : `the read loop died: ${firstLine(Cause.pretty(cause))}`
+        const detail = SecretMask.truncate(SecretMask.maskText(what), 1_000)
+        return connection.abort(detail, "InternalDefect").pipe(
+          Effect.zipRight(Effect.sync(() => endWith(new ConnectionEnded({ reason: { _tag: "InternalDefect", detail }, stderrTail: connection.stderrTail() })))),
+          Effect.zipRight(Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("connection ended by a defect in Warden", cause))
+        )
+      })
 
     // --- routing (synchronous) ------------------------------------------------------------
 
@@ -247,16 +314,22 @@ export const make = (
         const [frames, done] = yield* connection.incoming.takeAll
         for (const frame of frames) {
           if (aborted) break
-          const effect = handle(frame)
+          let effect: Effect.Effect<void> | undefined
+          try {
+            effect = handle(frame)
+          } catch (defect) {
+            return yield* Effect.die(new FrameHandlingDefect(frame, defect))
+          }
           if (effect) yield* effect
         }
         if (done || aborted) break
       }
       const ended = yield* connection.ended
-      onEnd(ended)
+      endWith(ended)
     })
+    // Supervised: however the reader ends, the end path runs (see endByDefect).
     yield* reader.pipe(
-      Effect.tapErrorCause((cause) => Effect.logError("connection reader crashed", cause)),
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : endByDefect(exit.cause))),
       Effect.interruptible,
       Effect.forkScoped
     )
@@ -269,7 +342,7 @@ export const make = (
           Effect.timeoutOption("5 seconds"),
           Effect.flatMap((ended) =>
             Effect.sync(() =>
-              onEnd(
+              endWith(
                 ended._tag === "Some"
                   ? ended.value
                   : new ConnectionEnded({ reason: { _tag: "ClosedByUs" }, stderrTail: connection.stderrTail() })
@@ -283,27 +356,32 @@ export const make = (
     // --- requests -------------------------------------------------------------------------
 
     const timeoutFor = (method: string, options?: RequestOptions) =>
-      Duration.decode(options?.timeout ?? config.requestTimeouts?.[method] ?? config.requestTimeout ?? DefaultRequestTimeout)
+      options?.timeout !== undefined
+        ? Duration.decode(options.timeout)
+        : requestTimeouts.get(method) ?? defaultRequestTimeout
 
-    const attempt = (method: string, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
+    const attempt = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
       Effect.suspend(() => {
         if (handledEnd || !connection.isOpen()) return Effect.fail(lostError())
-        const requestId = pending.nextId()
         const timeout = timeoutFor(method, options)
         return Effect.acquireUseRelease(
           Effect.flatMap(Deferred.make<unknown, RemoteError | ConnectionLost | RequestTimeout>(), (deferred) =>
-            Effect.suspend(() => {
-              pending.add(requestId, { method, deferred, ...(options?.onResult ? { onResult: options.onResult } : {}) })
-              if (!writeNow(JsonRpc.request(requestId, method, params))) {
-                pending.remove(requestId)
-                return Effect.fail(lostError())
+            Effect.suspend((): Effect.Effect<{ readonly requestId: number; readonly deferred: typeof deferred }, RequestError> => {
+              // The entry exists only once the writer accepted the frame: a frame that cannot be
+              // written leaves nothing behind.
+              const requestId = pending.nextId()
+              const sent = handledEnd === undefined ? connection.trySend(JsonRpc.request(requestId, method, params)) : "closed"
+              if (sent === "unencodable") {
+                return Effect.fail(new UnexpectedResult({ method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" }))
               }
-              return Effect.succeed(deferred)
+              if (sent === "closed") return Effect.fail(lostError())
+              pending.add(requestId, { method, deferred, ...(options?.onResult ? { onResult: options.onResult } : {}) })
+              return Effect.succeed({ requestId, deferred })
             })),
           // The deadline settles the Deferred itself, so it holds for callers that cannot be
           // interrupted (turn/start; turn/interrupt while a work item stops). `timeoutFail` would
           // race the wait and then wait for the loser, forever if the wait is uninterruptible.
-          (deferred) =>
+          ({ deferred, requestId }) =>
             Effect.suspend(() => {
               const cancel = requestTimer.add(timeout, () => {
                 pending.remove(requestId)
@@ -311,7 +389,7 @@ export const make = (
               })
               return Effect.ensuring(Deferred.await(deferred), Effect.sync(cancel))
             }),
-          () => Effect.sync(() => pending.remove(requestId))
+          ({ requestId }) => Effect.sync(() => pending.remove(requestId))
         )
       })
 
@@ -325,7 +403,7 @@ export const make = (
      * so the retry then fails at once with the cause; both sides of that race are interruptible,
      * so this holds for callers in uninterruptible regions too (turn/start, a stop's turn/interrupt).
      */
-    const request = (method: string, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
+    const requestRaw = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
       const go = (retry: number): Effect.Effect<unknown, RequestError> =>
         attempt(method, params, options).pipe(
           Effect.catchIf(
@@ -341,29 +419,31 @@ export const make = (
       return go(0)
     }
 
+    const request = <M extends ClientMethods.ClientMethod>(
+      method: M,
+      params: ClientMethods.ParamsOf<M>,
+      options?: RequestOptions
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> =>
+      Effect.flatMap(requestRaw(method, params, options), (raw) =>
+        Effect.mapError(
+          ClientMethods.decodeResult(method, raw),
+          (invalid) => new UnexpectedResult({ method, detail: describeParseError(invalid.cause) })
+        ))
+
     const notify = (method: string, params?: unknown) =>
       Effect.suspend(() => (writeNow(JsonRpc.notification(method, params)) ? Effect.void : Effect.fail(lostError())))
 
     // --- handshake ------------------------------------------------------------------------
 
-    const initResult = yield* request("initialize", {
+    const init = yield* request("initialize", {
       clientInfo: config.clientInfo ?? { name: "warden", title: "Warden", version: "0.1.0" },
       ...(config.capabilities ? { capabilities: config.capabilities } : {})
     })
-    const init = record(initResult)
-    if (!init || typeof init["userAgent"] !== "string" || typeof init["codexHome"] !== "string") {
-      return yield* Effect.fail(new UnexpectedResult({ method: "initialize", detail: "no userAgent/codexHome in the result" }))
-    }
     yield* notify("initialized")
 
     return {
       id,
-      init: {
-        userAgent: init["userAgent"] as string,
-        codexHome: init["codexHome"] as string,
-        ...(typeof init["platformFamily"] === "string" ? { platformFamily: init["platformFamily"] } : {}),
-        ...(typeof init["platformOs"] === "string" ? { platformOs: init["platformOs"] } : {})
-      },
+      init,
       request,
       notify,
       registerThread: (route) => {

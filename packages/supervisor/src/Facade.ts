@@ -4,7 +4,7 @@
  * supervisor lives in a ManagedRuntime (disposed by `close`), and each started work item lives in
  * its own Scope, closed when it ends or when `stop` is called.
  */
-import type { ApprovalEvent, Approvals, Card } from "@warden/approvals"
+import type { ApprovalEvent, Approvals, Card, CardRace } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Transport } from "@warden/transport"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
@@ -14,14 +14,41 @@ import type { WorkItemFailed } from "./Errors.js"
 import * as SupervisorNs from "./Supervisor.js"
 import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
-export interface FacadeConfig extends SupervisorNs.SupervisorConfig {
+type CardRaceHandler = CardRace.Handler
+
+export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
+
+/**
+ * A program that decides cards, for code without Effect: a plain function, usually `async`.
+ * It is called in its own fiber, never on the connection's read loop, so it may take its time
+ * (the card's deadline still runs) and may throw: a throw, a rejection, a value that is not a
+ * decision, or no answer before the card settles, are each a refusal of that card alone.
+ * Return `undefined` for no opinion (a person, through `answer`, or the deadline decides).
+ * `signal` aborts when the card settles without this handler (deadline, withdrawal, stop).
+ */
+export type CardHandler = (card: Card.CardView, signal: AbortSignal) => Promise<DecisionInput | undefined> | DecisionInput | undefined
+
+export interface FacadeApprovalsConfig extends Omit<Approvals.ApprovalsConfig, "handler"> {
+  readonly handler?: CardHandler
+}
+
+export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "approvals"> {
+  readonly approvals?: FacadeApprovalsConfig
   /** How to start `codex app-server` (ignored when `transport` is given). */
   readonly codex?: CodexCommand
   /** Advanced: any Transport layer (e.g. the in-memory one in tests). */
   readonly transport?: Layer.Layer<Transport.Transport>
 }
 
-export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
+/** The facade's plain handler as the engine's Effect handler. */
+export const effectHandler = (handler: CardHandler): CardRaceHandler => (card) =>
+  Effect.tryPromise({
+    try: async (signal) => {
+      const input = await handler(card, signal)
+      return input === undefined ? undefined : toDecision(input)
+    },
+    catch: (error) => error
+  })
 
 export interface WorkHandle {
   readonly threadId: Promise<string>
@@ -61,7 +88,15 @@ export const toDecision = (input: DecisionInput): Decision.Decision => {
 
 export const createSupervisor = async (config: FacadeConfig = {}): Promise<WardenSupervisor> => {
   const transport = config.transport ?? transportLayer(config.codex)
-  const runtime = ManagedRuntime.make(SupervisorNs.layer(config).pipe(Layer.provide(transport)))
+  const { approvals, ...rest } = config
+  const { handler, ...approvalsRest } = approvals ?? {}
+  const engineConfig: SupervisorNs.SupervisorConfig = {
+    ...rest,
+    ...(approvals !== undefined
+      ? { approvals: { ...approvalsRest, ...(handler !== undefined ? { handler: effectHandler(handler) } : {}) } }
+      : {})
+  }
+  const runtime = ManagedRuntime.make(SupervisorNs.layer(engineConfig).pipe(Layer.provide(transport)))
   const supervisor = await runtime.runPromise(SupervisorNs.Supervisor)
   const run = <A, E>(effect: Effect.Effect<A, E>) => runtime.runPromiseExit(effect).then(settle)
   const rt = await runtime.runtime()

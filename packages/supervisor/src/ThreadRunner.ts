@@ -50,7 +50,11 @@ export const threadParams = (item: WorkItem): Record<string, unknown> => ({
   ...(item.config !== undefined ? { config: item.config } : {})
 })
 
-/** Strict: the id is at result.thread.id (not result.threadId); a wrong guess would be silent. */
+/**
+ * The thread id of a raw thread/start result, read on the read loop (no Schema there) to register
+ * the route before the next frame. Strict, as the schema the caller decodes with: the id is at
+ * result.thread.id (not result.threadId); a wrong guess would be silent.
+ */
 const threadIdOfResult = (result: unknown): string | undefined => {
   const id = record(record(result)?.["thread"])?.["id"]
   return typeof id === "string" && id.length > 0 ? id : undefined
@@ -124,7 +128,7 @@ export const run = (
         const resumed = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
           Effect.tapError(() => Effect.sync(() => server.unregisterThread(route)))
         )
-        if (threadIdOfResult(resumed) !== resumeThreadId) {
+        if (resumed.thread.id !== resumeThreadId) {
           server.unregisterThread(route)
           return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
         }
@@ -139,11 +143,8 @@ export const run = (
             }
           }
         })
-        const id = threadIdOfResult(started)
-        if (id === undefined) {
-          return yield* Effect.fail(new UnexpectedResult({ method: "thread/start", detail: "no thread id at result.thread.id" }))
-        }
-        threadId = id
+        // Decoded: result.thread.id is a non-empty string (the route was registered from it above).
+        threadId = started.thread.id
       }
       session.threadId = threadId
       yield* Effect.annotateCurrentSpan("warden.thread_id", threadId)
@@ -174,10 +175,7 @@ const runTurn = (
   // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
   Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
     const started = yield* server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] })
-    const turnId = record(record(started)?.["turn"])?.["id"]
-    if (typeof turnId !== "string") {
-      return yield* Effect.fail(new UnexpectedResult({ method: "turn/start", detail: "no turn id at result.turn.id" }))
-    }
+    const turnId = started.turn.id
     session.turnId = turnId
     yield* Effect.annotateCurrentSpan("warden.turn_id", turnId)
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })

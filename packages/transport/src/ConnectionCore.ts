@@ -23,11 +23,11 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Mailbox, Option } from "effect"
 import type { Scope } from "effect"
-import { ConnectionClosed, ConnectionEnded } from "./ConnectionEnded.js"
+import { ConnectionClosed, ConnectionEnded, UnencodableFrame } from "./ConnectionEnded.js"
 import type { EndReason } from "./ConnectionEnded.js"
 import * as FrameDecoder from "./FrameDecoder.js"
 import * as StderrTail from "./StderrTail.js"
-import type { Connection, JsonObject } from "./Transport.js"
+import type { Connection, JsonObject, SendResult } from "./Transport.js"
 
 /** How long the peer gets after SIGTERM (and after ending stdin on close) before SIGKILL. */
 export const DEFAULT_KILL_GRACE: Duration.DurationInput = "2 seconds"
@@ -70,6 +70,17 @@ export interface Core {
   readonly fail: (reason: EndReason) => void
   /** Fork the writer and the stopper into the scope; closing the scope closes the connection. */
   readonly start: (control: PeerControl) => Effect.Effect<Connection, never, Scope.Scope>
+}
+
+/** The frame as one line of JSON, or the reason it cannot be one. Never throws. */
+export const encodeFrame = (frame: JsonObject): string | UnencodableFrame => {
+  try {
+    const text = JSON.stringify(frame)
+    // `undefined` only for a frame that is not an object (a function); JsonObject rules it out.
+    return typeof text === "string" ? text + "\n" : new UnencodableFrame({ detail: "not a JSON value" })
+  } catch (error) {
+    return new UnencodableFrame({ detail: describeError(error) })
+  }
 }
 
 const logUnlessInterrupted = (what: string) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
@@ -125,6 +136,8 @@ export const make = (options: Options): Effect.Effect<Core> =>
       if (!stdoutOpen && !stderrOpen) Deferred.unsafeDone(pipesClosed, Exit.void)
       reportIfComplete()
     }
+    /** stdout reached its end; if the peer has not exited within drainGrace, that is the end. */
+    const stdoutEof = yield* Deferred.make<void>()
 
     const core: Omit<Core, "start"> = {
       stdoutData: (bytes) => {
@@ -138,6 +151,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
         stdoutOpen = false
         const fault = decoder.end()
         if (fault !== undefined) decide({ _tag: "Protocol", detail: fault.detail })
+        Deferred.unsafeDone(stdoutEof, Exit.void)
         pipeClosed()
       },
       stderrData: (bytes) => tail.write(bytes),
@@ -229,6 +243,21 @@ export const make = (options: Options): Effect.Effect<Core> =>
             discard: true
           }))
 
+        // stdout at its end while the peer lives: nothing it says can be read any more, so every
+        // request it has open would wait out its deadline. A child that exits closes stdout too,
+        // often just before its exit is seen: it gets drainGrace to exit, so its end reads as an
+        // exit (with its code); one that stays alive ends the connection as StdoutClosed, and the
+        // stopper then stops it (SIGTERM, bounded wait, SIGKILL).
+        yield* Deferred.await(stdoutEof).pipe(
+          Effect.zipRight(Effect.timeoutOption(Deferred.await(exitSeen), drainGrace)),
+          Effect.flatMap((exit) => Effect.sync(() => {
+            if (Option.isNone(exit)) decide({ _tag: "StdoutClosed" })
+          })),
+          Effect.raceFirst(Deferred.await(decided)),
+          logUnlessInterrupted("stdout watcher"),
+          Effect.interruptible,
+          Effect.forkScoped
+        )
         yield* writer.pipe(
           Effect.ensuring(Deferred.done(writerDone, Exit.void)),
           logUnlessInterrupted("writer"),
@@ -253,27 +282,31 @@ export const make = (options: Options): Effect.Effect<Core> =>
         const connection: Connection = {
           incoming,
           send: (frame) =>
-            Effect.suspend(() => {
+            Effect.suspend((): Effect.Effect<void, ConnectionClosed | UnencodableFrame> => {
               if (reason !== undefined) {
                 // Before the report, describe the end as known so far: the caller can still say why.
                 return Effect.fail(
                   new ConnectionClosed({ ended: ended ?? new ConnectionEnded({ reason, stderrTail: tail.text() }) })
                 )
               }
-              // Serialised here, at the call: an unserialisable frame is the caller's defect, not the wire's.
-              outbox.unsafeOffer(JSON.stringify(frame) + "\n")
+              // Serialised here, at the call: an unserialisable frame is the caller's failure, not the wire's.
+              const text = encodeFrame(frame)
+              if (typeof text !== "string") return Effect.fail(text)
+              outbox.unsafeOffer(text)
               return Effect.void
             }),
-          trySend: (frame) => {
-            if (reason !== undefined) return false
-            outbox.unsafeOffer(JSON.stringify(frame) + "\n")
-            return true
+          trySend: (frame): SendResult => {
+            if (reason !== undefined) return "closed"
+            const text = encodeFrame(frame)
+            if (typeof text !== "string") return "unencodable"
+            outbox.unsafeOffer(text)
+            return "queued"
           },
           isOpen: () => reason === undefined,
           ended: Deferred.await(reported),
           endedNow: () => ended,
           stderrTail: () => tail.text(),
-          abort: (detail) => Effect.sync(() => decide({ _tag: "Protocol", detail })),
+          abort: (detail, kind = "Protocol") => Effect.sync(() => decide({ _tag: kind, detail })),
           close
         }
         return connection

@@ -13,6 +13,17 @@ export type EndReason =
   | { readonly _tag: "ReadFailed"; readonly detail: string }
   /** The peer broke the protocol: an unreadable or oversized frame, or a fault found above. */
   | { readonly _tag: "Protocol"; readonly detail: string }
+  /**
+   * The peer closed its stdout but did not exit (within the drain grace): nothing more can be
+   * read, so nothing it asks can be answered in time. The peer is then stopped.
+   */
+  | { readonly _tag: "StdoutClosed" }
+  /**
+   * Warden itself failed while serving the connection (a defect in the read loop or in handling
+   * one frame). `detail` names what died. The connection cannot be trusted to keep its promise
+   * any more, so it is ended like any other failure: pending requests fail, cards settle.
+   */
+  | { readonly _tag: "InternalDefect"; readonly detail: string }
   /** The peer could not be started. */
   | { readonly _tag: "SpawnFailed"; readonly detail: string }
   /** We closed it (scope close or `close`). */
@@ -30,6 +41,10 @@ export const describeReason = (reason: EndReason): string => {
       return `reading from the app-server failed: ${reason.detail}`
     case "Protocol":
       return `the app-server broke the protocol: ${reason.detail}`
+    case "StdoutClosed":
+      return "the app-server closed its stdout without exiting"
+    case "InternalDefect":
+      return `Warden failed while serving the app-server: ${reason.detail}`
     case "SpawnFailed":
       return `the app-server could not be started: ${reason.detail}`
     case "ClosedByUs":
@@ -66,5 +81,14 @@ export class SpawnFailed extends Data.TaggedError("SpawnFailed")<{
 }> {
   override get message(): string {
     return `could not start ${this.command}: ${this.detail}`
+  }
+}
+
+/** A frame that cannot be written as JSON (a BigInt, a cycle, ...). Nothing was queued. */
+export class UnencodableFrame extends Data.TaggedError("UnencodableFrame")<{
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `the frame cannot be encoded as JSON: ${this.detail}`
   }
 }

@@ -7,10 +7,17 @@
  */
 import type { Effect, Mailbox, Scope } from "effect"
 import { Context } from "effect"
-import type { ConnectionClosed, ConnectionEnded, SpawnFailed } from "./ConnectionEnded.js"
+import type { ConnectionClosed, ConnectionEnded, SpawnFailed, UnencodableFrame } from "./ConnectionEnded.js"
 
 /** One decoded frame: always a JSON object (anything else is fatal for the connection). */
 export type JsonObject = { readonly [key: string]: unknown }
+
+/**
+ * What `trySend` did: `queued` for the writer; `closed`, nothing queued because the connection has
+ * ended; `unencodable`, nothing queued because `JSON.stringify` refused the frame (a BigInt, a
+ * cycle). Strings, so the hot path allocates nothing.
+ */
+export type SendResult = "queued" | "closed" | "unencodable"
 
 export interface Connection {
   /**
@@ -22,15 +29,15 @@ export interface Connection {
   readonly incoming: Mailbox.ReadonlyMailbox<JsonObject>
   /**
    * Enqueue one frame for the single long-lived writer. Fails with `ConnectionClosed` when
-   * the connection has already ended (checked synchronously, at the call).
+   * the connection has already ended (checked synchronously, at the call), and with
+   * `UnencodableFrame` when the frame cannot be written as JSON (nothing is queued).
    */
-  readonly send: (frame: JsonObject) => Effect.Effect<void, ConnectionClosed>
+  readonly send: (frame: JsonObject) => Effect.Effect<void, ConnectionClosed | UnencodableFrame>
   /**
-   * The same enqueue as `send`, synchronously, without an Effect: true when the frame was queued,
-   * false when the connection has ended. For callers that must answer inside a synchronous step
-   * (a card settling, the read loop).
+   * The same enqueue as `send`, synchronously, without an Effect, and never throwing. For callers
+   * that must answer inside a synchronous step (a card settling, the read loop).
    */
-  readonly trySend: (frame: JsonObject) => boolean
+  readonly trySend: (frame: JsonObject) => SendResult
   /** Synchronous view of liveness: false from the instant the end is known. */
   readonly isOpen: () => boolean
   /**
@@ -44,10 +51,11 @@ export interface Connection {
   readonly stderrTail: () => string
   /**
    * End the connection because a layer above found the peer broke the protocol (e.g. a
-   * duplicate open request id). The reason becomes the connection's end reason unless the
-   * connection already ended.
+   * duplicate open request id), or (`"InternalDefect"`) because the layer above itself failed
+   * and can no longer serve the peer. The reason becomes the connection's end reason unless the
+   * connection already ended; the peer is then stopped as for any other end.
    */
-  readonly abort: (detail: string) => Effect.Effect<void>
+  readonly abort: (detail: string, reason?: "Protocol" | "InternalDefect") => Effect.Effect<void>
   /** End the connection on purpose ("closed by us"); same stopping sequence as scope close. */
   readonly close: Effect.Effect<void>
 }

@@ -38,6 +38,24 @@ const ask = (connection: Transport.Connection, command: Transport.JsonObject) =>
   Effect.zipRight(connection.send(command), connection.incoming.take)
 
 describe("ChildProcessTransport", () => {
+  it.live("a child that closes its stdout but stays alive: the end is StdoutClosed, the child is stopped", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const connection = yield* Scope.extend(peer({ drainGrace: "200 millis" }), scope)
+      const { pid } = (yield* ask(connection, { cmd: "pid" })) as { pid: number }
+      yield* connection.send({ cmd: "echo", id: 1, payload: "last words" })
+      yield* connection.send({ cmd: "close-stdout" })
+      assert.deepStrictEqual(yield* connection.incoming.take, { id: 1, echo: "last words" })
+      // No close, no abort, no exit: the end comes from stdout alone.
+      const ended = yield* connection.ended
+      assert.strictEqual(ended.reason._tag, "StdoutClosed")
+      assert.include(ended.message, "closed its stdout without exiting")
+      assert.include(ended.stderrTail, "stdout closed, staying alive")
+      assert.isFalse(connection.isOpen())
+      assert.isTrue(isGone(pid), "the child was stopped (SIGTERM) before the end was reported")
+      yield* Scope.close(scope, Exit.void)
+    }), 20_000)
+
   it.live("a child that traps SIGTERM is SIGKILLed within the bound, scope close returns, nothing remains", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()

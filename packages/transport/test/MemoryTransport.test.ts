@@ -176,12 +176,50 @@ describe("MemoryTransport", () => {
       assert.deepStrictEqual((yield* connection.ended).reason, { _tag: "Exited", code: 0, signal: null })
     }))
 
-  it.scoped("a frame that cannot be serialised is the caller's defect; the connection stays open", () =>
+  it.scoped("stdout closed while the peer lives: after the drain grace the end is StdoutClosed and the peer is stopped", () =>
     Effect.gen(function*() {
-      const { connection } = yield* setup()
-      const exit = yield* Effect.exit(connection.send({ id: 1n }))
-      assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+      const { connection, peer } = yield* setup({ drainGrace: "500 millis" })
+      yield* peer.sendFrame({ id: 1 })
+      yield* peer.closeStdout
+      assert.isTrue(connection.isOpen(), "not before the grace: an exiting child closes stdout first")
+      const ended = yield* Effect.fork(connection.ended)
+      yield* TestClock.adjust("499 millis")
       assert.isTrue(connection.isOpen())
+      yield* TestClock.adjust("1 millis")
+      const end = yield* Fiber.join(ended)
+      assert.deepStrictEqual(end.reason, { _tag: "StdoutClosed" })
+      assert.deepStrictEqual(peer.signals(), ["SIGTERM"])
+      assert.isTrue(peer.hasExited())
+      // The frame read before the end is still delivered.
+      assert.deepStrictEqual(yield* connection.incoming.take, { id: 1 })
+    }))
+
+  it.scoped("stdout closed by an exiting peer: the end is the exit, not StdoutClosed", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup({ drainGrace: "500 millis" })
+      yield* peer.closeStdout
+      yield* TestClock.adjust("100 millis")
+      yield* peer.exit(3)
+      const end = yield* connection.ended
+      assert.deepStrictEqual(end.reason, { _tag: "Exited", code: 3, signal: null })
+      assert.deepStrictEqual(peer.signals(), [])
+    }))
+
+  it.scoped("a frame that cannot be serialised is a typed failure; nothing is queued and the connection stays open", () =>
+    Effect.gen(function*() {
+      const { connection, peer } = yield* setup()
+      const error = yield* Effect.flip(connection.send({ id: 1n }))
+      assert.strictEqual(error._tag, "UnencodableFrame")
+      assert.include(error.message, "BigInt")
+      const cyclic: Record<string, unknown> = {}
+      cyclic["self"] = cyclic
+      assert.strictEqual(connection.trySend({ id: 2n }), "unencodable")
+      assert.strictEqual(connection.trySend(cyclic), "unencodable")
+      assert.isTrue(connection.isOpen())
+      // The writer still works, and nothing of the refused frames reached the peer.
+      assert.strictEqual(connection.trySend({ id: 3 }), "queued")
+      const written = yield* peer.written.take
+      assert.deepStrictEqual(written, { id: 3 })
     }))
 
   it.effect("spawnFailure makes connect fail with SpawnFailed", () =>

@@ -306,9 +306,9 @@ export class World {
             }),
           trySend: (frame: Frame) => {
             world.noteWrite(frame, connection.isOpen())
-            const accepted = connection.trySend(frame)
-            if (accepted) world.noteAccepted(frame)
-            return accepted
+            const sent = connection.trySend(frame)
+            if (sent === "queued") world.noteAccepted(frame)
+            return sent
           }
         }
       }).pipe(Effect.tap(() => (setup.trapSigterm ? world.memory.peer.trapSigterm : Effect.void)))
@@ -393,7 +393,7 @@ export class World {
   private endReason(): string | undefined {
     if (!this.inner || this.inner.isOpen()) return undefined
     const probe = Effect.runSync(Effect.flip(this.inner.send({})))
-    return probe.ended?.reason._tag
+    return probe._tag === "ConnectionClosed" ? probe.ended?.reason._tag : undefined
   }
 
   /** Send frames as one chunk (or two, cut at `split`), then let the system settle. False if stdout is gone. */
