@@ -10,7 +10,7 @@
  *
  * A waiting card holds no fiber, scope or timer of its own: the desk's `DeadlineTimer` keeps every
  * deadline with one fiber, and a parent scope settles its cards with one finalizer
- * (`ParentCards`). Only a handler that is still deciding runs in a fiber (in the parent scope).
+ * (`ParentCards`). Only a handler runs in a fiber of its own (never on the read loop; interrupted when its card settles).
  * So 10,000 open cards cost memory, not fibers, and settling them all (a connection loss) is a
  * loop of synchronous steps with nothing left to interrupt (measured in bench/, issue 8).
  */
@@ -280,7 +280,7 @@ export interface RaceOptions {
  * handler.
  *
  * Nothing of the handler runs here (this is called from the connection's read loop): it is
- * called inside its own fiber in `parent`, so a handler that throws, returns something that is
+ * called inside its own fiber, so a handler that throws, returns something that is
  * not an Effect or a Promise, dies, blocks, or never returns costs only its card (refused, or
  * settled by the deadline or the parent's close), never the loop.
  */
@@ -312,7 +312,11 @@ export const race = (card: LiveCard, parent: Scope.Scope, options: RaceOptions):
           })
         ),
         Effect.interruptible,
-        Effect.forkIn(parent)
+        // Not in `parent`: closing a scope waits for its fibers, and a handler that will not be
+        // interrupted (an uninterruptible region that never ends) would wedge the thread's close.
+        // Its life is bounded by its card instead: whatever settles the card (a decision, the
+        // deadline, the parent's close, the connection's end) interrupts it, and nobody waits.
+        Effect.forkDaemon
       )
       card.attachHandler(fiber)
     }

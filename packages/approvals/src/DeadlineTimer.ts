@@ -111,15 +111,7 @@ export const make = (options: Options): DeadlineTimer => {
       return Effect.zipRight(report(defects), Effect.zipRight(Effect.sleep(Duration.nanos(next.due - now)), loop(mine)))
     })
 
-  /** However the fiber ends (interrupted by its owner's close, say), a later `add` re-arms. */
-  const run = (mine: number): Effect.Effect<void> =>
-    Effect.onExit(loop(mine), () =>
-      Effect.sync(() => {
-        if (mine === generation && armedUntil !== undefined) {
-          armedUntil = undefined
-          fiber = undefined
-        }
-      }))
+
 
   const stop = (): void => {
     generation++
@@ -134,7 +126,16 @@ export const make = (options: Options): DeadlineTimer => {
     const replaced = fiber
     const mine = ++generation
     armedUntil = due
-    fiber = options.spawn(run(mine))
+    const started = options.spawn(loop(mine))
+    fiber = started
+    // However the fiber ends (interrupted by its owner's close, even before it started), a later
+    // `add` re-arms: an observer, not a finalizer inside the fiber, which a fiber that never ran lacks.
+    started.addObserver(() => {
+      if (mine === generation && fiber === started) {
+        armedUntil = undefined
+        fiber = undefined
+      }
+    })
     if (replaced !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(replaced)))
   }
 

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, FiberSet, TestClock } from "effect"
+import { Duration, Effect, Fiber, FiberSet, Logger, TestClock } from "effect"
 import * as DeadlineTimer from "../src/DeadlineTimer.js"
 
 /** A timer whose fiber runs in the test's scope, on the TestClock. */
@@ -66,5 +66,76 @@ describe("DeadlineTimer", () => {
       assert.strictEqual(timer.size(), 0)
       yield* TestClock.adjust("1 day")
       assert.deepStrictEqual(expired, [])
+    }))
+
+  it.scoped("a callback that throws is reported; the others due then and every later deadline still fire", () =>
+    Effect.gen(function*() {
+      const clock = yield* Effect.clock
+      const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+      const defects: Array<unknown> = []
+      const timer = DeadlineTimer.make({
+        nanos: () => clock.unsafeCurrentTimeNanos(),
+        spawn: (effect) => runFork(effect, { immediate: false }),
+        fork: (effect) => void runFork(effect, { immediate: false }),
+        onDefect: (defect) => defects.push(defect)
+      })
+      const expired: Array<string> = []
+      timer.add(Duration.seconds(1), () => expired.push("a"))
+      timer.add(Duration.seconds(1), () => {
+        throw new Error("boom")
+      })
+      timer.add(Duration.seconds(1), () => expired.push("c"))
+      timer.add(Duration.seconds(2), () => expired.push("d"))
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(expired, ["a", "c"])
+      assert.strictEqual(defects.length, 1)
+      assert.include(String(defects[0]), "boom")
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(expired, ["a", "c", "d"])
+      // Added after the throw, long after: the timer is still alive.
+      timer.add(Duration.seconds(5), () => expired.push("e"))
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(expired, ["a", "c", "d", "e"])
+      assert.strictEqual(timer.size(), 0)
+    }))
+
+  it.scoped("without a reporter, a throwing callback is logged at error level and the timer lives on", () =>
+    Effect.gen(function*() {
+      const logs: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => logs.push(`${logLevel.label} ${String(message)}`))
+      yield* Effect.gen(function*() {
+        const { add, expired, timer } = yield* setup
+        timer.add(Duration.seconds(1), () => {
+          throw new Error("boom")
+        })
+        add("after", "2 seconds")
+        yield* TestClock.adjust("2 seconds")
+        assert.deepStrictEqual(expired, ["after"])
+      }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      assert.isTrue(logs.some((l) => l.startsWith("ERROR") && l.includes("a deadline callback threw")), logs.join("\n"))
+    }))
+
+  it.scoped("a timer whose fiber was interrupted from outside re-arms on the next add", () =>
+    Effect.gen(function*() {
+      const clock = yield* Effect.clock
+      const fibers: Array<Fiber.RuntimeFiber<void>> = []
+      const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+      const timer = DeadlineTimer.make({
+        nanos: () => clock.unsafeCurrentTimeNanos(),
+        spawn: (effect) => {
+          const fiber = runFork(effect, { immediate: false })
+          fibers.push(fiber)
+          return fiber
+        },
+        fork: (effect) => void runFork(effect, { immediate: false })
+      })
+      const expired: Array<string> = []
+      timer.add(Duration.seconds(1), () => expired.push("lost"))
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fibers[0]!)
+      timer.add(Duration.seconds(3), () => expired.push("later"))
+      assert.strictEqual(fibers.length, 2, "a new fiber was started")
+      yield* TestClock.adjust("3 seconds")
+      assert.deepStrictEqual(expired, ["lost", "later"], "the new fiber expires what the old one left")
     }))
 })

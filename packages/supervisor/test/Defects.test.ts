@@ -1,0 +1,254 @@
+/**
+ * The promise under defects and hostile input: whatever an embedder's handler does, whatever
+ * throws while a frame is handled, whatever the app-server does with its stdout, every request
+ * gets one answer (or the connection ends and settles it), and the slot serves the next item.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Approvals, ApprovalEvent } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { FakeAppServer } from "@warden/testkit"
+import { Duration, Effect, Exit, Fiber, Option, Queue, Tracer } from "effect"
+import { AppServerConnection, Supervisor } from "../src/index.js"
+import { advance, commandApproval, supervise, waitFor } from "./support.js"
+
+const item = (prompt: string, extra: Record<string, unknown> = {}) => ({ prompt, cwd: "/tmp/ws", ...extra })
+const accept = (): Decision.Decision => ({ _tag: "Accept" })
+
+const settledOf = (events: Queue.Dequeue<ApprovalEvent.ApprovalEvent>) =>
+  Effect.gen(function*() {
+    while (true) {
+      const event = yield* Queue.take(events)
+      if (event._tag === "CardSettled") return event.settlement
+    }
+  })
+
+const isLost = (e: Supervisor.SupervisorEvent): e is Extract<Supervisor.SupervisorEvent, { _tag: "ConnectionLost" }> =>
+  e._tag === "ConnectionLost"
+const isReady = (e: Supervisor.SupervisorEvent): e is Extract<Supervisor.SupervisorEvent, { _tag: "ConnectionReady" }> =>
+  e._tag === "ConnectionReady"
+
+/** Run one item on a fake whose turns complete by hand. */
+const runManual = (fake: FakeAppServer.FakeAppServer, supervisor: Supervisor.SupervisorShape, prompt: string, turnId: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const handle = yield* supervisor.start(item(prompt))
+    const threadId = yield* handle.threadId
+    yield* fake.nextRequest("turn/start")
+    yield* fake.completeTurn(threadId, turnId, "completed", { message: prompt })
+    return yield* handle.await
+  }))
+
+describe("handlers never run on the read loop", () => {
+  it.scoped("a handler that returns a Promise (not an Effect) decides its card, and the connection lives on", () =>
+    Effect.gen(function*() {
+      const handler = (() => Promise.resolve(accept())) as unknown as Approvals.ApprovalsConfig["handler"]
+      const { events, fake, supervisor } = yield* supervise({ approvals: { ...(handler ? { handler } : {}) } }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const first = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      assert.deepStrictEqual((yield* fake.answerTo(first))["result"], { decision: "accept" })
+      assert.strictEqual((yield* settledOf(approvals)).outcome, "accepted")
+      const second = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2"))
+      assert.deepStrictEqual((yield* fake.answerTo(second))["result"], { decision: "accept" })
+      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+      assert.strictEqual((yield* handle.await).status, "completed")
+      assert.isTrue(Option.isNone(yield* Queue.poll(events).pipe(Effect.map(Option.filter(isLost)))))
+    }))
+
+  it.scoped("a handler that throws, returns a non-Effect, fails or dies costs only its card: refused; later frames are read", () =>
+    Effect.gen(function*() {
+      const behaviours: Array<() => unknown> = [
+        () => {
+          throw new Error("the handler threw synchronously")
+        },
+        () => 42,
+        () => Effect.fail("no"),
+        () => Effect.dieMessage("the handler died"),
+        () => Promise.reject(new Error("rejected"))
+      ]
+      let next = 0
+      const handler = (() => behaviours[next++]!()) as unknown as Approvals.ApprovalsConfig["handler"]
+      const { fake, supervisor } = yield* supervise({ approvals: { ...(handler ? { handler } : {}) } }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const details: Array<string> = []
+      for (let i = 0; i < behaviours.length; i++) {
+        const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", `call_${i}`))
+        assert.deepStrictEqual((yield* fake.answerTo(id))["result"], { decision: "decline" }, `card ${i}`)
+        const settlement = yield* settledOf(approvals)
+        assert.strictEqual(settlement.outcome, "refused")
+        assert.strictEqual(settlement.source._tag, "Handler")
+        details.push(settlement.detail ?? "")
+      }
+      assert.include(details[0], "the handler threw synchronously")
+      assert.include(details[1], "returned number, not an Effect or a Promise")
+      assert.include(details[4], "rejected")
+      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "still here" })
+      assert.strictEqual((yield* handle.await).finalMessage, "still here")
+    }))
+
+  it.scoped("a handler that never returns, even uninterruptibly: its card settles at its deadline and the thread's close does not wait for it", () =>
+    Effect.gen(function*() {
+      const handler: Approvals.ApprovalsConfig["handler"] = () =>
+        Effect.uninterruptible(Effect.zipRight(Effect.sleep("1 day"), Effect.succeed(accept())))
+      const { fake, supervisor } = yield* supervise({ approvals: { handler, deadlines: { default: "1 second" } } }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      yield* advance("1 second")
+      assert.deepStrictEqual((yield* fake.answerTo(id))["result"], { decision: "decline" })
+      assert.strictEqual((yield* settledOf(approvals)).outcome, "timeout")
+      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "done" })
+      // The item ends (its thread scope closes) although the handler is still in its uninterruptible sleep.
+      assert.strictEqual((yield* handle.await).status, "completed")
+    }))
+})
+
+describe("a defect while handling a frame ends the connection, and the slot recovers", () => {
+  it.scoped("a throw inside the read loop (here: the embedder's tracer) ends the connection as InternalDefect; the card settles; the slot restarts and serves the next item", () =>
+    Effect.gen(function*() {
+      const base = yield* Effect.tracer
+      let armed = true
+      const tracer = Tracer.make({
+        span: (name, parent, context, links, startTime, kind, options) => {
+          if (armed && name === "warden.card") {
+            armed = false
+            throw new Error("the tracer exploded")
+          }
+          return base.span(name, parent, context, links, startTime, kind, options)
+        },
+        context: base.context
+      })
+      const { events, fake, supervisor } = yield* supervise({ restart: { policy: "fail", backoff: "1 second" } }, { turns: "manual" }).pipe(
+        Effect.withTracer(tracer)
+      )
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      const lost = yield* waitFor(events, isLost)
+      assert.strictEqual(lost.reason._tag, "InternalDefect")
+      assert.include(lost.message, "the tracer exploded")
+      assert.include(lost.message, "Warden failed while serving the app-server")
+      const settlement = yield* settledOf(approvals)
+      assert.strictEqual(settlement.outcome, "connection-lost")
+      const failed = yield* Effect.flip(handle.await)
+      assert.strictEqual(failed.reason, "connection-lost")
+      assert.include(fake.peer.signals(), "SIGTERM", "the child is stopped")
+      // The slot restarts and serves a new work item (no wedge).
+      yield* advance("1 second")
+      yield* waitFor(events, isReady)
+      assert.strictEqual((yield* runManual(fake, supervisor, "after the defect", "turn_2")).status, "completed")
+      assert.strictEqual(fake.connections(), 2)
+    }).pipe(Effect.provide(Approvals.layer())))
+
+  it.scoped("on the connection itself: a desk that throws on a request; pending requests fail with the cause, `ended` resolves", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make({ behaviour: { "thread/start": () => Effect.succeed("silence" as const) } })
+      const connection = yield* fake.memory.transport.connect
+      const real = yield* Approvals.make()
+      const hostile: Approvals.ApprovalsShape = {
+        ...real,
+        desk: (line, overrides, owner) => {
+          const desk = real.desk(line, overrides, owner)
+          return {
+            ...desk,
+            open: () => {
+              throw new Error("injected: the desk broke")
+            }
+          }
+        }
+      }
+      const server = yield* AppServerConnection.make(connection, hostile)
+      const pending = yield* Effect.fork(server.request("thread/start", {}))
+      yield* fake.nextRequest("thread/start")
+      assert.strictEqual(server.pendingCount(), 1)
+      yield* fake.request("item/commandExecution/requestApproval", commandApproval("thr_x", "turn_1"))
+      const ended = yield* server.ended
+      assert.strictEqual(ended.reason._tag, "InternalDefect")
+      assert.include(ended.message, "handling item/commandExecution/requestApproval request threw: injected: the desk broke")
+      const error = yield* Fiber.join(pending).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "ConnectionLost")
+      assert.include(error.message, "injected: the desk broke")
+      assert.strictEqual(server.pendingCount(), 0)
+      assert.isFalse(server.isOpen())
+    }))
+})
+
+describe("stdout EOF is the end of the connection", () => {
+  it.scoped("the app-server closes stdout and stays alive with a card open: ConnectionLost (StdoutClosed), the card settles, the child is stopped, the slot restarts", () =>
+    Effect.gen(function*() {
+      const { events, fake, supervisor } = yield* supervise({ restart: { policy: "fail", backoff: "1 second" } }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      yield* fake.peer.closeStdout
+      yield* advance(Duration.millis(500)) // the drain grace: an exiting child would have exited by now
+      const lost = yield* waitFor(events, isLost)
+      assert.deepStrictEqual(lost.reason, { _tag: "StdoutClosed" })
+      assert.include(lost.message, "closed its stdout without exiting")
+      assert.strictEqual((yield* settledOf(approvals)).outcome, "connection-lost")
+      assert.strictEqual((yield* Effect.flip(handle.await)).reason, "connection-lost")
+      assert.include(fake.peer.signals(), "SIGTERM")
+      yield* advance("1 second")
+      yield* waitFor(events, isReady)
+      assert.strictEqual((yield* runManual(fake, supervisor, "next", "turn_2")).status, "completed")
+    }))
+})
+
+describe("payloads JSON cannot carry", () => {
+  it.scoped("a work item whose config holds a BigInt fails with a typed error; nothing is left pending; the next item runs", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise()
+      const exit = yield* Effect.exit(supervisor.run(item("bad", { config: { limit: 10n } })))
+      assert.isTrue(Exit.isFailure(exit) && exit.cause._tag === "Fail", "a typed failure, not a defect")
+      const failure = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(failure?.reason, "start-failed")
+      assert.include(failure?.detail ?? "", "cannot be written as JSON")
+      assert.isUndefined(fake.requestsSoFar().find((r) => r.method === "thread/start"), "nothing was sent")
+      assert.strictEqual((yield* supervisor.run(item("good"))).status, "completed")
+    }))
+
+  it.scoped("on the connection: an unencodable request registers no pending entry", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make()
+      const connection = yield* fake.memory.transport.connect
+      const server = yield* AppServerConnection.make(connection, yield* Approvals.make())
+      const error = yield* Effect.flip(server.request("thread/start", { config: { n: 1n } } as never))
+      assert.strictEqual(error._tag, "UnexpectedResult")
+      assert.strictEqual(server.pendingCount(), 0)
+      assert.isTrue(server.isOpen())
+    }))
+
+  it.scoped("a decision JSON cannot carry (a BigInt in a form's content) is refused, not a crash", () =>
+    Effect.gen(function*() {
+      const handler: Approvals.ApprovalsConfig["handler"] = () =>
+        Effect.succeed({ _tag: "Elicitation", action: "accept", content: { n: 1n } } as unknown as Decision.Decision)
+      const { fake, supervisor } = yield* supervise({ approvals: { handler } }, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const id = yield* fake.request("mcpServer/elicitation/request", {
+        threadId,
+        turnId: "turn_1",
+        serverName: "srv",
+        mode: "form",
+        message: "How many?",
+        requestedSchema: { type: "object", properties: { n: { type: "number" } }, required: ["n"] }
+      })
+      const answer = yield* fake.answerTo(id)
+      assert.deepStrictEqual(answer["result"], { action: "decline" })
+      const settlement = yield* settledOf(approvals)
+      assert.strictEqual(settlement.outcome, "refused")
+      assert.include(settlement.detail ?? "", "content.n", "the refusal names the field")
+    }))
+})
