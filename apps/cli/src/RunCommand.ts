@@ -4,9 +4,9 @@
  */
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
-import { CodexCommand } from "@warden/supervisor"
+import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
@@ -107,6 +107,9 @@ export const handler = (args: Parsed) =>
       pool: args.pool,
       restart: { maxAttempts: args.restarts }
     }
+    // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
+    const checked = SupervisorConfig.decode(supervisor)
+    if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
     const screen = Screen.make()
     const result = yield* Session.run({
       transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),

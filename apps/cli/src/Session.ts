@@ -98,7 +98,10 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       const itemFibers = yield* FiberSet.make<Exit.Exit<WorkItem.WorkResult, unknown>>()
 
-      const supervisor = yield* Supervisor.make(options.supervisor).pipe(Effect.provide(options.transport))
+      const supervisor = yield* Supervisor.make(options.supervisor).pipe(
+        Effect.provide(options.transport),
+        Effect.mapError((error) => ExitCodes.usage(error.message))
+      )
       queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
       queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))

@@ -10,6 +10,8 @@ import type { ApprovalEvent } from "./ApprovalEvent.js"
 import type { CardId, CardView, Settlement } from "./Card.js"
 import type { Line } from "./CardRace.js"
 import { LiveCard } from "./CardRace.js"
+import * as Config from "./Config.js"
+import type { ConfigError } from "./Config.js"
 import * as Desk from "./Desk.js"
 import type { FiberOwner, Hub } from "./Hub.js"
 
@@ -49,8 +51,13 @@ export interface ApprovalsShape {
 
 export class Approvals extends Context.Tag("@warden/approvals/Approvals")<Approvals, ApprovalsShape>() {}
 
-export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape, never, Scope.Scope> =>
+/**
+ * The approvals engine, in the caller's scope. Its configuration is decoded here, once (see
+ * `Config`): a bad value fails with a `ConfigError`, before anything runs.
+ */
+export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape, ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
+    const config = yield* Config.decode(input)
     const clock = yield* Effect.clock
     const pubsub = yield* PubSub.unbounded<ApprovalEvent>()
     const runFork = yield* FiberSet.makeRuntime<never>()
@@ -145,6 +152,6 @@ export const make = (config: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape
     }
   })
 
-export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals> => Layer.scoped(Approvals, make(config))
+export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> => Layer.scoped(Approvals, make(config))
 
 export { LiveCard }

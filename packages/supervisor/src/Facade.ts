@@ -7,9 +7,10 @@
 import type { ApprovalEvent, Approvals, Card, CardRace } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Transport } from "@warden/transport"
-import { Cause, Effect, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
+import { Cause, Effect, Either, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
 import type { CodexCommand } from "./CodexCommand.js"
 import { transportLayer } from "./CodexCommand.js"
+import * as Config from "./Config.js"
 import type { WorkItemFailed } from "./Errors.js"
 import * as SupervisorNs from "./Supervisor.js"
 import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
@@ -86,9 +87,19 @@ export const toDecision = (input: DecisionInput): Decision.Decision => {
   return decoded
 }
 
+/**
+ * Start a supervisor. The configuration is checked first: a bad value (a duration such as
+ * `"5m"` that `Duration.decode` does not read, a count below 1, a misspelt key, a handler that is
+ * not a function, bad rules) rejects with a `ConfigError` naming every field at fault, and
+ * nothing is started.
+ */
 export const createSupervisor = async (config: FacadeConfig = {}): Promise<WardenSupervisor> => {
   const transport = config.transport ?? transportLayer(config.codex)
-  const { approvals, ...rest } = config
+  const { codex: _codex, transport: _transport, ...engineInput } = config
+  // Checked before anything starts, with the embedder's own handler (a function, or not).
+  const checked = Config.decode(engineInput)
+  if (Either.isLeft(checked)) throw checked.left
+  const { approvals, ...rest } = engineInput
   const { handler, ...approvalsRest } = approvals ?? {}
   const engineConfig: SupervisorNs.SupervisorConfig = {
     ...rest,
@@ -97,16 +108,24 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
       : {})
   }
   const runtime = ManagedRuntime.make(SupervisorNs.layer(engineConfig).pipe(Layer.provide(transport)))
-  const supervisor = await runtime.runPromise(SupervisorNs.Supervisor)
+  const supervisor = await runtime.runPromiseExit(SupervisorNs.Supervisor).then(settle)
   const run = <A, E>(effect: Effect.Effect<A, E>) => runtime.runPromiseExit(effect).then(settle)
   const rt = await runtime.runtime()
 
+  /** Scopes of started items still running: `close` closes them before the supervisor. */
+  const itemScopes = new Set<Scope.CloseableScope>()
+  const closeItem = (scope: Scope.CloseableScope) =>
+    Effect.suspend(() => (itemScopes.delete(scope) ? Scope.close(scope, Exit.void) : Effect.void))
+
   const start = async (item: WorkItem): Promise<WorkHandle> => {
     const scope = await runtime.runPromise(Scope.make())
+    itemScopes.add(scope)
     const handle = await runtime.runPromise(Scope.extend(supervisor.start(item), scope))
     const result = run(handle.await as Effect.Effect<WorkResult, WorkItemFailed>)
-    // The item's scope closes when it ends, whatever the outcome.
-    void result.then(() => undefined, () => undefined).then(() => runtime.runPromise(Scope.close(scope, Exit.void)))
+    // The item's scope closes when it ends, whatever the outcome (unless `close` did it first).
+    void result.then(() => undefined, () => undefined).then(() =>
+      itemScopes.has(scope) ? runtime.runPromise(closeItem(scope)) : undefined
+    ).catch(() => undefined)
     return {
       threadId: run(handle.threadId),
       events: Stream.toAsyncIterableRuntime(handle.events, rt),
@@ -125,6 +144,9 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     answer: (cardId, decision) => Promise.resolve().then(() => run(supervisor.inbox.answer(cardId, toDecision(decision)))),
     events: () => Stream.toAsyncIterableRuntime(supervisor.events, rt),
     approvalEvents: () => Stream.toAsyncIterableRuntime(supervisor.approvals.events, rt),
-    close: () => runtime.dispose()
+    close: async () => {
+      await runtime.runPromise(Effect.forEach(Array.from(itemScopes), closeItem, { discard: true })).catch(() => undefined)
+      await runtime.dispose()
+    }
   }
 }

@@ -29,6 +29,8 @@ import {
 } from "effect"
 import type { Scope } from "effect"
 import * as AppServerConnection from "./AppServerConnection.js"
+import * as Config from "./Config.js"
+import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
 import * as ThreadRunner from "./ThreadRunner.js"
@@ -137,8 +139,14 @@ interface Slot {
   threads: number
 }
 
-export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorShape, never, Scope.Scope | TransportNs.Transport> =>
+/**
+ * The supervisor, in the caller's scope. The configuration is decoded first, once: a bad value
+ * (a duration `Duration.decode` rejects, a count below 1, a misspelt key, bad rules) fails with a
+ * `ConfigError` naming the fields, before any app-server is started.
+ */
+export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
   Effect.gen(function*() {
+    const config = yield* Config.decode(input)
     const transport = yield* TransportNs.Transport
     const approvals = yield* ApprovalsNs.make(config.approvals)
     const events = yield* PubSub.unbounded<SupervisorEvent>()
@@ -414,5 +422,5 @@ export const make = (config: SupervisorConfig = {}): Effect.Effect<SupervisorSha
     }
   })
 
-export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, never, TransportNs.Transport> =>
+export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport> =>
   Layer.scoped(Supervisor, make(config))

@@ -1,4 +1,5 @@
 export * as AppServerConnection from "./AppServerConnection.js"
+export * as Config from "./Config.js"
 export * as Errors from "./Errors.js"
 export * as PendingRequests from "./PendingRequests.js"
 export * as Supervisor from "./Supervisor.js"

@@ -47,3 +47,81 @@ describe("promise facade", () => {
     }
   })
 })
+
+describe("promise facade: plain async handlers and checked configuration", () => {
+  it("an async handler decides cards off the read loop; a throwing one refuses only its card; the item completes", async () => {
+    const fake = FakeAppServer.make({ turns: "manual" })
+    let calls = 0
+    const warden = await createSupervisor({
+      transport: fake.layer,
+      approvals: {
+        handler: async (card) => {
+          calls++
+          await new Promise((resolve) => setTimeout(resolve, 5))
+          if (card.summary.kind === "command" && calls === 2) throw new Error("the embedder's handler broke")
+          return "accept" as const
+        }
+      }
+    })
+    try {
+      const handle = await warden.start({ prompt: "x" })
+      const threadId = await handle.threadId
+      await Effect.runPromise(fake.nextRequest("turn/start"))
+      const first = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      expect((await Effect.runPromise(fake.answerTo(first)))["result"]).toEqual({ decision: "accept" })
+      const second = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2")))
+      expect((await Effect.runPromise(fake.answerTo(second)))["result"]).toEqual({ decision: "decline" })
+      await Effect.runPromise(fake.completeTurn(threadId, "turn_1", "completed", { message: "done" }))
+      expect((await handle.result).status).toBe("completed")
+    } finally {
+      await warden.close()
+    }
+  })
+
+  it("a handler that never answers: the card refuses itself at its deadline and the handler's signal aborts", async () => {
+    const fake = FakeAppServer.make({ turns: "manual" })
+    let aborted: Promise<void> | undefined
+    const warden = await createSupervisor({
+      transport: fake.layer,
+      approvals: {
+        deadlines: { default: "200 millis" },
+        handler: (_card, signal) => {
+          aborted = new Promise((resolve) => signal.addEventListener("abort", () => resolve()))
+          return new Promise(() => {})
+        }
+      }
+    })
+    try {
+      const handle = await warden.start({ prompt: "x" })
+      const threadId = await handle.threadId
+      await Effect.runPromise(fake.nextRequest("turn/start"))
+      const id = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      expect((await Effect.runPromise(fake.answerTo(id)))["result"]).toEqual({ decision: "decline" })
+      await aborted
+      const open = await warden.openCards()
+      expect(open).toEqual([])
+    } finally {
+      await warden.close()
+    }
+  })
+
+  it("a bad configuration rejects with a ConfigError naming each field, and starts nothing", async () => {
+    const fake = FakeAppServer.make()
+    const error = await createSupervisor({
+      transport: fake.layer,
+      approvals: { deadlines: { default: "5m", perMethod: { "item/tool/call": "soon" } } },
+      concurrency: 0,
+      stallTimout: "1 minute"
+    } as never).then(() => undefined, (e: unknown) => e)
+    expect(error).toMatchObject({ _tag: "ConfigError" })
+    const message = (error as Error).message
+    expect(message).toContain("approvals.deadlines.default: expected a duration")
+    expect(message).toContain("\"5m\"")
+    expect(message).toContain("approvals.deadlines.perMethod.item/tool/call")
+    expect(message).toContain("concurrency: expected a whole number of at least 1, not 0")
+    expect(message).toContain("stallTimout: unknown setting")
+    expect(fake.connections()).toBe(0)
+    const notAFunction = await createSupervisor({ transport: fake.layer, approvals: { handler: "accept" as never } }).then(() => undefined, (e: unknown) => e)
+    expect((notAFunction as Error).message).toContain("approvals.handler: expected a function")
+  })
+})

@@ -25,7 +25,7 @@ export const supervise = (
 > =>
   Effect.gen(function*() {
     const fake = FakeAppServer.make(fakeOptions)
-    const supervisor = yield* Supervisor.make(config).pipe(Effect.provide(Layer.merge(fake.layer, Layer.empty)))
+    const supervisor = yield* Supervisor.make(config).pipe(Effect.provide(Layer.merge(fake.layer, Layer.empty)), Effect.orDie)
     const events = yield* supervisor.subscribe
     return { fake, supervisor, events }
   })

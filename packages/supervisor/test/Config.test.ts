@@ -1,0 +1,64 @@
+/**
+ * Configuration is decoded once, at construction: a value the engine would choke on later (on
+ * the read loop, while a card opens) is a ConfigError from `make`, naming the field.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Approvals } from "@warden/approvals"
+import { FakeAppServer } from "@warden/testkit"
+import { Duration, Effect, Either } from "effect"
+import { Config, Supervisor } from "../src/index.js"
+
+describe("configuration decoded at construction", () => {
+  it.scoped("a per-method card deadline that Duration.decode rejects fails Supervisor.make, before any app-server starts", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make()
+      const error = yield* Effect.flip(
+        Supervisor.make({ approvals: { deadlines: { perMethod: { "item/commandExecution/requestApproval": "ten minutes" as never } } } }).pipe(
+          Effect.provide(fake.layer)
+        )
+      )
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.include(error.message, "approvals.deadlines.perMethod.item/commandExecution/requestApproval: expected a duration")
+      assert.strictEqual(fake.connections(), 0, "nothing was started")
+    }))
+
+  it.scoped("Approvals.make checks its own configuration the same way", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Approvals.make({ deadlines: { default: -5 }, settledHistory: 1.5 }))
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.include(error.message, "deadlines.default: expected a duration")
+      assert.include(error.message, "settledHistory: expected a whole number of at least 0, not 1.5")
+    }))
+
+  it("every kind of bad value is named, several at once; unknown keys are errors", () => {
+    const decoded = Config.decode({
+      connection: { requestTimeout: "2m", overloadRetries: -1, clientInfo: { name: "x" } },
+      restart: { policy: "sometimes", backoff: {} },
+      pool: 2.5,
+      approvals: { rules: { rules: [{ id: "r", effect: "maybe", match: {} }] } },
+      extra: true
+    })
+    assert.isTrue(Either.isLeft(decoded))
+    const message = Either.isLeft(decoded) ? decoded.left.message : ""
+    for (const part of ["connection.requestTimeout", "connection.overloadRetries", "connection.clientInfo.version", "restart.policy", "restart.backoff", "pool", "approvals.rules.rules.0.effect", "extra: unknown setting"]) {
+      assert.include(message, part)
+    }
+  })
+
+  it("good values decode to Durations once (strings, milliseconds, Durations)", () => {
+    const decoded = Config.decode({
+      connection: { requestTimeout: 1500, requestTimeouts: { "turn/start": "3 seconds" } },
+      approvals: { deadlines: { default: Duration.minutes(1) } },
+      stallTimeout: "10 minutes",
+      concurrency: 8
+    })
+    assert.isTrue(Either.isRight(decoded))
+    if (Either.isLeft(decoded)) return
+    const config = decoded.right
+    assert.isTrue(Duration.isDuration(config.connection?.requestTimeout))
+    assert.strictEqual(Duration.toMillis(config.connection!.requestTimeout!), 1500)
+    assert.strictEqual(Duration.toMillis(config.connection!.requestTimeouts!["turn/start"]!), 3000)
+    assert.strictEqual(Duration.toMillis(config.stallTimeout!), 600_000)
+    assert.strictEqual(config.concurrency, 8)
+  })
+})
