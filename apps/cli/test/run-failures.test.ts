@@ -98,6 +98,46 @@ describe("warden run: connection loss and usage errors", () => {
       assert.include(result.stderr, "codex: refusing to start (test)")
     }), 60_000)
 
+  it.scopedLive("a codex that closes its stdout and stays alive with a card open: connection.lost names it, the card settles connection-lost, exit 3, the child is stopped", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const script = Path.join(dir, "codex")
+      const pidFile = Path.join(dir, "pid")
+      // Answers the handshake, starts a thread and a turn, asks for an approval, then closes its
+      // stdout and stays alive: nothing it asks can be answered any more.
+      Fs.writeFileSync(script, `#!${process.execPath}
+const fs = require("node:fs")
+fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid))
+const out = (f) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...f }) + "\\n")
+require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = JSON.parse(line)
+  if (m.method === "initialize") out({ id: m.id, result: { userAgent: "stdout-closer/0.171.0", codexHome: "/tmp" } })
+  if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_1" } } })
+  if (m.method === "turn/start") {
+    out({ id: m.id, result: { turn: { id: "turn_1", status: "inProgress", items: [] } } })
+    out({ id: 0, method: "item/commandExecution/requestApproval", params: { threadId: "thr_1", turnId: "turn_1", itemId: "c1", startedAtMs: 0, command: "echo hi", cwd: "/tmp" } })
+    process.stdout.end()
+    process.stderr.write("stdout-closer: stdout closed, staying alive\\n")
+    setInterval(() => {}, 60000)
+  }
+})
+`, { mode: 0o755 })
+      const cli = yield* CliProcess.spawn(["run", "--codex", script, "--json", "--approvals", "stdin", "--restarts", "0", "hello"])
+      const exited = yield* cli.exited()
+      assert.deepStrictEqual(exited, { code: 3, signal: null }, cli.stderr())
+      const lines = cli.json()
+      const opened = lines.find((l) => l.type === "card.opened")
+      assert.isDefined(opened, "the card was opened before stdout closed")
+      const lost = lines.find((l) => l.type === "connection.lost")!
+      assert.include(lost.reason, "closed its stdout without exiting")
+      assert.include(lost.stderrTail, "stdout-closer: stdout closed")
+      assert.deepInclude(lines.find((l) => l.type === "card.settled")!, { cardId: opened!.cardId, outcome: "connection-lost", written: false })
+      assert.deepInclude(lines.find((l) => l.type === "item.finished")!, { item: 0, status: "connection-lost" })
+      assert.deepInclude(lines[lines.length - 1]!, { type: "run.finished", exitCode: 3 })
+      const pid = Number(Fs.readFileSync(pidFile, "utf8"))
+      assert.isFalse(ProcessTree.isAlive(pid), "the codex child was stopped")
+    }), 60_000)
+
   it.live("usage errors exit 2 with a message that says what to fix", () =>
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
