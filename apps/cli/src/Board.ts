@@ -14,6 +14,7 @@ import * as CardText from "./CardText.js"
 import * as Durations from "./Durations.js"
 import type { Screen } from "./Screen.js"
 import * as Tally from "./Tally.js"
+import { Json } from "@warden/protocol"
 
 export interface Board {
   readonly onSupervisorEvent: (event: Supervisor.SupervisorEvent) => void
@@ -35,8 +36,7 @@ const oneLine = (text: string, max = 80): string => {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
 }
 
-const record = (value: unknown): Record<string, unknown> | undefined =>
-  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+const record = Json.asRecord
 
 /** A log line for the items worth telling a person about: commands, file changes, tool calls. */
 export const completedItemLine = (params: unknown): string | undefined => {

@@ -7,6 +7,7 @@ import type { ApprovalEvent, Card } from "@warden/approvals"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Cause, Exit } from "effect"
 import type { ItemStatus } from "./ExitCodes.js"
+import { Json } from "@warden/protocol"
 
 export type LiveStatus = "queued" | "running"
 
@@ -85,8 +86,7 @@ export const outcomeOf = (
   return { status: "failed", threadId: undefined, finalMessage: undefined, error: Cause.pretty(exit.cause).split("\n")[0] }
 }
 
-const record = (value: unknown): Record<string, unknown> | undefined =>
-  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+const record = Json.asRecord
 
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 

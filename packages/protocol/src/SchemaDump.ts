@@ -24,6 +24,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Ajv, type ValidateFunction } from "ajv"
 import { Data, Effect, Either } from "effect"
+import * as Json from "./Json.js"
 
 export type JsonSchema = { readonly [key: string]: unknown }
 
@@ -59,8 +60,7 @@ export interface SchemaDump {
 // ---------------------------------------------------------------------------------------------
 // Reading the bundle
 
-const isRecord = (value: unknown): value is JsonSchema =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isRecord = (value: unknown): value is JsonSchema => Json.isRecord(value)
 
 const layoutChanged = (message: string) =>
   new SchemaDumpError({ reason: "LayoutChanged", message: `the schema dump's layout changed: ${message}` })

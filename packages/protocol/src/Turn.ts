@@ -7,6 +7,7 @@
  */
 import { Either, Schema } from "effect"
 import * as OpenEnum from "./OpenEnum.js"
+import { isRecord } from "./Json.js"
 
 export const TurnStatuses = ["completed", "interrupted", "failed", "inProgress"] as const
 export const TurnStatus = OpenEnum.make(...TurnStatuses)
@@ -57,8 +58,6 @@ export interface TurnError {
   readonly additionalDetails: string | null
 }
 
-const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 export const codexErrorInfoOf = (wire: unknown): CodexErrorInfo | null => {
   if (typeof wire === "string") return { code: wire, httpStatusCode: null, detail: null }

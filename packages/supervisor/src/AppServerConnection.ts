@@ -14,7 +14,7 @@
  */
 import type { Approvals, Desk } from "@warden/approvals"
 import { CardSummary, DeadlineTimer, SecretMask } from "@warden/approvals"
-import { ClientMethods, JsonRpc, ServerRequests } from "@warden/protocol"
+import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, ParseResult, PubSub, Random, Scope } from "effect"
@@ -97,8 +97,7 @@ export interface AppServer {
 
 export const DefaultRequestTimeout = Duration.minutes(2)
 
-const record = (value: unknown): Record<string, unknown> | undefined =>
-  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+const record = Json.asRecord
 
 /** Thread id of a notification: `params.threadId`, or `params.thread.id` for thread/started. Hot path: no Schema. */
 export const threadIdOf = (method: string, params: unknown): string | undefined => {

@@ -13,6 +13,7 @@ import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "./Errors.js"
 import type { RequestError } from "./Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
 import type { TurnError, TurnResult, WorkEvent, WorkItem } from "./WorkItem.js"
+import { Json } from "@warden/protocol"
 
 export interface RunnerConfig {
   /** No event for this long, while no card is open and no command runs: the turn is stalled. */
@@ -29,8 +30,7 @@ export interface Session {
   usage: unknown
 }
 
-const record = (value: unknown): Record<string, unknown> | undefined =>
-  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+const record = Json.asRecord
 
 const turnErrorOf = (value: unknown): TurnError | undefined => {
   const e = record(value)
