@@ -27,8 +27,9 @@ const layer = (codex: CodexCommand.CodexCommand) =>
   Supervisor.layer({
     approvals: {
       // A program decides: accept commands that start with `echo`, leave the rest to the deadline.
+      // It runs in its own fiber, never on the connection's read loop.
       handler: (card) =>
-        Effect.succeed(card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined),
+        Effect.sync(() => (card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)),
       deadlines: { default: "1 minute" }
     }
   }).pipe(Layer.provide(CodexCommand.transportLayer(codex)))
