@@ -221,7 +221,16 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
               })
               return ended.message
             }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index } }))
-          ).pipe(Effect.catchAll((error) => Effect.succeed(error.message)))
+          ).pipe(
+            Effect.catchAll((error) => Effect.succeed(error.message)),
+            // A defect while connecting counts as a failed attempt (restart with backoff, bounded),
+            // never as the end of the slot; interruption (the supervisor stopping) still ends it.
+            Effect.catchAllCause((cause) =>
+              Cause.isInterruptedOnly(cause)
+                ? Effect.failCause(cause)
+                : Effect.as(Effect.logError("app-server connection failed with a defect", cause), `Warden failed while connecting: ${Cause.squash(cause)}`)
+            )
+          )
           const endedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
           // Only a connection that got through the handshake and then stayed up counts as stable.
           consecutive = readyAt !== undefined && endedAt - readyAt >= stableAfter ? 1 : consecutive + 1
@@ -243,7 +252,19 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
 
     for (const slot of slots) {
       yield* slotLoop(slot).pipe(
-        Effect.tapErrorCause((cause) => Effect.logError("app-server slot crashed", cause)),
+        // Supervised: a slot loop that dies anyway leaves the slot Down (waiting items fail with
+        // the cause), never a slot that looks alive and serves nobody.
+        Effect.onExit((exit) =>
+          Exit.isFailure(exit) && !Exit.isInterrupted(exit)
+            ? Effect.zipRight(
+              Effect.logError("app-server slot crashed", exit.cause),
+              SubscriptionRef.set(slot.state, {
+                _tag: "Down",
+                error: new WorkItemFailed({ reason: "connection-lost", detail: `the app-server slot failed: ${Cause.squash(exit.cause)}`, threadId: undefined })
+              })
+            )
+            : Effect.void
+        ),
         Effect.interruptible,
         Effect.forkScoped
       )

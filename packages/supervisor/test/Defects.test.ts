@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Approvals, ApprovalEvent } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { FakeAppServer } from "@warden/testkit"
+import { Transport } from "@warden/transport"
 import { Duration, Effect, Exit, Fiber, Option, Queue, Tracer } from "effect"
 import { AppServerConnection, Supervisor } from "../src/index.js"
 import { advance, commandApproval, supervise, waitFor } from "./support.js"
@@ -178,6 +179,26 @@ describe("a defect while handling a frame ends the connection, and the slot reco
       assert.include(error.message, "injected: the desk broke")
       assert.strictEqual(server.pendingCount(), 0)
       assert.isFalse(server.isOpen())
+    }))
+})
+
+describe("a defect while connecting is a failed attempt, not a dead slot", () => {
+  it.scoped("connect dies once: the slot restarts with backoff and serves the next item", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make({ turns: "manual" })
+      let attempts = 0
+      const transport: Transport.TransportShape = {
+        connect: Effect.suspend(() => (++attempts === 1 ? Effect.dieMessage("the transport broke") : fake.memory.transport.connect))
+      }
+      const supervisor = yield* Supervisor.make({ restart: { backoff: "1 second" } }).pipe(
+        Effect.provideService(Transport.Transport, transport),
+        Effect.orDie
+      )
+      const events = yield* supervisor.subscribe
+      yield* advance("1 second")
+      yield* waitFor(events, isReady)
+      assert.strictEqual(attempts, 2)
+      assert.strictEqual((yield* runManual(fake, supervisor, "after", "turn_1")).status, "completed")
     }))
 })
 
