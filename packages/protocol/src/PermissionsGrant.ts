@@ -4,7 +4,10 @@
  * (a getter or `toJSON` would run again inside JSON.stringify, after the check).
  *
  * Refused: unknown keys, inherited properties, accessors, `toJSON`, non-plain objects, empty path
- * lists, a non-integer or < 1 depth, an unknown scope, and anything wider than what was asked.
+ * lists, a non-integer or < 1 depth, an unknown scope, and anything wider than what was asked:
+ * access to a path not asked, read or write to a path asked as deny, write where read was asked,
+ * the network when not asked (`within`, over normalized sets). Every deny that was asked is kept
+ * in the answer of a grant that gives any file-system access.
  */
 import { Either } from "effect"
 
@@ -178,32 +181,65 @@ const checkShape = (value: unknown, where: string): CheckedGrant => {
   return { ...(fileSystem ? { fileSystem } : {}), ...(network ? { network } : {}) }
 }
 
-const samePath = (a: FileSystemPath, b: FileSystemPath): boolean => JSON.stringify(a) === JSON.stringify(b)
+// ---------------------------------------------------------------------------------------------
+// Normalized sets: one access per path
 
-/** The grant may not be wider than the request: every granted path and entry was asked for. */
-const checkSubset = (requested: CheckedGrant, granted: CheckedGrant): void => {
-  const asked = requested.fileSystem
-  const given = granted.fileSystem
-  if (given) {
-    const askedWrite = new Set([
-      ...(asked?.write ?? []),
-      ...(asked?.entries ?? []).filter((e) => e.access === "write" && e.path.type === "path").map((e) => (e.path as { path: string }).path)
-    ])
-    const askedRead = new Set([
-      ...askedWrite,
-      ...(asked?.read ?? []),
-      ...(asked?.entries ?? []).filter((e) => e.path.type === "path").map((e) => (e.path as { path: string }).path)
-    ])
-    for (const path of given.write ?? []) if (!askedWrite.has(path)) fail(`grant writes ${JSON.stringify(path)}, which was not asked for`)
-    for (const path of given.read ?? []) if (!askedRead.has(path)) fail(`grant reads ${JSON.stringify(path)}, which was not asked for`)
-    for (const entry of given.entries ?? []) {
-      const match = (asked?.entries ?? []).some((e) => samePath(e.path, entry.path) && (e.access === entry.access || entry.access === "deny" || (entry.access === "read" && e.access === "write")))
-      if (!match) fail(`grant entry ${JSON.stringify(entry)} was not asked for`)
-    }
+export type Access = "read" | "write" | "deny"
+
+/** Each path (by its exact JSON shape) with the one access a set gives it. */
+export interface AccessSet {
+  readonly byPath: ReadonlyMap<string, { readonly path: FileSystemPath; readonly access: Access }>
+  readonly network: boolean
+}
+
+/** deny < read < write in what they allow; within one set the most restrictive mention wins. */
+const rank: Record<Access, number> = { deny: 0, read: 1, write: 2 }
+
+const pathKey = (path: FileSystemPath): string => JSON.stringify(path)
+
+/**
+ * A checked permission set as one access per path: the `read` and `write` lists are plain path
+ * entries, `entries` keep their own access, and a path mentioned twice gets the most restrictive
+ * access (a deny carve-out listed next to a write stays a deny).
+ */
+export const normalize = (set: CheckedGrant): AccessSet => {
+  const byPath = new Map<string, { readonly path: FileSystemPath; readonly access: Access }>()
+  const add = (path: FileSystemPath, access: Access) => {
+    const key = pathKey(path)
+    const seen = byPath.get(key)
+    if (seen === undefined || rank[access] < rank[seen.access]) byPath.set(key, { path, access })
   }
-  if (granted.network?.enabled === true && requested.network?.enabled !== true) {
-    fail("grant enables the network, which was not asked for")
+  const fs = set.fileSystem
+  for (const path of fs?.read ?? []) add({ type: "path", path }, "read")
+  for (const path of fs?.write ?? []) add({ type: "path", path }, "write")
+  for (const entry of fs?.entries ?? []) add(entry.path, entry.access)
+  return { byPath, network: set.network?.enabled === true }
+}
+
+const describePath = (path: FileSystemPath): string =>
+  path.type === "path" ? JSON.stringify(path.path) : path.type === "glob_pattern" ? `glob ${JSON.stringify(path.pattern)}` : `special ${JSON.stringify(path.value.kind)}`
+
+/**
+ * Whether `granted` is within `asked`, as one function over normalized sets: every path the grant
+ * gives read or write was asked with at least that access (a path asked as deny can never be
+ * granted), the network only if asked. Returns the asked denies the grant does not state: the
+ * answer keeps them (a deny may only be kept, never dropped or turned into access), or the reason
+ * the grant is wider than asked.
+ */
+export const within = (asked: AccessSet, granted: AccessSet): Either.Either<ReadonlyArray<FileSystemPath>, string> => {
+  for (const [key, given] of granted.byPath) {
+    if (given.access === "deny") continue // narrowing is always allowed
+    const wanted = asked.byPath.get(key)
+    if (wanted === undefined) return Either.left(`grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was not asked for`)
+    if (wanted.access === "deny") return Either.left(`grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was asked as deny`)
+    if (rank[given.access] > rank[wanted.access]) return Either.left(`grant writes ${describePath(given.path)}, which was asked as read only`)
   }
+  if (granted.network && !asked.network) return Either.left("grant enables the network, which was not asked for")
+  const keep: Array<FileSystemPath> = []
+  for (const [key, wanted] of asked.byPath) {
+    if (wanted.access === "deny" && granted.byPath.get(key)?.access !== "deny") keep.push(wanted.path)
+  }
+  return Either.right(keep)
 }
 
 /** Fresh plain JSON for the wire, built only from checked values. */
@@ -253,12 +289,23 @@ export const checkGrant = (
   attempt(() => {
     const asked = checkShape(requested, "requested permissions")
     const given = checkShape(grant.permissions, "permissions")
-    checkSubset(asked, given)
+    const kept = within(normalize(asked), normalize(given))
+    if (Either.isLeft(kept)) return fail(kept.left)
+    // A grant that gives any file-system access carries every deny that was asked with it.
+    const answer = given.fileSystem !== undefined && kept.right.length > 0
+      ? {
+        ...given,
+        fileSystem: {
+          ...given.fileSystem,
+          entries: [...(given.fileSystem.entries ?? []), ...kept.right.map((path): FileSystemEntry => ({ path, access: "deny" }))]
+        }
+      }
+      : given
     const scope = scopeOf(grant.scope)
     const strict = grant.strictAutoReview
     if (strict !== undefined && typeof strict !== "boolean") fail("strictAutoReview is not a boolean")
     return {
-      permissions: toWire(given),
+      permissions: toWire(answer),
       scope,
       ...(typeof strict === "boolean" ? { strictAutoReview: strict } : {})
     }

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, FastCheck } from "effect"
 import { PermissionsGrant } from "../src/index.js"
 
 const requested = {
@@ -69,4 +69,106 @@ describe("PermissionsGrant.checkGrant", () => {
     const r = PermissionsGrant.checkGrant(requested, { permissions: {} })
     assert.deepStrictEqual(r, Either.right({ permissions: {}, scope: "turn" }))
   })
+})
+
+describe("PermissionsGrant: a grant is within the ask, denies included", () => {
+  const withDenies = {
+    fileSystem: {
+      write: ["/repo"],
+      entries: [
+        { path: { type: "path", path: "/home/u/.ssh" }, access: "deny" },
+        { path: { type: "path", path: "/repo/.git/hooks" }, access: "deny" }
+      ]
+    }
+  }
+  it("a path asked as deny cannot be granted as read or write", () => {
+    for (const permissions of [{ fileSystem: { read: ["/home/u/.ssh"] } }, { fileSystem: { write: ["/home/u/.ssh"] } }, { fileSystem: { entries: [{ path: { type: "path", path: "/home/u/.ssh" }, access: "read" }] } }]) {
+      const r = PermissionsGrant.checkGrant(withDenies, { permissions })
+      assert.isTrue(Either.isLeft(r) && r.left.includes("/home/u/.ssh") && r.left.includes("asked as deny"), JSON.stringify(r))
+    }
+  })
+  it("a grant that drops the asked carve-outs keeps them in the answer", () => {
+    const r = PermissionsGrant.checkGrant(withDenies, { permissions: { fileSystem: { write: ["/repo"] } } })
+    assert.isTrue(Either.isRight(r))
+    if (Either.isLeft(r)) return
+    assert.deepStrictEqual(r.right.permissions, {
+      fileSystem: {
+        write: ["/repo"],
+        entries: [
+          { path: { type: "path", path: "/home/u/.ssh" }, access: "deny" },
+          { path: { type: "path", path: "/repo/.git/hooks" }, access: "deny" }
+        ]
+      }
+    })
+  })
+  it("write where only read was asked is refused, naming why", () => {
+    const r = PermissionsGrant.checkGrant({ fileSystem: { read: ["/data"] } }, { permissions: { fileSystem: { write: ["/data"] } } })
+    assert.deepStrictEqual(r, Either.left("grant writes \"/data\", which was asked as read only"))
+  })
+  it("a write and a deny of the same path in the ask: the deny wins", () => {
+    const ask = { fileSystem: { write: ["/x"], entries: [{ path: { type: "path", path: "/x" }, access: "deny" }] } }
+    const r = PermissionsGrant.checkGrant(ask, { permissions: { fileSystem: { write: ["/x"] } } })
+    assert.isTrue(Either.isLeft(r) && r.left.includes("asked as deny"))
+  })
+})
+
+describe("PermissionsGrant property: every accepted grant is within the ask with its denies; every refusal names why", () => {
+  const paths = ["/a", "/a/b", "/c", "/home/u/.ssh", "/repo", "/repo/.git/hooks"] as const
+  const access = FastCheck.constantFrom("read", "write", "deny")
+  const entry = FastCheck.record({ path: FastCheck.constantFrom(...paths), access })
+  const set = FastCheck.record({
+    read: FastCheck.uniqueArray(FastCheck.constantFrom(...paths), { maxLength: 3 }),
+    write: FastCheck.uniqueArray(FastCheck.constantFrom(...paths), { maxLength: 3 }),
+    entries: FastCheck.array(entry, { maxLength: 4 }),
+    network: FastCheck.boolean()
+  })
+  const toWire = (s: { read: ReadonlyArray<string>; write: ReadonlyArray<string>; entries: ReadonlyArray<{ path: string; access: string }>; network: boolean }) => {
+    const fileSystem = {
+      ...(s.read.length > 0 ? { read: [...s.read] } : {}),
+      ...(s.write.length > 0 ? { write: [...s.write] } : {}),
+      ...(s.entries.length > 0 ? { entries: s.entries.map((e) => ({ path: { type: "path", path: e.path }, access: e.access })) } : {})
+    }
+    return { ...(Object.keys(fileSystem).length > 0 ? { fileSystem } : {}), ...(s.network ? { network: { enabled: true } } : {}) }
+  }
+  /** The reference: the most restrictive access each set gives a path, written out by hand. */
+  const accessOf = (wire: any): Map<string, string> => {
+    const out = new Map<string, string>()
+    const order = { deny: 0, read: 1, write: 2 } as Record<string, number>
+    const add = (p: string, a: string) => {
+      const seen = out.get(p)
+      if (seen === undefined || order[a]! < order[seen]!) out.set(p, a)
+    }
+    for (const p of wire.fileSystem?.read ?? []) add(p, "read")
+    for (const p of wire.fileSystem?.write ?? []) add(p, "write")
+    for (const e of wire.fileSystem?.entries ?? []) add(e.path.path, e.access)
+    return out
+  }
+
+  it.prop("generated asks and grants", [set, set, FastCheck.constantFrom("turn", "session")], ([ask, grant, scope]) => {
+    const askWire = toWire(ask)
+    const grantWire = toWire(grant)
+    const r = PermissionsGrant.checkGrant(askWire, { permissions: grantWire, scope })
+    const asked = accessOf(askWire)
+    const given = accessOf(grantWire)
+    const order = { deny: 0, read: 1, write: 2 } as Record<string, number>
+    const widening = [...given].filter(([p, a]) => a !== "deny" && (asked.get(p) === undefined || order[a]! > order[asked.get(p)!]!))
+    const networkWidening = grant.network && !ask.network
+    if (Either.isLeft(r)) {
+      assert.isTrue(widening.length > 0 || networkWidening, `refused without a widening: ${r.left}`)
+      assert.isTrue(widening.some(([p]) => r.left.includes(JSON.stringify(p))) || r.left.includes("network"), `the reason names the path: ${r.left}`)
+      return
+    }
+    assert.deepStrictEqual(widening, [], "an accepted grant gives nothing beyond the ask")
+    assert.isFalse(networkWidening)
+    const answered = accessOf(r.right.permissions)
+    for (const [p, a] of answered) {
+      if (a === "deny") continue
+      assert.isDefined(asked.get(p), `${p} was asked`)
+      assert.isAtMost(order[a]!, order[asked.get(p)!]!, `${p}: ${a} within ${asked.get(p)}`)
+    }
+    if (answered.size > 0) {
+      for (const [p, a] of asked) if (a === "deny") assert.strictEqual(answered.get(p), "deny", `the asked deny of ${p} is kept`)
+    }
+    assert.strictEqual(r.right.scope, scope)
+  }, { fastCheck: { numRuns: 2000 } })
 })
