@@ -302,9 +302,52 @@ export const persistOffered = (p: ElicitationParams): ReadonlyArray<"session" | 
   return Array.isArray(persist) ? persist.filter((x): x is "session" | "always" => x === "session" || x === "always") : []
 }
 
-/** Content for an accepted form: only the form's own fields, only primitive values, rebuilt fresh. */
+/** Set an own data property (a key named `__proto__` stays a key, never a prototype). */
+const defineOwn = (target: Record<string, unknown>, key: string, value: unknown): void => {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
+const ownField = (props: Record<string, unknown>, key: string): Record<string, unknown> | undefined => {
+  if (!Object.prototype.hasOwnProperty.call(props, key)) return undefined
+  const field = Object.getOwnPropertyDescriptor(props, key)?.value
+  return typeof field === "object" && field !== null && !Array.isArray(field) ? (field as Record<string, unknown>) : {}
+}
+
+/** Whether `value` is of the type the form's field asks (JSON Schema `type`; none declared: any primitive). */
+const fieldValue = (field: Record<string, unknown>, value: unknown): unknown | undefined => {
+  const type = field["type"]
+  const choices = Array.isArray(field["enum"]) ? (field["enum"] as ReadonlyArray<unknown>) : undefined
+  const inChoices = (v: unknown) => choices === undefined || choices.includes(v)
+  switch (type) {
+    case "string":
+      return typeof value === "string" && inChoices(value) ? value : undefined
+    case "number":
+      return typeof value === "number" && Number.isFinite(value) && inChoices(value) ? value : undefined
+    case "integer":
+      return typeof value === "number" && Number.isSafeInteger(value) && inChoices(value) ? value : undefined
+    case "boolean":
+      return typeof value === "boolean" ? value : undefined
+    case "array": {
+      const items = typeof field["items"] === "object" && field["items"] !== null ? (field["items"] as Record<string, unknown>) : {}
+      const itemChoices = Array.isArray(items["enum"]) ? (items["enum"] as ReadonlyArray<unknown>) : undefined
+      return Array.isArray(value) && value.every((x) => typeof x === "string" && (itemChoices === undefined || itemChoices.includes(x))) ? [...value] : undefined
+    }
+    case undefined:
+      return (typeof value === "string" || typeof value === "number" || typeof value === "boolean") && inChoices(value) ? value : undefined
+    default:
+      return undefined
+  }
+}
+
+/**
+ * Content for an accepted form: only the form's OWN fields (an inherited name such as `toString`
+ * or `constructor` is not a field), each of the type the field asks, every required field
+ * present; rebuilt fresh.
+ */
 const formContent = (p: ElicitationParams, content: unknown): Either.Either<Record<string, unknown>, string> => {
   const props = schemaProperties(p.requestedSchema)
+  const requiredList = typeof p.requestedSchema === "object" && p.requestedSchema !== null ? (p.requestedSchema as Record<string, unknown>)["required"] : undefined
+  const required = Array.isArray(requiredList) ? requiredList.filter((x): x is string => typeof x === "string") : []
   if (content === undefined) {
     return Object.keys(props).length === 0 ? Either.right({}) : Either.left("accepting this form needs content")
   }
@@ -313,20 +356,19 @@ const formContent = (p: ElicitationParams, content: unknown): Either.Either<Reco
   }
   const out: Record<string, unknown> = {}
   for (const key of Object.keys(content)) {
-    if (!(key in props)) return Either.left(`content has a field the form does not ask for: ${key}`)
+    const field = ownField(props, key)
+    if (field === undefined) return Either.left(`content has a field the form does not ask for: ${key}`)
     const descriptor = Object.getOwnPropertyDescriptor(content, key)!
     if (!("value" in descriptor)) return Either.left(`content.${key} is an accessor`)
-    const value: unknown = descriptor.value
-    const field = props[key] as Record<string, unknown> | undefined
-    const allowed = field && Array.isArray(field["enum"]) ? (field["enum"] as ReadonlyArray<unknown>) : undefined
-    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
-      if (allowed && !allowed.includes(value)) return Either.left(`content.${key} is not one of the form's choices`)
-      out[key] = value
-    } else if (Array.isArray(value) && value.every((x) => typeof x === "string")) {
-      out[key] = [...value]
-    } else {
-      return Either.left(`content.${key} is not a primitive value`)
+    const value = fieldValue(field, descriptor.value)
+    if (value === undefined) {
+      const type = typeof field["type"] === "string" ? field["type"] : "primitive"
+      return Either.left(`content.${key} is not ${Array.isArray(field["enum"]) ? "one of the form's choices" : `a ${type} value`}`)
     }
+    defineOwn(out, key, value)
+  }
+  for (const key of required) {
+    if (!Object.prototype.hasOwnProperty.call(out, key) && ownField(props, key) !== undefined) return Either.left(`content.${key} is required by the form`)
   }
   return Either.right(out)
 }
@@ -402,7 +444,7 @@ const userInput: MethodSpec<UserInputParams> = {
           if (!list || list.length > MaxAnswersPerQuestion || !list.every((x) => typeof x === "string" && x.length <= MaxAnswerLength)) {
             return Either.left(`answers.${id} is not a bounded list of strings`)
           }
-          out[id] = { answers: [...(list as ReadonlyArray<string>)] }
+          defineOwn(out, id, { answers: [...(list as ReadonlyArray<string>)] })
         }
         return Either.right(result({ answers: out }))
       }

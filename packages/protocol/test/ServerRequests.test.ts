@@ -103,6 +103,36 @@ describe("ServerRequests", () => {
     }
   })
 
+  it("forms: only the form's own fields (never inherited names), of the asked types, required ones present", () => {
+    const m = "mcpServer/elicitation/request"
+    const req = ServerRequests.decode(9, m, {
+      threadId: "t",
+      turnId: "u",
+      serverName: "srv",
+      mode: "form",
+      message: "Fill in",
+      requestedSchema: {
+        type: "object",
+        properties: { name: { type: "string" }, count: { type: "integer" }, ok: { type: "boolean" }, tags: { type: "array", items: { type: "string", enum: ["a", "b"] } } },
+        required: ["name"]
+      }
+    })
+    if (req._tag !== "Known") throw new Error("did not decode")
+    const accept = (content: Record<string, unknown>) => ServerRequests.answerFor(req, { _tag: "Elicitation", action: "accept", content })
+    for (const key of ["toString", "constructor", "hasOwnProperty", "__proto__", "valueOf"]) {
+      const content = JSON.parse(`{"name": "x", ${JSON.stringify(key)}: "y"}`)
+      const r = accept(content)
+      assert.isTrue(Either.isLeft(r) && r.left.includes("does not ask for"), `${key}: ${JSON.stringify(r)}`)
+    }
+    assert.isTrue(Either.isLeft(accept({ name: 5 })), "a number where a string is asked")
+    assert.isTrue(Either.isLeft(accept({ name: "x", count: 1.5 })), "a fraction where an integer is asked")
+    assert.isTrue(Either.isLeft(accept({ name: "x", ok: "true" })), "a string where a boolean is asked")
+    assert.isTrue(Either.isLeft(accept({ name: "x", tags: ["c"] })), "an item outside the array's choices")
+    const missing = accept({ count: 2 })
+    assert.isTrue(Either.isLeft(missing) && missing.left.includes("content.name is required"))
+    assert.deepStrictEqual(result(accept({ name: "x", count: 2, ok: false, tags: ["a"] })), { action: "accept", content: { name: "x", count: 2, ok: false, tags: ["a"] } })
+  })
+
   it("elicitation: acceptForSession is refused; persist only where _meta.persist offers it", () => {
     const m = "mcpServer/elicitation/request"
     assert.isTrue(Either.isLeft(answer(m, Decision.AcceptForSession)))
