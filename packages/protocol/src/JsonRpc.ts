@@ -1,6 +1,6 @@
 /**
  * JSON-RPC 2.0 as codex app-server speaks it: `"jsonrpc"` is omitted by the server (accepted
- * present or absent), ids are numbers or strings, and 0 is an id (test `!== undefined`).
+ * present or absent), ids are exact integers or strings, and 0 is an id (test `!== undefined`).
  *
  * `classify` runs on the read loop for every frame: plain property checks, no Schema work.
  */
@@ -22,8 +22,17 @@ export type Incoming =
 
 type Frame = { readonly [key: string]: unknown }
 
-const isId = (id: unknown): id is RequestId =>
-  (typeof id === "number" && Number.isFinite(id)) || typeof id === "string"
+/**
+ * Ids are the key of exactly-once, so they must be exact: a string, or an integer JSON numbers
+ * hold exactly (|id| <= 2^53 - 1). A larger number has already lost digits in `JSON.parse` (two
+ * different requests could read as one id), and a fraction is no id codex sends: both are refused.
+ */
+const isId = (id: unknown): id is RequestId => (typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"
+
+const badId = (kind: string, id: unknown, frame: Frame): string =>
+  typeof id === "number"
+    ? `${kind} id ${id} is not an exact integer (JSON numbers beyond 2^53 - 1 lose digits, so two requests could share one id): ${preview(frame)}`
+    : `${kind} has an id that is neither number nor string: ${preview(frame)}`
 
 const preview = (frame: Frame): string => {
   const text = JSON.stringify(frame)
@@ -38,13 +47,13 @@ export const classify = (frame: Frame): Incoming => {
       return { _tag: "Invalid", detail: `frame has a non-string method: ${preview(frame)}` }
     }
     if (id === undefined) return { _tag: "Notification", method, params: frame["params"] }
-    if (!isId(id)) return { _tag: "Invalid", detail: `request has an id that is neither number nor string: ${preview(frame)}` }
+    if (!isId(id)) return { _tag: "Invalid", detail: badId("request", id, frame) }
     return { _tag: "Request", id, method, params: frame["params"] }
   }
   if (id === undefined || id === null) {
     return { _tag: "Invalid", detail: `frame is neither request, response nor notification: ${preview(frame)}` }
   }
-  if (!isId(id)) return { _tag: "Invalid", detail: `response has an id that is neither number nor string: ${preview(frame)}` }
+  if (!isId(id)) return { _tag: "Invalid", detail: badId("response", id, frame) }
   if ("error" in frame && frame["error"] !== undefined) {
     const error = frame["error"]
     if (typeof error === "object" && error !== null && typeof (error as Frame)["code"] === "number") {
