@@ -11,6 +11,7 @@ import { Either, Schema } from "effect"
 import type { Decision, DecisionTag } from "./Decision.js"
 import type { RequestId, RpcErrorBody } from "./JsonRpc.js"
 import * as PermissionsGrant from "./PermissionsGrant.js"
+import { describeParseError } from "./Json.js"
 
 export const ServerRequestMethods = [
   "item/commandExecution/requestApproval",
@@ -571,7 +572,8 @@ const decoders = Object.fromEntries(
 export const decode = (id: RequestId, method: string, params: unknown): DecodedRequest => {
   if (!isServerRequestMethod(method)) return { _tag: "Unknown", id, method, params }
   const decoded = decoders[method](params ?? {})
-  if (Either.isLeft(decoded)) return { _tag: "Malformed", id, method, params, detail: decoded.left.message }
+  // The detail names the failing fields and the expected types, never the values (a token may sit there).
+  if (Either.isLeft(decoded)) return { _tag: "Malformed", id, method, params, detail: describeParseError(decoded.left) }
   return { _tag: "Known", id, method, params: decoded.right } as ServerRequest
 }
 

@@ -17,7 +17,7 @@ import { CardSummary, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, ParseResult, PubSub, Random, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "./Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -119,14 +119,15 @@ const firstLine = (text: string): string => {
   return line.length > 0 ? line : text.slice(0, 200)
 }
 
-/** A schema failure as paths and expected types, never the values (they may hold secrets). */
-export const describeParseError = (error: ParseResult.ParseError): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const shown = issues.slice(0, 5).map((issue) => {
-    const path = issue.path.length > 0 ? issue.path.map(String).join(".") : "the result"
-    return issue._tag === "Missing" ? `${path} is missing` : `${path} is not what the protocol says (${issue._tag})`
-  })
-  return shown.join("; ") + (issues.length > 5 ? `; and ${issues.length - 5} more` : "")
+/**
+ * The end as it may leave Warden: the stderr tail and any detail (a frame preview, a write error)
+ * through the one masking function, `SecretMask.maskText` (an `Authorization: Bearer …` line on
+ * stderr, an `OPENAI_API_KEY=…` in a frame preview never reach an error, an event or a log).
+ */
+export const maskEnded = (ended: ConnectionEnded): ConnectionEnded => {
+  const reason = ended.reason
+  const masked = "detail" in reason ? { ...reason, detail: SecretMask.maskText(reason.detail) } : reason
+  return new ConnectionEnded({ reason: masked, stderrTail: SecretMask.maskText(ended.stderrTail) })
 }
 
 /** A frame whose handling threw: the read loop dies with it, and the connection ends naming it. */
@@ -181,14 +182,19 @@ export const make = (
     // The desk's deadline timer and card fibers live in this connection's scope.
     const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() }, undefined, fibers)
 
-    const lostError = () => new ConnectionLost({ ended: handledEnd ?? connection.endedNow() })
+    const lostError = () => {
+      const ended = handledEnd ?? connection.endedNow()
+      return new ConnectionLost({ ended: ended && maskEnded(ended) })
+    }
 
     /**
      * The one end path: pending requests fail, open cards settle as connection-lost, every thread
      * route is told, `ended` resolves. Each step is guarded so that `ended` always resolves.
      */
-    const endWith = (ended: ConnectionEnded) => {
+    const endWith = (raw: ConnectionEnded) => {
       if (handledEnd) return
+      // Everything downstream (errors, events, logs, the CLI) sees the masked end only.
+      const ended = maskEnded(raw)
       handledEnd = ended
       const error = new ConnectionLost({ ended })
       try {
@@ -426,7 +432,7 @@ export const make = (
       Effect.flatMap(requestRaw(method, params, options), (raw) =>
         Effect.mapError(
           ClientMethods.decodeResult(method, raw),
-          (invalid) => new UnexpectedResult({ method, detail: describeParseError(invalid.cause) })
+          (invalid) => new UnexpectedResult({ method, detail: Json.describeParseError(invalid.cause) })
         ))
 
     const notify = (method: string, params?: unknown) =>

@@ -3,6 +3,7 @@
  * (synchronously, from the response frame). An optional hook runs in the read loop too, before
  * the next frame is looked at: thread/start and thread/resume register the thread's route there.
  */
+import { SecretMask } from "@warden/approvals"
 import { Deferred, Effect } from "effect"
 import type { ConnectionLost, RequestTimeout } from "./Errors.js"
 import { RemoteError } from "./Errors.js"
@@ -53,7 +54,8 @@ export const make = (): PendingRequests => {
       if (!entry) return false
       Deferred.unsafeDone(
         entry.deferred,
-        Effect.fail(new RemoteError({ method: entry.method, code: error.code, detail: error.message, ...(error.data !== undefined ? { data: error.data } : {}) }))
+        // The server's words are shown (errors, events, logs): masked like everything that leaves.
+        Effect.fail(new RemoteError({ method: entry.method, code: error.code, detail: SecretMask.maskText(error.message), ...(error.data !== undefined ? { data: error.data } : {}) }))
       )
       return true
     },

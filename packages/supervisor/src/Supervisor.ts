@@ -7,7 +7,7 @@
  * (`run`) or a fiber in the caller's scope (`start`), behind a FIFO admission semaphore; each
  * work item's thread runs in its own thread scope (see ThreadRunner).
  */
-import { Approvals as ApprovalsNs } from "@warden/approvals"
+import { Approvals as ApprovalsNs, SecretMask } from "@warden/approvals"
 import type { ApprovalEvent, Card, Approvals as ApprovalsTypes } from "@warden/approvals"
 import type { Decision } from "@warden/protocol"
 import { Transport as TransportNs } from "@warden/transport"
@@ -194,15 +194,16 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                     Effect.timeoutOption("2 seconds"),
                     Effect.map((ended) => ended._tag === "Some" ? ended.value : connection.endedNow())
                   )).pipe(
-                    Effect.map((ended) =>
+                    Effect.map((raw) => {
+                      const ended = raw && AppServerConnection.maskEnded(raw)
                       publish({
                         _tag: "ConnectionFailed",
                         slot: slot.index,
                         reason: ended?.reason,
-                        message: ended && error._tag === "ConnectionLost" ? ended.message : error.message,
-                        stderrTail: ended?.stderrTail ?? connection.stderrTail()
+                        message: ended && error._tag === "ConnectionLost" ? ended.message : SecretMask.maskText(error.message),
+                        stderrTail: ended?.stderrTail ?? SecretMask.maskText(connection.stderrTail())
                       })
-                    )
+                    })
                   )
                 )
               )

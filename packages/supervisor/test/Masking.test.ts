@@ -1,0 +1,74 @@
+/**
+ * Secrets never leave through the connection's side doors: the stderr tail, the preview of an
+ * unreadable frame, the detail of a malformed request, the server's error messages.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Queue } from "effect"
+import type { Supervisor } from "../src/index.js"
+import { commandApproval, supervise, waitFor } from "./support.js"
+
+const token = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789"
+const ghToken = "ghp_0123456789abcdefghijABCDEFGHIJklmnop"
+const isLost = (e: Supervisor.SupervisorEvent): e is Extract<Supervisor.SupervisorEvent, { _tag: "ConnectionLost" }> => e._tag === "ConnectionLost"
+
+const noSecret = (text: string, where: string) => {
+  for (const secret of [token, ghToken, "hunter2hunter2"]) assert.notInclude(text, secret, `${where} leaks ${secret.slice(0, 6)}…: ${text}`)
+}
+
+describe("masking at the connection's exits", () => {
+  it.scoped("the stderr tail: ConnectionLost, its message and the work item's failure are masked", () =>
+    Effect.gen(function*() {
+      const { events, fake, supervisor } = yield* supervise({ restart: { maxAttempts: 0 } }, { turns: "manual" })
+      const handle = yield* supervisor.start({ prompt: "x" })
+      yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      yield* fake.peer.writeStderr(`request failed: Authorization: Bearer ${token}\nenv: OPENAI_API_KEY=${token}\ngit: https://user:hunter2hunter2@github.com/x.git\n`)
+      yield* fake.peer.exit(1)
+      const lost = yield* waitFor(events, isLost)
+      noSecret(lost.stderrTail, "stderrTail")
+      noSecret(lost.message, "message")
+      assert.include(lost.stderrTail, "request failed", "the rest of the tail is kept")
+      const failed = yield* Effect.flip(handle.await)
+      noSecret(failed.message, "WorkItemFailed")
+    }))
+
+  it.scoped("the preview of an unreadable frame is masked in the end reason", () =>
+    Effect.gen(function*() {
+      const { events, fake } = yield* supervise({ restart: { maxAttempts: 0 } })
+      yield* fake.peer.sendRaw(`{"method": "x", "params": {"auth": "Bearer ${token}", "key": "${ghToken}"} this is not json\n`)
+      const lost = yield* waitFor(events, isLost)
+      assert.strictEqual(lost.reason._tag, "Protocol")
+      noSecret(JSON.stringify(lost.reason), "reason")
+      noSecret(lost.message, "message")
+    }))
+
+  it.scoped("a malformed request's settlement names the failing field and the expected type, never the value", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start({ prompt: "x" })
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      // `command` must be a string: here it is an object holding a token.
+      yield* fake.request("item/commandExecution/requestApproval", { ...commandApproval(threadId, "turn_1"), command: { header: `Bearer ${token}` } })
+      while (true) {
+        const event = yield* Queue.take(approvals)
+        if (event._tag !== "CardSettled") continue
+        const settlement = event.settlement
+        assert.strictEqual(settlement.outcome, "refused")
+        noSecret(JSON.stringify(settlement), "settlement")
+        assert.include(settlement.detail ?? "", "command")
+        break
+      }
+    }))
+
+  it.scoped("the server's error message is masked in the request's failure", () =>
+    Effect.gen(function*() {
+      const { supervisor } = yield* supervise({}, {
+        behaviour: { "thread/start": () => ({ error: { code: -32600, message: `bad config: api_key=${token}` } }) }
+      })
+      const failed = yield* Effect.flip(supervisor.run({ prompt: "x" }))
+      noSecret(failed.message, "WorkItemFailed")
+      assert.include(failed.message, "bad config")
+    }))
+})
