@@ -15,6 +15,7 @@ import * as Durations from "./Durations.js"
 import type { Screen } from "./Screen.js"
 import * as Tally from "./Tally.js"
 import { Json } from "@warden/protocol"
+import { escapeControls } from "./TerminalText.js"
 
 export interface Board {
   readonly onSupervisorEvent: (event: Supervisor.SupervisorEvent) => void
@@ -31,8 +32,9 @@ export interface Board {
 export const tokens = (n: number | undefined): string =>
   n === undefined ? "-" : n < 1_000 ? String(n) : n < 1_000_000 ? `${(n / 1_000).toFixed(1)}k` : `${(n / 1_000_000).toFixed(1)}M`
 
+/** Server text on one line: whitespace runs (newlines, carriage returns) as one space, controls escaped. */
 const oneLine = (text: string, max = 80): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
+  const flat = escapeControls(text.replace(/\s+/g, " ").trim())
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
 }
 
@@ -119,8 +121,9 @@ export const make = (
       if (!finished) screen.region(regionLines())
     }
 
-    const log = (line: string) => {
-      screen.err(line)
+    // Log lines carry server text (messages, stderr tails): each line with its controls escaped.
+    const log = (text: string) => {
+      for (const line of text.split("\n")) screen.err(escapeControls(line))
     }
 
     const itemTag = (id: string | number | undefined) => `[${Tally.itemIndexOf(id) ?? "?"}]`

@@ -10,6 +10,7 @@ import { Decision } from "@warden/protocol"
 import type * as Terminal from "@effect/platform/Terminal"
 import { Data, Effect } from "effect"
 import * as CardText from "./CardText.js"
+import { escapeControls } from "./TerminalText.js"
 import * as Tally from "./Tally.js"
 
 export type Choice =
@@ -39,7 +40,7 @@ const bold = (s: string) => `\u001b[1m${s}\u001b[22m`
 export const frame = (card: Card.CardView, choices: ReadonlyArray<Choice>, state: State, chosen?: string): ReadonlyArray<string> => {
   const item = Tally.itemIndexOf(card.workItem)
   const head = bold(`── card ${card.id} · item ${item ?? "?"} · ${CardText.kindLabel(card)} ──`)
-  const lines = [head, `  ${card.title}`]
+  const lines = [head, `  ${escapeControls(card.title)}`]
   if (state.details) lines.push(...CardText.details(card).map((l) => `  │ ${l}`))
   if (chosen !== undefined) {
     lines.push(`  → ${chosen}`)

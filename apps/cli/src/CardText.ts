@@ -1,9 +1,10 @@
 /**
  * Cards as text for people: a short kind label, and the full details (command, diff, permissions,
  * MCP inputs, questions) shown on request. Everything comes from the card's summary, which the
- * approvals package has already masked and bounded.
+ * approvals package has already masked and bounded; what goes to the terminal is escaped here.
  */
 import type { Card } from "@warden/approvals"
+import { escapeControls } from "./TerminalText.js"
 
 export const kindLabel = (card: Card.CardView): string => {
   switch (card.summary.kind) {
@@ -36,8 +37,13 @@ const json = (value: unknown): ReadonlyArray<string> => {
 
 const indent = (lines: ReadonlyArray<string>, by = "  "): ReadonlyArray<string> => lines.map((l) => by + l)
 
-/** Every detail the summary carries, one display line per entry (long values span several lines). */
-export const details = (card: Card.CardView): ReadonlyArray<string> => {
+/**
+ * Every detail the summary carries, one display line per entry (long values span several lines),
+ * each line with its control characters shown escaped (`TerminalText`).
+ */
+export const details = (card: Card.CardView): ReadonlyArray<string> => detailLines(card).map(escapeControls)
+
+const detailLines = (card: Card.CardView): ReadonlyArray<string> => {
   const s = card.summary
   const out: Array<string> = [`method: ${card.method}`]
   switch (s.kind) {
