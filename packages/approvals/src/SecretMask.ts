@@ -9,9 +9,14 @@
  *
  * Inputs are never mutated and never trusted: objects are copied through property descriptors (a
  * getter is not called: it is masked), cycles are masked, non-plain objects (class instances,
- * Maps, Proxies that misbehave) are masked, depth and breadth are bounded. Nothing here throws; on
- * any trouble the value is masked. Masking errs on the side of hiding: an identifier that happens
- * to look random may be masked too.
+ * Maps, Proxies that misbehave) are masked, depth, breadth and the copy's total size are bounded.
+ * Nothing here throws; on any trouble the value is masked. Masking errs on the side of hiding: an
+ * identifier that happens to look random may be masked too.
+ *
+ * The work is linear in what is scanned, and what is scanned is bounded: a text is cut at 100 000
+ * characters (`maskText`) or just past what will be shown (`maskShown`), every pattern is scanned
+ * once left to right without re-reading a match, and a masked copy stops scanning once its value
+ * and character budgets are spent (`MaskOptions`).
  */
 
 export const Mask = "•••"
@@ -23,12 +28,26 @@ export interface MaskOptions {
   readonly maxEntries?: number
   /** Strings are cut to this length after masking, with "…" (default 2000). */
   readonly maxString?: number
+  /** Values (objects, arrays, strings, numbers...) copied in all; later ones are shown as `Elided` (default 2000). */
+  readonly maxValues?: number
+  /** Characters of string values shown in all; later strings are cut to what is left, then `Elided` (default 100 000). */
+  readonly maxTotal?: number
 }
 
-const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000 } as const
+const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000, maxValues: 2_000, maxTotal: 100_000 } as const
+
+/** What stands for a value left out of a masked copy because the copy was full (see `MaskOptions`). */
+export const Elided = "…"
 
 /** Text longer than this is cut before it is scanned (the tail is never shown). */
 const ScanLimit = 100_000
+
+/**
+ * How far past what is shown a text is scanned (`maskShown`): longer than any bounded pattern match
+ * (an assignment's key and value, a header value, a URL password), so a secret that starts in the
+ * shown part is found as it would be in the whole text.
+ */
+const ScanMargin = 8_192
 
 // ---------------------------------------------------------------------------------------------
 // Keys
@@ -72,8 +91,35 @@ const SecretPairs: ReadonlyArray<readonly [string, string]> = [
 /** Words that make `tokens` a count, not a credential (`max_tokens`, `total_tokens`). */
 const CountWords = new Set(["max", "min", "num", "count", "total", "limit", "usage", "budget", "input", "output", "used", "remaining"])
 
+/**
+ * Substrings one of which every secret key contains once lower-cased and stripped of everything but
+ * letters and digits (the words joined, as `isSecretKey` reads them): each rule below needs one of
+ * its words whole. Most keys contain none and are answered by one scan.
+ */
+const SecretKeyNeeds = new RegExp(
+  [...SecretFragments, ...SecretWords, "key", ...SecretPairs.map(([first]) => first)]
+    .sort((a, b) => b.length - a.length)
+    .join("|")
+)
+
+/** Answers of `isSecretKey` for recent keys (a text repeats its keys: `token=... token=...`); emptied when full. */
+const secretKeyCache = new Map<string, boolean>()
+const SecretKeyCacheSize = 1_024
+
 /** Does a value stored under this key name a secret? */
 export const isSecretKey = (key: string): boolean => {
+  const compact = key.slice(0, 256).toLowerCase().replace(/[^a-z0-9]+/g, "")
+  if (!SecretKeyNeeds.test(compact)) return false
+  if (key.length > 64) return secretKey(key)
+  const cached = secretKeyCache.get(key)
+  if (cached !== undefined) return cached
+  if (secretKeyCache.size >= SecretKeyCacheSize) secretKeyCache.clear()
+  const answer = secretKey(key)
+  secretKeyCache.set(key, answer)
+  return answer
+}
+
+const secretKey = (key: string): boolean => {
   const words = keyWords(key)
   if (words.length === 0) return false
   const joined = words.join("")
@@ -136,8 +182,13 @@ const AuthScheme = scan(/\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?<s
 /** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
 const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
 
-/** `key=value`, `key: value`, `"key": "value"`: masked when the key is secret-looking (`KEY=$VAR` is a reference, kept). */
-const Assignment = scan(/(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?<s>[^\s"'`&;,)}\]]{1,4096})/g, ":", "=")
+/**
+ * `key=value`, `key: value`, `"key": "value"`: masked when the key is secret-looking (`KEY=$VAR` is a
+ * reference, kept). Scanned in two steps: the key and its separator (up to where a value starts),
+ * then, only after a secret key, the value itself (`AssignmentValue`, sticky).
+ */
+const Assignment = scan(/(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?=[^\s"'`&;,)}\]])/g, ":", "=")
+const AssignmentValue = /[^\s"'`&;,)}\]]{1,4096}/y
 /** `--password hunter2`: a secret-looking flag and the word after it. */
 const FlagValue = scan(/(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+["']?(?![$-])(?<s>[^\s"'`]{1,4096})/g, "-")
 /** Runs that could be random tokens (base64, base64url, hex). */
@@ -208,28 +259,30 @@ const matches = (text: string, { needs, pattern }: Scan): Array<RegExpExecArray>
 }
 
 /**
- * `key=value` pairs under a secret-looking key. After a pair whose key is not secret, the scan
- * resumes at its value, which may hold a pair of its own (`question: token=abc123`). Each resume
- * moves past the key and its separator, so the scan always advances.
+ * The values of `key=value` pairs under a secret-looking key. After a pair whose key is not secret,
+ * the scan resumes at its value, which may hold a pair of its own (`question: token=abc123`). The
+ * pattern stops where the value starts, so a value is read only when it is masked: a text of
+ * overlapping candidates (`a=a=a=...`) costs one short match per candidate, not one value each
+ * (which made a 100 000-character text cost about 200 million steps). Each match moves past a key
+ * and its separator, so the scan always advances.
  */
-const assignments = (text: string): Array<RegExpExecArray> => {
-  const found: Array<RegExpExecArray> = []
+const assignments = (text: string, spans: Array<Span>): void => {
   const { needs, pattern } = Assignment
-  if (!needs.some((n) => text.includes(n))) return found
+  if (!needs.some((n) => text.includes(n))) return
   pattern.lastIndex = 0
   try {
     for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
-      if (isSecretKey(m[1]!)) {
-        found.push(m)
-        continue
-      }
-      const value = m.groups?.["s"]
-      if (value !== undefined) pattern.lastIndex = m.index + m[0].length - value.length
+      if (!isSecretKey(m[1]!)) continue
+      AssignmentValue.lastIndex = pattern.lastIndex
+      const value = AssignmentValue.exec(text)
+      if (value === null) continue
+      spans.push({ start: value.index, end: value.index + value[0].length })
+      pattern.lastIndex = value.index + value[0].length
     }
   } finally {
     pattern.lastIndex = 0
+    AssignmentValue.lastIndex = 0
   }
-  return found
 }
 
 const secretSpans = (text: string): ReadonlyArray<Span> => {
@@ -247,7 +300,7 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
     for (const m of matches(text, p)) add(m)
   }
   for (const m of matches(text, AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
-  for (const m of assignments(text)) add(m)
+  assignments(text, spans)
   for (const m of matches(text, FlagValue)) if (isSecretKey(m[1]!)) add(m)
   for (const m of matches(text, TokenRun)) {
     const run = m[0]
@@ -264,29 +317,86 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
   return spans
 }
 
+/** Characters a token-like run is made of (base64, base64url, JWT parts, key prefixes). */
+const isRunChar = (code: number): boolean =>
+  (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
+  code === 43 || code === 45 || code === 46 || code === 47 || code === 61 || code === 95 || code === 126
+
+/**
+ * The spans of `text` cut to `limit` characters. Where the cut falls inside a token-like run, the
+ * run is masked from its start: its end is not known, and a token judged on part of it (or a JWT
+ * whose dots lie past the cut) could be shown when the whole would have been masked.
+ */
+const cutSpans = (text: string, limit: number): { readonly scanned: string; readonly spans: ReadonlyArray<Span> } => {
+  if (text.length <= limit) return { scanned: text, spans: secretSpans(text) }
+  const scanned = text.slice(0, limit)
+  const spans = [...secretSpans(scanned)]
+  if (isRunChar(text.charCodeAt(limit)) && isRunChar(text.charCodeAt(limit - 1))) {
+    let start = limit - 1
+    while (start > 0 && isRunChar(text.charCodeAt(start - 1))) start--
+    spans.push({ start, end: limit })
+  }
+  return { scanned, spans }
+}
+
+/** `scanned` with every span replaced by `Mask`. */
+const applySpans = (scanned: string, spans: ReadonlyArray<Span>): string => {
+  const sorted = [...spans].sort((a, b) => a.start - b.start || b.end - a.end)
+  let out = ""
+  let at = 0
+  for (const span of sorted) {
+    if (span.end <= at) continue
+    out += scanned.slice(at, Math.max(at, span.start)) + Mask
+    at = span.end
+  }
+  return out + scanned.slice(at)
+}
+
 /** Does this string carry something that looks like a secret? */
 export const looksSecret = (text: string): boolean => {
   try {
-    return secretSpans(text.length > ScanLimit ? text.slice(0, ScanLimit) : text).length > 0
+    return cutSpans(text, ScanLimit).spans.length > 0
   } catch {
     return true
   }
 }
 
-/** Replace every secret-looking part of a text by `Mask`. A text longer than 100 000 characters is cut first. */
+/** `looksSecret` over what `maskShown(text, max)` scans: does the shown part (or just past it) look secret? */
+export const looksSecretShown = (text: string, max: number): boolean => {
+  try {
+    return cutSpans(text, Math.min(ScanLimit, Math.max(0, max) + ScanMargin)).spans.length > 0
+  } catch {
+    return true
+  }
+}
+
+/**
+ * Replace every secret-looking part of a text by `Mask`. A text longer than 100 000 characters is
+ * cut first (and ends with "…"; a token-like run the cut falls into is masked whole). Linear in the
+ * text: every pattern is scanned once, left to right, and no match is re-read.
+ */
 export const maskText = (text: string): string => {
   try {
-    const scanned = text.length > ScanLimit ? text.slice(0, ScanLimit) : text
-    const spans = [...secretSpans(scanned)].sort((a, b) => a.start - b.start || b.end - a.end)
-    let out = ""
-    let at = 0
-    for (const span of spans) {
-      if (span.end <= at) continue
-      out += scanned.slice(at, Math.max(at, span.start)) + Mask
-      at = span.end
-    }
-    out += scanned.slice(at)
+    const { scanned, spans } = cutSpans(text, ScanLimit)
+    const out = applySpans(scanned, spans)
     return scanned.length < text.length ? `${out}…` : out
+  } catch {
+    return Mask
+  }
+}
+
+/**
+ * `truncate(maskText(text), max)` without scanning what cannot be shown: a text longer than `max`
+ * is scanned over its first `max` + 8 192 characters only (more than any bounded match is long, so
+ * a secret that starts in the shown part is still found whole; a token-like run the cut falls into
+ * is masked). The cost is bounded by `max`, whatever the text's length.
+ */
+export const maskShown = (text: string, max: number): string => {
+  try {
+    const limit = Math.min(ScanLimit, Math.max(0, max) + ScanMargin)
+    const { scanned, spans } = cutSpans(text, limit)
+    const out = applySpans(scanned, spans)
+    return truncate(scanned.length < text.length ? `${out}…` : out, max)
   } catch {
     return Mask
   }
@@ -329,7 +439,10 @@ export const maskArgv = (argv: ReadonlyArray<string>): ReadonlyArray<string> => 
 const settings = (options: MaskOptions | undefined) => ({
   maxDepth: options?.maxDepth ?? Defaults.maxDepth,
   maxEntries: options?.maxEntries ?? Defaults.maxEntries,
-  maxString: options?.maxString ?? Defaults.maxString
+  maxString: options?.maxString ?? Defaults.maxString,
+  /** What is left of `maxValues` and `maxTotal` while one copy is made. */
+  values: options?.maxValues ?? Defaults.maxValues,
+  chars: options?.maxTotal ?? Defaults.maxTotal
 })
 
 type Settings = ReturnType<typeof settings>
@@ -339,16 +452,32 @@ const define = (target: Record<string, unknown>, key: string, value: unknown) =>
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
 }
 
+/** A string as a copy shows it: masked, cut to `maxString` and to what is left of `maxTotal`. */
+const maskString = (value: string, s: Settings): string => {
+  const max = Math.min(s.maxString, s.chars)
+  if (max <= 0 && value.length > 0) return Elided
+  const shown = maskShown(value, max)
+  s.chars -= shown.length
+  return shown
+}
+
+/**
+ * The masked copy. Bounded whatever the input: `maxDepth` levels (so no deep input reaches the
+ * stack), `maxEntries` per object or array, `maxValues` values and `maxTotal` characters of strings
+ * in all, each string scanned over what can be shown (`maskShown`).
+ */
 const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Settings): unknown => {
+  if (s.values <= 0) return Elided
+  s.values--
   switch (typeof value) {
     case "string":
-      return truncate(maskText(value), s.maxString)
+      return maskString(value, s)
     case "number":
     case "boolean":
     case "undefined":
       return value
     case "bigint":
-      return maskText(value.toString())
+      return maskString(value.toString(), s)
     case "object":
       break
     default:
@@ -381,7 +510,7 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
       }
       const d = Object.getOwnPropertyDescriptor(value, key)
       if (d === undefined) continue
-      const shownKey = looksSecret(key) ? `${Mask}${n}` : truncate(key, 200)
+      const shownKey = looksSecretShown(key, 200) ? `${Mask}${n}` : truncate(key, 200)
       define(out, shownKey, isSecretKey(key) || !("value" in d) ? Mask : maskAny(d.value, depth + 1, ancestors, s))
       n++
     }
