@@ -2,10 +2,17 @@
  * What a person needs to decide a card, and one line for boards and audit logs. Everything that
  * leaves here is masked (SecretMask) and bounded (long texts end with "…"). Nothing here throws: a
  * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
+ *
+ * The work is bounded too, whatever the request's size: a text is scanned over what can be shown
+ * (`SecretMask.maskShown`), lists are read up to what is shown (and counted), tool arguments are
+ * copied within `SecretMask`'s value and character budgets, diffs share one budget
+ * (`Bounds.diffTotal`), a URL is parsed over its first `Bounds.urlParse` characters.
  */
 import { Either } from "effect"
 import { PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "./Card.js"
+import { MaxFileChanges, OmittedChanges } from "./Card.js"
+import * as Policy from "./Policy.js"
 import * as SecretMask from "./SecretMask.js"
 import * as ShellCommand from "./ShellCommand.js"
 
@@ -21,10 +28,14 @@ export const Bounds = {
   command: 4_000,
   path: 1_024,
   diff: 20_000,
+  /** Characters of diff in one summary, all changes together; later diffs are cut, then left out. */
+  diffTotal: 200_000,
   changes: 200,
   fields: 64,
   choices: 64,
-  questions: 32
+  questions: 32,
+  /** A longer URL is parsed (for display) over this many characters only. */
+  urlParse: 16_384
 } as const
 
 // ---------------------------------------------------------------------------------------------
@@ -35,8 +46,8 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
-/** Masked, bounded text. */
-const text = (value: string, max: number = Bounds.text): string => SecretMask.truncate(SecretMask.maskText(value), max)
+/** Masked, bounded text (scanned over what can be shown). */
+const text = (value: string, max: number = Bounds.text): string => SecretMask.maskShown(value, max)
 const optText = (value: string | null | undefined, max: number = Bounds.text): string | undefined =>
   value === null || value === undefined ? undefined : text(value, max)
 
@@ -49,8 +60,7 @@ const maskedLine = (masked: string, max: number = Bounds.title): string =>
   SecretMask.truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
 
 /** A title: masked, one line, bounded. */
-const line = (value: string, max: number = Bounds.title): string =>
-  maskedLine(SecretMask.maskText(value.length > 4 * Bounds.title ? value.slice(0, 4 * Bounds.title) : value), max)
+const line = (value: string, max: number = Bounds.title): string => maskedLine(SecretMask.maskShown(value, 4 * Bounds.title), max)
 
 /** A short rendering of a value for titles: strings bare, the rest as compact JSON. */
 const brief = (value: unknown, max = 40): string => {
@@ -82,10 +92,12 @@ const listed = (items: ReadonlyArray<string>, shown = 3): string =>
 // File changes
 
 /**
- * The changes of a `fileChange` item (from its `item/started` notification), as cards show them.
- * Codex sends `kind` as `{type: "add" | "delete" | "update", move_path?}`; a move becomes two
- * entries (`move-from` with the diff, `move-to`) so that every touched path is listed and checked.
- * Unreadable entries are skipped; the list is bounded.
+ * The changes of a `fileChange` item (from its `item/started` notification), as cards show them and
+ * rules check them. Codex sends `kind` as `{type: "add" | "delete" | "update", move_path?}`; a move
+ * becomes two entries (`move-from` with the diff, `move-to`) so that every touched path is listed
+ * and checked. Unreadable entries are skipped. At most `MaxFileChanges` entries are kept; when there
+ * were more, one last entry of kind `OmittedChanges` says how many changes were left out, so that
+ * no rule takes the list for all of them (a path allow never matches it, a path deny always does).
  */
 export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
   try {
@@ -93,7 +105,12 @@ export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
     const changes = item["changes"]
     if (!Array.isArray(changes)) return []
     const out: Array<FileChange> = []
-    for (const change of changes.slice(0, Bounds.changes)) {
+    for (let i = 0; i < changes.length; i++) {
+      if (out.length >= MaxFileChanges) {
+        out.push(omittedEntry(changes.length - i))
+        break
+      }
+      const change: unknown = changes[i]
       if (!isRecord(change)) continue
       const path = str(change["path"])
       if (path === undefined || path.length === 0) continue
@@ -114,33 +131,83 @@ export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
   }
 }
 
-/** Legacy v1 `applyPatchApproval` carries its changes as `{[path]: {add|delete|update: ...}}`. */
+/**
+ * Legacy v1 `applyPatchApproval` carries its changes as `{[path]: {add|delete|update: ...}}`: the
+ * first `Bounds.changes` of them (for display; rules read the request's paths themselves).
+ */
 const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   if (!isRecord(fileChanges)) return []
-  return Object.entries(fileChanges).slice(0, Bounds.changes).flatMap(([path, change]): Array<FileChange> => {
-    if (!isRecord(change)) return [{ path, kind: "unknown" }]
-    const kind = Object.keys(change)[0] ?? "unknown"
+  const out: Array<FileChange> = []
+  const keys = Object.keys(fileChanges)
+  for (let i = 0; i < keys.length; i++) {
+    if (out.length >= Bounds.changes) {
+      out.push(omittedEntry(keys.length - i))
+      break
+    }
+    const path = keys[i]!
+    const change = fileChanges[path]
+    if (!isRecord(change)) {
+      out.push({ path, kind: "unknown" })
+      continue
+    }
+    let kind = "unknown"
+    for (const k in change) {
+      kind = k
+      break
+    }
     const body = change[kind]
     const diff = isRecord(body) ? str(body["unified_diff"]) ?? str(body["content"]) : undefined
     const movePath = isRecord(body) ? str(body["move_path"]) : undefined
-    const first: FileChange = { path, kind: movePath ? "move-from" : kind, ...(diff !== undefined ? { diff } : {}) }
-    return movePath ? [first, { path: movePath, kind: "move-to" }] : [first]
-  })
+    out.push({ path, kind: movePath ? "move-from" : kind, ...(diff !== undefined ? { diff } : {}) })
+    if (movePath) out.push({ path: movePath, kind: "move-to" })
+  }
+  return out
 }
 
-const shownChanges = (changes: ReadonlyArray<FileChange>): ReadonlyArray<FileChange> =>
-  changes.slice(0, Bounds.changes).map((c) => ({
-    path: text(c.path, Bounds.path),
-    kind: text(c.kind, 40),
-    ...(c.diff !== undefined ? { diff: text(c.diff, Bounds.diff) } : {})
-  }))
+/** The entry standing for `count` changes left out of a list. */
+const omittedEntry = (count: number): FileChange => ({ path: `… ${count} more changes`, kind: OmittedChanges })
+/** How many changes such an entry stands for. */
+const omittedCount = (change: FileChange): number => Number(/[0-9]+/.exec(change.path)?.[0] ?? 1)
+
+/**
+ * The changes as a card shows them: the first `Bounds.changes`, masked and bounded, the diffs
+ * within `Bounds.diffTotal` together; then, when some were left out, one entry of kind
+ * `OmittedChanges` saying how many.
+ */
+const shownChanges = (changes: ReadonlyArray<FileChange>): ReadonlyArray<FileChange> => {
+  const out: Array<FileChange> = []
+  let diffLeft: number = Bounds.diffTotal
+  let omitted = 0
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i]!
+    if (c.kind === OmittedChanges) {
+      // the list was cut already: its last entry says by how many
+      omitted += omittedCount(c)
+      continue
+    }
+    if (out.length >= Bounds.changes) {
+      omitted += 1
+      continue
+    }
+    let diff: string | undefined
+    if (c.diff !== undefined) {
+      diff = diffLeft > 0 || c.diff.length === 0 ? text(c.diff, Math.min(Bounds.diff, diffLeft)) : SecretMask.Elided
+      diffLeft -= diff.length
+    }
+    out.push({ path: text(c.path, Bounds.path), kind: text(c.kind, 40), ...(diff !== undefined ? { diff } : {}) })
+  }
+  if (omitted > 0) out.push(omittedEntry(omitted))
+  return out
+}
 
 const fileChangeTitle = (changes: ReadonlyArray<FileChange>, grantRoot: string | undefined): string => {
-  if (changes.length === 0) {
+  const listedChanges = changes.filter((c) => c.kind !== OmittedChanges)
+  if (listedChanges.length === 0) {
     return grantRoot ? `write under ${grantRoot} (changes not known)` : "write files (changes not known)"
   }
-  const paths = [...new Set(changes.map((c) => c.path))]
-  return `write ${paths.length} file${paths.length === 1 ? "" : "s"}: ${listed(paths)}`
+  const paths = [...new Set(listedChanges.map((c) => c.path))]
+  const more = listedChanges.length < changes.length ? "+" : ""
+  return `write ${paths.length}${more} file${paths.length === 1 && more === "" ? "" : "s"}: ${listed(paths)}`
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,22 +240,36 @@ export const permissionsAsked = (permissions: unknown): ReadonlyArray<string> | 
 // ---------------------------------------------------------------------------------------------
 // Elicitations
 
+/** The first `n` items of a list (never the whole list copied). */
+const first = (list: ReadonlyArray<unknown>, n: number): ReadonlyArray<unknown> => (list.length > n ? list.slice(0, n) : list)
+
 const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
   if (!isRecord(schema) || !isRecord(schema["properties"])) return []
-  const required = Array.isArray(schema["required"]) ? schema["required"].filter((x): x is string => typeof x === "string") : []
-  return Object.entries(schema["properties"]).slice(0, Bounds.fields).map(([name, field]): FormField => {
+  const properties = schema["properties"]
+  const names: Array<string> = []
+  for (const name in properties) {
+    if (names.length >= Bounds.fields) break
+    if (Object.prototype.hasOwnProperty.call(properties, name)) names.push(name)
+  }
+  // One pass over `required`, however long, for the shown fields only.
+  const shown = new Set(names)
+  const required = new Set<string>()
+  if (Array.isArray(schema["required"])) for (const r of schema["required"]) if (typeof r === "string" && shown.has(r)) required.add(r)
+  return names.map((name): FormField => {
+    const field = properties[name]
     const f = isRecord(field) ? field : {}
     const items = isRecord(f["items"]) ? f["items"] : {}
+    const constOf = (o: unknown) => (isRecord(o) ? o["const"] : undefined)
     const choiceSource = Array.isArray(f["enum"])
-      ? f["enum"]
+      ? first(f["enum"], Bounds.choices)
       : Array.isArray(f["oneOf"])
-      ? f["oneOf"].map((o) => (isRecord(o) ? o["const"] : undefined))
+      ? first(f["oneOf"], Bounds.choices).map(constOf)
       : Array.isArray(items["enum"])
-      ? items["enum"]
+      ? first(items["enum"], Bounds.choices)
       : Array.isArray(items["anyOf"])
-      ? items["anyOf"].map((o) => (isRecord(o) ? o["const"] : undefined))
+      ? first(items["anyOf"], Bounds.choices).map(constOf)
       : undefined
-    const choices = choiceSource?.slice(0, Bounds.choices).map((c) => text(typeof c === "string" ? c : brief(c, 200), 200))
+    const choices = choiceSource?.map((c) => text(typeof c === "string" ? c : brief(c, 200), 200))
     const title = str(f["title"])
     const type = str(f["type"])
     return {
@@ -196,22 +277,33 @@ const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
       title: title !== undefined ? text(title, 200) : undefined,
       type: type !== undefined ? text(type, 40) : undefined,
       choices,
-      required: required.includes(name)
+      required: required.has(name)
     }
   })
 }
 
-/** A URL for display: user, password, query values and fragment masked; a URL without a host is masked as text. */
+/**
+ * A URL for display: user, password, query values and fragment masked; a URL without a host is
+ * masked as text. A URL longer than `Bounds.urlParse` is shown from its first `Bounds.urlParse`
+ * characters (and ends with "…"); query keys are masked until the line is full.
+ */
 const shownUrl = (url: string): string => {
+  const cut = url.length > Bounds.urlParse
   try {
-    const u = new URL(url)
+    const u = new URL(cut ? url.slice(0, Bounds.urlParse) : url)
     if (u.host === "") return text(url, Bounds.path)
     const mask = SecretMask.Mask
     const auth = u.username || u.password ? `${u.username ? mask : ""}${u.password ? `:${mask}` : ""}@` : ""
-    const keys = [...new Set(u.searchParams.keys())]
-    const query = keys.length > 0 ? `?${keys.map((k) => `${SecretMask.maskText(k)}=${mask}`).join("&")}` : ""
-    const shown = `${u.protocol}//${auth}${u.host}${SecretMask.maskText(u.pathname)}${query}${u.hash ? `#${mask}` : ""}`
-    return SecretMask.truncate(shown, Bounds.path)
+    let shown = `${u.protocol}//${auth}${u.host}${SecretMask.maskShown(u.pathname, Bounds.path)}`
+    const seen = new Set<string>()
+    for (const k of u.searchParams.keys()) {
+      if (shown.length > Bounds.path) break
+      if (seen.has(k)) continue
+      seen.add(k)
+      shown += `${seen.size === 1 ? "?" : "&"}${SecretMask.maskShown(k, Bounds.path)}=${mask}`
+    }
+    if (u.hash) shown += `#${mask}`
+    return SecretMask.truncate(cut ? `${shown}…` : shown, Bounds.path)
   } catch {
     return text(url, Bounds.path)
   }
@@ -225,7 +317,7 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
   const display = meta["tool_params_display"]
   if (!Array.isArray(display)) return {}
   const fromDisplay: Record<string, unknown> = {}
-  for (const entry of display.slice(0, 100)) {
+  for (const entry of first(display, 100)) {
     if (isRecord(entry) && typeof entry["name"] === "string") {
       Object.defineProperty(fromDisplay, entry["name"], { value: entry["value"], enumerable: true, writable: true, configurable: true })
     }
@@ -236,12 +328,15 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
 // ---------------------------------------------------------------------------------------------
 // Summaries per method
 
+/** How much of a command line is read for its summary (a card shows `Bounds.command` of it). */
+const CommandRead = 4 * Bounds.command
+
 const command = (raw: string, cwd: string | undefined, reason: string | null | undefined): Summarized => {
-  const unwrapped = ShellCommand.unwrap(raw.length > 4 * Bounds.command ? raw.slice(0, 4 * Bounds.command) : raw)
+  const unwrapped = ShellCommand.unwrap(raw.length > CommandRead ? raw.slice(0, CommandRead) : raw)
   const shownCwd = optText(cwd, Bounds.path)
   // Masked once, on its own, for the summary and the title. Masking "run: <command>" instead read
   // "run: password=hunter2" as the assignment run=... and showed the password (and cost a second scan).
-  const masked = SecretMask.maskText(unwrapped.inner)
+  const masked = SecretMask.maskShown(unwrapped.inner, CommandRead)
   const summary: CardSummary = {
     kind: "command",
     command: SecretMask.truncate(masked, Bounds.command),
@@ -271,7 +366,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "execCommandApproval": {
       const p = request.params
-      return command(ShellCommand.join(p.command), p.cwd, p.reason)
+      return command(ShellCommand.join(p.command, CommandRead), p.cwd, p.reason)
     }
     case "item/fileChange/requestApproval": {
       const p = request.params
@@ -284,7 +379,8 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "item/permissions/requestApproval": {
       const p = request.params
-      const asked = permissionsAsked(p.permissions)
+      const count = Policy.askedPathCount(p.permissions)
+      const asked = count > Policy.MaxPaths ? [`${count} paths (too many to list)`] : permissionsAsked(p.permissions)
       return {
         summary: {
           kind: "permissions",

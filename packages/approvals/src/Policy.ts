@@ -28,14 +28,18 @@
  *   nested `bash -c`/`eval` scripts, the command after runners such as `sudo`/`env`/`xargs`) starts
  *   with the prefix; its first word also matches by basename (`/bin/rm` for `rm`). A deny rule is a
  *   guard rail, not a sandbox: a program can still run another (`python -c`, `find -exec`). A command
- *   line longer than `MaxCommandLength` is not read: no allow matches it and every command deny does.
+ *   line longer than `MaxCommandLength` is not read: no allow matches it and every command deny does;
+ *   the same for a line read only in part (nesting deeper than `ShellCommand.MaxDepth`, or more
+ *   re-reading of nested scripts than `ShellCommand.WorkPerChar` allows).
  * - `path.under` (absolute): on a file-change approval an allow needs at least one change, every
  *   changed path (and the `grantRoot`, if any) absolute, free of `..` segments and under the root; a
  *   deny matches if any of them resolves under the root or cannot be placed (relative paths, no
  *   known changes). On a permissions approval an allow needs every asked path (read, write,
  *   entries, globs) under the root and nothing else asked (no network, no special paths); a deny
  *   matches if any asked path overlaps the root (under it, or above it such as `/`) or is special.
- *   Paths are compared lexically: symbolic links are not followed.
+ *   Paths are compared lexically: symbolic links are not followed. A request with more than
+ *   `MaxPaths` paths (or a change list cut by `CardSummary.fileChangesOf`) is not read past them: no
+ *   path allow matches it, every path deny does.
  * - `mcp.server` (and optional `tool`): an allow matches only the MCP tool-call approval
  *   (`_meta.codex_approval_kind: "mcp_tool_call"`, a form with no fields) of that server (and tool);
  *   a deny matches any elicitation of that server (or, with `tool`, that tool's approval).
@@ -44,6 +48,8 @@
  *   never applies to a form elicitation with fields, a URL elicitation, a user-input question or a
  *   dynamic tool call: answering those needs content a rule does not have, so they go to a person.
  *   Unknown and malformed requests never match (they are refused before rules are consulted).
+ *
+ * Evaluation is linear in the request and runs on the connection's read loop: see `evaluate`.
  */
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { readFile, stat } from "node:fs/promises"
@@ -52,6 +58,7 @@ import * as posix from "node:path/posix"
 import { PermissionsGrant, ServerRequests } from "@warden/protocol"
 import * as YAML from "yaml"
 import type { CardContext } from "./Card.js"
+import { OmittedChanges } from "./Card.js"
 import * as ShellCommand from "./ShellCommand.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -157,61 +164,134 @@ export type Verdict =
 
 const NoMatch: Verdict = { _tag: "NoMatch" }
 
-type Effect_ = "allow" | "deny"
-
-const startsWith = (words: ReadonlyArray<string>, prefix: ReadonlyArray<string>, byBasename: boolean): boolean => {
-  if (words.length < prefix.length) return false
-  return prefix.every((p, i) => {
-    const w = words[i]!
-    if (w === p) return true
-    return byBasename && i === 0 && !p.includes("/") && w.slice(w.lastIndexOf("/") + 1) === p
-  })
-}
-
-const commandLine = (request: ServerRequests.ServerRequest): string | undefined => {
-  switch (request.method) {
-    case "item/commandExecution/requestApproval":
-      return request.params.command ?? undefined
-    case "execCommandApproval":
-      return ShellCommand.join(request.params.command)
-    default:
-      return undefined
+/** `words` from index `at` start with `prefix`, word for word (the first also by basename when asked). */
+const startsWith = (words: ReadonlyArray<string>, at: number, prefix: ReadonlyArray<string>, byBasename: boolean): boolean => {
+  if (words.length - at < prefix.length) return false
+  for (let i = 0; i < prefix.length; i++) {
+    const w = words[at + i]!
+    const p = prefix[i]!
+    if (w === p) continue
+    if (byBasename && i === 0 && !p.includes("/") && w.slice(w.lastIndexOf("/") + 1) === p) continue
+    return false
   }
+  return true
 }
 
 /** Command lines longer than this are not read: no allow matches them, every command deny does. */
 export const MaxCommandLength = 65_536
 
-const matchCommand = (prefix: ReadonlyArray<string>, line: string, effect: Effect_): boolean => {
-  if (line.length > MaxCommandLength) return effect === "deny"
-  if (effect === "allow") {
-    const u = ShellCommand.unwrap(line)
-    return u.simple && u.argv !== undefined && startsWith(u.argv, prefix, false)
+/**
+ * Paths a path rule reads per request: changed files and move targets, or asked permission paths
+ * and entries. A request with more (or whose change list was cut, see `Card.OmittedChanges`) is
+ * not read past them: no path allow matches it, every path deny does (what was not read may be
+ * anywhere).
+ */
+export const MaxPaths = 10_000
+
+// ---------------------------------------------------------------------------------------------
+// What rules look at, read once per evaluation
+
+/** A path as path rules compare it, worked out once per evaluation (not once per rule). */
+interface PathFacts {
+  readonly raw: string
+  readonly absolute: boolean
+  /** Absolute, no NUL, no `..` segment: a path an allow may place. */
+  readonly clean: boolean
+  readonly resolved: string
+  readonly normalized: string
+}
+
+const pathFacts = (raw: string): PathFacts => {
+  const absolute = raw.startsWith("/")
+  return {
+    raw,
+    absolute,
+    clean: absolute && !raw.includes("\u0000") && !raw.split("/").includes(".."),
+    // A relative path cannot be placed (every check below treats it so): it is not resolved.
+    resolved: absolute ? posix.resolve(raw) : raw,
+    normalized: absolute ? posix.normalize(raw) : raw
   }
-  return ShellCommand.segments(line).some((segment) =>
-    ShellCommand.commandStarts(segment).some((start) => startsWith(start, prefix, true))
-  )
 }
 
-const normalRoot = (root: string): string => posix.resolve(root)
-
-/** Lexically under `root` (or equal to it). */
-const isUnder = (path: string, root: string): boolean => {
-  const r = normalRoot(root)
-  return path === r || path.startsWith(r === "/" ? "/" : `${r}/`)
+/** At most `MaxPaths` items; `complete: false` when there were more. */
+interface Bounded<A> {
+  readonly items: ReadonlyArray<A>
+  readonly complete: boolean
 }
 
-/** Certainly under `root`: absolute, no `..` segment, no NUL, and under after normalising. */
-const certainlyUnder = (path: string, root: string): boolean =>
-  path.startsWith("/") && !path.includes("\u0000") && !path.split("/").includes("..") && isUnder(posix.resolve(path), root)
+interface FileChangeFacts {
+  readonly paths: Bounded<PathFacts>
+  readonly grantRoot: PathFacts | undefined
+}
 
-/** May be under `root`: relative (cannot be placed) or under it, lexically or after resolving `..`. */
-const mayBeUnder = (path: string, root: string): boolean =>
-  !path.startsWith("/") || isUnder(posix.resolve(path), root) || isUnder(posix.normalize(path), root) || isUnder(path, root)
+type EntryFacts =
+  | { readonly type: "path"; readonly path: PathFacts }
+  | { readonly type: "glob_pattern"; readonly dotDot: boolean; readonly base: PathFacts }
+  | { readonly type: "special"; readonly access: string }
 
-/** May overlap `root`: under it, or a parent of it (a grant of `/` covers everything). */
-const mayOverlap = (path: string, root: string): boolean =>
-  mayBeUnder(path, root) || isUnder(normalRoot(root), posix.resolve(path))
+interface PermissionFacts {
+  readonly plain: Bounded<PathFacts>
+  readonly entries: Bounded<EntryFacts>
+  readonly network: boolean
+}
+
+/**
+ * What the rules of one evaluation read from the request, each part worked out on first use and
+ * kept: the command line (joined at most once, bounded), its unwrapped form (allow rules) and
+ * every command it may run (deny rules), the file-change paths, the asked permissions. Every rule
+ * then costs a comparison per item, not a new reading of the request.
+ */
+interface Facts {
+  readonly line: () => string | undefined
+  readonly unwrapped: () => ShellCommand.Unwrapped
+  readonly commands: () => ShellCommand.Commands
+  readonly fileChanges: () => FileChangeFacts
+  readonly permissions: () => PermissionFacts | undefined
+}
+
+const lazy = <A>(f: () => A): (() => A) => {
+  let done = false
+  let value: A | undefined
+  return () => {
+    if (!done) {
+      value = f()
+      done = true
+    }
+    return value as A
+  }
+}
+
+const optionalPath = (path: string | null | undefined): PathFacts | undefined =>
+  path !== undefined && path !== null ? pathFacts(path) : undefined
+
+const contextPaths = (context: CardContext): Bounded<PathFacts> => {
+  const items: Array<PathFacts> = []
+  for (const change of context.fileChanges ?? []) {
+    if (change.kind === OmittedChanges || items.length >= MaxPaths) return { items, complete: false }
+    items.push(pathFacts(change.path))
+  }
+  return { items, complete: true }
+}
+
+/** Legacy `applyPatchApproval` changes (`{[path]: {add|delete|update: {move_path?}}}`): the paths and move targets. */
+const legacyPaths = (fileChanges: unknown): Bounded<PathFacts> | undefined => {
+  if (typeof fileChanges !== "object" || fileChanges === null || Array.isArray(fileChanges)) return undefined
+  const record = fileChanges as Record<string, unknown>
+  const keys = Object.keys(record)
+  if (keys.length === 0) return undefined
+  const items: Array<PathFacts> = []
+  const moved: Array<PathFacts> = []
+  for (const key of keys) {
+    if (items.length + moved.length >= MaxPaths) return { items: [...items, ...moved], complete: false }
+    items.push(pathFacts(key))
+    const change = record[key]
+    const body = typeof change === "object" && change !== null ? Object.values(change)[0] : undefined
+    const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
+    if (typeof move === "string") moved.push(pathFacts(move))
+  }
+  for (const m of moved) items.push(m)
+  return { items, complete: true }
+}
 
 /** A glob's fixed directory prefix (`/repo/src/**` → `/repo/src`). */
 const globBase = (pattern: string): string => {
@@ -221,67 +301,167 @@ const globBase = (pattern: string): string => {
   return head.slice(0, head.lastIndexOf("/") + 1) || "."
 }
 
-const fileChangePaths = (request: ServerRequests.ServerRequest, context: CardContext): { paths: ReadonlyArray<string>; grantRoot: string | undefined } => {
-  if (request.method === "item/fileChange/requestApproval") {
-    return { paths: (context.fileChanges ?? []).map((c) => c.path), grantRoot: request.params.grantRoot ?? undefined }
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * How many paths and entries a permissions request lists, counted on the raw request without
+ * reading them (reading checks every item, and costs more than the count says is worth it).
+ */
+export const askedPathCount = (permissions: unknown): number => {
+  const fs = isRecord(permissions) ? permissions["fileSystem"] : undefined
+  if (!isRecord(fs)) return 0
+  let count = 0
+  for (const key of ["read", "write", "entries"]) {
+    const list = fs[key]
+    if (Array.isArray(list)) count += list.length
   }
-  if (request.method === "applyPatchApproval") {
-    const fc = request.params.fileChanges
-    const legacy = typeof fc === "object" && fc !== null && !Array.isArray(fc) ? Object.keys(fc) : []
-    const moved = typeof fc === "object" && fc !== null && !Array.isArray(fc)
-      ? Object.values(fc).flatMap((c) => {
-        const body = typeof c === "object" && c !== null ? Object.values(c)[0] : undefined
-        const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
-        return typeof move === "string" ? [move] : []
-      })
-      : []
-    const paths = legacy.length > 0 ? [...legacy, ...moved] : (context.fileChanges ?? []).map((c) => c.path)
-    return { paths, grantRoot: request.params.grantRoot ?? undefined }
-  }
-  return { paths: [], grantRoot: undefined }
+  return count
 }
 
-const matchFileChange = (root: string, request: ServerRequests.ServerRequest, context: CardContext, effect: Effect_): boolean => {
-  const { paths, grantRoot } = fileChangePaths(request, context)
-  const all = grantRoot !== undefined ? [...paths, grantRoot] : paths
-  if (effect === "allow") return paths.length > 0 && all.every((p) => certainlyUnder(p, root))
-  // Unknown changes may be anywhere.
-  if (paths.length === 0) return true
-  return all.some((p) => mayOverlap(p, root))
+const tooManyPaths: PermissionFacts = {
+  plain: { items: [], complete: false },
+  entries: { items: [], complete: false },
+  network: false
 }
 
-const matchPermissions = (root: string, permissions: unknown, effect: Effect_): boolean => {
+const permissionFacts = (permissions: unknown): PermissionFacts | undefined => {
+  if (askedPathCount(permissions) > MaxPaths) return tooManyPaths
   const read = PermissionsGrant.readRequested(permissions)
-  if (Either.isLeft(read)) return effect === "deny"
-  const asked = read.right
-  const fs = asked.fileSystem
-  const plain = [...(fs?.read ?? []), ...(fs?.write ?? [])]
-  const entries = fs?.entries ?? []
-  const network = asked.network?.enabled === true
+  if (Either.isLeft(read)) return undefined
+  const fs = read.right.fileSystem
+  const plainPaths = [...(fs?.read ?? []), ...(fs?.write ?? [])]
+  const rawEntries = fs?.entries ?? []
+  const plain = plainPaths.slice(0, MaxPaths).map(pathFacts)
+  const entries = rawEntries.slice(0, MaxPaths - plain.length).map((e): EntryFacts => {
+    switch (e.path.type) {
+      case "path":
+        return { type: "path", path: pathFacts(e.path.path) }
+      case "glob_pattern":
+        return { type: "glob_pattern", dotDot: e.path.pattern.split("/").includes(".."), base: pathFacts(globBase(e.path.pattern)) }
+      case "special":
+        return { type: "special", access: e.access }
+    }
+  })
+  return {
+    plain: { items: plain, complete: plain.length === plainPaths.length },
+    entries: { items: entries, complete: entries.length === rawEntries.length },
+    network: read.right.network?.enabled === true
+  }
+}
+
+const factsOf = (request: ServerRequests.ServerRequest, context: CardContext): Facts => {
+  const line = lazy((): string | undefined => {
+    switch (request.method) {
+      case "item/commandExecution/requestApproval":
+        return request.params.command ?? undefined
+      case "execCommandApproval":
+        // Joined only until it is too long to read (a longer line is never read anyway).
+        return ShellCommand.join(request.params.command, MaxCommandLength)
+      default:
+        return undefined
+    }
+  })
+  return {
+    line,
+    unwrapped: lazy(() => ShellCommand.unwrap(line() ?? "")),
+    commands: lazy(() => ShellCommand.commands(line() ?? "")),
+    fileChanges: lazy((): FileChangeFacts => {
+      switch (request.method) {
+        case "item/fileChange/requestApproval":
+          return { paths: contextPaths(context), grantRoot: optionalPath(request.params.grantRoot) }
+        case "applyPatchApproval":
+          return {
+            paths: legacyPaths(request.params.fileChanges) ?? contextPaths(context),
+            grantRoot: optionalPath(request.params.grantRoot)
+          }
+        default:
+          return { paths: { items: [], complete: true }, grantRoot: undefined }
+      }
+    }),
+    permissions: lazy(() => request.method === "item/permissions/requestApproval" ? permissionFacts(request.params.permissions) : undefined)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matching
+
+type Effect_ = "allow" | "deny"
+
+const matchCommand = (prefix: ReadonlyArray<string>, facts: Facts, effect: Effect_): boolean => {
+  const line = facts.line()
+  if (line === undefined) return false
+  if (line.length > MaxCommandLength) return effect === "deny"
   if (effect === "allow") {
-    if (network) return false
-    if (plain.length + entries.length === 0) return false
-    return plain.every((p) => certainlyUnder(p, root)) && entries.every((e) => {
-      switch (e.path.type) {
+    const u = facts.unwrapped()
+    return u.simple && u.argv !== undefined && startsWith(u.argv, 0, prefix, false)
+  }
+  // A deny sees every command the line may run; what could not be read may run anything.
+  const commands = facts.commands()
+  return !commands.complete || commands.starts.some((s) => startsWith(s.words, s.at, prefix, true))
+}
+
+/** Lexically under `root` (already normalised), or equal to it. */
+const isUnder = (path: string, root: string): boolean => path === root || path.startsWith(root === "/" ? "/" : `${root}/`)
+
+/** Certainly under `root`: absolute, no `..` segment, no NUL, and under after normalising. */
+const certainlyUnder = (p: PathFacts, root: string): boolean => p.clean && isUnder(p.resolved, root)
+
+/** May be under `root`: relative (cannot be placed) or under it, lexically or after resolving `..`. */
+const mayBeUnder = (p: PathFacts, root: string): boolean =>
+  !p.absolute || isUnder(p.resolved, root) || isUnder(p.normalized, root) || isUnder(p.raw, root)
+
+/** May overlap `root`: under it, or a parent of it (a grant of `/` covers everything). */
+const mayOverlap = (p: PathFacts, root: string): boolean => mayBeUnder(p, root) || isUnder(root, p.resolved)
+
+const matchFileChange = (under: string, facts: Facts, effect: Effect_): boolean => {
+  const { grantRoot, paths } = facts.fileChanges()
+  const root = posix.resolve(under)
+  if (effect === "allow") {
+    return paths.complete && paths.items.length > 0 && paths.items.every((p) => certainlyUnder(p, root)) &&
+      (grantRoot === undefined || certainlyUnder(grantRoot, root))
+  }
+  // Unknown changes (none known, or more than were read) may be anywhere.
+  if (paths.items.length === 0 || !paths.complete) return true
+  return paths.items.some((p) => mayOverlap(p, root)) || (grantRoot !== undefined && mayOverlap(grantRoot, root))
+}
+
+const matchPermissions = (under: string, facts: Facts, effect: Effect_): boolean => {
+  const asked = facts.permissions()
+  if (asked === undefined) return effect === "deny"
+  const root = posix.resolve(under)
+  const { entries, network, plain } = asked
+  const complete = plain.complete && entries.complete
+  if (effect === "allow") {
+    if (network || !complete) return false
+    if (plain.items.length + entries.items.length === 0) return false
+    return plain.items.every((p) => certainlyUnder(p, root)) && entries.items.every((e) => {
+      switch (e.type) {
         case "path":
-          return certainlyUnder(e.path.path, root)
+          return certainlyUnder(e.path, root)
         case "glob_pattern":
-          return !e.path.pattern.split("/").includes("..") && certainlyUnder(globBase(e.path.pattern), root)
+          return !e.dotDot && certainlyUnder(e.base, root)
         case "special":
           return false
       }
     })
   }
-  return plain.some((p) => mayOverlap(p, root)) || entries.some((e) => {
-    switch (e.path.type) {
+  if (!complete) return true
+  return plain.items.some((p) => mayOverlap(p, root)) || entries.items.some((e) => {
+    switch (e.type) {
       case "path":
-        return mayOverlap(e.path.path, root)
+        return mayOverlap(e.path, root)
       case "glob_pattern":
-        return mayOverlap(globBase(e.path.pattern), root)
+        return mayOverlap(e.base, root)
       case "special":
         return e.access !== "deny"
     }
   })
+}
+
+const isEmptyRecord = (value: object): boolean => {
+  for (const key in value) if (Object.prototype.hasOwnProperty.call(value, key)) return false
+  return true
 }
 
 const isToolCallApproval = (p: ServerRequests.ElicitationParams): boolean => {
@@ -289,7 +469,7 @@ const isToolCallApproval = (p: ServerRequests.ElicitationParams): boolean => {
   const schema = p.requestedSchema
   if (typeof schema !== "object" || schema === null) return false
   const props = (schema as Record<string, unknown>)["properties"]
-  return props === undefined || (typeof props === "object" && props !== null && Object.keys(props).length === 0)
+  return props === undefined || (typeof props === "object" && props !== null && isEmptyRecord(props))
 }
 
 const matchMcp = (matcher: typeof McpMatcher.Type, p: ServerRequests.ElicitationParams, effect: Effect_): boolean => {
@@ -300,20 +480,17 @@ const matchMcp = (matcher: typeof McpMatcher.Type, p: ServerRequests.Elicitation
   return toolMatches
 }
 
-const matches = (rule: Rule, request: ServerRequests.ServerRequest, context: CardContext): boolean => {
+const matches = (rule: Rule, request: ServerRequests.ServerRequest, facts: Facts): boolean => {
   const m = rule.match
   if (m.method !== undefined && m.method !== request.method) return false
-  if (m.command !== undefined) {
-    const line = commandLine(request)
-    return line !== undefined && matchCommand(m.command.argvPrefix, line, rule.effect)
-  }
+  if (m.command !== undefined) return matchCommand(m.command.argvPrefix, facts, rule.effect)
   if (m.path !== undefined) {
     switch (request.method) {
       case "item/fileChange/requestApproval":
       case "applyPatchApproval":
-        return matchFileChange(m.path.under, request, context, rule.effect)
+        return matchFileChange(m.path.under, facts, rule.effect)
       case "item/permissions/requestApproval":
-        return matchPermissions(m.path.under, request.params.permissions, rule.effect)
+        return matchPermissions(m.path.under, facts, rule.effect)
       default:
         return false
     }
@@ -341,12 +518,21 @@ export const allowApplies = (request: ServerRequests.DecodedRequest): boolean =>
   }
 }
 
-/** Deny rules first (any order), then the first allow rule that matches and applies. */
+/**
+ * Deny rules first (any order), then the first allow rule that matches and applies.
+ *
+ * Linear in the request: what rules look at (the command's words and every command it may run,
+ * the changed or asked paths) is read once per evaluation, bounded (`MaxCommandLength`,
+ * `ShellCommand.WorkPerChar`, `MaxPaths`), and then compared rule by rule. A bound never loses a
+ * deny: a request read only in part is not allowed by any rule of the kind that stopped reading,
+ * and is denied by every deny rule of that kind.
+ */
 export const evaluate = (rules: Rules, request: ServerRequests.DecodedRequest, context: CardContext): Verdict => {
   if (request._tag !== "Known") return NoMatch
+  const facts = factsOf(request, context)
   const safely = (rule: Rule): boolean => {
     try {
-      return matches(rule, request, context)
+      return matches(rule, request, facts)
     } catch {
       // A rule that cannot be evaluated: a deny is taken to match, an allow is not.
       return rule.effect === "deny"
