@@ -6,7 +6,7 @@
  * the card being asked about. Redrawn on every change and once a second for the clocks.
  */
 import type { ApprovalEvent } from "@warden/approvals"
-import { Card as CardNs } from "@warden/approvals"
+import { Card as CardNs, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -121,9 +121,9 @@ export const make = (
       if (!finished) screen.region(regionLines())
     }
 
-    // Log lines carry server text (messages, stderr tails): each line with its controls escaped.
+    // Log lines carry server text (messages, stderr tails): masked, and each line with its controls escaped.
     const log = (text: string) => {
-      for (const line of text.split("\n")) screen.err(escapeControls(line))
+      for (const line of SecretMask.maskText(text).split("\n")) screen.err(escapeControls(line))
     }
 
     const itemTag = (id: string | number | undefined) => `[${Tally.itemIndexOf(id) ?? "?"}]`

@@ -10,6 +10,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Layer, Logger } from "effect"
 import * as Cli from "./Cli.js"
 import * as ExitCodes from "./ExitCodes.js"
+import { SecretMask } from "@warden/approvals"
 
 // A closed stdout (e.g. `warden run --json ... | head -1`) must not crash the run.
 process.stdout.on("error", () => {})
@@ -36,18 +37,18 @@ const main = Cli.run(process.argv).pipe(
   Effect.catchAll((error: unknown) => {
     if (ValidationError.isValidationError(error)) return Effect.succeed(ExitCodes.Usage) // already printed
     if (error instanceof ExitCodes.CliExit) {
-      if (error.message) process.stderr.write(`warden: ${error.message}\n`)
+      if (error.message) process.stderr.write(`warden: ${SecretMask.maskText(error.message)}\n`)
       return Effect.succeed(error.code)
     }
-    process.stderr.write(`warden: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.stderr.write(`warden: ${SecretMask.maskText(error instanceof Error ? error.message : String(error))}\n`)
     return Effect.succeed(ExitCodes.Failed)
   }),
   Effect.catchAllDefect((defect) => {
-    process.stderr.write(`warden: internal error: ${Cause.pretty(Cause.die(defect))}\n`)
+    process.stderr.write(`warden: internal error: ${SecretMask.maskText(Cause.pretty(Cause.die(defect)))}\n`)
     return Effect.succeed(ExitCodes.Failed)
   }),
   // Logs go to stderr: with --json, stdout carries nothing but the events.
-  Effect.provide(Layer.merge(NodeContext.layer, Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.stringLogger))))
+  Effect.provide(Layer.merge(NodeContext.layer, Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.map(Logger.stringLogger, SecretMask.maskText)))))
 )
 
 NodeRuntime.runMain(main, {

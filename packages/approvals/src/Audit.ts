@@ -1,15 +1,18 @@
 /**
  * The audit trail: every card's opening and settling (and every late decision) as one flat JSON
- * record. Records carry the masked title, never request values, answers or form contents, so a
- * secret can't reach the log. The JSONL sink appends one line per event and flushes it at once.
+ * record. Records carry the masked title, never request values, answers or form contents, and the
+ * sink passes every string of a record through the one masking function again (a detail may quote
+ * a handler's error), so a secret can't reach the log. It appends one line per event and flushes it.
  */
 import { Data, Effect, Queue } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
+import { Json } from "@warden/protocol"
 import { Approvals } from "./Approvals.js"
 import type { CardView } from "./Card.js"
 import { describeSource } from "./Card.js"
+import * as SecretMask from "./SecretMask.js"
 
 export interface AuditRecord {
   readonly type: "card.opened" | "card.settled" | "card.late"
@@ -105,7 +108,7 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
     )
     const queue = yield* approvals.subscribe
     const writeOne = (event: ApprovalEvent) =>
-      Effect.try(() => fs.writeSync(fd, JSON.stringify(toRecord(event)) + "\n")).pipe(
+      Effect.try(() => fs.writeSync(fd, JSON.stringify(Json.mapStrings(toRecord(event), SecretMask.maskText)) + "\n")).pipe(
         Effect.tapError((e) => Effect.logError("audit write failed", e)),
         Effect.ignore
       )
