@@ -317,25 +317,36 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
   return spans
 }
 
-/** Characters a token-like run is made of (base64, base64url, JWT parts, key prefixes). */
-const isRunChar = (code: number): boolean =>
-  (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
-  code === 43 || code === 45 || code === 46 || code === 47 || code === 61 || code === 95 || code === 126
+const isAlnum = (code: number): boolean => (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122)
+/** A character of `TokenRun` (base64, base64url, hex). */
+const isTokenChar = (code: number): boolean => isAlnum(code) || code === 43 || code === 45 || code === 47 || code === 95
+/** A character of a JWT (its three parts and their dots). */
+const isJwtChar = (code: number): boolean => isAlnum(code) || code === 45 || code === 46 || code === 95
+
+/** Where the run of `is` characters that crosses `limit` starts, or -1 when the cut is not inside one. */
+const runAcross = (text: string, limit: number, is: (code: number) => boolean): number => {
+  if (!is(text.charCodeAt(limit)) || !is(text.charCodeAt(limit - 1))) return -1
+  let start = limit - 1
+  while (start > 0 && is(text.charCodeAt(start - 1))) start--
+  return start
+}
 
 /**
- * The spans of `text` cut to `limit` characters. Where the cut falls inside a token-like run, the
- * run is masked from its start: its end is not known, and a token judged on part of it (or a JWT
- * whose dots lie past the cut) could be shown when the whole would have been masked.
+ * The spans of `text` cut to `limit` characters. The patterns whose matches have no bound on their
+ * length could judge a run the cut falls into differently from the whole: a token run (is it
+ * random?) and a JWT (are its dots past the cut?). Such a run is masked from its start (a JWT from
+ * its `eyJ`): its end is not known. Every other pattern's match is shorter than what is scanned
+ * past the shown part (`ScanMargin`), so it is found as in the whole text.
  */
 const cutSpans = (text: string, limit: number): { readonly scanned: string; readonly spans: ReadonlyArray<Span> } => {
   if (text.length <= limit) return { scanned: text, spans: secretSpans(text) }
   const scanned = text.slice(0, limit)
   const spans = [...secretSpans(scanned)]
-  if (isRunChar(text.charCodeAt(limit)) && isRunChar(text.charCodeAt(limit - 1))) {
-    let start = limit - 1
-    while (start > 0 && isRunChar(text.charCodeAt(start - 1))) start--
-    spans.push({ start, end: limit })
-  }
+  const token = runAcross(text, limit, isTokenChar)
+  if (token >= 0) spans.push({ start: token, end: limit })
+  const jwt = runAcross(text, limit, isJwtChar)
+  const header = jwt >= 0 ? scanned.indexOf("eyJ", jwt) : -1
+  if (header >= 0) spans.push({ start: header, end: limit })
   return { scanned, spans }
 }
 
@@ -491,11 +502,12 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
       if (Object.getPrototypeOf(value) !== Array.prototype) return Mask
       const length = value.length
       const out: Array<unknown> = []
-      for (let i = 0; i < Math.min(length, s.maxEntries); i++) {
+      let i = 0
+      for (; i < Math.min(length, s.maxEntries) && s.values > 0; i++) {
         const d = Object.getOwnPropertyDescriptor(value, String(i))
         out.push(d === undefined ? undefined : "value" in d ? maskAny(d.value, depth + 1, ancestors, s) : Mask)
       }
-      if (length > s.maxEntries) out.push(`… ${length - s.maxEntries} more`)
+      if (i < length) out.push(`… ${length - i} more`)
       return out
     }
     const proto = Object.getPrototypeOf(value)
@@ -504,14 +516,19 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
     const keys = Object.keys(value)
     let n = 0
     for (const key of keys) {
-      if (n >= s.maxEntries) {
-        define(out, "…", `${keys.length - s.maxEntries} more keys`)
+      if (n >= s.maxEntries || s.values <= 0) {
+        define(out, "…", `${keys.length - n} more keys`)
         break
       }
       const d = Object.getOwnPropertyDescriptor(value, key)
       if (d === undefined) continue
       const shownKey = looksSecretShown(key, 200) ? `${Mask}${n}` : truncate(key, 200)
-      define(out, shownKey, isSecretKey(key) || !("value" in d) ? Mask : maskAny(d.value, depth + 1, ancestors, s))
+      if (isSecretKey(key) || !("value" in d)) {
+        s.values-- // a masked value costs one value of the budget, as any other
+        define(out, shownKey, Mask)
+      } else {
+        define(out, shownKey, maskAny(d.value, depth + 1, ancestors, s))
+      }
       n++
     }
     return out

@@ -469,6 +469,8 @@ export interface Commands {
    * the line's length). What was not read may run anything: a deny must then match.
    */
   readonly complete: boolean
+  /** Characters lexed to find them (the line and the nested scripts read again): at most `WorkPerChar` × (length + 1024). */
+  readonly work: number
 }
 
 /**
@@ -589,14 +591,10 @@ const walkSegment = (walk: Walk, words: ReadonlyArray<string>, depth: number): v
   }
 }
 
-const walkLine = (
-  command: string,
-  onSegment: Walk["onSegment"],
-  onStart: Walk["onStart"]
-): boolean => {
+const walkLine = (command: string, onSegment: Walk["onSegment"], onStart: Walk["onStart"]): Walk => {
   const walk: Walk = { budget: WorkPerChar * (command.length + 1024), work: 0, complete: true, stopped: false, onSegment, onStart }
   walkScript(walk, peel(command), 0)
-  return walk.complete
+  return walk
 }
 
 /**
@@ -616,11 +614,11 @@ const walkLine = (
  */
 export const commands = (command: string): Commands => {
   const starts: Array<Start> = []
-  const complete = walkLine(command, () => false, (words, at) => {
+  const { complete, work } = walkLine(command, () => false, (words, at) => {
     starts.push({ words, at })
     return false
   })
-  return { starts, complete }
+  return { starts, complete, work }
 }
 
 /**
