@@ -1,0 +1,294 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Either } from "effect"
+import { ServerRequests } from "@warden/protocol"
+import { Adversarial } from "@warden/testkit"
+import type { CardContext } from "../src/Card.js"
+import { MaxFileChanges } from "../src/Card.js"
+import * as CardSummary from "../src/CardSummary.js"
+import * as Policy from "../src/Policy.js"
+import * as SafetyFilter from "../src/SafetyFilter.js"
+import * as SecretMask from "../src/SecretMask.js"
+import * as ShellCommand from "../src/ShellCommand.js"
+import { known } from "./Captured.js"
+
+// Everything Warden does per server request runs on the connection's read loop, and a model writes
+// the commands and the arguments. These inputs took minutes (and gigabytes) before the work was made
+// linear: a test here that hangs until vitest's timeout is how a regression shows. No assertion is
+// on time (the suite runs on a busy 2-core machine): the checks are on the answers, and on work
+// counted in characters where the code counts it.
+
+const { Mask } = SecretMask
+const ids = { threadId: Adversarial.ThreadId, turnId: Adversarial.TurnId, itemId: Adversarial.ItemId }
+
+const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
+  const decoded = Policy.decodeRules({ rules: list })
+  if (Either.isLeft(decoded)) throw new Error(decoded.left)
+  return decoded.right
+}
+const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
+const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
+const under = (id: string, effect: "allow" | "deny", root: string) => ({ id, effect, match: { path: { under: root } } })
+
+/** Allow rules for the first word of every command shape (none may match: all are compound or too long). */
+const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) => allowCmd(`allow-${w}`, w))
+const withDeny = rules(denyCmd("no-rm", "rm"), under("etc", "deny", "/etc"), ...allowFirstWords, under("repo", "allow", "/work/repo"), {
+  id: "probe",
+  effect: "allow",
+  match: { mcp: { server: "probe" } }
+})
+const allowOnly = rules(...allowFirstWords, under("repo", "allow", "/work/repo"))
+
+const Deny = (ruleId: string): Policy.Verdict => ({ _tag: "Deny", ruleId })
+const NoMatch: Policy.Verdict = { _tag: "NoMatch" }
+
+const cmd = (command: string) => known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/work/repo" })
+
+/** The synchronous path of the read loop for one server request (see Desk.open). */
+const readLoop = (shape: Adversarial.Shape) => {
+  const frame = JSON.parse(shape.frame) as { id: number; method: string; params: unknown }
+  const context: CardContext = shape.itemStarted !== undefined
+    ? { fileChanges: CardSummary.fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+    : {}
+  const request = ServerRequests.decode(frame.id, frame.method, frame.params)
+  return {
+    request,
+    context,
+    summary: CardSummary.summarize(request, context),
+    denyFirst: Policy.evaluate(withDeny, request, context),
+    allowOnly: Policy.evaluate(allowOnly, request, context),
+    safety: SafetyFilter.check(request)
+  }
+}
+
+describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1 MiB each)", () => {
+  const shapes = Adversarial.shapes({ frameBytes: 1024 * 1024 })
+
+  it("every frame goes through decode, summary, rules and the safety filter, with bounded results", { timeout: 60_000 }, () => {
+    assert.isAbove(shapes.length, 40)
+    for (const shape of shapes) {
+      const { safety, summary } = readLoop(shape)
+      assert.isAtMost(summary.title.length, CardSummary.Bounds.title, shape.name)
+      assert.notInclude(summary.title, "\n", shape.name)
+      // what a card carries is bounded whatever came in (diffs share 200 000 characters, values 100 000)
+      assert.isBelow(JSON.stringify(summary.summary).length, 600_000, shape.name)
+      assert.oneOf(safety._tag, ["Safe", "Unsafe"], shape.name)
+    }
+  })
+
+  it("every command shape hiding `rm -rf ~` is denied, and no allow rule allows a compound one", { timeout: 60_000 }, () => {
+    const commands = shapes.filter((s) => s.target === "shell" && (s.command?.includes(Adversarial.Payload) ?? s.name === "legacy-exec-argv"))
+    assert.isAbove(commands.length, 18)
+    let compound = 0
+    for (const shape of commands) {
+      const { allowOnly: allowed, denyFirst, request } = readLoop(shape)
+      assert.deepStrictEqual(denyFirst, Deny("no-rm"), shape.name)
+      // `sudo bash -c x ...` is one simple command: an allow on `sudo` allows it (and a deny on rm still wins)
+      const line = request._tag === "Known" && request.method === "item/commandExecution/requestApproval" ? request.params.command ?? "" : ""
+      if (line.length > 0 && line.length <= Policy.MaxCommandLength && ShellCommand.unwrap(line).simple) continue
+      compound++
+      assert.notStrictEqual(allowed._tag, "Allow", shape.name)
+    }
+    assert.isAbove(compound, 15)
+  })
+
+  it("the file shapes: a path outside the root anywhere in the list is denied, never allowed", { timeout: 60_000 }, () => {
+    for (const shape of shapes.filter((s) => s.target === "fileChange")) {
+      const { allowOnly: allowed, denyFirst } = readLoop(shape)
+      assert.deepStrictEqual(denyFirst, Deny("etc"), shape.name)
+      assert.deepStrictEqual(allowed, NoMatch, shape.name)
+    }
+  })
+
+  it("hostile forms, questions and URLs are refused by the filter, not by an exception", { timeout: 60_000 }, () => {
+    for (const shape of shapes.filter((s) => s.target === "filter")) {
+      const { safety } = readLoop(shape)
+      assert.strictEqual(safety._tag, "Unsafe", shape.name)
+      if (safety._tag === "Unsafe") assert.notInclude(safety.reason, "could not be read", shape.name)
+    }
+  })
+})
+
+describe("a bound never turns a deny into a miss", () => {
+  const noRm = rules(denyCmd("no-rm", "rm"), allowCmd("true", "true"), allowCmd("sudo", "sudo"), allowCmd("eval", "eval"))
+
+  it("sudo followed by 32,000 words, then rm: denied; every start is an index, none a copy", () => {
+    const line = `sudo ${"a ".repeat(32_000)}; rm -rf ~`
+    assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"))
+    const read = ShellCommand.commands(line)
+    assert.isTrue(read.complete)
+    // one start per word after the runner (and the rm segment), all sharing the segment's words
+    assert.strictEqual(read.starts.length, 32_002)
+    assert.strictEqual(new Set(read.starts.map((s) => s.words)).size, 2)
+    assert.isAtMost(read.work, 2 * line.length, "each character lexed about once")
+  })
+
+  it("the command after 600 segments is still read (the old list stopped at 512)", () => {
+    const line = `${"true; ".repeat(600)}rm -rf /`
+    assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"))
+    assert.isTrue(ShellCommand.commands(line).complete)
+    assert.lengthOf(ShellCommand.segments(line), 512, "segments() is a bounded list for display")
+  })
+
+  it("nesting deeper than is followed makes the line incomplete: denied, never allowed", () => {
+    const heredocs = (levels: number) =>
+      `${Array.from({ length: levels }, (_, i) => `bash <<A${i}`).join("\n")}\nrm -rf ~\n${Array.from({ length: levels }, (_, i) => `A${levels - 1 - i}`).join("\n")}`
+    const deep = [
+      `${"eval ".repeat(20)}rm -rf ~`,
+      `echo ${"$(".repeat(20)}true${")".repeat(20)}; rm -rf ~`,
+      heredocs(12),
+      `sudo ${"eval ".repeat(13_000)}rm -rf ~`
+    ]
+    for (const line of deep) {
+      const read = ShellCommand.commands(line)
+      assert.isFalse(read.complete, line.slice(0, 40))
+      assert.isAtMost(read.work, ShellCommand.WorkPerChar * (line.length + 1024))
+      assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"), line.slice(0, 40))
+      // a deny that names something else entirely still matches: what was not read may run anything
+      assert.deepStrictEqual(Policy.evaluate(rules(denyCmd("no-curl", "curl")), cmd(line), {}), Deny("no-curl"), line.slice(0, 40))
+      assert.notStrictEqual(Policy.evaluate(noRm, cmd(line), {})._tag, "Allow")
+    }
+    // the same kinds of nesting within the bounds are read in full
+    for (const line of [`${"eval ".repeat(5)}rm -rf ~`, heredocs(5), Adversarial.nestedBash(12, "rm -rf ~")]) {
+      assert.isTrue(ShellCommand.commands(line).complete, line.slice(0, 40))
+      assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"), line.slice(0, 40))
+    }
+  })
+
+  it("the legacy argv is joined only until it is too long to read", () => {
+    const argv = ["sudo", ...Array.from({ length: 200_000 }, () => "a"), "rm", "-rf", "~"]
+    const joined = ShellCommand.join(argv, Policy.MaxCommandLength)
+    assert.isAbove(joined.length, Policy.MaxCommandLength)
+    assert.isBelow(joined.length, Policy.MaxCommandLength + 10)
+    const legacy = known("execCommandApproval", { conversationId: "c", callId: "x", command: argv, cwd: "/" })
+    assert.deepStrictEqual(Policy.evaluate(noRm, legacy, {}), Deny("no-rm"))
+    assert.deepStrictEqual(Policy.evaluate(rules(allowCmd("sudo", "sudo")), legacy, {}), NoMatch)
+  })
+})
+
+describe("a bound never turns a path deny into an allow", () => {
+  const repo = rules(under("repo", "allow", "/work/repo"))
+  const elsewhere = rules(under("secrets", "deny", "/srv/secrets"), under("repo", "allow", "/work/repo"))
+  const fc = known("item/fileChange/requestApproval", ids)
+  const changesItem = (paths: ReadonlyArray<string>) => ({ type: "fileChange", id: "i", changes: paths.map((path) => ({ path, kind: { type: "add" }, diff: "" })) })
+
+  it("201 changes, the 201st outside the repository: not allowed (the old list kept the first 200)", () => {
+    const paths = [...Array.from({ length: 200 }, (_, i) => `/work/repo/f${i}`), "/etc/passwd"]
+    const context = { fileChanges: CardSummary.fileChangesOf(changesItem(paths)) }
+    assert.lengthOf(context.fileChanges, 201)
+    assert.deepStrictEqual(Policy.evaluate(repo, fc, context), NoMatch)
+    assert.deepStrictEqual(Policy.evaluate(rules(under("etc", "deny", "/etc")), fc, context), Deny("etc"))
+  })
+
+  it("more changes than are kept: never allowed, and a path deny matches whatever it names", () => {
+    const paths = Array.from({ length: MaxFileChanges + 5 }, (_, i) => `/work/repo/f${i}`)
+    const changes = CardSummary.fileChangesOf(changesItem(paths))
+    assert.lengthOf(changes, MaxFileChanges + 1)
+    assert.strictEqual(changes[MaxFileChanges]!.path, "… 5 more changes")
+    assert.deepStrictEqual(Policy.evaluate(repo, fc, { fileChanges: changes }), NoMatch)
+    assert.deepStrictEqual(Policy.evaluate(elsewhere, fc, { fileChanges: changes }), Deny("secrets"))
+    // within the bound, the same list is read in full and allowed
+    assert.deepStrictEqual(Policy.evaluate(elsewhere, fc, { fileChanges: changes.slice(0, MaxFileChanges) }), { _tag: "Allow", ruleId: "repo" })
+    const { summary, title } = CardSummary.summarize(fc, { fileChanges: changes })
+    assert.isTrue(title.startsWith("write 200+ files"), title)
+    if (summary.kind === "fileChange") {
+      assert.lengthOf(summary.changes, CardSummary.Bounds.changes + 1)
+      assert.strictEqual(summary.changes.at(-1)!.path, `… ${MaxFileChanges + 5 - CardSummary.Bounds.changes} more changes`)
+    }
+  })
+
+  it("legacy patches and permission requests with more paths than are read: same", () => {
+    const many = Array.from({ length: Policy.MaxPaths + 1 }, (_, i) => `/work/repo/f${i}`)
+    const legacy = known("applyPatchApproval", {
+      conversationId: "c",
+      callId: "x",
+      fileChanges: Object.fromEntries(many.map((p) => [p, { add: { content: "" } }]))
+    })
+    const perms = known("item/permissions/requestApproval", { ...ids, cwd: "/", permissions: { fileSystem: { write: many } } })
+    for (const request of [legacy, perms]) {
+      assert.deepStrictEqual(Policy.evaluate(repo, request, {}), NoMatch, request.method)
+      assert.deepStrictEqual(Policy.evaluate(elsewhere, request, {}), Deny("secrets"), request.method)
+    }
+    assert.strictEqual(CardSummary.summarize(perms, {}).title, `grant ${many.length} paths (too many to list)`)
+  })
+})
+
+describe("masking hostile text: linear, and the secrets inside still masked", () => {
+  it("1 MB of overlapping candidates (a=a=..., --x --x ..., Bearer Bearer ...) with a secret in the shown part", () => {
+    const cases: ReadonlyArray<readonly [string, string, string]> = [
+      [`note: ${"a=".repeat(500_000)}`, "password=hunter2", `password=${Mask}`],
+      [`${"--x ".repeat(250_000)}`, "--token s3cr3tValue", `--token ${Mask}`],
+      [`${"Bearer ".repeat(150_000)}`, "Bearer abcdefgh12345678", `Bearer ${Mask}`],
+      [`${"a.".repeat(500_000)}`, "api_key: hunter2hunter2", `api_key: ${Mask}`],
+      [`${"a://a:".repeat(170_000)}`, "https://u:hunter2@example.com", `https://u:${Mask}@example.com`]
+    ]
+    for (const [filler, secret, masked] of cases) {
+      const text = `${secret} ${filler}`
+      for (const out of [SecretMask.maskText(text), SecretMask.maskShown(text, 2_000)]) {
+        assert.notInclude(out, secret.split(/[ =:@]/).at(-2) === "u" ? "hunter2" : secret, secret)
+        assert.isTrue(out.startsWith(masked), `${secret}: ${out.slice(0, 60)}`)
+        assert.isTrue(out.endsWith("…"))
+      }
+      assert.isAtMost(SecretMask.maskShown(text, 2_000).length, 2_000)
+      // a secret past what is shown is not shown either
+      assert.notInclude(SecretMask.maskShown(`${filler} ${secret}`, 2_000), secret)
+    }
+  })
+
+  it("maskShown gives what maskText then truncate gives, on the text a card shows", () => {
+    const texts = [
+      "export DB_PASSWORD=hunter2 && run", `curl -H 'Authorization: Bearer abcdefgh12345678' ${"x".repeat(5_000)}`,
+      `${"y ".repeat(3_000)}token=abc123`, "git status", `${"eyJhbGciOiJIUzI1NiJ9.".repeat(2)}${"a".repeat(20_000)}`
+    ]
+    for (const text of texts) {
+      for (const max of [40, 160, 2_000, 20_000]) {
+        const whole = SecretMask.truncate(SecretMask.maskText(text), max)
+        const shown = SecretMask.maskShown(text, max)
+        assert.isTrue(shown === whole || shown.includes(Mask), `${text.slice(0, 30)} @${max}`)
+        if (!whole.includes(Mask)) assert.strictEqual(shown, whole, `${text.slice(0, 30)} @${max}`)
+      }
+    }
+    // a token-like run the cut falls into is masked whole (its end is unknown)
+    assert.strictEqual(SecretMask.maskShown(`ok ${"aB3".repeat(10_000)}`, 100), `ok ${Mask}…`)
+  })
+
+  it("maskArgv of 32,000 words and maskRecord of 1 MB values: bounded copies, secrets masked", () => {
+    const argv = [...Array.from({ length: 32_000 }, () => "--x"), "--password", "hunter2", "--token=abc"]
+    const out = SecretMask.maskArgv(argv)
+    assert.deepStrictEqual(out.slice(-3), ["--password", Mask, `--token=${Mask}`])
+
+    const huge = "a=".repeat(500_000)
+    const record = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i === 0 ? `password=hunter2 ${huge}` : huge]))
+    const masked = SecretMask.maskRecord(record)
+    const json = JSON.stringify(masked)
+    assert.notInclude(json, "hunter2")
+    assert.isBelow(json.length, 150_000, "maxTotal: 100 000 characters of strings in all")
+    assert.strictEqual(masked["…"], "200 more keys")
+    assert.include(Object.values(masked), SecretMask.Elided, "strings past the budget are left out")
+  })
+
+  it("deep JSON (200,000 levels) never reaches the stack; wide JSON is copied within the value budget", () => {
+    const deepObject = JSON.parse(Adversarial.deepObject(200_000)) as unknown
+    const deepArray = JSON.parse(Adversarial.deepArray(200_000)) as unknown
+    for (const value of [deepObject, deepArray]) {
+      const masked = SecretMask.maskRecord({ value })
+      assert.include(JSON.stringify(masked), Mask)
+      assert.isBelow(JSON.stringify(masked).length, 1_000)
+    }
+    const wide = JSON.parse(`{${Adversarial.upTo(2_000_000, (i) => `"k${i}":{"a":[1,2,3],"token":"x"}`)}}`) as Record<string, unknown>
+    const copy = JSON.stringify(SecretMask.maskRecord(wide, { maxEntries: 1_000_000 }))
+    assert.isBelow(copy.length, 200_000, "maxValues: 2 000 values in all")
+    assert.notInclude(copy, "\"token\":\"x\"")
+
+    const tool = known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: deepObject })
+    assert.include(CardSummary.summarize(tool, {}).title, "tool t(")
+    const form = known("mcpServer/elicitation/request", {
+      threadId: "t",
+      serverName: "probe",
+      mode: "form",
+      message: "m",
+      requestedSchema: { type: "object", properties: { a: deepObject } }
+    })
+    assert.strictEqual(SafetyFilter.check(form)._tag, "Unsafe")
+    assert.strictEqual(CardSummary.summarize(form, {}).summary.kind, "elicitation")
+  })
+})

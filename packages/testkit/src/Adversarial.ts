@@ -1,0 +1,369 @@
+/**
+ * Hostile server-request frames: what a model (which writes the commands and the tool arguments) or
+ * a misbehaving server can put in one frame to make the read loop slow. Everything Warden does
+ * synchronously per server request (decode, rule evaluation, the safety filter, the masked summary)
+ * runs on the connection's read loop, so each of these must cost time linear in its size, and the
+ * decisions must stay right: every command shape hides `rm -rf ~` somewhere a deny rule must see.
+ *
+ * Frames are built as JSON text (not with `JSON.stringify` of objects: the deep shapes would
+ * overflow its stack), one line each, without the trailing newline. Deterministic.
+ *
+ * Sizes: `frameBytes` bounds each frame (default 16 MiB less a little, just under the transport's
+ * default frame limit); command shapes are `commandChars` long (default just under
+ * `Policy.MaxCommandLength`, 65,536: the longest command line rules still read in full).
+ */
+
+/** Where a shape attacks. */
+export type Target = "shell" | "mask" | "structure" | "fileChange" | "filter"
+
+export interface Shape {
+  readonly name: string
+  readonly target: Target
+  readonly description: string
+  /** The server-request frame, one JSON line (no newline). */
+  readonly frame: string
+  /**
+   * The `item/started` notification that precedes the request (a fileChange item whose changes the
+   * approval is about), one JSON line; the supervisor reads its changes with `CardSummary.fileChangesOf`.
+   */
+  readonly itemStarted?: string
+  /** The command the frame asks to run, when it is a command approval (for checks). */
+  readonly command?: string
+}
+
+export interface Options {
+  /** Upper bound of a frame's length in characters (ASCII: bytes); default 16 MiB - 4 KiB. */
+  readonly frameBytes?: number
+  /** Length of the command shapes' command lines; default 65,000. */
+  readonly commandChars?: number
+}
+
+export const ThreadId = "019a0000-adve-7000-8000-000000000001"
+export const TurnId = "019a0000-adve-7000-8000-000000000002"
+export const ItemId = "call_adversarial"
+/** What every command shape tries to hide from a deny rule. */
+export const Payload = "rm -rf ~"
+
+const DefaultFrameBytes = 16 * 1024 * 1024 - 4096
+const DefaultCommandChars = 65_000
+
+/** `unit` repeated to about `chars` characters (whole units). */
+export const fill = (unit: string, chars: number): string => unit.repeat(Math.max(1, Math.floor(chars / unit.length)))
+
+/** Items joined by commas, as many as fit in `chars` characters. */
+export const upTo = (chars: number, item: (i: number) => string): string => {
+  const parts: Array<string> = []
+  let size = 0
+  for (let i = 0; ; i++) {
+    const next = item(i)
+    if (size + next.length + 1 > chars) break
+    parts.push(next)
+    size += next.length + 1
+  }
+  return parts.join(",")
+}
+
+/** POSIX single quoting (as ShellCommand.quote, kept here so the testkit has no approvals dependency). */
+const quote = (word: string): string =>
+  word.length > 0 && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`
+
+/** A frame from its method and params, where `raw` maps placeholder strings to JSON text spliced in. */
+const frameOf = (id: number, method: string, params: Record<string, unknown>, raw: Record<string, string> = {}): string => {
+  let text = JSON.stringify({ id, method, params })
+  for (const [placeholder, json] of Object.entries(raw)) text = text.replace(JSON.stringify(placeholder), () => json)
+  return text
+}
+
+/** JSON text of `depth` nested objects `{"a":{"a":...}}` around `inner`. */
+export const deepObject = (depth: number, inner = "\"token=hunter2hunter2\""): string =>
+  "{\"a\":".repeat(depth) + inner + "}".repeat(depth)
+
+/** JSON text of `depth` nested arrays around `inner`. */
+export const deepArray = (depth: number, inner = "\"token=hunter2hunter2\""): string => "[".repeat(depth) + inner + "]".repeat(depth)
+
+/** The innermost script of `levels` nested `bash -c '...'` wrappers (each level quotes the previous). */
+export const nestedBash = (levels: number, inner: string): string => {
+  let script = inner
+  for (let i = 0; i < levels; i++) script = `bash -c ${quote(script)}`
+  return script
+}
+
+/** Every adversarial frame, in a fixed order. */
+export const shapes = (options?: Options): ReadonlyArray<Shape> => {
+  const frameBytes = options?.frameBytes ?? DefaultFrameBytes
+  const commandChars = options?.commandChars ?? DefaultCommandChars
+  /** Room for a big string value inside a frame (the rest of the frame is small). */
+  const room = frameBytes - 1024
+  let nextId = 0
+  const out: Array<Shape> = []
+
+  const commandFrame = (name: string, description: string, command: string, extra: Record<string, unknown> = {}) => {
+    out.push({
+      name,
+      target: "shell",
+      description,
+      command,
+      frame: frameOf(nextId++, "item/commandExecution/requestApproval", {
+        threadId: ThreadId,
+        turnId: TurnId,
+        itemId: ItemId,
+        command,
+        cwd: "/work/repo",
+        reason: "adversarial",
+        ...extra
+      })
+    })
+  }
+  /** A script of about `commandChars`, ending with the payload; `head` + `unit` repeated + `tail`. */
+  const script = (head: string, unit: string, tail: string) =>
+    head + fill(unit, commandChars - head.length - tail.length) + tail
+
+  // --- shell: rule evaluation and parsing ------------------------------------------------------
+  commandFrame("sudo-words", "sudo followed by ~32,000 words, then `; rm -rf ~` (a runner: every later word may start a command)",
+    script("sudo ", "a ", `; ${Payload}`))
+  commandFrame("sudo-words-wrapped", "the same inside codex's `/bin/bash -lc '...'` wrapper",
+    `/bin/bash -lc ${quote(script("sudo ", "a ", `; ${Payload}`).slice(20))}`)
+  commandFrame("env-assignments", "`env A=1 A=1 ...` then the payload (assignments stripped before every start)",
+    script("env ", "A=1 ", Payload))
+  commandFrame("sudo-eval", "`sudo eval eval eval ...`: each start is an eval of the rest", script("sudo ", "eval ", Payload))
+  commandFrame("eval-chain", "`eval eval ... rm -rf ~`: nesting far deeper than any reader follows", script("", "eval ", Payload))
+  commandFrame("sudo-shells", "`sudo bash -c x bash -c x ...`: a shell script at every third word",
+    script("sudo ", `bash -c ${quote("x")} `, `bash -c ${quote(Payload)}`))
+  commandFrame("shell-flags", "`sudo bash -x -x ... -c 'rm -rf ~'`: a shell's flags before its script",
+    script("sudo bash ", "-x ", `-c ${quote(Payload)}`))
+  const levels = (() => {
+    let n = 1
+    while (nestedBash(n + 1, Payload).length <= commandChars) n++
+    return n
+  })()
+  commandFrame("nested-bash", `\`bash -c\` nested ${levels} levels deep by quoting (as deep as fits), the payload innermost`, nestedBash(levels, Payload))
+  commandFrame("nested-bash-wide", "`bash -c '...'` 6 levels deep, repeated side by side", (() => {
+    const one = nestedBash(6, `true; ${Payload}`)
+    return `${fill(`${one}; `, commandChars - one.length)}${one}`
+  })())
+  commandFrame("many-segments", "`true; true; ...` (~13,000 segments), the payload last", script("", "true; ", Payload))
+  commandFrame("many-pipes", "`a|a|a|...` (~32,000 segments), the payload last", script("", "a|", Payload))
+  commandFrame("deep-substitution", "`$($($(...` ~21,000 levels deep, the payload after", script("echo ", "$(", `${Payload}`))
+  commandFrame("deep-substitution-closed", "`$($(...)))` closed, then `; rm -rf ~`",
+    (() => {
+      const depth = Math.floor((commandChars - 40) / 3)
+      return `echo ${"$(".repeat(depth)}true${")".repeat(depth)}; ${Payload}`
+    })())
+  commandFrame("sibling-substitutions", "`echo $(a) $(a) ...` then `$(rm -rf ~)`", script("echo ", "$(a) ", `$(${Payload})`))
+  commandFrame("backticks", "`echo \\`a\\` \\`a\\` ...` then the payload", script("echo ", "`a` ", `; ${Payload}`))
+  commandFrame("heredocs", "`cat <<A <<A ...` with bodies, then the payload", (() => {
+    const n = Math.floor((commandChars - 20) / 8)
+    return `cat ${"<<A ".repeat(n)}\n${"A\n".repeat(n)}${Payload}`
+  })())
+  commandFrame("herestrings", "`bash <<< 'bash <<< ...'` nested, then side by side", (() => {
+    let inner = Payload
+    for (let i = 0; i < 6; i++) inner = `bash <<< ${quote(inner)}`
+    return `${fill(`${inner}; `, commandChars - inner.length)}${inner}`
+  })())
+  commandFrame("one-long-word", "a single 64 KB quoted word, then the payload", `echo '${"a".repeat(commandChars - 30)}'; ${Payload}`)
+  commandFrame("unterminated-quote", "`echo \"` and 64 KB of escapes, never closed", script("echo \"", "\\\" ", ""))
+  commandFrame("over-limit", "a command line of the whole frame (longer than any reader reads)", fill("a ", room) + Payload)
+  out.push({
+    name: "legacy-exec-argv",
+    target: "shell",
+    description: "execCommandApproval with an argv of the whole frame (~3.3 million words)",
+    frame: frameOf(nextId++, "execCommandApproval", {
+      conversationId: ThreadId,
+      callId: ItemId,
+      command: ["sudo", ...Array.from({ length: Math.floor(room / 5) }, () => "a"), "rm", "-rf", "~"],
+      cwd: "/work/repo",
+      reason: null
+    })
+  })
+  commandFrame("reason-assignments", "a short command whose `reason` is the whole frame of `a=a=a...`", "ls", {
+    reason: fill("a=", room)
+  })
+
+  // --- mask: the masking scans -----------------------------------------------------------------
+  const mcpToolCall = (name: string, description: string, toolParams: string, target: Target = "mask") => {
+    out.push({
+      name,
+      target,
+      description,
+      frame: frameOf(nextId++, "mcpServer/elicitation/request", {
+        threadId: ThreadId,
+        turnId: TurnId,
+        serverName: "probe",
+        mode: "form",
+        message: "Allow the probe server to run tool \"poke\"?",
+        requestedSchema: { type: "object", properties: {} },
+        _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params: "__PARAMS__" }
+      }, { "__PARAMS__": toolParams })
+    })
+  }
+  /** Tool params: one value of about 1 MiB per key, as many keys as fill the frame. */
+  const manyValues = (value: string) => {
+    const n = Math.max(1, Math.floor(room / (value.length + 16)))
+    return `{${Array.from({ length: n }, (_, i) => `"k${i}":${JSON.stringify(value)}`).join(",")}}`
+  }
+  const MiB = Math.min(1024 * 1024, room)
+  mcpToolCall("mcp-assignments", "MCP tool arguments: 1 MiB strings of `a=a=a...` (every `=` starts a candidate pair)", manyValues(fill("a=", MiB)))
+  mcpToolCall("mcp-secret-assignments", "1 MiB strings of `token=token=...` (every pair secret)", manyValues(fill("token=", MiB)))
+  mcpToolCall("mcp-dotted-keys", "1 MiB strings of `a.a.a.a...` (a key candidate at every dot)", manyValues(fill("a.", MiB)))
+  mcpToolCall("mcp-flags", "1 MiB strings of `--x --x --x ...`", manyValues(fill("--x ", MiB)))
+  mcpToolCall("mcp-flag-values", "1 MiB strings of `--x a --x a ...` (a flag and a value, over and over)", manyValues(fill("--x a ", MiB)))
+  mcpToolCall("mcp-bearer", "1 MiB strings of `Bearer Bearer ...`", manyValues(fill("Bearer ", MiB)))
+  mcpToolCall("mcp-headers", "1 MiB strings of `authorization: authorization: ...`", manyValues(fill("authorization: ", MiB)))
+  mcpToolCall("mcp-urls", "1 MiB strings of `a://a:a@a://a:a@...`", manyValues(fill("a://a:", MiB)))
+  mcpToolCall("mcp-token-run", "1 MiB strings of one base64-like run", manyValues(fill("aB3", MiB)))
+  mcpToolCall("mcp-blanks", "1 MiB strings of `password` and blanks", manyValues(`password${" ".repeat(MiB - 8)}`))
+  mcpToolCall("mcp-private-keys", "1 MiB strings of unterminated private key headers", manyValues(fill("-----BEGIN PRIVATE KEY-----", MiB)))
+
+  // --- structure: deep and wide JSON -------------------------------------------------------------
+  const depth = Math.floor(room / 8)
+  mcpToolCall("mcp-deep-object", `MCP tool arguments nested ${depth.toLocaleString("en-US")} objects deep`, deepObject(depth), "structure")
+  mcpToolCall("mcp-deep-array", `MCP tool arguments nested ${Math.floor(room / 2).toLocaleString("en-US")} arrays deep`, deepArray(Math.floor(room / 2)), "structure")
+  mcpToolCall("mcp-wide-object", "MCP tool arguments with as many keys as fill the frame", `{${upTo(room - 2, (i) => `"${i.toString(36)}":1`)}}`, "structure")
+  mcpToolCall("mcp-wide-array", "MCP tool arguments: an array of ~8 million numbers", `[${fill("1,", room - 2)}1]`, "structure")
+  mcpToolCall("mcp-wide-nested", "100 keys of 100 keys of ... (every level full, every leaf a string)", (() => {
+    // a 100-ary tree whose leaves are 20-character strings, as many leaves as fill the frame
+    const leaf = JSON.stringify("token=abcdefghij0123")
+    let level = leaf
+    let size = leaf.length
+    while (size * 100 + 1000 < room) {
+      level = `{${Array.from({ length: 100 }, (_, i) => `"k${i}":${level}`).join(",")}}`
+      size = level.length
+    }
+    return level
+  })(), "structure")
+  out.push({
+    name: "dynamic-tool-deep",
+    target: "structure",
+    description: "item/tool/call whose arguments are deep and wide",
+    frame: frameOf(nextId++, "item/tool/call", {
+      threadId: ThreadId,
+      turnId: TurnId,
+      callId: ItemId,
+      namespace: null,
+      tool: "poke",
+      arguments: "__ARGS__"
+    }, { "__ARGS__": `{"deep":${deepObject(Math.floor(room / 16))},"wide":[${fill("\"a=a\",", room / 2 - 8)}"a"]}` })
+  })
+  out.push({
+    name: "mcp-tool-display",
+    target: "structure",
+    description: "MCP tool call with ~500,000 `tool_params_display` entries",
+    frame: frameOf(nextId++, "mcpServer/elicitation/request", {
+      threadId: ThreadId,
+      turnId: TurnId,
+      serverName: "probe",
+      mode: "form",
+      message: "Allow?",
+      requestedSchema: { type: "object", properties: {} },
+      _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params_display: "__DISPLAY__" }
+    }, { "__DISPLAY__": `[${fill("{\"name\":\"a\",\"value\":\"a=a\"},", room - 64)}{}]` })
+  })
+
+  // --- fileChange: many files, big diffs ----------------------------------------------------------
+  const changesJson = (count: number, diff: string, lastPath: string) => {
+    const last = `{"path":${JSON.stringify(lastPath)},"kind":{"type":"add"},"diff":${diff}}`
+    const item = (i: number) => (i < count - 1 ? `{"path":"/work/repo/f${i}","kind":{"type":"update"},"diff":${diff}}` : "x".repeat(room))
+    return `[${upTo(room - last.length - 200, item)},${last}]`
+  }
+  const fileChange = (name: string, description: string, count: number, diffChars: number) => {
+    const diff = JSON.stringify(diffChars > 0 ? fill("+token=a=a=a\n", diffChars) : "")
+    out.push({
+      name,
+      target: "fileChange",
+      description,
+      itemStarted: frameOf(0, "item/started", {
+        threadId: ThreadId,
+        turnId: TurnId,
+        item: { type: "fileChange", id: ItemId, status: "inProgress", changes: "__CHANGES__" }
+      }, { "__CHANGES__": changesJson(count, diff, "/etc/passwd") }).replace(/^\{"id":0,/, "{"),
+      frame: frameOf(nextId++, "item/fileChange/requestApproval", {
+        threadId: ThreadId,
+        turnId: TurnId,
+        itemId: ItemId,
+        reason: null,
+        grantRoot: null
+      })
+    })
+  }
+  fileChange("patch-201-files", "a patch of 201 files, the 201st outside the repository", 201, 0)
+  fileChange("patch-many-files", "a patch of as many files as fill the frame (the last outside the repository)", Number.MAX_SAFE_INTEGER, 0)
+  fileChange("patch-big-diffs", "201 files with diffs that fill the frame", 201, Math.floor(room / 201) - 100)
+  out.push({
+    name: "legacy-patch-many-files",
+    target: "fileChange",
+    description: "applyPatchApproval with as many files as fill the frame (the last outside the repository)",
+    frame: frameOf(nextId++, "applyPatchApproval", {
+      conversationId: ThreadId,
+      callId: ItemId,
+      fileChanges: "__CHANGES__",
+      reason: null,
+      grantRoot: null
+    }, {
+      "__CHANGES__": `{${upTo(room - 256, (i) => `"/work/repo/f${i}":{"add":{"content":""}}`)},"/etc/passwd":{"add":{"content":""}}}`
+    })
+  })
+  out.push({
+    name: "permissions-many-paths",
+    target: "fileChange",
+    description: "a permissions request for as many paths as fill the frame (the last is /etc)",
+    frame: frameOf(nextId++, "item/permissions/requestApproval", {
+      threadId: ThreadId,
+      turnId: TurnId,
+      itemId: ItemId,
+      cwd: "/work/repo",
+      reason: null,
+      permissions: { fileSystem: { write: "__PATHS__" } }
+    }, { "__PATHS__": `[${upTo(room - 256, (i) => `"/work/repo/f${i}"`)},"/etc"]` })
+  })
+
+  // --- filter: forms, questions, URLs --------------------------------------------------------------
+  const elicitation = (name: string, description: string, params: Record<string, unknown>, raw: Record<string, string>) => {
+    out.push({
+      name,
+      target: "filter",
+      description,
+      frame: frameOf(nextId++, "mcpServer/elicitation/request", { threadId: ThreadId, turnId: TurnId, serverName: "probe", ...params }, raw)
+    })
+  }
+  elicitation("form-many-fields", "a form with ~1 million fields", {
+    mode: "form",
+    message: "Fill in",
+    requestedSchema: "__SCHEMA__"
+  }, {
+    "__SCHEMA__": `{"type":"object","properties":{${upTo(room / 2, (i) => `"f${i}":{"type":"string"}`)}},"required":[${fill("\"f0\",", room / 4)}"f1"]}`
+  })
+  elicitation("form-many-choices", "one field with ~2 million choices", {
+    mode: "form",
+    message: "Pick",
+    requestedSchema: "__SCHEMA__"
+  }, { "__SCHEMA__": `{"type":"object","properties":{"colour":{"type":"string","oneOf":[${fill("{\"const\":\"a\"},", room - 64)}{"const":"b"}]}}}` })
+  elicitation("url-many-params", "a URL elicitation whose URL is the whole frame of query parameters", {
+    mode: "url",
+    message: "Open",
+    url: `https://example.com/?${fill("a=b&", room - 64)}c=d`
+  }, {})
+  out.push({
+    name: "user-input-many",
+    target: "filter",
+    description: "a user-input request with as many questions as fill the frame",
+    frame: frameOf(nextId++, "item/tool/requestUserInput", {
+      threadId: ThreadId,
+      turnId: TurnId,
+      itemId: ItemId,
+      questions: "__QUESTIONS__"
+    }, {
+      "__QUESTIONS__": `[${fill(`{"id":"q","header":"h","question":"${"a=a ".repeat(20)}","options":[{"label":"l","description":"d"}]},`, room - 256)}{"id":"z","header":"h","question":"q"}]`
+    })
+  })
+  out.push({
+    name: "unknown-method",
+    target: "filter",
+    description: "an unknown method whose name is the whole frame",
+    frame: `{"id":${nextId++},"method":${JSON.stringify(fill("a=", room))},"params":{}}`
+  })
+
+  for (const shape of out) {
+    if (shape.frame.length > frameBytes) throw new Error(`adversarial shape ${shape.name} is ${shape.frame.length} characters, over ${frameBytes}`)
+  }
+  return out
+}
