@@ -71,6 +71,11 @@ const UnknownArray = Schema.declare((u: unknown): u is ReadonlyArray<unknown> =>
   identifier: "UnknownArray",
   message: () => "Expected an array"
 })
+/** An object of anything (what `Schema.Record({ key: Schema.String, value: Schema.Unknown })` accepts), checked without visiting its keys. */
+const UnknownRecord = Schema.declare(
+  (u: unknown): u is { readonly [key: string]: unknown } => typeof u === "object" && u !== null && !Array.isArray(u),
+  { identifier: "UnknownRecord", message: () => "Expected an object" }
+)
 
 const NetworkAmendment = Schema.Struct({ host: Schema.String, action: Schema.String })
 
@@ -118,7 +123,7 @@ export const ElicitationParams = Schema.Struct({
   requestedSchema: Schema.optional(Schema.Unknown),
   url: Schema.optional(Schema.String),
   elicitationId: Schema.optional(Schema.String),
-  _meta: Nullable(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  _meta: Nullable(UnknownRecord)
 })
 export type ElicitationParams = typeof ElicitationParams.Type
 
