@@ -14,6 +14,7 @@
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as AdversarialFrames from "./AdversarialFrames.js"
 import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
 import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
@@ -26,7 +27,8 @@ export const benchmarks = {
   framePipeline: FramePipeline.run,
   approvalRoundTrip: ApprovalRoundTrip.run,
   scale: Scale.run,
-  realCodexOverhead: RealCodexOverhead.run
+  realCodexOverhead: RealCodexOverhead.run,
+  adversarialFrames: AdversarialFrames.run
 } as const
 
 export type BenchName = keyof typeof benchmarks
