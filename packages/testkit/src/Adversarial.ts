@@ -246,12 +246,12 @@ export const lazyShapes = (options?: Options): ReadonlyArray<LazyShape> => {
   mcpToolCall("mcp-wide-array", "MCP tool arguments: an array of ~8 million numbers", () => `[${fill("1,", room - 2)}1]`, "structure")
   mcpToolCall("mcp-wide-nested", "100 keys of 100 keys of 100 keys..., every leaf a short string, as many as fill the frame", () => {
     let level = JSON.stringify("a")
-    for (;;) {
+    // the next level would be 100 copies of this one and its keys: stop before it no longer fits
+    while (100 * (level.length + 7) + 2 <= room - 64) {
       const inner = level
-      const next = `{${Array.from({ length: 100 }, (_, i) => `"k${i}":${inner}`).join(",")}}`
-      if (next.length > room - 64) return level
-      level = next
+      level = `{${Array.from({ length: 100 }, (_, i) => `"k${i}":${inner}`).join(",")}}`
     }
+    return level
   }, "structure")
   mcpToolCall("mcp-wide-meta", "an MCP tool call whose `_meta` has as many keys as fill the frame (decode)", () => "{}", "structure", () => ({
     "__MANY__": `0,${upTo(room - 512, (i) => `"m${i}":1`)}`
