@@ -10,10 +10,14 @@
  * The oracle is a plain reference decoder over the whole stream: cut on 0x0A, strip one CR, skip
  * empty lines, refuse a line over the bound (bytes), decode (invalid sequences become U+FFFD, a BOM
  * is dropped at the start of the stream), skip blank text, JSON.parse, demand an object.
+ *
+ * Both properties are asynchronous and yield to the event loop every ~25 ms of work (`yieldNow`):
+ * thousands of cases in one synchronous call would starve the worker's RPC with vitest (as the
+ * schedule properties did: "Timeout calling onTaskUpdate"). WARDEN_PROPERTY_SEED replays a seed.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Buffer } from "node:buffer"
-import { Effect, Exit, FastCheck as fc, Option } from "effect"
+import { Effect, Exit, FastCheck as fc, Option, TestContext } from "effect"
 import { FrameDecoder, MemoryTransport } from "../src/index.js"
 import type { Transport } from "../src/index.js"
 
@@ -202,12 +206,36 @@ const isFault = (fault: unknown): boolean =>
   fault instanceof FrameDecoder.FrameFault && fault._tag === "FrameFault" && typeof fault.detail === "string" && fault.detail.length > 0
 
 // ---------------------------------------------------------------------------------------------
+// Running: asynchronous, yielding (as packages/supervisor/test/properties/Properties.ts)
+
+let lastYield = Date.now()
+/** One macrotask (timers, I/O, vitest's RPC) whenever 25 ms of synchronous work has passed. */
+const yieldNow = async (): Promise<void> => {
+  if (Date.now() - lastYield < 25) return
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  lastYield = Date.now()
+}
+
+const seed = process.env["WARDEN_PROPERTY_SEED"] !== undefined ? Number(process.env["WARDEN_PROPERTY_SEED"]) : undefined
+
+/** `fc.assert` of an async property over `arbitrary`, each case after `yieldNow`; shrinking as usual. */
+const property = <A>(name: string, arbitrary: fc.Arbitrary<A>, numRuns: number, check: (value: A) => void | Promise<void>) =>
+  it(name, async () => {
+    await fc.assert(
+      fc.asyncProperty(arbitrary, async (value) => {
+        await yieldNow()
+        await check(value)
+      }),
+      { numRuns, ...(seed !== undefined ? { seed } : {}) }
+    )
+  }, 120_000)
 
 describe("framing fuzz", () => {
-  it.prop(
+  property(
     "FrameDecoder: arbitrary bytes in any chunks yield the reference frames, or a typed fault; never throws; refuses a runaway line at the bound",
-    [fuzzCase],
-    ([fuzz]) => {
+    fuzzCase,
+    3_000,
+    (fuzz) => {
       const { max } = fuzz
       const stream = fuzz.stream
       const expected = reference(stream, max)
@@ -240,15 +268,16 @@ describe("framing fuzz", () => {
       assert.strictEqual(decoder.fault() !== undefined, fault !== undefined)
       assert.deepStrictEqual(frames, expected.frames)
       assert.strictEqual(fault !== undefined, expected.fault, fault?.detail ?? "the reference decoder faults here")
-    },
-    { fastCheck: { numRuns: 3_000 } }
+    }
   )
 
-  it.effect.prop(
+  // On the TestClock, as `it.effect` would run it: no timer is needed (the peer exits, its pipes close).
+  property(
     "a connection on the memory transport: frames arrive as the reference says, or it ends with a typed protocol error; never dies, never hangs",
-    [fuzzCase],
-    ([fuzz]) =>
-      Effect.gen(function*() {
+    fuzzCase,
+    500,
+    (fuzz) =>
+      Effect.runPromise(Effect.provide(Effect.gen(function*() {
         const { max } = fuzz
         const stream = fuzz.stream
         const expected = reference(stream, max)
@@ -280,8 +309,7 @@ describe("framing fuzz", () => {
         } else {
           assert.strictEqual(ended.reason._tag, "Exited")
         }
-      }),
-    { fastCheck: { numRuns: 500 } }
+      }), TestContext.TestContext))
   )
 
   // Found by the first property (shrunk): the bound counted a line's CR when a chunk ended between

@@ -4,7 +4,7 @@
  * (/work/shared/reference/codex-app-server-protocol.md), not from the encoder under test.
  */
 import { Decision } from "@warden/protocol"
-import type { DecisionPick, HandlerOutcome } from "./Schedule.js"
+import type { DecisionPick, HandlerOutcome, HandlerScript } from "./Schedule.js"
 
 type Frame = { readonly [key: string]: unknown }
 
@@ -161,6 +161,31 @@ export const expectedForHandler = (method: string, outcome: HandlerOutcome): Out
     case "die":
       return refusal(method)
     case "undecided":
+      return undefined
+  }
+}
+
+/**
+ * What a scripted handler settles its card with, as soon as it runs (in the step the request
+ * arrives): undefined while it has not decided (it waits, has no opinion, never returns, or is
+ * stuck in an uninterruptible region). A handler that throws, returns something that is neither
+ * an Effect nor a Promise, fails, dies or rejects refuses its card; a Promise decides as an Effect.
+ */
+export const expectedForScript = (method: string, script: HandlerScript): Outcome | undefined => {
+  switch (script) {
+    case "accept":
+    case "decline":
+    case "rich":
+    case "fail":
+    case "die":
+      return expectedForHandler(method, script)
+    case "throw":
+    case "number":
+    case "reject":
+      return refusal(method)
+    case "promise":
+      return expectedFor(method, "rich")
+    default:
       return undefined
   }
 }

@@ -1,20 +1,38 @@
 /**
- * How a property family runs: FastCheck generates schedules (through @effect/vitest's `it.prop`),
+ * How a property family runs: FastCheck generates schedules (an async property, see `yieldNow`),
  * each one runs in its own World, the first broken invariant fails the case, FastCheck shrinks it
  * and prints the shrunk schedule one step per line (Printable) with the World's trace.
  *
  * Knobs (environment):
  * - WARDEN_PROPERTY_RUNS: multiply every family's run count (e.g. 0.1 for a quick look, 10 overnight);
  * - WARDEN_PROPERTY_SEED: replay a FastCheck seed (printed with every failure);
+ * - WARDEN_PROPERTY_PATH: with the seed, replay the shrunk case itself (the `path` FastCheck prints);
  * - WARDEN_RECORD_REGRESSIONS=1: append the shrunk schedule of a failure to regressions.json.
  */
 import { afterAll, it } from "@effect/vitest"
+import { FastCheck as fc } from "effect"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import type { Schedule, Weights } from "./Schedule.js"
+import type { Printable, Schedule, Weights } from "./Schedule.js"
 import { scheduleArb } from "./Schedule.js"
 import type { InvariantId, Stats } from "./World.js"
 import { emptyStats, InvariantNames, runSchedule, Violation } from "./World.js"
+
+/**
+ * Let the worker's event loop run when this much synchronous work has passed. A property family
+ * is minutes of work; run as one synchronous call (`it.prop` is `fc.assert(fc.property(...))`),
+ * it starves the worker's RPC with vitest, which then fails the run ("Timeout calling
+ * onTaskUpdate") however green the tests are. Schedules run between macrotasks instead.
+ */
+export const YieldEveryMs = 25
+let lastYield = Date.now()
+
+/** Yield to the event loop (one macrotask: timers, I/O, the RPC) if YieldEveryMs of work has passed since the last time. */
+export const yieldNow = async (): Promise<void> => {
+  if (Date.now() - lastYield < YieldEveryMs) return
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  lastYield = Date.now()
+}
 
 export const regressionsFile = join(__dirname, "regressions.json")
 
@@ -36,6 +54,7 @@ export const loadRegressions = (): ReadonlyArray<Regression> => JSON.parse(readF
 
 const scale = Number(process.env["WARDEN_PROPERTY_RUNS"] ?? "1")
 const seed = process.env["WARDEN_PROPERTY_SEED"] !== undefined ? Number(process.env["WARDEN_PROPERTY_SEED"]) : undefined
+const path = process.env["WARDEN_PROPERTY_PATH"]
 
 export const describeStats = (stats: Stats): string => {
   const settled = Object.entries(stats.settledBy).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ")
@@ -45,11 +64,23 @@ export const describeStats = (stats: Stats): string => {
     `${stats.decisions} decisions (${stats.late} late)`,
     `${stats.delivered} notifications delivered (${stats.deliveredPastOpenCards} while another thread had an open card)`,
     `${stats.connectionEnds} connection ends, ${stats.writesRefusedAfterEnd} writes refused after an end`,
+    ...(stats.reconnects + stats.served > 0
+      ? [
+        `${stats.reconnects} restarts; ends handled by the engine: ${count(stats.endReasons)}`,
+        `injected: ${count(stats.injected)} (${stats.injectedLogs} error logs they caused)`,
+        `invariant 9: ${stats.served} new work items served (${stats.servedAfterRestart} on a restarted connection)`
+      ]
+      : []),
     `requests settled by: ${settled}`
   ].join("; ")
 }
 
+const count = (record: Record<string, number>): string =>
+  Object.entries(record).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ") || "none"
+
 export interface Family {
+  /** The defects family: restarts on, the hostile tracer, defect handler scripts and faults; invariant 9 checked. */
+  readonly defects?: boolean
   /** Which invariants this family leans on (every family checks all of them). */
   readonly invariants: ReadonlyArray<InvariantId>
   readonly title: string
@@ -77,20 +108,30 @@ export const property = (family: Family): FamilyRun => {
   const started = Date.now()
   const label = `invariant ${family.invariants.join(", ")} (${family.title})`
 
-  it.prop(
-    `${label}: ${family.invariants.map((i) => InvariantNames[i]).join("; ")}`,
-    [scheduleArb(family.weights, { maxSteps: family.maxSteps, minWarm: family.minWarm, maxWarm: family.maxWarm, scriptedHandler: family.scriptedHandler })],
-    ([printable]) => {
-      try {
-        runSchedule(printable.schedule, stats)
-      } catch (error) {
-        // The last failing case FastCheck tries is the shrunk one.
-        if (error instanceof Violation) lastFailure = { schedule: printable.schedule, violation: error }
-        throw error
-      }
-    },
-    { timeout: 600_000, fastCheck: { numRuns: runs, ...(seed !== undefined ? { seed } : {}) } }
-  )
+  const arbitrary = scheduleArb(family.weights, {
+    maxSteps: family.maxSteps,
+    minWarm: family.minWarm,
+    maxWarm: family.maxWarm,
+    scriptedHandler: family.scriptedHandler,
+    defects: family.defects ?? false
+  })
+  // As @effect/vitest's `it.prop`, but asynchronous: each schedule (shrinking included) starts
+  // after `yieldNow`, so the worker answers vitest while the family runs. Seeds and paths replay.
+  it(`${label}: ${family.invariants.map((i) => InvariantNames[i]).join("; ")}`, async () => {
+    await fc.assert(
+      fc.asyncProperty(arbitrary, async (printable: Printable) => {
+        await yieldNow()
+        try {
+          await runSchedule(printable.schedule, stats)
+        } catch (error) {
+          // The last failing case FastCheck tries is the shrunk one.
+          if (error instanceof Violation) lastFailure = { schedule: printable.schedule, violation: error }
+          throw error
+        }
+      }),
+      { numRuns: runs, ...(seed !== undefined ? { seed } : {}), ...(seed !== undefined && path !== undefined ? { path } : {}) }
+    )
+  }, 600_000)
 
   afterAll(() => {
     console.log(`${label}: ${stats.schedules} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s (${describeStats(stats)})`)

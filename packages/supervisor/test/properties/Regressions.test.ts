@@ -4,19 +4,20 @@
  * still break the invariant they broke (when one is fixed, its entry flips to "fixed").
  */
 import { assert, describe, it } from "@effect/vitest"
-import { loadRegressions } from "./Properties.js"
+import { loadRegressions, yieldNow } from "./Properties.js"
 import { emptyStats, runSchedule, Strict, Violation } from "./World.js"
 
 describe("schedules that once failed", () => {
   for (const regression of loadRegressions()) {
-    it(`${regression.status}: ${regression.name}`, () => {
+    it(`${regression.status}: ${regression.name}`, async () => {
+      await yieldNow()
       if (regression.status !== "known-bug") {
-        runSchedule(regression.schedule, emptyStats())
+        await runSchedule(regression.schedule, emptyStats())
         return
       }
       let broke: Violation | undefined
       try {
-        runSchedule(regression.schedule, emptyStats(), Strict)
+        await runSchedule(regression.schedule, emptyStats(), Strict)
       } catch (error) {
         if (!(error instanceof Violation)) throw error
         broke = error

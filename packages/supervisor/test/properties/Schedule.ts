@@ -26,7 +26,32 @@ export const Methods = [
 export type Method = (typeof Methods)[number]
 
 export type DecisionPick = "accept" | "acceptForSession" | "decline" | "cancel" | "rich"
-export type HandlerScript = "none" | "accept" | "decline" | "rich" | "fail" | "die" | "undecided" | "wait"
+export type HandlerScript =
+  | "none"
+  | "accept"
+  | "decline"
+  | "rich"
+  | "fail"
+  | "die"
+  | "undecided"
+  | "wait"
+  // Defects (the defects family): what an embedder's handler can do wrong, or slowly.
+  /** The handler function throws before returning anything. */
+  | "throw"
+  /** It returns a number: neither an Effect nor a Promise. */
+  | "number"
+  /** It returns a Promise that resolves to a (rich) decision: must decide as an Effect would. */
+  | "promise"
+  /** It returns a Promise that rejects. */
+  | "reject"
+  /** It returns a Promise that never settles. */
+  | "pending"
+  /** It returns `Effect.never`: the card is decided by a person, its deadline or its scope. */
+  | "never"
+  /** An uninterruptible wait on a gate a later step (or the teardown) opens, then what that step says. */
+  | "stubborn"
+  /** An uninterruptible sleep past every card deadline (90 s of virtual time), then an acceptance. */
+  | "stubbornSleep"
 export type HandlerOutcome = "accept" | "decline" | "rich" | "fail" | "die" | "undecided"
 export type NotifyKind = "delta" | "item" | "command" | "commandDone" | "status" | "usage" | "error" | "global" | "orphan"
 export type TurnStatus = "completed" | "interrupted" | "failed" | "inProgress" | "weird"
@@ -44,6 +69,18 @@ export type Fault =
   | "exit"
   | "exitNoDrain"
   | "stderr"
+  // Defects (the defects family)
+  /** The peer closes its stdout and stays alive (no exit): the end is StdoutClosed after the drain grace. */
+  | "closeStdout"
+  /** The embedder's tracer will throw when the next card starts waiting: a throw on the read loop. */
+  | "cardSpanThrows"
+  /** The tracer will throw when the next card's span ends: inside that card's settlement. */
+  | "spanEndThrows"
+  /** The tracer will throw when the next card settled by its deadline ends its span: inside the deadline timer's callback. */
+  | "deadlineSpanEndThrows"
+
+/** How long a `stubbornSleep` handler sleeps, uninterruptibly (longer than every card deadline). */
+export const StubbornSleepMs = 90_000
 
 export type Step =
   /** Client: start work item #n (1-3 prompts), fresh, or resuming a finished item's thread / an unknown thread. */
@@ -85,6 +122,12 @@ export interface Setup {
   readonly rules: boolean
   /** The peer ignores SIGTERM (the stop sequence needs SIGKILL after the grace). */
   readonly trapSigterm: boolean
+  /**
+   * The defects family: the slot restarts its app-server (policy "fail"), the embedder's tracer is
+   * on (and hostile when a fault arms it), and after the steps a new work item must be served
+   * (invariant 9). Absent in older schedules: no restarts, one connection, spans off.
+   */
+  readonly restarts?: boolean
 }
 
 export interface Schedule {
@@ -141,12 +184,21 @@ export const describeStep = (step: Step, setup?: Setup): string => {
     case "Advance":
       return step.by !== null ? `time: +${step.by} ms` : `time: to timer #${step.nth}${step.offset === 0 ? "" : step.offset > 0 ? ` +${step.offset} ms` : ` ${step.offset} ms`}`
     case "Fault":
-      return `fault: ${step.fault}${step.fault === "exit" || step.fault === "exitNoDrain" ? ` (code ${step.code})` : ""}`
+      return `fault: ${FaultText[step.fault] ?? step.fault}${step.fault === "exit" || step.fault === "exitNoDrain" ? ` (code ${step.code})` : ""}`
   }
 }
 
+const FaultText: Partial<Record<Fault, string>> = {
+  closeStdout: "the peer closes its stdout and stays alive",
+  cardSpanThrows: "arm the tracer: it throws when the next card starts waiting (on the read loop)",
+  spanEndThrows: "arm the tracer: it throws when the next card's span ends (in its settlement)",
+  deadlineSpanEndThrows: "arm the tracer: it throws when the next card settled by its deadline ends its span (in the deadline timer)"
+}
+
 export const describeSetup = (setup: Setup): string =>
-  `setup: concurrency ${setup.concurrency}, handler ${setup.handler}, rules ${setup.rules ? "on" : "off"}${setup.trapSigterm ? ", peer traps SIGTERM" : ""}`
+  `setup: concurrency ${setup.concurrency}, handler ${setup.handler}, rules ${setup.rules ? "on" : "off"}${setup.trapSigterm ? ", peer traps SIGTERM" : ""}${
+    setup.restarts ? ", restarts on (policy fail), tracer on" : ""
+  }`
 
 export const render = (schedule: Schedule): string =>
   [
@@ -183,6 +235,8 @@ export interface Weights {
   readonly advance: number
   readonly fault: number
   readonly stopSupervisor: number
+  /** Defect faults (stdout closed with the peer alive, a hostile tracer armed); defects family only. */
+  readonly defect?: number
 }
 
 const pick = fc.nat({ max: 7 })
@@ -203,7 +257,41 @@ const faultArb: fc.Arbitrary<Fault> = fc.constantFrom<Fault>(
   "stderr"
 )
 
-export const stepArb = (w: Weights): fc.Arbitrary<Step> =>
+const defectFaultArb: fc.Arbitrary<Fault> = fc.constantFrom<Fault>(
+  "closeStdout",
+  "closeStdout",
+  "cardSpanThrows",
+  "cardSpanThrows",
+  "spanEndThrows",
+  "deadlineSpanEndThrows",
+  "deadlineSpanEndThrows"
+)
+
+const handlerScriptArb = (defects: boolean): fc.Arbitrary<HandlerScript> =>
+  defects
+    ? fc.constantFrom<HandlerScript>(
+      "wait",
+      "wait",
+      "undecided",
+      "accept",
+      "decline",
+      "rich",
+      "fail",
+      "die",
+      "throw",
+      "number",
+      "promise",
+      "reject",
+      "pending",
+      "never",
+      "stubborn",
+      "stubborn",
+      "stubbornSleep"
+    )
+    : fc.constantFrom<HandlerScript>("wait", "wait", "wait", "wait", "undecided", "accept", "decline", "rich", "fail", "die")
+
+/** `defects`: handler scripts and faults of the defects family too. */
+export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
   fc.oneof(
     {
       weight: w.start,
@@ -261,7 +349,7 @@ export const stepArb = (w: Weights): fc.Arbitrary<Step> =>
         pick,
         params: fc.oneof({ weight: 12, arbitrary: fc.constant("good" as const) }, { weight: 1, arbitrary: fc.constantFrom("malformed" as const, "unsafe" as const) }),
         command: fc.constantFrom("plain" as const, "plain" as const, "allowed" as const, "denied" as const),
-        handler: fc.constantFrom<HandlerScript>("wait", "wait", "wait", "wait", "undecided", "accept", "decline", "rich", "fail", "die"),
+        handler: handlerScriptArb(defects),
         split
       })
     },
@@ -299,16 +387,20 @@ export const stepArb = (w: Weights): fc.Arbitrary<Step> =>
       )
     },
     { weight: w.fault, arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: faultArb, code: fc.constantFrom(0, 1, 101) }) },
-    { weight: w.stopSupervisor, arbitrary: fc.constant({ _tag: "StopSupervisor" as const }) }
+    { weight: w.stopSupervisor, arbitrary: fc.constant({ _tag: "StopSupervisor" as const }) },
+    { weight: defects ? w.defect ?? 0 : 0, arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: defectFaultArb, code: fc.constant(0) }) }
   )
 
-/** `scriptedHandler`: the percentage of schedules with a scripted handler. */
-export const setupArb = (scriptedHandler: number): fc.Arbitrary<Setup> => fc.record({
-  concurrency: fc.constantFrom(4, 4, 2, 1),
-  handler: fc.oneof({ weight: 100 - scriptedHandler, arbitrary: fc.constant("none" as const) }, { weight: scriptedHandler, arbitrary: fc.constant("scripted" as const) }),
-  rules: fc.boolean(),
-  trapSigterm: fc.constantFrom(false, false, false, true)
-})
+/** `scriptedHandler`: the percentage of schedules with a scripted handler; `restarts`: the defects family's setup. */
+export const setupArb = (scriptedHandler: number, restarts = false): fc.Arbitrary<Setup> => {
+  const base = fc.record({
+    concurrency: fc.constantFrom(4, 4, 2, 1),
+    handler: fc.oneof({ weight: 100 - scriptedHandler, arbitrary: fc.constant("none" as const) }, { weight: scriptedHandler, arbitrary: fc.constant("scripted" as const) }),
+    rules: fc.boolean(),
+    trapSigterm: restarts ? fc.constantFrom(false, true) : fc.constantFrom(false, false, false, true)
+  })
+  return restarts ? base.map((setup): Setup => ({ ...setup, restarts: true })) : base
+}
 
 /** Warm-up: `items` work items started, their threads and first turns answered (as steps, so they print and shrink). */
 export const warmUp = (items: number): ReadonlyArray<Step> => {
@@ -321,7 +413,18 @@ export const warmUp = (items: number): ReadonlyArray<Step> => {
 
 export const scheduleArb = (
   w: Weights,
-  options: { readonly maxSteps: number; readonly minWarm: number; readonly maxWarm: number; readonly scriptedHandler: number }
+  options: {
+    readonly maxSteps: number
+    readonly minWarm: number
+    readonly maxWarm: number
+    readonly scriptedHandler: number
+    /** The defects family: restarts, the tracer, defect handler scripts and faults. */
+    readonly defects?: boolean
+  }
 ): fc.Arbitrary<Printable> =>
-  fc.tuple(setupArb(options.scriptedHandler), fc.integer({ min: options.minWarm, max: options.maxWarm }), fc.array(stepArb(w), { minLength: 1, maxLength: options.maxSteps, size: "medium" }))
+  fc.tuple(
+    setupArb(options.scriptedHandler, options.defects ?? false),
+    fc.integer({ min: options.minWarm, max: options.maxWarm }),
+    fc.array(stepArb(w, options.defects ?? false), { minLength: 1, maxLength: options.maxSteps, size: "medium" })
+  )
     .map(([setup, warm, steps]) => new Printable({ setup, steps: [...warmUp(warm), ...steps] }))

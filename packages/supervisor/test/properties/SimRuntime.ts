@@ -4,7 +4,7 @@
  * fire only when the driver advances it, one instant at a time, draining after each.
  */
 import type { Fiber } from "effect"
-import { Clock, Context, Duration, Effect, Exit, FiberRef, HashSet, Logger, Option, Random, Scheduler, Supervisor } from "effect"
+import { Clock, Context, Duration, Effect, Exit, FiberRef, HashSet, Logger, Option, Random, Scheduler, Supervisor, Tracer } from "effect"
 
 /** Runs fiber tasks on demand, in priority order, FIFO within a priority. */
 export class StepScheduler implements Scheduler.Scheduler {
@@ -124,9 +124,16 @@ export class StepClock implements Clock.Clock {
   }
 }
 
-/** Fiber supervision that remembers the fibers alive now (for "no fiber left running"). */
+/**
+ * Which connection a fiber belongs to: the world sets it (`FiberRef.set`) in the slot's fiber
+ * right before each `connect`, so every fiber the connection forks (transport, reader, deadline
+ * timers, handlers) inherits that connection's number; the rest of the world's fibers carry 0.
+ */
+export const ConnectionTag: FiberRef.FiberRef<number> = FiberRef.unsafeMake(0)
+
+/** Fiber supervision that remembers the fibers alive now (for "no fiber left running"), with their connection tag. */
 export class FiberTracker extends Supervisor.AbstractSupervisor<void> {
-  readonly alive = new Set<Fiber.RuntimeFiber<any, any>>()
+  readonly alive = new Map<Fiber.RuntimeFiber<any, any>, number>()
   readonly value = Effect.void
   override onStart<A, E, R>(
     _context: Context.Context<R>,
@@ -134,15 +141,57 @@ export class FiberTracker extends Supervisor.AbstractSupervisor<void> {
     _parent: Option.Option<Fiber.RuntimeFiber<any, any>>,
     fiber: Fiber.RuntimeFiber<A, E>
   ): void {
-    this.alive.add(fiber)
-
+    this.alive.set(fiber, fiber.getFiberRef(ConnectionTag))
   }
   override onEnd<A, E>(_value: Exit.Exit<A, E>, fiber: Fiber.RuntimeFiber<A, E>): void {
     this.alive.delete(fiber)
   }
+  /** The fibers of connection `n` still running. */
+  aliveOf(n: number): Array<Fiber.RuntimeFiber<any, any>> {
+    const out: Array<Fiber.RuntimeFiber<any, any>> = []
+    for (const [fiber, tag] of this.alive) if (tag === n) out.push(fiber)
+    return out
+  }
 }
 
-/** One world: scheduler, clock, seeded random, fiber tracker, captured error logs. */
+/**
+ * A span that records nothing but what a hostile tracer needs (its name, attributes and end), with
+ * deterministic ids (the native span draws random ones). Subclass it to make `end` throw.
+ */
+export class SimSpan implements Tracer.Span {
+  readonly _tag = "Span"
+  readonly traceId = "sim"
+  readonly sampled = true
+  readonly links: Array<Tracer.SpanLink>
+  readonly attributes = new Map<string, unknown>()
+  status: Tracer.SpanStatus
+  constructor(
+    readonly name: string,
+    readonly spanId: string,
+    readonly parent: Option.Option<Tracer.AnySpan>,
+    readonly context: Context.Context<never>,
+    links: ReadonlyArray<Tracer.SpanLink>,
+    startTime: bigint,
+    readonly kind: Tracer.SpanKind,
+    private readonly onEnd?: (span: SimSpan) => void
+  ) {
+    this.status = { _tag: "Started", startTime }
+    this.links = links.slice()
+  }
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
+    this.onEnd?.(this)
+  }
+  attribute(key: string, value: unknown): void {
+    this.attributes.set(key, value)
+  }
+  event(): void {}
+  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    this.links.push(...links)
+  }
+}
+
+/** One world: scheduler, clock, seeded random, fiber tracker, captured error logs, and (optionally) the embedder's tracer. */
 export class Sim {
   readonly scheduler = new StepScheduler()
   readonly clock = new StepClock()
@@ -151,7 +200,8 @@ export class Sim {
   private readonly random: Random.Random
   private readonly logger: Logger.Logger<unknown, void>
 
-  constructor(seed: number) {
+  /** `tracer`: the embedder's tracer, enabled (a hostile one injects defects); none: spans are off. */
+  constructor(seed: number, private readonly tracer?: Tracer.Tracer) {
     this.random = Random.make(seed)
     this.logger = Logger.make(({ logLevel, message, cause }) => {
       if (logLevel._tag === "Error" || logLevel._tag === "Fatal") {
@@ -161,9 +211,11 @@ export class Sim {
   }
 
   private wrap<A, E>(effect: Effect.Effect<A, E>, tracked: boolean): Effect.Effect<A, E> {
-    const inWorld = effect.pipe(
-      // Spans are observability, not behaviour: off here (each one formats a stack trace).
-      Effect.withTracerEnabled(false),
+    const traced = this.tracer === undefined
+      // Spans are observability, not behaviour: off unless a tracer is given (each one formats a stack trace).
+      ? Effect.withTracerEnabled(effect, false)
+      : effect.pipe(Effect.withTracer(this.tracer), Effect.withTracerEnabled(true))
+    const inWorld = traced.pipe(
       Effect.withClock(this.clock),
       Effect.withRandom(this.random),
       Effect.locally(FiberRef.currentLoggers, HashSet.make(this.logger))

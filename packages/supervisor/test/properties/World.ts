@@ -10,16 +10,17 @@
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
 import { Policy } from "@warden/approvals"
+import type { ConnectionEnded } from "@warden/transport"
 import { MemoryTransport, Transport } from "@warden/transport"
-import { Cause, Deferred, Effect, ExecutionStrategy, Exit, Option, Queue, Scope } from "effect"
+import { Cause, Deferred, Effect, ExecutionStrategy, Exit, FiberRef, Option, Queue, Scope, Tracer } from "effect"
 import type { Fiber } from "effect"
 import { Supervisor } from "../../src/index.js"
 import type { WorkItem } from "../../src/index.js"
 import * as Oracle from "./Oracle.js"
 import type { Outcome } from "./Oracle.js"
 import type { HandlerOutcome, HandlerScript, Schedule, Step } from "./Schedule.js"
-import { describeStep, Methods } from "./Schedule.js"
-import { Sim } from "./SimRuntime.js"
+import { describeStep, Methods, StubbornSleepMs } from "./Schedule.js"
+import { ConnectionTag, Sim, SimSpan } from "./SimRuntime.js"
 
 type Frame = Transport.JsonObject
 type RequestId = number | string
@@ -34,8 +35,19 @@ export const Timing = {
   killGraceMs: 2_000,
   maxFrameBytes: 4_096,
   /** How long the teardown lets a supervisor stop take (virtual time) before calling it a hang. */
-  stopBoundMs: 3_600_000
+  stopBoundMs: 3_600_000,
+  /** Defects family: the slot's first restart back-off (doubling per consecutive failure). */
+  restartBackoffMs: 1_000,
+  /** Defects family: consecutive restarts before the slot gives up (more than a schedule can use up). */
+  restartMaxAttempts: 100,
+  /** Invariant 9: how long (virtual time) a new work item may take to be served after the steps. */
+  serveBoundMs: 7 * 24 * 3_600_000,
+  /** Invariant 9: new work items tried when one is lost to a connection end the steps armed. */
+  serveProbes: 3
 } as const
+
+/** What every defect the world injects says, so the error logs it causes are told from Warden's own. */
+export const Injected = "injected by the schedule"
 
 /**
  * Known engine deviations the random properties tolerate, narrowly, until they are fixed. Each has
@@ -58,7 +70,7 @@ export const Strict: Tolerances = { overloadBackoffOutlivesEnd: false }
 const MaxBackoffMs = 5_000
 
 export const InvariantNames = {
-  0: "no defect: no fiber died or logged an error, and every step reached quiescence",
+  0: "no defect but the injected ones, each contained: no fiber died or logged an error unless the schedule injected it, a defect injected on the read loop ends the connection at once (InternalDefect, naming it), and every step reached quiescence",
   1: "every server request gets at most one answer, and exactly one if the connection was alive until its deadline",
   2: "no answer is an acceptance unless a policy or handler said so in time; a refusal is in the method's vocabulary",
   3: "nothing is written after the connection ended",
@@ -66,7 +78,8 @@ export const InvariantNames = {
   5: "a thread whose turn is progressing is not delayed by another thread's open card",
   6: "every pending client request ends by its deadline; no Deferred outlives its scope",
   7: "events for a thread arrive in the order sent; events packed behind thread/start are not lost",
-  8: "late decisions are dropped and reported as late, never written"
+  8: "late decisions are dropped and reported as late, never written",
+  9: "after any defect the slot serves a new work item: with the server answering, a work item started after the schedule gets its thread and a turn that completes (on a new connection if the old one ended); no wedge"
 } as const
 export type InvariantId = keyof typeof InvariantNames
 
@@ -97,14 +110,45 @@ export interface Stats {
   deliveredPastOpenCards: number
   /** How server requests were settled, by the model's reason (what the properties exercised). */
   readonly settledBy: Record<string, number>
+  /** Connections made after the first (restarts), and how each connection's end was reasoned by the engine. */
+  reconnects: number
+  readonly endReasons: Record<string, number>
+  /** Defects injected (by kind: handler scripts, tracer throws, stdout closed), and error logs they caused. */
+  readonly injected: Record<string, number>
+  injectedLogs: number
+  /** Invariant 9: new work items served after the steps, and how many of them on a connection made after an end. */
+  served: number
+  servedAfterRestart: number
 }
-export const emptyStats = (): Stats => ({ schedules: 0, steps: 0, answers: 0, acceptances: 0, decisions: 0, late: 0, connectionEnds: 0, timeouts: 0, writesRefusedAfterEnd: 0, delivered: 0, deliveredPastOpenCards: 0, settledBy: {} })
+export const emptyStats = (): Stats => ({
+  schedules: 0,
+  steps: 0,
+  answers: 0,
+  acceptances: 0,
+  decisions: 0,
+  late: 0,
+  connectionEnds: 0,
+  timeouts: 0,
+  writesRefusedAfterEnd: 0,
+  delivered: 0,
+  deliveredPastOpenCards: 0,
+  settledBy: {},
+  reconnects: 0,
+  endReasons: {},
+  injected: {},
+  injectedLogs: 0,
+  served: 0,
+  servedAfterRestart: 0
+})
 
 // ---------------------------------------------------------------------------------------------
 // Model records
 
 interface ClientRequest {
+  /** The connection it was written on, its position on that connection's wire, and its order over all of them. */
+  readonly conn: number
   readonly index: number
+  readonly order: number
   readonly id: RequestId
   readonly method: string
   readonly params: any
@@ -132,6 +176,8 @@ interface Item {
   readonly emitted: Array<string>
   everReady: boolean
   seenEmitted: number
+  /** The connections this item wrote requests on (its end is checked at theirs). */
+  readonly conns: Set<number>
 }
 
 interface Op {
@@ -147,6 +193,8 @@ type CardState = "open" | "mute" | "settled" | "ignored"
 
 interface Instance {
   readonly seq: number
+  /** The connection it was sent on. */
+  readonly conn: number
   readonly id: RequestId
   readonly method: string
   readonly threadId: string | undefined
@@ -168,6 +216,46 @@ interface Instance {
   withdrawn: boolean
   readonly answers: Array<{ readonly frame: Frame; readonly index: number }>
   engineOutcome: string | undefined
+  /** A handler stuck in an uninterruptible region (stubborn scripts): its fiber, once it runs. */
+  stubbornFiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
+}
+
+/** One connection (one app-server process) of the slot, as the model sees it. */
+interface Conn {
+  readonly n: number
+  readonly inner: Transport.Connection
+  /** What its peer received: the live log while it is the latest connection, a snapshot once replaced. */
+  frames: () => ReadonlyArray<Frame>
+  scanned: number
+  /** Frames the transport accepted, and how many of them before the end was decided. */
+  accepted: number
+  acceptedAtEnd: number | undefined
+  /** Frames the transport accepted after the end was decided (must be none). */
+  readonly acceptedAfterEnd: Array<string>
+  decidedTick: number | undefined
+  endHandled: boolean
+  endChecked: boolean
+  /** The engine's end (its ConnectionLost event: the one end path ran), and whether it was checked. */
+  lost: { readonly reason: ConnectionEnded.EndReason; readonly message: string } | undefined
+  lostChecked: boolean
+  stdoutGone: boolean
+  /** The read loop stopped reading (a duplicate open id aborted it). */
+  readerAborted: boolean
+  /** A defect injected on the read loop ended it: nothing more is read. */
+  readerDead: boolean
+  /** The frame decoder hit a fault: it yields nothing more, whatever ended the connection first. */
+  framingDead: boolean
+  initAnswered: boolean
+}
+
+const DefectScripts: ReadonlyArray<HandlerScript> = ["throw", "number", "promise", "reject", "pending", "never", "stubborn", "stubbornSleep"]
+
+/** A throw the world's hostile tracer made, on purpose. */
+class InjectedDefect extends Error {
+  constructor(what: string) {
+    super(`${what} (${Injected})`)
+    this.name = "InjectedDefect"
+  }
 }
 
 const record = (value: unknown): Record<string, unknown> | undefined =>
@@ -184,9 +272,12 @@ const Multibyte = "café ✓ 😀 naïve"
 // ---------------------------------------------------------------------------------------------
 
 export class World {
-  readonly sim = new Sim(20_171)
+  readonly sim: Sim
   readonly memory: MemoryTransport.MemoryTransport
-  private inner: Transport.Connection | undefined
+  /** The latest connection (the one steps act on), every connection so far, and ones made but not yet seen. */
+  private conn!: Conn
+  private readonly conns: Array<Conn> = []
+  private readonly newConns: Array<Conn> = []
   private supervisor!: Supervisor.SupervisorShape
   private root!: Scope.CloseableScope
   private itemsScope!: Scope.CloseableScope
@@ -198,21 +289,39 @@ export class World {
   private tick = 0
   private notes: Array<string> = []
 
-  // wire & connection
-  private scanned = 0
-  /** Frames the transport accepted after the end was decided (must be none). */
-  private acceptedAfterEnd: Array<string> = []
-  /** Frames the transport accepted, and how many of them before the end was decided. */
-  private accepted = 0
-  private acceptedAtEnd: number | undefined
-  private decidedTick: number | undefined
-  private endHandled = false
-  private endChecked = false
-  private stdoutGone = false
-  /** The read loop stopped reading (a duplicate open id aborted it). */
-  private readerAborted = false
-  /** The frame decoder hit a fault: it yields nothing more, whatever ended the connection first. */
-  private framingDead = false
+  // the latest connection's state, as the steps see it
+  private get inner(): Transport.Connection | undefined {
+    return this.conn?.inner
+  }
+  private get stdoutGone(): boolean {
+    return this.conn.stdoutGone
+  }
+  private set stdoutGone(value: boolean) {
+    this.conn.stdoutGone = value
+  }
+  private get readerAborted(): boolean {
+    return this.conn.readerAborted
+  }
+  private set readerAborted(value: boolean) {
+    this.conn.readerAborted = value
+  }
+  private get framingDead(): boolean {
+    return this.conn.framingDead
+  }
+  private set framingDead(value: boolean) {
+    this.conn.framingDead = value
+  }
+  private get endHandled(): boolean {
+    return this.conn.endHandled
+  }
+
+  // defects (restarts on): the hostile tracer's triggers, what it threw, promises handlers made
+  private readonly restarts: boolean
+  private readonly armed = { cardSpan: false, spanEnd: false, deadlineSpanEnd: false }
+  private readonly injections: Array<{ readonly kind: string; readonly conn: number; readonly tick: number; readonly message: string }> = []
+  private promisesMade = 0
+  /** The first stop of the supervisor finished without waiting for stubborn handlers (recorded before the teardown opens their gates). */
+  private stopFinished = false
 
   // server side
   private readonly clientRequests: Array<ClientRequest> = []
@@ -235,6 +344,8 @@ export class World {
   private endRecheckAt: number | undefined
 
   constructor(readonly schedule: Schedule, readonly stats: Stats, readonly tolerances: Tolerances = DefaultTolerances) {
+    this.restarts = schedule.setup.restarts === true
+    this.sim = new Sim(20_171, this.restarts ? this.hostileTracer() : undefined)
     this.memory = MemoryTransport.make({
       maxFrameBytes: Timing.maxFrameBytes,
       drainGrace: Timing.drainGraceMs,
@@ -245,23 +356,19 @@ export class World {
   // -------------------------------------------------------------------------------------------
   // Running
 
-  run(): void {
+  /**
+   * Run the schedule. Asynchronous only so that a handler's Promise can settle: after a step in
+   * which a handler returned one, the microtask queue is flushed (one macrotask) and the world
+   * drained again; every other step runs synchronously.
+   */
+  async run(): Promise<void> {
     this.prelude()
-    for (const step of this.schedule.steps) {
-      this.stepNo++
-      this.notes = []
-      this.tick++
-      const before = this.wireLength()
-      this.apply(step)
-      this.observe()
-      this.stats.steps++
-      this.trace.push(`${String(this.stepNo).padStart(3)}. ${describeStep(step, this.schedule.setup)}${this.summary(before)}`)
-      this.checkAll()
-    }
+    for (const step of this.schedule.steps) await this.runStep(step, "")
+    if (this.restarts && this.stopFiber === undefined) await this.serveAfterDefects()
     this.stepNo++
     this.notes = []
     this.tick++
-    const before = this.wireLength()
+    const before = this.wireMark()
     this.teardown()
     this.trace.push(`${String(this.stepNo).padStart(3)}. (teardown: stop the supervisor, server silent, time runs)${this.summary(before)}`)
     this.checkAll()
@@ -269,9 +376,43 @@ export class World {
     this.stats.schedules++
   }
 
-  private summary(before: number): string {
-    const wire = this.wire().slice(before).map((f) => "wire<-client " + short(f))
-    const all = [...this.notes, ...wire]
+  private async runStep(step: Step, label: string): Promise<void> {
+    this.stepNo++
+    this.notes = []
+    this.tick++
+    const before = this.wireMark()
+    this.apply(step)
+    await this.settlePromises()
+    this.observe()
+    this.stats.steps++
+    this.trace.push(`${String(this.stepNo).padStart(3)}. ${label}${describeStep(step, this.schedule.setup)}${this.summary(before)}`)
+    this.checkAll()
+  }
+
+  /** A handler returned a Promise in this step: let it settle (microtasks run before the next macrotask), then drain. */
+  private async settlePromises(): Promise<void> {
+    for (let round = 0; round < 5 && this.promisesMade > 0; round++) {
+      this.promisesMade = 0
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      this.sim.drain()
+    }
+  }
+
+  /** Where the wire is now: the connection and how many frames its peer has received. */
+  private wireMark(): { readonly conn: Conn | undefined; readonly length: number } {
+    return { conn: this.conn, length: this.wireLength() }
+  }
+
+  private summary(before: { readonly conn: Conn | undefined; readonly length: number }): string {
+    const lines: Array<string> = []
+    for (const conn of this.conns) {
+      if (before.conn !== undefined && conn.n < before.conn.n) continue
+      const from = conn === before.conn ? before.length : 0
+      const frames = conn.frames().slice(from)
+      if (conn !== before.conn && frames.length > 0) lines.push(`(connection #${conn.n})`)
+      for (const f of frames) lines.push("wire<-client " + short(f))
+    }
+    const all = [...this.notes, ...lines]
     return all.length === 0 ? "" : "\n        " + all.join("\n        ")
   }
 
@@ -294,47 +435,94 @@ export class World {
   private prelude(): void {
     const setup = this.schedule.setup
     const world = this
+    // Every connection the slot makes (one, or one per restart): tagged (its fibers carry its
+    // number), its writes seen, its peer trapping SIGTERM if the setup says so.
     const wrapped: Transport.TransportShape = {
-      connect: Effect.map(this.memory.transport.connect, (connection) => {
-        world.inner = connection
-        return {
-          ...connection,
-          send: (frame: Frame) =>
-            Effect.suspend(() => {
-              world.noteWrite(frame, connection.isOpen())
-              return Effect.tap(connection.send(frame), () => world.noteAccepted(frame))
-            }),
-          trySend: (frame: Frame) => {
-            world.noteWrite(frame, connection.isOpen())
-            const sent = connection.trySend(frame)
-            if (sent === "queued") world.noteAccepted(frame)
-            return sent
-          }
+      connect: Effect.suspend(() => {
+        const n = world.conns.length + world.newConns.length + 1
+        // The previous peer's log, kept before `memory.peer` moves on to the new one (its writer is gone).
+        const previous = world.newConns.at(-1) ?? world.conns.at(-1)
+        if (previous !== undefined) {
+          const log = world.memory.peer.writtenSoFar()
+          previous.frames = () => log
         }
-      }).pipe(Effect.tap(() => (setup.trapSigterm ? world.memory.peer.trapSigterm : Effect.void)))
-    }
-    const handler: Approvals.ApprovalsConfig["handler"] = setup.handler === "scripted"
-      ? (card) =>
-        Effect.suspend(() => {
-          const inst = world.latestById.get(card.requestId)
-          const script = inst?.script ?? "undecided"
-          const outcome: Effect.Effect<HandlerOutcome> = script === "wait" && inst?.handlerGate
-            ? Deferred.await(inst.handlerGate)
-            : Effect.succeed(script === "none" ? "undecided" : (script as HandlerOutcome))
-          return Effect.flatMap(outcome, (o) => {
-            switch (o) {
-              case "fail":
-                return Effect.fail("the scripted handler failed")
-              case "die":
-                return Effect.dieMessage("the scripted handler died")
-              case "undecided":
-                return Effect.succeed(undefined)
-              default:
-                return Effect.succeed(Oracle.decisionFor(card.method, o))
+        return FiberRef.set(ConnectionTag, n).pipe(
+          Effect.zipRight(world.memory.transport.connect),
+          Effect.map((connection) => {
+            const conn = world.newConn(n, connection)
+            return {
+              ...connection,
+              send: (frame: Frame) =>
+                Effect.suspend(() => {
+                  world.noteWrite(frame, connection.isOpen())
+                  return Effect.tap(connection.send(frame), () => world.noteAccepted(conn, frame))
+                }),
+              trySend: (frame: Frame) => {
+                world.noteWrite(frame, connection.isOpen())
+                const sent = connection.trySend(frame)
+                if (sent === "queued") world.noteAccepted(conn, frame)
+                return sent
+              }
             }
-          })
-        })
-      : undefined
+          }),
+          Effect.tap(() => (setup.trapSigterm ? world.memory.peer.trapSigterm : Effect.void))
+        )
+      })
+    }
+    const decided = (method: string, o: HandlerOutcome): Effect.Effect<ReturnType<typeof Oracle.decisionFor> | undefined, string> => {
+      switch (o) {
+        case "fail":
+          return Effect.fail("the scripted handler failed")
+        case "die":
+          return Effect.dieMessage("the scripted handler died")
+        case "undecided":
+          return Effect.succeed(undefined)
+        default:
+          return Effect.succeed(Oracle.decisionFor(method, o))
+      }
+    }
+    // The handler as an embedder might write it, per request: see HandlerScript. It is called in
+    // its own fiber; whatever it does must cost its card only.
+    const scripted = (card: Parameters<NonNullable<Approvals.ApprovalsConfig["handler"]>>[0]): unknown => {
+      const inst = world.latestById.get(card.requestId)
+      const script = inst?.script ?? "undecided"
+      switch (script) {
+        case "throw":
+          throw new Error("the scripted handler threw before returning")
+        case "number":
+          return 42
+        case "promise":
+          world.promisesMade++
+          return Promise.resolve(Oracle.decisionFor(card.method, "rich"))
+        case "reject": {
+          world.promisesMade++
+          const rejected = Promise.reject(new Error("the scripted handler's promise rejected"))
+          rejected.catch(() => {}) // handled by the engine; this only keeps an early interrupt from leaving it unhandled
+          return rejected
+        }
+        case "pending":
+          return new Promise(() => {})
+        case "never":
+          return Effect.never
+        case "stubborn":
+          return Effect.withFiberRuntime<HandlerOutcome>((fiber) => {
+            inst!.stubbornFiber = fiber
+            return Effect.uninterruptible(Deferred.await(inst!.handlerGate!))
+          }).pipe(Effect.flatMap((o) => decided(card.method, o)))
+        case "stubbornSleep":
+          return Effect.withFiberRuntime<void>((fiber) => {
+            inst!.stubbornFiber = fiber
+            return Effect.uninterruptible(Effect.sleep(StubbornSleepMs))
+          }).pipe(Effect.as(Oracle.decisionFor(card.method, "accept")))
+        case "wait":
+          return inst?.handlerGate ? Effect.flatMap(Deferred.await(inst.handlerGate), (o) => decided(card.method, o)) : Effect.succeed(undefined)
+        case "none":
+          return Effect.succeed(undefined)
+        default:
+          return decided(card.method, script)
+      }
+    }
+    const handler = setup.handler === "scripted" ? (scripted as unknown as Approvals.ApprovalsConfig["handler"]) : undefined
     const rules = setup.rules
       ? Policy.decodeRules({
         rules: [
@@ -347,7 +535,10 @@ export class World {
       concurrency: setup.concurrency,
       stallTimeout: Timing.stallTimeoutMs,
       interruptTimeout: Timing.interruptTimeoutMs,
-      restart: { maxAttempts: 0 },
+      // One connection, or (defects family) a restart after every end, the work items of the dead one failed.
+      restart: this.restarts
+        ? { policy: "fail", maxAttempts: Timing.restartMaxAttempts, backoff: Timing.restartBackoffMs }
+        : { maxAttempts: 0 },
       connection: { requestTimeout: Timing.requestTimeoutMs, overloadRetries: 2, overloadBackoff: "100 millis" },
       approvals: {
         deadlines: { default: Timing.cardDeadlineMs, perMethod: { "mcpServer/elicitation/request": Timing.elicitationDeadlineMs } },
@@ -365,10 +556,8 @@ export class World {
       this.itemsScope = this.sim.run(Scope.fork(this.root, ExecutionStrategy.sequential))
       this.supEvents = this.sim.run(this.supervisor.subscribe.pipe(Scope.extend(observers)))
       this.apprEvents = this.sim.run(this.supervisor.subscribeApprovals.pipe(Scope.extend(observers)))
-      const init = this.wire()[0]
-      if (init?.["method"] !== "initialize") throw new Error("no initialize on the wire")
-      this.send([{ id: init["id"] as number, result: { userAgent: "sim/0.171.0", codexHome: "/tmp/sim-home" } }], null)
-      this.scanned = this.wire().length
+      this.observe() // sees the connection, answers its initialize
+      if (this.conn === undefined || !this.conn.initAnswered) throw new Error("no initialize on the wire")
       this.sim.run(this.supervisor.ready)
     })
     this.trace.push("  0. prelude: supervisor up, handshake answered")
@@ -378,11 +567,40 @@ export class World {
   // Wire helpers
 
   private wire(): ReadonlyArray<Frame> {
-    return this.inner ? this.memory.peer.writtenSoFar() : []
+    return this.conn ? this.conn.frames() : []
   }
 
   private wireLength(): number {
-    return this.inner ? this.memory.peer.writtenSoFar().length : 0
+    return this.conn ? this.conn.frames().length : 0
+  }
+
+  private newConn(n: number, inner: Transport.Connection): Conn {
+    const conn: Conn = {
+      n,
+      inner,
+      frames: () => this.memory.peer.writtenSoFar(),
+      scanned: 0,
+      accepted: 0,
+      acceptedAtEnd: undefined,
+      acceptedAfterEnd: [],
+      decidedTick: undefined,
+      endHandled: false,
+      endChecked: false,
+      lost: undefined,
+      lostChecked: false,
+      stdoutGone: false,
+      readerAborted: false,
+      readerDead: false,
+      framingDead: false,
+      initAnswered: false
+    }
+    this.newConns.push(conn)
+    return conn
+  }
+
+  /** The connection a step acts on is alive (its transport has not decided an end). */
+  private connAlive(n: number): boolean {
+    return this.conn !== undefined && this.conn.n === n && this.conn.inner.isOpen()
   }
 
   private isOpen(): boolean {
@@ -434,7 +652,9 @@ export class World {
   }
 
   private serverOpenInstances(): Array<Instance> {
-    return this.instances.filter((i) => i.state !== "ignored" && i.answers.length === 0 && !i.withdrawn && this.latestById.get(i.id) === i)
+    return this.instances.filter((i) =>
+      i.conn === this.conn.n && i.state !== "ignored" && i.answers.length === 0 && !i.withdrawn && this.latestById.get(i.id) === i
+    )
   }
 
   /** A thread the server knows, preferring the ones a live work item runs (as the real server would). */
@@ -532,7 +752,8 @@ export class World {
       sent: [],
       emitted: [],
       everReady: false,
-      seenEmitted: 0
+      seenEmitted: 0,
+      conns: new Set()
     })
     this.notes.push(`item #${n}${resumeThread !== undefined ? ` resumes ${resumeThread}` : ""}`)
   }
@@ -560,7 +781,7 @@ export class World {
   }
 
   private reply(step: Extract<Step, { _tag: "Reply" }>): void {
-    const pending = this.clientRequests.filter((r) => !r.answered)
+    const pending = this.clientRequests.filter((r) => !r.answered && r.conn === this.conn.n)
     if (pending.length === 0) return void this.notes.push("(no pending client request: no-op)")
     if (this.stdoutGone) return void this.notes.push("(stdout is closed: nothing sent)")
     const request = pending[step.request % pending.length]!
@@ -686,7 +907,7 @@ export class World {
 
   /** Frames sent now reach the read loop (not after a protocol fault or once the end was handled). */
   private isOpenForFrames(): boolean {
-    if (this.endHandled || this.stdoutGone || this.readerAborted || this.framingDead) return false
+    if (this.endHandled || this.stdoutGone || this.readerAborted || this.framingDead || this.conn.readerDead || this.conn.lost !== undefined) return false
     if (this.isOpen()) return true
     return this.endReason() !== "Protocol"
   }
@@ -865,6 +1086,7 @@ export class World {
     const deadline = method === "mcpServer/elicitation/request" ? Timing.elicitationDeadlineMs : Timing.cardDeadlineMs
     const inst: Instance = {
       seq: this.instances.length,
+      conn: this.conn.n,
       id,
       method,
       threadId: Oracle.carriesThread(method) && step.params !== "malformed" ? threadId : undefined,
@@ -873,7 +1095,7 @@ export class World {
       at: this.sim.clock.now,
       mark: this.wireLength(),
       script,
-      handlerGate: script === "wait" ? Effect.runSync(Deferred.make<HandlerOutcome>()) : undefined,
+      handlerGate: script === "wait" || script === "stubborn" ? Effect.runSync(Deferred.make<HandlerOutcome>()) : undefined,
       gateUsed: false,
       racing,
       deadlineAt: this.sim.clock.now + (racing ? deadline : 0),
@@ -884,7 +1106,8 @@ export class World {
       settledTick: this.tick,
       withdrawn: false,
       answers: [],
-      engineOutcome: undefined
+      engineOutcome: undefined,
+      stubbornFiber: undefined
     }
     this.instances.push(inst)
     this.latestById.set(id, inst)
@@ -913,9 +1136,10 @@ export class World {
       else if (ruled) {
         this.settle(inst, [step.command === "allowed" ? Oracle.expectedFor(method, "accept") : Oracle.expectedFor(method, "decline")], `rule ${step.command === "allowed" ? "git-status (allow)" : "no-rm (deny)"}`)
       } else if (!safe) this.settle(inst, [Oracle.refusal(method)], "safety filter")
-      else if (scripted && script !== "wait" && script !== "undecided" && script !== "none") {
-        this.settle(inst, [Oracle.expectedForHandler(method, script)!], `handler ${script} at once`)
+      else if (scripted && Oracle.expectedForScript(method, script) !== undefined) {
+        this.settle(inst, [Oracle.expectedForScript(method, script)!], `handler ${script} at once`)
       }
+      if (DefectScripts.includes(script)) this.count(`handler ${script}`)
       this.notes.push(label)
     }
     this.send([frame], step.split)
@@ -1070,7 +1294,72 @@ export class World {
         return void this.sim.run(peer.exit(step.code, null, { drain: false }))
       case "stderr":
         return void this.sim.run(peer.writeStderr("warning: something on stderr ✓\n"))
+      case "closeStdout":
+        // EOF on stdout, the peer alive: nothing it says can be read; the end comes after the drain grace.
+        if (this.stdoutGone) return void this.notes.push("(stdout is already closed)")
+        this.count("stdout closed, peer alive")
+        this.sim.run(peer.closeStdout)
+        this.stdoutGone = true
+        return
+      case "cardSpanThrows":
+        this.armed.cardSpan = true
+        return
+      case "spanEndThrows":
+        this.armed.spanEnd = true
+        return
+      case "deadlineSpanEndThrows":
+        this.armed.deadlineSpanEnd = true
+        return
     }
+  }
+
+  private count(what: string): void {
+    this.stats.injected[what] = (this.stats.injected[what] ?? 0) + 1
+  }
+
+  /**
+   * The embedder's tracer, hostile on demand: it makes plain spans (SimSpan) and, when a step armed
+   * it, throws once, as an embedder's tracer can: creating the next card's span (CardRace.race, on
+   * the read loop: the connection must end at once as InternalDefect and the slot restart), or
+   * ending the next card's span (inside its settlement, from a decision, a close or the deadline
+   * timer's callback: the card must still settle, and nothing else be affected).
+   */
+  private hostileTracer(): Tracer.Tracer {
+    const world = this
+    let ids = 0
+    return Tracer.make({
+      span: (name, parent, context, links, startTime, kind) => {
+        if (name === "warden.card" && world.armed.cardSpan) {
+          world.armed.cardSpan = false
+          return world.inject("card span created", "the tracer threw creating a card's span", () => {
+            world.conn.readerDead = true
+          })
+        }
+        const onEnd = name === "warden.card"
+          ? (span: SimSpan) => {
+            const timedOut = span.attributes.get("warden.outcome") === "timeout"
+            if (world.armed.spanEnd || (world.armed.deadlineSpanEnd && timedOut)) {
+              const which = world.armed.spanEnd ? "card span ended" : "card span ended by the deadline timer"
+              if (world.armed.spanEnd) world.armed.spanEnd = false
+              else world.armed.deadlineSpanEnd = false
+              world.inject(which, `the tracer threw ending a card's span (${String(span.attributes.get("warden.outcome"))})`, () => {})
+            }
+          }
+          : undefined
+        return new SimSpan(name, String(++ids), parent, context, links, startTime, kind, onEnd)
+      },
+      context: (f) => f()
+    })
+  }
+
+  /** Record an injected defect and throw it. */
+  private inject(kind: string, what: string, before: () => void): never {
+    const error = new InjectedDefect(what)
+    this.injections.push({ kind, conn: this.conn.n, tick: this.tick, message: error.message })
+    this.count(`tracer: ${kind}`)
+    this.notes.push(`(injected: ${error.message})`)
+    before()
+    throw error
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1078,22 +1367,67 @@ export class World {
 
   private observe(): void {
     this.guard(() => {
-      this.pollEvents()
-      this.scanWire()
-      this.placePacked()
-      this.pollItems()
-      this.connectionState()
+      for (let rounds = 0; rounds < 100; rounds++) {
+        this.pollEvents()
+        this.scanWire()
+        this.placePacked()
+        this.pollItems()
+        this.connectionState()
+        if (this.newConns.length > 0) this.nextConnection()
+        else if (!this.answerHandshake()) return
+      }
+      throw new Error("observe: connections keep coming")
     })
   }
 
+  /**
+   * The slot made a new connection (the first, or a restart): the previous one is done with (its
+   * end handled and checked, its wire read to the last frame), and the steps act on the new one.
+   */
+  private nextConnection(): void {
+    const previous = this.conn
+    const next = this.newConns.shift()!
+    if (previous !== undefined) {
+      if (!previous.endHandled) this.fail(4, `connection #${next.n} was made while connection #${previous.n}'s end was not handled`)
+      if (!previous.endChecked) this.checkAll()
+      this.checkNoWriteAfterEnd()
+      for (const inst of this.instances) {
+        if (inst.conn === previous.n && (inst.state === "open" || inst.state === "mute")) this.fail(4, `model: instance #${inst.seq} still open after its connection ended`)
+      }
+      this.stats.reconnects++
+    }
+    this.conns.push(next)
+    this.conn = next
+    this.latestById.clear()
+    this.pendingPacked = []
+    if (previous !== undefined) this.notes.push(`connection #${next.n} made (a restart)`)
+  }
+
+  /** Answer the latest connection's `initialize` (the handshake is not what the schedules are about). */
+  private answerHandshake(): boolean {
+    const conn = this.conn
+    if (conn === undefined || conn.initAnswered) return false
+    const init = conn.frames()[0]
+    if (init === undefined) return false
+    if (init["method"] !== "initialize") throw new Error(`connection #${conn.n} did not start with initialize: ${short(init)}`)
+    conn.initAnswered = true
+    conn.scanned = Math.max(conn.scanned, 1)
+    if (this.stdoutGone) return false
+    this.send([{ id: init["id"] as number, result: { userAgent: "sim/0.171.0", codexHome: "/tmp/sim-home" } }], null)
+    if (conn.n > 1) this.notes.push(`connection #${conn.n}: initialize answered`)
+    return true
+  }
+
   private scanWire(): void {
+    const conn = this.conn
+    if (conn === undefined) return
     const wire = this.wire()
-    for (let index = this.scanned; index < wire.length; index++) {
+    for (let index = conn.scanned; index < wire.length; index++) {
       const frame = wire[index]!
       const method = frame["method"]
       const id = frame["id"] as RequestId | undefined
       if (typeof method === "string") {
-        if (id === undefined) continue // a client notification (initialized)
+        if (id === undefined || method === "initialize") continue // a client notification (initialized), or the handshake
         this.newClientRequest(index, id, method, frame["params"])
         continue
       }
@@ -1102,7 +1436,7 @@ export class World {
       let owner: Instance | undefined
       for (let i = this.instances.length - 1; i >= 0; i--) {
         const inst = this.instances[i]!
-        if (inst.id === id && inst.mark <= index) {
+        if (inst.conn === conn.n && inst.id === id && inst.mark <= index) {
           owner = inst
           break
         }
@@ -1112,7 +1446,7 @@ export class World {
       owner.answers.push({ frame, index })
       if (Oracle.isAcceptance(owner.method, frame)) this.stats.acceptances++
     }
-    this.scanned = wire.length
+    conn.scanned = wire.length
   }
 
   /** Notifications packed behind a thread/start response belong to the route that response registered. */
@@ -1134,6 +1468,7 @@ export class World {
       const item = this.items[ownerItem]
       if (item && item.exit === undefined) item.thread = String(params.threadId)
     }
+    if (ownerItem !== undefined) this.items[ownerItem]?.conns.add(this.conn.n)
     // turn/steer comes only from a client steer; a turn/interrupt may come from a client interrupt,
     // a stop or the stall watchdog, indistinguishable on the wire: it is held to the recycle rule only.
     let ownerOp: number | undefined
@@ -1146,7 +1481,9 @@ export class World {
       ownerOp = (fresh ?? retrying)?.n
     }
     this.clientRequests.push({
+      conn: this.conn.n,
       index,
+      order: this.clientRequests.length,
       id,
       method,
       params,
@@ -1186,6 +1523,13 @@ export class World {
         }
       } else if (event._tag === "ConnectionLost" || event._tag === "ConnectionFailed") {
         this.notes.push(`connection ended: ${event.message.split("\n")[0]}`)
+        // The engine's one end path ran for the latest connection (ConnectionFailed: before its handshake).
+        if (event._tag === "ConnectionLost" && this.conn.lost === undefined) {
+          this.conn.lost = { reason: event.reason, message: event.message }
+          this.stats.endReasons[event.reason._tag] = (this.stats.endReasons[event.reason._tag] ?? 0) + 1
+        }
+      } else if (event._tag === "ConnectionGaveUp") {
+        this.notes.push(`the slot gave up: ${event.detail}`)
       }
     }
     const approvals = Array.from(Effect.runSync(Queue.takeAll(this.apprEvents)))
@@ -1241,12 +1585,15 @@ export class World {
 
   private connectionState(): void {
     const now = this.sim.clock.now
-    if (this.decidedTick === undefined && this.inner && !this.inner.isOpen()) {
-      this.decidedTick = this.tick
-      this.acceptedAtEnd = this.accepted
+    const conn = this.conn
+    if (conn === undefined) return
+    if (conn.decidedTick === undefined && !conn.inner.isOpen()) {
+      conn.decidedTick = this.tick
+      conn.acceptedAtEnd = conn.accepted
       this.stats.connectionEnds++
-      this.notes.push(`connection decided its end (${this.endReason()})`)
+      this.notes.push(`connection${this.restarts ? ` #${conn.n}` : ""} decided its end (${this.endReason()})`)
       for (const inst of this.instances) {
+        if (inst.conn !== conn.n) continue
         if (inst.state === "open") inst.state = "mute"
         // What was decided in this very step may have lost the race against the end.
         if (inst.state === "settled" && inst.settledTick === this.tick && !inst.allowed.some((o) => o._tag === "Nothing")) {
@@ -1260,12 +1607,77 @@ export class World {
         this.settle(inst, [Oracle.refusal(inst.method)], "deadline")
       }
     }
-    if (!this.endHandled && this.inner && this.inner.endedNow() !== undefined) {
-      this.endHandled = true
+    if (!conn.endHandled && conn.inner.endedNow() !== undefined) {
+      conn.endHandled = true
       for (const inst of this.instances) {
-        if (inst.state === "open" || inst.state === "mute") this.settle(inst, [Oracle.nothing("connection lost")], "connection lost")
+        if (inst.conn === conn.n && (inst.state === "open" || inst.state === "mute")) this.settle(inst, [Oracle.nothing("connection lost")], "connection lost")
       }
     }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Invariant 9: after the steps, the slot serves a new work item
+
+  /**
+   * Start a new work item and let the server cooperate: answer every request the client writes
+   * (ok), complete every turn that runs, and let time run when there is nothing to answer (a
+   * restart's back-off, a drain grace). Each move is an ordinary step (traced, every invariant
+   * checked after it). The item must end with its turn completed, within a bound of virtual time.
+   * One lost to a connection end the steps left armed (a write failure, a stdout closed) is tried
+   * again on the next connection, a few times.
+   */
+  private async serveAfterDefects(): Promise<void> {
+    const bound = this.sim.clock.now + Timing.serveBoundMs
+    const endsBefore = () => this.conns.filter((c) => c.inner.isOpen() === false).length
+    let probes = 0
+    let probe: Item | undefined
+    let endsAtStart = 0
+    const startProbe = async () => {
+      probes++
+      endsAtStart = endsBefore()
+      await this.runStep({ _tag: "Start", prompts: 1, resume: "no", pick: 0 }, "(invariant 9) ")
+      probe = this.items.at(-1)!
+    }
+    await startProbe()
+    for (let moves = 0; moves < 400; moves++) {
+      const item = probe!
+      if (item.exit !== undefined) {
+        const exit = item.exit
+        if (Exit.isSuccess(exit)) {
+          const result = exit.value as { readonly status?: string; readonly turns?: ReadonlyArray<unknown> }
+          if (result.status !== "completed") this.fail(9, `the new work item #${item.n} ended, but its turn is ${String(result.status)}, not completed`)
+          this.stats.served++
+          const connOf = Math.max(...item.conns)
+          if (connOf > 1) this.stats.servedAfterRestart++
+          this.notes.push(`(invariant 9: work item #${item.n} served on connection #${connOf})`)
+          return
+        }
+        const failure = Cause.failureOption(exit.cause)
+        const reason = Option.isSome(failure) ? (failure.value as { reason?: string }).reason : undefined
+        if (reason === "connection-lost" && endsBefore() > endsAtStart && probes < Timing.serveProbes) {
+          await startProbe()
+          continue
+        }
+        this.fail(9, `the new work item #${item.n} was not served: ${this.describeCause(exit.cause)}${
+          Option.isSome(failure) ? ` (${String((failure.value as { message?: string }).message ?? "").split("\n")[0]})` : ""
+        }`)
+      }
+      if (this.sim.clock.now > bound) this.fail(9, `the new work item #${item.n} was not served within ${Timing.serveBoundMs} ms (${this.waitingSummary()})`)
+      const canSend = this.conn.initAnswered && this.isOpenForFrames()
+      const pending = this.clientRequests.filter((r) => !r.answered && r.conn === this.conn.n)
+      const running = this.items.find((i) => i.exit === undefined && i.turnActive && i.thread !== undefined && this.currentTurn.get(i.thread) !== undefined)
+      if (canSend && pending.length > 0) {
+        await this.runStep({ _tag: "Reply", request: 0, outcome: "ok", packed: 0, split: null }, "(invariant 9) ")
+      } else if (canSend && running !== undefined) {
+        const live = this.threads.filter((t) => this.routeOwner(t) !== undefined)
+        await this.runStep({ _tag: "CompleteTurn", thread: live.indexOf(running.thread!), status: "completed", resolve: true, otherTurn: false }, "(invariant 9) ")
+      } else if (this.sim.clock.nextTimer() !== undefined) {
+        await this.runStep({ _tag: "Advance", nth: 0, offset: 0, by: null }, "(invariant 9) ")
+      } else {
+        this.fail(9, `the new work item #${item.n} is not served, and nothing is left to answer or wait for (${this.waitingSummary()})`)
+      }
+    }
+    this.fail(9, `the new work item #${probe!.n} was not served after 400 moves of a cooperating server (${this.waitingSummary()})`)
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1276,20 +1688,35 @@ export class World {
       if (!this.stopFiber) this.stopSupervisor()
       this.observe()
       const bound = this.sim.clock.now + Timing.stopBoundMs
+      // Time runs until the stop is done, and until every stubborn handler asleep in an
+      // uninterruptible region has woken (it must then end: its card is long settled).
       const busy = () =>
-        this.stopFiber!.unsafePoll() === null || this.endRecheckAt !== undefined || this.ops.some((op) => op.fiber.unsafePoll() === null)
+        this.stopFiber!.unsafePoll() === null || this.endRecheckAt !== undefined || this.ops.some((op) => op.fiber.unsafePoll() === null) ||
+        this.instances.some((i) => i.script === "stubbornSleep" && i.stubbornFiber !== undefined && i.stubbornFiber.unsafePoll() === null)
       while (busy()) {
         const next = this.sim.clock.nextTimer()
         if (next === undefined || next > bound) break
         this.advanceTo(next)
       }
       this.observe()
+      // The stop finished without them: now the gates of stubborn handlers still waiting open (as
+      // a slow embedder would, eventually), so the "no fiber left" check can hold.
+      this.stopFinished = this.stopFiber!.unsafePoll() !== null
+      const gates = this.instances.filter((i) => i.script === "stubborn" && i.handlerGate !== undefined && !i.gateUsed)
+      for (const inst of gates) {
+        inst.gateUsed = true
+        Deferred.unsafeDone(inst.handlerGate!, Exit.succeed("accept"))
+      }
+      if (gates.length > 0) {
+        this.sim.drain()
+        this.notes.push(`(the supervisor ${this.stopFinished ? "stopped" : "did not stop"}; ${gates.length} stubborn handler gate(s) opened now)`)
+        this.observe()
+      }
     })
   }
 
   private finalChecks(): void {
-    const stop = this.stopFiber!.unsafePoll()
-    if (stop === null) {
+    if (!this.stopFinished) {
       this.fail(4, `the supervisor stop did not finish (${this.sim.clock.timerCount()} timers left, ${this.sim.tracker.alive.size} fibers alive); ${this.waitingSummary()}`)
     }
     if (!this.endHandled) this.fail(4, "the supervisor stopped but the connection's end was never handled")
@@ -1315,11 +1742,17 @@ export class World {
   // Invariants
 
   private checkAll(): void {
-    if (this.sim.errorLogs.length > 0) this.fail(0, `an error was logged: ${this.sim.errorLogs[0]}`)
+    this.checkDefects()
     this.checkAnswers()
     this.checkNoWriteAfterEnd()
-    if (this.endHandled && !this.endChecked) {
-      this.endChecked = true
+    const conn = this.conn
+    // The engine's end path ran (ConnectionLost): at that instant nothing of this connection waits.
+    if (conn.lost !== undefined && !conn.lostChecked) {
+      conn.lostChecked = true
+      this.checkEnd("when the engine handled the connection's end", conn.n)
+    }
+    if (conn.endHandled && !conn.endChecked) {
+      conn.endChecked = true
       const lagging = this.inBackoff()
       if (lagging !== undefined) {
         this.endRecheckAt = lagging
@@ -1334,11 +1767,42 @@ export class World {
     this.checkRequestDeadlines()
   }
 
+  /**
+   * 0: only injected defects, each contained. An error log must come from an injected defect; a
+   * defect injected on the read loop must have ended the connection by the end of its step, as
+   * InternalDefect naming it, with the engine's end path run; an InternalDefect end needs one.
+   */
+  private checkDefects(): void {
+    for (const log of this.sim.errorLogs) {
+      if (!log.includes(Injected)) this.fail(0, `an error was logged: ${log}`)
+    }
+    this.stats.injectedLogs += this.sim.errorLogs.length
+    this.sim.errorLogs.length = 0
+    for (const injection of this.injections) {
+      if (injection.kind !== "card span created" || injection.tick !== this.tick) continue
+      const conn = this.conns.find((c) => c.n === injection.conn)!
+      if (conn.inner.isOpen() || conn.lost === undefined) {
+        this.fail(
+          0,
+          `a defect on the read loop (${injection.message}) did not end connection #${conn.n} at once: ${
+            conn.inner.isOpen() ? "it is still open" : `it decided its end (${this.endReason()}), but its end path has not run`
+          }`
+        )
+      }
+    }
+    for (const conn of this.conns) {
+      const reason = conn.lost?.reason
+      if (reason?._tag !== "InternalDefect") continue
+      const injected = this.injections.some((i) => i.conn === conn.n && i.kind === "card span created" && reason.detail.includes(i.message.split(" (")[0]!))
+      if (!injected) this.fail(0, `connection #${conn.n} ended because Warden failed while serving it, and no defect was injected on its read loop: ${reason.detail}`)
+    }
+  }
+
   /** 1 and 2: per server request, the answers on the wire against what the model allows. */
   private checkAnswers(): void {
     const now = this.sim.clock.now
-    const alive = this.isOpen()
     for (const inst of this.instances) {
+      const alive = this.connAlive(inst.conn)
       const what = `request #${inst.seq} (${inst.method}, id ${JSON.stringify(inst.id)})`
       if (inst.answers.length > 1) {
         this.fail(1, `${what} got ${inst.answers.length} answers: ${inst.answers.map((a) => short(a.frame)).join(" | ")}`)
@@ -1373,12 +1837,13 @@ export class World {
 
   /** 3: no write attempted once the end was decided; nothing reaches the peer that was sent after it. */
   private checkNoWriteAfterEnd(): void {
-    if (this.acceptedAfterEnd.length > 0) {
-      this.fail(3, `a frame was accepted for writing after the connection's end was decided: ${this.acceptedAfterEnd[0]}`)
+    const conn = this.conn
+    if (conn.acceptedAfterEnd.length > 0) {
+      this.fail(3, `a frame was accepted for writing after the connection's end was decided: ${conn.acceptedAfterEnd[0]}`)
     }
     // The peer never receives more than what was accepted before the end (the writer may still flush those).
-    if (this.acceptedAtEnd !== undefined && this.wireLength() > this.acceptedAtEnd) {
-      this.fail(3, `the peer received ${this.wireLength()} frames, but only ${this.acceptedAtEnd} were accepted before the end`)
+    if (conn.acceptedAtEnd !== undefined && this.wireLength() > conn.acceptedAtEnd) {
+      this.fail(3, `the peer received ${this.wireLength()} frames, but only ${conn.acceptedAtEnd} were accepted before the end`)
     }
   }
 
@@ -1387,9 +1852,9 @@ export class World {
     if (!open) this.stats.writesRefusedAfterEnd++
   }
 
-  noteAccepted(frame: Frame): void {
-    this.accepted++
-    if (this.inner !== undefined && !this.inner.isOpen()) this.acceptedAfterEnd.push(short(frame))
+  noteAccepted(conn: Conn, frame: Frame): void {
+    conn.accepted++
+    if (!conn.inner.isOpen()) conn.acceptedAfterEnd.push(short(frame))
   }
 
   /** The end of the back-off of an overloaded request whose waiter has not ended (tolerance on), if any. */
@@ -1404,17 +1869,34 @@ export class World {
   }
 
   private checkEndNow(when: string): void {
-    this.checkEnd(when)
-    if (this.sim.tracker.alive.size > 0 && this.stopFiber === undefined) {
+    const conn = this.conn
+    this.checkEnd(when, this.restarts ? conn.n : undefined)
+    if (this.restarts) {
+      // The slot restarts: no fiber of this connection is left (a stubborn handler still in its
+      // uninterruptible region is the one exception: it ends when its gate opens or its sleep ends).
+      const stubborn = new Set(this.instances.filter((i) => this.isStubborn(i)).map((i) => i.stubbornFiber))
+      const left = this.sim.tracker.aliveOf(conn.n).filter((f) => !stubborn.has(f))
+      if (left.length > 0) this.fail(4, `${when}: ${left.length} fiber(s) of connection #${conn.n} still running`)
+    } else if (this.sim.tracker.alive.size > 0 && this.stopFiber === undefined) {
       this.fail(4, `${when}: ${this.sim.tracker.alive.size} fiber(s) still running (the slot gave up, nothing restarts)`)
     }
   }
 
-  /** 4: at the end (and after the stop): nothing pending, no card open, items ended typed. */
-  private checkEnd(when: string): void {
+  /** A handler of `inst` still in its uninterruptible region (its gate not yet opened, or asleep). */
+  private isStubborn(inst: Instance): boolean {
+    if (inst.stubbornFiber === undefined || inst.stubbornFiber.unsafePoll() !== null) return false
+    return inst.script === "stubbornSleep" || !inst.gateUsed
+  }
+
+  /**
+   * 4: at the end (and after the stop): nothing pending, no card open, items ended typed. With
+   * `conn`, only the work items that used that connection (the others may wait for the next one).
+   */
+  private checkEnd(when: string, conn?: number): void {
     const open = Effect.runSync(this.supervisor.inbox.open)
     if (open.length > 0) this.fail(4, `${when}: ${open.length} card(s) still open (${open.map((c) => c.method).join(", ")})`)
     for (const item of this.items) {
+      if (conn !== undefined && !item.conns.has(conn)) continue
       if (item.exit === undefined) this.fail(4, `${when}: work item #${item.n} has not ended (${this.waitingSummary()})`)
       const exit = item.exit
       if (Exit.isFailure(exit)) {
@@ -1430,6 +1912,7 @@ export class World {
       }
     }
     for (const op of this.ops) {
+      if (conn !== undefined && !this.items[op.item]!.conns.has(conn)) continue
       if (op.kind !== "stop" && op.fiber.unsafePoll() === null) this.fail(4, `${when}: client ${op.kind} (op #${op.n}) is still waiting for an answer`)
     }
   }
@@ -1467,15 +1950,15 @@ export class World {
       const late = `${r.method} (client id ${r.id}, sent at ${r.at} ms, deadline ${r.timeoutMs} ms, now ${now} ms)`
       // A later turn/interrupt of the same turn supersedes it (its waiter was interrupted and asked again).
       const superseded = r.method === "turn/interrupt" && this.clientRequests.some((o) =>
-        o.index > r.index && o.method === "turn/interrupt" && o.params?.threadId === r.params?.threadId && o.params?.turnId === r.params?.turnId
+        o.order > r.order && o.method === "turn/interrupt" && o.params?.threadId === r.params?.threadId && o.params?.turnId === r.params?.turnId
       )
-      if (r.method === "turn/interrupt" && !superseded && this.isOpen()) {
+      if (r.method === "turn/interrupt" && !superseded && this.connAlive(r.conn)) {
         this.fail(6, `${late} got no answer, and the connection was not recycled`)
       }
       if (r.ownerItem !== undefined) {
         const item = this.items[r.ownerItem]
         // An item waits on one request at a time: a later request of its own means it moved on.
-        const movedOn = this.clientRequests.some((other) => other.index > r.index && other.ownerItem === r.ownerItem)
+        const movedOn = this.clientRequests.some((other) => other.order > r.order && other.ownerItem === r.ownerItem)
         if (item && item.exit === undefined && !movedOn) this.fail(6, `${late} got no answer, and work item #${item.n} still waits on it`)
       }
       if (r.ownerOp !== undefined) {
@@ -1486,13 +1969,16 @@ export class World {
   }
 }
 
-/** Run one schedule; throws a Violation naming the broken invariant. */
-export const runSchedule = (schedule: Schedule, stats: Stats, tolerances: Tolerances = DefaultTolerances): void => {
+/**
+ * Run one schedule; rejects with a Violation naming the broken invariant. It runs synchronously
+ * (one JavaScript task) except after a step in which a handler returned a Promise.
+ */
+export const runSchedule = async (schedule: Schedule, stats: Stats, tolerances: Tolerances = DefaultTolerances): Promise<void> => {
   const limit = Error.stackTraceLimit
   // Engine errors capture stacks nobody reads here (a Violation carries its own trace): cheaper without.
   if (!process.env["WARDEN_PROPERTY_DEBUG"]) Error.stackTraceLimit = 0
   try {
-    new World(schedule, stats, tolerances).run()
+    await new World(schedule, stats, tolerances).run()
   } finally {
     Error.stackTraceLimit = limit
   }
