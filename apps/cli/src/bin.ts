@@ -1,4 +1,4 @@
-#!/usr/bin/env tsx
+#!/usr/bin/env node
 /**
  * The `warden` executable. Runs the CLI on `NodeRuntime.runMain`: SIGINT/SIGTERM interrupt the
  * main fiber, so every scope closes (open cards refused, the app-server stopped) before exit.
