@@ -32,8 +32,10 @@ export interface Options {
   readonly log: (line: string) => void
 }
 
-/** What a frame costing more than this beyond its `JSON.parse` would mean: a stalled connection. */
-const TargetMs = 500
+/** "Well under a second": the most one frame may hold the read loop beyond its own `JSON.parse`. */
+const TargetMs = 1_000
+/** The most a command line rules read in full (64 KB) may cost: the quadratic shapes took minutes. */
+const CommandTargetMs = 250
 
 const rules = (() => {
   const decoded = Policy.decodeRules({
@@ -162,6 +164,9 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const beyondMedian = (row: Row) => median(row.beyond)
   const worst = rows.reduce((a, b) => (beyondMedian(b) > beyondMedian(a) ? b : a))
   const worstApprovals = rows.reduce((a, b) => (b.approvalsMs > a.approvalsMs ? b : a))
+  const commandRows = rows.filter((row) => row.target === "shell" && row.mib < 1)
+  const worstCommand = commandRows.reduce((a, b) => (beyondMedian(b) > beyondMedian(a) ? b : a))
+  const worstCommandMs = beyondMedian(worstCommand)
   const worstTotal = rows.reduce((a, b) => (b.parseMs + beyondMedian(b) > a.parseMs + beyondMedian(a) ? b : a))
   const worstBeyondMs = beyondMedian(worst)
   const worstApprovalsMs = worstApprovals.approvalsMs
@@ -174,6 +179,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
     metrics: {
       worstBeyondParseMs: worstBeyondMs,
       worstApprovalsMs,
+      worstCommandMs,
       worstTotalMs: worstTotal.parseMs + beyondMedian(worstTotal),
       worstTotalParseMs: worstTotal.parseMs,
       mixPerFrameUs: median(mixRoundUs),
@@ -189,10 +195,10 @@ export const run = async (options: Options): Promise<BenchResult> => {
     targets: [
       { name: `worst work beyond JSON.parse per frame (${worst.name}), ms`, target: `< ${TargetMs} ms`, value: round(worstBeyondMs, 3), met: worstBeyondMs < TargetMs },
       {
-        name: `worst summary + rules + filter per frame (${worstApprovals.name}), ms`,
-        target: `< ${TargetMs} ms`,
-        value: round(worstApprovalsMs, 3),
-        met: worstApprovalsMs < TargetMs
+        name: `worst work beyond JSON.parse per 64 KB command (${worstCommand.name}), ms`,
+        target: `< ${CommandTargetMs} ms`,
+        value: round(worstCommandMs, 3),
+        met: worstCommandMs < CommandTargetMs
       }
     ],
     tables: [

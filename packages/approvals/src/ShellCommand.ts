@@ -427,22 +427,22 @@ export const wrappedScript = (words: ReadonlyArray<string>): string | undefined 
   return sawC && i === words.length - 1 ? words[i] : undefined
 }
 
-const peel = (command: string): string => {
+/** The script inside the shell wrappers, and its lexing (the last one peel made, not made again). */
+const peel = (command: string): { readonly inner: string; readonly lexed: LexResult } => {
   let inner = command
   for (let n = 0; n < MaxDepth; n++) {
     const lexed = lexAll(inner)
-    if (!lexed.complete || lexed.compound || lexed.expands || lexed.segments.length !== 1) return inner
+    if (!lexed.complete || lexed.compound || lexed.expands || lexed.segments.length !== 1) return { inner, lexed }
     const script = wrappedScript(lexed.segments[0]!)
-    if (script === undefined) return inner
+    if (script === undefined) return { inner, lexed }
     inner = script
   }
-  return inner
+  return { inner, lexed: lexAll(inner) }
 }
 
 /** Peel shell wrappers off `command` and split what is inside into words. */
 export const unwrap = (command: string): Unwrapped => {
-  const inner = peel(command)
-  const lexed = lexAll(inner)
+  const { inner, lexed } = peel(command)
   const first = lexed.segments[0]
   const argv = lexed.complete && first !== undefined && first.length > 0 ? first : undefined
   const simple = argv !== undefined && lexed.complete && !lexed.compound && !lexed.expands && lexed.segments.length === 1 &&
@@ -521,14 +521,14 @@ interface Walk {
 }
 
 /** Lex `script` and walk its segments: top-level ones, then those inside substitutions and here-documents. */
-const walkScript = (walk: Walk, script: string, depth: number): void => {
+const walkScript = (walk: Walk, script: string, depth: number, lexedAlready?: LexResult): void => {
   if (walk.stopped) return
   if (walk.work + script.length > walk.budget) {
     walk.complete = false
     return
   }
   walk.work += script.length
-  const lexed = lexAll(script)
+  const lexed = lexedAlready ?? lexAll(script)
   if (lexed.truncated) walk.complete = false
   for (const words of lexed.segments) if (!walk.stopped) walkSegment(walk, words, depth)
   for (const words of lexed.nested) if (!walk.stopped) walkSegment(walk, words, depth)
@@ -593,7 +593,8 @@ const walkSegment = (walk: Walk, words: ReadonlyArray<string>, depth: number): v
 
 const walkLine = (command: string, onSegment: Walk["onSegment"], onStart: Walk["onStart"]): Walk => {
   const walk: Walk = { budget: WorkPerChar * (command.length + 1024), work: 0, complete: true, stopped: false, onSegment, onStart }
-  walkScript(walk, peel(command), 0)
+  const { inner, lexed } = peel(command)
+  walkScript(walk, inner, 0, lexed)
   return walk
 }
 
