@@ -157,14 +157,17 @@ export const make = (
     // Request deadlines live here: a scope made before the finalizer below is added, so it closes
     // after it (after the end is handled), and a deadline still holds while the connection closes.
     const deadlines = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    // One timer fiber for every pending request's deadline (asleep until the next one), not a
-    // fiber per request: a connection loss with many requests pending has nothing to interrupt.
+    // The connection's small fibers (the two deadline timers, a settled card's handler
+    // interruption) live in one FiberSet of this scope: they end with the connection, not with
+    // the supervisor. One timer fiber for every pending request's deadline (asleep until the next
+    // one), not a fiber per request: a connection loss with many requests pending has nothing to
+    // interrupt.
     const clock = yield* Effect.clock
-    const runDeadlineFiber = yield* FiberSet.makeRuntime<never>().pipe(Scope.extend(deadlines))
+    const runConnectionFiber = yield* FiberSet.makeRuntime<never>().pipe(Scope.extend(deadlines))
     const fibers = {
-      spawn: (effect: Effect.Effect<void>) => runDeadlineFiber(effect, { immediate: false }),
+      spawn: (effect: Effect.Effect<void>) => runConnectionFiber(effect, { immediate: false }),
       fork: (effect: Effect.Effect<void>) => {
-        runDeadlineFiber(effect, { immediate: false })
+        runConnectionFiber(effect, { immediate: false })
       }
     }
     const requestTimer = DeadlineTimer.make({ nanos: () => clock.unsafeCurrentTimeNanos(), ...fibers })
