@@ -4,7 +4,7 @@ import { defineConfig } from "vitest/config"
 // at most two test files run at once.
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "examples/test/**/*.test.ts", "bench/test/**/*.test.ts"],
+    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "examples/test/**/*.test.ts", "bench/test/**/*.test.ts", "packaging/test/**/*.test.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 20_000,

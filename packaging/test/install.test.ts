@@ -1,0 +1,324 @@
+/**
+ * Warden as its users get it (issue 13). Every published package is built (`pnpm build`) and
+ * packed (`pnpm pack`); the tarballs are installed with plain `npm install` into a fresh project
+ * under the OS temp directory, outside the workspace. There, with a clean environment (no
+ * workspace `node_modules/.bin` on PATH, no pnpm): `npx warden --version`, `npx warden doctor
+ * --codex <the pinned binary>`, `npx warden demo` without a terminal, a plain JavaScript program
+ * on the promise facade (consumer/facade.mjs), and `tsc --noEmit` of a TypeScript program on the
+ * Effect API and the facade (consumer/typed.ts) against the installed `.d.ts`.
+ *
+ * Every module those Node processes resolve is recorded (consumer/trace.mjs): none may come from
+ * the workspace, none may be TypeScript, and Warden's own come from the installed `dist/`.
+ *
+ * npm needs the registry for the third-party dependencies (effect, @effect/*, @openai/codex, ...)
+ * unless its cache already holds them. Set WARDEN_KEEP_INSTALL=1 to keep the temporary project.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { RealCodex } from "@warden/testkit"
+import { Context, Effect, Layer } from "effect"
+import type { Duration } from "effect"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Outside from "./support/Outside.js"
+
+const { repoRoot } = Outside
+
+/** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
+const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+
+/** Test-only tools that must never reach a user's node_modules. */
+const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite"]
+
+interface Manifest {
+  readonly name: string
+  readonly version: string
+  readonly private?: boolean
+  readonly bin?: Record<string, string>
+  readonly exports?: Record<string, unknown>
+  readonly dependencies?: Record<string, string>
+  readonly peerDependencies?: Record<string, string>
+}
+
+const readManifest = (dir: string): Manifest => JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8")) as Manifest
+
+const workspacePackages = (): ReadonlyArray<{ readonly dir: string; readonly manifest: Manifest }> =>
+  ["packages", "apps"].flatMap((group) =>
+    Fs.readdirSync(Path.join(repoRoot, group)).map((name) => Path.join(repoRoot, group, name))
+      .filter((dir) => Fs.existsSync(Path.join(dir, "package.json")))
+      .map((dir) => ({ dir, manifest: readManifest(dir) }))
+  )
+
+/** Every package installed under `nodeModules`, nested ones included: name → directories. */
+const installedPackages = (nodeModules: string): Map<string, Array<string>> => {
+  const found = new Map<string, Array<string>>()
+  const visit = (dir: string) => {
+    if (!Fs.existsSync(dir)) return
+    for (const entry of Fs.readdirSync(dir)) {
+      if (entry.startsWith(".")) continue
+      const dirs = entry.startsWith("@")
+        ? Fs.readdirSync(Path.join(dir, entry)).map((n) => Path.join(dir, entry, n))
+        : [Path.join(dir, entry)]
+      for (const pkg of dirs) {
+        if (!Fs.existsSync(Path.join(pkg, "package.json"))) continue
+        const name = readManifest(pkg).name
+        found.set(name, [...(found.get(name) ?? []), pkg])
+        visit(Path.join(pkg, "node_modules"))
+      }
+    }
+  }
+  visit(nodeModules)
+  return found
+}
+
+const filesUnder = (dir: string): Array<string> =>
+  Fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => Path.join(e.parentPath, e.name))
+
+class Installed extends Context.Tag("packaging/Installed")<Installed, {
+  /** The temporary project (a realpath) with the tarballs installed. */
+  readonly project: string
+  readonly tarballs: ReadonlyArray<string>
+  /** The published packages, as the workspace has them. */
+  readonly packages: ReadonlyArray<{ readonly dir: string; readonly manifest: Manifest }>
+  /** A clean environment for the project (plus a trace file when asked). */
+  readonly env: (trace?: string) => Outside.Env
+  /** A fresh trace file in the temp directory. */
+  readonly traceFile: (name: string) => string
+  readonly timings: Record<string, number>
+}>() {}
+
+const timed = <A, E, R>(timings: Record<string, number>, label: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const a = yield* effect
+    timings[label] = Date.now() - started
+    return a
+  })
+
+const pnpm = (args: ReadonlyArray<string>, timeout: Duration.DurationInput) => {
+  const version = (JSON.parse(Fs.readFileSync(Path.join(repoRoot, "package.json"), "utf8")) as { packageManager: string }).packageManager.split("@")[1]!
+  // Under `pnpm test` the running pnpm is at npm_execpath; otherwise the pinned one through npx.
+  const execpath = process.env["npm_execpath"]
+  const [command, prefix] = execpath !== undefined && /pnpm/.test(execpath)
+    ? [process.execPath, [execpath]]
+    : ["npx", ["--yes", `pnpm@${version}`]]
+  return Outside.runOk(command, [...prefix, ...args], { cwd: repoRoot, env: { ...process.env } as Outside.Env, timeout })
+}
+
+const InstalledLive = Layer.scoped(
+  Installed,
+  Effect.gen(function*() {
+    const timings: Record<string, number> = {}
+    const packages = workspacePackages().filter((p) => p.manifest.private !== true)
+    assert.deepStrictEqual(packages.map((p) => p.manifest.name).sort(), expectedPackages)
+
+    const root = yield* Effect.acquireRelease(
+      Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-install-")))),
+      (dir) =>
+        Effect.gen(function*() {
+          // Anything the installed warden left running is stopped before its files go.
+          for (const pid of Outside.processesMentioning(dir)) {
+            try {
+              process.kill(pid, "SIGKILL")
+            } catch {
+              // gone
+            }
+          }
+          if (process.env["WARDEN_KEEP_INSTALL"] === undefined) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+          yield* Effect.logInfo(`outside-install timings (ms): ${JSON.stringify(timings)}`)
+        })
+    )
+    assert.isFalse(Outside.isInside(root, repoRoot), `the temporary directory ${root} must be outside the workspace ${repoRoot}`)
+    const tarballDir = Path.join(root, "tarballs")
+    const project = Path.join(root, "project")
+    Fs.mkdirSync(tarballDir)
+    Fs.mkdirSync(project)
+
+    // 1. pnpm build (the root script), then pnpm pack of every published package.
+    yield* timed(timings, "build", pnpm(["build"], "5 minutes"))
+    yield* timed(
+      timings,
+      "pack",
+      pnpm(["-r", ...packages.flatMap((p) => ["--filter", `./${Path.relative(repoRoot, p.dir)}`]), "pack", "--pack-destination", tarballDir], "5 minutes")
+    )
+    const tarballs = Fs.readdirSync(tarballDir).filter((f) => f.endsWith(".tgz")).map((f) => Path.join(tarballDir, f)).sort()
+    assert.strictEqual(tarballs.length, packages.length, `one tarball per package: ${tarballs.join(", ")}`)
+
+    // 2. A new project outside the workspace, and plain npm.
+    Fs.writeFileSync(
+      Path.join(project, "package.json"),
+      JSON.stringify({ name: "warden-outside", version: "1.0.0", private: true, type: "module" }, null, 2) + "\n"
+    )
+    for (const file of ["facade.mjs", "typed.ts", "tsconfig.json", "trace.mjs", "trace-hooks.mjs"]) {
+      Fs.copyFileSync(Path.join(Outside.consumerDir, file), Path.join(project, file))
+    }
+    const typesNode = readManifest(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("@types/node/package.json"))).version
+    yield* timed(
+      timings,
+      "npm install",
+      Outside.runOk("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs, `@types/node@${typesNode}`], {
+        cwd: project,
+        env: Outside.outsideEnv(),
+        timeout: "10 minutes"
+      })
+    )
+
+    let traces = 0
+    return {
+      project,
+      tarballs,
+      packages,
+      timings,
+      env: (trace) =>
+        Outside.outsideEnv(trace === undefined ? {} : {
+          WARDEN_TRACE_FILE: trace,
+          NODE_OPTIONS: `--import=${Path.join(project, "trace.mjs")}`
+        }),
+      traceFile: (name) => Path.join(root, `trace-${++traces}-${name}.txt`)
+    }
+  })
+)
+
+/** What a traced process resolved: nothing from the workspace, no TypeScript, Warden from the installed dist/. */
+const assertTraceOutside = (traceFile: string, project: string, mustInclude: ReadonlyArray<string>) => {
+  assert.isTrue(Fs.existsSync(traceFile), `no module trace at ${traceFile}: the tracing preload did not run`)
+  const files = Outside.tracedFiles(traceFile)
+  const inWorkspace = files.filter((f) => Outside.isInside(f, repoRoot))
+  assert.deepStrictEqual(inWorkspace, [], "modules resolved into the workspace")
+  assert.deepStrictEqual(files.filter((f) => /\.[cm]?ts$/.test(f)), [], "TypeScript modules loaded at run time")
+  const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
+  assert.deepStrictEqual(
+    warden.filter((f) => !Outside.isInside(f, Path.join(project, "node_modules", "@warden")) || !f.includes(`${Path.sep}dist${Path.sep}`)),
+    [],
+    "Warden modules from somewhere other than the installed dist/"
+  )
+  for (const suffix of mustInclude) {
+    assert.isTrue(warden.some((f) => f.endsWith(suffix)), `${suffix} was not loaded (loaded: ${warden.length} Warden modules)`)
+  }
+}
+
+describe("warden installed from packed tarballs, outside the workspace", () => {
+  layer(InstalledLive, { timeout: "20 minutes", excludeTestServices: true })((it) => {
+    it.effect("the installed packages are the built ones, copied in, with no test tooling", () =>
+      Effect.gen(function*() {
+        const { packages, project } = yield* Installed
+        const nodeModules = Path.join(project, "node_modules")
+        const installed = installedPackages(nodeModules)
+        for (const { manifest: source } of packages) {
+          const dir = Path.join(nodeModules, source.name)
+          assert.isFalse(Fs.lstatSync(dir).isSymbolicLink(), `${source.name} is a link, not an installed copy`)
+          assert.isTrue(Outside.isInside(Fs.realpathSync(dir), project))
+          assert.deepStrictEqual(installed.get(source.name), [dir], `${source.name} is installed once`)
+          const manifest = readManifest(dir)
+          assert.strictEqual(manifest.version, source.version)
+          assert.isUndefined(manifest.private)
+          assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
+          for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
+            assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
+          }
+          const specs = { ...manifest.dependencies, ...manifest.peerDependencies }
+          assert.deepStrictEqual(Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)), [], source.name)
+          // Nothing the package ships names the workspace (source maps are relative).
+          const naming = filesUnder(dir).filter((f) => Fs.readFileSync(f, "utf8").includes(repoRoot))
+          assert.deepStrictEqual(naming, [], `${source.name} ships files that name ${repoRoot}`)
+        }
+        const cli = readManifest(Path.join(nodeModules, "@warden/cli"))
+        assert.deepStrictEqual(cli.bin, { warden: "./dist/bin.js" })
+        const bin = Fs.readFileSync(Path.join(nodeModules, "@warden/cli/dist/bin.js"), "utf8")
+        assert.isTrue(bin.startsWith("#!/usr/bin/env node\n"), bin.slice(0, 40))
+        // The MCP server the demo registers ships beside the compiled test kit.
+        assert.isTrue(Fs.existsSync(Path.join(nodeModules, "@warden/testkit/dist/mcp-server.mjs")))
+        assert.deepStrictEqual(testOnly.filter((name) => installed.has(name)), [], "test-only packages installed")
+        // One effect for everything (the libraries take it as a peer).
+        assert.strictEqual(installed.get("effect")?.length, 1, `effect installed at ${installed.get("effect")?.join(", ")}`)
+      }))
+
+    it.effect("npx warden --version runs the compiled CLI on plain Node", () =>
+      Effect.gen(function*() {
+        const { env, packages, project, traceFile } = yield* Installed
+        const trace = traceFile("version")
+        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "--version"], { cwd: project, env: env(trace), timeout: "2 minutes" })
+        const version = packages.find((p) => p.manifest.name === "@warden/cli")!.manifest.version
+        assert.strictEqual(ran.stdout.trim(), version, ran.stderr)
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.js", "/@warden/cli/dist/Version.js"])
+      }), 180_000)
+
+    it.effect("npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0", () =>
+      Effect.gen(function*() {
+        const { env, project, traceFile } = yield* Installed
+        const binary = yield* RealCodex.binaryPath
+        const trace = traceFile("doctor")
+        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "doctor", "--codex", binary], {
+          cwd: project,
+          env: env(trace),
+          timeout: "3 minutes"
+        })
+        assert.include(ran.stdout, `codex:    ${binary}`)
+        assert.include(ran.stdout, "(the tested version)")
+        assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
+        assert.include(ran.stdout, "drift: none")
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
+      }), 240_000)
+
+    it.effect("npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex", () =>
+      Effect.gen(function*() {
+        const { env, project, traceFile } = yield* Installed
+        const trace = traceFile("demo")
+        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "demo"], { cwd: project, env: env(trace), timeout: "3 minutes" })
+        assert.include(ran.stderr, "No terminal: the demo policy answers")
+        // The codex the demo ran is the one npm installed with @warden/testkit.
+        assert.include(ran.stderr, `the pinned codex at ${Path.join(project, "node_modules")}${Path.sep}`)
+        for (const i of [0, 1, 2]) assert.match(ran.stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
+        assert.match(ran.stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
+        assert.include(ran.stdout, "exit code 0")
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
+        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
+      }), 240_000)
+
+    it.effect("a plain JavaScript program embeds Warden with createSupervisor against the pinned codex", () =>
+      Effect.gen(function*() {
+        const { env, project, traceFile } = yield* Installed
+        const trace = traceFile("facade")
+        const ran = yield* Outside.runOk("node", ["facade.mjs"], { cwd: project, env: env(trace), timeout: "3 minutes" })
+        const report = JSON.parse(ran.stdout.trim()) as {
+          status: string
+          finalMessage: string
+          codex: string
+          cards: ReadonlyArray<{ kind: string; title: string; answer: string }>
+        }
+        assert.strictEqual(report.status, "completed", ran.stderr)
+        assert.strictEqual(report.finalMessage, "The command ran; all done.")
+        assert.strictEqual(report.cards.length, 1)
+        assert.strictEqual(report.cards[0]!.kind, "command")
+        assert.match(report.cards[0]!.title, /^run: echo hello from an installed warden/)
+        assert.strictEqual(report.cards[0]!.answer, "Settled")
+        assert.isTrue(Outside.isInside(report.codex, project), `codex ${report.codex} is not the installed one`)
+        assertTraceOutside(trace, project, ["/@warden/supervisor/dist/Facade.js", "/@warden/testkit/dist/RealCodex.js"])
+        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
+      }), 240_000)
+
+    it.effect("tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts", () =>
+      Effect.gen(function*() {
+        const { env, project } = yield* Installed
+        // The workspace's compiler (a tool, not Warden), run on the project's own tsconfig.
+        const tsc = Path.join(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("typescript/package.json")), "bin", "tsc")
+        const ran = yield* Outside.runOk("node", [tsc, "--noEmit", "-p", "tsconfig.json", "--listFiles"], {
+          cwd: project,
+          env: env(),
+          timeout: "3 minutes"
+        })
+        const files = ran.stdout.split("\n").map((l) => l.trim()).filter((l) => l.endsWith(".ts")).map((f) => Fs.realpathSync(f))
+        const outside = files.filter((f) => !Outside.isInside(f, project))
+        // Only the compiler's own lib.*.d.ts come from elsewhere.
+        assert.deepStrictEqual(outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))), [])
+        const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
+        for (const pkg of ["approvals", "protocol", "supervisor", "testkit", "transport"]) {
+          assert.isTrue(warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)), `@warden/${pkg} declarations`)
+        }
+        assert.deepStrictEqual(warden.filter((f) => !f.endsWith(".d.ts")), [], "Warden sources compiled instead of declarations")
+      }), 240_000)
+  })
+})
