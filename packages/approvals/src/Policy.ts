@@ -25,12 +25,15 @@
  * - `command.argvPrefix`: an allow matches a *simple* command (ShellCommand.unwrap: one command, no
  *   operators, no expansions) whose argv starts with the prefix, word for word. A deny matches if ANY
  *   command the line may run (every segment of a compound command, substitutions, here-documents,
- *   nested `bash -c`/`eval` scripts, the command after runners such as `sudo`/`env`/`xargs`) starts
- *   with the prefix; its first word also matches by basename (`/bin/rm` for `rm`). A deny rule is a
- *   guard rail, not a sandbox: a program can still run another (`python -c`, `find -exec`). A command
- *   line longer than `MaxCommandLength` is not read: no allow matches it and every command deny does;
- *   the same for a line read only in part (nesting deeper than `ShellCommand.MaxDepth`, or more
- *   re-reading of nested scripts than `ShellCommand.WorkPerChar` allows).
+ *   nested shell scripts with any options (`bash -o errexit -c`, `env -S`, `su -c`, `flock -c`),
+ *   `eval`, the command after runners such as `sudo`/`env`/`xargs` whatever their options, after
+ *   `find -exec`: see `ShellCommand.commands`) starts with the prefix; its first word also matches by
+ *   basename (`/bin/rm` for `rm`). A deny rule is a guard rail, not a sandbox: a program can still
+ *   run another (`python -c`, `perl -e`, `git -c core.sshCommand=...`), a script file or text piped
+ *   into a shell (`curl ... | sh`) is not read. A command line longer than `MaxCommandLength` is
+ *   not read: no allow matches it and every command deny does; the same for a line read only in
+ *   part (nesting deeper than `ShellCommand.MaxDepth`, or more re-reading of nested scripts and
+ *   options than `ShellCommand.WorkPerChar` allows).
  * - `path.under` (absolute): on a file-change approval an allow needs at least one change, every
  *   changed path (and the `grantRoot`, if any) absolute, free of `..` segments and under the root; a
  *   deny matches if any of them resolves under the root or cannot be placed (relative paths, no

@@ -154,6 +154,27 @@ describe("a bound never turns a deny into a miss", () => {
     }
   })
 
+  it("option readers (shell options, env -S, su -c, ssh, trap, alias) repeated after a runner: bounded, denied", () => {
+    const fill = (head: string, unit: string, tail: string) => head + unit.repeat(Math.floor((60_000 - head.length - tail.length) / unit.length)) + tail
+    const lines = [
+      fill("sudo ", "su ", "-c 'rm -rf ~'"), fill("sudo ", "env -u ", "rm -rf ~"), fill("sudo ", "bash -o ", "-c 'rm -rf ~'"),
+      fill("sudo ", "trap ", "'rm -rf ~'"), fill("sudo ", "ssh ", "rm -rf ~"), fill("sudo ", "alias a=b ", "; rm -rf ~"),
+      fill("sudo ", "fish ", "-c 'rm -rf ~'"), fill("", "env -S ", "'rm -rf ~'"), fill("sudo ", "bash -c ", "'rm -rf ~'"),
+      fill("find . ", "-exec find ", "-exec rm -rf ~"), fill("sudo bash ", "-o x ", "-c 'rm -rf ~'"), fill("sudo ", "env -S env ", "-S 'rm -rf ~'"),
+      fill("sudo ", "flock -c ", "'rm -rf ~'"), fill("sudo ", "watch ", "'rm -rf ~'")
+    ]
+    for (const line of lines) {
+      const read = ShellCommand.commands(line)
+      assert.isAtMost(read.work, ShellCommand.WorkPerChar * (line.length + 1024), line.slice(0, 30))
+      assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"), line.slice(0, 30))
+      // one simple command (`sudo su su ... -c 'rm -rf ~'`) is allowed by an allow on its first word, as any
+      // simple command is (a deny on rm still wins); a compound one never is
+      if (!ShellCommand.unwrap(line).simple) {
+        assert.notStrictEqual(Policy.evaluate(rules(allowCmd("sudo", "sudo"), allowCmd("env", "env"), allowCmd("find", "find")), cmd(line), {})._tag, "Allow", line.slice(0, 30))
+      }
+    }
+  })
+
   it("the legacy argv is joined only until it is too long to read", () => {
     const argv = ["sudo", ...Array.from({ length: 200_000 }, () => "a"), "rm", "-rf", "~"]
     const joined = ShellCommand.join(argv, Policy.MaxCommandLength)

@@ -58,6 +58,62 @@ describe("Policy.evaluate: commands", () => {
     assert.deepStrictEqual(verdict(rules(denyCmd("no-touch", "touch")), request("a-cmd-accept")), Deny("no-touch"))
   })
 
+  it("nested shells with options that take an argument, env -S, and runners with option arguments are denied", () => {
+    const r = rules(denyCmd("no-rm", "rm"), allowCmd("git", "git"), allowCmd("bash", "bash"), allowCmd("env", "env"), allowCmd("sudo", "sudo"))
+    const payload = quote("rm -rf ~")
+    const bypasses = [
+      // shells whose options take an argument (issue 12)
+      `bash -o errexit -c ${payload}`, `bash -euo pipefail -c ${payload}`, `bash -O extglob -c ${payload}`, `bash +O extglob -c ${payload}`,
+      `bash --rcfile /tmp/rc -c ${payload}`, `bash --init-file /tmp/rc -c ${payload}`, `bash --norc --noprofile -o errexit -c ${payload}`,
+      `bash -co errexit ${payload}`, `bash -c -o errexit ${payload}`, `bash -c -- ${payload}`, `bash -Tc -- '-x; rm -rf ~'`,
+      `sh -o errexit -c ${payload}`, `/bin/sh -eo nounset -c ${payload}`, `dash -o nounset -c ${payload}`, `zsh -o errexit -c ${payload}`,
+      `zsh -oerrexit -c ${payload}`, `zsh --no-rcs -c ${payload}`, `ksh -o vi -c ${payload}`, `mksh -T - -c ${payload}`,
+      `/usr/local/bin/bash5 -o errexit -c ${payload}`, `/opt/homebrew/bin/zsh-5.9 -o errexit -c ${payload}`, `yash -o errexit -c ${payload}`,
+      `fish -c ${payload}`, `fish --command=${payload}`, `fish -C ${payload}`, `fish -ic${payload}`,
+      // env's split string and env's options with arguments
+      `env -S ${payload}`, `env -S${payload}`, `env -iS ${payload}`, `env -vS${payload}`, `env --split-string=${payload}`,
+      `env --split-string ${payload}`, `env --s=${payload}`, `env -S '-i rm -rf ~'`, `env -S 'A=1 rm -rf ~'`, `env -S "-S 'rm -rf ~'"`,
+      `env -u HOME -S ${payload}`, `env -C /tmp -S ${payload}`, `env --chdir /tmp -S 'rm\\_-rf\\_~'`, `env -u NAME rm -rf ~`,
+      `env -C /tmp rm -rf ~`, `env --chdir=/tmp rm -rf ~`, `env -i -- rm -rf ~`, `env -u HOME bash -o errexit -c ${payload}`,
+      // runners whose options take arguments, and shells after them
+      "sudo -u root -g wheel rm -rf ~", "sudo -C 5 -D /tmp -h host -p prompt -r role -t type -U user rm -rf ~",
+      `sudo -u root bash -o errexit -c ${payload}`, `sudo --user=root -- sh -o errexit -c ${payload}`,
+      "timeout -s KILL -k 5 10 rm -rf ~", `timeout --signal=TERM 5 bash -O extglob -c ${payload}`, "nice -n 10 rm -rf ~",
+      "ionice -c 3 -n 7 rm -rf ~", "ionice -c 2 -p 1 rm -rf ~", "xargs -I R -n 1 -P 4 -L 1 -d , -a list -E EOF -s 100 rm -rf R",
+      `xargs -I{} sh -o errexit -c ${payload}`, "stdbuf -i0 -o L -e 0 rm -rf ~", "stdbuf -i 0 -oL rm -rf ~",
+      "flock -w 5 -E 3 /tmp/lock rm -rf ~", `flock /tmp/lock -c ${payload}`, `flock -x /tmp/lock --command ${payload}`,
+      "chroot --userspec=u:g / rm -rf ~", "chroot --userspec u:g / rm -rf ~", "time -p rm -rf ~", "coproc NAME { rm -rf ~; }",
+      "function f { rm -rf ~; }; f", `su -c ${payload}`, `su root -c ${payload}`, `su - root --command=${payload}`, `su -lc ${payload} root`,
+      "runuser -u root -- rm -rf ~", `runuser -l root -c ${payload}`, `script -qc ${payload} /dev/null`, "busybox rm -rf ~",
+      `busybox sh -o errexit -c ${payload}`,
+      // programs that run a command line of their arguments, or as an option's value
+      `watch -n 1 ${payload}`, `watch -n 1 -g "X='" "' rm -rf ~"`, `ssh host ${payload}`, `ssh -o ProxyCommand=${payload} host`,
+      `ssh -oProxyCommand=${payload} host`, `tmux new-session -d ${payload}`, `sg wheel ${payload}`, `parallel ${payload} ::: a`,
+      "find . -name x -exec rm -rf {} +", `find . -execdir sh -o errexit -c ${payload} \\;`, "fd -x rm -rf", `trap ${payload} EXIT`,
+      `shopt -s expand_aliases; alias x=${payload}\nx`
+    ]
+    for (const line of bypasses) {
+      assert.deepStrictEqual(verdict(r, cmd(line)), Deny("no-rm"), line)
+      assert.deepStrictEqual(verdict(r, cmd(`/bin/bash -lc ${quote(line)}`)), Deny("no-rm"), `wrapped: ${line}`)
+    }
+  })
+
+  it("the same readers leave plain commands alone: allows still allow, denies for rm do not match", () => {
+    const r = rules(denyCmd("no-rm", "rm"), allowCmd("git", "git", "status"), allowCmd("ls", "ls"), allowCmd("echo", "echo"), allowCmd("bash", "bash"))
+    for (const [line, rule] of [
+      ["/bin/bash -lc 'git status --short'", "git"], ["git status", "git"], ["bash -c 'ls -la'", "ls"], ["/bin/zsh -lc 'echo hi'", "echo"],
+      ["ls -la /tmp", "ls"], ["echo rm -rf", "echo"], ["bash -o errexit -c 'ls'", "bash"]
+    ] as const) {
+      assert.deepStrictEqual(verdict(r, cmd(line)), Allow(rule), line)
+    }
+    for (const line of [
+      "find . -name rm", "ssh host ls", "env -u RM ls", "bash -o errexit -c 'ls'", "timeout 5 ls", "git rm-cache", "grep -e rm file",
+      "sh script.sh rm", "env -S 'ls -la'", "su -c 'ls' root", "watch -n 1 ls"
+    ]) {
+      assert.deepStrictEqual(verdict(r, cmd(line)), line.startsWith("bash") ? Allow("bash") : NoMatch, line)
+    }
+  })
+
   it("deny wins over allow regardless of order", () => {
     const line = cmd("git push --force")
     const allowFirst = rules(allowCmd("git", "git"), denyCmd("no-force", "git", "push", "--force"))

@@ -142,3 +142,53 @@ describe("ShellCommand.segments", () => {
     assert.deepStrictEqual(starts("git rm x"), ["git rm x"])
   })
 })
+
+describe("ShellCommand.commands: nested shells and runners with any options", () => {
+  const runsRm = (line: string) => {
+    const read = ShellCommand.commands(line)
+    return !read.complete || read.starts.some((s) => s.words[s.at] === "rm")
+  }
+
+  /** Shell options as a shell reads them: alone, with their argument, or bundled. */
+  const shellOption = FastCheck.constantFrom(
+    ["-e"], ["-x"], ["-eu"], ["+x"], ["-o", "errexit"], ["+o", "posix"], ["-O", "extglob"], ["+O", "nullglob"], ["-euo", "pipefail"],
+    ["--norc"], ["--noprofile"], ["--login"], ["--rcfile", "/tmp/rc"], ["--init-file", "/tmp/init"], ["-l"], ["-i"], ["-T"]
+  )
+
+  it("property: bash/sh/dash/zsh/ksh with any options around -c: the script is read", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.constantFrom("bash", "/bin/sh", "dash", "zsh", "ksh", "/usr/local/bin/bash"),
+        FastCheck.array(shellOption, { maxLength: 4 }),
+        FastCheck.array(shellOption, { maxLength: 3 }),
+        FastCheck.boolean(),
+        FastCheck.constantFrom("", "sudo -u root ", "env -u HOME ", "timeout -s KILL 5 ", "xargs -I R ", "nice -n 5 "),
+        (shell, before, after, dashDash, runner) => {
+          const words = [shell, ...before.flat(), "-c", ...after.flat(), ...(dashDash ? ["--"] : []), "rm -rf ~"]
+          const line = `${runner}${join(words)}`
+          return runsRm(line) && runsRm(`/bin/bash -lc ${quote(line)}`)
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  it("reads env's split string as more of env's arguments", () => {
+    const has = (line: string, words: ReadonlyArray<string>) =>
+      segments(line).some((s) => JSON.stringify(s) === JSON.stringify(words))
+    assert.isTrue(has("env -S 'rm -rf ~'", ["env", "rm", "-rf", "~"]))
+    assert.isTrue(has("env -iS'-u HOME rm -rf ~'", ["env", "-u", "HOME", "rm", "-rf", "~"]))
+    assert.isTrue(has("env -u HOME --split-string='rm\\_x'", ["env", "rm", "x"]))
+    assert.isTrue(runsRm("env -S '-i rm -rf ~'"))
+    // over-reading is deliberate: after a runner every later word is read as a start, option arguments too
+    assert.isTrue(runsRm("env -u rm ls"))
+  })
+
+  it("commandStarts: after find's -exec, after every runner word; not after find's other options", () => {
+    const starts = (line: string) => segments(line).flatMap((s) => ShellCommand.commandStarts(s)).map((s) => s.join(" "))
+    assert.deepStrictEqual(starts("find . -name rm -exec rm {} +"), ["find . -name rm -exec rm {} +", "rm {} +"])
+    assert.include(starts("time -p rm x"), "rm x")
+    assert.include(starts("coproc NAME { rm x; }"), "rm x")
+  })
+})
+
