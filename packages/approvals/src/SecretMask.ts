@@ -4,8 +4,15 @@
  * - a value under a secret-looking key (`password`, `apiKey`, `x-auth-token`, `2fa_code`, ...) is
  *   replaced whole by `Mask`, whatever its type;
  * - a string that looks like a secret whatever its key (`sk-...`, `ghp_...`, `xoxb-...`, `AKIA...`,
- *   JWTs, `Bearer ...`, private key blocks, URL passwords, `token=...` pairs, long high-entropy
- *   strings) has those parts replaced by `Mask`.
+ *   JWTs, `Bearer ...`, private key blocks, URL passwords and token users, `token=...` pairs,
+ *   `--password X` flags, long high-entropy strings) has those parts replaced by `Mask`;
+ * - in command lines (a text or an argv), the password forms of common programs, as each reads its
+ *   arguments (`mysql -pX` but not `mysql -p db`, `curl -u user:X`, `sshpass -p X`, `docker login
+ *   -p X`, `redis-cli -a X`, `openssl enc -k X`, `aws configure set aws_secret_access_key X`,
+ *   `htpasswd -b file user X`, ...: `ProgramForms`).
+ *
+ * This module is the one place that decides what is secret: every exit (cards, the audit trail,
+ * `--json` events, the log, error messages, the stderr tail) masks through it.
  *
  * Inputs are never mutated and never trusted: objects are copied through property descriptors (a
  * getter is not called: it is masked), cycles are masked, non-plain objects (class instances,
@@ -15,8 +22,9 @@
  *
  * The work is linear in what is scanned, and what is scanned is bounded: a text is cut at 100 000
  * characters (`maskText`) or just past what will be shown (`maskShown`), every pattern is scanned
- * once left to right without re-reading a match, and a masked copy stops scanning once its value
- * and character budgets are spent (`MaskOptions`).
+ * once left to right without re-reading a match (a quoted value's closing quote is searched from
+ * past the previous one, at most 4 096 characters on; command words are read once, `ArgReader`),
+ * and a masked copy stops scanning once its value and character budgets are spent (`MaskOptions`).
  */
 
 export const Mask = "•••"
@@ -72,7 +80,9 @@ const SecretFragments = [
 /** Secret as whole words of a key. */
 const SecretWords = new Set([
   "token", "tokens", "auth", "session", "sessions", "otp", "totp", "hotp", "pin", "pins", "ssn", "mfa", "2fa",
-  "cvv", "cvc", "jwt", "pwd", "pass", "creds", "cred", "csrf", "xsrf", "passwort", "kennwort", "contrasena", "senha"
+  "cvv", "cvc", "jwt", "pwd", "pw", "pass", "creds", "cred", "csrf", "xsrf", "passwort", "kennwort", "contrasena", "senha",
+  // passwords by their programs' names for them (`SSHPASS=`, `keytool -storepass`, `openssl -passin`)
+  "sshpass", "storepass", "keypass", "srcstorepass", "deststorepass", "srckeypass", "destkeypass", "passin", "passout"
 ])
 
 /** `key` is secret after one of these words (`api key`, `ssh_key`, `privateKey`). */
@@ -171,26 +181,109 @@ const Patterns: ReadonlyArray<Scan> = [
   scan(/\bnpm_[A-Za-z0-9]{36}\b/g, "npm_"),
   scan(/\bhf_[A-Za-z0-9]{30,}/g, "hf_"),
   scan(/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, "eyJ"),
-  // a password in a URL: scheme://user:PASSWORD@host
-  scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/]{0,256}:(?<s>[^\s@/]{1,256})@/gi, "://"),
-  // headers whose whole value is a credential
-  scan(/\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)\s*:\s*(?<s>[^\r\n"'`]{1,4096})/gi, ":")
+  // a password in a URL: scheme://user:PASSWORD@host (up to the authority's last @: `p@ss` written raw)
+  scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/?#]{0,256}:(?<s>[^\s/?#]{1,256})@/gi, "://"),
 ]
 
+/**
+ * Headers whose whole value is a credential: the value up to the line's end or a quote (the header's
+ * own quoting, `-H 'Authorization: ...'`; in JSON text also an escaped line end or quote, `\n`,
+ * `\"`); a value that is itself quoted (`Authorization: "..."`, `Bearer "..."`) is read inside its
+ * quotes (`quotedValue`).
+ */
+const Header = scan(/\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)[ \t]*(?:\\{0,3}["'])?[ \t]*:[ \t]*(?<s>(?:[^\r\n"'`\\]|\\(?![nrt"'\\])){0,4096})/gi, ":")
+
+/** A token as a URL's user (`https://TOKEN@github.com`, an Azure DevOps PAT): masked when it reads as a credential. */
+const UrlUser = scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/(?<s>[^\s:@/?#]{16,256})@/gi, "://")
+
 /** An auth scheme and its credential (`Bearer abc123...`): the scheme word stays, the credential is masked. */
-const AuthScheme = scan(/\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g, "earer", "BEARER", "Basic", "Token", "Digest", "Bot")
+const AuthScheme = scan(/\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?:\\{0,3}["']){0,3}(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g, "earer", "BEARER", "Basic", "Token", "Digest", "Bot")
 /** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
 const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
 
 /**
- * `key=value`, `key: value`, `"key": "value"`: masked when the key is secret-looking (`KEY=$VAR` is a
- * reference, kept). Scanned in two steps: the key and its separator (up to where a value starts),
- * then, only after a secret key, the value itself (`AssignmentValue`, sticky).
+ * `key=value`, `key: value`, `"key": "value"`, `\"key\": \"value\"` (JSON inside JSON): masked when
+ * the key is secret-looking (`KEY=$VAR` is a reference, kept). Scanned in two steps: the key and its
+ * separator (up to where a value starts), then, only after a secret key, the value itself: inside
+ * the quotes it starts with, however nested (`"'...'"`, `\"...\"`: `quotedValue`), else up to a
+ * blank or a delimiter (`AssignmentValue`, sticky).
  */
-const Assignment = scan(/(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*[:=][ \t]*["']?(?!\$)(?=[^\s"'`&;,)}\]])/g, ":", "=")
-const AssignmentValue = /[^\s"'`&;,)}\]]{1,4096}/y
-/** `--password hunter2`: a secret-looking flag and the word after it. */
-const FlagValue = scan(/(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+["']?(?![$-])(?<s>[^\s"'`]{1,4096})/g, "-")
+const Assignment = scan(/(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_.-]{0,63})(?:\\{0,3}["'])?[ \t]*[:=][ \t]*/g, ":", "=")
+/**
+ * An unquoted value: up to a blank, a quote, a delimiter, or an escaped line end or quote of JSON
+ * text (`\n`, `\"`). After `=` (a shell or query assignment) a `,` inside the value belongs to it
+ * (`PASSWORD=a,b`) and `, ` ends it (`k=v, k2=v2`); after `:` (YAML, JSON-ish) any `,` ends it
+ * (`{password: a,user: b}`).
+ */
+const AssignmentValue = /(?!\$)(?:[^\s"'`&;|),}\]\\]|,(?!\s|$)|\\(?![nrt"'])){1,4096}/y
+const ColonValue = /(?!\$)(?:[^\s"'`&;|),}\]\\]|\\(?![nrt"'])){1,4096}/y
+/** `--password hunter2`, `--token "a b"`: a secret-looking flag (scanned to its value, read as an assignment's). */
+const FlagValue = scan(/(?<![A-Za-z0-9_-])--?([A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+/g, "-")
+const FlagWord = /(?![$-])(?:[^\s"'`\\]|\\(?![nrt"'])){1,4096}/y
+/** An opening quote run: up to four quotes, each maybe escaped (`"`, `'`, `"'`, `\"`, `\\\"`). */
+const QuoteRun = /(?:\\{0,3}["'`]){1,4}/y
+
+/**
+ * Where the next `needle` is at or after a position, for positions asked in increasing order: each
+ * search starts past the previous answer, so a scan that asks many times reads the text once.
+ */
+class NextIndex {
+  private from = -1
+  private at = -1
+  constructor(private readonly text: string, private readonly needle: string) {}
+  after(from: number): number {
+    if (this.from < 0 || from < this.from || (this.at >= 0 && this.at < from)) {
+      this.from = from
+      this.at = this.text.indexOf(this.needle, from)
+    }
+    return this.at
+  }
+}
+
+/** The searches one scan of a text shares (`quotedValue`): the next newline and the next of each quote. */
+interface Closers {
+  readonly newline: NextIndex
+  readonly quotes: Record<string, NextIndex>
+}
+const closers = (text: string): Closers => ({
+  newline: new NextIndex(text, "\n"),
+  quotes: { "\"": new NextIndex(text, "\""), "'": new NextIndex(text, "'"), "`": new NextIndex(text, "`") }
+})
+
+/**
+ * A value that starts with quotes at `from` (`"a b"`, `'a b'`, `"'a b'"`, `\"a b\"`): its inside, up
+ * to the innermost quote's next occurrence on the same line, at most 4 096 characters on (an escape
+ * before the closing quote is not part of it); undefined when `from` is no quote or the quote is not
+ * closed. Calls come in increasing `from` for one `Closers`, so the searches are linear.
+ */
+const quotedValue = (text: string, from: number, c: Closers): Span | undefined => {
+  QuoteRun.lastIndex = from
+  const run = QuoteRun.exec(text)
+  QuoteRun.lastIndex = 0
+  if (run === null) return undefined
+  const start = from + run[0].length
+  const close = c.quotes[run[0][run[0].length - 1]!]!.after(start)
+  if (close < 0 || close - start > 4_096) return undefined
+  const newline = c.newline.after(start)
+  if (newline >= 0 && newline < close) return undefined
+  let end = close
+  while (end > start && text.charCodeAt(end - 1) === 92) end--
+  return { start, end }
+}
+
+/** The value at `at`: quoted (see `quotedValue`, not a `$reference`), else what `word` (sticky) reads past an opening quote run. */
+const valueAt = (text: string, at: number, word: RegExp, c: Closers): Span | undefined => {
+  const quoted = quotedValue(text, at, c)
+  if (quoted !== undefined) return quoted.end > quoted.start && text[quoted.start] !== "$" ? quoted : undefined
+  QuoteRun.lastIndex = at
+  const run = QuoteRun.exec(text)
+  QuoteRun.lastIndex = 0
+  word.lastIndex = at + (run === null ? 0 : run[0].length)
+  const value = word.exec(text)
+  word.lastIndex = 0
+  return value === null ? undefined : { start: value.index, end: value.index + value[0].length }
+}
+
 /** Runs that could be random tokens (base64, base64url, hex). */
 const TokenRun = scan(/[A-Za-z0-9+/_-]{20,}={0,3}/g)
 
@@ -266,23 +359,315 @@ const matches = (text: string, { needs, pattern }: Scan): Array<RegExpExecArray>
  * (which made a 100 000-character text cost about 200 million steps). Each match moves past a key
  * and its separator, so the scan always advances.
  */
-const assignments = (text: string, spans: Array<Span>): void => {
-  const { needs, pattern } = Assignment
+const assignments = (text: string, spans: Array<Span>): void =>
+  keyedValues(text, spans, Assignment, (separator) => separator.includes("=") ? AssignmentValue : ColonValue)
+
+/** `--password VALUE`: as `assignments`, for secret-looking flags. */
+const flagValues = (text: string, spans: Array<Span>): void =>
+  keyedValues(text, spans, FlagValue, () => FlagWord)
+
+/** The values after secret keys that `pattern` finds (its match ends where the value starts), read with `wordFor(match)` unless quoted. */
+const keyedValues = (text: string, spans: Array<Span>, { needs, pattern }: Scan, wordFor: (match: string) => RegExp): void => {
   if (!needs.some((n) => text.includes(n))) return
+  const c = closers(text)
   pattern.lastIndex = 0
   try {
     for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
+      if (m[0].length === 0) pattern.lastIndex++
       if (!isSecretKey(m[1]!)) continue
-      AssignmentValue.lastIndex = pattern.lastIndex
-      const value = AssignmentValue.exec(text)
-      if (value === null) continue
-      spans.push({ start: value.index, end: value.index + value[0].length })
-      pattern.lastIndex = value.index + value[0].length
+      const value = valueAt(text, pattern.lastIndex, wordFor(m[0]), c)
+      if (value === undefined) continue
+      spans.push(value)
+      pattern.lastIndex = Math.max(pattern.lastIndex, value.end)
     }
   } finally {
     pattern.lastIndex = 0
-    AssignmentValue.lastIndex = 0
   }
+}
+
+/** Header values (`Header`), and a quoted value right after them (`Authorization: Bearer "..."`). */
+const headers = (text: string, spans: Array<Span>): void => {
+  const found = matches(text, Header)
+  if (found.length === 0) return
+  const c = closers(text)
+  for (const m of found) {
+    const value = m.groups!["s"]!
+    const start = m.index + m[0].length - value.length
+    if (value.trim().length > 0) spans.push({ start, end: start + value.length })
+    const last = value.charCodeAt(value.length - 1)
+    if (value.length === 0 || last === 32 || last === 9) {
+      const quoted = quotedValue(text, start + value.length, c)
+      if (quoted !== undefined) spans.push(quoted)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Password forms of common programs' arguments
+
+/**
+ * Where a program's arguments carry a password in a form no key names (`mysql -phunter2`,
+ * `curl -u user:pass`, `sshpass -p pass`, `htpasswd -b file user pass`), as each program reads them.
+ */
+interface ArgForms {
+  /** Applies only once this word followed the program (a subcommand: `docker login`, `openssl passwd`). */
+  readonly after?: string
+  /** Options whose value is a password: the next word, or attached (`-pX`, `-p=X`, `--password=X`). */
+  readonly value?: ReadonlyArray<string>
+  /** Options whose value is a password only as the next word (`openssl enc -k PASS`: `-keyform` is another option). */
+  readonly next?: ReadonlyArray<string>
+  /** Options whose value is a password only when attached (`mysql -pSECRET`: `-p SECRET` prompts, SECRET is the database). */
+  readonly attached?: ReadonlyArray<string>
+  /** Options whose value is `user<separator>password` (`curl -u user:pass`, `smbclient -U user%pass`): the part after it. */
+  readonly userPass?: ReadonlyArray<string>
+  readonly separator?: string
+  /** Words after which `KEY VALUE` sets a setting (`aws configure set KEY VALUE`, `git config KEY VALUE`): VALUE, when KEY is secret. */
+  readonly keyValue?: ReadonlyArray<string>
+  /** The last word of the command is a password once a short option bundle has this letter (`htpasswd -b`), or, with "", once `after` was seen. */
+  readonly lastWhen?: string
+}
+
+const forms = (programs: ReadonlyArray<string>, ...list: ReadonlyArray<ArgForms>) => programs.map((p) => [p, list] as const)
+const SetWords = ["set", "config"]
+
+/** The password forms of each program (by the basename of its first word). */
+const ProgramForms = new Map<string, ReadonlyArray<ArgForms>>([
+  ...forms([
+    "mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck", "mysqlpump", "mysqlslap", "mysqlbinlog", "mysqlsh",
+    "mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import", "mariadb-show", "mariadb-check", "mariadb-slap", "mariadb-binlog",
+    "7z", "7za", "7zr", "rar", "unrar"
+  ], { attached: ["-p"] }),
+  ...forms(["sshpass"], { value: ["-p"] }),
+  ...forms(["docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "regctl", "finch"], { after: "login", value: ["-p", "--password"] }),
+  ...forms(["redis-cli", "valkey-cli", "keydb-cli"], { next: ["-a"] }),
+  ...forms(["openssl"], { next: ["-k", "-K"] }, { after: "passwd", lastWhen: "" }),
+  ...forms(["mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport", "mongostat", "mongotop", "mongofiles"], { next: ["-p"] }),
+  ...forms(["sqlcmd", "bcp", "osql", "isql"], { value: ["-P"] }),
+  ...forms(["ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop", "ldapurl"], { value: ["-w"] }),
+  ...forms(["ldappasswd"], { value: ["-w", "-s", "-a"] }),
+  ...forms(["zip", "unzip", "zipcloak", "funzip"], { value: ["-P"] }),
+  ...forms(["curl"], { userPass: ["-u", "--user", "-U", "--proxy-user"], separator: ":" }),
+  ...forms(["smbclient", "rpcclient", "smbget", "smbcacls", "smbmap", "smbtree", "net", "mount.cifs"], { userPass: ["-U", "--user"], separator: "%" }),
+  ...forms(["lftp"], { userPass: ["-u", "--user"], separator: "," }),
+  ...forms(["htpasswd"], { lastWhen: "b" }),
+  ...forms(["xfreerdp", "wlfreerdp", "sdl-freerdp"], { attached: ["/p:"] }),
+  ...forms(["gh"], { after: "secret", value: ["-b", "--body"] }),
+  ...forms([
+    "aws", "npm", "pnpm", "yarn", "git", "doppler", "dotnet", "heroku", "flyctl", "fly", "vercel", "netlify", "firebase", "gcloud", "az", "gh",
+    "conda", "pip", "poetry", "composer", "bundle", "gem", "cargo", "kubectl", "vault", "op", "railway", "supabase", "wrangler"
+  ], { keyValue: SetWords })
+].reduce((all, [program, list]) => all.set(program, [...(all.get(program) ?? []), ...list]), new Map<string, ReadonlyArray<ArgForms>>()))
+
+/** Every program of `ProgramForms` (a text without any of them has none of their forms). */
+const ProgramNames = new RegExp([...ProgramForms.keys()].sort((a, b) => b.length - a.length).map((n) => n.replace(/[.+]/g, "\\$&")).join("|"))
+
+const isSpace = (code: number): boolean => code === 32 || code === 9 || code === 10 || code === 13 || code === 11 || code === 12
+/** Where an unquoted value ends in a command line: blanks and the shell's syntax characters. */
+const endsValue = (code: number): boolean =>
+  isSpace(code) || code === 39 || code === 34 || code === 96 || code === 59 || code === 124 || code === 38 || code === 41 || code === 60 || code === 62
+/** An escaped line end or quote of JSON text at `i` (`\n`, `\"`): the end of an unquoted value too. */
+const isEscape = (src: string, i: number): boolean => src.charCodeAt(i) === 92 && "nrt\"'".includes(src[i + 1] ?? "x")
+/** Leading characters that are quoting or grouping around a word, not the word (`'mysql`, `"$(mysql`, `(cd`). */
+const isOpener = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 40 || code === 123 || code === 36
+/** Trailing quoting and operators after a word (`db'`, `db;`, `db)`, `db&&`). */
+const isCloser = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 41 || code === 125 || code === 59 || code === 124 || code === 38
+
+const hasNewline = (src: string, from: number, to: number): boolean => {
+  for (let i = from; i < to; i++) if (src.charCodeAt(i) === 10) return true
+  return false
+}
+
+/** A word that is an option, not a value (`-u`, `--host`): a value option followed by one gets nothing. */
+const isOptionWord = (word: string): boolean => word.startsWith("--") || /^-[A-Za-z]$/.test(word)
+
+/**
+ * Reads the words of command lines (a text's blank-separated words, or an argv) and reports the
+ * password spans of `ProgramForms`: one pass, each word once, state only for the current command
+ * (its program's forms, a pending value, the last word). A command ends at a line end or `;`, `|`, `&`.
+ */
+class ArgReader {
+  /** The forms of the programs named in the current command, and whether each applies yet (its `after` word seen). */
+  private forms: ReadonlyArray<ArgForms> | undefined = undefined
+  private seen: Array<boolean> = []
+  /** The next word is a value: `""` all of it, else the part after this separator. */
+  private pending: string | undefined = undefined
+  /** `KEY VALUE` after a set word: 1 while the key is awaited, 2 when the value is secret. */
+  private key = 0
+  private last = false
+  private lastFrom = -1
+  private lastTo = -1
+
+  constructor(private readonly found: (from: number, to: number) => void) {}
+
+  /** End of a command: the last word, if the command's batch option or subcommand made it a password. */
+  end(): void {
+    if (this.last && this.lastFrom >= 0) this.found(this.lastFrom, this.lastTo)
+    this.forms = undefined
+    this.pending = undefined
+    this.key = 0
+    this.last = false
+    this.lastFrom = -1
+  }
+
+  /**
+   * A value starting at `p` of `src`: the rest of the word in an argv (`exact`); in a command line
+   * up to a blank or shell syntax, or inside the quotes it starts with (`'a b'`, `"a b"`, codex's
+   * escaped `'\''a b'\''`), bounded by the line. Reports it (or its part after `separator`) at `base`,
+   * and returns where reading resumes.
+   */
+  private value(src: string, p: number, end: number, base: number, exact: boolean, separator: string, report = true): number {
+    let from = p
+    let to = end
+    let resume = end
+    if (!exact) {
+      const escaped = src.startsWith("'\\''", p)
+      const quote = escaped ? "'\\''" : src[p] === "'" || src[p] === "\"" ? src[p]! : undefined
+      if (quote !== undefined) {
+        from = p + quote.length
+        // the closing quote, on the same line (the search ends at the next quote: each quote is passed once)
+        const close = src.indexOf(quote, from)
+        if (close >= 0 && !hasNewline(src, from, close)) {
+          to = close
+          resume = close + quote.length
+        } else {
+          to = from
+          while (to < end && !endsValue(src.charCodeAt(to)) && !isEscape(src, to)) to++
+        }
+      } else {
+        to = p
+        while (to < end && !endsValue(src.charCodeAt(to)) && !isEscape(src, to)) to++
+      }
+    }
+    if (separator !== "") {
+      let at = from
+      while (at < to && src[at] !== separator) at++ // within the value only: a search past it could read the text again per value
+      if (at >= to) return resume
+      from = at + 1
+    }
+    if (to > from) {
+      if (report) this.found(base + from, base + to)
+      else {
+        this.lastFrom = base + from
+        this.lastTo = base + to
+      }
+    }
+    return resume
+  }
+
+  /**
+   * One word, `src` from `start` to `end` (in a command line: blank to blank; in an argv: all of
+   * it), reported at `base`. Returns where reading resumes (past a quoted value), at least `end`.
+   */
+  word(src: string, start: number, end: number, base: number, exact: boolean): number {
+    let s = start
+    let e = end
+    let ends = false
+    if (!exact) {
+      while (s < e && isOpener(src.charCodeAt(s))) s++
+      while (e > s && isCloser(src.charCodeAt(e - 1))) {
+        const c = src.charCodeAt(e - 1)
+        if (c === 59 || c === 124 || c === 38) ends = true
+        e--
+      }
+    } else if (src === ";" || src === "|" || src === "&&" || src === "||" || src === "&") {
+      this.end()
+      return end
+    }
+    let resume = end
+    if (s < e) resume = Math.max(end, this.read(src, s, e, start, end, base, exact))
+    if (ends) this.end()
+    return resume
+  }
+
+  /** `word` as one of the value options `names`: the next word is pending, or its attached value (`-pX`, `-p=X`, `--password=X`) is read. */
+  private option(names: ReadonlyArray<string>, separator: string, word: string, src: string, s: number, end: number, base: number, exact: boolean): number {
+    for (const name of names) {
+      if (word === name) this.pending = separator
+      else if (word.startsWith(name) && (name.startsWith("--") ? word[name.length] === "=" : word.length > name.length)) {
+        return this.value(src, s + name.length + (word[name.length] === "=" ? 1 : 0), end, base, exact, separator)
+      }
+    }
+    return end
+  }
+
+  private read(src: string, s: number, e: number, start: number, end: number, base: number, exact: boolean): number {
+    const word = src.slice(s, e)
+    const program = ProgramForms.get(word.slice(word.lastIndexOf("/") + 1))
+    if (program !== undefined && this.pending === undefined && this.key !== 2) {
+      // a program inside a command (`docker exec db mysql -pX`) adds its forms; a file named like
+      // one (`htpasswd -b /etc/htpasswd ...`) then changes nothing
+      if (this.forms === undefined) {
+        this.forms = program
+        this.seen = program.map((f) => f.after === undefined)
+      } else if (!this.forms.includes(program[0]!)) {
+        this.forms = [...this.forms, ...program]
+        this.seen = [...this.seen, ...program.map((f) => f.after === undefined)]
+      }
+      return end
+    }
+    const forms = this.forms
+    if (forms === undefined) return end
+    if (this.pending !== undefined) {
+      const separator = this.pending
+      this.pending = undefined
+      if (!isOptionWord(word)) return this.value(src, start, end, base, exact, separator)
+    }
+    if (this.key === 2) {
+      this.key = 0
+      if (!isOptionWord(word)) return this.value(src, start, end, base, exact, "")
+    }
+    const option = word.startsWith("-") || word.startsWith("/")
+    if (this.key === 1 && !word.startsWith("-")) this.key = isSecretKey(word) && !word.includes("=") ? 2 : 0
+    let resume = end
+    let subcommand = false
+    for (let f = 0; f < forms.length; f++) {
+      const form = forms[f]!
+      if (!this.seen[f]) {
+        if (word === form.after) {
+          this.seen[f] = true
+          subcommand = true
+          if (form.lastWhen === "") this.last = true
+        }
+        continue
+      }
+      if (form.keyValue !== undefined && form.keyValue.includes(word)) this.key = 1
+      if (!option) continue
+      if (form.next?.includes(word)) this.pending = ""
+      if (form.value !== undefined) resume = Math.max(resume, this.option(form.value, "", word, src, s, end, base, exact))
+      if (form.userPass !== undefined) resume = Math.max(resume, this.option(form.userPass, form.separator ?? ":", word, src, s, end, base, exact))
+      if (form.attached !== undefined) {
+        for (const name of form.attached) {
+          if (word.length > name.length && word.startsWith(name) && !word.startsWith("--")) {
+            resume = Math.max(resume, this.value(src, s + name.length, end, base, exact, ""))
+          }
+        }
+      }
+      if (form.lastWhen !== undefined && form.lastWhen !== "" && word[0] === "-" && word[1] !== "-" && word.includes(form.lastWhen)) this.last = true
+    }
+    if (!option && !subcommand && forms.some((f) => f.lastWhen !== undefined)) {
+      resume = Math.max(resume, this.value(src, start, end, base, exact, "", false))
+    }
+    return resume
+  }
+}
+
+/** The password spans of `ProgramForms` in a text of command lines. */
+const argSpans = (text: string, spans: Array<Span>): void => {
+  if (!ProgramNames.test(text)) return
+  const reader = new ArgReader((start, end) => spans.push({ start, end }))
+  let i = 0
+  while (i < text.length) {
+    const code = text.charCodeAt(i)
+    if (isSpace(code)) {
+      if (code === 10) reader.end()
+      i++
+      continue
+    }
+    let j = i
+    while (j < text.length && !isSpace(text.charCodeAt(j))) j++
+    i = reader.word(text, i, j, 0, false)
+  }
+  reader.end()
 }
 
 const secretSpans = (text: string): ReadonlyArray<Span> => {
@@ -300,8 +685,11 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
     for (const m of matches(text, p)) add(m)
   }
   for (const m of matches(text, AuthScheme)) if (credentialLike(m.groups!["s"]!)) add(m)
+  for (const m of matches(text, UrlUser)) if (credentialLike(m.groups!["s"]!)) add(m)
+  headers(text, spans)
   assignments(text, spans)
-  for (const m of matches(text, FlagValue)) if (isSecretKey(m[1]!)) add(m)
+  argSpans(text, spans)
+  flagValues(text, spans)
   for (const m of matches(text, TokenRun)) {
     const run = m[0]
     if (looksRandom(run)) {
@@ -420,11 +808,18 @@ export const truncate = (text: string, max: number): string => {
   return chars.length <= max ? chars.join("") : `${chars.slice(0, Math.max(0, max - 1)).join("")}…`
 }
 
-/** Mask an argv: each word as text, and the value after (or inside) a secret-looking flag. */
+/**
+ * Mask an argv: what `maskText` finds in the words joined by spaces (so a secret spread over words
+ * is found as in the command line: `Authorization: Basic X`, `Bearer X`, `--password X`), the
+ * password forms of its programs read over the exact words (`ProgramForms`: `mysql -pX`, `curl -u
+ * user:X`, `htpasswd -b file user X`, ...), the value after (or inside) a secret-looking flag, and
+ * each word as text.
+ */
 export const maskArgv = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const words = argForms(argv)
   const out: Array<string> = []
   let maskNext = false
-  for (const word of argv) {
+  for (const word of words) {
     if (maskNext) {
       out.push(Mask)
       maskNext = false
@@ -442,6 +837,55 @@ export const maskArgv = (argv: ReadonlyArray<string>): ReadonlyArray<string> => 
     out.push(maskText(word))
   }
   return out
+}
+
+/**
+ * `argv` with the spans masked that `secretSpans` finds in its words joined by spaces (the first
+ * `ScanLimit` characters) and that `ProgramForms` give over its exact words; a span over several
+ * words masks its part of each.
+ */
+const argForms = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const starts: Array<number> = []
+  const found: Array<Span> = []
+  const reader = new ArgReader((start, end) => found.push({ start, end }))
+  const joined: Array<string> = []
+  let at = 0
+  for (const word of argv) {
+    starts.push(at)
+    reader.word(word, 0, word.length, at, true)
+    if (at < ScanLimit) joined.push(word)
+    at += word.length + 1
+  }
+  reader.end()
+  const line = joined.join(" ")
+  for (const span of cutSpans(line, Math.min(line.length, ScanLimit)).spans) found.push(span)
+  if (found.length === 0) return argv
+  const spans = new Map<number, Array<Span>>()
+  const wordAt = (offset: number): number => {
+    // the last word starting at or before `offset`
+    let lo = 0
+    let hi = starts.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1
+      if (starts[mid]! <= offset) lo = mid
+      else hi = mid - 1
+    }
+    return lo
+  }
+  for (const span of found) {
+    for (let i = wordAt(span.start); i < argv.length && starts[i]! < span.end; i++) {
+      const from = Math.max(0, span.start - starts[i]!)
+      const to = Math.min(argv[i]!.length, span.end - starts[i]!)
+      if (to <= from) continue
+      const list = spans.get(i) ?? []
+      list.push({ start: from, end: to })
+      spans.set(i, list)
+    }
+  }
+  return argv.map((word, i) => {
+    const list = spans.get(i)
+    return list === undefined ? word : applySpans(word, list)
+  })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +980,31 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
     return Mask
   } finally {
     ancestors.pop()
+  }
+}
+
+/**
+ * A JSON value as an exit writes it (an audit record, a `--json` line): every string and key through
+ * `maskText`, and a value under a secret-looking key replaced whole by `Mask` (what
+ * `Json.mapStrings(value, maskText)` cannot know: `{password: "hunter2"}` has no secret-looking
+ * string). Not cut or bounded otherwise; nesting deeper than `maxDepth` is `Elided`.
+ */
+export const maskJson = (value: unknown, maxDepth = 32): unknown => {
+  const walk = (v: unknown, depth: number): unknown => {
+    if (typeof v === "string") return maskText(v)
+    if (typeof v !== "object" || v === null) return v
+    if (depth >= maxDepth) return Elided
+    if (Array.isArray(v)) return v.map((x) => walk(x, depth + 1))
+    const out: Record<string, unknown> = {}
+    for (const key of Object.keys(v)) {
+      define(out, maskText(key), isSecretKey(key) ? Mask : walk((v as Record<string, unknown>)[key], depth + 1))
+    }
+    return out
+  }
+  try {
+    return walk(value, 0)
+  } catch {
+    return Mask
   }
 }
 

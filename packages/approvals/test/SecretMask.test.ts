@@ -202,3 +202,84 @@ describe("assignments inside values", () => {
     assert.strictEqual(SecretMask.maskText("a:b:c:d=e"), "a:b:c:d=e")
   })
 })
+
+describe("password forms of common programs' arguments", () => {
+  // each as a command line (maskText) and as an argv (maskArgv): the password masked, the rest kept
+  const cases: ReadonlyArray<readonly [ReadonlyArray<string>, ReadonlyArray<string>]> = [
+    [["mysql", "-u", "root", "-phunter2", "app"], ["mysql", "-u", "root", `-p${Mask}`, "app"]],
+    [["mysqldump", "--password=hunter2", "app"], ["mysqldump", `--password=${Mask}`, "app"]],
+    [["mariadb", "-h", "db", "-phunter2"], ["mariadb", "-h", "db", `-p${Mask}`]],
+    [["curl", "-u", "admin:hunter2", "https://x"], ["curl", "-u", `admin:${Mask}`, "https://x"]],
+    [["curl", "--user", "admin:hunter2", "https://x"], ["curl", "--user", `admin:${Mask}`, "https://x"]],
+    [["curl", "-uadmin:hunter2", "https://x"], ["curl", `-uadmin:${Mask}`, "https://x"]],
+    [["curl", "--user=admin:hunter2", "https://x"], ["curl", `--user=admin:${Mask}`, "https://x"]],
+    [["curl", "-U", "proxy:hunter2", "https://x"], ["curl", "-U", `proxy:${Mask}`, "https://x"]],
+    [["sshpass", "-p", "hunter2", "ssh", "host"], ["sshpass", "-p", Mask, "ssh", "host"]],
+    [["sshpass", "-phunter2", "ssh", "host"], ["sshpass", `-p${Mask}`, "ssh", "host"]],
+    [["docker", "login", "-u", "me", "-p", "hunter2", "registry.io"], ["docker", "login", "-u", "me", "-p", Mask, "registry.io"]],
+    [["docker", "login", "--password", "hunter2", "registry.io"], ["docker", "login", "--password", Mask, "registry.io"]],
+    [["podman", "login", "-phunter2", "quay.io"], ["podman", "login", `-p${Mask}`, "quay.io"]],
+    [["redis-cli", "-a", "hunter2", "ping"], ["redis-cli", "-a", Mask, "ping"]],
+    [["openssl", "enc", "-aes-256-cbc", "-k", "hunter2", "-in", "f"], ["openssl", "enc", "-aes-256-cbc", "-k", Mask, "-in", "f"]],
+    [["openssl", "rsa", "-passin", "pass:hunter2", "-in", "k"], ["openssl", "rsa", "-passin", Mask, "-in", "k"]],
+    [["openssl", "passwd", "-6", "hunter2"], ["openssl", "passwd", "-6", Mask]],
+    [["aws", "configure", "set", "aws_secret_access_key", "wJalrXUtnFEMI"], ["aws", "configure", "set", "aws_secret_access_key", Mask]],
+    [["htpasswd", "-b", "/etc/htpasswd", "admin", "hunter2"], ["htpasswd", "-b", "/etc/htpasswd", "admin", Mask]],
+    [["htpasswd", "-nbB", "admin", "hunter2"], ["htpasswd", "-nbB", "admin", Mask]],
+    [["git", "config", "--global", "user.password", "hunter2"], ["git", "config", "--global", "user.password", Mask]],
+    [["npm", "config", "set", "//registry.npmjs.org/:_authToken", "hunter2"], ["npm", "config", "set", "//registry.npmjs.org/:_authToken", Mask]],
+    [["keytool", "-list", "-storepass", "hunter2", "-keypass", "hunter3"], ["keytool", "-list", "-storepass", Mask, "-keypass", Mask]],
+    [["smbclient", "//h/share", "-U", "admin%hunter2"], ["smbclient", "//h/share", "-U", `admin%${Mask}`]],
+    [["ldapsearch", "-x", "-D", "cn=admin", "-w", "hunter2", "-b", "dc=x"], ["ldapsearch", "-x", "-D", "cn=admin", "-w", Mask, "-b", "dc=x"]],
+    [["zip", "-P", "hunter2", "a.zip", "f"], ["zip", "-P", Mask, "a.zip", "f"]],
+    [["mongosh", "-u", "app", "-p", "hunter2", "--authenticationDatabase", "admin"], ["mongosh", "-u", "app", "-p", Mask, "--authenticationDatabase", "admin"]],
+    [["sqlcmd", "-S", "db", "-U", "sa", "-P", "hunter2"], ["sqlcmd", "-S", "db", "-U", "sa", "-P", Mask]],
+    [["gh", "secret", "set", "NAME", "--body", "hunter2"], ["gh", "secret", "set", "NAME", "--body", Mask]],
+    [["lftp", "-u", "user,hunter2", "host"], ["lftp", "-u", `user,${Mask}`, "host"]],
+    [["docker", "exec", "-it", "db", "mysql", "-uroot", "-phunter2", "app"], ["docker", "exec", "-it", "db", "mysql", "-uroot", `-p${Mask}`, "app"]],
+    [["tool", "--token", "hunter2", "--api-key", "hunter3", "--pw", "hunter4"], ["tool", "--token", Mask, "--api-key", Mask, "--pw", Mask]]
+  ]
+
+  it("as an argv and as a command line (bare, and inside codex's bash -lc wrapper)", () => {
+    for (const [argv, masked] of cases) {
+      assert.deepStrictEqual(SecretMask.maskArgv(argv), masked, argv.join(" "))
+      assert.strictEqual(maskText(argv.join(" ")), masked.join(" "), argv.join(" "))
+      assert.strictEqual(maskText(`/bin/bash -lc '${argv.join(" ")}'`), `/bin/bash -lc '${masked.join(" ")}'`, argv.join(" "))
+    }
+  })
+
+  it("each program's own form: what is not a password stays", () => {
+    const plain = [
+      "mysql -p app", // -p alone prompts: `app` is the database
+      "mysql -P 3306 -h db app", "docker run -p 8080:80 nginx", "curl -u admin https://x", "openssl x509 -keyform PEM -in c.pem",
+      "aws configure set region us-east-1", "htpasswd -c /etc/htpasswd admin", "git config user.name Ann", "git clone https://git@github.com/x",
+      "ssh -p 22 host", "redis-cli ping", "zip -r a.zip dir", "echo set password for the user", "npm config set registry https://r"
+    ]
+    for (const text of plain) assert.strictEqual(maskText(text), text)
+    assert.deepStrictEqual(SecretMask.maskArgv(["mysql", "-p", "app"]), ["mysql", "-p", "app"])
+  })
+
+  it("quoted passwords, nested quotes and JSON inside JSON", () => {
+    const cases: ReadonlyArray<readonly [string, string]> = [
+      [`mysql -p'hunter 2' app`, `mysql -p'${Mask}' app`],
+      [`/bin/bash -lc 'mysql -p'\\''hunter 2'\\'' app'`, `/bin/bash -lc 'mysql -p'\\''${Mask}'\\'' app'`],
+      [`curl -u "admin:hunter 2" https://x`, `curl -u "admin:${Mask}" https://x`],
+      [`PASSWORD="'hunter2'" run`, `PASSWORD="'${Mask}'" run`],
+      [`--password "'hunter2'" next`, `--password "'${Mask}'" next`],
+      [`PASSWORD='hunter 2' run`, `PASSWORD='${Mask}' run`],
+      [`{"password": "hunter 2 x", "user": "ann"}`, `{"password": "${Mask}", "user": "ann"}`],
+      [`{\\"password\\": \\"hunter2\\", \\"user\\": \\"ann\\"}`, `{\\"password\\": \\"${Mask}\\", \\"user\\": \\"ann\\"}`],
+      [`Authorization: Bearer "abcdefgh12345678"`, `Authorization: ${Mask}"${Mask}"`],
+      [`{"Authorization": "Bearer abcdefgh12345678"}`, `{"Authorization": "${Mask}"}`],
+      ["psql postgresql://app:p@ss@db/x", `psql postgresql://app:${Mask}@db/x`],
+      ["git clone https://abcdefghij1234567890@dev.azure.com/org/x", `git clone https://${Mask}@dev.azure.com/org/x`],
+      ["SSHPASS=hunter2 sshpass -e ssh h", `SSHPASS=${Mask} sshpass -e ssh h`]
+    ]
+    for (const [text, masked] of cases) assert.strictEqual(maskText(text), masked, text)
+  })
+
+  it("maskJson masks values under secret keys, which mapping strings alone cannot", () => {
+    const record = { why: "probe", password: "hunter2", nested: [{ api_key: 42, note: "token=abc123" }] }
+    assert.deepStrictEqual(SecretMask.maskJson(record), { why: "probe", password: Mask, nested: [{ api_key: Mask, note: `token=${Mask}` }] })
+  })
+})
