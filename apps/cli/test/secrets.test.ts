@@ -23,7 +23,10 @@ const shapes: ReadonlyArray<readonly [secret: string, written: string]> = [
   ["s3cr3t-Pa55w0rd-xyz", "https://deploy:s3cr3t-Pa55w0rd-xyz@git.example.com/repo.git"],
   ["ghp_4f8Gk2Lm9Qz1Xw7Vb3Nc6Rt0Ys5Hu8Jp2Ke1", "token ghp_4f8Gk2Lm9Qz1Xw7Vb3Nc6Rt0Ys5Hu8Jp2Ke1"],
   ["hunter2-very-secret-value", "--password hunter2-very-secret-value"],
-  ["AbCdEfGhIjKlMnOpQrStUvWxYz012345", "{\"api_key\": \"AbCdEfGhIjKlMnOpQrStUvWxYz012345\"}"]
+  ["AbCdEfGhIjKlMnOpQrStUvWxYz012345", "{\"api_key\": \"AbCdEfGhIjKlMnOpQrStUvWxYz012345\"}"],
+  ["S3cretMy5qlPw", "mysql -uroot -pS3cretMy5qlPw appdb"],
+  ["Curl-P4ss-9xyz", "curl -u admin:Curl-P4ss-9xyz https://api.example.com"],
+  ["Ssh-P4ss-77abc", "sshpass -p Ssh-P4ss-77abc ssh deploy@host"]
 ]
 
 const fakeCodex = (all: string) => `#!${process.execPath}
