@@ -17,7 +17,6 @@
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
 import { Card as CardNs, SecretMask } from "@warden/approvals"
-import { Json } from "@warden/protocol"
 import type { Supervisor } from "@warden/supervisor"
 import { ConnectionEnded } from "@warden/transport"
 import * as Tally from "./Tally.js"
@@ -147,11 +146,11 @@ export const runFinished = (tally: Tally.Tally, exitCode: number): Line => ({
 
 /** The text of one line: `type` first, then `ts`, then the fields. */
 /**
- * The line as JSON. Every string in it goes through the one masking function on the way out
- * (`SecretMask.maskText`): the engine masks what it builds, and this exit masks again whatever
- * server or model text an event carries (a turn error, a final message, a detail).
+ * The line as JSON, through `SecretMask.maskJson` on the way out (every string by the one masking
+ * function, values under secret-looking keys whole): the engine masks what it builds, and this
+ * exit masks again whatever server or model text an event carries (a turn error, a detail).
  */
 export const render = (line: Line, now: Date): string => {
   const { type, ...rest } = line
-  return JSON.stringify({ type, ts: now.toISOString(), ...(Json.mapStrings(rest, SecretMask.maskText) as Record<string, unknown>) })
+  return JSON.stringify({ type, ts: now.toISOString(), ...(SecretMask.maskJson(rest) as Record<string, unknown>) })
 }

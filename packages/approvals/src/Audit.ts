@@ -8,7 +8,6 @@ import { Data, Effect, Queue } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
-import { Json } from "@warden/protocol"
 import { Approvals } from "./Approvals.js"
 import type { CardView } from "./Card.js"
 import { describeSource } from "./Card.js"
@@ -108,7 +107,7 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
     )
     const queue = yield* approvals.subscribe
     const writeOne = (event: ApprovalEvent) =>
-      Effect.try(() => fs.writeSync(fd, JSON.stringify(Json.mapStrings(toRecord(event), SecretMask.maskText)) + "\n")).pipe(
+      Effect.try(() => fs.writeSync(fd, JSON.stringify(SecretMask.maskJson(toRecord(event))) + "\n")).pipe(
         Effect.tapError((e) => Effect.logError("audit write failed", e)),
         Effect.ignore
       )

@@ -986,7 +986,7 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
 /**
  * A JSON value as an exit writes it (an audit record, a `--json` line): every string and key through
  * `maskText`, and a value under a secret-looking key replaced whole by `Mask` (what
- * `Json.mapStrings(value, maskText)` cannot know: `{password: "hunter2"}` has no secret-looking
+ * masking strings alone cannot know: `{password: "hunter2"}` has no secret-looking
  * string). Not cut or bounded otherwise; nesting deeper than `maxDepth` is `Elided`.
  */
 export const maskJson = (value: unknown, maxDepth = 32): unknown => {

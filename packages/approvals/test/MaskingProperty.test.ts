@@ -9,13 +9,12 @@
  * Carriers: a command line (bare and in codex's `/bin/bash -lc '...'`), an argv, a JSON tool-argument
  * object nested a few levels, a multi-line stderr tail, a log line, a file diff, JSON text of any of
  * those. Exits: `maskText`, `maskArgv`, `maskRecord`, `maskJson`, `CardSummary.summarize` of a card
- * carrying it, and `Json.mapStrings(x, maskText)` (what the CLI and the audit trail apply).
+ * carrying it, and `maskJson` (what the CLI's --json lines and the audit trail apply).
  *
  * Asynchronous and yielding (as the other property files): a case never holds vitest's worker long.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import { Json } from "@warden/protocol"
 import * as CardSummary from "../src/CardSummary.js"
 import * as SecretMask from "../src/SecretMask.js"
 import { quote } from "../src/ShellCommand.js"
@@ -191,7 +190,7 @@ const exits = (c: Case): ReadonlyArray<readonly [string, string]> => {
   for (const [carrier, text] of textCarriers(line)) {
     out.push([`maskText(${carrier})`, maskText(text)])
     out.push([`maskShown(${carrier})`, SecretMask.maskShown(text, 2_000)])
-    out.push([`mapStrings(${carrier})`, JSON.stringify(Json.mapStrings({ stderrTail: text, nested: [{ text }] }, maskText))])
+    out.push([`maskJson(${carrier})`, JSON.stringify(maskJson({ stderrTail: text, nested: [{ text }] }))])
   }
   const argv = c.shape.argv?.(c.secret)
   out.push(["maskArgv(bash -lc)", JSON.stringify(maskArgv(["/bin/bash", "-lc", line]))])
@@ -202,7 +201,7 @@ const exits = (c: Case): ReadonlyArray<readonly [string, string]> => {
   out.push(["maskJson", JSON.stringify(maskJson(record))])
   for (const card of cards(line, argv)) {
     out.push(["summarize", JSON.stringify(card)])
-    out.push(["summarize + mapStrings", JSON.stringify(Json.mapStrings(card, maskText))])
+    out.push(["summarize + maskJson", JSON.stringify(maskJson(card))])
   }
   return out
 }

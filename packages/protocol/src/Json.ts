@@ -31,23 +31,3 @@ export const describeParseError = (error: ParseResult.ParseError, max = 5): stri
   })
   return shown.join("; ") + (issues.length > max ? `; and ${issues.length - max} more` : "")
 }
-
-/**
- * A copy of a JSON value with `f` applied to every string in it (object keys too), depth-bounded:
- * below `maxDepth` a nested value is replaced by `"…"`. Used to pass whatever leaves Warden (an
- * event line, an audit record) through one masking function.
- */
-export const mapStrings = (value: unknown, f: (text: string) => string, maxDepth = 32): unknown => {
-  const walk = (v: unknown, depth: number): unknown => {
-    if (typeof v === "string") return f(v)
-    if (typeof v !== "object" || v === null) return v
-    if (depth >= maxDepth) return "…"
-    if (Array.isArray(v)) return v.map((x) => walk(x, depth + 1))
-    const out: Record<string, unknown> = {}
-    for (const key of Object.keys(v)) {
-      Object.defineProperty(out, f(key), { value: walk((v as Record<string, unknown>)[key], depth + 1), enumerable: true, writable: true, configurable: true })
-    }
-    return out
-  }
-  return walk(value, 0)
-}
