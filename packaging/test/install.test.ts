@@ -137,13 +137,10 @@ const InstalledLive = Layer.scoped(
     Fs.mkdirSync(tarballDir)
     Fs.mkdirSync(project)
 
-    // 1. pnpm build (the root script), then pnpm pack of every published package.
+    // 1. pnpm build, then pnpm pack of every published package (the root scripts; pack:all runs
+    // `pnpm -r pack`, whose prepack checks each package's build).
     yield* timed(timings, "build", pnpm(["build"], "5 minutes"))
-    yield* timed(
-      timings,
-      "pack",
-      pnpm(["-r", ...packages.flatMap((p) => ["--filter", `./${Path.relative(repoRoot, p.dir)}`]), "pack", "--pack-destination", tarballDir], "5 minutes")
-    )
+    yield* timed(timings, "pack", pnpm(["pack:all", tarballDir], "5 minutes"))
     const tarballs = Fs.readdirSync(tarballDir).filter((f) => f.endsWith(".tgz")).map((f) => Path.join(tarballDir, f)).sort()
     assert.strictEqual(tarballs.length, packages.length, `one tarball per package: ${tarballs.join(", ")}`)
 
