@@ -72,6 +72,12 @@ const installedPackages = (nodeModules: string): Map<string, Array<string>> => {
   return found
 }
 
+/** The workspace's absolute path as a whole path (not `/var/tmp/x` for a workspace at `/tmp/x`), or as a file URL. */
+const namesWorkspace = (() => {
+  const root = repoRoot.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+  return new RegExp(`(?:file://${root}|(?:^|[^\\w./-])${root})(?![\\w.-])`)
+})()
+
 const filesUnder = (dir: string): Array<string> =>
   Fs.readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile())
@@ -219,7 +225,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           const specs = { ...manifest.dependencies, ...manifest.peerDependencies }
           assert.deepStrictEqual(Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)), [], source.name)
           // Nothing the package ships names the workspace (source maps are relative).
-          const naming = filesUnder(dir).filter((f) => Fs.readFileSync(f, "utf8").includes(repoRoot))
+          const naming = filesUnder(dir).filter((f) => namesWorkspace.test(Fs.readFileSync(f, "utf8")))
           assert.deepStrictEqual(naming, [], `${source.name} ships files that name ${repoRoot}`)
         }
         const cli = readManifest(Path.join(nodeModules, "@warden/cli"))
