@@ -225,6 +225,22 @@ describe("stdout EOF is the end of the connection", () => {
     }))
 })
 
+describe("exact request ids", () => {
+  it.scoped("a request id beyond 2^53 - 1 is a protocol error that names it; nothing is answered under a rounded id", () =>
+    Effect.gen(function*() {
+      const { events, fake, supervisor } = yield* supervise({ restart: { maxAttempts: 0 } }, { turns: "manual" })
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const params = JSON.stringify(commandApproval(threadId, "turn_1"))
+      yield* fake.peer.sendRaw(`{"id": 9007199254740993, "method": "item/commandExecution/requestApproval", "params": ${params}}\n`)
+      const lost = yield* waitFor(events, isLost)
+      assert.strictEqual(lost.reason._tag, "Protocol")
+      assert.include(lost.message, "not an exact integer")
+      assert.isUndefined(fake.answersSoFar().find((a) => typeof a["id"] === "number" && a["id"] > 2 ** 52), "no answer under a rounded id")
+    }))
+})
+
 describe("payloads JSON cannot carry", () => {
   it.scoped("a work item whose config holds a BigInt fails with a typed error; nothing is left pending; the next item runs", () =>
     Effect.gen(function*() {
