@@ -55,6 +55,9 @@ export const descendants = (pid: number): Array<number> => {
   return out
 }
 
+/** The parent of `pid` (undefined if it is gone, or without /proc). */
+export const parentOf = (pid: number): number | undefined => stat(pid)?.ppid
+
 /** Live (non-zombie) descendants of `pid`. */
 export const liveDescendants = (pid: number): Array<number> => descendants(pid).filter(isAlive)
 

@@ -125,7 +125,12 @@ export const withRealSupervisor = <A, E>(
       supervisor,
       approvals,
       events,
-      codexPids: () => ProcessTree.find(process.pid, launch.command, "app-server", model.baseUrl),
+      // The app-server processes the transport started: a process of codex's own whose command
+      // line looks the same (seen under load) is one of their descendants, not another child.
+      codexPids: () => {
+        const all = ProcessTree.find(process.pid, launch.command, "app-server", model.baseUrl)
+        return all.filter((pid) => !all.includes(ProcessTree.parentOf(pid) ?? -1))
+      },
       stop: Scope.close(scope, Exit.void),
       cardOf: (id) =>
         Effect.map(
