@@ -6,14 +6,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { RealCodex } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-cli-test-"))),
-  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-)
+const tempDir = CliProcess.tempDir
 
 describe("warden demo and doctor", () => {
   it.live("demo without a terminal: one card accepted, one declined, one timed out; summary; exit 0", () =>

@@ -6,15 +6,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-cli-test-"))),
-  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-)
+const tempDir = CliProcess.tempDir
 
 describe("warden run: connection loss and usage errors", () => {
   it.scopedLive("the codex child is killed while a card is open: the card settles connection-lost, exit 3, no process left", () =>

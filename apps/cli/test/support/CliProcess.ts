@@ -4,6 +4,8 @@
  * is), stderr as text. Closing the scope stops the whole group: SIGTERM, a bounded wait, SIGKILL.
  */
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ProcessTree } from "@warden/testkit"
@@ -183,3 +185,9 @@ export const runToEnd = (args: ReadonlyArray<string>, options?: Omit<Options, "s
       return { exited, stdout: cli.lines(), stderr: cli.stderr(), json: cli.json }
     })
   )
+
+/** A temporary directory for one test, removed when its scope closes. */
+export const tempDir = Effect.acquireRelease(
+  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-cli-test-"))),
+  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+)
