@@ -112,7 +112,8 @@ describe("card race", () => {
       ] as const) {
         const { desk, wire, thread, drained } = yield* setup({ handler })
         yield* desk.open(command(), { parent: thread })
-        yield* Effect.yieldNow()
+        // Off the loop: the dispatcher's fiber, then (for a handler still deciding) its own.
+        for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
         assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
         const s = (yield* drained()).find((e) => e._tag === "CardSettled")
         assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
