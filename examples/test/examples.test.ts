@@ -1,13 +1,30 @@
-import { execFile } from "node:child_process"
+import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 
 // The examples in docs/embedding.md are real programs: run them against the pinned codex, offline.
 const tsx = join(__dirname, "../../node_modules/.bin/tsx")
+/**
+ * Run an example in its own process group; past 60 s the whole group is SIGKILLed (tsx runs the
+ * program in a node child: killing tsx alone would leave that child, and its codex, behind).
+ */
 const runExample = (file: string) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(tsx, [join(__dirname, "../src", file)], { timeout: 60_000, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr })
+    const child = spawn(tsx, [join(__dirname, "../src", file)], { detached: true, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => (stdout += String(chunk)))
+    child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // already gone
+      }
+    }, 60_000)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
     })
   })
 
@@ -18,11 +35,11 @@ describe("examples", () => {
     expect(code).toBe(0)
     expect(stdout).toMatch(/card c1: run: echo hello from codex/)
     expect(stdout).toMatch(/status: completed; final message: The command ran; all done\./)
-  })
+  }, 90_000)
 
   it("the Effect example decides by handler and completes", async () => {
     const { code, stdout } = await runExample("effect-api.ts")
     expect(code).toBe(0)
     expect(stdout).toMatch(/status: completed; final message: The command ran; all done\./)
-  })
+  }, 90_000)
 })
