@@ -11,7 +11,8 @@
  *
  * The fiber is started when an entry is due earlier than anything the timer is asleep for (a
  * newer fiber replaces the older one, which is interrupted; a generation number makes a late
- * waker of a replaced fiber harmless), and it ends when no entry is left.
+ * waker of a replaced fiber harmless), and it ends when it wakes and no entry is left (not when
+ * the last entry is removed: the next entry, usually due later, reuses the sleeping fiber).
  *
  * The timer cannot die of what it calls: an `expire` that throws is caught and handed to
  * `onDefect` (the other entries due at that instant, and every later one, still expire). If its
@@ -113,14 +114,6 @@ export const make = (options: Options): DeadlineTimer => {
 
 
 
-  const stop = (): void => {
-    generation++
-    armedUntil = undefined
-    const running = fiber
-    fiber = undefined
-    if (running !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(running)))
-  }
-
   const arm = (due: bigint): void => {
     if (armedUntil !== undefined && armedUntil <= due) return
     const replaced = fiber
@@ -157,7 +150,9 @@ export const make = (options: Options): DeadlineTimer => {
         if (owner === undefined || !owner.delete(entry)) return
         size--
         if (owner.size === 0) byLength.delete(length)
-        if (size === 0) stop()
+        // Not stopped when the last entry leaves: the fiber ends by itself when it wakes to nothing,
+        // and a card opened meanwhile reuses it (interrupting and starting a fiber per card was most
+        // of what a card decided at once cost: bench/, issue 11).
       }
     },
     size: () => size
