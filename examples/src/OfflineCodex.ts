@@ -14,13 +14,7 @@ export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Sco
     Step.execCommand({ cmd: "echo hello from codex", escalated: true, justification: "the example wants to show an approval" }),
     Step.message("The command ran; all done.")
   ])
-  const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-  return {
-    command: launch.command,
-    args: launch.args.slice(launch.args.indexOf("app-server") + 1),
-    env: launch.env,
-    cwd: launch.cwd
-  }
+  return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
 })
 
 /** Run `main` with an offline codex, cleaning everything up afterwards. */

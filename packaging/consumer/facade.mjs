@@ -19,13 +19,7 @@ const offlineCodex = Effect.gen(function*() {
     Step.execCommand({ cmd: "echo hello from an installed warden", escalated: true, justification: "the program wants to show an approval" }),
     Step.message("The command ran; all done.")
   ])
-  const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-  return {
-    command: launch.command,
-    args: launch.args.slice(launch.args.indexOf("app-server") + 1),
-    env: launch.env,
-    cwd: launch.cwd
-  }
+  return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
 })
 
 const main = async (codex) => {

@@ -43,8 +43,7 @@ export const needsTransport: Layer.Layer<Supervisor.Supervisor, Config.ConfigErr
 
 export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Scope.Scope> = Effect.gen(function*() {
   const model = yield* ScriptedModel.make([Step.execCommand({ cmd: "echo hi", escalated: true, justification: "why" }), Step.message("done")])
-  const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-  return { command: launch.command, args: launch.args.slice(launch.args.indexOf("app-server") + 1), env: launch.env, cwd: launch.cwd }
+  return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
 })
 
 export const runEffectApi: Effect.Effect<WorkItem.TurnStatus, unknown> = Effect.scoped(

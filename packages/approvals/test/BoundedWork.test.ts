@@ -1,5 +1,4 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either } from "effect"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
 import type { CardContext } from "../src/Card.js"
@@ -10,6 +9,7 @@ import * as SafetyFilter from "../src/SafetyFilter.js"
 import * as SecretMask from "../src/SecretMask.js"
 import * as ShellCommand from "../src/ShellCommand.js"
 import { known } from "./Captured.js"
+import { allowCmd, denyCmd, rules } from "./support.js"
 
 // Everything Warden does per server request runs on the connection's read loop, and a model writes
 // the commands and the arguments. These inputs took minutes (and gigabytes) before the work was made
@@ -20,13 +20,6 @@ import { known } from "./Captured.js"
 const { Mask } = SecretMask
 const ids = { threadId: Adversarial.ThreadId, turnId: Adversarial.TurnId, itemId: Adversarial.ItemId }
 
-const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
-  const decoded = Policy.decodeRules({ rules: list })
-  if (Either.isLeft(decoded)) throw new Error(decoded.left)
-  return decoded.right
-}
-const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
-const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
 const under = (id: string, effect: "allow" | "deny", root: string) => ({ id, effect, match: { path: { under: root } } })
 
 /** Allow rules for the first word of every command shape (none may match: all are compound or too long). */

@@ -7,16 +7,10 @@ import type { CardContext } from "../src/Card.js"
 import * as Policy from "../src/Policy.js"
 import { quote } from "../src/ShellCommand.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
+import { allowCmd, denyCmd, rules } from "./support.js"
 
 const ids = { threadId: "t", turnId: "u", itemId: "i" }
 
-const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
-  const decoded = Policy.decodeRules({ rules: list })
-  if (Either.isLeft(decoded)) throw new Error(decoded.left)
-  return decoded.right
-}
-const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
-const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
 const cmd = (command: string) => known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/repo" })
 const verdict = (r: Policy.Rules, req: Parameters<typeof Policy.evaluate>[1], context: CardContext = {}) => Policy.evaluate(r, req, context)
 

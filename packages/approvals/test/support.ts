@@ -1,7 +1,9 @@
 import { ServerRequests } from "@warden/protocol"
 import { readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
+import { Either } from "effect"
 import type { CardRace } from "../src/index.js"
+import * as Policy from "../src/Policy.js"
 
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
@@ -34,3 +36,12 @@ export const recordingLine = () => {
   }
   return { line, written, cut: () => { open = false } }
 }
+
+/** Rules from plain data (a test's own, so a bad one throws). */
+export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
+  const decoded = Policy.decodeRules({ rules: list })
+  if (Either.isLeft(decoded)) throw new Error(decoded.left)
+  return decoded.right
+}
+export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
+export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })

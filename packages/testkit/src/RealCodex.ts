@@ -156,6 +156,17 @@ export interface Launch {
   readonly home: string
 }
 
+/**
+ * The launch as `createSupervisor`'s `codex` option (`CodexCommand`) takes it: the executable,
+ * the flags after `app-server` (the transport adds `app-server` itself), the environment, the cwd.
+ */
+export const codexCommand = (launch: Launch): { readonly command: string; readonly args: ReadonlyArray<string>; readonly env: Readonly<Record<string, string>>; readonly cwd: string } => ({
+  command: launch.command,
+  args: launch.args.slice(launch.args.indexOf("app-server") + 1),
+  env: launch.env,
+  cwd: launch.cwd
+})
+
 const passThroughEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT"] as const
 
 /** The provider override: `model_providers.mock={...}`. */
