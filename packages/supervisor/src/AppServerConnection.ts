@@ -186,8 +186,9 @@ export const make = (
     const desk = approvals.desk({ write: writeNow, isOpen: () => handledEnd === undefined && connection.isOpen() }, undefined, fibers)
 
     const lostError = () => {
-      const ended = handledEnd ?? connection.endedNow()
-      return new ConnectionLost({ ended: ended && maskEnded(ended) })
+      if (handledEnd) return new ConnectionLost({ ended: handledEnd }) // masked once, by endWith
+      const reported = connection.endedNow()
+      return new ConnectionLost({ ended: reported && maskEnded(reported) })
     }
 
     /**

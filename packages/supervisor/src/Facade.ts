@@ -15,8 +15,6 @@ import type { WorkItemFailed } from "./Errors.js"
 import * as SupervisorNs from "./Supervisor.js"
 import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
-type CardRaceHandler = CardRace.Handler
-
 export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
 
 /**
@@ -42,7 +40,7 @@ export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "appro
 }
 
 /** The facade's plain handler as the engine's Effect handler. */
-export const effectHandler = (handler: CardHandler): CardRaceHandler => (card) =>
+export const effectHandler = (handler: CardHandler): CardRace.Handler => (card) =>
   Effect.tryPromise({
     try: async (signal) => {
       const input = await handler(card, signal)
