@@ -178,6 +178,12 @@ interface Item {
   seenEmitted: number
   /** The connections this item wrote requests on (its end is checked at theirs). */
   readonly conns: Set<number>
+  /**
+   * Its runner failed with ConnectionLost (e.g. a turn/start refused once the end was decided) and
+   * closed its thread scope: the route is gone from the dying connection, and a request for its
+   * thread names no thread of ours (settled at once), until a thread/resume registers it again.
+   */
+  routeDropped: boolean
 }
 
 interface Op {
@@ -648,7 +654,7 @@ export class World {
 
   private routeOwner(thread: string | undefined): Item | undefined {
     if (thread === undefined) return undefined
-    return this.items.find((i) => i.exit === undefined && i.thread === thread)
+    return this.items.find((i) => i.exit === undefined && !i.routeDropped && i.thread === thread)
   }
 
   private serverOpenInstances(): Array<Instance> {
@@ -753,6 +759,7 @@ export class World {
       emitted: [],
       everReady: false,
       seenEmitted: 0,
+      routeDropped: false,
       conns: new Set()
     })
     this.notes.push(`item #${n}${resumeThread !== undefined ? ` resumes ${resumeThread}` : ""}`)
@@ -1466,7 +1473,10 @@ export class World {
     else if (method === "turn/start") ownerItem = this.routeOwner(params?.threadId)?.n
     if (method === "thread/resume" && ownerItem !== undefined) {
       const item = this.items[ownerItem]
-      if (item && item.exit === undefined) item.thread = String(params.threadId)
+      if (item && item.exit === undefined) {
+        item.thread = String(params.threadId)
+        item.routeDropped = false
+      }
     }
     if (ownerItem !== undefined) this.items[ownerItem]?.conns.add(this.conn.n)
     // turn/steer comes only from a client steer; a turn/interrupt may come from a client interrupt,
@@ -1511,6 +1521,10 @@ export class World {
             break
           case "TurnStarted":
             item.turnActive = true
+            break
+          case "ConnectionLost":
+            item.routeDropped = true
+            item.turnActive = false
             break
           case "TurnCompleted":
           case "Stalled":
