@@ -17,7 +17,10 @@
  * comparison. The verdicts are checked: a command shape that hides `rm -rf ~` must be denied, a
  * file shape with a path outside the repository must be denied, else the benchmark fails.
  */
-import { CardSummary, Policy, SafetyFilter } from "@warden/approvals"
+import { Policy } from "@warden/approvals"
+// Below the public surface (workspace-only subpaths: not published).
+import * as CardSummary from "@warden/approvals/internal/CardSummary"
+import * as SafetyFilter from "@warden/approvals/internal/SafetyFilter"
 import type { Card } from "@warden/approvals"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"

@@ -24,8 +24,9 @@
 import { loadavg } from "node:os"
 import { Approvals } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
-import { AppServerConnection } from "@warden/supervisor"
-import type { ThreadRoute } from "@warden/supervisor"
+// The connection itself, below the public surface (a workspace-only subpath: not published).
+import * as AppServerConnection from "@warden/supervisor/internal/AppServerConnection"
+import type * as ThreadRoute from "@warden/supervisor/internal/ThreadRoute"
 import { Effect, ExecutionStrategy, Exit, Mailbox, Scope } from "effect"
 import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"

@@ -48,7 +48,29 @@ export const build = (dirs = []) => {
     process.stderr.write(`build: tsc -b ${projects.map((p) => Path.relative(root, p)).join(" ")} failed\n`)
     process.exit(result.status ?? 1)
   }
-  for (const dir of published) copyAssets(dir)
+  for (const dir of published) {
+    copyAssets(dir)
+    pruneStale(dir)
+  }
+}
+
+/** What tsc emitted for a source file that no longer exists (moved or deleted) must not ship. */
+const emitted = /(\.d\.ts\.map|\.d\.ts|\.js\.map|\.js)$/
+
+const pruneStale = (dir) => {
+  const src = Path.join(root, dir, "src")
+  const dist = Path.join(root, dir, "dist")
+  if (!Fs.existsSync(dist)) return
+  for (const entry of Fs.readdirSync(dist, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue
+    const file = Path.join(entry.parentPath ?? entry.path, entry.name)
+    const rel = Path.relative(dist, file)
+    if (Fs.existsSync(Path.join(src, rel))) continue // an asset copied as is
+    const match = emitted.exec(rel)
+    if (match === null) continue
+    const base = rel.slice(0, -match[1].length)
+    if (!Fs.existsSync(Path.join(src, `${base}.ts`))) Fs.rmSync(file)
+  }
 }
 
 export const clean = () => {

@@ -7,7 +7,7 @@
  * - `rules`: what no rule decides is refused (outcome `refused`);
  * - `stdin`: JSON decision lines on standard input.
  */
-import type { CardRace } from "@warden/approvals"
+import type { Approvals } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Data, Effect } from "effect"
 import type { Answering } from "./Session.js"
@@ -23,7 +23,7 @@ export class NoRuleDecided extends Data.TaggedError("NoRuleDecided")<{}> {
 
 export const defaultMode = (stdinIsTerminal: boolean): Mode => (stdinIsTerminal ? "prompt" : "deny")
 
-export const handlerFor = (mode: Mode): CardRace.Handler | undefined => {
+export const handlerFor = (mode: Mode): Approvals.Handler | undefined => {
   switch (mode) {
     case "deny":
       return () => Effect.succeed(Decision.Decline)

@@ -13,7 +13,7 @@
  * completed.
  */
 import { Command } from "@effect/cli"
-import type { CardRace } from "@warden/approvals"
+import type { Approvals } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { McpServer, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { ChildProcessTransport } from "@warden/transport"
@@ -37,7 +37,7 @@ const unattendedLabel = "~2 s"
 export const AttendedDeadline = "5 minutes"
 
 /** The demo policy used without a terminal: one accepted, one declined, one left to the deadline. */
-export const demoPolicy: CardRace.Handler = (card) => {
+export const demoPolicy: Approvals.Handler = (card) => {
   switch (card.method) {
     case "item/commandExecution/requestApproval":
       return Effect.succeed(Decision.Accept)

@@ -8,12 +8,16 @@ import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from 
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import type { CardId, CardView, Settlement } from "./Card.js"
-import type { Line } from "./CardRace.js"
-import { LiveCard } from "./CardRace.js"
+import type { Line } from "./internal/CardRace.js"
+import { LiveCard } from "./internal/CardRace.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
-import * as Desk from "./Desk.js"
-import type { FiberOwner, Hub } from "./Hub.js"
+import * as Desk from "./internal/Desk.js"
+import type { FiberOwner, Hub } from "./internal/Hub.js"
+
+export type { Desk, DeskConfig, OpenOptions, OpenResult } from "./internal/Desk.js"
+export type { CloseReason, Handler, Line } from "./internal/CardRace.js"
+export type { FiberOwner } from "./internal/Hub.js"
 
 export interface ApprovalsConfig extends Desk.DeskConfig {
   /** How many settled cards are remembered so a late answer can say which outcome won. */
@@ -154,4 +158,3 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
 
 export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> => Layer.scoped(Approvals, make(config))
 
-export { LiveCard }

@@ -1,14 +1,27 @@
+/**
+ * `@warden/approvals`: approval cards as scoped fibers. Every server request becomes a card that a
+ * rule, a handler, a person or its deadline settles exactly once; deny is the default in every
+ * failure mode.
+ *
+ * - {@link Approvals}: the engine (service, layer, `answer`, events, inbox) and the desk type the
+ *   supervisor opens per connection.
+ * - {@link Config}: its configuration, decoded once (`ConfigError`).
+ * - {@link Card}: what a card shows and how it settled.
+ * - {@link ApprovalEvent}: what subscribers see.
+ * - {@link Policy}: allow/deny rules (JSON or YAML) and their evaluation.
+ * - {@link Deadlines}: per-method deadlines.
+ * - {@link DeadlineTimer}: one fiber for many deadlines (shared with the supervisor).
+ * - {@link SecretMask}: the one masking function set every exit goes through.
+ * - {@link Audit}: the JSONL audit trail.
+ *
+ * @packageDocumentation
+ */
 export * as Approvals from "./Approvals.js"
 export * as ApprovalEvent from "./ApprovalEvent.js"
 export * as Audit from "./Audit.js"
 export * as Card from "./Card.js"
 export * as Config from "./Config.js"
-export * as CardRace from "./CardRace.js"
-export * as CardSummary from "./CardSummary.js"
 export * as Deadlines from "./Deadlines.js"
 export * as DeadlineTimer from "./DeadlineTimer.js"
-export * as Desk from "./Desk.js"
 export * as Policy from "./Policy.js"
-export * as SafetyFilter from "./SafetyFilter.js"
 export * as SecretMask from "./SecretMask.js"
-export * as ShellCommand from "./ShellCommand.js"

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { summarize, fileChangesOf, Bounds } from "../src/CardSummary.js"
+import { summarize, fileChangesOf, Bounds } from "../src/internal/CardSummary.js"
 import { Mask } from "../src/SecretMask.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
 

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { check, type Verdict } from "../src/SafetyFilter.js"
+import { check, type Verdict } from "../src/internal/SafetyFilter.js"
 import { decode, known, rawParams, request } from "./Captured.js"
 
 const ids = { threadId: "t", turnId: "u", itemId: "i" }

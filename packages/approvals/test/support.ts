@@ -2,7 +2,7 @@ import { ServerRequests } from "@warden/protocol"
 import { readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { Either } from "effect"
-import type { CardRace } from "../src/index.js"
+import type { Approvals } from "../src/index.js"
 import * as Policy from "../src/Policy.js"
 
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
@@ -26,7 +26,7 @@ export const captured = (method: string, pick: (params: any) => boolean = () => 
 export const recordingLine = () => {
   const written: Array<Record<string, unknown>> = []
   let open = true
-  const line: CardRace.Line = {
+  const line: Approvals.Line = {
     write: (frame) => {
       if (!open) return false
       written.push(frame)

@@ -4,7 +4,7 @@
  * supervisor lives in a ManagedRuntime (disposed by `close`), and each started work item lives in
  * its own Scope, closed when it ends or when `stop` is called.
  */
-import type { ApprovalEvent, Approvals, Card, CardRace } from "@warden/approvals"
+import type { ApprovalEvent, Approvals, Card } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Transport } from "@warden/transport"
 import { Cause, Effect, Either, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
@@ -40,7 +40,7 @@ export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "appro
 }
 
 /** The facade's plain handler as the engine's Effect handler. */
-export const effectHandler = (handler: CardHandler): CardRace.Handler => (card) =>
+export const effectHandler = (handler: CardHandler): Approvals.Handler => (card) =>
   Effect.tryPromise({
     try: async (signal) => {
       const input = await handler(card, signal)

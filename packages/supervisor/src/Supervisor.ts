@@ -28,12 +28,12 @@ import {
   SubscriptionRef
 } from "effect"
 import type { Scope } from "effect"
-import * as AppServerConnection from "./AppServerConnection.js"
+import * as AppServerConnection from "./internal/AppServerConnection.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
-import * as ThreadRunner from "./ThreadRunner.js"
+import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
 export interface RestartConfig {

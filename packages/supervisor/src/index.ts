@@ -1,11 +1,21 @@
-export * as AppServerConnection from "./AppServerConnection.js"
+/**
+ * `@warden/supervisor`: one `codex app-server` per slot, many work items (threads) on it, every
+ * server request answered exactly once through `@warden/approvals`.
+ *
+ * - {@link Supervisor}: the service (`make`, `layer`, `submit`, events, stop) for Effect programs.
+ * - {@link createSupervisor} / {@link Facade}: the same supervisor behind Promises, for programs
+ *   without Effect.
+ * - {@link WorkItem}: what you submit and what you get back.
+ * - {@link Config}: the supervisor's configuration, decoded once (`ConfigError`).
+ * - {@link Errors}: the typed failures (`WorkItemFailed`, `ConnectionLost`, ...).
+ * - {@link CodexCommand}: how the app-server child is launched.
+ *
+ * @packageDocumentation
+ */
+export * as CodexCommand from "./CodexCommand.js"
 export * as Config from "./Config.js"
 export * as Errors from "./Errors.js"
-export * as PendingRequests from "./PendingRequests.js"
-export * as Supervisor from "./Supervisor.js"
-export * as ThreadRoute from "./ThreadRoute.js"
-export * as ThreadRunner from "./ThreadRunner.js"
-export * as WorkItem from "./WorkItem.js"
-export * as CodexCommand from "./CodexCommand.js"
 export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
+export * as Supervisor from "./Supervisor.js"
+export * as WorkItem from "./WorkItem.js"

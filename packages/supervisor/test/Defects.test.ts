@@ -9,7 +9,8 @@ import { Decision } from "@warden/protocol"
 import { FakeAppServer } from "@warden/testkit"
 import { Transport } from "@warden/transport"
 import { Duration, Effect, Exit, Fiber, Option, Queue, Tracer } from "effect"
-import { AppServerConnection, Supervisor } from "../src/index.js"
+import * as AppServerConnection from "../src/internal/AppServerConnection.js"
+import { Supervisor } from "../src/index.js"
 import { advance, commandApproval, supervise, waitFor } from "./support.js"
 
 const item = (prompt: string, extra: Record<string, unknown> = {}) => ({ prompt, cwd: "/tmp/ws", ...extra })

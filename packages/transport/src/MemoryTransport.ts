@@ -9,7 +9,7 @@
  */
 import type { Duration } from "effect"
 import { Effect, Exit, Layer, Mailbox } from "effect"
-import * as ConnectionCore from "./ConnectionCore.js"
+import * as ConnectionCore from "./internal/ConnectionCore.js"
 import { SpawnFailed } from "./ConnectionEnded.js"
 import { Transport } from "./Transport.js"
 import type { JsonObject, TransportShape } from "./Transport.js"

@@ -1,6 +1,14 @@
+/**
+ * `@warden/transport`: newline-delimited JSON frames to and from one `codex app-server` child.
+ *
+ * - {@link ChildProcessTransport}: spawn the child and speak to it over its stdio (the real thing).
+ * - {@link MemoryTransport}: an in-memory peer with the same contract, for fast deterministic tests.
+ * - {@link Transport}: the contract both implement (`Connection`, its errors, `Launch`).
+ * - {@link ConnectionEnded}: why a connection ended, as a typed reason.
+ *
+ * @packageDocumentation
+ */
 export * as ChildProcessTransport from "./ChildProcessTransport.js"
 export * as ConnectionEnded from "./ConnectionEnded.js"
-export * as FrameDecoder from "./FrameDecoder.js"
 export * as MemoryTransport from "./MemoryTransport.js"
-export * as StderrTail from "./StderrTail.js"
 export * as Transport from "./Transport.js"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { FrameDecoder } from "../src/index.js"
+import * as FrameDecoder from "../src/internal/FrameDecoder.js"
 import type { Transport } from "../src/index.js"
 
 const encoder = new TextEncoder()

@@ -18,7 +18,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Buffer } from "node:buffer"
 import { Effect, Exit, FastCheck as fc, Option, TestContext } from "effect"
-import { FrameDecoder, MemoryTransport } from "../src/index.js"
+import { MemoryTransport } from "../src/index.js"
+import * as FrameDecoder from "../src/internal/FrameDecoder.js"
 import type { Transport } from "../src/index.js"
 
 type JsonObject = Transport.JsonObject

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { StderrTail } from "../src/index.js"
+import * as StderrTail from "../src/internal/StderrTail.js"
 
 const bytes = (text: string) => new TextEncoder().encode(text)
 

@@ -5,8 +5,8 @@
  */
 import { SecretMask } from "@warden/approvals"
 import { Deferred, Effect } from "effect"
-import type { ConnectionLost, RequestTimeout } from "./Errors.js"
-import { RemoteError } from "./Errors.js"
+import type { ConnectionLost, RequestTimeout } from "../Errors.js"
+import { RemoteError } from "../Errors.js"
 
 export interface Entry {
   readonly method: string

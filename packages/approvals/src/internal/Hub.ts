@@ -3,8 +3,8 @@
  * event fan-out, and the owner of the small cleanup fibers cards schedule when they settle.
  */
 import type { Effect, Fiber } from "effect"
-import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardId } from "./Card.js"
+import type { ApprovalEvent } from "../ApprovalEvent.js"
+import type { CardId } from "../Card.js"
 import type { LiveCard } from "./CardRace.js"
 
 /** Where small fibers go: a long-lived owner's fiber set, started after the caller's synchronous step. */

@@ -6,7 +6,7 @@
  */
 import type { Card } from "@warden/approvals"
 import type { Mailbox, Scope } from "effect"
-import type { ConnectionLost } from "./Errors.js"
+import type { ConnectionLost } from "../Errors.js"
 
 export type ThreadSignal =
   | { readonly _tag: "Notification"; readonly method: string; readonly params: unknown }

@@ -32,7 +32,7 @@
  */
 import { Buffer } from "node:buffer"
 import { Data } from "effect"
-import type { JsonObject } from "./Transport.js"
+import type { JsonObject } from "../Transport.js"
 
 /** 16 MiB: generous (a `turn/diff/updated` carries a whole turn's diff), but bounded. */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024

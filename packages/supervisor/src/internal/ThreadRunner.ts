@@ -9,10 +9,10 @@
  */
 import { Duration, Effect, Mailbox, Option } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
-import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "./Errors.js"
-import type { RequestError } from "./Errors.js"
+import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
+import type { RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
-import type { TurnError, TurnResult, WorkEvent, WorkItem } from "./WorkItem.js"
+import type { TurnError, TurnResult, WorkEvent, WorkItem } from "../WorkItem.js"
 import { Json } from "@warden/protocol"
 
 export interface RunnerConfig {

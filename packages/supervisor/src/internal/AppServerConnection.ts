@@ -12,14 +12,14 @@
  * loop or in handling one frame (the connection is aborted as `InternalDefect`, naming what
  * died), an interruption, or the scope's close.
  */
-import type { Approvals, Desk } from "@warden/approvals"
-import { CardSummary, DeadlineTimer, SecretMask } from "@warden/approvals"
+import type { Approvals } from "@warden/approvals"
+import { Card, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
-import type { RequestError } from "./Errors.js"
-import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "./Errors.js"
+import type { RequestError } from "../Errors.js"
+import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
 
@@ -80,7 +80,7 @@ export interface AppServer {
   readonly unregisterThread: (route: ThreadRoute) => void
   /** Whether a live work item already routes this thread on this connection. */
   readonly hasThread: (threadId: string) => boolean
-  readonly desk: Desk.Desk
+  readonly desk: Approvals.Desk
   readonly isOpen: () => boolean
   /** The end, once it has been handled (pending failed, cards settled, threads told). */
   readonly ended: Effect.Effect<ConnectionEnded>
@@ -243,7 +243,7 @@ export const make = (
           const item = record(p?.["item"])
           const itemId = item?.["id"]
           if (item && typeof itemId === "string") {
-            if (item["type"] === "fileChange" && method === "item/started") route.fileChanges.set(itemId, CardSummary.fileChangesOf(item))
+            if (item["type"] === "fileChange" && method === "item/started") route.fileChanges.set(itemId, Card.fileChangesOf(item))
             if (item["type"] === "commandExecution") {
               if (method === "item/started") route.runningCommands.add(itemId)
               else route.runningCommands.delete(itemId)

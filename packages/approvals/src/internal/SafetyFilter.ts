@@ -26,7 +26,7 @@
  * not a guarantee.
  */
 import type { ServerRequests } from "@warden/protocol"
-import * as SecretMask from "./SecretMask.js"
+import * as SecretMask from "../SecretMask.js"
 
 export type Verdict = { readonly _tag: "Safe" } | { readonly _tag: "Unsafe"; readonly reason: string }
 

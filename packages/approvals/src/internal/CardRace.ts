@@ -17,10 +17,10 @@
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
 import { Cause, Clock, Duration, Effect, Either, Exit, Fiber, Scope } from "effect"
-import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardView, Outcome, Settlement, Source } from "./Card.js"
-import { describeSource } from "./Card.js"
-import type { DeadlineTimer } from "./DeadlineTimer.js"
+import type { ApprovalEvent } from "../ApprovalEvent.js"
+import type { CardView, Outcome, Settlement, Source } from "../Card.js"
+import { describeSource } from "../Card.js"
+import type { DeadlineTimer } from "../DeadlineTimer.js"
 
 /** Where answers go: a synchronous, non-blocking write; false when nothing could be written. */
 export interface Line {

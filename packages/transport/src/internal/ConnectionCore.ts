@@ -23,11 +23,11 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Mailbox, Option } from "effect"
 import type { Scope } from "effect"
-import { ConnectionClosed, ConnectionEnded, UnencodableFrame } from "./ConnectionEnded.js"
-import type { EndReason } from "./ConnectionEnded.js"
+import { ConnectionClosed, ConnectionEnded, UnencodableFrame } from "../ConnectionEnded.js"
+import type { EndReason } from "../ConnectionEnded.js"
 import * as FrameDecoder from "./FrameDecoder.js"
 import * as StderrTail from "./StderrTail.js"
-import type { Connection, JsonObject, SendResult } from "./Transport.js"
+import type { Connection, JsonObject, SendResult } from "../Transport.js"
 
 /** How long the peer gets after SIGTERM (and after ending stdin on close) before SIGKILL. */
 export const DEFAULT_KILL_GRACE: Duration.DurationInput = "2 seconds"
