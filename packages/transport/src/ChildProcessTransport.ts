@@ -21,12 +21,19 @@ import { SpawnFailed } from "./ConnectionEnded.js"
 import { Transport } from "./Transport.js"
 import type { TransportShape } from "./Transport.js"
 
+/**
+ * How to start the child and the bounds of its connection: the command line, its environment and
+ * working directory, the longest accepted frame, the stderr tail kept, and the graces of the stop
+ * sequence. Only `command` and `args` are required.
+ */
 export interface Options {
   /** The executable (looked up on PATH if it has no slash). */
   readonly command: string
+  /** Its arguments, passed as given (no shell: nothing is split, expanded or quoted). */
   readonly args: ReadonlyArray<string>
   /** The child's WHOLE environment (Node semantics: not merged with ours). Default: ours. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** The child's working directory. Default: ours. */
   readonly cwd?: string | undefined
   /** Longest accepted stdout line, in UTF-8 bytes. Default 16 MiB. */
   readonly maxFrameBytes?: number | undefined
@@ -128,6 +135,38 @@ const spawnChild = (options: Options, core: ConnectionCore.Core) =>
     })
   })
 
+/**
+ * A Transport whose every `connect` spawns a new child from `options` (in a process group of its
+ * own) and speaks NDJSON over its stdin and stdout.
+ *
+ * `connect` succeeds once the child has spawned, and fails with `SpawnFailed` when it cannot be
+ * (a missing executable, a working directory that does not exist, permission denied, a NUL byte in
+ * an argument); the message names the command line. Every later failure (an exit, a broken pipe,
+ * a frame that is not a JSON object or is longer than `maxFrameBytes`, stdout closed while the
+ * child lives) is not an error of `connect`: it ends the connection, and `Connection.ended`
+ * reports it as a `ConnectionEnded` with the stderr tail. Closing the connection's scope stops the
+ * child: queued frames are flushed (bounded), stdin is ended, SIGTERM goes to the process group,
+ * and SIGKILL follows after `killGrace` if anything of the group is still alive.
+ *
+ * Usually provided as {@link layer}; `@warden/supervisor`'s `CodexCommand.transportLayer` builds
+ * the options for `codex app-server`.
+ *
+ * @example
+ * ```ts
+ * import { ChildProcessTransport } from "@warden/transport"
+ * import { Effect } from "effect"
+ *
+ * const transport = ChildProcessTransport.make({ command: "codex", args: ["app-server"] })
+ * const program = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const connection = yield* transport.connect // SpawnFailed if codex is not on PATH
+ *     yield* connection.send({ id: 0, method: "initialize", params: { clientInfo: { name: "me", version: "1.0.0" } } })
+ *     const [frames] = yield* connection.incoming.takeAll // the response, once it arrived
+ *     return frames
+ *   }) // scope closed: stdin ended, SIGTERM, bounded wait, SIGKILL
+ * )
+ * ```
+ */
 export const make = (options: Options): TransportShape => ({
   // Uninterruptible from spawn until the stop finalizer is registered: no window for a leaked child.
   // Forks inside are `Effect.interruptible` (ConnectionCore), so they do not inherit this.
@@ -140,4 +179,28 @@ export const make = (options: Options): TransportShape => ({
   )
 })
 
+/**
+ * The {@link make} transport as a layer providing the `Transport` service: each `connect` spawns a
+ * new child (fails with `SpawnFailed`); building the layer itself starts nothing and cannot fail.
+ *
+ * @example
+ * ```ts
+ * import { ChildProcessTransport, Transport } from "@warden/transport"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const transport = yield* Transport.Transport
+ *   const connection = yield* transport.connect
+ *   const ended = yield* connection.ended // waits for the child to exit
+ *   return ended.message // e.g. "the app-server exited with code 0 (stderr was empty)"
+ * })
+ *
+ * Effect.runPromise(
+ *   program.pipe(
+ *     Effect.scoped,
+ *     Effect.provide(ChildProcessTransport.layer({ command: "codex", args: ["app-server"], killGrace: "5 seconds" }))
+ *   )
+ * )
+ * ```
+ */
 export const layer = (options: Options): Layer.Layer<Transport> => Layer.succeed(Transport, make(options))

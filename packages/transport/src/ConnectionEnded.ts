@@ -4,6 +4,11 @@
  */
 import { Data } from "effect"
 
+/**
+ * Why a connection ended, as a tagged union (`_tag`): the first cause decides it, later causes are
+ * ignored. `ClosedByUs` is the only end Warden chose; every other tag is a failure of the peer,
+ * of the pipes, or of Warden itself (`InternalDefect`).
+ */
 export type EndReason =
   /** The peer process exited (or, in memory, the peer said it exited). */
   | { readonly _tag: "Exited"; readonly code: number | null; readonly signal: string | null }
@@ -29,6 +34,10 @@ export type EndReason =
   /** We closed it (scope close or `close`). */
   | { readonly _tag: "ClosedByUs" }
 
+/**
+ * One sentence saying what happened, for people (`ConnectionEnded.message` starts with it): e.g.
+ * `the app-server exited with code 1`, `the app-server broke the protocol: ...`. Never fails.
+ */
 export const describeReason = (reason: EndReason): string => {
   switch (reason._tag) {
     case "Exited":

@@ -16,7 +16,9 @@ import type { JsonObject, TransportShape } from "./Transport.js"
 
 /** As for a child process; the graces run on the Clock (the TestClock in `it.effect`). */
 export interface Options {
+  /** Longest accepted frame the peer sends, in UTF-8 bytes. Default 16 MiB. */
   readonly maxFrameBytes?: number | undefined
+  /** How much of what the peer writes to stderr is kept for the end report. Default 64 KiB. */
   readonly stderrTailBytes?: number | undefined
   /** SIGTERM to SIGKILL, for a peer that traps SIGTERM. Default 2 s. */
   readonly killGrace?: Duration.DurationInput | undefined
@@ -34,6 +36,7 @@ export interface Peer {
   readonly sendFrame: (frame: JsonObject) => Effect.Effect<void>
   /** Write raw bytes or text to the client's stdout decoder (garbage, partial lines, split UTF-8). */
   readonly sendRaw: (data: string | Uint8Array) => Effect.Effect<void>
+  /** Write to the peer's stderr (kept in the connection's stderr tail). */
   readonly writeStderr: (data: string | Uint8Array) => Effect.Effect<void>
   /** Close stdout (EOF) without exiting. */
   readonly closeStdout: Effect.Effect<void>
@@ -49,6 +52,7 @@ export interface Peer {
   readonly stdoutError: (detail: string) => Effect.Effect<void>
   /** While held, client writes are buffered and report backpressure (`false`); release drains them. */
   readonly holdWrites: Effect.Effect<void>
+  /** Deliver the writes held since `holdWrites`, in order, and wake the waiting writer. */
   readonly releaseWrites: Effect.Effect<void>
   /** Ignore SIGTERM from now on (only SIGKILL stops this peer). */
   readonly trapSigterm: Effect.Effect<void>
@@ -56,13 +60,22 @@ export interface Peer {
   readonly written: Mailbox.ReadonlyMailbox<JsonObject>
   /** Synchronous snapshot of every frame the client wrote so far. */
   readonly writtenSoFar: () => ReadonlyArray<JsonObject>
+  /** Whether the client has ended the peer's stdin (the first step of every stop). */
   readonly stdinEnded: () => boolean
+  /** The signals the client sent so far, in order (`"SIGTERM"`, `"SIGKILL"`). */
   readonly signals: () => ReadonlyArray<ConnectionCore.Signal>
+  /** Whether the peer has exited (by `exit`, or by a signal it did not trap). */
   readonly hasExited: () => boolean
 }
 
+/**
+ * An in-memory transport and the handle a test drives it with: the `transport` (or its `layer`) for
+ * the code under test, the `peer` of its latest connection, and how many connections were made.
+ */
 export interface MemoryTransport {
+  /** The transport: each `connect` makes a new connection with a fresh peer. */
   readonly transport: TransportShape
+  /** `transport` as a layer providing the `Transport` service. */
   readonly layer: Layer.Layer<Transport>
   /** The peer of the most recent connection (a defect before the first `connect`). */
   readonly peer: Peer
@@ -188,6 +201,35 @@ const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject
   return { peer, control }
 }
 
+/**
+ * A new in-memory transport. Each `connect` builds a connection on the same core as a child
+ * process (framing, writer, end rules, stop sequence) and a fresh {@link Peer} for it; it fails
+ * with `SpawnFailed` only when `options.spawnFailure` is set. `program`, if given, runs as the
+ * peer's "process" in the connection's scope (interrupted when it closes).
+ *
+ * `peer` may be held before the first `connect`: it always acts on the latest connection's peer
+ * (and is a defect when used before any connection exists). Nothing uses a timer of its own: the
+ * kill and drain graces run on the Clock, so under the TestClock a test decides when they expire.
+ *
+ * @example
+ * ```ts
+ * import { MemoryTransport } from "@warden/transport"
+ * import { Effect } from "effect"
+ *
+ * const memory = MemoryTransport.make()
+ * const test = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const connection = yield* memory.transport.connect
+ *     yield* memory.peer.sendFrame({ method: "thread/started", params: {} })
+ *     const [frames] = yield* connection.incoming.takeAll // [{ method: "thread/started", params: {} }]
+ *     yield* connection.send({ id: 1, result: {} })
+ *     const written = yield* memory.peer.written.take // { id: 1, result: {} }
+ *     yield* memory.peer.exit(3)
+ *     const ended = yield* connection.ended // reason { _tag: "Exited", code: 3, signal: null }
+ *   })
+ * )
+ * ```
+ */
 export const make = (options: Options = {}): MemoryTransport => {
   let current: Peer | undefined
   let connections = 0

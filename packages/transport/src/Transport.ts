@@ -19,6 +19,13 @@ export type JsonObject = { readonly [key: string]: unknown }
  */
 export type SendResult = "queued" | "closed" | "unencodable"
 
+/**
+ * One open connection to a peer: the frames it sent (`incoming`), a single writer for ours
+ * (`send`, `trySend`), and its one end (`ended`), decided by the first cause and reported once.
+ *
+ * It lives in the `Scope` that `connect` ran in: closing that scope ends it as `ClosedByUs` and
+ * stops the peer, as `close` does.
+ */
 export interface Connection {
   /**
    * Frames in arrival order, batched: one `takeAll` returns every frame decoded from the
@@ -60,9 +67,32 @@ export interface Connection {
   readonly close: Effect.Effect<void>
 }
 
+/**
+ * What a transport does: open connections. `ChildProcessTransport.make` and
+ * `MemoryTransport.make` return one.
+ */
 export interface TransportShape {
   /** Open a connection; closing the scope ends it (stdin end, SIGTERM, bounded wait, SIGKILL). */
   readonly connect: Effect.Effect<Connection, SpawnFailed, Scope.Scope>
 }
 
+/**
+ * The `Transport` service tag: what the supervisor connects through. Provide it with
+ * `ChildProcessTransport.layer` (a real child process), `MemoryTransport.make(...).layer` (tests),
+ * or `CodexCommand.transportLayer` from `@warden/supervisor` (`codex app-server`).
+ *
+ * @example
+ * ```ts
+ * import { Transport } from "@warden/transport"
+ * import { Effect } from "effect"
+ *
+ * // Requires Transport and Scope; fails with SpawnFailed when the peer cannot be started.
+ * const firstFrames = Effect.gen(function*() {
+ *   const transport = yield* Transport.Transport
+ *   const connection = yield* transport.connect
+ *   const [frames, done] = yield* connection.incoming.takeAll
+ *   return { frames, done }
+ * })
+ * ```
+ */
 export class Transport extends Context.Tag("@warden/transport/Transport")<Transport, TransportShape>() {}

@@ -3,8 +3,9 @@
  *
  * - {@link ChildProcessTransport}: spawn the child and speak to it over its stdio (the real thing).
  * - {@link MemoryTransport}: an in-memory peer with the same contract, for fast deterministic tests.
- * - {@link Transport}: the contract both implement (`Connection`, its errors, `Launch`).
- * - {@link ConnectionEnded}: why a connection ended, as a typed reason.
+ * - {@link Transport}: the contract both implement (the `Transport` service, `Connection`).
+ * - {@link ConnectionEnded}: why a connection ended, as a typed reason, and the typed errors
+ *   (`ConnectionEnded`, `ConnectionClosed`, `SpawnFailed`, `UnencodableFrame`).
  *
  * @packageDocumentation
  */
