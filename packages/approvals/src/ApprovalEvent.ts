@@ -4,8 +4,15 @@
  */
 import type { CardView, Outcome, Settlement, Source } from "./Card.js"
 
+/**
+ * One approval event: `CardOpened` when a card registers (even one a rule settles at once),
+ * `CardSettled` exactly once per card, `LateDecision` for a decision that lost the race. Carries
+ * masked views only, never request values.
+ */
 export type ApprovalEvent =
+  /** A card was opened (its view is masked). */
   | { readonly _tag: "CardOpened"; readonly card: CardView }
+  /** A card settled: exactly one per card, whatever settled it. */
   | { readonly _tag: "CardSettled"; readonly settlement: Settlement }
   /** A decision that arrived after the card settled: dropped, never written. */
   | {

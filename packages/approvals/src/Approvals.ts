@@ -19,29 +19,50 @@ export type { Desk, DeskConfig, OpenOptions, OpenResult } from "./internal/Desk.
 export type { CloseReason, Handler, Line } from "./internal/CardRace.js"
 export type { FiberOwner } from "./internal/Hub.js"
 
+/**
+ * The approvals engine's configuration: the desk settings every connection's desk starts from
+ * (deadlines, rules, handler, safety limits) and how many settled cards are remembered for late
+ * answers. Decoded once by {@link make} / {@link layer}; a bad value is a `ConfigError`.
+ */
 export interface ApprovalsConfig extends Desk.DeskConfig {
-  /** How many settled cards are remembered so a late answer can say which outcome won. */
+  /** How many settled cards are remembered so a late answer can say which outcome won (default 10,000). */
   readonly settledHistory?: number
 }
 
+/**
+ * What `answer` did with a decision: it settled the card (`Settled`), came too late (`AlreadySettled`,
+ * with the settlement that won), or named no card this engine knows (`UnknownCard`: never opened,
+ * or settled so long ago that it left the history).
+ */
 export type AnswerResult =
   /** This answer decided the card (accepted, declined, or refused when it could not be expressed). */
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
   /** The card had already settled: the answer was dropped and reported late. */
   | { readonly _tag: "AlreadySettled"; readonly settlement: Settlement }
+  /** No open card, and no remembered settled one, has this id. Nothing was written. */
   | { readonly _tag: "UnknownCard"; readonly cardId: CardId }
 
+/**
+ * What an inbox sees: first a `Snapshot` of the cards open when it started, then every card that
+ * opens (`Opened`) and every settlement (`Settled`), whoever decided it.
+ */
 export type InboxUpdate =
   | { readonly _tag: "Snapshot"; readonly cards: ReadonlyArray<CardView> }
   | { readonly _tag: "Opened"; readonly card: CardView }
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
 
+/**
+ * The approvals engine, as the `Approvals` service: desks for connections (the supervisor makes
+ * one per app-server connection), the inbox through which a person or program answers open cards,
+ * and the event stream. None of its operations fails.
+ */
 export interface ApprovalsShape {
   /**
    * A desk for one connection: its cards answer through `line`; its deadline timer and card
    * fibers live in `owner` (the connection's scope; the engine's when omitted).
    */
   readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>, owner?: FiberOwner) => Desk.Desk
+  /** The cards open now, across every desk. */
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
   /** Answer a card as a person (or program) through the inbox. */
   readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
@@ -53,6 +74,10 @@ export interface ApprovalsShape {
   readonly inbox: Stream.Stream<InboxUpdate>
 }
 
+/**
+ * The `Approvals` service tag. The supervisor runs an engine of its own (`supervisor.approvals`);
+ * provide it under this tag to use what needs the service, such as `Audit.jsonlSink`.
+ */
 export class Approvals extends Context.Tag("@warden/approvals/Approvals")<Approvals, ApprovalsShape>() {}
 
 /**
@@ -156,5 +181,32 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
     }
   })
 
+/**
+ * The approvals engine ({@link make}) as a scoped layer providing `Approvals`. Building it fails with
+ * a `ConfigError` naming every field at fault (a duration `Duration.decode` does not read, rules that
+ * do not decode, a handler that is not a function, an unknown key); nothing runs then. When the
+ * layer's scope closes, every card still open is refused (outcome `shutdown`) if its line is alive.
+ *
+ * @example
+ * ```ts
+ * import { Approvals, Audit } from "@warden/approvals"
+ * import { Decision } from "@warden/protocol"
+ * import { Effect } from "effect"
+ *
+ * const ApprovalsLive = Approvals.layer({
+ *   rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] },
+ *   deadlines: { default: "2 minutes", perMethod: { "item/tool/requestUserInput": "10 minutes" } },
+ *   // Runs in its own fiber after the rules; `undefined` leaves the card to the inbox and the deadline.
+ *   handler: (card) =>
+ *     Effect.succeed(card.summary.kind === "command" && card.summary.argv?.[0] === "ls" ? Decision.Accept : undefined)
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const approvals = yield* Approvals.Approvals
+ *   yield* Audit.jsonlSink("/var/log/warden/audit.jsonl")
+ *   for (const card of yield* approvals.openCards) yield* approvals.answer(card.id, Decision.Decline)
+ * }).pipe(Effect.scoped, Effect.provide(ApprovalsLive)) // fails with ConfigError | AuditFileError
+ * ```
+ */
 export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> => Layer.scoped(Approvals, make(config))
 

@@ -13,6 +13,11 @@ import type { CardView } from "./Card.js"
 import { describeSource } from "./Card.js"
 import * as SecretMask from "./SecretMask.js"
 
+/**
+ * One line of the audit trail: `card.opened`, `card.settled` or `card.late`, flat, with `null` for
+ * what does not apply to the type. `summary` is the card's masked title; `source` is
+ * `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...); `ts` is ISO 8601.
+ */
 export interface AuditRecord {
   readonly type: "card.opened" | "card.settled" | "card.late"
   readonly ts: string
@@ -44,6 +49,10 @@ const cardFields = (c: CardView) => ({
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/**
+ * The audit record of an approval event (pure, never fails). It copies only the card's masked
+ * fields; `jsonlSink` additionally passes every string through `SecretMask.maskJson` before writing.
+ */
 export const toRecord = (event: ApprovalEvent): AuditRecord => {
   switch (event._tag) {
     case "CardOpened":
@@ -87,6 +96,7 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
   }
 }
 
+/** The audit file at `path` could not be opened for appending (`detail` says why). */
 export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonly path: string; readonly detail: string }> {
   override get message() {
     return `cannot write the audit trail to ${this.path}: ${this.detail}`
@@ -97,6 +107,24 @@ export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonl
  * Append every approval event to `path` as JSONL for as long as the scope lives. Opening the
  * file fails with a typed error; each event is written with a synchronous append (durable in the
  * OS before the next event is handled).
+ *
+ * Fails with `AuditFileError` when the file cannot be opened (created if missing, appended to
+ * otherwise). A later write that fails is logged and that record is lost; the sink goes on. Events
+ * still queued when the scope closes are written before the file is closed. Needs the `Approvals`
+ * service: with a supervisor, provide `supervisor.approvals`.
+ *
+ * @example
+ * ```ts
+ * import { Approvals, Audit } from "@warden/approvals"
+ * import { Supervisor } from "@warden/supervisor"
+ * import { Effect } from "effect"
+ *
+ * const withAudit = Effect.gen(function*() {
+ *   const supervisor = yield* Supervisor.Supervisor
+ *   yield* Audit.jsonlSink("audit.jsonl").pipe(Effect.provideService(Approvals.Approvals, supervisor.approvals))
+ *   return yield* supervisor.run({ prompt: "say hello" })
+ * }) // in a Scope: the trail is written until it closes
+ * ```
  */
 export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, Approvals | Scope.Scope> =>
   Effect.gen(function*() {

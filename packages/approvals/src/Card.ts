@@ -1,9 +1,11 @@
 /**
  * A card: one open server request that wants a decision. These are the data types every other
- * module of the package speaks; the race itself lives in `CardRace.ts`, the registry in `Desk.ts`.
+ * module of the package speaks (the view inboxes and handlers see, how a card settled, who
+ * decided); the race itself and the desk are internal to the package.
  */
 import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
 
+/** A card's id, unique within one approvals engine (`c1`, `c2`, ...); not the server's request id. */
 export type CardId = string
 
 /** A file change as the preceding `fileChange` item described it (the approval params carry none). */
@@ -14,7 +16,7 @@ export interface FileChange {
 }
 
 /**
- * Changes a fileChange item lists at most (`CardSummary.fileChangesOf`); the rest are replaced by one
+ * Changes a fileChange item lists at most (`Card.fileChangesOf`); the rest are replaced by one
  * entry of kind `OmittedChanges`. Large enough for a real refactor, small enough to check quickly.
  */
 export const MaxFileChanges = 10_000
@@ -44,10 +46,14 @@ export type CardSummary =
   | { readonly kind: "dynamicTool"; readonly tool: string; readonly namespace: string | undefined; readonly arguments: unknown }
   | { readonly kind: "other"; readonly method: string }
 
+/** One field of an MCP elicitation form, as a card shows it (titles and choices masked). */
 export interface FormField {
+  /** The property name the answer's `content` uses. */
   readonly name: string
   readonly title: string | undefined
+  /** The JSON Schema type (`string`, `number`, `boolean`, ...), when given. */
   readonly type: string | undefined
+  /** The allowed values, for an enumerated field. */
   readonly choices: ReadonlyArray<string> | undefined
   readonly required: boolean
 }
@@ -70,6 +76,18 @@ export interface CardView {
   readonly deadlineAt: number
 }
 
+/**
+ * How a card settled, as the audit trail and inboxes say it:
+ * - `accepted`, `declined`, `cancelled`: a decision (rule, handler or person) was written; an
+ *   acceptance whose answer says exactly what the refusal says counts as `declined`;
+ * - `refused`: the method's refusal was written because no usable decision came (unknown method,
+ *   malformed params, no thread of ours, the safety filter, a handler that failed, a decision the
+ *   method cannot express, the thread stopped or the turn ended);
+ * - `timeout`: the deadline passed; the refusal was written;
+ * - `withdrawn`: the server resolved the request itself; nothing was written;
+ * - `connection-lost`: the connection ended, or could not carry the answer; nothing was written;
+ * - `shutdown`: the engine closed; the refusal was written if the line was alive.
+ */
 export type Outcome =
   | "accepted"
   | "declined"
@@ -96,6 +114,11 @@ export type Source =
   | { readonly _tag: "TurnEnded" }
   | { readonly _tag: "Shutdown" }
 
+/**
+ * The source as one word for logs and the audit trail: `rule:<id>`, `handler`, `person`,
+ * `safety-filter`, `malformed`, `unknown-method`, `no-thread`, `deadline`, `withdrawn`,
+ * `connection-lost`, `thread-stopped`, `turn-ended`, `shutdown`.
+ */
 export const describeSource = (source: Source): string => {
   switch (source._tag) {
     case "Rule":

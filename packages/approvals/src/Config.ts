@@ -75,11 +75,13 @@ const fn = Schema.declare((input: unknown): input is (...args: ReadonlyArray<nev
 
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
+/** Card deadlines: `default` and `perMethod` (by server-request method), each a {@link DurationSetting}. */
 export const DeadlinesSetting = Schema.Struct({
   default: optional(DurationSetting),
   perMethod: optional(Schema.Record({ key: Schema.String, value: DurationSetting }))
 })
 
+/** The safety filter's bounds (questions, choices, text, label and URL lengths), each a {@link PositiveCount}. */
 export const SafetyLimitsSetting = Schema.Struct({
   maxQuestions: optional(PositiveCount),
   maxChoices: optional(PositiveCount),
@@ -110,7 +112,8 @@ export const formatIssues = (error: ParseResult.ParseError): ReadonlyArray<strin
 
 /**
  * Decode a configuration with `schema`, strictly (an unknown key is an error: a misspelt setting
- * must not be silently ignored). `at` prefixes every path (e.g. `approvals`).
+ * must not be silently ignored); `undefined` or `null` decode as `{}`. Every issue is collected
+ * into one `ConfigError` (see {@link formatIssues}).
  */
 export const decodeWith = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Either.Either<A, ConfigError> =>
   Either.mapLeft(

@@ -20,6 +20,7 @@
  */
 import { Cause, Duration, Effect, Fiber } from "effect"
 
+/** Where the timer gets its time and runs its fiber: the owner's clock and fiber set. */
 export interface Options {
   /** The Clock's current time in nanoseconds. */
   readonly nanos: () => bigint
@@ -31,6 +32,7 @@ export interface Options {
   readonly onDefect?: (defect: unknown) => void
 }
 
+/** Many deadlines kept by one fiber: `add` one, call its remover to cancel it. */
 export interface DeadlineTimer {
   /** Call `expire` once `after` has passed (measured from now), unless the returned remover runs first. */
   readonly add: (after: Duration.Duration, expire: () => void) => () => void
@@ -43,6 +45,21 @@ interface Entry {
   readonly expire: () => void
 }
 
+/**
+ * A new timer; no fiber runs until the first entry is added. Nothing it does fails: an `expire`
+ * that throws goes to `onDefect`, and an infinite duration is never due.
+ *
+ * @example
+ * ```ts
+ * const timer = DeadlineTimer.make({
+ *   nanos: () => clock.unsafeCurrentTimeNanos(),
+ *   spawn: (effect) => runFork(effect), // e.g. from FiberSet.makeRuntime, in a long-lived scope
+ *   fork: (effect) => void runFork(effect)
+ * })
+ * const cancel = timer.add(Duration.minutes(15), () => card.refuse())
+ * cancel() // the card settled first
+ * ```
+ */
 export const make = (options: Options): DeadlineTimer => {
   /** One set per deadline length (nanoseconds), entries in the order they were added. */
   const byLength = new Map<bigint, Set<Entry>>()

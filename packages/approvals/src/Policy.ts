@@ -41,7 +41,7 @@
  *   entries, globs) under the root and nothing else asked (no network, no special paths); a deny
  *   matches if any asked path overlaps the root (under it, or above it such as `/`) or is special.
  *   Paths are compared lexically: symbolic links are not followed. A request with more than
- *   `MaxPaths` paths (or a change list cut by `CardSummary.fileChangesOf`) is not read past them: no
+ *   `MaxPaths` paths (or a change list cut by `Card.fileChangesOf`) is not read past them: no
  *   path allow matches it, every path deny does.
  * - `mcp.server` (and optional `tool`): an allow matches only the MCP tool-call approval
  *   (`_meta.codex_approval_kind: "mcp_tool_call"`, a form with no fields) of that server (and tool);
@@ -83,10 +83,19 @@ const AbsolutePath = Schema.String.pipe(
   Schema.filter((s) => (s.startsWith("/") && !s.includes("\u0000") ? undefined : "must be an absolute path (starting with /)"))
 )
 
+/**
+ * Matches commands by their argv prefix, word for word (`["git", "status"]`): an allow only a simple
+ * command, a deny any command the line may run (see the module doc). At least one non-empty word.
+ */
 export const CommandMatcher = Schema.Struct({
   argvPrefix: Schema.NonEmptyArray(Schema.NonEmptyString)
 })
+/**
+ * Matches file changes and permission requests by where they write or ask: `under` an absolute
+ * root, compared lexically (symbolic links are not followed).
+ */
 export const PathMatcher = Schema.Struct({ under: AbsolutePath })
+/** Matches MCP elicitations by the server that sent them and, optionally, the tool being approved. */
 export const McpMatcher = Schema.Struct({
   server: Schema.NonEmptyString,
   tool: Schema.optionalWith(Schema.NonEmptyString, { exact: true })
@@ -102,6 +111,10 @@ const MethodsFor = {
   mcp: ["mcpServer/elicitation/request"]
 } as const satisfies Record<string, ReadonlyArray<ServerRequests.ServerRequestMethod>>
 
+/**
+ * What a rule matches: exactly one of `command`, `path` or `mcp`, optionally narrowed to one
+ * server-request `method` (which must be one that kind of match applies to).
+ */
 export const Match = Schema.Struct({
   command: Schema.optionalWith(CommandMatcher, { exact: true }),
   path: Schema.optionalWith(PathMatcher, { exact: true }),
@@ -119,6 +132,10 @@ export const Match = Schema.Struct({
 )
 export type Match = typeof Match.Type
 
+/**
+ * One rule: an `id` (named in settlements and the audit trail as `rule:<id>`), its `effect`
+ * (`allow` or `deny`), what it matches, and an optional description.
+ */
 export const Rule = Schema.Struct({
   id: Schema.NonEmptyString,
   effect: Schema.Literal("allow", "deny").annotations({
@@ -129,6 +146,25 @@ export const Rule = Schema.Struct({
 })
 export type Rule = typeof Rule.Type
 
+/**
+ * A policy: a list of rules with unique ids, as data (the schema of a rules file, and of the
+ * `rules` setting). Decoded with {@link decodeRules}, {@link parse} or {@link load}; the decoded
+ * value is what `Approvals.layer({ rules })` and the supervisor's `approvals.rules` take.
+ *
+ * @example
+ * ```ts
+ * import { Policy } from "@warden/approvals"
+ *
+ * const rules: Policy.Rules = {
+ *   rules: [
+ *     { id: "git-read", effect: "allow", match: { command: { argvPrefix: ["git", "status"] } } },
+ *     { id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } },
+ *     { id: "repo-writes", effect: "allow", match: { path: { under: "/work/repo" }, method: "item/fileChange/requestApproval" } },
+ *     { id: "probe-tools", effect: "allow", match: { mcp: { server: "probe", tool: "poke" } } }
+ *   ]
+ * }
+ * ```
+ */
 export const Rules = Schema.Struct({
   rules: Schema.Array(Rule)
 }).pipe(
@@ -160,6 +196,10 @@ const formatIssues = (error: ParseResult.ParseError): string => {
 // ---------------------------------------------------------------------------------------------
 // Evaluation
 
+/**
+ * What the rules say about one request: `Deny` (a deny rule matched), `Allow` (no deny matched and
+ * an allow did), or `NoMatch` (a handler, a person or the deadline decides).
+ */
 export type Verdict =
   | { readonly _tag: "Allow"; readonly ruleId: string }
   | { readonly _tag: "Deny"; readonly ruleId: string }
@@ -551,6 +591,11 @@ export const evaluate = (rules: Rules, request: ServerRequests.DecodedRequest, c
 // ---------------------------------------------------------------------------------------------
 // Loading
 
+/**
+ * A rules file could not be used; `reason` says at which step: `Read` (missing, not a regular file,
+ * larger than {@link MaxRulesFileBytes}, unreadable), `Extension` (not `.json`, `.yaml` or `.yml`),
+ * `Parse` (not valid JSON or YAML, duplicate keys), `Schema` (not a valid rules document).
+ */
 export class RulesFileError extends Data.TaggedError("RulesFileError")<{
   readonly path: string
   readonly reason: "Read" | "Extension" | "Parse" | "Schema"
@@ -588,7 +633,10 @@ const parseText = (path: string, text: string, format: "json" | "yaml"): Either.
   }
 }
 
-/** Parse and decode rules text; `format` is what the file extension said. */
+/**
+ * Parse and decode rules text; `format` is what the file extension said. Fails with a
+ * `RulesFileError` of reason `Parse` or `Schema`; `path` only names the source in messages.
+ */
 export const parse = (path: string, text: string, format: "json" | "yaml"): Either.Either<Rules, RulesFileError> =>
   Either.flatMap(parseText(path, text, format), (data) => {
     if (data === null || data === undefined) {
@@ -597,7 +645,21 @@ export const parse = (path: string, text: string, format: "json" | "yaml"): Eith
     return Either.mapLeft(decodeRules(data), (detail) => new RulesFileError({ path, reason: "Schema", detail: `is not a valid rules file: ${detail}` }))
   })
 
-/** Read a rules file: `.json`, or `.yaml`/`.yml`, decoded strictly. */
+/**
+ * Read a rules file: `.json`, or `.yaml`/`.yml`, decoded strictly (an unknown key is an error).
+ * Fails with a `RulesFileError` (see its `reason`).
+ *
+ * @example
+ * ```ts
+ * import { Policy } from "@warden/approvals"
+ * import { Supervisor } from "@warden/supervisor"
+ * import { Effect, Layer } from "effect"
+ *
+ * const WardenLive = Layer.unwrapEffect(
+ *   Effect.map(Policy.load("warden-rules.yaml"), (rules) => Supervisor.layer({ approvals: { rules } }))
+ * ) // fails with RulesFileError | ConfigError
+ * ```
+ */
 export const load = (path: string): Effect.Effect<Rules, RulesFileError> =>
   Effect.gen(function*() {
     const ext = extname(path).toLowerCase()

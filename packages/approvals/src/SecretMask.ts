@@ -27,8 +27,14 @@
  * and a masked copy stops scanning once its value and character budgets are spent (`MaskOptions`).
  */
 
+/** What stands for a masked secret in every masked text and copy. */
 export const Mask = "•••"
 
+/**
+ * Bounds of a masked copy (`maskRecord`, `maskValue`): depth, entries per object or array, string
+ * length, values copied and characters shown, so masking a hostile value costs bounded work and
+ * yields a bounded copy. Every field is optional.
+ */
 export interface MaskOptions {
   /** Nesting below this depth is masked whole (default 8). */
   readonly maxDepth?: number

@@ -44,6 +44,22 @@ export interface CardHooks {
   readonly fork: (effect: Effect.Effect<void>) => void
 }
 
+/**
+ * A program that decides cards: given the card (its masked view), it returns the decision, or
+ * `undefined` for no opinion (a person through `answer`, or the deadline, decides then).
+ *
+ * It is called in a fiber of its own, never on the connection's read loop, after the rules and
+ * the safety filter, and is interrupted when its card settles without it. A Promise is accepted as
+ * well as an Effect. A failure, a defect, a synchronous throw, a rejection, or a return that is
+ * neither an Effect nor a Promise refuses that card alone (outcome `refused`, source `handler`);
+ * one that never returns leaves the card to its deadline or its thread's close.
+ *
+ * @example
+ * ```ts
+ * const handler: Approvals.Handler = (card) =>
+ *   Effect.succeed(card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)
+ * ```
+ */
 export type Handler = (card: CardView) => Effect.Effect<DecisionNs.Decision | undefined, unknown>
 
 const outcomeOf = (decision: DecisionNs.Decision): Outcome => {

@@ -20,6 +20,10 @@ import type { FiberOwner, Hub } from "./Hub.js"
 import * as Policy from "../Policy.js"
 import * as SafetyFilter from "./SafetyFilter.js"
 
+/**
+ * What `desk.open` did with a server request: opened a card that now waits for a decision, settled
+ * it at once, or refused to open it because its id is already open (`Duplicate`).
+ */
 export type OpenResult =
   | { readonly _tag: "Opened"; readonly card: CardView }
   /** Decided at once (rule, filter, malformed, unknown method, no thread, a handler that answered at once). */
@@ -27,6 +31,7 @@ export type OpenResult =
   /** The id is already open: a protocol error for the connection. Nothing was written. */
   | { readonly _tag: "Duplicate"; readonly requestId: JsonRpc.RequestId; readonly open: CardView }
 
+/** Where a card opened by `desk.open` belongs: its thread's scope, and what the card shows beyond the request. */
 export interface OpenOptions {
   /** The thread's scope; undefined when the request names no thread we know (refused at once). */
   readonly parent: Scope.Scope | undefined
@@ -35,7 +40,17 @@ export interface OpenOptions {
   readonly onParentClose?: CloseReason
 }
 
+/**
+ * The open cards of one connection, by server request id: the supervisor opens a card per server
+ * request and settles them when the server withdraws them, a thread or turn ends, or the
+ * connection is lost. Made by `ApprovalsShape.desk`; no operation fails.
+ */
 export interface Desk {
+  /**
+   * Open a card for a decoded server request, from the read loop: registers it synchronously, then
+   * lets rules, the safety filter, the handler, a person and the deadline decide. Never waits for a
+   * decision.
+   */
   readonly open: (request: ServerRequests.DecodedRequest, options: OpenOptions) => Effect.Effect<OpenResult>
   /** `serverRequest/resolved`: the server moved on; settle as withdrawn, write nothing. */
   readonly withdraw: (requestId: JsonRpc.RequestId) => Settlement | undefined
@@ -43,14 +58,21 @@ export interface Desk {
   readonly closeWhere: (predicate: (card: CardView) => boolean, reason: CloseReason) => ReadonlyArray<Settlement>
   /** The connection ended: settle every card at once, write nothing. */
   readonly connectionLost: (detail: string) => ReadonlyArray<Settlement>
+  /** The cards of this desk still open. */
   readonly openCards: () => ReadonlyArray<CardView>
+  /** How many cards of this desk are open. */
   readonly size: () => number
 }
 
+/** How a desk decides: card deadlines, policy rules, the handler, and the safety filter's bounds. All optional. */
 export interface DeskConfig {
+  /** How long a card waits before it refuses by itself (default 15 minutes; per method configurable). */
   readonly deadlines?: Deadlines.DeadlineConfig
+  /** Allow/deny rules, consulted before anyone else (deny rules win). */
   readonly rules?: Policy.Rules
+  /** A program that decides what no rule decided, raced against a person and the deadline. */
   readonly handler?: Handler
+  /** Bounds of what forms and questions may hold to be shown to a person (default 8 questions, 32 choices). */
   readonly safety?: SafetyFilter.Limits
 }
 
