@@ -6,6 +6,11 @@ import { ChildProcessTransport } from "@warden/transport"
 import type { Layer } from "effect"
 import type { Transport } from "@warden/transport"
 
+/**
+ * How to start `codex app-server`: the executable, `-c` overrides, feature flags, extra arguments,
+ * environment and working directory. Every field is optional (`{}` runs `codex app-server` from
+ * PATH); `createSupervisor`'s `codex` option takes this.
+ */
 export interface CodexCommand {
   /** The codex executable (default `codex`, found on PATH). */
   readonly command?: string
@@ -17,10 +22,16 @@ export interface CodexCommand {
   readonly disable?: ReadonlyArray<string>
   /** Any further arguments after `app-server`. */
   readonly args?: ReadonlyArray<string>
+  /** Variables added to (or, `undefined`, removed from) this process's environment for the child. */
   readonly env?: Readonly<Record<string, string | undefined>>
+  /** The child's working directory (default: this process's). */
   readonly cwd?: string
 }
 
+/**
+ * The child's arguments: `app-server`, then `-c` for each override, `--enable` and `--disable` for
+ * each feature, then `args`, e.g. `["app-server", "-c", "model=\"gpt-5\"", "--enable", "request_permissions_tool"]`.
+ */
 export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
   "app-server",
   ...(codex.config ?? []).flatMap((kv) => ["-c", kv]),
@@ -29,7 +40,22 @@ export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
   ...(codex.args ?? [])
 ]
 
-/** A Transport layer that spawns the app-server as a child process. */
+/**
+ * A Transport layer that spawns the app-server as a child process (`ChildProcessTransport.layer`
+ * with {@link argv}), a new one for each connection the supervisor opens. Building it starts
+ * nothing; a child that cannot be spawned fails that connection with `SpawnFailed`, which the
+ * supervisor reports as `ConnectionFailed` and retries per its restart policy.
+ *
+ * @example
+ * ```ts
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Layer } from "effect"
+ *
+ * const WardenLive = Supervisor.layer({ concurrency: 2 }).pipe(
+ *   Layer.provide(CodexCommand.transportLayer({ command: "/opt/codex/bin/codex", config: ['model="gpt-5"'], env: { RUST_LOG: "warn" } }))
+ * )
+ * ```
+ */
 export const transportLayer = (codex: CodexCommand = {}): Layer.Layer<Transport.Transport> =>
   ChildProcessTransport.layer({
     command: codex.command ?? "codex",

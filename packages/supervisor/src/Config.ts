@@ -9,12 +9,18 @@ import { ClientMethods } from "@warden/protocol"
 import { Either, Schema } from "effect"
 import type { SupervisorConfig } from "./Supervisor.js"
 
+/**
+ * A configuration value is wrong: `issues` name every field at fault (`approvals.deadlines.default:
+ * expected a duration ...`, `stallTimout: unknown setting (misspelt?)`). The approvals package's
+ * `ConfigError`, re-exported: one error type for the whole configuration.
+ */
 export type ConfigError = ApprovalsConfig.ConfigError
 export const ConfigError = ApprovalsConfig.ConfigError
 
 const { Count, DurationSetting, PositiveCount } = ApprovalsConfig
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
+/** The schema of `SupervisorConfig.connection`: client info, request deadlines, overload retries, capabilities. */
 export const ConnectionSetting = Schema.Struct({
   clientInfo: optional(ClientMethods.ClientInfo),
   requestTimeout: optional(DurationSetting),
@@ -24,6 +30,7 @@ export const ConnectionSetting = Schema.Struct({
   capabilities: optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
+/** The schema of `SupervisorConfig.restart`: policy (`resume` or `fail`), attempts, backoff, stable period. */
 export const RestartSetting = Schema.Struct({
   policy: optional(Schema.Literal("resume", "fail")),
   maxAttempts: optional(Count),
@@ -31,6 +38,10 @@ export const RestartSetting = Schema.Struct({
   stableAfter: optional(DurationSetting)
 })
 
+/**
+ * The schema of a whole `SupervisorConfig`: durations, counts (at least 1 for `concurrency` and
+ * `pool`), the approvals part and the nested settings above. Decoded strictly by {@link decode}.
+ */
 export const SupervisorSetting = Schema.Struct({
   connection: optional(ConnectionSetting),
   approvals: optional(ApprovalsConfig.ApprovalsSetting),
@@ -41,6 +52,9 @@ export const SupervisorSetting = Schema.Struct({
   restart: optional(RestartSetting)
 })
 
-/** Decode a supervisor configuration (strict: an unknown key is an error). */
+/**
+ * Decode a supervisor configuration (strict: an unknown key is an error). `Supervisor.make` and
+ * `createSupervisor` call it first; it returns `Left` with a `ConfigError` naming every field at fault.
+ */
 export const decode = (input: unknown): Either.Either<SupervisorConfig, ConfigError> =>
   ApprovalsConfig.decodeWith(SupervisorSetting, input) as Either.Either<SupervisorConfig, ConfigError>

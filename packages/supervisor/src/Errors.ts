@@ -49,6 +49,7 @@ export class ConnectionLost extends Data.TaggedError("ConnectionLost")<{
   }
 }
 
+/** Every way one of our requests to the app-server can fail (e.g. `WorkHandle.steer`'s `turn/steer`). */
 export type RequestError = RequestTimeout | RemoteError | UnexpectedResult | ConnectionLost
 
 /** Why a work item ended without a turn result. */

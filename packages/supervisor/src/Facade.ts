@@ -15,6 +15,11 @@ import type { WorkItemFailed } from "./Errors.js"
 import * as SupervisorNs from "./Supervisor.js"
 import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
+/**
+ * A decision as the facade takes it: a `Decision` value, one of the four words, or the loose JSON
+ * of a structured answer as `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`,
+ * `{ action, content }`, ...).
+ */
 export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
 
 /**
@@ -27,10 +32,16 @@ export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | 
  */
 export type CardHandler = (card: Card.CardView, signal: AbortSignal) => Promise<DecisionInput | undefined> | DecisionInput | undefined
 
+/** The approvals part of a facade configuration: the Effect API's, with a plain {@link CardHandler}. */
 export interface FacadeApprovalsConfig extends Omit<Approvals.ApprovalsConfig, "handler"> {
   readonly handler?: CardHandler
 }
 
+/**
+ * What `createSupervisor` takes: the supervisor's configuration (`concurrency`, `pool`,
+ * `stallTimeout`, `restart`, `connection`, ...), approvals with a plain handler, and how to start
+ * codex (or any Transport layer).
+ */
 export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "approvals"> {
   readonly approvals?: FacadeApprovalsConfig
   /** How to start `codex app-server` (ignored when `transport` is given). */
@@ -49,11 +60,19 @@ export const effectHandler = (handler: CardHandler): Approvals.Handler => (card)
     catch: (error) => error
   })
 
+/**
+ * A started work item, as Promises: its thread id, its events, steering and interrupting its
+ * running turn, its result, and `stop`. The item lives until it ends, `stop` is called, or the
+ * supervisor is closed.
+ */
 export interface WorkHandle {
+  /** Resolves once the thread exists; rejects with a `WorkItemFailed` if the item fails before. */
   readonly threadId: Promise<string>
   /** This item's events, in order; ends when the item ends. Iterate once. */
   readonly events: AsyncIterable<WorkEvent>
+  /** Add input to the running turn (`turn/steer`); rejects with `NoActiveTurn` or a request error. */
   readonly steer: (text: string) => Promise<void>
+  /** Interrupt the running turn (it completes as interrupted); rejects with `NoActiveTurn` when none runs. */
   readonly interrupt: () => Promise<void>
   /** Resolves with the result; rejects with a WorkItemFailed. */
   readonly result: Promise<WorkResult>
@@ -61,14 +80,27 @@ export interface WorkHandle {
   readonly stop: () => Promise<void>
 }
 
+/**
+ * A running supervisor behind Promises and async iterables, from `createSupervisor`. Call `close`
+ * when done: until then its app-server children keep running.
+ */
 export interface WardenSupervisor {
+  /** Run a work item to its result; rejects with a `WorkItemFailed` (`reason` says why). */
   readonly run: (item: WorkItem) => Promise<WorkResult>
+  /** Start a work item and return its handle at once (it waits for admission in the background). */
   readonly start: (item: WorkItem) => Promise<WorkHandle>
+  /** The cards open now. */
   readonly openCards: () => Promise<ReadonlyArray<Card.CardView>>
   /** The open cards now, then every change. */
   readonly cards: () => AsyncIterable<Approvals.InboxUpdate>
+  /**
+   * Answer a card as a person: `Settled`, `AlreadySettled` (with the outcome that won) or
+   * `UnknownCard`. Rejects with a `TypeError` when `decision` is not a decision.
+   */
   readonly answer: (cardId: string, decision: DecisionInput) => Promise<Approvals.AnswerResult>
+  /** Supervisor events (connections, work, finished items) from the moment iteration starts. */
   readonly events: () => AsyncIterable<SupervisorNs.SupervisorEvent>
+  /** Card events (opened, settled, late decisions) from the moment iteration starts. */
   readonly approvalEvents: () => AsyncIterable<ApprovalEvent.ApprovalEvent>
   /** Stop everything: open cards are refused, work items end, the child is stopped. */
   readonly close: () => Promise<void>
@@ -78,6 +110,11 @@ export interface WardenSupervisor {
 const settle = <A, E>(exit: Exit.Exit<A, E>): Promise<A> =>
   Exit.isSuccess(exit) ? Promise.resolve(exit.value) : Promise.reject(Cause.squash(exit.cause))
 
+/**
+ * The `Decision` a {@link DecisionInput} stands for: a value with a string `_tag` is taken as a
+ * `Decision` as it is; anything else is read with `Decision.fromJson`. Throws a `TypeError` naming
+ * the input when it is not a decision.
+ */
 export const toDecision = (input: DecisionInput): Decision.Decision => {
   if (typeof input === "object" && input !== null && "_tag" in input && typeof input["_tag"] === "string") return input as Decision.Decision
   const decoded = Decision.fromJson(input)
@@ -90,6 +127,38 @@ export const toDecision = (input: DecisionInput): Decision.Decision => {
  * `"5m"` that `Duration.decode` does not read, a count below 1, a misspelt key, a handler that is
  * not a function, bad rules) rejects with a `ConfigError` naming every field at fault, and
  * nothing is started.
+ *
+ * It resolves once the supervisor runs (its app-servers start in the background: a codex that
+ * cannot be started shows as `ConnectionFailed` events, and work items then fail with
+ * `WorkItemFailed` once the restarts are used up). Without `transport`, `codex` says how to start
+ * `codex app-server` (default: `codex` on PATH).
+ *
+ * @example
+ * ```ts
+ * import { createSupervisor } from "@warden/supervisor"
+ *
+ * const warden = await createSupervisor({
+ *   codex: { command: "codex", config: ['model="gpt-5"'] },
+ *   concurrency: 2,
+ *   approvals: {
+ *     deadlines: { default: "2 minutes" },
+ *     rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] },
+ *     // Runs in its own fiber; a throw or rejection refuses the card; undefined leaves it to answer().
+ *     handler: async (card) => (card.summary.kind === "command" && card.summary.argv?.[0] === "ls" ? "accept" : undefined)
+ *   }
+ * })
+ * try {
+ *   void (async () => {
+ *     for await (const update of warden.cards()) {
+ *       if (update._tag === "Opened") await warden.answer(update.card.id, "decline")
+ *     }
+ *   })()
+ *   const result = await warden.run({ prompt: "say hello", cwd: "/path/to/repo" })
+ *   console.log(result.status, result.finalMessage)
+ * } finally {
+ *   await warden.close() // refuses open cards, stops every child
+ * }
+ * ```
  */
 export const createSupervisor = async (config: FacadeConfig = {}): Promise<WardenSupervisor> => {
   const transport = config.transport ?? transportLayer(config.codex)

@@ -36,8 +36,13 @@ import { WorkItemFailed } from "./Errors.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
+/**
+ * How a slot restarts its app-server after the connection ended: with backoff doubling from
+ * `backoff`, at most `maxAttempts` consecutive times, and what happens to the work items that
+ * were running on it (`resume` their threads, or `fail` them with `connection-lost`).
+ */
 export interface RestartConfig {
-  /** What happens to work items whose app-server died: resume their threads, or fail them. */
+  /** What happens to work items whose app-server died: resume their threads (default), or fail them. */
   readonly policy?: "resume" | "fail"
   /** Consecutive restarts before a slot gives up (default 3; 0 = never restart). */
   readonly maxAttempts?: number
@@ -47,8 +52,19 @@ export interface RestartConfig {
   readonly stableAfter?: Duration.DurationInput
 }
 
+/**
+ * The supervisor's configuration; every field is optional (`{}` runs one app-server, four work
+ * items at a time, 15-minute card deadlines, no rules, no handler). Decoded once by {@link make}
+ * (`ConfigError` on a bad value); durations are what `Duration.decode` reads (`"5 minutes"`).
+ */
 export interface SupervisorConfig {
+  /**
+   * The app-server connection: `clientInfo` and `capabilities` sent in `initialize`, the deadline
+   * of our requests (`requestTimeout`, default 2 minutes; `requestTimeouts` by method), and the
+   * retries of `-32001` overload answers (`overloadRetries`, default 5; `overloadBackoff`, 100 ms).
+   */
   readonly connection?: AppServerConnection.ConnectionConfig
+  /** How cards are decided: rules, handler, deadlines, safety limits (see `Approvals.ApprovalsConfig`). */
   readonly approvals?: ApprovalsTypes.ApprovalsConfig
   /** Stall watchdog (default 10 minutes). */
   readonly stallTimeout?: Duration.DurationInput
@@ -58,11 +74,19 @@ export interface SupervisorConfig {
   readonly concurrency?: number
   /** App-server processes; threads spread across them and stay on theirs (default 1). */
   readonly pool?: number
+  /** Restarts of a dead app-server and the fate of its work items. */
   readonly restart?: RestartConfig
 }
 
+/**
+ * What the supervisor tells subscribers: each slot's app-server coming up, going away, failing to
+ * start, restarting or giving up; every work item's events (`Work`); and every item's end
+ * (`ItemFinished`, with its exit). Messages and stderr tails are masked.
+ */
 export type SupervisorEvent =
+  /** A slot's app-server answered `initialize`; `connection` is unique to this connection (it grows across restarts). */
   | { readonly _tag: "ConnectionReady"; readonly slot: number; readonly connection: number; readonly init: AppServerConnection.InitializeResult }
+  /** A ready connection ended (`reason`, a message, the stderr tail); its cards were settled connection-lost. */
   | {
     readonly _tag: "ConnectionLost"
     readonly slot: number
@@ -83,11 +107,19 @@ export type SupervisorEvent =
     readonly message: string
     readonly stderrTail: string
   }
+  /** The slot starts its app-server again after `delayMs` (`attempt`: consecutive failures so far). */
   | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
+  /** More than `restart.maxAttempts` consecutive failures: the slot is down, its waiting work items fail. */
   | { readonly _tag: "ConnectionGaveUp"; readonly slot: number; readonly detail: string }
+  /** An event of a work item. */
   | { readonly _tag: "Work"; readonly event: WorkEvent }
+  /** A work item ended: its result, or how it failed (or was interrupted). */
   | { readonly _tag: "ItemFinished"; readonly item: string | number | undefined; readonly exit: Exit.Exit<WorkResult, WorkItemFailed> }
 
+/**
+ * `steer` or `interrupt` found no running turn: the thread does not exist yet, or no turn of the
+ * item runs right now (between turns, or after the item ended).
+ */
 export class NoActiveTurn extends Error {
   readonly _tag = "NoActiveTurn"
   constructor() {
@@ -95,22 +127,39 @@ export class NoActiveTurn extends Error {
   }
 }
 
+/**
+ * A work item started with `start`, living in the caller's scope (closing it stops the item): its
+ * thread id, events, steering, interrupting, its result, and `stop`.
+ */
 export interface WorkHandle {
-  /** Resolves once the thread exists (started or resumed). */
+  /** Resolves once the thread exists (started or resumed); fails with the item's `WorkItemFailed` if it ends before. */
   readonly threadId: Effect.Effect<string, WorkItemFailed>
   /** This item's events in order; ends when the item ends. One consumer. */
   readonly events: Stream.Stream<WorkEvent>
+  /** Add input to the running turn (`turn/steer`). */
   readonly steer: (text: string) => Effect.Effect<void, RequestError | NoActiveTurn>
   /** turn/interrupt with a deadline; the turn then completes as interrupted. */
   readonly interrupt: Effect.Effect<void, NoActiveTurn>
+  /** Wait for the item's result; fails with its `WorkItemFailed` (interrupted if it was stopped). */
   readonly await: Effect.Effect<WorkResult, WorkItemFailed>
   /** Stop the work item: interrupt its turn best-effort, refuse its open cards, unregister it. */
   readonly stop: Effect.Effect<void>
 }
 
+/**
+ * The running supervisor: run or start work items, answer cards through the inbox, and subscribe
+ * to supervisor and approval events.
+ */
 export interface SupervisorShape {
+  /**
+   * Run a work item to its result, in the caller's fiber, once admitted (at most `concurrency` run
+   * at a time; the rest wait FIFO). Fails with `WorkItemFailed`: `start-failed`, `resume-failed`,
+   * `turn-failed-to-start`, `stalled`, `connection-lost`. Interrupting it stops the item.
+   */
   readonly run: (item: WorkItem) => Effect.Effect<WorkResult, WorkItemFailed>
+  /** Start a work item in a fiber of the caller's scope and return its handle at once. */
   readonly start: (item: WorkItem) => Effect.Effect<WorkHandle, never, Scope.Scope>
+  /** The open cards: a stream of their changes, a snapshot, and `answer` (as a person). */
   readonly inbox: {
     readonly updates: Stream.Stream<ApprovalsTypes.InboxUpdate>
     readonly open: Effect.Effect<ReadonlyArray<Card.CardView>>
@@ -118,14 +167,17 @@ export interface SupervisorShape {
   }
   /** Supervisor events (connections, work, finished items) from the moment of subscription. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
+  /** Supervisor events from the moment the stream starts. */
   readonly events: Stream.Stream<SupervisorEvent>
   /** Approval events (card opened/settled/late) from the moment of subscription. */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
+  /** The supervisor's approvals engine (provide it as `Approvals.Approvals` for `Audit.jsonlSink`). */
   readonly approvals: ApprovalsTypes.ApprovalsShape
   /** The first ready connection's `initialize` result (waits for it). */
   readonly ready: Effect.Effect<AppServerConnection.InitializeResult, WorkItemFailed>
 }
 
+/** The `Supervisor` service tag; provide it with {@link layer}. */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
 
 type SlotState =
@@ -143,6 +195,23 @@ interface Slot {
  * The supervisor, in the caller's scope. The configuration is decoded first, once: a bad value
  * (a duration `Duration.decode` rejects, a count below 1, a misspelt key, bad rules) fails with a
  * `ConfigError` naming the fields, before any app-server is started.
+ *
+ * Then it starts `pool` slots, each connecting through the `Transport` in the background (`make`
+ * does not wait for them: `ready` does), and returns. Closing the scope refuses the cards still
+ * open (outcome `shutdown`) while the children can hear it, then stops every child.
+ *
+ * @example
+ * ```ts
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const supervisor = yield* Supervisor.make({ stallTimeout: "10 minutes", restart: { policy: "resume" } })
+ *   const handle = yield* supervisor.start({ prompt: "fix the failing test", cwd: "/path/to/repo" })
+ *   yield* Effect.log(`thread ${yield* handle.threadId}`)
+ *   return yield* handle.await // WorkResult, or fails with WorkItemFailed
+ * }).pipe(Effect.scoped, Effect.provide(CodexCommand.transportLayer({ command: "codex" })))
+ * ```
  */
 export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
   Effect.gen(function*() {
@@ -444,5 +513,36 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     }
   })
 
+/**
+ * The supervisor ({@link make}) as a scoped layer providing `Supervisor`; it needs a `Transport`
+ * (`CodexCommand.transportLayer` for the real child, `FakeAppServer`/`MemoryTransport` in tests).
+ * Building it fails with a `ConfigError` before anything starts; releasing it refuses the cards
+ * still open (outcome `shutdown`), then stops every child.
+ *
+ * @example
+ * ```ts
+ * import { Decision } from "@warden/protocol"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Console, Effect, Layer, Stream } from "effect"
+ *
+ * const WardenLive = Supervisor.layer({
+ *   approvals: {
+ *     handler: (card) => Effect.sync(() => (card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)),
+ *     deadlines: { default: "1 minute", perMethod: { "mcpServer/elicitation/request": "30 seconds" } }
+ *   },
+ *   concurrency: 4,
+ *   restart: { policy: "resume", maxAttempts: 3, backoff: "1 second" }
+ * }).pipe(Layer.provide(CodexCommand.transportLayer({ command: "codex" })))
+ *
+ * const program = Effect.gen(function*() {
+ *   const supervisor = yield* Supervisor.Supervisor
+ *   yield* supervisor.events.pipe(Stream.runForEach((e) => Console.log(e._tag)), Effect.forkScoped)
+ *   const result = yield* supervisor.run({ prompt: "say hello", cwd: "/path/to/repo" })
+ *   yield* Console.log(result.status, result.finalMessage)
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(WardenLive)))
+ * ```
+ */
 export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport> =>
   Layer.scoped(Supervisor, make(config))

@@ -3,15 +3,23 @@
  * what it gets back (a result per turn and overall), and the events it can watch on the way.
  */
 
+/**
+ * A work item: a prompt to run on a new thread (or on `threadId`, resumed), then its `followUps`
+ * one after another on the same thread. Only `prompt` is required; everything else is passed to
+ * `thread/start` (or `thread/resume`) and `turn/start`.
+ */
 export interface WorkItem {
   /** An id of the embedder's (the CLI uses the PROMPT index). */
   readonly id?: string | number
+  /** The first turn's input text. */
   readonly prompt: string
   /** Further turns on the same thread, run one after another once the previous completed. */
   readonly followUps?: ReadonlyArray<string>
   /** Resume this thread instead of starting a new one. */
   readonly threadId?: string
+  /** The thread's working directory (default: the app-server's). */
   readonly cwd?: string
+  /** The model (default: codex's configuration). */
   readonly model?: string
   /** e.g. "on-request" (default), "never", "untrusted", "on-failure". */
   readonly approvalPolicy?: string
@@ -23,14 +31,17 @@ export interface WorkItem {
   readonly threadParams?: Readonly<Record<string, unknown>>
 }
 
+/** A turn's status as the server reports it; open to statuses a later codex may add. */
 export type TurnStatus = "completed" | "interrupted" | "failed" | "inProgress" | (string & {})
 
+/** An error the server reported for a turn (`turn.error` or an `error` notification). */
 export interface TurnError {
   readonly message: string
   readonly codexErrorInfo?: unknown
   readonly willRetry?: boolean
 }
 
+/** How one turn ended: its id, status, final agent message, completed items and errors. */
 export interface TurnResult {
   readonly turnId: string
   readonly status: TurnStatus
@@ -38,28 +49,47 @@ export interface TurnResult {
   readonly finalMessage: string | undefined
   /** Items completed in this turn, as the server sent them. */
   readonly items: ReadonlyArray<Record<string, unknown>>
+  /** The turn's own error (`turn/completed`'s `turn.error`), when it failed. */
   readonly error: TurnError | undefined
   /** `error` notifications seen during the turn (including ones codex retried itself). */
   readonly errors: ReadonlyArray<TurnError>
 }
 
+/**
+ * What a work item that ran to the end returns: the thread, the last turn's status, the last final
+ * agent message, every completed item and error of every turn, the latest token usage, and how
+ * many times the thread was resumed after an app-server restart. A turn that does not complete
+ * ends the item there (its follow-ups are not run): an `interrupted` or `failed` last turn is a
+ * result, not a failure.
+ */
 export interface WorkResult {
+  /** The work item's `id`, as given. */
   readonly id: string | number | undefined
   readonly threadId: string
   /** The status of the last turn. */
   readonly status: TurnStatus
+  /** The final agent message of the last turn that had one. */
   readonly finalMessage: string | undefined
+  /** Items completed in every turn, in order. */
   readonly items: ReadonlyArray<Record<string, unknown>>
   /** The latest `thread/tokenUsage/updated` token usage. */
   readonly usage: unknown
+  /** The `error` notifications of every turn. */
   readonly errors: ReadonlyArray<TurnError>
+  /** Every turn's result, in order. */
   readonly turns: ReadonlyArray<TurnResult>
   /** How many times the thread was resumed after an app-server restart. */
   readonly resumes: number
 }
 
+/**
+ * What happens to a work item, in order: its thread is ready, turns start and complete, every
+ * notification of its thread, and a connection loss, resume or stall. Each carries the item's `id`.
+ */
 export type WorkEvent =
+  /** The thread exists (`resumed`: by `thread/resume`, given `threadId` or after a restart). */
   | { readonly _tag: "ThreadReady"; readonly item: string | number | undefined; readonly threadId: string; readonly resumed: boolean }
+  /** `turn/start` was answered: the turn runs with `prompt`. */
   | { readonly _tag: "TurnStarted"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string; readonly prompt: string }
   /** A notification for this thread, in the order the server sent it. */
   | {
@@ -70,9 +100,11 @@ export type WorkEvent =
     readonly method: string
     readonly params: unknown
   }
+  /** `turn/completed` was read: the turn's result. */
   | { readonly _tag: "TurnCompleted"; readonly item: string | number | undefined; readonly threadId: string; readonly turn: TurnResult }
   /** The app-server connection ended under this item; its open cards were settled as connection-lost. */
   | { readonly _tag: "ConnectionLost"; readonly item: string | number | undefined; readonly threadId: string | undefined; readonly detail: string }
   /** The thread was resumed on a restarted app-server; the interrupted turn is run again. */
   | { readonly _tag: "Resumed"; readonly item: string | number | undefined; readonly threadId: string; readonly attempt: number }
+  /** No event for `stallTimeout` while no card was open and no command ran: the turn is interrupted and the item fails `stalled`. */
   | { readonly _tag: "Stalled"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string }

@@ -2,7 +2,7 @@
  * `@warden/supervisor`: one `codex app-server` per slot, many work items (threads) on it, every
  * server request answered exactly once through `@warden/approvals`.
  *
- * - {@link Supervisor}: the service (`make`, `layer`, `submit`, events, stop) for Effect programs.
+ * - {@link Supervisor}: the service (`make`, `layer`; `run`, `start`, the inbox, events) for Effect programs.
  * - {@link createSupervisor} / {@link Facade}: the same supervisor behind Promises, for programs
  *   without Effect.
  * - {@link WorkItem}: what you submit and what you get back.
