@@ -17,6 +17,11 @@ import { TurnStatus } from "./Turn.js"
 // ---------------------------------------------------------------------------------------------
 // Shared shapes
 
+/**
+ * Who the client is, sent as `clientInfo` in `initialize`.
+ *
+ * `name` must be a valid HTTP header value; `title` is optional.
+ */
 export const ClientInfo = Schema.Struct({
   /** Must be a valid HTTP header value. */
   name: Schema.String,
@@ -24,6 +29,9 @@ export const ClientInfo = Schema.Struct({
   version: Schema.String
 })
 
+/**
+ * The capabilities a client asks for in `initialize`, all optional.
+ */
 export const InitializeCapabilities = Schema.Struct({
   /** Needed for `dynamicTools` and other experimental methods/fields. */
   experimentalApi: Schema.optional(Schema.Boolean),
@@ -33,7 +41,12 @@ export const InitializeCapabilities = Schema.Struct({
   optOutNotificationMethods: Schema.optional(Schema.Array(Schema.String))
 })
 
-/** `untrusted` is accepted here although it is a fatal error in config.toml (0.171.0). */
+/**
+ * When codex asks before acting, as `thread/start`, `thread/resume` and `turn/start` take it.
+ *
+ * `"untrusted"`, `"on-request"`, `"never"`, or a `granular` choice per kind of request.
+ * `untrusted` is accepted here although it is a fatal error in config.toml (0.171.0).
+ */
 export const ApprovalPolicy = Schema.Union(
   Schema.Literal("untrusted", "on-request", "never"),
   Schema.Struct({
@@ -66,6 +79,12 @@ export const SandboxPolicy = Schema.Union(
 )
 export type SandboxPolicy = Schema.Schema.Type<typeof SandboxPolicy>
 
+/**
+ * The sandbox policy `type` values of 0.171.0, as `EffectiveSandbox` reads them.
+ *
+ * `externalSandbox` may be reported but cannot be asked for with `SandboxPolicy`; any other value
+ * decodes as `"unknown"`.
+ */
 export const SandboxPolicyTypes = ["dangerFullAccess", "readOnly", "externalSandbox", "workspaceWrite"] as const
 
 /** The sandbox the server reports as effective (shown, and worth comparing with what was asked). */
@@ -75,6 +94,16 @@ export const EffectiveSandbox = Schema.Struct({
   networkAccess: Schema.optionalWith(Schema.Unknown, { default: () => null })
 })
 
+/**
+ * One piece of input to a turn, a text, an image URL or a local image path.
+ *
+ * @example
+ * ```ts
+ * import type { ClientMethods } from "@warden/protocol"
+ *
+ * const input: ReadonlyArray<ClientMethods.UserInput> = [{ type: "text", text: "Run the tests" }]
+ * ```
+ */
 export const UserInput = Schema.Union(
   Schema.Struct({ type: Schema.Literal("text"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("image"), url: Schema.String }),
@@ -99,11 +128,21 @@ const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Sche
 // ---------------------------------------------------------------------------------------------
 // initialize
 
+/**
+ * The params of `initialize`, the first request on a connection.
+ *
+ * Any other request before it is refused with -32600 "Not initialized", a second one with -32600
+ * "Already initialized". After its response the client sends the `initialized` notification.
+ */
 export const InitializeParams = Schema.Struct({
   clientInfo: ClientInfo,
   capabilities: Schema.optional(InitializeCapabilities)
 })
-/** `platformFamily`/`platformOs` are sent by 0.171.0 but only shown: their absence is tolerated. */
+/**
+ * The result of `initialize`, the server's user agent and its `CODEX_HOME`.
+ *
+ * `platformFamily`/`platformOs` are sent by 0.171.0 but only shown: their absence is tolerated.
+ */
 export const InitializeResult = Schema.Struct({
   userAgent: Schema.String,
   codexHome: Schema.String,
@@ -114,6 +153,12 @@ export const InitializeResult = Schema.Struct({
 // ---------------------------------------------------------------------------------------------
 // thread/start, thread/resume
 
+/**
+ * The params of `thread/start`, all optional, so `{}` starts a thread with the server's defaults.
+ *
+ * `config` takes overrides with dotted keys, as `-c` does. The thread id is in the result's
+ * `thread.id`; `thread/started` may arrive after the response.
+ */
 export const ThreadStartParams = Schema.Struct({
   cwd: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
@@ -129,6 +174,13 @@ export const ThreadStartParams = Schema.Struct({
   dynamicTools: Schema.optional(Schema.Array(DynamicToolSpec))
 })
 
+/**
+ * The params of `thread/resume`, re-attaching a thread from its rollout.
+ *
+ * It works for a thread started with `ephemeral` false, also after an app-server restart with the
+ * same `CODEX_HOME`, and replays the thread's pending approval and input requests with their
+ * original ids. A refused resume never became a thread.
+ */
 export const ThreadResumeParams = Schema.Struct({
   threadId: Schema.String,
   cwd: Schema.optional(Schema.String),
@@ -143,7 +195,12 @@ export const ThreadResumeParams = Schema.Struct({
   excludeTurns: Schema.optional(Schema.Boolean)
 })
 
-/** thread/start and thread/resume answer alike; only `thread.id` is required. */
+/**
+ * The result of `thread/start` and `thread/resume`, which answer alike.
+ *
+ * Only `thread.id` is required (a non-empty string, read from `result.thread.id` only); the other
+ * fields become `null` when absent.
+ */
 export const ThreadResult = Schema.Struct({
   thread: Thread,
   model: nullable(Schema.String),
@@ -157,7 +214,12 @@ export type ThreadResult = Schema.Schema.Type<typeof ThreadResult>
 // ---------------------------------------------------------------------------------------------
 // turn/start, turn/steer, turn/interrupt
 
-/** Overrides given here become the thread's defaults for later turns. */
+/**
+ * The params of `turn/start`, the input of a new turn and the overrides it runs with.
+ *
+ * Overrides given here become the thread's defaults for later turns. A `turn/start` while a turn is
+ * active is folded into that turn.
+ */
 export const TurnStartParams = Schema.Struct({
   threadId: Schema.String,
   input: Schema.Array(UserInput),
@@ -183,26 +245,47 @@ export const TurnStartParams = Schema.Struct({
   }))
 })
 
-/** Resolves when the turn is accepted (status `inProgress`), not when it finishes. */
+/**
+ * The result of `turn/start`, the new turn's id and status.
+ *
+ * It arrives when the turn is accepted (status `inProgress`), not when it finishes: the end is the
+ * `turn/completed` notification.
+ */
 export const TurnStartResult = Schema.Struct({
   turn: Schema.Struct({ id: Schema.NonEmptyString, status: TurnStatus })
 })
 
-/** A wrong `expectedTurnId` is refused with -32600. */
+/**
+ * The params of `turn/steer`, more input for the turn that is running.
+ *
+ * A wrong `expectedTurnId` is refused with -32600.
+ */
 export const TurnSteerParams = Schema.Struct({
   threadId: Schema.String,
   expectedTurnId: Schema.String,
   input: Schema.Array(UserInput)
 })
+/** The result of `turn/steer`, the id of the turn the input went to. */
 export const TurnSteerResult = Schema.Struct({ turnId: Schema.NonEmptyString })
 
-/** Answered `{}`; the turn then completes with status `interrupted`. */
+/**
+ * The params of `turn/interrupt`, the turn to stop.
+ *
+ * Answered `{}`; the turn then completes with status `interrupted`.
+ */
 export const TurnInterruptParams = Schema.Struct({ threadId: Schema.String, turnId: Schema.String })
+/** The result of `turn/interrupt`, an empty object. */
 export const TurnInterruptResult = Schema.Struct({})
 
 // ---------------------------------------------------------------------------------------------
 // The table
 
+/**
+ * The client methods Warden sends, each with its params and result schema.
+ *
+ * `initialize`, `thread/start`, `thread/resume`, `turn/start`, `turn/steer` and `turn/interrupt`;
+ * `ParamsOf` and `ResultOf` give their types, `typed` a sender that uses them.
+ */
 export const ClientMethods = {
   "initialize": { params: InitializeParams, result: InitializeResult },
   "thread/start": { params: ThreadStartParams, result: ThreadResult },
@@ -213,16 +296,25 @@ export const ClientMethods = {
 } as const
 
 type Table = typeof ClientMethods
+/** The name of a method in `ClientMethods`. */
 export type ClientMethod = keyof Table
+/** The names of the `ClientMethods`, as a list. */
 export const ClientMethodNames = Object.keys(ClientMethods) as ReadonlyArray<ClientMethod>
 
+/** The params type of a client method, as its schema's `Type`. */
 export type ParamsOf<M extends ClientMethod> = Schema.Schema.Type<Table[M]["params"]>
+/** The decoded result type of a client method. */
 export type ResultOf<M extends ClientMethod> = Schema.Schema.Type<Table[M]["result"]>
 
 /** The client notification sent once after the initialize response. */
 export const InitializedNotification = "initialized" as const
 
-/** codex answered with a result this supervisor cannot read: never guess, fail the request. */
+/**
+ * The error when codex answers a client request with a result that does not decode.
+ *
+ * Warden never guesses (a thread id from elsewhere, say): the request fails. It keeps the `method`,
+ * the raw `result` and the `cause`; `message` tells what did not match (protocol drift?).
+ */
 export class ClientResultInvalid extends Data.TaggedError("ClientResultInvalid")<{
   readonly method: string
   readonly result: unknown
@@ -230,7 +322,9 @@ export class ClientResultInvalid extends Data.TaggedError("ClientResultInvalid")
   readonly message: string
 }> {}
 
-/** Params that do not match the schema are never sent. */
+/**
+ * The error when a client request's params do not match its schema, so nothing was sent.
+ */
 export class ClientParamsInvalid extends Data.TaggedError("ClientParamsInvalid")<{
   readonly method: string
   readonly cause: ParseResult.ParseError
@@ -245,6 +339,12 @@ const paramsSchema = (method: ClientMethod) =>
 const resultSchema = (method: ClientMethod) =>
   ClientMethods[method].result as unknown as Schema.Schema<unknown, unknown>
 
+/**
+ * Encodes a client method's params through its schema, for the wire.
+ *
+ * Only the keys the schema types are kept. Fails with `ClientParamsInvalid` when the params do
+ * not match the schema.
+ */
 export const encodeParams = <M extends ClientMethod>(
   method: M,
   params: ParamsOf<M>
@@ -259,6 +359,12 @@ export const encodeParams = <M extends ClientMethod>(
     )
   )
 
+/**
+ * Decodes a client method's raw result into its typed result.
+ *
+ * Unknown keys are ignored and shown-only enums tolerate new values, but the ids are strict. Fails
+ * with `ClientResultInvalid` when the result does not match.
+ */
 export const decodeResult = <M extends ClientMethod>(
   method: M,
   result: unknown
@@ -276,8 +382,26 @@ export const decodeResult = <M extends ClientMethod>(
   )
 
 /**
- * Wrap an untyped sender (e.g. the transport's `request(method, params)`) into a typed one:
- * params are encoded, the raw result is decoded into `ResultOf<M>`.
+ * Wraps an untyped request sender into a typed one that encodes the params and decodes the result.
+ *
+ * The sender takes a method and encoded params and yields the raw `result` (sending the frame and
+ * matching the response by id is its business). The typed sender fails with the sender's own
+ * errors, `ClientParamsInvalid` (nothing sent) or `ClientResultInvalid`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { ClientMethods } from "@warden/protocol"
+ *
+ * declare const send: (method: string, params: unknown) => Effect.Effect<unknown, Error>
+ * const request = ClientMethods.typed(send)
+ *
+ * const program = Effect.gen(function*() {
+ *   const { thread } = yield* request("thread/start", { cwd: "/repo", approvalPolicy: "on-request" })
+ *   const { turn } = yield* request("turn/start", { threadId: thread.id, input: [{ type: "text", text: "Run the tests" }] })
+ *   return turn.id
+ * })
+ * ```
  */
 export const typed = <E, R>(send: (method: string, params: unknown) => Effect.Effect<unknown, E, R>) =>
 <M extends ClientMethod>(

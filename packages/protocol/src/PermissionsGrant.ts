@@ -1,4 +1,6 @@
 /**
+ * Checking a permissions grant against what codex asked for, and building the answer fresh.
+ *
  * A permissions grant widens a worker's sandbox, so it is checked field by field and the answer
  * is built fresh from checked values: nothing a caller handed us is passed through by reference
  * (a getter or `toJSON` would run again inside JSON.stringify, after the check).
@@ -11,19 +13,40 @@
  */
 import { Either } from "effect"
 
+/**
+ * How long a permissions grant lasts, `"turn"` or `"session"`; an answer without one means `"turn"`.
+ */
 export type GrantScope = "turn" | "session"
 
+/**
+ * A file-system location in a permission set, as the wire writes it.
+ *
+ * `path` is one path, `glob_pattern` a glob, `special` a location codex names by `kind` (kept
+ * verbatim, with its optional `path` and `subpath`).
+ */
 export type FileSystemPath =
   | { readonly type: "path"; readonly path: string }
   | { readonly type: "glob_pattern"; readonly pattern: string }
   | { readonly type: "special"; readonly value: { readonly kind: string; readonly path?: string; readonly subpath?: string | null } }
 
+/**
+ * One location of `fileSystem.entries` with its access, `read`, `write` or `deny`.
+ *
+ * A `deny` entry carves a location out of a wider access; a grant that gives any file-system
+ * access keeps every deny that was asked.
+ */
 export interface FileSystemEntry {
   readonly path: FileSystemPath
   readonly access: "read" | "write" | "deny"
 }
 
-/** A grant after checking: only these fields, only these types. */
+/**
+ * A permission set that passed the shape check, holding only these fields of these types.
+ *
+ * Both what codex asked (`readRequested`) and what a grant gives are read into this shape. Null
+ * fields are dropped (a `fileSystem` left with nothing is dropped too), an empty path list is
+ * refused, and `network` is kept only when `enabled` is a boolean.
+ */
 export interface CheckedGrant {
   readonly fileSystem?: {
     readonly read?: ReadonlyArray<string>
@@ -34,6 +57,12 @@ export interface CheckedGrant {
   readonly network?: { readonly enabled: boolean }
 }
 
+/**
+ * The result to send for `item/permissions/requestApproval`, built fresh from checked values.
+ *
+ * `permissions` is new plain JSON (`{}` grants nothing), `scope` is always stated, and
+ * `strictAutoReview` is present only when the grant gave a boolean.
+ */
 export interface GrantAnswer {
   readonly permissions: Record<string, unknown>
   readonly scope: GrantScope
@@ -184,6 +213,9 @@ const checkShape = (value: unknown, where: string): CheckedGrant => {
 // ---------------------------------------------------------------------------------------------
 // Normalized sets: one access per path
 
+/**
+ * The access a normalized set gives one path; `deny` allows least, then `read`, then `write`.
+ */
 export type Access = "read" | "write" | "deny"
 
 /** Each path (by its exact JSON shape) with the one access a set gives it. */
@@ -198,9 +230,11 @@ const rank: Record<Access, number> = { deny: 0, read: 1, write: 2 }
 const pathKey = (path: FileSystemPath): string => JSON.stringify(path)
 
 /**
- * A checked permission set as one access per path: the `read` and `write` lists are plain path
- * entries, `entries` keep their own access, and a path mentioned twice gets the most restrictive
- * access (a deny carve-out listed next to a write stays a deny).
+ * Normalizes a checked permission set to one access per path.
+ *
+ * The `read` and `write` lists become plain path entries, `entries` keep their own access, and a
+ * path mentioned twice gets the most restrictive access (a deny carve-out listed next to a write
+ * stays a deny). Paths are compared by their exact JSON shape, not resolved on disk.
  */
 export const normalize = (set: CheckedGrant): AccessSet => {
   const byPath = new Map<string, { readonly path: FileSystemPath; readonly access: Access }>()
@@ -220,11 +254,14 @@ const describePath = (path: FileSystemPath): string =>
   path.type === "path" ? JSON.stringify(path.path) : path.type === "glob_pattern" ? `glob ${JSON.stringify(path.pattern)}` : `special ${JSON.stringify(path.value.kind)}`
 
 /**
- * Whether `granted` is within `asked`, as one function over normalized sets: every path the grant
- * gives read or write was asked with at least that access (a path asked as deny can never be
- * granted), the network only if asked. Returns the asked denies the grant does not state: the
- * answer keeps them (a deny may only be kept, never dropped or turned into access), or the reason
- * the grant is wider than asked.
+ * Checks that a granted set is within the asked one, and returns the asked denies the grant leaves out.
+ *
+ * Every path the grant gives read or write was asked with at least that access (a path asked as
+ * deny can never be granted), and the network only if asked; denies in the grant are always
+ * allowed. On success (`Right`) it returns the asked denies the grant does not state: the answer
+ * keeps them (a deny may only be kept, never dropped or turned into access). It fails (`Left`)
+ * with the reason the grant is wider than asked, such as
+ * `grant writes "/etc", which was not asked for`.
  */
 export const within = (asked: AccessSet, granted: AccessSet): Either.Either<ReadonlyArray<FileSystemPath>, string> => {
   for (const [key, given] of granted.byPath) {
@@ -242,7 +279,12 @@ export const within = (asked: AccessSet, granted: AccessSet): Either.Either<Read
   return Either.right(keep)
 }
 
-/** Fresh plain JSON for the wire, built only from checked values. */
+/**
+ * Fresh plain JSON for the wire, built only from checked values.
+ *
+ * Every array and object is new, so nothing the caller still holds can change the answer after
+ * the check.
+ */
 export const toWire = (grant: CheckedGrant): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
   if (grant.fileSystem) {
@@ -275,12 +317,36 @@ const attempt = <A>(f: () => A): Either.Either<A, string> => {
   }
 }
 
-/** What the server asked for, read leniently (it comes from the server, as JSON). */
+/**
+ * Reads the `permissions` of a server request into a `CheckedGrant`, or the reason it cannot be read.
+ *
+ * The same checks as a grant apply (unknown keys, non-plain objects, empty path lists, a bad depth
+ * are refused), so a request refused here cannot be granted either: only the empty grant answers it.
+ * Never throws.
+ */
 export const readRequested = (permissions: unknown): Either.Either<CheckedGrant, string> =>
   attempt(() => checkShape(permissions, "requested permissions"))
 
 /**
- * Check a grant against what was requested and build the answer. `scope` defaults to `turn`.
+ * Checks a grant against what was requested and builds the answer to send.
+ *
+ * `requested` is the request's `permissions` as received; `grant` is what a policy or a person
+ * gives. Fails (`Left`, with a reason a person can read) when the request or the grant does not
+ * have the expected shape, when the grant is wider than asked (see `within`), when `scope` is
+ * neither `"turn"` nor `"session"` (it defaults to `"turn"`), or when `strictAutoReview` is not a
+ * boolean. Never throws: a hostile getter or Proxy is a `Left` too. A grant that gives any
+ * file-system access carries every deny that was asked.
+ *
+ * @example
+ * ```ts
+ * import { PermissionsGrant } from "@warden/protocol"
+ *
+ * const asked = { fileSystem: { write: ["/repo/out"] } }
+ * PermissionsGrant.checkGrant(asked, { permissions: { fileSystem: { write: ["/repo/out"] } } })
+ * // Either.right({ permissions: { fileSystem: { write: ["/repo/out"] } }, scope: "turn" })
+ * PermissionsGrant.checkGrant(asked, { permissions: { network: { enabled: true } } })
+ * // Either.left("grant enables the network, which was not asked for")
+ * ```
  */
 export const checkGrant = (
   requested: unknown,
@@ -311,5 +377,9 @@ export const checkGrant = (
     }
   })
 
-/** The empty grant: the refusal that keeps the turn going. */
+/**
+ * The empty grant, the refusal that keeps the turn going.
+ *
+ * `{permissions: {}, scope: "turn"}`: nothing is granted, and the turn goes on without it.
+ */
 export const emptyGrant = (): GrantAnswer => ({ permissions: {}, scope: "turn" })

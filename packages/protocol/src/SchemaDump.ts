@@ -1,7 +1,10 @@
 /**
- * The protocol schema a codex binary describes itself with (`codex app-server generate-json-schema
- * --out DIR`, offline, ~0.1 s), loaded and indexed: the methods each direction knows, where each
- * server request's response schema lives, and an ajv validator for answers and results.
+ * The protocol schema a codex binary describes itself with, loaded, indexed and made a validator.
+ *
+ * It comes from `codex app-server generate-json-schema --out DIR` (offline, ~0.1 s). The index
+ * holds the methods each direction knows and where each server request's response schema lives;
+ * `makeValidator` checks answers and results against it with ajv. It is a separate entry point,
+ * `@warden/protocol/SchemaDump` (it uses `node:child_process`, the file system and ajv).
  *
  * Layout of the dump (measured on 0.171.0):
  * - `DIR/codex_app_server_protocol.schemas.json`: ONE draft-07 bundle with everything. Its
@@ -26,16 +29,28 @@ import { Ajv, type ValidateFunction } from "ajv"
 import { Data, Effect, Either } from "effect"
 import * as Json from "./Json.js"
 
+/** A JSON Schema node of the dump, or any JSON object read from it. */
 export type JsonSchema = { readonly [key: string]: unknown }
 
+/** The file of a dump directory that holds every definition in one draft-07 bundle. */
 export const BundleFile = "codex_app_server_protocol.schemas.json"
 
+/**
+ * The error when a schema dump cannot be generated, read or indexed, with a `reason`.
+ *
+ * - `GenerateFailed`: the binary failed, timed out (60 s), or the temporary directory could not be
+ *   made; the message has the first stderr lines.
+ * - `ReadFailed`: the bundle file could not be read or is not JSON.
+ * - `LayoutChanged`: the bundle is not shaped as this module expects (an envelope without `oneOf`,
+ *   a variant without a single method, a server request without its `XxxResponse`).
+ */
 export class SchemaDumpError extends Data.TaggedError("SchemaDumpError")<{
   readonly reason: "GenerateFailed" | "ReadFailed" | "LayoutChanged"
   readonly message: string
   readonly cause?: unknown
 }> {}
 
+/** One method of an envelope, with the refs of its params and response schemas. */
 export interface MethodEntry {
   readonly method: string
   /** `#/definitions/...` of the params, null when the method takes none. */
@@ -44,6 +59,11 @@ export interface MethodEntry {
   readonly responseRef: string | null
 }
 
+/**
+ * A loaded and indexed dump, with the bundle and the methods of each envelope as entries and names.
+ *
+ * Made by `generate`, `load` or `fromBundle`.
+ */
 export interface SchemaDump {
   readonly bundle: JsonSchema
   readonly clientRequests: ReadonlyArray<MethodEntry>
@@ -113,7 +133,12 @@ const envelope = (
   return Either.right(entries)
 }
 
-/** Index a parsed bundle (pure; `load` and `generate` use it). */
+/**
+ * Indexes a parsed bundle (pure; `load` and `generate` use it).
+ *
+ * Fails (`Left`) with a `SchemaDumpError` of reason `LayoutChanged` when the bundle is not shaped
+ * as expected, including a server request with no `XxxResponse` next to its params.
+ */
 export const fromBundle = (bundle: unknown): Either.Either<SchemaDump, SchemaDumpError> =>
   Either.gen(function*() {
     if (!isRecord(bundle)) return yield* Either.left(layoutChanged(`${BundleFile} is not a JSON object`))
@@ -143,7 +168,12 @@ export const fromBundle = (bundle: unknown): Either.Either<SchemaDump, SchemaDum
     }
   })
 
-/** Load a dump directory written earlier by `generate-json-schema --out DIR`. */
+/**
+ * Loads a dump directory written earlier by `generate-json-schema --out DIR`.
+ *
+ * Only `BundleFile` is read. Fails with `SchemaDumpError`: `ReadFailed` when it cannot be read or
+ * parsed, `LayoutChanged` as `fromBundle` does.
+ */
 export const load = (dir: string): Effect.Effect<SchemaDump, SchemaDumpError> =>
   Effect.tryPromise({
     try: async () => JSON.parse(await readFile(join(dir, BundleFile), "utf8")) as unknown,
@@ -182,8 +212,25 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: st
   })
 
 /**
- * Run `<binary> app-server generate-json-schema --out <tmp>` and load the result; the temporary
- * directory is removed afterwards, whatever happens. Bounded by a 60 s timeout (SIGKILL).
+ * Runs `<binary> app-server generate-json-schema --out <tmp>` and loads the result.
+ *
+ * The binary runs with a private, empty `CODEX_HOME` (no user config is read), `--experimental`
+ * when asked. The temporary directory is removed afterwards, whatever happens. Bounded by a 60 s
+ * timeout (SIGKILL), and the child is killed on interruption. Fails with `SchemaDumpError`:
+ * `GenerateFailed` when the binary cannot run or fails, else as `load`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as SchemaDump from "@warden/protocol/SchemaDump"
+ *
+ * const program = Effect.gen(function*() {
+ *   const dump = yield* SchemaDump.generate("codex")
+ *   const validator = SchemaDump.makeValidator(dump)
+ *   return validator.serverRequestResponse("item/commandExecution/requestApproval", { decision: "decline" })
+ *   // { _tag: "Valid" }
+ * })
+ * ```
  */
 export const generate = (
   binary: string,
@@ -220,7 +267,12 @@ export const generate = (
 // ---------------------------------------------------------------------------------------------
 // Enumerations, for drift checks
 
-/** String values of an enum-like definition: `enum`, or the enums of its `oneOf`/`anyOf` arms. */
+/**
+ * The string values of an enum-like definition, found by name.
+ *
+ * Its own `enum`, then the enums of its `oneOf`/`anyOf` arms, recursively; empty when the
+ * definition is missing.
+ */
 export const enumValues = (dump: Pick<SchemaDump, "bundle">, name: string): ReadonlyArray<string> => {
   const found = findDefinition(dump, name)
   if (found === undefined) return []
@@ -233,7 +285,12 @@ export const enumValues = (dump: Pick<SchemaDump, "bundle">, name: string): Read
   return strings(found.schema)
 }
 
-/** The discriminator values of a tagged union (`oneOf` arms with `properties[key].enum`), e.g. ThreadItem's `type`. */
+/**
+ * The discriminator values of a tagged union, such as ThreadItem's `type`.
+ *
+ * They are read from the `oneOf` arms' `properties[key].enum`; empty when the definition is
+ * missing or not a `oneOf`.
+ */
 export const tagValues = (dump: Pick<SchemaDump, "bundle">, name: string, key: string): ReadonlyArray<string> => {
   const arms = findDefinition(dump, name)?.schema["oneOf"]
   if (!Array.isArray(arms)) return []
@@ -248,12 +305,18 @@ export const tagValues = (dump: Pick<SchemaDump, "bundle">, name: string, key: s
 // ---------------------------------------------------------------------------------------------
 // Validation
 
+/**
+ * The outcome of validating a value against the dump, `Valid`, `Invalid` or `Unavailable`.
+ *
+ * `Invalid` carries ajv's errors as one string.
+ */
 export type Validation =
   | { readonly _tag: "Valid" }
   | { readonly _tag: "Invalid"; readonly errors: string }
   /** Nothing to validate against: unknown method, no response schema, or a schema ajv refused. */
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
+/** Checks of answers and results against the dump's schemas, made by `makeValidator`. */
 export interface Validator {
   /** Check an answer (a `result`) to a server request, e.g. `{decision:"decline"}`. */
   readonly serverRequestResponse: (method: string, value: unknown) => Validation

@@ -13,6 +13,11 @@ import type { RequestId, RpcErrorBody } from "./JsonRpc.js"
 import * as PermissionsGrant from "./PermissionsGrant.js"
 import { describeParseError } from "./Json.js"
 
+/**
+ * The ten server-to-client request methods Warden knows, as listed in the 0.171.0 stable schema.
+ *
+ * The conformance test compares this list with the pinned binary's schema dump.
+ */
 export const ServerRequestMethods = [
   "item/commandExecution/requestApproval",
   "item/fileChange/requestApproval",
@@ -26,26 +31,54 @@ export const ServerRequestMethods = [
   "execCommandApproval"
 ] as const
 
+/** One of the `ServerRequestMethods`. */
 export type ServerRequestMethod = (typeof ServerRequestMethods)[number]
 
+/** Whether a method name is one of the `ServerRequestMethods`. */
 export const isServerRequestMethod = (method: string): method is ServerRequestMethod =>
   (ServerRequestMethods as ReadonlyArray<string>).includes(method)
 
-/** What goes back on the wire for a server request: a result, or an error frame. */
+/**
+ * What goes back on the wire for a server request, a result or an error frame.
+ *
+ * Write it with `replyFrame`. codex takes an error frame as a denial.
+ */
 export type Reply =
   | { readonly _tag: "Result"; readonly result: Record<string, unknown> }
   | { readonly _tag: "Error"; readonly error: RpcErrorBody }
 
+/**
+ * Encodes a `Reply` to server request `id` as a JSON-RPC response frame, with `"jsonrpc":"2.0"`.
+ *
+ * @example
+ * ```ts
+ * import { ServerRequests } from "@warden/protocol"
+ *
+ * const request = ServerRequests.decode(0, "item/fileChange/requestApproval", params)
+ * ServerRequests.replyFrame(request.id, ServerRequests.refusalFor(request))
+ * // { jsonrpc: "2.0", id: 0, result: { decision: "decline" } }
+ * ```
+ */
 export const replyFrame = (id: RequestId, reply: Reply): Record<string, unknown> =>
   reply._tag === "Result" ? { jsonrpc: "2.0", id, result: reply.result } : { jsonrpc: "2.0", id, error: reply.error }
 
 const result = (value: Record<string, unknown>): Reply => ({ _tag: "Result", result: value })
 
-/** The honest answer for a method nobody here can answer: codex takes any error frame as a denial. */
+/**
+ * The error body that refuses a request Warden never answers positively (token refresh, attestation).
+ *
+ * It is the honest answer for a method nobody here can answer: codex takes any error frame as a
+ * denial. Its message tells the model to go on with what it is already allowed to do.
+ */
 export const refusedError: RpcErrorBody = {
   code: -32001,
   message: "Warden refused this request: nobody approved it. Continue with what you are already allowed to do."
 }
+/**
+ * The error body (code -32601) that refuses a server request method Warden does not know.
+ *
+ * `refusalFor` sends it for every `Unknown` request; codex takes it as a denial.
+ */
 export const unknownMethodError = (method: string): RpcErrorBody => ({
   code: -32601,
   message: `Warden does not handle ${method}; refused.`
@@ -79,6 +112,15 @@ const UnknownRecord = Schema.declare(
 
 const NetworkAmendment = Schema.Struct({ host: Schema.String, action: Schema.String })
 
+/**
+ * The params of `item/commandExecution/requestApproval`, codex asking to run a command.
+ *
+ * Only `threadId`, `turnId` and `itemId` (the model's call id) are required; every other field may
+ * be absent or null, and unknown keys are ignored. `command` is the shell command as one string.
+ * `availableDecisions` is kept as sent (0.171.0 never lists `decline`, yet takes it);
+ * `proposedExecpolicyAmendment` and `proposedNetworkPolicyAmendments` are what
+ * `AcceptWithExecpolicyAmendment` and `ApplyNetworkPolicyAmendment` may accept.
+ */
 export const CommandApprovalParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Schema.String,
@@ -95,6 +137,13 @@ export const CommandApprovalParams = Schema.Struct({
 })
 export type CommandApprovalParams = typeof CommandApprovalParams.Type
 
+/**
+ * The params of `item/fileChange/requestApproval`, codex asking to apply a patch.
+ *
+ * They do not carry the changes: those are in the `fileChange` item of the `item/started` that
+ * came before, with the same `itemId` (keep them to show on the card). `grantRoot`, when set, is
+ * a root under which the agent asks to be allowed writes for the rest of the session.
+ */
 export const FileChangeApprovalParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Schema.String,
@@ -104,6 +153,13 @@ export const FileChangeApprovalParams = Schema.Struct({
 })
 export type FileChangeApprovalParams = typeof FileChangeApprovalParams.Type
 
+/**
+ * The params of `item/permissions/requestApproval`, codex asking to widen the sandbox.
+ *
+ * `permissions` is kept as received and checked only when an answer is built (see
+ * `PermissionsGrant`); the wire shape is like `{network, fileSystem:{read, write, entries}}`.
+ * No `item/started` or `item/completed` is sent for this tool.
+ */
 export const PermissionsApprovalParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Schema.String,
@@ -114,6 +170,15 @@ export const PermissionsApprovalParams = Schema.Struct({
 })
 export type PermissionsApprovalParams = typeof PermissionsApprovalParams.Type
 
+/**
+ * The params of `mcpServer/elicitation/request`, an MCP server asking the person for something.
+ *
+ * `mode` is `"form"` (fields described by the JSON Schema `requestedSchema`) or `"url"` (a page to
+ * open at `url`). codex also gates a call of an MCP tool not marked read-only with one of these:
+ * `_meta.codex_approval_kind` is `"mcp_tool_call"` and the form has no fields; declining it fails
+ * the tool call. `_meta.persist` lists the persistence levels offered (see `persistOffered`).
+ * `turnId` may be absent or null.
+ */
 export const ElicitationParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Nullable(Schema.String),
@@ -127,6 +192,12 @@ export const ElicitationParams = Schema.Struct({
 })
 export type ElicitationParams = typeof ElicitationParams.Type
 
+/**
+ * One question of `item/tool/requestUserInput`; its `id` keys the answer.
+ *
+ * `options` are the choices offered, when there are any (null or absent otherwise); `isOther` and
+ * `isSecret` are kept as the server sends them.
+ */
 export const UserInputQuestion = Schema.Struct({
   id: Schema.String,
   header: Schema.String,
@@ -137,6 +208,12 @@ export const UserInputQuestion = Schema.Struct({
 })
 export type UserInputQuestion = typeof UserInputQuestion.Type
 
+/**
+ * The params of `item/tool/requestUserInput`, questions the model asks the person.
+ *
+ * `isBlocking` is false when the tool was enabled with `default_mode_request_user_input`; codex
+ * never resolves a non-blocking question by itself.
+ */
 export const UserInputParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Schema.String,
@@ -146,6 +223,11 @@ export const UserInputParams = Schema.Struct({
 })
 export type UserInputParams = typeof UserInputParams.Type
 
+/**
+ * The params of `item/tool/call`, a call of a dynamic tool the client declared on `thread/start`.
+ *
+ * Needs `experimentalApi`; no `serverRequest/resolved` follows this request.
+ */
 export const DynamicToolCallParams = Schema.Struct({
   threadId: Schema.String,
   turnId: Schema.String,
@@ -156,12 +238,28 @@ export const DynamicToolCallParams = Schema.Struct({
 })
 export type DynamicToolCallParams = typeof DynamicToolCallParams.Type
 
+/**
+ * The params of `account/chatgptAuthTokens/refresh`, sent on a 401 with ChatGPT-token auth.
+ *
+ * The server waits 10 s for an answer. Warden only refuses it, with the `refusedError` frame.
+ */
 export const TokenRefreshParams = Schema.Struct({
   reason: Schema.Unknown,
   previousAccountId: Nullable(Schema.String)
 })
+/**
+ * The params of `attestation/generate`, which are none.
+ *
+ * Sent only to a client that asked for it (`capabilities.requestAttestation`); Warden only refuses
+ * it, with the `refusedError` frame.
+ */
 export const AttestationParams = Schema.Struct({})
 
+/**
+ * The params of the legacy v1 `applyPatchApproval`, keyed by conversation and call, not by thread.
+ *
+ * No client method starts a v1 conversation on 0.171.0, so it could not be triggered there.
+ */
 export const LegacyApplyPatchParams = Schema.Struct({
   conversationId: Schema.String,
   callId: Schema.String,
@@ -169,6 +267,11 @@ export const LegacyApplyPatchParams = Schema.Struct({
   reason: Nullable(Schema.String),
   grantRoot: Nullable(Schema.String)
 })
+/**
+ * The params of the legacy v1 `execCommandApproval`, with the command as an argv list.
+ *
+ * Keyed by conversation and call, not by thread; not triggerable on 0.171.0.
+ */
 export const LegacyExecParams = Schema.Struct({
   conversationId: Schema.String,
   callId: Schema.String,
@@ -181,7 +284,14 @@ export const LegacyExecParams = Schema.Struct({
 // ---------------------------------------------------------------------------------------------
 // Method specs
 
+/**
+ * How Warden reads, refuses, answers and routes one server request method.
+ *
+ * One spec per method lives in `Specs`; `decode`, `refusalFor`, `answerFor`, `offersFor`,
+ * `threadIdFor` and `turnIdFor` read them.
+ */
 export interface MethodSpec<P> {
+  /** The lenient params schema (unknown keys are ignored). */
   readonly params: Schema.Schema<P, any>
   /** The answer written when nobody decided (deadline, scope closed, handler failed). Required. */
   readonly refusal: Reply
@@ -191,6 +301,7 @@ export interface MethodSpec<P> {
   readonly offers: (params: P) => ReadonlyArray<DecisionTag>
   /** The thread the request belongs to, if it says. */
   readonly threadId: (params: P) => string | undefined
+  /** The turn the request belongs to, if it says. */
   readonly turnId: (params: P) => string | undefined
 }
 
@@ -546,6 +657,7 @@ const legacyApproval = <P>(params: Schema.Schema<P, any>, method: string): Metho
   turnId: () => undefined
 })
 
+/** The decoded params type of each server request method. */
 export type ParamsOf = {
   "item/commandExecution/requestApproval": CommandApprovalParams
   "item/fileChange/requestApproval": FileChangeApprovalParams
@@ -559,6 +671,20 @@ export type ParamsOf = {
   "execCommandApproval": typeof LegacyExecParams.Type
 }
 
+/**
+ * The spec of every server request method, an exhaustive table by method name.
+ *
+ * Its type makes a method without a spec (and so without a refusal) a compile error. The refusals,
+ * each the answer that keeps the turn going:
+ *
+ * - command and file change approvals: `{decision:"decline"}`;
+ * - permissions: `{permissions:{}, scope:"turn"}` (the empty grant);
+ * - MCP elicitation: `{action:"decline"}`;
+ * - user input: `{answers:{}}`;
+ * - dynamic tool call: `{contentItems:[], success:false}`;
+ * - token refresh and attestation: the `refusedError` frame;
+ * - legacy v1 approvals: `{decision:{denied:{rejection:"..."}}}`.
+ */
 export const Specs: { readonly [M in ServerRequestMethod]: MethodSpec<ParamsOf[M]> } = {
   "item/commandExecution/requestApproval": commandApproval,
   "item/fileChange/requestApproval": fileChangeApproval,
@@ -575,10 +701,21 @@ export const Specs: { readonly [M in ServerRequestMethod]: MethodSpec<ParamsOf[M
 // ---------------------------------------------------------------------------------------------
 // Decoded requests
 
+/**
+ * A server request whose method is known and whose params decoded, typed by its `method`.
+ *
+ * Narrow on `method` to get that method's params type.
+ */
 export type ServerRequest = {
   readonly [M in ServerRequestMethod]: { readonly _tag: "Known"; readonly id: RequestId; readonly method: M; readonly params: ParamsOf[M] }
 }[ServerRequestMethod]
 
+/**
+ * What `decode` makes of a server request, tagged `Known`, `Unknown` or `Malformed`.
+ *
+ * Every one of them must still be answered (codex waits forever): `refusalFor` gives the answer
+ * for each.
+ */
 export type DecodedRequest =
   | ServerRequest
   /** A method outside the union: answered with the error frame. */
@@ -590,6 +727,25 @@ const decoders = Object.fromEntries(
   ServerRequestMethods.map((m) => [m, Schema.decodeUnknownEither(Specs[m].params as Schema.Schema<unknown, unknown>, { onExcessProperty: "ignore" })])
 ) as Record<ServerRequestMethod, (u: unknown) => Either.Either<unknown, import("effect/ParseResult").ParseError>>
 
+/**
+ * Decodes a server request's method and params into a `DecodedRequest`; it never fails.
+ *
+ * A method outside `ServerRequestMethods` is `Unknown`. Params that do not match the method's
+ * schema make it `Malformed`, whose `detail` names the failing field and what was expected, never
+ * the value (a token may sit there). Missing params decode as `{}`; unknown keys are ignored.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Decision, ServerRequests } from "@warden/protocol"
+ *
+ * const request = ServerRequests.decode(message.id, message.method, message.params)
+ * const reply = request._tag === "Known"
+ *   ? Either.getOrElse(ServerRequests.answerFor(request, Decision.Accept), () => ServerRequests.refusalFor(request))
+ *   : ServerRequests.refusalFor(request)
+ * const frame = ServerRequests.replyFrame(request.id, reply)
+ * ```
+ */
 export const decode = (id: RequestId, method: string, params: unknown): DecodedRequest => {
   if (!isServerRequestMethod(method)) return { _tag: "Unknown", id, method, params }
   const decoded = decoders[method](params ?? {})
@@ -598,17 +754,58 @@ export const decode = (id: RequestId, method: string, params: unknown): DecodedR
   return { _tag: "Known", id, method, params: decoded.right } as ServerRequest
 }
 
-/** The refusal for any decoded request (the error frame for unknown methods). */
+/**
+ * The refusal for any decoded request, the answer that keeps the turn going.
+ *
+ * For a `Known` or `Malformed` request it is the method's refusal (see `Specs`); for an `Unknown`
+ * method, the `unknownMethodError` frame. It is what Warden writes when nobody decided (a deadline,
+ * a closed scope, a failed handler).
+ */
 export const refusalFor = (request: DecodedRequest): Reply =>
   request._tag === "Unknown" ? { _tag: "Error", error: unknownMethodError(request.method) } : Specs[request.method].refusal
 
-/** Encode a decision for a known request, or say why it cannot be expressed. */
+/**
+ * Encodes a decision as the answer to a known request, or says why it cannot be expressed.
+ *
+ * Fails (`Left`, a reason a person can read) when the method has no word for the decision
+ * (`Answers` to a command approval), when the request did not offer it (`accept` missing from a
+ * command's `availableDecisions`, an amendment other than the one proposed, a `persist` level not
+ * offered), or when its payload does not check out (a grant wider than asked, form content the
+ * form does not ask for, more than 32 answers or one longer than 4096 characters to a question,
+ * a tool result content item that is not `inputText`, `inputImage` or `inputAudio`). Never
+ * coerces a decision into a nearby word. `Decline` always succeeds.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Decision, ServerRequests } from "@warden/protocol"
+ *
+ * const encoded = ServerRequests.answerFor(request, Decision.AcceptForSession)
+ * if (Either.isLeft(encoded)) console.error(encoded.left) // "acceptForSession is not offered by this request"
+ * ```
+ */
 export const answerFor = (request: ServerRequest, decision: Decision): Either.Either<Reply, string> =>
   (Specs[request.method] as MethodSpec<unknown>).answer(request.params, decision)
 
+/**
+ * The decision tags a known request offers a person; `Decline` is always among them.
+ *
+ * A command approval offers `Accept` and `AcceptForSession` only where `availableDecisions` lists
+ * them (or is absent), `AcceptWithExecpolicyAmendment` where an amendment is proposed and
+ * offered, `ApplyNetworkPolicyAmendment` where one is proposed, then `Decline` and `Cancel`. An
+ * elicitation offers `Accept` only for a URL or a form without fields (a form needs an
+ * `Elicitation` decision with content). The token refresh and attestation offer only `Decline`.
+ */
 export const offersFor = (request: ServerRequest): ReadonlyArray<DecisionTag> =>
   (Specs[request.method] as MethodSpec<unknown>).offers(request.params)
 
+/**
+ * The thread a decoded request belongs to, or undefined when it names none.
+ *
+ * For a `Known` request the method's spec says (the token refresh, attestation and the legacy v1
+ * requests name no thread); for `Unknown` and `Malformed` ones, a string `params.threadId` if
+ * there is one. A supervisor routes the request to that thread's worker with it.
+ */
 export const threadIdFor = (request: DecodedRequest): string | undefined => {
   if (request._tag === "Known") return (Specs[request.method] as MethodSpec<unknown>).threadId(request.params)
   const params = request.params
@@ -619,6 +816,11 @@ export const threadIdFor = (request: DecodedRequest): string | undefined => {
   return undefined
 }
 
+/**
+ * The turn a decoded request belongs to, or undefined when it names none.
+ *
+ * Read like `threadIdFor`, from the spec or a string `params.turnId`.
+ */
 export const turnIdFor = (request: DecodedRequest): string | undefined => {
   if (request._tag === "Known") return (Specs[request.method] as MethodSpec<unknown>).turnId(request.params)
   const params = request.params

@@ -9,12 +9,22 @@
 import { Schema } from "effect"
 import * as OpenEnum from "./OpenEnum.js"
 
+/**
+ * The flags an active thread may carry in 0.171.0, what it is waiting on the client for.
+ */
 export const ThreadActiveFlags = ["waitingOnApproval", "waitingOnUserInput"] as const
+/** One of the `ThreadActiveFlags`, or `"unknown"` for a flag added since. */
 export type ThreadActiveFlag = OpenEnum.Open<(typeof ThreadActiveFlags)[number]>
 
 /** The wire `status.type` values of 0.171.0. */
 export const ThreadStatusTypes = ["idle", "active", "systemError", "notLoaded"] as const
 
+/**
+ * A thread's status as Warden holds it, tagged `Idle`, `Active`, `SystemError`, `NotLoaded` or `Unknown`.
+ *
+ * `Active` carries its flags; `Unknown` keeps a wire `type` this build does not know. This is the
+ * decoded shape: read the wire with `ThreadStatusFromWire`.
+ */
 export const ThreadStatus = Schema.Union(
   Schema.TaggedStruct("Idle", {}),
   Schema.TaggedStruct("Active", { activeFlags: Schema.Array(Schema.Literal(...ThreadActiveFlags, "unknown")) }),
@@ -29,7 +39,12 @@ const ThreadStatusWire = Schema.Struct({
   activeFlags: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
 })
 
-/** `{type:"active", activeFlags:[...]}` on the wire, `{_tag:"Active", activeFlags}` decoded. */
+/**
+ * The schema from a wire thread status to a `ThreadStatus`.
+ *
+ * `{type:"active", activeFlags:[...]}` on the wire, `{_tag:"Active", activeFlags}` decoded; an
+ * unknown flag becomes `"unknown"`, an unknown `type` the `Unknown` status.
+ */
 export const ThreadStatusFromWire = Schema.transform(ThreadStatusWire, ThreadStatus, {
   strict: true,
   decode: (wire): ThreadStatus => {
@@ -64,6 +79,11 @@ export const ThreadStatusFromWire = Schema.transform(ThreadStatusWire, ThreadSta
 
 const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 
+/**
+ * A thread as the server describes it, with a strict id and everything else informational.
+ *
+ * See the module comment; `parentThreadId` marks a thread codex spawned for a sub-agent.
+ */
 export const Thread = Schema.Struct({
   id: Schema.NonEmptyString,
   cwd: nullable(Schema.String),

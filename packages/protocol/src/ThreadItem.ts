@@ -8,19 +8,34 @@
 import { Either, ParseResult, Schema } from "effect"
 import * as OpenEnum from "./OpenEnum.js"
 
-/** Tool-like item statuses of 0.171.0 (command/file: 4 values; collab adds `interrupted`). */
+/**
+ * Tool-like item statuses of 0.171.0, four for commands and file changes plus `interrupted` for collab calls.
+ */
 export const ItemStatuses = ["inProgress", "completed", "failed", "declined", "interrupted"] as const
+/**
+ * The status of a tool-like item, with a value added since decoding as `"unknown"`.
+ */
 export const ItemStatus = OpenEnum.make(...ItemStatuses)
 export type ItemStatus = OpenEnum.Open<(typeof ItemStatuses)[number]>
 
+/** The kinds of change to one file in 0.171.0; any other decodes as `"unknown"`. */
 export const PatchChangeKinds = ["add", "delete", "update"] as const
+/** What a `subAgentActivity` item reports a sub-agent did, in 0.171.0. */
 export const SubAgentActivityKinds = ["started", "interacted", "interrupted", "completed"] as const
+/**
+ * The phases an agent message may be marked with; `final_answer` marks the turn's declared answer.
+ */
 export const MessagePhases = ["commentary", "partial_answer", "final_answer"] as const
 
 const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 const anyValue = Schema.optionalWith(Schema.Unknown, { default: () => null })
 
-/** One file of a fileChange item or of `item/fileChange/patchUpdated`. */
+/**
+ * One file of a fileChange item or of `item/fileChange/patchUpdated`.
+ *
+ * The wire's `kind: {type, move_path}` is read into `kind` (an open enum of `PatchChangeKinds`)
+ * and `movePath` (null unless the file moves).
+ */
 export const FileChange = Schema.transform(
   Schema.Struct({
     path: Schema.String,
@@ -46,12 +61,14 @@ export const FileChange = Schema.transform(
 )
 export type FileChange = Schema.Schema.Type<typeof FileChange>
 
+/** The person's input to a turn, as an item (`userMessage`); `content` is kept raw. */
 export const UserMessage = Schema.Struct({
   type: Schema.Literal("userMessage"),
   id: Schema.String,
   content: Schema.optionalWith(Schema.Array(Schema.Unknown), { default: () => [] })
 })
 
+/** A message from the agent (`agentMessage`), with its text. */
 export const AgentMessage = Schema.Struct({
   type: Schema.Literal("agentMessage"),
   id: Schema.String,
@@ -60,6 +77,7 @@ export const AgentMessage = Schema.Struct({
   phase: nullable(OpenEnum.make(...MessagePhases))
 })
 
+/** The model's reasoning (`reasoning`), as summary parts and raw content. */
 export const Reasoning = Schema.Struct({
   type: Schema.Literal("reasoning"),
   id: Schema.String,
@@ -67,12 +85,19 @@ export const Reasoning = Schema.Struct({
   content: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
 })
 
+/** A plan the agent wrote (`plan`), as text. */
 export const Plan = Schema.Struct({
   type: Schema.Literal("plan"),
   id: Schema.String,
   text: Schema.String
 })
 
+/**
+ * A command the agent runs or asked to run (`commandExecution`).
+ *
+ * It ends `declined` when its approval was refused, and `failed` when the approval request got an
+ * error frame.
+ */
 export const CommandExecution = Schema.Struct({
   type: Schema.Literal("commandExecution"),
   id: Schema.String,
@@ -86,6 +111,11 @@ export const CommandExecution = Schema.Struct({
   durationMs: nullable(Schema.Number)
 })
 
+/**
+ * A patch the agent applies or asked to apply (`fileChange`), one `FileChange` per file.
+ *
+ * The changes a file change approval is about are in this item's `item/started`.
+ */
 export const FileChangeItem = Schema.Struct({
   type: Schema.Literal("fileChange"),
   id: Schema.String,
@@ -93,6 +123,12 @@ export const FileChangeItem = Schema.Struct({
   changes: Schema.Array(FileChange)
 })
 
+/**
+ * A call of an MCP server's tool (`mcpToolCall`).
+ *
+ * codex gates a tool not marked read-only with an MCP elicitation first; declining that fails
+ * this item.
+ */
 export const McpToolCall = Schema.Struct({
   type: Schema.Literal("mcpToolCall"),
   id: Schema.String,
@@ -105,6 +141,7 @@ export const McpToolCall = Schema.Struct({
   durationMs: nullable(Schema.Number)
 })
 
+/** A call of a dynamic tool the client declared on `thread/start` (`dynamicToolCall`). */
 export const DynamicToolCall = Schema.Struct({
   type: Schema.Literal("dynamicToolCall"),
   id: Schema.String,
@@ -117,6 +154,12 @@ export const DynamicToolCall = Schema.Struct({
   durationMs: nullable(Schema.Number)
 })
 
+/**
+ * A call of a multi-agent tool (`collabAgentToolCall`), such as spawning or messaging a sub-agent.
+ *
+ * `tool` is kept verbatim; `agentsStates` holds each agent's status and message, keyed as the
+ * server sends them.
+ */
 export const CollabAgentToolCall = Schema.Struct({
   type: Schema.Literal("collabAgentToolCall"),
   id: Schema.String,
@@ -136,7 +179,11 @@ export const CollabAgentToolCall = Schema.Struct({
   )
 })
 
-/** A sub-agent codex spawned: started, interacted, interrupted or completed (wire field `kind`). */
+/**
+ * News of a sub-agent codex spawned (`subAgentActivity`), read from the wire field `kind` into `activity`.
+ *
+ * The sub-agent's own turns and items arrive under its own thread id, `agentThreadId`.
+ */
 export const SubAgentActivity = Schema.Struct({
   type: Schema.Literal("subAgentActivity"),
   id: Schema.String,
@@ -146,17 +193,24 @@ export const SubAgentActivity = Schema.Struct({
   model: nullable(Schema.String)
 })
 
+/** A web search the agent ran (`webSearch`), with its query. */
 export const WebSearch = Schema.Struct({
   type: Schema.Literal("webSearch"),
   id: Schema.String,
   query: Schema.String
 })
 
+/** A compaction of the thread's context (`contextCompaction`). */
 export const ContextCompaction = Schema.Struct({
   type: Schema.Literal("contextCompaction"),
   id: Schema.String
 })
 
+/**
+ * An item this module could not decode into its own shape, kept raw so its lifecycle still arrives.
+ *
+ * Either its `type` is new (`issue` null) or its known shape drifted (`issue` says how).
+ */
 export interface UnknownItem {
   readonly type: "unknown"
   /** The item's id when it had a string one. */
@@ -168,6 +222,17 @@ export interface UnknownItem {
   readonly issue: string | null
 }
 
+/**
+ * Every item `decode` can produce, told apart by `type`.
+ *
+ * @example
+ * ```ts
+ * import { ThreadItem } from "@warden/protocol"
+ *
+ * const item = ThreadItem.decode(params.item)
+ * if (item.type === "commandExecution") console.log(item.command, item.exitCode, item.aggregatedOutput)
+ * ```
+ */
 export type ThreadItem =
   | Schema.Schema.Type<typeof UserMessage>
   | Schema.Schema.Type<typeof AgentMessage>
@@ -183,6 +248,7 @@ export type ThreadItem =
   | Schema.Schema.Type<typeof ContextCompaction>
   | UnknownItem
 
+/** The `type` of a `ThreadItem`, `"unknown"` included. */
 export type ItemType = ThreadItem["type"]
 
 type Decoder = (raw: unknown) => Either.Either<ThreadItem, ParseResult.ParseError>
@@ -210,7 +276,12 @@ export const KnownItemTypes: ReadonlyArray<string> = Array.from(decoders.keys())
 const fieldOf = (raw: unknown, key: string): unknown =>
   typeof raw === "object" && raw !== null ? (raw as { readonly [k: string]: unknown })[key] : undefined
 
-/** Never fails; see the module comment. */
+/**
+ * Decodes one wire item by its `type` into a `ThreadItem`; it never fails.
+ *
+ * A `type` not in `KnownItemTypes` (or none) and a known `type` whose shape drifted both become an
+ * `UnknownItem`; see the module comment.
+ */
 export const decode = (raw: unknown): ThreadItem => {
   const itemType = fieldOf(raw, "type")
   const id = fieldOf(raw, "id")
