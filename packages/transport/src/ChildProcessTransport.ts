@@ -22,9 +22,10 @@ import { Transport } from "./Transport.js"
 import type { TransportShape } from "./Transport.js"
 
 /**
- * How to start the child and the bounds of its connection: the command line, its environment and
- * working directory, the longest accepted frame, the stderr tail kept, and the graces of the stop
- * sequence. Only `command` and `args` are required.
+ * How to start the child, and the bounds of its connection.
+ *
+ * The command line, its environment and working directory, the longest accepted frame, the stderr
+ * tail kept, and the graces of the stop sequence. Only `command` and `args` are required.
  */
 export interface Options {
   /** The executable (looked up on PATH if it has no slash). */
@@ -180,8 +181,10 @@ export const make = (options: Options): TransportShape => ({
 })
 
 /**
- * The {@link make} transport as a layer providing the `Transport` service: each `connect` spawns a
- * new child (fails with `SpawnFailed`); building the layer itself starts nothing and cannot fail.
+ * The `make` transport as a layer providing the `Transport` service.
+ *
+ * Each `connect` spawns a new child (and fails with `SpawnFailed` when it cannot); building the
+ * layer itself starts nothing and cannot fail.
  *
  * @example
  * ```ts

@@ -5,8 +5,9 @@
 import { Data } from "effect"
 
 /**
- * Why a connection ended, as a tagged union (`_tag`): the first cause decides it, later causes are
- * ignored. `ClosedByUs` is the only end Warden chose; every other tag is a failure of the peer,
+ * Why a connection ended, as a union tagged by `_tag`.
+ *
+ * The first cause decides it; later causes are ignored. `ClosedByUs` is the only end Warden chose; every other tag is a failure of the peer,
  * of the pipes, or of Warden itself (`InternalDefect`).
  */
 export type EndReason =
@@ -35,8 +36,10 @@ export type EndReason =
   | { readonly _tag: "ClosedByUs" }
 
 /**
- * One sentence saying what happened, for people (`ConnectionEnded.message` starts with it): e.g.
- * `the app-server exited with code 1`, `the app-server broke the protocol: ...`. Never fails.
+ * One sentence for people saying why the connection ended (`ConnectionEnded.message` starts with it).
+ *
+ * For example `the app-server exited with code 1`, or `the app-server broke the protocol: ...`.
+ * Never fails.
  */
 export const describeReason = (reason: EndReason): string => {
   switch (reason._tag) {
@@ -61,7 +64,7 @@ export const describeReason = (reason: EndReason): string => {
   }
 }
 
-/** The connection's end: a reason plus the stderr tail captured when it ended. */
+/** The connection's end, with its reason and the stderr tail captured when it ended. */
 export class ConnectionEnded extends Data.TaggedError("ConnectionEnded")<{
   readonly reason: EndReason
   readonly stderrTail: string

@@ -1,7 +1,9 @@
 /**
- * An in-memory Transport for deterministic tests: the client side is the real connection core
- * (same FrameDecoder, writer, end rules and stop sequence as a child process), the other side is a
- * `Peer` the test drives by hand or with a `program`.
+ * An in-memory Transport for deterministic tests.
+ *
+ * The client side is the real connection core (same FrameDecoder, writer, end rules and stop
+ * sequence as a child process); the other side is a `Peer` the test drives by hand or with a
+ * `program`.
  *
  * Nothing here uses a timer: a peer that dies on SIGTERM (the default) ends every stop sequence at
  * once; a peer that traps SIGTERM, or exits without closing its pipes, waits on the Clock, so the
@@ -30,7 +32,7 @@ export interface Options {
   readonly program?: ((peer: Peer) => Effect.Effect<void>) | undefined
 }
 
-/** The far end of one in-memory connection: what a child process could do, on demand. */
+/** The far end of one in-memory connection, doing on demand what a child process could do. */
 export interface Peer {
   /** Write one frame (JSON + "\n") to the client. */
   readonly sendFrame: (frame: JsonObject) => Effect.Effect<void>
@@ -69,8 +71,10 @@ export interface Peer {
 }
 
 /**
- * An in-memory transport and the handle a test drives it with: the `transport` (or its `layer`) for
- * the code under test, the `peer` of its latest connection, and how many connections were made.
+ * An in-memory transport, with the handle a test drives it by.
+ *
+ * The `transport` (or its `layer`) is for the code under test; `peer` acts as the peer of its
+ * latest connection; `connections` counts the connections made.
  */
 export interface MemoryTransport {
   /** The transport: each `connect` makes a new connection with a fresh peer. */
@@ -203,7 +207,7 @@ const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject
 
 /**
  * A new in-memory transport. Each `connect` builds a connection on the same core as a child
- * process (framing, writer, end rules, stop sequence) and a fresh {@link Peer} for it; it fails
+ * process (framing, writer, end rules, stop sequence) and a fresh `Peer` for it; it fails
  * with `SpawnFailed` only when `options.spawnFailure` is set. `program`, if given, runs as the
  * peer's "process" in the connection's scope (interrupted when it closes).
  *

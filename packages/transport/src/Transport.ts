@@ -1,5 +1,5 @@
 /**
- * The Transport service: a scoped connection to a line-oriented JSON peer.
+ * The Transport service, a scoped connection to a line-oriented JSON peer.
  *
  * Two implementations sit behind this one interface: a child process
  * (`ChildProcessTransport`) and an in-memory pair (`MemoryTransport`) for tests.
@@ -9,19 +9,22 @@ import type { Effect, Mailbox, Scope } from "effect"
 import { Context } from "effect"
 import type { ConnectionClosed, ConnectionEnded, SpawnFailed, UnencodableFrame } from "./ConnectionEnded.js"
 
-/** One decoded frame: always a JSON object (anything else is fatal for the connection). */
+/** One decoded frame, always a JSON object (anything else is fatal for the connection). */
 export type JsonObject = { readonly [key: string]: unknown }
 
 /**
- * What `trySend` did: `queued` for the writer; `closed`, nothing queued because the connection has
- * ended; `unencodable`, nothing queued because `JSON.stringify` refused the frame (a BigInt, a
- * cycle). Strings, so the hot path allocates nothing.
+ * What `trySend` did, as a string (so the hot path allocates nothing).
+ *
+ * `queued` for the writer; `closed`, nothing queued because the connection has ended;
+ * `unencodable`, nothing queued because `JSON.stringify` refused the frame (a BigInt, a cycle).
  */
 export type SendResult = "queued" | "closed" | "unencodable"
 
 /**
- * One open connection to a peer: the frames it sent (`incoming`), a single writer for ours
- * (`send`, `trySend`), and its one end (`ended`), decided by the first cause and reported once.
+ * One open connection to a peer.
+ *
+ * It has the frames the peer sent (`incoming`), a single writer for ours (`send`, `trySend`), and
+ * its one end (`ended`), decided by the first cause and reported once.
  *
  * It lives in the `Scope` that `connect` ran in: closing that scope ends it as `ClosedByUs` and
  * stops the peer, as `close` does.
@@ -68,8 +71,9 @@ export interface Connection {
 }
 
 /**
- * What a transport does: open connections. `ChildProcessTransport.make` and
- * `MemoryTransport.make` return one.
+ * What a transport does, which is to open connections.
+ *
+ * `ChildProcessTransport.make` and `MemoryTransport.make` return one.
  */
 export interface TransportShape {
   /** Open a connection; closing the scope ends it (stdin end, SIGTERM, bounded wait, SIGKILL). */
@@ -77,7 +81,9 @@ export interface TransportShape {
 }
 
 /**
- * The `Transport` service tag: what the supervisor connects through. Provide it with
+ * The `Transport` service tag, what the supervisor connects through.
+ *
+ * Provide it with
  * `ChildProcessTransport.layer` (a real child process), `MemoryTransport.make(...).layer` (tests),
  * or `CodexCommand.transportLayer` from `@warden/supervisor` (`codex app-server`).
  *
