@@ -1,13 +1,14 @@
 /**
- * What the approvals engine tells the world: a card opened, a card settled, a decision came late.
+ * What the approvals engine tells the world (a card opened, a card settled, a decision came late).
  * The audit sink, inboxes and the CLI all read these.
  */
 import type { CardView, Outcome, Settlement, Source } from "./Card.js"
 
 /**
- * One approval event: `CardOpened` when a card registers (even one a rule settles at once),
- * `CardSettled` exactly once per card, `LateDecision` for a decision that lost the race. Carries
- * masked views only, never request values.
+ * One approval event, carrying masked views only (never request values).
+ *
+ * `CardOpened` when a card registers (even one a rule settles at once), `CardSettled` exactly once
+ * per card, `LateDecision` for a decision that lost the race.
  */
 export type ApprovalEvent =
   /** A card was opened (its view is masked). */

@@ -1,5 +1,5 @@
 /**
- * The Approvals service: one per supervisor. It makes a desk per connection, keeps every open
+ * The Approvals service, one per supervisor. It makes a desk per connection, keeps every open
  * card reachable by id for inboxes (`answer`), fans events out to subscribers (audit, CLI, UIs),
  * and on shutdown settles whatever is still open with a refusal.
  */
@@ -20,9 +20,11 @@ export type { CloseReason, Handler, Line } from "./internal/CardRace.js"
 export type { FiberOwner } from "./internal/Hub.js"
 
 /**
- * The approvals engine's configuration: the desk settings every connection's desk starts from
- * (deadlines, rules, handler, safety limits) and how many settled cards are remembered for late
- * answers. Decoded once by {@link make} / {@link layer}; a bad value is a `ConfigError`.
+ * The approvals engine's configuration.
+ *
+ * The desk settings every connection's desk starts from (deadlines, rules, handler, safety limits)
+ * and how many settled cards are remembered for late answers. Decoded once by {@link make} /
+ * {@link layer}; a bad value is a `ConfigError`.
  */
 export interface ApprovalsConfig extends Desk.DeskConfig {
   /** How many settled cards are remembered so a late answer can say which outcome won (default 10,000). */
@@ -30,9 +32,11 @@ export interface ApprovalsConfig extends Desk.DeskConfig {
 }
 
 /**
- * What `answer` did with a decision: it settled the card (`Settled`), came too late (`AlreadySettled`,
- * with the settlement that won), or named no card this engine knows (`UnknownCard`: never opened,
- * or settled so long ago that it left the history).
+ * What `answer` did with a decision.
+ *
+ * It settled the card (`Settled`), came too late (`AlreadySettled`, with the settlement that won),
+ * or named no card this engine knows (`UnknownCard`: never opened, or settled so long ago that it
+ * left the history).
  */
 export type AnswerResult =
   /** This answer decided the card (accepted, declined, or refused when it could not be expressed). */
@@ -43,8 +47,10 @@ export type AnswerResult =
   | { readonly _tag: "UnknownCard"; readonly cardId: CardId }
 
 /**
- * What an inbox sees: first a `Snapshot` of the cards open when it started, then every card that
- * opens (`Opened`) and every settlement (`Settled`), whoever decided it.
+ * What an inbox sees, starting with a snapshot of the open cards.
+ *
+ * First a `Snapshot` of the cards open when it started, then every card that opens (`Opened`) and
+ * every settlement (`Settled`), whoever decided it.
  */
 export type InboxUpdate =
   | { readonly _tag: "Snapshot"; readonly cards: ReadonlyArray<CardView> }
@@ -52,9 +58,11 @@ export type InboxUpdate =
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
 
 /**
- * The approvals engine, as the `Approvals` service: desks for connections (the supervisor makes
- * one per app-server connection), the inbox through which a person or program answers open cards,
- * and the event stream. None of its operations fails.
+ * The approvals engine, as the `Approvals` service provides it.
+ *
+ * Desks for connections (the supervisor makes one per app-server connection), the inbox through
+ * which a person or program answers open cards, and the event stream. None of its operations
+ * fails.
  */
 export interface ApprovalsShape {
   /**
@@ -182,7 +190,7 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
   })
 
 /**
- * The approvals engine ({@link make}) as a scoped layer providing `Approvals`. Building it fails with
+ * The approvals engine (`make`) as a scoped layer providing `Approvals`. Building it fails with
  * a `ConfigError` naming every field at fault (a duration `Duration.decode` does not read, rules that
  * do not decode, a handler that is not a function, an unknown key); nothing runs then. When the
  * layer's scope closes, every card still open is refused (outcome `shutdown`) if its line is alive.

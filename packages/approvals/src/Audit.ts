@@ -1,6 +1,6 @@
 /**
- * The audit trail: every card's opening and settling (and every late decision) as one flat JSON
- * record. Records carry the masked title, never request values, answers or form contents, and the
+ * The audit trail, with every card's opening and settling (and every late decision) as one flat
+ * JSON record. Records carry the masked title, never request values, answers or form contents, and the
  * sink passes every string of a record through the one masking function again (a detail may quote
  * a handler's error), so a secret can't reach the log. It appends one line per event and flushes it.
  */
@@ -14,8 +14,9 @@ import { describeSource } from "./Card.js"
 import * as SecretMask from "./SecretMask.js"
 
 /**
- * One line of the audit trail: `card.opened`, `card.settled` or `card.late`, flat, with `null` for
- * what does not apply to the type. `summary` is the card's masked title; `source` is
+ * One line of the audit trail, flat, with `null` for what does not apply to its type.
+ *
+ * Its `type` is `card.opened`, `card.settled` or `card.late`. `summary` is the card's masked title; `source` is
  * `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...); `ts` is ISO 8601.
  */
 export interface AuditRecord {

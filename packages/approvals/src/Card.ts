@@ -1,5 +1,5 @@
 /**
- * A card: one open server request that wants a decision. These are the data types every other
+ * A card is one open server request that wants a decision. These are the data types every other
  * module of the package speaks (the view inboxes and handlers see, how a card settled, who
  * decided); the race itself and the desk are internal to the package.
  */
@@ -58,7 +58,7 @@ export interface FormField {
   readonly required: boolean
 }
 
-/** The public view of an open card: what inboxes, UIs and handlers see. */
+/** The public view of an open card, what inboxes, UIs and handlers see. */
 export interface CardView {
   readonly id: CardId
   readonly requestId: JsonRpc.RequestId
@@ -77,7 +77,8 @@ export interface CardView {
 }
 
 /**
- * How a card settled, as the audit trail and inboxes say it:
+ * How a card settled, as the audit trail and inboxes say it.
+ *
  * - `accepted`, `declined`, `cancelled`: a decision (rule, handler or person) was written; an
  *   acceptance whose answer says exactly what the refusal says counts as `declined`;
  * - `refused`: the method's refusal was written because no usable decision came (unknown method,
@@ -115,7 +116,9 @@ export type Source =
   | { readonly _tag: "Shutdown" }
 
 /**
- * The source as one word for logs and the audit trail: `rule:<id>`, `handler`, `person`,
+ * The source as one word for logs and the audit trail.
+ *
+ * One of `rule:<id>`, `handler`, `person`,
  * `safety-filter`, `malformed`, `unknown-method`, `no-thread`, `deadline`, `withdrawn`,
  * `connection-lost`, `thread-stopped`, `turn-ended`, `shutdown`.
  */
@@ -168,8 +171,9 @@ export interface Settlement {
 
 /**
  * The file changes of a `fileChange` thread item (`item/started`), as a card shows them and rules
- * read them: every path of the patch up to `Card.MaxFileChanges`, then one entry saying how many
- * were left out (so a rule or a person never decides on part of a patch without knowing it).
+ * read them.
+ *
+ * Every path of the patch up to `Card.MaxFileChanges`, then one entry saying how many were left out (so a rule or a person never decides on part of a patch without knowing it).
  * Pass the result as `CardContext.fileChanges` when the approval request arrives.
  *
  * @example

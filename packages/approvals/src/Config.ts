@@ -1,5 +1,5 @@
 /**
- * Configuration, decoded once, at construction, with Schema: durations, rules, deadlines, counts.
+ * Configuration (durations, rules, deadlines, counts), decoded once, at construction, with Schema.
  * A bad value (from an untyped JavaScript caller, a JSON file, a cast) is a `ConfigError` that
  * names every field at fault, at `make` time, never a defect later while a frame is handled.
  *
@@ -75,13 +75,13 @@ const fn = Schema.declare((input: unknown): input is (...args: ReadonlyArray<nev
 
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
-/** Card deadlines: `default` and `perMethod` (by server-request method), each a {@link DurationSetting}. */
+/** The schema of card deadlines, `default` and `perMethod` (by server-request method), each a `DurationSetting`. */
 export const DeadlinesSetting = Schema.Struct({
   default: optional(DurationSetting),
   perMethod: optional(Schema.Record({ key: Schema.String, value: DurationSetting }))
 })
 
-/** The safety filter's bounds (questions, choices, text, label and URL lengths), each a {@link PositiveCount}. */
+/** The schema of the safety filter's bounds (questions, choices, text, label and URL lengths), each a `PositiveCount`. */
 export const SafetyLimitsSetting = Schema.Struct({
   maxQuestions: optional(PositiveCount),
   maxChoices: optional(PositiveCount),
@@ -99,7 +99,11 @@ export const ApprovalsSetting = Schema.Struct({
   settledHistory: optional(Count)
 })
 
-/** Issues as "path: message" lines (at most sixteen). */
+/**
+ * Issues as lines naming the path and the problem (at most sixteen).
+ *
+ * For example `concurrency: expected a whole number of at least 1, not 0`.
+ */
 export const formatIssues = (error: ParseResult.ParseError): ReadonlyArray<string> => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   const lines = issues.slice(0, 16).map((issue) =>
@@ -111,8 +115,8 @@ export const formatIssues = (error: ParseResult.ParseError): ReadonlyArray<strin
 }
 
 /**
- * Decode a configuration with `schema`, strictly (an unknown key is an error: a misspelt setting
- * must not be silently ignored); `undefined` or `null` decode as `{}`. Every issue is collected
+ * Decode a configuration with `schema`, strictly (an unknown key is an error, since a misspelt
+ * setting must not be silently ignored). `undefined` or `null` decode as `{}`. Every issue is collected
  * into one `ConfigError` (see {@link formatIssues}).
  */
 export const decodeWith = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Either.Either<A, ConfigError> =>

@@ -1,6 +1,7 @@
 /**
- * The deadlines of one desk's waiting cards, kept by ONE fiber asleep until the next deadline,
- * instead of a sleeping fiber (and a timer) per card: a desk with 10,000 open cards holds no
+ * The deadlines of one desk's waiting cards, kept by ONE fiber asleep until the next deadline.
+ *
+ * That is instead of a sleeping fiber (and a timer) per card: a desk with 10,000 open cards holds no
  * fiber for them, and settling them (a connection loss) has nothing to interrupt.
  *
  * Entries are kept in one insertion-ordered set per deadline length. Within a set, an entry added
@@ -20,7 +21,7 @@
  */
 import { Cause, Duration, Effect, Fiber } from "effect"
 
-/** Where the timer gets its time and runs its fiber: the owner's clock and fiber set. */
+/** Where the timer gets its time and runs its fiber (the owner's clock and fiber set). */
 export interface Options {
   /** The Clock's current time in nanoseconds. */
   readonly nanos: () => bigint
@@ -32,7 +33,7 @@ export interface Options {
   readonly onDefect?: (defect: unknown) => void
 }
 
-/** Many deadlines kept by one fiber: `add` one, call its remover to cancel it. */
+/** Many deadlines kept by one fiber (`add` one, call its remover to cancel it). */
 export interface DeadlineTimer {
   /** Call `expire` once `after` has passed (measured from now), unless the returned remover runs first. */
   readonly add: (after: Duration.Duration, expire: () => void) => () => void

@@ -1,10 +1,10 @@
 /**
- * How long a card waits for a decision before it refuses by itself: 15 minutes by default,
- * configurable per supervisor and per method.
+ * How long a card waits for a decision before it refuses by itself (15 minutes by default,
+ * configurable per supervisor and per method).
  */
 import { Duration } from "effect"
 
-/** Card deadlines: one for every method, and overrides by server-request method. */
+/** Card deadlines, one for every method and overrides by server-request method. */
 export interface DeadlineConfig {
   /** For every method without an override (default {@link DefaultCardDeadline}). */
   readonly default?: Duration.DurationInput
@@ -12,12 +12,13 @@ export interface DeadlineConfig {
   readonly perMethod?: Readonly<Record<string, Duration.DurationInput>>
 }
 
-/** The deadline of a card when nothing is configured: 15 minutes. */
+/** The deadline of a card when nothing is configured, 15 minutes. */
 export const DefaultCardDeadline = Duration.minutes(15)
 
 /**
- * The deadline of a card for `method`: its `perMethod` entry, else `default`, else
- * {@link DefaultCardDeadline}. Inputs are read with `Duration.decode` (checked beforehand by the
+ * The deadline of a card for `method`.
+ *
+ * Its `perMethod` entry, else `default`, else {@link DefaultCardDeadline}. Inputs are read with `Duration.decode` (checked beforehand by the
  * configuration's decoding; a value it rejects here throws).
  */
 export const forMethod = (config: DeadlineConfig | undefined, method: string): Duration.Duration => {

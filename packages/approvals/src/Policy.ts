@@ -1,5 +1,5 @@
 /**
- * Policy rules: data that decides yes/no approvals before anyone is asked.
+ * Policy rules, data that decides yes/no approvals before anyone is asked.
  *
  * ```yaml
  * rules:
@@ -84,15 +84,18 @@ const AbsolutePath = Schema.String.pipe(
 )
 
 /**
- * Matches commands by their argv prefix, word for word (`["git", "status"]`): an allow only a simple
- * command, a deny any command the line may run (see the module doc). At least one non-empty word.
+ * Matches commands by their argv prefix, word for word (`["git", "status"]`).
+ *
+ * An allow matches only a simple command, a deny any command the line may run (see the module
+ * doc). At least one non-empty word.
  */
 export const CommandMatcher = Schema.Struct({
   argvPrefix: Schema.NonEmptyArray(Schema.NonEmptyString)
 })
 /**
- * Matches file changes and permission requests by where they write or ask: `under` an absolute
- * root, compared lexically (symbolic links are not followed).
+ * Matches file changes and permission requests by where they write or ask.
+ *
+ * Paths are compared with the absolute root `under` lexically (symbolic links are not followed).
  */
 export const PathMatcher = Schema.Struct({ under: AbsolutePath })
 /** Matches MCP elicitations by the server that sent them and, optionally, the tool being approved. */
@@ -112,8 +115,10 @@ const MethodsFor = {
 } as const satisfies Record<string, ReadonlyArray<ServerRequests.ServerRequestMethod>>
 
 /**
- * What a rule matches: exactly one of `command`, `path` or `mcp`, optionally narrowed to one
- * server-request `method` (which must be one that kind of match applies to).
+ * What a rule matches, exactly one of `command`, `path` or `mcp`.
+ *
+ * It may be narrowed to one server-request `method` (which must be one that kind of match applies
+ * to).
  */
 export const Match = Schema.Struct({
   command: Schema.optionalWith(CommandMatcher, { exact: true }),
@@ -133,8 +138,9 @@ export const Match = Schema.Struct({
 export type Match = typeof Match.Type
 
 /**
- * One rule: an `id` (named in settlements and the audit trail as `rule:<id>`), its `effect`
- * (`allow` or `deny`), what it matches, and an optional description.
+ * One rule, with its id, its effect (`allow` or `deny`) and what it matches.
+ *
+ * The `id` is named in settlements and the audit trail as `rule:<id>`; `description` is optional.
  */
 export const Rule = Schema.Struct({
   id: Schema.NonEmptyString,
@@ -147,8 +153,9 @@ export const Rule = Schema.Struct({
 export type Rule = typeof Rule.Type
 
 /**
- * A policy: a list of rules with unique ids, as data (the schema of a rules file, and of the
- * `rules` setting). Decoded with {@link decodeRules}, {@link parse} or {@link load}; the decoded
+ * A policy, a list of rules with unique ids, as data.
+ *
+ * It is the schema of a rules file, and of the `rules` setting. Decoded with {@link decodeRules}, {@link parse} or {@link load}; the decoded
  * value is what `Approvals.layer({ rules })` and the supervisor's `approvals.rules` take.
  *
  * @example
@@ -180,7 +187,7 @@ export const Rules = Schema.Struct({
 )
 export type Rules = typeof Rules.Type
 
-/** Decode rules from already parsed data (strict: unknown keys are errors). */
+/** Decode rules from already parsed data, strictly (unknown keys are errors); `Left` holds the issues as text. */
 export const decodeRules = (input: unknown): Either.Either<Rules, string> =>
   Either.mapLeft(
     Schema.decodeUnknownEither(Rules, { onExcessProperty: "error", errors: "all" })(input),
@@ -197,8 +204,10 @@ const formatIssues = (error: ParseResult.ParseError): string => {
 // Evaluation
 
 /**
- * What the rules say about one request: `Deny` (a deny rule matched), `Allow` (no deny matched and
- * an allow did), or `NoMatch` (a handler, a person or the deadline decides).
+ * What the rules say about one request.
+ *
+ * `Deny` (a deny rule matched), `Allow` (no deny matched and an allow did), or `NoMatch` (a handler,
+ * a person or the deadline decides).
  */
 export type Verdict =
   | { readonly _tag: "Allow"; readonly ruleId: string }
@@ -220,12 +229,12 @@ const startsWith = (words: ReadonlyArray<string>, at: number, prefix: ReadonlyAr
   return true
 }
 
-/** Command lines longer than this are not read: no allow matches them, every command deny does. */
+/** Command lines longer than this are not read (no allow matches them, every command deny does). */
 export const MaxCommandLength = 65_536
 
 /**
- * Paths a path rule reads per request: changed files and move targets, or asked permission paths
- * and entries. A request with more (or whose change list was cut, see `Card.OmittedChanges`) is
+ * Paths a path rule reads per request (changed files and move targets, or asked permission paths
+ * and entries). A request with more (or whose change list was cut, see `Card.OmittedChanges`) is
  * not read past them: no path allow matches it, every path deny does (what was not read may be
  * anywhere).
  */
@@ -592,7 +601,9 @@ export const evaluate = (rules: Rules, request: ServerRequests.DecodedRequest, c
 // Loading
 
 /**
- * A rules file could not be used; `reason` says at which step: `Read` (missing, not a regular file,
+ * A rules file could not be used; `reason` says at which step.
+ *
+ * `Read` (missing, not a regular file,
  * larger than {@link MaxRulesFileBytes}, unreadable), `Extension` (not `.json`, `.yaml` or `.yml`),
  * `Parse` (not valid JSON or YAML, duplicate keys), `Schema` (not a valid rules document).
  */
@@ -646,7 +657,7 @@ export const parse = (path: string, text: string, format: "json" | "yaml"): Eith
   })
 
 /**
- * Read a rules file: `.json`, or `.yaml`/`.yml`, decoded strictly (an unknown key is an error).
+ * Read a rules file (`.json`, `.yaml` or `.yml`), decoded strictly (an unknown key is an error).
  * Fails with a `RulesFileError` (see its `reason`).
  *
  * @example

@@ -31,8 +31,9 @@
 export const Mask = "•••"
 
 /**
- * Bounds of a masked copy (`maskRecord`, `maskValue`): depth, entries per object or array, string
- * length, values copied and characters shown, so masking a hostile value costs bounded work and
+ * Bounds of a masked copy made by `maskRecord` or `maskValue`.
+ *
+ * Depth, entries per object or array, string length, values copied and characters shown, so masking a hostile value costs bounded work and
  * yields a bounded copy. Every field is optional.
  */
 export interface MaskOptions {
@@ -766,7 +767,7 @@ export const looksSecret = (text: string): boolean => {
   }
 }
 
-/** `looksSecret` over what `maskShown(text, max)` scans: does the shown part (or just past it) look secret? */
+/** Does the part of `text` that `maskShown(text, max)` scans (the shown part, or just past it) look secret? */
 export const looksSecretShown = (text: string, max: number): boolean => {
   try {
     return cutSpans(text, Math.min(ScanLimit, Math.max(0, max) + ScanMargin)).spans.length > 0
@@ -791,8 +792,9 @@ export const maskText = (text: string): string => {
 }
 
 /**
- * `truncate(maskText(text), max)` without scanning what cannot be shown: a text longer than `max`
- * is scanned over its first `max` + 8 192 characters only (more than any bounded match is long, so
+ * `truncate(maskText(text), max)`, without scanning what cannot be shown.
+ *
+ * A text longer than `max` is scanned over its first `max` + 8 192 characters only (more than any bounded match is long, so
  * a secret that starts in the shown part is still found whole; a token-like run the cut falls into
  * is masked). The cost is bounded by `max`, whatever the text's length.
  */
@@ -815,7 +817,9 @@ export const truncate = (text: string, max: number): string => {
 }
 
 /**
- * Mask an argv: what `maskText` finds in the words joined by spaces (so a secret spread over words
+ * Mask an argv, word by word, including secrets spread over several words.
+ *
+ * It masks what `maskText` finds in the words joined by spaces (so a secret spread over words
  * is found as in the command line: `Authorization: Basic X`, `Bearer X`, `--password X`), the
  * password forms of its programs read over the exact words (`ProgramForms`: `mysql -pX`, `curl -u
  * user:X`, `htpasswd -b file user X`, ...), the value after (or inside) a secret-looking flag, and
@@ -990,10 +994,11 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
 }
 
 /**
- * A JSON value as an exit writes it (an audit record, a `--json` line): every string and key through
- * `maskText`, and a value under a secret-looking key replaced whole by `Mask` (what
- * masking strings alone cannot know: `{password: "hunter2"}` has no secret-looking
- * string). Not cut or bounded otherwise; nesting deeper than `maxDepth` is `Elided`.
+ * A JSON value as an exit writes it (an audit record, a `--json` line), masked.
+ *
+ * Every string and key goes through `maskText`, and a value under a secret-looking key is replaced
+ * whole by `Mask` (what masking strings alone cannot know: `{password: "hunter2"}` has no
+ * secret-looking string). Not cut or bounded otherwise; nesting deeper than `maxDepth` is `Elided`.
  */
 export const maskJson = (value: unknown, maxDepth = 32): unknown => {
   const walk = (v: unknown, depth: number): unknown => {
@@ -1014,7 +1019,7 @@ export const maskJson = (value: unknown, maxDepth = 32): unknown => {
   }
 }
 
-/** The value stored under `key`, masked: all of it if the key looks secret, else what in it looks secret. */
+/** The value stored under `key`, masked (all of it if the key looks secret, else what in it looks secret). */
 export const maskValue = (key: string, value: unknown, options?: MaskOptions): unknown => {
   try {
     if (isSecretKey(key)) return Mask

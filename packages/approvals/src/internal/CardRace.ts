@@ -22,7 +22,7 @@ import type { CardView, Outcome, Settlement, Source } from "../Card.js"
 import { describeSource } from "../Card.js"
 import type { DeadlineTimer } from "../DeadlineTimer.js"
 
-/** Where answers go: a synchronous, non-blocking write; false when nothing could be written. */
+/** Where a card's answer goes, written synchronously without blocking (false when nothing could be written). */
 export interface Line {
   readonly write: (frame: Record<string, unknown>) => boolean
   readonly isOpen: () => boolean
@@ -45,8 +45,10 @@ export interface CardHooks {
 }
 
 /**
- * A program that decides cards: given the card (its masked view), it returns the decision, or
- * `undefined` for no opinion (a person through `answer`, or the deadline, decides then).
+ * A program that decides cards, given each card's masked view.
+ *
+ * It returns the decision, or `undefined` for no opinion (a person through `answer`, or the
+ * deadline, decides then).
  *
  * It is called in a fiber of its own, never on the connection's read loop, after the rules and
  * the safety filter, and is interrupted when its card settles without it. A Promise is accepted as

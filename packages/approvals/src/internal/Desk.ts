@@ -21,8 +21,10 @@ import * as Policy from "../Policy.js"
 import * as SafetyFilter from "./SafetyFilter.js"
 
 /**
- * What `desk.open` did with a server request: opened a card that now waits for a decision, settled
- * it at once, or refused to open it because its id is already open (`Duplicate`).
+ * What `desk.open` did with a server request.
+ *
+ * It opened a card that now waits for a decision, settled it at once, or refused to open it
+ * because its id is already open (`Duplicate`).
  */
 export type OpenResult =
   | { readonly _tag: "Opened"; readonly card: CardView }
@@ -31,7 +33,7 @@ export type OpenResult =
   /** The id is already open: a protocol error for the connection. Nothing was written. */
   | { readonly _tag: "Duplicate"; readonly requestId: JsonRpc.RequestId; readonly open: CardView }
 
-/** Where a card opened by `desk.open` belongs: its thread's scope, and what the card shows beyond the request. */
+/** Where a card opened by `desk.open` belongs (its thread's scope), and what it shows beyond the request. */
 export interface OpenOptions {
   /** The thread's scope; undefined when the request names no thread we know (refused at once). */
   readonly parent: Scope.Scope | undefined
@@ -41,9 +43,11 @@ export interface OpenOptions {
 }
 
 /**
- * The open cards of one connection, by server request id: the supervisor opens a card per server
- * request and settles them when the server withdraws them, a thread or turn ends, or the
- * connection is lost. Made by `ApprovalsShape.desk`; no operation fails.
+ * The open cards of one connection, by server request id.
+ *
+ * The supervisor opens a card per server request and settles them when the server withdraws them,
+ * a thread or turn ends, or the connection is lost. Made by `ApprovalsShape.desk`; no operation
+ * fails.
  */
 export interface Desk {
   /**
@@ -64,7 +68,7 @@ export interface Desk {
   readonly size: () => number
 }
 
-/** How a desk decides: card deadlines, policy rules, the handler, and the safety filter's bounds. All optional. */
+/** How a desk decides (card deadlines, policy rules, the handler, the safety filter's bounds), all optional. */
 export interface DeskConfig {
   /** How long a card waits before it refuses by itself (default 15 minutes; per method configurable). */
   readonly deadlines?: Deadlines.DeadlineConfig

@@ -7,7 +7,7 @@ import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CardId } from "../Card.js"
 import type { LiveCard } from "./CardRace.js"
 
-/** Where small fibers go: a long-lived owner's fiber set, started after the caller's synchronous step. */
+/** Where small fibers go, a long-lived owner's fiber set (started after the caller's synchronous step). */
 export interface FiberOwner {
   /** Run an effect in the owner's fiber set, after the caller's synchronous step (not on its stack). */
   readonly fork: (effect: Effect.Effect<void>) => void
