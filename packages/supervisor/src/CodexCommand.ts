@@ -1,14 +1,18 @@
 /**
- * The command line that starts `codex app-server`: the binary (default `codex` on PATH), `-c`
- * overrides and `--enable` feature flags, in the order codex expects them.
+ * The command line that starts `codex app-server`, and the Transport layer that runs it.
+ *
+ * The binary (default `codex` on PATH), `-c` overrides, `--enable` and `--disable` feature flags and
+ * further arguments, in the order codex expects them.
  */
 import { ChildProcessTransport } from "@warden/transport"
 import type { Layer } from "effect"
 import type { Transport } from "@warden/transport"
 
 /**
- * How to start `codex app-server`: the executable, `-c` overrides, feature flags, extra arguments,
- * environment and working directory. Every field is optional (`{}` runs `codex app-server` from
+ * How to start `codex app-server`, every field optional.
+ *
+ * The executable, `-c` overrides, feature flags, extra arguments, environment and working
+ * directory. Every field is optional (`{}` runs `codex app-server` from
  * PATH); `createSupervisor`'s `codex` option takes this.
  */
 export interface CodexCommand {
@@ -29,8 +33,9 @@ export interface CodexCommand {
 }
 
 /**
- * The child's arguments: `app-server`, then `-c` for each override, `--enable` and `--disable` for
- * each feature, then `args`, e.g. `["app-server", "-c", "model=\"gpt-5\"", "--enable", "request_permissions_tool"]`.
+ * The child's arguments, starting with `app-server`.
+ *
+ * Then `-c` for each override, `--enable` and `--disable` for each feature, then `args`, for example `["app-server", "-c", "model=\"gpt-5\"", "--enable", "request_permissions_tool"]`.
  */
 export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
   "app-server",
@@ -41,8 +46,10 @@ export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
 ]
 
 /**
- * A Transport layer that spawns the app-server as a child process (`ChildProcessTransport.layer`
- * with {@link argv}), a new one for each connection the supervisor opens. Building it starts
+ * A Transport layer that spawns the app-server as a child process, a new one for each connection
+ * the supervisor opens.
+ *
+ * It is `ChildProcessTransport.layer` with {@link argv}; `env` is added to this process's environment. Building it starts
  * nothing; a child that cannot be spawned fails that connection with `SpawnFailed`, which the
  * supervisor reports as `ConnectionFailed` and retries per its restart policy.
  *

@@ -1,8 +1,10 @@
 /**
- * The supervisor's configuration, decoded once, at construction (`Supervisor.make`,
- * `createSupervisor`, the CLI), with the approvals package's Schema building blocks: durations,
- * counts, rules, deadlines and the handler are checked there, and a bad value is a `ConfigError`
- * naming every field at fault, never a defect later on the read loop.
+ * The supervisor's configuration, decoded once, at construction, with the approvals package's
+ * Schema building blocks.
+ *
+ * `Supervisor.make`, `createSupervisor` and the CLI decode it: durations, counts, rules, deadlines
+ * and the handler are checked there, and a bad value is a `ConfigError` naming every field at
+ * fault, never a defect later on the read loop.
  */
 import { Config as ApprovalsConfig } from "@warden/approvals"
 import { ClientMethods } from "@warden/protocol"
@@ -10,9 +12,11 @@ import { Either, Schema } from "effect"
 import type { SupervisorConfig } from "./Supervisor.js"
 
 /**
- * A configuration value is wrong: `issues` name every field at fault (`approvals.deadlines.default:
- * expected a duration ...`, `stallTimout: unknown setting (misspelt?)`). The approvals package's
- * `ConfigError`, re-exported: one error type for the whole configuration.
+ * A configuration value is wrong, with `issues` naming every field at fault.
+ *
+ * Issues read like `approvals.deadlines.default: expected a duration ...` or `stallTimout: unknown
+ * setting (misspelt?)`. This is the approvals package's `ConfigError`, re-exported: one error type
+ * for the whole configuration.
  */
 export type ConfigError = ApprovalsConfig.ConfigError
 export const ConfigError = ApprovalsConfig.ConfigError
@@ -20,7 +24,7 @@ export const ConfigError = ApprovalsConfig.ConfigError
 const { Count, DurationSetting, PositiveCount } = ApprovalsConfig
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
-/** The schema of `SupervisorConfig.connection`: client info, request deadlines, overload retries, capabilities. */
+/** The schema of `SupervisorConfig.connection` (client info, request deadlines, overload retries, capabilities). */
 export const ConnectionSetting = Schema.Struct({
   clientInfo: optional(ClientMethods.ClientInfo),
   requestTimeout: optional(DurationSetting),
@@ -30,7 +34,7 @@ export const ConnectionSetting = Schema.Struct({
   capabilities: optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
-/** The schema of `SupervisorConfig.restart`: policy (`resume` or `fail`), attempts, backoff, stable period. */
+/** The schema of `SupervisorConfig.restart` (policy `resume` or `fail`, attempts, backoff, stable period). */
 export const RestartSetting = Schema.Struct({
   policy: optional(Schema.Literal("resume", "fail")),
   maxAttempts: optional(Count),
@@ -39,8 +43,10 @@ export const RestartSetting = Schema.Struct({
 })
 
 /**
- * The schema of a whole `SupervisorConfig`: durations, counts (at least 1 for `concurrency` and
- * `pool`), the approvals part and the nested settings above. Decoded strictly by {@link decode}.
+ * The schema of a whole `SupervisorConfig`, decoded strictly by `decode`.
+ *
+ * Durations, counts (at least 1 for `concurrency` and `pool`), the approvals part and the nested
+ * settings above.
  */
 export const SupervisorSetting = Schema.Struct({
   connection: optional(ConnectionSetting),
@@ -53,7 +59,7 @@ export const SupervisorSetting = Schema.Struct({
 })
 
 /**
- * Decode a supervisor configuration (strict: an unknown key is an error). `Supervisor.make` and
+ * Decode a supervisor configuration, strictly (an unknown key is an error). `Supervisor.make` and
  * `createSupervisor` call it first; it returns `Left` with a `ConfigError` naming every field at fault.
  */
 export const decode = (input: unknown): Either.Either<SupervisorConfig, ConfigError> =>

@@ -30,7 +30,7 @@ export class RemoteError extends Data.TaggedError("RemoteError")<{
   }
 }
 
-/** The server's result did not have the shape we rely on (e.g. no `result.thread.id`). */
+/** The server's result did not have the shape we rely on (such as no `result.thread.id`). */
 export class UnexpectedResult extends Data.TaggedError("UnexpectedResult")<{
   readonly method: string
   readonly detail: string
@@ -49,7 +49,7 @@ export class ConnectionLost extends Data.TaggedError("ConnectionLost")<{
   }
 }
 
-/** Every way one of our requests to the app-server can fail (e.g. `WorkHandle.steer`'s `turn/steer`). */
+/** Every way one of our requests to the app-server can fail (such as `WorkHandle.steer`'s `turn/steer`). */
 export type RequestError = RequestTimeout | RemoteError | UnexpectedResult | ConnectionLost
 
 /** Why a work item ended without a turn result. */

@@ -1,6 +1,7 @@
 /**
- * A promise-based facade for code that does not use Effect: `createSupervisor(config)` returns
- * async methods and async iterables over the same engine. Scopes still own everything: the
+ * A promise-based facade for code that does not use Effect.
+ *
+ * `createSupervisor(config)` returns async methods and async iterables over the same engine. Scopes still own everything: the
  * supervisor lives in a ManagedRuntime (disposed by `close`), and each started work item lives in
  * its own Scope, closed when it ends or when `stop` is called.
  */
@@ -16,14 +17,15 @@ import * as SupervisorNs from "./Supervisor.js"
 import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
 /**
- * A decision as the facade takes it: a `Decision` value, one of the four words, or the loose JSON
- * of a structured answer as `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`,
+ * A decision as the facade takes it, a `Decision` or its loose JSON form.
+ *
+ * A `Decision` value, one of the four words, or the loose JSON of a structured answer as `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`,
  * `{ action, content }`, ...).
  */
 export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
 
 /**
- * A program that decides cards, for code without Effect: a plain function, usually `async`.
+ * A program that decides cards, for code without Effect, as a plain function (usually `async`).
  * It is called in its own fiber, never on the connection's read loop, so it may take its time
  * (the card's deadline still runs) and may throw: a throw, a rejection, a value that is not a
  * decision, or no answer before the card settles, are each a refusal of that card alone.
@@ -32,15 +34,16 @@ export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | 
  */
 export type CardHandler = (card: Card.CardView, signal: AbortSignal) => Promise<DecisionInput | undefined> | DecisionInput | undefined
 
-/** The approvals part of a facade configuration: the Effect API's, with a plain {@link CardHandler}. */
+/** The approvals part of a facade configuration, the Effect API's with a plain `CardHandler`. */
 export interface FacadeApprovalsConfig extends Omit<Approvals.ApprovalsConfig, "handler"> {
   readonly handler?: CardHandler
 }
 
 /**
- * What `createSupervisor` takes: the supervisor's configuration (`concurrency`, `pool`,
- * `stallTimeout`, `restart`, `connection`, ...), approvals with a plain handler, and how to start
- * codex (or any Transport layer).
+ * What `createSupervisor` takes, the supervisor's configuration plus how to start codex.
+ *
+ * The supervisor's settings (`concurrency`, `pool`, `stallTimeout`, `restart`, `connection`, ...),
+ * approvals with a plain handler, and how to start codex (or any Transport layer).
  */
 export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "approvals"> {
   readonly approvals?: FacadeApprovalsConfig
@@ -61,8 +64,9 @@ export const effectHandler = (handler: CardHandler): Approvals.Handler => (card)
   })
 
 /**
- * A started work item, as Promises: its thread id, its events, steering and interrupting its
- * running turn, its result, and `stop`. The item lives until it ends, `stop` is called, or the
+ * A started work item, as Promises.
+ *
+ * Its thread id, its events, steering and interrupting its running turn, its result, and `stop`. The item lives until it ends, `stop` is called, or the
  * supervisor is closed.
  */
 export interface WorkHandle {
@@ -111,8 +115,10 @@ const settle = <A, E>(exit: Exit.Exit<A, E>): Promise<A> =>
   Exit.isSuccess(exit) ? Promise.resolve(exit.value) : Promise.reject(Cause.squash(exit.cause))
 
 /**
- * The `Decision` a {@link DecisionInput} stands for: a value with a string `_tag` is taken as a
- * `Decision` as it is; anything else is read with `Decision.fromJson`. Throws a `TypeError` naming
+ * The `Decision` a `DecisionInput` stands for.
+ *
+ * A value with a string `_tag` is taken as a `Decision` as it is; anything else is read with
+ * `Decision.fromJson`. Throws a `TypeError` naming
  * the input when it is not a decision.
  */
 export const toDecision = (input: DecisionInput): Decision.Decision => {

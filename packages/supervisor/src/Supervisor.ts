@@ -1,5 +1,5 @@
 /**
- * The Supervisor: the library platform teams embed.
+ * The Supervisor, the library platform teams embed.
  *
  * Scopes: the supervisor's layer scope owns the approvals engine, one slot per app-server
  * process (each slot restarts its child with backoff, bounded), and the shutdown finalizer that
@@ -37,9 +37,10 @@ import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
 /**
- * How a slot restarts its app-server after the connection ended: with backoff doubling from
- * `backoff`, at most `maxAttempts` consecutive times, and what happens to the work items that
- * were running on it (`resume` their threads, or `fail` them with `connection-lost`).
+ * How a slot restarts its app-server after the connection ended, and what happens to its work items.
+ *
+ * Restarts back off from `backoff`, doubling, at most `maxAttempts` consecutive times; the work
+ * items that were running on it `resume` their threads, or `fail` with `connection-lost`.
  */
 export interface RestartConfig {
   /** What happens to work items whose app-server died: resume their threads (default), or fail them. */
@@ -79,9 +80,11 @@ export interface SupervisorConfig {
 }
 
 /**
- * What the supervisor tells subscribers: each slot's app-server coming up, going away, failing to
- * start, restarting or giving up; every work item's events (`Work`); and every item's end
- * (`ItemFinished`, with its exit). Messages and stderr tails are masked.
+ * What the supervisor tells subscribers, about app-servers and work items.
+ *
+ * Each slot's app-server coming up, going away, failing to start, restarting or giving up; every
+ * work item's events (`Work`); and every item's end (`ItemFinished`, with its exit). Messages and
+ * stderr tails are masked.
  */
 export type SupervisorEvent =
   /** A slot's app-server answered `initialize`; `connection` is unique to this connection (it grows across restarts). */
@@ -117,8 +120,10 @@ export type SupervisorEvent =
   | { readonly _tag: "ItemFinished"; readonly item: string | number | undefined; readonly exit: Exit.Exit<WorkResult, WorkItemFailed> }
 
 /**
- * `steer` or `interrupt` found no running turn: the thread does not exist yet, or no turn of the
- * item runs right now (between turns, or after the item ended).
+ * `steer` or `interrupt` found no running turn.
+ *
+ * The thread does not exist yet, or no turn of the item runs right now (between turns, or after
+ * the item ended).
  */
 export class NoActiveTurn extends Error {
   readonly _tag = "NoActiveTurn"
@@ -128,8 +133,9 @@ export class NoActiveTurn extends Error {
 }
 
 /**
- * A work item started with `start`, living in the caller's scope (closing it stops the item): its
- * thread id, events, steering, interrupting, its result, and `stop`.
+ * A work item started with `start`, living in the caller's scope (closing it stops the item).
+ *
+ * Its thread id, events, steering, interrupting, its result, and `stop`.
  */
 export interface WorkHandle {
   /** Resolves once the thread exists (started or resumed); fails with the item's `WorkItemFailed` if it ends before. */
@@ -147,8 +153,10 @@ export interface WorkHandle {
 }
 
 /**
- * The running supervisor: run or start work items, answer cards through the inbox, and subscribe
- * to supervisor and approval events.
+ * The running supervisor, as the `Supervisor` service provides it.
+ *
+ * Run or start work items, answer cards through the inbox, and subscribe to supervisor and
+ * approval events.
  */
 export interface SupervisorShape {
   /**
@@ -177,7 +185,7 @@ export interface SupervisorShape {
   readonly ready: Effect.Effect<AppServerConnection.InitializeResult, WorkItemFailed>
 }
 
-/** The `Supervisor` service tag; provide it with {@link layer}. */
+/** The `Supervisor` service tag, provided by `layer`. */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
 
 type SlotState =
@@ -514,8 +522,10 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
   })
 
 /**
- * The supervisor ({@link make}) as a scoped layer providing `Supervisor`; it needs a `Transport`
- * (`CodexCommand.transportLayer` for the real child, `FakeAppServer`/`MemoryTransport` in tests).
+ * The supervisor (`make`) as a scoped layer providing `Supervisor`, over a `Transport`.
+ *
+ * The `Transport` is `CodexCommand.transportLayer` for the real child, `FakeAppServer` or
+ * `MemoryTransport` in tests.
  * Building it fails with a `ConfigError` before anything starts; releasing it refuses the cards
  * still open (outcome `shutdown`), then stops every child.
  *

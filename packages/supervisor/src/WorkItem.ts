@@ -1,12 +1,13 @@
 /**
- * Work items: what an embedder asks for (a prompt on a new or resumed thread, maybe follow-ups),
+ * Work items, what an embedder asks for (a prompt on a new or resumed thread, maybe follow-ups),
  * what it gets back (a result per turn and overall), and the events it can watch on the way.
  */
 
 /**
- * A work item: a prompt to run on a new thread (or on `threadId`, resumed), then its `followUps`
- * one after another on the same thread. Only `prompt` is required; everything else is passed to
- * `thread/start` (or `thread/resume`) and `turn/start`.
+ * A work item, a prompt to run on a new thread (or on `threadId`, resumed).
+ *
+ * Its `followUps` then run one after another on the same thread. Only `prompt` is required;
+ * everything else is passed to `thread/start` (or `thread/resume`) and `turn/start`.
  */
 export interface WorkItem {
   /** An id of the embedder's (the CLI uses the PROMPT index). */
@@ -41,7 +42,7 @@ export interface TurnError {
   readonly willRetry?: boolean
 }
 
-/** How one turn ended: its id, status, final agent message, completed items and errors. */
+/** How one turn ended (its id, status, final agent message, completed items and errors). */
 export interface TurnResult {
   readonly turnId: string
   readonly status: TurnStatus
@@ -56,9 +57,11 @@ export interface TurnResult {
 }
 
 /**
- * What a work item that ran to the end returns: the thread, the last turn's status, the last final
- * agent message, every completed item and error of every turn, the latest token usage, and how
- * many times the thread was resumed after an app-server restart. A turn that does not complete
+ * What a work item that ran to the end returns.
+ *
+ * The thread, the last turn's status, the last final agent message, every completed item and error
+ * of every turn, the latest token usage, and how many times the thread was resumed after an
+ * app-server restart. A turn that does not complete
  * ends the item there (its follow-ups are not run): an `interrupted` or `failed` last turn is a
  * result, not a failure.
  */
@@ -83,8 +86,10 @@ export interface WorkResult {
 }
 
 /**
- * What happens to a work item, in order: its thread is ready, turns start and complete, every
- * notification of its thread, and a connection loss, resume or stall. Each carries the item's `id`.
+ * What happens to a work item, in order.
+ *
+ * Its thread is ready, turns start and complete, every notification of its thread, and a
+ * connection loss, resume or stall. Each carries the item's `id`.
  */
 export type WorkEvent =
   /** The thread exists (`resumed`: by `thread/resume`, given `threadId` or after a restart). */
