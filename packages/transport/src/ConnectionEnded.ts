@@ -7,8 +7,8 @@ import { Data } from "effect"
 /**
  * Why a connection ended, as a union tagged by `_tag`.
  *
- * The first cause decides it; later causes are ignored. `ClosedByUs` is the only end Warden chose; every other tag is a failure of the peer,
- * of the pipes, or of Warden itself (`InternalDefect`).
+ * The first cause decides it; later causes are ignored. `ClosedByUs` is the only end Warden chose;
+ * every other tag is a failure of the peer, of the pipes, or of Warden itself (`InternalDefect`).
  */
 export type EndReason =
   /** The peer process exited (or, in memory, the peer said it exited). */
