@@ -16,8 +16,9 @@ import * as SecretMask from "./SecretMask.js"
 /**
  * One line of the audit trail, flat, with `null` for what does not apply to its type.
  *
- * Its `type` is `card.opened`, `card.settled` or `card.late`. `summary` is the card's masked title; `source` is
- * `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...); `ts` is ISO 8601.
+ * Its `type` is `card.opened`, `card.settled` or `card.late`. `summary` is the card's masked title;
+ * `source` is `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...); `ts` is
+ * ISO 8601.
  */
 export interface AuditRecord {
   readonly type: "card.opened" | "card.settled" | "card.late"

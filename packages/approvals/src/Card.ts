@@ -173,8 +173,9 @@ export interface Settlement {
  * The file changes of a `fileChange` thread item (`item/started`), as a card shows them and rules
  * read them.
  *
- * Every path of the patch up to `Card.MaxFileChanges`, then one entry saying how many were left out (so a rule or a person never decides on part of a patch without knowing it).
- * Pass the result as `CardContext.fileChanges` when the approval request arrives.
+ * Every path of the patch up to `Card.MaxFileChanges`, then one entry saying how many were left out
+ * (so a rule or a person never decides on part of a patch without knowing it). Pass the result as
+ * `CardContext.fileChanges` when the approval request arrives.
  *
  * @example
  * ```ts

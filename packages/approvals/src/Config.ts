@@ -116,8 +116,8 @@ export const formatIssues = (error: ParseResult.ParseError): ReadonlyArray<strin
 
 /**
  * Decode a configuration with `schema`, strictly (an unknown key is an error, since a misspelt
- * setting must not be silently ignored). `undefined` or `null` decode as `{}`. Every issue is collected
- * into one `ConfigError` (see {@link formatIssues}).
+ * setting must not be silently ignored). `undefined` or `null` decode as `{}`. Every issue is
+ * collected into one `ConfigError` (see {@link formatIssues}).
  */
 export const decodeWith = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Either.Either<A, ConfigError> =>
   Either.mapLeft(

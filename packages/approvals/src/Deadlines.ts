@@ -18,8 +18,9 @@ export const DefaultCardDeadline = Duration.minutes(15)
 /**
  * The deadline of a card for `method`.
  *
- * Its `perMethod` entry, else `default`, else {@link DefaultCardDeadline}. Inputs are read with `Duration.decode` (checked beforehand by the
- * configuration's decoding; a value it rejects here throws).
+ * Its `perMethod` entry, else `default`, else {@link DefaultCardDeadline}. Inputs are read with
+ * `Duration.decode` (checked beforehand by the configuration's decoding; a value it rejects here
+ * throws).
  */
 export const forMethod = (config: DeadlineConfig | undefined, method: string): Duration.Duration => {
   const perMethod = config?.perMethod?.[method]

@@ -155,8 +155,9 @@ export type Rule = typeof Rule.Type
 /**
  * A policy, a list of rules with unique ids, as data.
  *
- * It is the schema of a rules file, and of the `rules` setting. Decoded with {@link decodeRules}, {@link parse} or {@link load}; the decoded
- * value is what `Approvals.layer({ rules })` and the supervisor's `approvals.rules` take.
+ * It is the schema of a rules file, and of the `rules` setting. Decoded with {@link decodeRules},
+ * {@link parse} or {@link load}; the decoded value is what `Approvals.layer({ rules })` and the
+ * supervisor's `approvals.rules` take.
  *
  * @example
  * ```ts

@@ -33,8 +33,8 @@ export const Mask = "•••"
 /**
  * Bounds of a masked copy made by `maskRecord` or `maskValue`.
  *
- * Depth, entries per object or array, string length, values copied and characters shown, so masking a hostile value costs bounded work and
- * yields a bounded copy. Every field is optional.
+ * Depth, entries per object or array, string length, values copied and characters shown, so masking
+ * a hostile value costs bounded work and yields a bounded copy. Every field is optional.
  */
 export interface MaskOptions {
   /** Nesting below this depth is masked whole (default 8). */
@@ -794,9 +794,10 @@ export const maskText = (text: string): string => {
 /**
  * `truncate(maskText(text), max)`, without scanning what cannot be shown.
  *
- * A text longer than `max` is scanned over its first `max` + 8 192 characters only (more than any bounded match is long, so
- * a secret that starts in the shown part is still found whole; a token-like run the cut falls into
- * is masked). The cost is bounded by `max`, whatever the text's length.
+ * A text longer than `max` is scanned over its first `max` + 8 192 characters only (more than any
+ * bounded match is long, so a secret that starts in the shown part is still found whole; a
+ * token-like run the cut falls into is masked). The cost is bounded by `max`, whatever the text's
+ * length.
  */
 export const maskShown = (text: string, max: number): string => {
   try {
