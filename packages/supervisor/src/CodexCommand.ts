@@ -35,7 +35,8 @@ export interface CodexCommand {
 /**
  * The child's arguments, starting with `app-server`.
  *
- * Then `-c` for each override, `--enable` and `--disable` for each feature, then `args`, for example `["app-server", "-c", "model=\"gpt-5\"", "--enable", "request_permissions_tool"]`.
+ * Then `-c` for each override, `--enable` and `--disable` for each feature, then `args`; for
+ * example `["app-server", "-c", "model=\"gpt-5\"", "--enable", "request_permissions_tool"]`.
  */
 export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
   "app-server",
@@ -49,9 +50,10 @@ export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
  * A Transport layer that spawns the app-server as a child process, a new one for each connection
  * the supervisor opens.
  *
- * It is `ChildProcessTransport.layer` with {@link argv}; `env` is added to this process's environment. Building it starts
- * nothing; a child that cannot be spawned fails that connection with `SpawnFailed`, which the
- * supervisor reports as `ConnectionFailed` and retries per its restart policy.
+ * It is `ChildProcessTransport.layer` with {@link argv}; `env` is added to this process's
+ * environment. Building it starts nothing; a child that cannot be spawned fails that connection
+ * with `SpawnFailed`, which the supervisor reports as `ConnectionFailed` and retries per its
+ * restart policy.
  *
  * @example
  * ```ts

@@ -60,7 +60,8 @@ export const SupervisorSetting = Schema.Struct({
 
 /**
  * Decode a supervisor configuration, strictly (an unknown key is an error). `Supervisor.make` and
- * `createSupervisor` call it first; it returns `Left` with a `ConfigError` naming every field at fault.
+ * `createSupervisor` call it first; it returns `Left` with a `ConfigError` naming every field at
+ * fault.
  */
 export const decode = (input: unknown): Either.Either<SupervisorConfig, ConfigError> =>
   ApprovalsConfig.decodeWith(SupervisorSetting, input) as Either.Either<SupervisorConfig, ConfigError>

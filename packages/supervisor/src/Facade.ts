@@ -1,9 +1,9 @@
 /**
  * A promise-based facade for code that does not use Effect.
  *
- * `createSupervisor(config)` returns async methods and async iterables over the same engine. Scopes still own everything: the
- * supervisor lives in a ManagedRuntime (disposed by `close`), and each started work item lives in
- * its own Scope, closed when it ends or when `stop` is called.
+ * `createSupervisor(config)` returns async methods and async iterables over the same engine. Scopes
+ * still own everything: the supervisor lives in a ManagedRuntime (disposed by `close`), and each
+ * started work item lives in its own Scope, closed when it ends or when `stop` is called.
  */
 import type { ApprovalEvent, Approvals, Card } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
@@ -19,8 +19,9 @@ import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 /**
  * A decision as the facade takes it, a `Decision` or its loose JSON form.
  *
- * A `Decision` value, one of the four words, or the loose JSON of a structured answer as `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`,
- * `{ action, content }`, ...).
+ * A `Decision` value, one of the four words, or the loose JSON of a structured answer as
+ * `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`, `{ action, content }`,
+ * ...).
  */
 export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
 
@@ -66,8 +67,8 @@ export const effectHandler = (handler: CardHandler): Approvals.Handler => (card)
 /**
  * A started work item, as Promises.
  *
- * Its thread id, its events, steering and interrupting its running turn, its result, and `stop`. The item lives until it ends, `stop` is called, or the
- * supervisor is closed.
+ * Its thread id, its events, steering and interrupting its running turn, its result, and `stop`.
+ * The item lives until it ends, `stop` is called, or the supervisor is closed.
  */
 export interface WorkHandle {
   /** Resolves once the thread exists; rejects with a `WorkItemFailed` if the item fails before. */

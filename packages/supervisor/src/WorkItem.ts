@@ -111,5 +111,8 @@ export type WorkEvent =
   | { readonly _tag: "ConnectionLost"; readonly item: string | number | undefined; readonly threadId: string | undefined; readonly detail: string }
   /** The thread was resumed on a restarted app-server; the interrupted turn is run again. */
   | { readonly _tag: "Resumed"; readonly item: string | number | undefined; readonly threadId: string; readonly attempt: number }
-  /** No event for `stallTimeout` while no card was open and no command ran: the turn is interrupted and the item fails `stalled`. */
+  /**
+   * No event for `stallTimeout` while no card was open and no command ran: the turn is
+   * interrupted and the item fails `stalled`.
+   */
   | { readonly _tag: "Stalled"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string }
