@@ -1,5 +1,5 @@
 /**
- * Hostile server-request frames: what a model (which writes the commands and the tool arguments) or
+ * Hostile server-request frames, what a model (which writes the commands and the tool arguments) or
  * a misbehaving server can put in one frame to make the read loop slow. Everything Warden does
  * synchronously per server request (decode, rule evaluation, the safety filter, the masked summary)
  * runs on the connection's read loop, so each of these must cost time linear in its size, and the
@@ -16,15 +16,18 @@
 /** Where a shape attacks. */
 export type Target = "shell" | "mask" | "structure" | "fileChange" | "filter"
 
+/** One adversarial input, a server-request frame (and the `item/started` before it, if any), named and described. */
 export interface Shape {
+  /** A short unique name (`sudo-words`, `mcp-deep-object`, ...). */
   readonly name: string
   readonly target: Target
+  /** What the frame does, for a person reading a failure. */
   readonly description: string
   /** The server-request frame, one JSON line (no newline). */
   readonly frame: string
   /**
    * The `item/started` notification that precedes the request (a fileChange item whose changes the
-   * approval is about), one JSON line; the supervisor reads its changes with `CardSummary.fileChangesOf`.
+   * approval is about), one JSON line; the supervisor reads its changes with `Card.fileChangesOf`.
    */
   readonly itemStarted?: string
   /** The command the frame asks to run, when it is a command approval (for checks). */
@@ -39,6 +42,7 @@ export interface LazyShape {
   readonly build: () => Shape
 }
 
+/** The sizes of the shapes. */
 export interface Options {
   /** Upper bound of a frame's length in characters (ASCII: bytes); default 16 MiB - 4 KiB. */
   readonly frameBytes?: number
@@ -46,8 +50,11 @@ export interface Options {
   readonly commandChars?: number
 }
 
+/** The thread every frame names (register a thread route with this id so the requests reach a card). */
 export const ThreadId = "019a0000-adve-7000-8000-000000000001"
+/** The turn every frame names. */
 export const TurnId = "019a0000-adve-7000-8000-000000000002"
+/** The item (or call) id every frame names; a fileChange shape's `itemStarted` uses it too. */
 export const ItemId = "call_adversarial"
 /** What every command shape tries to hide from a deny rule. */
 export const Payload = "rm -rf ~"
@@ -96,7 +103,7 @@ export const nestedBash = (levels: number, inner: string): string => {
   return script
 }
 
-/** Deep shapes nest this many levels at most: deeper only measures `JSON.parse` (about a second per million levels). */
+/** Deep shapes nest this many levels at most (deeper only measures `JSON.parse`, about a second per million levels). */
 export const MaxNesting = 1_000_000
 
 /** Every adversarial frame, in a fixed order. */

@@ -1,5 +1,5 @@
 /**
- * FakeAppServer: an in-memory peer on the in-memory transport that plays codex app-server's side.
+ * An in-memory peer on the in-memory transport that plays codex app-server's side.
  *
  * By default it answers the handshake and the thread/turn methods the way 0.171.0 does (thread id
  * at `result.thread.id`, `thread/started` right behind the response, turn/interrupt followed by
@@ -18,18 +18,22 @@ import type { Layer } from "effect"
 type JsonObject = Transport.JsonObject
 type Peer = MemoryTransport.Peer
 
+/** How the fake answers a client request, with a `result`, a JSON-RPC `error`, or `"silence"` (no answer at all). */
 export type Answer =
   | { readonly result: unknown }
   | { readonly error: { readonly code: number; readonly message: string } }
   | "silence"
 
+/** A request the client sent, as the fake read it. */
 export interface ClientRequest {
+  /** Which connection it came on (1-based; a restart makes a new one). */
   readonly connection: number
   readonly id: number | string
   readonly method: string
   readonly params: any
 }
 
+/** What a `Behaviour` can use besides the params (the connection, the request id, the peer and the fake itself). */
 export interface Context {
   readonly connection: number
   /** The id of the client request being answered. */
@@ -38,23 +42,47 @@ export interface Context {
   readonly server: FakeAppServer
 }
 
+/**
+ * A method's answer, computed from the request's params.
+ *
+ * It returns an {@link Answer}, or an Effect of one (run on the peer's program, so the fake reads
+ * nothing else until it completes).
+ *
+ * @example
+ * ```ts
+ * const refuseResume: FakeAppServer.Behaviour = (params) => ({
+ *   error: { code: -32600, message: `no thread ${params.threadId}` }
+ * })
+ * ```
+ */
 export type Behaviour = (params: any, context: Context) => Answer | Effect.Effect<Answer>
 
+/** The in-memory transport's options, plus method overrides and how turns end. */
 export interface Options extends MemoryTransport.Options {
   /** Per-method overrides of the default answers. */
   readonly behaviour?: Readonly<Record<string, Behaviour>>
   /** `"complete"` (default): a started turn completes at once with an agent message. `"manual"`: the test completes it. */
   readonly turns?: "complete" | "manual"
+  /** The agent message of turns that complete at once (default `done`). */
   readonly finalMessage?: string
 }
 
+/**
+ * A fake app-server, with the `layer` for the code under test and the test's handles on it.
+ *
+ * It records what the client sent and answered, and makes the server's own moves (requests,
+ * notifications, completing turns).
+ */
 export interface FakeAppServer {
+  /** The `Transport` to provide to the client (each `connect` is a new connection to this fake). */
   readonly layer: Layer.Layer<Transport.Transport>
+  /** The underlying in-memory transport. */
   readonly memory: MemoryTransport.MemoryTransport
   /** The latest connection's peer. */
   readonly peer: Peer
   /** Every client request, in order, across connections. */
   readonly requests: Queue.Dequeue<ClientRequest>
+  /** Every client request so far, in order (a snapshot). */
   readonly requestsSoFar: () => ReadonlyArray<ClientRequest>
   /** Wait for the next client request with this method (buffered: none is missed). */
   readonly nextRequest: (method: string) => Effect.Effect<ClientRequest>
@@ -64,6 +92,7 @@ export interface FakeAppServer {
   readonly answersSoFar: () => ReadonlyArray<JsonObject>
   /** Send a server→client request; ids count up from 0 per connection unless given. */
   readonly request: (method: string, params: unknown, id?: number | string) => Effect.Effect<number | string>
+  /** Send a server→client notification on the latest connection. */
   readonly notify: (method: string, params: unknown) => Effect.Effect<void>
   /** Complete a turn as the server does: serverRequest/resolved for its open requests, then turn/completed. */
   readonly completeTurn: (
@@ -72,10 +101,43 @@ export interface FakeAppServer {
     status?: "completed" | "interrupted" | "failed",
     options?: { readonly message?: string; readonly error?: unknown }
   ) => Effect.Effect<void>
+  /** Ids of the threads `thread/start` created so far (the default behaviour's `thr_1`, `thr_2`, ...). */
   readonly threads: () => ReadonlyArray<string>
+  /** How many connections the client has opened. */
   readonly connections: () => number
 }
 
+/**
+ * A new fake app-server on a new in-memory transport. Nothing runs until the client connects;
+ * each connection then runs the same program, and the fake's state (threads, counters, recorded
+ * requests and answers) is shared across connections. A method with neither an override nor a
+ * default is answered with a JSON-RPC error (`-32600`).
+ *
+ * @example
+ * ```ts
+ * import { Supervisor } from "@warden/supervisor"
+ * import { FakeAppServer } from "@warden/testkit"
+ * import { Effect } from "effect"
+ *
+ * const test = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const fake = FakeAppServer.make({ turns: "manual" })
+ *     const supervisor = yield* Supervisor.make({
+ *       approvals: { rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] } }
+ *     }).pipe(Effect.provide(fake.layer))
+ *     const handle = yield* supervisor.start({ prompt: "clean up" })
+ *     const threadId = yield* handle.threadId // "thr_1"
+ *     yield* fake.nextRequest("turn/start") // answered with turn "turn_1"
+ *     const id = yield* fake.request("item/commandExecution/requestApproval", {
+ *       threadId, turnId: "turn_1", itemId: "call_1", command: "rm -rf /tmp/x", cwd: "/tmp"
+ *     })
+ *     const answer = yield* fake.answerTo(id) // { id: 0, result: { decision: "decline" } }
+ *     yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+ *     return yield* handle.await // status "completed", finalMessage "ok"
+ *   })
+ * )
+ * ```
+ */
 export const make = (options: Options = {}): FakeAppServer => {
   const seen: Array<ClientRequest> = []
   const answers: Array<JsonObject> = []

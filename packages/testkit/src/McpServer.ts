@@ -18,6 +18,7 @@ import { Effect } from "effect"
 /** Absolute path of the server script. */
 export const scriptPath: string = fileURLToPath(new URL("./mcp-server.mjs", import.meta.url))
 
+/** The server's tool names by what codex does with them (see the module doc). */
 export const tools = {
   /** Read-only: no approval. */
   readOnly: "ping",

@@ -17,8 +17,16 @@ const loaded = Effect.runSync(
   )
 )
 
+/**
+ * The pinned binary's schema dump (`SchemaDump.generate`), generated on first use and cached for
+ * the process. Fails with `RealCodexError` (no binary) or `SchemaDumpError` (generation failed).
+ */
 export const dump = Effect.map(loaded, (l) => l.dump)
 
-/** Validate the `result` of a reply to `method` against the pinned response schema. */
+/**
+ * Validate the `result` of a reply to `method` against the pinned response schema.
+ *
+ * The verdict is `Valid`, `Invalid` (with the errors) or `Unavailable`. Fails as {@link dump} does.
+ */
 export const validateAnswer = (method: string, value: unknown) =>
   Effect.map(loaded, (l) => l.validator.serverRequestResponse(method, value))

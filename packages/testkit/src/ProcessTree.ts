@@ -1,7 +1,8 @@
 /**
- * The live process tree under a pid, read from Linux `/proc` (empty elsewhere): for tests that must
- * show every process they started is gone, and for finding a child they did not spawn themselves
- * (e.g. the app-server a transport started) to signal it.
+ * The live process tree under a pid, read from Linux `/proc` (empty elsewhere).
+ *
+ * For tests that must show every process they started is gone, and for finding a child they did
+ * not spawn themselves (such as the app-server a transport started) to signal it.
  */
 import * as Fs from "node:fs"
 

@@ -1,6 +1,8 @@
 /**
  * The pinned real `codex` binary, set up to run `codex app-server` offline against a
- * {@link ScriptedModel}: a fresh CODEX_HOME, HOME and workspace per use (removed when the scope
+ * `ScriptedModel`.
+ *
+ * It gets a fresh CODEX_HOME, HOME and workspace per use (removed when the scope
  * closes), a mock model provider, plugins disabled, and the feature flags, `-c` overrides and MCP
  * servers a test asks for.
  *
@@ -17,6 +19,14 @@ import { Data, Effect } from "effect"
 import type { Scope } from "effect"
 import * as McpServer from "./McpServer.js"
 
+/**
+ * The pinned codex could not be prepared; `reason` says why.
+ *
+ * `UnsupportedPlatform` (no native
+ * package for this OS and CPU), `BinaryMissing` (not installed: run `pnpm install`), `TempDir`
+ * (the fresh directories could not be made), `Version` (`codex --version` failed), `InvalidOption`
+ * (a bad retry count, `-c` key or MCP server name).
+ */
 export class RealCodexError extends Data.TaggedError("RealCodexError")<{
   readonly reason: "UnsupportedPlatform" | "BinaryMissing" | "TempDir" | "Version" | "InvalidOption"
   readonly detail: string
@@ -57,7 +67,9 @@ export const pinnedVersion: Effect.Effect<string, RealCodexError> = Effect.try({
 })
 
 /**
- * The native executable: `@openai/codex` → its platform package (an optional dependency, resolved
+ * The path of the native codex executable, found through the installed `@openai/codex`.
+ *
+ * `@openai/codex` → its platform package (an optional dependency, resolved
  * from the @openai/codex package directory) → `vendor/<triple>/bin/codex`.
  */
 export const binaryPath: Effect.Effect<string, RealCodexError> = Effect.suspend(() => {
@@ -93,7 +105,7 @@ export const binaryPath: Effect.Effect<string, RealCodexError> = Effect.suspend(
   })
 })
 
-/** `codex --version` of the native binary, trimmed (e.g. `codex-cli 0.171.0`). */
+/** `codex --version` of the native binary, trimmed (such as `codex-cli 0.171.0`). */
 export const version: Effect.Effect<string, RealCodexError> = Effect.flatMap(binaryPath, (exe) =>
   Effect.async<string, RealCodexError>((resume) => {
     const child = ChildProcess.execFile(exe, ["--version"], { timeout: 10_000 }, (error, stdout, stderr) => {
@@ -115,8 +127,10 @@ export const tomlString = (s: string): string => JSON.stringify(s)
 
 const bareKey = /^[A-Za-z0-9_-]+$/
 
+/** A codex feature flag for `--enable`; the two named here are the ones approval scenarios need. */
 export type Feature = "request_permissions_tool" | "default_mode_request_user_input" | (string & {})
 
+/** How to set up codex (the scripted model to talk to, features, overrides, MCP servers, retries). */
 export interface Options {
   /** The model provider's base URL (`ScriptedModel.baseUrl`, i.e. `http://127.0.0.1:PORT/v1`). */
   readonly baseUrl: string
@@ -140,6 +154,13 @@ export interface Options {
   readonly env?: Readonly<Record<string, string>>
 }
 
+/**
+ * How to launch the prepared `codex app-server`, and its fresh directories.
+ *
+ * Pass `command`, `args`, `env` and `cwd` to a transport (such as `ChildProcessTransport.layer`),
+ * or {@link codexCommand} to `createSupervisor`.
+ * Its directories exist until the scope of {@link make} closes.
+ */
 export interface Launch {
   /** Absolute path of the native codex executable. */
   readonly command: string
@@ -149,6 +170,7 @@ export interface Launch {
   readonly env: Readonly<Record<string, string>>
   /** Working directory for the child: the workspace. */
   readonly cwd: string
+  /** The child's CODEX_HOME (fresh, empty). */
   readonly codexHome: string
   /** A fresh empty directory: use it as the thread's `cwd`. */
   readonly workspace: string
@@ -157,8 +179,10 @@ export interface Launch {
 }
 
 /**
- * The launch as `createSupervisor`'s `codex` option (`CodexCommand`) takes it: the executable,
- * the flags after `app-server` (the transport adds `app-server` itself), the environment, the cwd.
+ * The launch as `createSupervisor`'s `codex` option (a `CodexCommand`) takes it.
+ *
+ * The executable, the flags after `app-server` (the transport adds `app-server` itself), the
+ * environment, the cwd.
  */
 export const codexCommand = (launch: Launch): { readonly command: string; readonly args: ReadonlyArray<string>; readonly env: Readonly<Record<string, string>>; readonly cwd: string } => ({
   command: launch.command,
@@ -169,7 +193,7 @@ export const codexCommand = (launch: Launch): { readonly command: string; readon
 
 const passThroughEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT"] as const
 
-/** The provider override: `model_providers.mock={...}`. */
+/** The `-c` value that defines the mock model provider, `model_providers.mock={...}`. */
 export const providerOverride = (options: Pick<Options, "baseUrl" | "requestMaxRetries" | "streamMaxRetries" | "streamIdleTimeoutMs">): string => {
   const fields = [
     `name="mock"`,
@@ -241,7 +265,33 @@ const makeDirs = Effect.acquireRelease(
 
 /**
  * Locates the binary, makes fresh directories (removed when the scope closes) and returns how to
- * launch `codex app-server` against the given model.
+ * launch `codex app-server` against the given model. Fails with `RealCodexError` (`BinaryMissing`,
+ * `UnsupportedPlatform`, `InvalidOption`, `TempDir`). Spawn the child in the same scope, after
+ * this, so it is stopped before its directories are removed.
+ *
+ * @example
+ * ```ts
+ * import { Decision } from "@warden/protocol"
+ * import { Supervisor } from "@warden/supervisor"
+ * import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
+ * import { ChildProcessTransport } from "@warden/transport"
+ * import { Effect } from "effect"
+ *
+ * const test = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const model = yield* ScriptedModel.make([
+ *       Step.execCommand({ cmd: "echo hi", escalated: true, justification: "show an approval" }),
+ *       Step.message("done")
+ *     ])
+ *     const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+ *     const supervisor = yield* Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
+ *       Effect.provide(ChildProcessTransport.layer({ command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd }))
+ *     )
+ *     const result = yield* supervisor.run({ prompt: "run it", cwd: launch.workspace })
+ *     // result.finalMessage === "done"; model.requests holds what codex sent the model
+ *   })
+ * ) // run with it.live: the model and the child use real time
+ * ```
  */
 export const make = (options: Options): Effect.Effect<Launch, RealCodexError, Scope.Scope> =>
   Effect.gen(function*() {

@@ -32,25 +32,28 @@ import * as Step from "./Step.js"
 // ---------------------------------------------------------------------------------------------
 // Script
 
-/** A whole script: the steps of each lane, and the text served once a lane is exhausted. */
+/** A whole script, with the steps of each lane and the text served once a lane is exhausted. */
 export const Script = Schema.Struct({
   lanes: Schema.Record({ key: Schema.String, value: Schema.Array(Step.Step) }),
   exhaustedText: Schema.optional(Schema.String)
 })
 export type Script = typeof Script.Type
 
-/** A {@link Script}, or just the steps of the `default` lane. */
+/** A `Script`, or just the steps of the `default` lane. */
 export type ScriptInput = typeof Script.Encoded | ReadonlyArray<typeof Step.Step.Encoded>
 
+/** The lane of a request without a `[lane:NAME]` marker, and of a script given as a plain list of steps. */
 export const defaultLane = "default"
+/** The text an exhausted lane answers with, unless the script sets `exhaustedText`. */
 export const defaultExhaustedText = "(script exhausted)"
 
-/** The marker that routes a thread to `lane`: put it in the prompt text of `turn/start`. */
+/** The marker that routes a thread to `lane`, to put in the prompt text of `turn/start`. */
 export const laneMarker = (lane: string): string => `[lane:${lane}]`
 
 // ---------------------------------------------------------------------------------------------
 // Errors
 
+/** The script (or steps given to `append`) does not decode; `detail` is the Schema error. */
 export class ScriptError extends Data.TaggedError("ScriptError")<{
   readonly detail: string
 }> {
@@ -59,6 +62,7 @@ export class ScriptError extends Data.TaggedError("ScriptError")<{
   }
 }
 
+/** The model could not listen on 127.0.0.1 (an ephemeral port). */
 export class ServerError extends Data.TaggedError("ServerError")<{
   readonly cause: unknown
 }> {
@@ -73,6 +77,7 @@ export class ServerError extends Data.TaggedError("ServerError")<{
 /** What a request was answered with. */
 export type Served = Step.Step["_tag"] | "Exhausted" | "NotFound" | "BadRequest"
 
+/** One HTTP request the model received, how it was routed, and what it was answered with. */
 export interface RecordedRequest {
   /** 1-based, across all lanes, in arrival order. */
   readonly seq: number
@@ -95,12 +100,13 @@ const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
 export const inputItems = (request: RecordedRequest): ReadonlyArray<unknown> =>
   isRecord(request.body) && Array.isArray(request.body["input"]) ? request.body["input"] : []
 
-/** The last `input` item: after a tool ran it is that tool's `function_call_output`. */
+/** The last `input` item (after a tool ran, that tool's `function_call_output`). */
 export const lastInputItem = (request: RecordedRequest): unknown => {
   const items = inputItems(request)
   return items[items.length - 1]
 }
 
+/** A `function_call_output` input item, what codex sends the model back after running a tool call. */
 export const FunctionCallOutput = Schema.Struct({
   type: Schema.Literal("function_call_output"),
   call_id: Schema.String,
@@ -155,7 +161,9 @@ export const laneOf = (body: unknown): string => {
 // ---------------------------------------------------------------------------------------------
 // The service
 
+/** A running scripted model, with where it listens, what it received, and its script's state. */
 export interface Service {
+  /** The TCP port it listens on, on 127.0.0.1. */
   readonly port: number
   /** `http://127.0.0.1:PORT/v1`: the provider `base_url`. */
   readonly baseUrl: string
@@ -171,6 +179,7 @@ export interface Service {
   readonly openResponses: Effect.Effect<number>
 }
 
+/** The `ScriptedModel` service tag, provided by `layer`. */
 export class ScriptedModel extends Context.Tag("@warden/testkit/ScriptedModel")<ScriptedModel, Service>() {}
 
 const decodeScript = (input: ScriptInput) =>
@@ -361,7 +370,29 @@ const serve = (res: Http.ServerResponse, step: Step.Step, seq: number): Effect.E
     }
   })
 
-/** Starts the model on 127.0.0.1 (ephemeral port). Closing the scope stops it. */
+/**
+ * Starts the model on 127.0.0.1 (ephemeral port). Closing the scope stops it. `script` is a whole
+ * `Script` (lanes) or just the steps of the `default` lane. Fails with `ScriptError` when the
+ * script does not decode, `ServerError` when it cannot listen.
+ *
+ * @example
+ * ```ts
+ * import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
+ * import { Effect } from "effect"
+ *
+ * const setup = Effect.gen(function*() {
+ *   const model = yield* ScriptedModel.make({
+ *     lanes: {
+ *       A: [Step.execCommand({ cmd: "echo hi", escalated: true, justification: "why" }), Step.message("done")],
+ *       B: [Step.message("nothing to do")]
+ *     }
+ *   })
+ *   const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+ *   // turn/start text `${ScriptedModel.laneMarker("A")} do it` routes that thread to lane A
+ *   return { model, launch }
+ * })
+ * ```
+ */
 export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | ServerError, Scope.Scope> =>
   Effect.gen(function*() {
     const decoded = yield* decodeScript(script)

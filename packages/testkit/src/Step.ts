@@ -1,7 +1,8 @@
 /**
- * The steps a {@link ScriptedModel} serves: one step answers one sampling request (one
- * `POST /v1/responses`). Steps are plain, Schema-validated data so a script can also be written as
- * JSON; the constructors below are the usual way to build them.
+ * The steps a `ScriptedModel` serves, one step per sampling request (one `POST /v1/responses`).
+ *
+ * Steps are plain, Schema-validated data so a script can also be written as JSON; the constructors
+ * below are the usual way to build them.
  *
  * Measured on codex 0.171.0 (see /work/shared/reference/codex-app-server-protocol.md):
  * - `exec_command {cmd, sandbox_permissions:"require_escalated", justification}` under
@@ -49,13 +50,15 @@ export const Message = Schema.TaggedStruct("Message", {
 })
 export type Message = typeof Message.Type
 
-/** Any other output item, sent as given (e.g. a `reasoning` item). */
+/** Any other output item, sent as given (such as a `reasoning` item). */
 export const RawItem = Schema.TaggedStruct("RawItem", { item: JsonObject })
 export type RawItem = typeof RawItem.Type
 
+/** One output item of a `Reply` (a function call, a custom tool call, a message, or a raw item). */
 export const OutputItem = Schema.Union(FunctionCall, CustomToolCall, Message, RawItem)
 export type OutputItem = typeof OutputItem.Type
 
+/** Token usage sent with `response.completed` (default 10 in, 5 out, 15 total). */
 export const Usage = Schema.Struct({
   input_tokens: NonNegativeInt,
   output_tokens: NonNegativeInt,
@@ -102,6 +105,10 @@ export const Failed = Schema.TaggedStruct("Failed", {
 })
 export type Failed = typeof Failed.Type
 
+/**
+ * One step, how one sampling request is answered. A `Reply` completes normally; `Stall`,
+ * `HttpError`, `Drop` and `Failed` are the ways a model fails. Each may wait `delayMs` (real time).
+ */
 export const Step = Schema.Union(Reply, Stall, HttpError, Drop, Failed)
 export type Step = typeof Step.Type
 
@@ -124,7 +131,9 @@ export const functionCall = (
     ...(options?.callId === undefined ? {} : { callId: options.callId })
   })
 
+/** The arguments of `execCommand`, the command line and how codex is asked to run it. */
 export interface ExecCommandArgs {
+  /** The command line, run by codex's shell. */
   readonly cmd: string
   /** `sandbox_permissions: "require_escalated"`: under on-request this asks for approval. */
   readonly escalated?: boolean
@@ -133,7 +142,9 @@ export interface ExecCommandArgs {
   readonly workdir?: string
   /** Proposed reusable approval prefix (only meaningful with `escalated`). */
   readonly prefixRule?: ReadonlyArray<string>
+  /** `yield_time_ms`: how long codex waits for output before the call returns. */
   readonly yieldTimeMs?: number
+  /** The function call's id (default `call_<seq>_<index>`). */
   readonly callId?: string
 }
 
@@ -152,8 +163,8 @@ export const execCommand = (args: ExecCommandArgs): Reply =>
     args.callId === undefined ? undefined : { callId: args.callId }
   )
 
-/** A patch adding `path` with `content`, sent the way codex 0.171.0 accepts it: an
- * `apply_patch <<'EOF'` heredoc through `exec_command` (intercepted as a `fileChange` item). */
+/** A patch adding `path` with `content`, sent the way codex 0.171.0 accepts it (an
+ * `apply_patch <<'EOF'` heredoc through `exec_command`, intercepted as a `fileChange` item). */
 export const applyPatch = (
   path: string,
   content: string,
@@ -197,6 +208,7 @@ export const requestPermissions = (args: {
     args.callId === undefined ? undefined : { callId: args.callId }
   )
 
+/** One question of `requestUserInput`, with its options. */
 export interface Question {
   readonly id: string
   readonly header: string
@@ -224,7 +236,7 @@ export const mcpCall = (
 export const customToolCall = (name: string, input: string, options?: { readonly callId?: string }): Reply =>
   one({ _tag: "CustomToolCall", name, input, ...(options?.callId === undefined ? {} : { callId: options.callId }) })
 
-/** An assistant message; `stream: true` also sends it as output_text deltas. */
+/** An assistant message (with `stream`, also sent as output_text deltas). */
 export const message = (
   text: string,
   options?: { readonly stream?: boolean; readonly chunkSize?: number; readonly chunkDelayMs?: number; readonly id?: string }
@@ -241,7 +253,7 @@ export const message = (
 /** An output item sent as given. */
 export const raw = (item: Readonly<Record<string, unknown>>): Reply => one({ _tag: "RawItem", item: { ...item } })
 
-/** Several items in one response (e.g. two parallel function calls), in order. */
+/** Several items in one response (such as two parallel function calls), in order. */
 export const reply = (...replies: readonly [Reply, ...Array<Reply>]): Reply => {
   const [first, ...rest] = replies.flatMap((r) => r.items)
   return { _tag: "Reply", items: [first!, ...rest] }
@@ -273,5 +285,5 @@ export const failed = (message: string, code?: string): Failed => ({
 /** The same step, answered only after `ms` milliseconds (real time). */
 export const delayed = <S extends Step>(ms: number, step: S): S => ({ ...step, delayMs: ms })
 
-/** `n` copies of a step (e.g. an HTTP 500 for every retry). */
+/** `n` copies of a step (such as an HTTP 500 for every retry). */
 export const times = (n: number, step: Step): Array<Step> => Array.from({ length: n }, () => step)

@@ -1,5 +1,5 @@
 /**
- * TranscriptReplay: play the SERVER side of a captured transcript of the real codex app-server
+ * Play the SERVER side of a captured transcript of the real codex app-server
  * (`fixtures/codex-0.171.0/*.jsonl` at the repository root) to a client on the in-memory transport.
  *
  * A transcript line is `{dir, t, proc?, frame}`: `in` is what the server sent, `out` what the
@@ -49,9 +49,12 @@ import type * as RealCodex from "./RealCodex.js"
 // ---------------------------------------------------------------------------------------------
 // Transcripts
 
+/** One JSON-RPC frame of a transcript (or `{__raw}` / `{__unparsed}` for bytes that were not JSON). */
 export type Frame = { readonly [key: string]: unknown }
 
+/** One line of a transcript, with its frame, direction, time and process. */
 export interface Line {
+  /** `in`: the server sent it; `out`: the capturing client sent it. */
   readonly dir: "in" | "out"
   /** Milliseconds since the scenario started. */
   readonly t: number
@@ -60,6 +63,7 @@ export interface Line {
   readonly frame: Frame
 }
 
+/** A parsed transcript, its name (the file name without `.jsonl`) and its lines in order. */
 export interface Transcript {
   readonly name: string
   readonly lines: ReadonlyArray<Line>
@@ -107,8 +111,10 @@ const idKey = (id: unknown): string => JSON.stringify(id)
 const isRaw = (frame: Frame): boolean => "__raw" in frame || "__unparsed" in frame
 
 /**
- * How client frames are matched: requests by method and thread, notifications by method, answers
- * by the server request id they answer. Never by the client's own request id.
+ * The key a client frame is matched by, never the client's own request id.
+ *
+ * Requests by method and thread, notifications by method, answers by the server request id they
+ * answer; raw frames have none.
  */
 export const keyOf = (frame: Frame): string | undefined => {
   if (isRaw(frame)) return undefined
@@ -149,6 +155,10 @@ export type Cue =
   | { readonly _tag: "Interrupt"; readonly proc: number; readonly threadId: string; readonly turnId: string }
   | { readonly _tag: "Steer"; readonly proc: number; readonly threadId: string; readonly turnId: string; readonly text: string }
 
+/**
+ * One client action of a process's script (`auto`, `cue` or `skip`; see the module doc), with the
+ * server frames the replay emits after it.
+ */
 export interface Action {
   readonly proc: number
   /** Position in the process's script. */
@@ -166,6 +176,7 @@ export interface Action {
   readonly emits: ReadonlyArray<Line>
 }
 
+/** The script of one app-server process, the frames it sends first and then its actions in order. */
 export interface ProcPlan {
   readonly proc: number
   /** Server frames before the first client action. */
@@ -173,6 +184,7 @@ export interface ProcPlan {
   readonly actions: ReadonlyArray<Action>
 }
 
+/** One turn of a thread in the transcript, with its prompt, its id and how it ended (if it did). */
 export interface TurnPlan {
   readonly proc: number
   readonly prompt: string
@@ -190,6 +202,7 @@ export interface ThreadPlan {
   readonly endsNormally: boolean
 }
 
+/** A server request of the transcript (an approval, a question, ...), with its thread if it names one. */
 export interface ServerRequestPlan {
   readonly proc: number
   readonly id: string | number
@@ -198,6 +211,12 @@ export interface ServerRequestPlan {
   readonly threadId: string | undefined
 }
 
+/**
+ * What `plan` makes of a transcript.
+ *
+ * Each process's script, the threads it started (the work items a harness should submit), its
+ * server requests, and the actions a Warden client skips.
+ */
 export interface Plan {
   readonly name: string
   readonly procs: ReadonlyArray<ProcPlan>
@@ -414,17 +433,20 @@ export const plan = (transcript: Transcript): Plan => {
 // ---------------------------------------------------------------------------------------------
 // The replay
 
+/** A cue the replay waits on, to perform (answer, interrupt, steer) or to `pass(seq)`. */
 export interface PendingCue {
   /** Pass this back to `pass` when the harness cannot perform the action. */
   readonly seq: number
   readonly cue: Cue
 }
 
+/** A frame the client wrote, and on which connection (1-based). */
 export interface ClientFrame {
   readonly connection: number
   readonly frame: Frame
 }
 
+/** A server request the replay sent to the client, with the id it used on that connection. */
 export interface SentRequest {
   readonly connection: number
   readonly id: string | number
@@ -432,6 +454,7 @@ export interface SentRequest {
   readonly params: unknown
 }
 
+/** What happened during a replay so far (the client's frames, what matched, what was passed, skipped or unexpected). */
 export interface Report {
   /** How many connections the client opened. */
   readonly connections: number
@@ -451,10 +474,17 @@ export interface Report {
   readonly finishedProcs: ReadonlyArray<number>
 }
 
+/**
+ * A running replay, with the `layer` for the client under test.
+ *
+ * It also has the cues a harness performs, and the report that {@link violations} checks.
+ */
 export interface Replay {
   readonly transcript: Transcript
   readonly plan: Plan
+  /** The in-memory transport the replay plays on. */
   readonly memory: MemoryTransport.MemoryTransport
+  /** The `Transport` to provide to the client: connection N plays process N. */
   readonly layer: Layer.Layer<Transport.Transport>
   /** Cues in script order. One consumer. */
   readonly cues: Queue.Dequeue<PendingCue>
@@ -462,7 +492,9 @@ export interface Replay {
   readonly pass: (seq: number) => Effect.Effect<void>
   /** Completes once the last process's script has been played to the end. */
   readonly done: Effect.Effect<void>
+  /** Whether `done` has completed. */
   readonly isDone: () => boolean
+  /** A snapshot of the replay so far. */
   readonly report: () => Report
   /** Where the replay stands (for timeouts and failures). */
   readonly describe: () => string
@@ -475,7 +507,30 @@ type Incoming =
 
 const encoder = new TextEncoder()
 
-/** Build the replay; connect a client through `layer` (or `memory.transport`). */
+/**
+ * Build the replay; connect a client through `layer` (or `memory.transport`). Never fails.
+ *
+ * @example
+ * ```ts
+ * import { Supervisor } from "@warden/supervisor"
+ * import { TranscriptReplay } from "@warden/testkit"
+ * import { Effect } from "effect"
+ *
+ * const test = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const replay = yield* TranscriptReplay.make(TranscriptReplay.load("a-cmd-decline"))
+ *     const supervisor = yield* Supervisor.make().pipe(Effect.provide(replay.layer))
+ *     for (const thread of replay.plan.threads) {
+ *       yield* supervisor.start({ prompt: thread.turns[0]?.prompt ?? "" }) // the transcript's work items
+ *     }
+ *     // meanwhile, in another fiber: take replay.cues, perform each through the supervisor
+ *     // (inbox.answer, handle.interrupt, handle.steer), or replay.pass(seq)
+ *     yield* replay.done
+ *     const problems = TranscriptReplay.violations(replay.report(), yield* TranscriptReplay.pinnedValidator)
+ *   })
+ * )
+ * ```
+ */
 export const make = (transcript: Transcript, options?: MemoryTransport.Options): Effect.Effect<Replay> =>
   Effect.gen(function*() {
     const thePlan = plan(transcript)
@@ -692,9 +747,12 @@ export const replyBody = (reply: ServerRequests.Reply): Frame =>
 export const answerBody = (frame: Frame): Frame => ("error" in frame ? { error: frame["error"] } : { result: frame["result"] })
 
 /**
- * Invariants of the client's answers, whatever it decided: at most one answer per server request
- * id per connection; no answer to an id the server never used; every result valid for its method
- * in the pinned schema; an error frame only where the method's refusal is one.
+ * The client's answers that break invariants holding whatever it decided, as messages (empty when
+ * none do).
+ *
+ * The invariants: at most one answer per server request id per connection; no answer to an id the
+ * server never used; every result valid for its method in the pinned schema; an error frame only
+ * where the method's refusal is one.
  */
 export const violations = (report: Report, validator: SchemaDump.Validator): ReadonlyArray<string> => {
   const out: Array<string> = []
