@@ -1,0 +1,46 @@
+/**
+ * The public surface, deliberately (issue 13): each library's `src/index.ts` names its public
+ * modules; implementation lives under `src/internal/` and is not exported by the published
+ * package; every public export carries TSDoc; docs/api.md is generated from the same sources and
+ * must not be stale (`pnpm api` rewrites it).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Outside from "./support/Outside.js"
+
+const { repoRoot } = Outside
+const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit"]
+
+describe("the public surface", () => {
+  it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", () => {
+    const run = spawnSync(process.execPath, [Path.join(repoRoot, "scripts", "api.mjs"), "--check"], { cwd: repoRoot, encoding: "utf8" })
+    assert.strictEqual(run.status, 0, run.stderr)
+  })
+
+  for (const dir of libraries) {
+    it(`${dir}: the published manifest exports no internal module, and index.ts names none`, () => {
+      const manifest = JSON.parse(Fs.readFileSync(Path.join(repoRoot, dir, "package.json"), "utf8"))
+      const published = JSON.stringify(manifest.publishConfig?.exports ?? {})
+      assert.notInclude(published, "internal", `${manifest.name} publishes an internal path: ${published}`)
+      const index = Fs.readFileSync(Path.join(repoRoot, dir, "src", "index.ts"), "utf8")
+      const fromInternal = index.split("\n").filter((l) => /^export\s/.test(l) && l.includes("/internal/"))
+      assert.deepStrictEqual(fromInternal, [], `${manifest.name}'s index.ts exports internal modules`)
+    })
+  }
+
+  it("the public modules of a library import nothing from another package's internals", () => {
+    const offenders: Array<string> = []
+    for (const dir of [...libraries, "apps/cli"]) {
+      const src = Path.join(repoRoot, dir, "src")
+      for (const entry of Fs.readdirSync(src, { recursive: true, withFileTypes: true })) {
+        if (!entry.isFile() || !entry.name.endsWith(".ts")) continue
+        const file = Path.join(entry.parentPath, entry.name)
+        const text = Fs.readFileSync(file, "utf8")
+        if (/from\s+["']@warden\/[a-z]+\/internal\//.test(text)) offenders.push(Path.relative(repoRoot, file))
+      }
+    }
+    assert.deepStrictEqual(offenders, [], "published code must not use the workspace-only ./internal/* subpaths")
+  })
+})
