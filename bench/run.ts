@@ -6,6 +6,7 @@
  *   pnpm bench -- --quick          smoke mode, seconds (also BENCH_QUICK=1)
  *   pnpm bench -- --only framePipeline,approvalRoundTrip
  *   pnpm bench -- --out /tmp/x.json   write the JSON elsewhere (the smoke test does)
+ *   pnpm bench -- --only fleet --fleet 50 --profile /tmp/prof   the fleet's size; CPU profiles of its Warden process
  *
  * Needs `--expose-gc` (the root script passes it to tsx): the scale benchmark measures the heap
  * after full collections. Absolute numbers depend on the machine and its load; the ratios between
@@ -16,6 +17,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as AdversarialFrames from "./AdversarialFrames.js"
 import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
+import * as Fleet from "./Fleet.js"
 import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
 import * as Scale from "./Scale.js"
@@ -28,7 +30,8 @@ export const benchmarks = {
   approvalRoundTrip: ApprovalRoundTrip.run,
   scale: Scale.run,
   realCodexOverhead: RealCodexOverhead.run,
-  adversarialFrames: AdversarialFrames.run
+  adversarialFrames: AdversarialFrames.run,
+  fleet: Fleet.run
 } as const
 
 export type BenchName = keyof typeof benchmarks
@@ -37,6 +40,8 @@ interface Args {
   readonly quick: boolean
   readonly only: ReadonlyArray<BenchName>
   readonly out: string
+  readonly fleet: number | undefined
+  readonly profile: string | undefined
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -45,6 +50,8 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
   let quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
   let only: Array<BenchName> = Object.keys(benchmarks) as Array<BenchName>
   let out: string | undefined
+  let fleet: number | undefined
+  let profile: string | undefined
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === "--") continue
@@ -60,10 +67,16 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
       const path = argv[++i]
       if (path === undefined) throw new Error("--out needs a file path")
       out = path
-    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE)`)
+    } else if (arg === "--fleet") {
+      fleet = Number(argv[++i])
+      if (!Number.isInteger(fleet) || fleet < 1) throw new Error("--fleet takes a positive number of threads")
+    } else if (arg === "--profile") {
+      profile = argv[++i]
+      if (profile === undefined) throw new Error("--profile needs a directory")
+    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR)`)
   }
   // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
-  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json") }
+  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json"), fleet, profile }
 }
 
 export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
@@ -78,7 +91,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   const results: Record<string, BenchResult> = {}
   for (const name of args.only) {
     const t0 = nowMs()
-    const result = await benchmarks[name]({ quick: args.quick, log })
+    const result = await benchmarks[name]({ quick: args.quick, log, fleet: args.fleet, profile: args.profile })
     results[name] = {
       ...result,
       metrics: finiteRecord(result.metrics),

@@ -1,0 +1,147 @@
+/**
+ * 6. Fleet: N real threads on one app-server (the pinned codex and a ScriptedModel), each raising
+ * one command approval that a handler accepts, all at once. Warden runs in its own process
+ * (bench/support/FleetDriver.ts, bundled with esbuild into plain JavaScript first, so that neither
+ * tsx's loader nor a module loaded lazily during the run counts) so that its CPU is its own: the
+ * model serves from this process. Measured over the same window, from the first submit to the last item
+ * finished: Warden's CPU (`process.cpuUsage` in the driver) against codex's (utime + stime of the
+ * app-server and the commands it ran, from /proc). Module loading and the handshake are outside
+ * the window (start-up has its own row).
+ *
+ * N is 100 in a full run, 10 in quick mode, or `--fleet N`. `--profile DIR` runs the driver with
+ * `--cpu-prof` into DIR (open the .cpuprofile in Chrome's DevTools or speedscope).
+ */
+import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
+import { Effect } from "effect"
+import * as esbuild from "esbuild"
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import type { DriverInput, DriverOutput } from "./support/FleetDriver.js"
+import type { BenchResult } from "./support/Report.js"
+import { ratioCell } from "./support/Report.js"
+import { max, median, min, round } from "./support/Stats.js"
+
+export interface Options {
+  readonly quick: boolean
+  readonly log: (line: string) => void
+  readonly fleet?: number | undefined
+  readonly profile?: string | undefined
+}
+
+const here = dirname(fileURLToPath(import.meta.url))
+const driver = join(here, "support", "FleetDriver.ts")
+
+/** The driver as one ESM file of plain JavaScript (with a source map, for profiles). */
+const bundleDriver = async (dir: string): Promise<string> => {
+  const outfile = join(dir, "fleet-driver.mjs")
+  await esbuild.build({
+    entryPoints: [driver],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    sourcemap: true,
+    outfile,
+    logLevel: "error",
+    // Bundled CommonJS dependencies (ajv, yaml) may call require().
+    banner: { js: "import { createRequire as __warden_cr } from 'node:module'; const require = __warden_cr(import.meta.url);" }
+  })
+  return outfile
+}
+
+const runDriver = (bundle: string, input: DriverInput, profile: string | undefined): Promise<DriverOutput> =>
+  new Promise((resolve, reject) => {
+    const args = [...(profile ? ["--cpu-prof", "--cpu-prof-dir", profile] : []), bundle, JSON.stringify(input)]
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (chunk) => (out += chunk))
+    child.stderr.on("data", (chunk) => (err += chunk))
+    child.on("error", reject)
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`fleet driver exited ${code}: ${err.slice(-2_000)}`))
+      try {
+        resolve(JSON.parse(out.trim().split("\n").pop() ?? "") as DriverOutput)
+      } catch (error) {
+        reject(new Error(`fleet driver printed no result: ${String(error)}; stderr: ${err.slice(-2_000)}`))
+      }
+    })
+  })
+
+/** One fleet: a fresh model with a lane per thread and a fresh codex home, then the driver. */
+const once = (bundle: string, items: number, profile: string | undefined): Promise<DriverOutput> =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function*() {
+        const lanes: Record<string, ReadonlyArray<typeof Step.Step.Encoded>> = {}
+        for (let i = 0; i < items; i++) {
+          lanes[`t${i}`] = [
+            Step.execCommand({ cmd: `echo fleet-${i}`, escalated: true, justification: "the fleet benchmark needs one approval" }),
+            Step.message(`item ${i} done.`)
+          ] as never
+        }
+        const model = yield* ScriptedModel.make({ lanes })
+        const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+        return yield* Effect.promise(() =>
+          runDriver(bundle, { items, command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd, workspace: launch.workspace }, profile)
+        )
+      })
+    )
+  )
+
+export const run = async (options: Options): Promise<BenchResult> => {
+  const items = options.fleet ?? (options.quick ? 10 : 100)
+  const runs = options.quick ? 1 : 3
+  const codex = await Effect.runPromise(RealCodex.version)
+  options.log(`fleet: codex ${codex}, ${items} threads on one app-server, ${runs} run(s)`)
+  const outputs: Array<DriverOutput> = []
+  const dir = mkdtempSync(join(tmpdir(), "warden-fleet-"))
+  const bundle = await bundleDriver(dir)
+  for (let i = 0; i < runs; i++) {
+    const output = await once(bundle, items, options.profile).catch((error) => {
+      rmSync(dir, { recursive: true, force: true })
+      throw error
+    })
+    options.log(
+      `  run ${i + 1}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, codex ${Math.round(output.codexCpuMs)} ms CPU, ${Math.round(output.wallMs)} ms wall`
+    )
+    outputs.push(output)
+  }
+  rmSync(dir, { recursive: true, force: true })
+  const ratios = outputs.map((o) => o.wardenCpuMs / o.codexCpuMs)
+  const ratio = median(ratios)
+  const allSettled = outputs.every((o) => o.completed === items && o.accepted === items)
+  const perItem = outputs.map((o) => o.wardenCpuMs / items)
+  return {
+    name: "fleet",
+    title: "6. Fleet on one real app-server",
+    params: { items, runs, codex, turn: "exec_command (escalated) → approval accepted by a handler → message", window: "first submit → last item finished" },
+    metrics: {
+      wardenCpuMsMedian: median(outputs.map((o) => o.wardenCpuMs)),
+      codexCpuMsMedian: median(outputs.map((o) => o.codexCpuMs)),
+      wardenCpuMsPerItemMedian: median(perItem),
+      wallMsMedian: median(outputs.map((o) => o.wallMs)),
+      completedMin: min(outputs.map((o) => o.completed)),
+      acceptedMin: min(outputs.map((o) => o.accepted))
+    },
+    ratios: { wardenCpuVsCodexCpu: ratio, wardenCpuVsCodexCpuMin: min(ratios), wardenCpuVsCodexCpuMax: max(ratios) },
+    targets: [
+      { name: `fleet of ${items}: Warden CPU ÷ codex CPU`, target: "≤ 0.10", value: round(ratio, 3), met: ratio <= 0.1 && allSettled },
+      { name: `fleet of ${items}: items completed and cards accepted, fewest of the runs`, target: `${items} each`, value: Math.min(...outputs.map((o) => Math.min(o.completed, o.accepted))), met: allSettled }
+    ],
+    tables: [
+      {
+        title: `${items} threads at once on one codex ${codex}, one approval each; ${runs} run(s)`,
+        columns: ["run", "completed", "accepted", "Warden CPU ms", "codex CPU ms", "Warden ÷ codex", "Warden CPU ms per item", "wall ms"],
+        rows: outputs.map((o, i) => [i + 1, o.completed, o.accepted, o.wardenCpuMs, o.codexCpuMs, ratioCell(o.wardenCpuMs / o.codexCpuMs), o.wardenCpuMs / items, o.wallMs])
+      }
+    ],
+    notes: [
+      `Median Warden ÷ codex CPU ${ratio.toFixed(3)} (runs: ${ratios.map((r) => r.toFixed(3)).join(", ")}). Warden's CPU is the driver process's own ` +
+        "(supervisor, approvals, transport; the scripted model runs in the benchmark's process). The window leaves out module loading and the handshake."
+    ]
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The fleet benchmark's Warden process (bench/Fleet.ts spawns it): one Supervisor over one real
+ * app-server, N work items at once, every approval accepted by a handler. It measures its own CPU
+ * (`process.cpuUsage`) and the app-server's (utime + stime of the codex process and of the
+ * children it waited for, from /proc) over the same window: from the first submit (the supervisor
+ * ready, modules loaded) to the last item finished. One JSON line on stdout.
+ *
+ *   node --import tsx bench/support/FleetDriver.ts '{"items":100,"command":...,"args":[...],"env":{...},"cwd":"...","workspace":"..."}'
+ */
+import type { ApprovalEvent } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { Supervisor } from "@warden/supervisor"
+import { ScriptedModel } from "@warden/testkit"
+import { ChildProcessTransport } from "@warden/transport"
+import { Effect, Queue } from "effect"
+import * as Fs from "node:fs"
+
+export interface DriverInput {
+  readonly items: number
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env: Readonly<Record<string, string>>
+  readonly cwd: string
+  readonly workspace: string
+}
+
+export interface DriverOutput {
+  readonly items: number
+  readonly completed: number
+  readonly accepted: number
+  readonly cards: number
+  readonly wallMs: number
+  readonly wardenCpuMs: number
+  readonly codexCpuMs: number
+  readonly codexPids: ReadonlyArray<number>
+}
+
+const ticks = 100 // USER_HZ on Linux
+
+/** The direct children of this process (every thread's), i.e. the app-server the transport spawned. */
+const childPids = (): Array<number> => {
+  const pids = new Set<number>()
+  for (const task of Fs.readdirSync("/proc/self/task")) {
+    const text = Fs.readFileSync(`/proc/self/task/${task}/children`, "utf8").trim()
+    for (const pid of text.split(/\s+/).filter(Boolean)) pids.add(Number(pid))
+  }
+  return [...pids]
+}
+
+/** utime + stime + cutime + cstime of a process, in ms (its waited-for children included). */
+const cpuOfPid = (pid: number): number => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    // fields[0] is field 3 (state); utime is field 14 -> index 11.
+    const sum = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])
+    return (sum * 1000) / ticks
+  } catch {
+    return 0
+  }
+}
+
+/** The CPU of a process and all its live descendants, in ms. */
+const treeCpu = (pid: number): number => {
+  let total = cpuOfPid(pid)
+  try {
+    for (const task of Fs.readdirSync(`/proc/${pid}/task`)) {
+      const text = Fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim()
+      for (const child of text.split(/\s+/).filter(Boolean)) total += treeCpu(Number(child))
+    }
+  } catch {
+    // gone
+  }
+  return total
+}
+
+const ownCpuMs = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+const program = (input: DriverInput) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const supervisor = yield* Supervisor.make({
+        concurrency: input.items,
+        approvals: { handler: () => Effect.succeed(Decision.Accept) }
+      }).pipe(
+        Effect.provide(ChildProcessTransport.layer({ command: input.command, args: input.args, env: input.env, cwd: input.cwd }))
+      )
+      const approvals = yield* supervisor.subscribeApprovals
+      yield* supervisor.ready
+      const codexPids = childPids()
+      const codexStart = codexPids.reduce((s, p) => s + treeCpu(p), 0)
+      const wardenStart = ownCpuMs()
+      const started = performance.now()
+      const results = yield* Effect.forEach(
+        Array.from({ length: input.items }, (_, i) => i),
+        (i) =>
+          supervisor.run({
+            id: i,
+            prompt: `${ScriptedModel.laneMarker(`t${i}`)} run the fleet command`,
+            cwd: input.workspace,
+            sandbox: "workspace-write"
+          }).pipe(Effect.either),
+        { concurrency: "unbounded" }
+      )
+      const wallMs = performance.now() - started
+      const wardenCpuMs = ownCpuMs() - wardenStart
+      const codexCpuMs = codexPids.reduce((s, p) => s + treeCpu(p), 0) - codexStart
+      const events = Array.from(yield* Queue.takeAll(approvals)) as Array<ApprovalEvent.ApprovalEvent>
+      const settled = events.filter((e) => e._tag === "CardSettled")
+      const output: DriverOutput = {
+        items: input.items,
+        completed: results.filter((r) => r._tag === "Right" && r.right.status === "completed").length,
+        accepted: settled.filter((e) => e._tag === "CardSettled" && e.settlement.outcome === "accepted" && e.settlement.written).length,
+        cards: settled.length,
+        wallMs,
+        wardenCpuMs,
+        codexCpuMs,
+        codexPids
+      }
+      return output
+    })
+  )
+
+const input = JSON.parse(process.argv[2] ?? "{}") as DriverInput
+Effect.runPromise(program(input)).then(
+  (output) => {
+    process.stdout.write(JSON.stringify(output) + "\n")
+    process.exit(0)
+  },
+  (error) => {
+    process.stderr.write(`fleet driver failed: ${String(error)}\n`)
+    process.exit(1)
+  }
+)
