@@ -4,8 +4,9 @@
  * `Store` (SecretMask) here; nothing else writes event data.
  *
  * Exactness is the schema's: a card has one row (`ON CONFLICT DO NOTHING` on its key), a settlement
- * one row (the same; a card stranded by `markStranded` keeps `stranded`), and a settlement also
- * inserts its card, so no settlement is ever without its card.
+ * one row (the same; a card stranded by `markStranded` keeps `stranded`, and a settlement that
+ * arrives after it is kept as a late decision), and a settlement also inserts its card, so no
+ * settlement is ever without its card.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -198,10 +199,17 @@ const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
 
 const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement): Write => {
   const source = Store.text(Card.describeSource(s.source))
+  const cardId = Store.id(s.card.id)
   return all(
     insertCard(sql, runId, s.card),
+    // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
+    // one settlement; what really happened is kept as a late decision, never lost.
+    sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
+      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${Store.text(s.decision ?? s.outcome)}, ${source}, 'stranded', ${s.settledAt}
+      FROM ledger_settlements
+      WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`,
     sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
-      VALUES (${runId}, ${Store.id(s.card.id)}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${Store.optionalText(s.decision)},
+      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${Store.optionalText(s.decision)},
         ${Store.bool(s.written)}, ${Store.optionalShown(s.detail)}, ${s.settledAt}, ${s.latencyMs})
       ON CONFLICT (run_id, card_id) DO NOTHING`
   )
