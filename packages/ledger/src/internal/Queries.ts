@@ -324,6 +324,12 @@ export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: num
 // ---------------------------------------------------------------------------------------------
 // Remembered rules
 
+let ruleCounter = 0
+
+/** `m` + creation time + a counter (ids sort in creation order within a process) + randomness. */
+const ruleId = (now: number): string =>
+  `m${now.toString(36).padStart(9, "0")}${(ruleCounter++ % 1_296).toString(36).padStart(2, "0")}${randomBytes(3).toString("hex")}`
+
 export const remember = (sql: Sql, input: Remembered.RememberInput, now: number) =>
   Effect.gen(function*() {
     const scope = Remembered.validateScope(input.scope)
@@ -335,7 +341,7 @@ export const remember = (sql: Sql, input: Remembered.RememberInput, now: number)
     }
     const s = scope.right
     const rule: Remembered.RememberedRule = {
-      id: `m${randomBytes(6).toString("hex")}`,
+      id: ruleId(now),
       scope: s,
       author: Store.text(author),
       createdAt: now,
