@@ -51,9 +51,9 @@ export type Candidate =
 export type Change =
   /** The candidate rules leave it as it was (or decide it the way it went). */
   | "same"
-  /** It was declined, cancelled or refused by someone (a rule, the safety filter, a person, a handler); the candidate would accept it. */
+  /** Someone (a rule, a remembered rule, a person, a handler, the safety filter) declined, cancelled or refused it; the candidate would accept it. */
   | "overturns-denial"
-  /** Nobody decided it (deadline, withdrawn, connection lost, shutdown, stranded, still open); the candidate would accept it. */
+  /** Nobody decided it (deadline, withdrawn, connection lost, thread stopped, turn ended, shutdown, stranded, still open); the candidate would accept it. */
   | "accepts-undecided"
   /** It was accepted; the candidate would decline it. */
   | "new-denial"
@@ -94,6 +94,12 @@ const BeforeRules = new Set(["unknown-method", "malformed", "no-thread"])
 
 const Denied = new Set(["declined", "cancelled", "refused"])
 
+/** Sources that decide: a refusal of theirs is a denial (a deadline's or a closing scope's is not). */
+const Deciders = new Set(["rule", "remembered", "person", "handler", "safety-filter"])
+
+/** Someone decided no: a rule, a person, a handler, the safety filter. */
+const isDenial = (s: RecordedSettlement | undefined): boolean => s !== undefined && Denied.has(s.outcome) && Deciders.has(s.sourceKind)
+
 /** What the candidate rules would decide for one card. */
 export const candidateFor = (card: RecordedCard, rules: Policy.Rules): Candidate => {
   if (card.settlement !== undefined && BeforeRules.has(card.settlement.sourceKind)) return { _tag: "Refused" }
@@ -116,7 +122,7 @@ const changeOf = (card: RecordedCard, candidate: Candidate): Change => {
   switch (candidate._tag) {
     case "Accept":
       if (accepted) return "same"
-      return s !== undefined && Denied.has(s.outcome) ? "overturns-denial" : "accepts-undecided"
+      return isDenial(s) ? "overturns-denial" : "accepts-undecided"
     case "Decline":
       return accepted ? "new-denial" : "same"
     case "Ask":
@@ -149,9 +155,9 @@ export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules):
     approximate: count((r) => r.approximate)
   }
   const extra = [
-    totals.newDenials > 0 ? `would deny ${totals.newDenials} that were accepted` : undefined,
-    totals.acceptsUndecided > 0 ? `would accept ${totals.acceptsUndecided} that nobody decided` : undefined,
-    totals.toPerson > 0 ? `would send ${totals.toPerson} that a rule decided to a person` : undefined,
+    totals.newDenials > 0 ? `would deny ${totals.newDenials} accepted` : undefined,
+    totals.acceptsUndecided > 0 ? `would accept ${totals.acceptsUndecided} nobody decided` : undefined,
+    totals.toPerson > 0 ? `would ask about ${totals.toPerson} a rule decided` : undefined,
     totals.approximate > 0 ? `${plural(totals.approximate, "card")} replayed on cut facts` : undefined
   ].filter((s): s is string => s !== undefined)
   const summary = [
