@@ -242,28 +242,29 @@ describe("recording", () => {
         const run = yield* ledger.beginRun()
         yield* run.attach(s.source)
         yield* ledger.flush
-        // The schema breaks under the ledger: late decisions can no longer be written.
+        // The schema breaks under the ledger: turns can no longer be written.
         const sql = yield* SqlClient.SqlClient
-        yield* sql`DROP TABLE ledger_late_decisions`
+        yield* sql`DROP TABLE ledger_turns`
 
+        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "still recorded" }))
+        s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
+        s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: "still recorded" })
         const card = yield* s.open(command, commandParams("thr_1", "turn_1", "ls"))
         yield* s.approvals.answer(card.id, Decision.Accept)
-        yield* s.approvals.answer(card.id, Decision.Decline) // late: its table is gone
-        run.record(LedgerEvent.itemSubmitted({ id: "after", prompt: "still recorded" }))
         const stats = yield* ledger.flush
         assert.strictEqual(stats.failed, 1)
         assert.strictEqual(stats.pending, 0)
 
         const failure = yield* Queue.take(failures)
         assert.strictEqual(failure._tag, "LedgerWriteFailed")
-        assert.deepStrictEqual(failure.kinds, ["LateDecision"])
-        assert.include(failure.message, "no such table: ledger_late_decisions")
+        assert.deepStrictEqual(failure.kinds, ["TurnStarted"])
+        assert.include(failure.message, "no such table: ledger_turns")
 
         // The batch it was in was written op by op: everything else is there.
         const cards = yield* ledger.cards({ runId: run.id })
         assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome), ["accepted"])
         const items = yield* ledger.workItems(run.id)
-        assert.deepStrictEqual(items.map((i) => i.prompt), ["still recorded"])
+        assert.deepStrictEqual(items.map((i) => [i.prompt, i.status, i.threadId]), [["still recorded", "running", "thr_1"]])
         // `Ledger.layer` on a client of the caller's (as a Postgres client would be given).
       }).pipe(Effect.provide(Layer.provideMerge(Ledger.layer(), SqliteClient.layer({ filename }))))
     }))
