@@ -317,6 +317,11 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
         // better-sqlite3 throws while opening (not a database, no permission): a failure, not a defect.
         Effect.catchAllDefect((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
       )
+      // WAL with synchronous=NORMAL: a commit survives the process dying (SIGKILL, OOM) without an
+      // fsync per transaction; a power cut may lose the last commits, never the file's consistency.
+      yield* client`PRAGMA synchronous = NORMAL`.pipe(
+        Effect.mapError((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
+      )
       return yield* make(options).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )

@@ -179,7 +179,24 @@ export const sourceKind = (described: string): string => {
   return colon < 0 ? described : described.slice(0, colon)
 }
 
-const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write => {
+/** A card's row values, masked. */
+interface CardRow {
+  readonly kind: string
+  readonly title: string
+  readonly summary: string
+  readonly facts: string
+  readonly offers: string
+}
+
+/**
+ * Rows already worked out, by card view: a card's opening and its settlement carry the same view,
+ * and its summary, facts and masking (most of a card's cost) are worked out once.
+ */
+const cardRows = new WeakMap<CardTypes.CardView, CardRow>()
+
+const cardRow = (card: CardTypes.CardView): CardRow => {
+  const cached = cardRows.get(card)
+  if (cached !== undefined) return cached
   let kind: string = "other"
   let summary: unknown = null
   try {
@@ -188,14 +205,27 @@ const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
   } catch {
     // a summary that cannot be read is stored as none (CardSummary never throws; a view might)
   }
-  return Effect.asVoid(sql`INSERT INTO ledger_cards
-    (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
-    VALUES (${runId}, ${Store.id(card.id)}, ${Store.requestId(card.requestId)}, ${Store.id(card.method)}, ${Store.optionalId(card.threadId)},
-      ${Store.optionalId(card.turnId)}, ${card.workItem === undefined ? null : Store.itemKey(card.workItem)}, ${Store.id(kind)},
-      ${Store.shown(card.title, 400)}, ${Store.json(summary)}, ${Store.json(CardFacts.fromView(card))}, ${Store.json(card.offers)},
-      ${card.openedAt}, ${card.deadlineAt})
-    ON CONFLICT (run_id, card_id) DO NOTHING`)
+  const row: CardRow = {
+    kind: Store.id(kind),
+    title: Store.shown(card.title, 400),
+    summary: Store.json(summary),
+    facts: Store.json(CardFacts.fromView(card)),
+    offers: Store.json(card.offers)
+  }
+  cardRows.set(card, row)
+  return row
 }
+
+const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
+  Effect.suspend(() => {
+    const row = cardRow(card)
+    return Effect.asVoid(sql`INSERT INTO ledger_cards
+      (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
+      VALUES (${runId}, ${Store.id(card.id)}, ${Store.requestId(card.requestId)}, ${Store.id(card.method)}, ${Store.optionalId(card.threadId)},
+        ${Store.optionalId(card.turnId)}, ${card.workItem === undefined ? null : Store.itemKey(card.workItem)}, ${row.kind},
+        ${row.title}, ${row.summary}, ${row.facts}, ${row.offers}, ${card.openedAt}, ${card.deadlineAt})
+      ON CONFLICT (run_id, card_id) DO NOTHING`)
+  })
 
 const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement): Write => {
   const source = Store.text(Card.describeSource(s.source))

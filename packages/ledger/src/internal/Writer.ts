@@ -1,9 +1,12 @@
 /**
  * The ledger's one writer: `offer` enqueues synchronously (never blocks, never fails, never does
  * I/O: it is safe on the engine's read loop), and a fiber in the ledger's scope writes what is
- * queued in batches, one transaction per batch.
+ * queued in batches, one transaction per slice of a batch.
  *
- * - A batch that fails is written again op by op, each in its own transaction, so one bad op
+ * - The SQLite driver is synchronous: a transaction runs on the event loop. So the writer writes
+ *   in slices (one transaction each, at most `maxBatch` ops or `sliceMs` of work) and lets the
+ *   event loop and the other fibers run between slices (`setImmediate`).
+ * - A slice that fails is written again op by op, each in its own transaction, so one bad op
  *   costs itself only; an op that still fails is reported (`LedgerWriteFailed` on the failures
  *   hub and in the log) and counted, and the writer goes on. Nothing here ever fails or blocks
  *   the code that offers.
@@ -17,6 +20,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { SecretMask } from "@warden/approvals"
 import { Cause, Chunk, Data, Deferred, Effect, Exit, Fiber, Mailbox, PubSub } from "effect"
 import type { Scope } from "effect"
+import { performance } from "node:perf_hooks"
 import * as Projection from "./Projection.js"
 
 /** A write the ledger could not make: reported, counted, and the ledger goes on. */
@@ -51,6 +55,12 @@ export interface Stats {
 export interface WriterOptions {
   /** Ops in one transaction at most (default 1000). */
   readonly maxBatch?: number
+  /**
+   * How long one transaction may hold the event loop, in milliseconds (default 4): the SQLite
+   * driver is synchronous, so the writer writes in slices this long and lets the event loop and
+   * the other fibers run between them (`setImmediate`).
+   */
+  readonly sliceMs?: number
   /** Ops waiting at most; more are dropped and counted (default: unbounded). */
   readonly capacity?: number
 }
@@ -77,6 +87,7 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
 export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function*() {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
+    const sliceMs = Math.max(0, options.sliceMs ?? 4)
     const capacity = options.capacity
     const mailbox = yield* Mailbox.make<Projection.Op>()
     const failures = yield* PubSub.unbounded<LedgerWriteFailed>()
@@ -120,34 +131,54 @@ export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Eff
       return Effect.logError(error.message)
     }
 
-    const applyAll = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void, SqlError> =>
-      Effect.forEach(ops, (op) => Projection.apply(sql, op), { discard: true })
+    /** Each op in a transaction of its own: a bad op costs only itself (reported). */
+    const writeOneByOne = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void> =>
+      Effect.forEach(ops, (op) =>
+        sql.withTransaction(Projection.apply(sql, op)).pipe(
+          Effect.exit,
+          Effect.flatMap((one) => {
+            if (Exit.isSuccess(one)) {
+              written++
+              batches++
+              return Effect.void
+            }
+            return report([op], one.cause)
+          })
+        ), { discard: true })
 
-    /** One transaction for the batch; if it fails, one per op (so a bad op costs only itself). */
-    const writeBatch = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void> =>
-      sql.withTransaction(applyAll(ops)).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) => {
-          if (Exit.isSuccess(exit)) {
-            written += ops.length
-            batches++
-            return Effect.void
-          }
-          if (ops.length === 1) return report(ops, exit.cause)
-          return Effect.forEach(ops, (op) =>
-            sql.withTransaction(Projection.apply(sql, op)).pipe(
-              Effect.exit,
-              Effect.flatMap((one) => {
-                if (Exit.isSuccess(one)) {
-                  written++
-                  batches++
-                  return Effect.void
-                }
-                return report([op], one.cause)
-              })
-            ), { discard: true })
+    /**
+     * One transaction: the ops from `from` on, until `maxBatch` of them or `sliceMs` spent. How
+     * many it took; if the transaction failed, those ops are written one by one instead.
+     */
+    const writeSlice = (ops: ReadonlyArray<Projection.Op>, from: number): Effect.Effect<number> =>
+      Effect.suspend(() => {
+        const started = performance.now()
+        let taken = 0
+        const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
+          const at = from + taken
+          if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return Effect.void
+          taken++
+          return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
         })
-      )
+        return sql.withTransaction(step).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => {
+            const slice = ops.slice(from, from + taken)
+            if (Exit.isSuccess(exit)) {
+              written += slice.length
+              batches++
+              return Effect.succeed(slice.length)
+            }
+            return Effect.as(slice.length === 1 ? report(slice, exit.cause) : writeOneByOne(slice), slice.length)
+          })
+        )
+      })
+
+    /** Let the event loop (I/O callbacks, timers) and the other fibers run. */
+    const yieldToLoop = Effect.async<void>((resume) => {
+      const handle = setImmediate(() => resume(Effect.void))
+      return Effect.sync(() => clearImmediate(handle))
+    })
 
     const settleWaiters = () => {
       for (let i = waiters.length - 1; i >= 0; i--) {
@@ -171,17 +202,18 @@ export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Eff
       while (true) {
         const [chunk, done] = yield* mailbox.takeAll
         const ops = Chunk.toReadonlyArray(chunk)
-        for (let i = 0; i < ops.length; i += maxBatch) {
-          const batch = ops.slice(i, i + maxBatch)
-          yield* writeBatch(batch)
-          processed += batch.length
+        for (let i = 0; i < ops.length;) {
+          const n = yield* writeSlice(ops, i)
+          i += n
+          processed += n
           settleWaiters()
+          yield* yieldToLoop
         }
         const drops = dropOps()
         if (drops.length > 0) {
           const count = drops.reduce((n, op) => n + (op._tag === "Dropped" ? op.count : 0), 0)
           yield* Effect.logWarning(`the ledger dropped ${count} event${count === 1 ? "" : "s"}: its queue was full`)
-          yield* writeBatch(drops)
+          yield* writeOneByOne(drops)
         }
         if (done) return
       }
