@@ -183,3 +183,10 @@ export interface Settlement {
  * ```
  */
 export { fileChangesOf } from "./internal/CardSummary.js"
+
+/**
+ * The paths a permissions request asks for, one `access path` string each (`read /repo`,
+ * `write /repo/src`, `deny /repo/.git/hooks`), as a card shows them and a remembered rule scopes
+ * them; undefined when the request asks for no file-system access it can read.
+ */
+export { permissionsAsked } from "./internal/CardSummary.js"

@@ -62,7 +62,7 @@ import { PermissionsGrant, ServerRequests } from "@warden/protocol"
 import * as YAML from "yaml"
 import type { CardContext } from "./Card.js"
 import { OmittedChanges } from "./Card.js"
-import * as ShellCommand from "./internal/ShellCommand.js"
+import * as ShellCommand from "./ShellCommand.js"
 
 // ---------------------------------------------------------------------------------------------
 // Schema

@@ -12,6 +12,7 @@
  * - {@link Deadlines}: per-method deadlines.
  * - {@link DeadlineTimer}: one fiber for many deadlines (shared with the supervisor).
  * - {@link SecretMask}: the one masking function set every exit goes through.
+ * - {@link ShellCommand}: how rules read a command line (wrappers, nested shells, every command it may run).
  * - {@link Audit}: the JSONL audit trail.
  *
  * @packageDocumentation
@@ -25,3 +26,4 @@ export * as Deadlines from "./Deadlines.js"
 export * as DeadlineTimer from "./DeadlineTimer.js"
 export * as Policy from "./Policy.js"
 export * as SecretMask from "./SecretMask.js"
+export * as ShellCommand from "./ShellCommand.js"

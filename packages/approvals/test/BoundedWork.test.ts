@@ -7,7 +7,7 @@ import * as CardSummary from "../src/internal/CardSummary.js"
 import * as Policy from "../src/Policy.js"
 import * as SafetyFilter from "../src/internal/SafetyFilter.js"
 import * as SecretMask from "../src/SecretMask.js"
-import * as ShellCommand from "../src/internal/ShellCommand.js"
+import * as ShellCommand from "../src/ShellCommand.js"
 import { known } from "./Captured.js"
 import { allowCmd, denyCmd, rules } from "./support.js"
 

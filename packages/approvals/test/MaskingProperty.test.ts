@@ -17,7 +17,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as CardSummary from "../src/internal/CardSummary.js"
 import * as SecretMask from "../src/SecretMask.js"
-import { quote } from "../src/internal/ShellCommand.js"
+import { quote } from "../src/ShellCommand.js"
 import { known } from "./Captured.js"
 
 const { Mask, maskArgv, maskJson, maskRecord, maskText } = SecretMask

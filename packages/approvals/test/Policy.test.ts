@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { CardContext } from "../src/Card.js"
 import * as Policy from "../src/Policy.js"
-import { quote } from "../src/internal/ShellCommand.js"
+import { quote } from "../src/ShellCommand.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
 import { allowCmd, denyCmd, rules } from "./support.js"
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import * as ShellCommand from "../src/internal/ShellCommand.js"
+import * as ShellCommand from "../src/ShellCommand.js"
 import { request } from "./Captured.js"
 
 const { unwrap, segments, quote, join } = ShellCommand

@@ -14,7 +14,7 @@ import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js
 import { MaxFileChanges, OmittedChanges } from "../Card.js"
 import * as Policy from "../Policy.js"
 import * as SecretMask from "../SecretMask.js"
-import * as ShellCommand from "./ShellCommand.js"
+import * as ShellCommand from "../ShellCommand.js"
 
 export interface Summarized {
   readonly summary: CardSummary

@@ -1,0 +1,367 @@
+/**
+ * Remembered decisions: a person answered "always" and Warden keeps an allow scoped to what was
+ * asked, so the next matching card is accepted without asking.
+ *
+ * Three scopes, the same three a policy allow can name, read with the policy's own allow
+ * semantics (`Policy.evaluate`):
+ * - `Command`: the argv of a *simple* command (one command, no operators, no expansions, codex's
+ *   `bash -lc` wrapper peeled), `exact` (the same words, no more: what `scopeFor` derives) or as a
+ *   prefix (a person widening it on purpose, e.g. `git status`).
+ * - `Path`: a root under which every changed file (`target: "files"`: file-change and patch
+ *   approvals) or every asked path (`target: "permissions"`: no network, no special paths) must
+ *   certainly lie. Never `/`.
+ * - `Mcp`: one MCP server's one tool, for its yes/no tool-call approvals only.
+ *
+ * What a remembered allow never does:
+ * - override a deny: `decide` evaluates the configured rules first, so a deny rule that matches
+ *   wins over every remembered allow, whatever either says (a property test checks it over
+ *   generated rules and requests);
+ * - widen beyond what was asked: it matches only requests that certainly stay inside its scope
+ *   (the policy's allow semantics), only yes/no approvals (`Policy.allowApplies`), and what a match
+ *   decides is `Accept` (this request, once), never a session-wide grant; `scopeFor` derives the
+ *   narrowest scope that covers a card (its exact argv, the deepest common root of its paths);
+ * - store a secret: a scope whose words or paths `SecretMask` would mask is refused.
+ */
+import { Policy, SecretMask, ShellCommand } from "@warden/approvals"
+import type { Card } from "@warden/approvals"
+import { PermissionsGrant } from "@warden/protocol"
+import type { ServerRequests } from "@warden/protocol"
+import { Either, ParseResult, Schema } from "effect"
+import * as posix from "node:path/posix"
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+/** The longest remembered argv, and word. */
+export const MaxWords = 64
+export const MaxWordLength = 500
+export const MaxPathLength = 1_024
+
+const Word = Schema.String.pipe(
+  Schema.filter((w) => w.length > 0 && w.length <= MaxWordLength && !w.includes("\u0000") ? undefined : `a word must be 1 to ${MaxWordLength} characters, no NUL`)
+)
+
+const Root = Schema.String.pipe(
+  Schema.filter((p) => {
+    if (!p.startsWith("/") || p.includes("\u0000") || p.length > MaxPathLength) return "must be an absolute path (starting with /), no NUL"
+    if (p.split("/").includes("..") || p.split("/").includes(".")) return "must not contain . or .. segments"
+    if (posix.normalize(p).replace(/\/+$/, "") === "") return "must not be / (that would allow everything)"
+    return undefined
+  })
+)
+
+const NonEmpty = Schema.String.pipe(
+  Schema.filter((s) => (s.length > 0 && s.length <= 200 && !s.includes("\u0000") ? undefined : "must be 1 to 200 characters, no NUL"))
+)
+
+export const CommandScope = Schema.TaggedStruct("Command", {
+  argv: Schema.NonEmptyArray(Word).pipe(Schema.maxItems(MaxWords)),
+  /** The same words and no more (true), or these words first (false). */
+  exact: Schema.Boolean
+})
+
+export const PathScope = Schema.TaggedStruct("Path", {
+  root: Root,
+  /** `files`: file-change and patch approvals; `permissions`: permission grants. */
+  target: Schema.Literal("files", "permissions")
+})
+
+export const McpScope = Schema.TaggedStruct("Mcp", {
+  server: NonEmpty,
+  tool: NonEmpty
+})
+
+export const RememberedScope = Schema.Union(CommandScope, PathScope, McpScope)
+export type RememberedScope = typeof RememberedScope.Type
+
+/** Where a remembered rule came from. */
+export interface Origin {
+  readonly runId: string
+  readonly cardId: string
+}
+
+export interface RememberedRule {
+  readonly id: string
+  readonly scope: RememberedScope
+  /** Who answered "always" (a person's name, `stdin`, a program's name). */
+  readonly author: string
+  readonly createdAt: number
+  /** Epoch ms after which it no longer matches; undefined: until revoked. */
+  readonly expiresAt: number | undefined
+  readonly from: Origin | undefined
+  readonly note: string | undefined
+  readonly revokedAt: number | undefined
+  readonly revokedBy: string | undefined
+}
+
+/** What `remember` takes. */
+export interface RememberInput {
+  readonly scope: RememberedScope
+  readonly author: string
+  readonly expiresAt?: number
+  readonly from?: Origin
+  readonly note?: string
+}
+
+const formatIssues = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .slice(0, 4)
+    .map((i) => `${i.path.length > 0 ? `at ${i.path.map(String).join(".")}: ` : ""}${i.message}`)
+    .join("; ")
+
+/**
+ * Check a scope before it is stored: its shape (Schema), and that nothing in it looks secret (a
+ * remembered rule is kept for months and listed to anyone who asks). Left: why not, in words.
+ */
+export const validateScope = (input: unknown): Either.Either<RememberedScope, string> =>
+  Either.flatMap(
+    Either.mapLeft(Schema.decodeUnknownEither(RememberedScope, { onExcessProperty: "error", errors: "all" })(input), formatIssues),
+    (scope): Either.Either<RememberedScope, string> => {
+      const secret = "it holds a value that looks secret; a remembered rule never stores one"
+      switch (scope._tag) {
+        case "Command": {
+          const masked = SecretMask.maskArgv(scope.argv)
+          return masked.length === scope.argv.length && masked.every((w, i) => w === scope.argv[i]) ? Either.right(scope) : Either.left(`the command cannot be remembered: ${secret}`)
+        }
+        case "Path":
+          return SecretMask.maskText(scope.root) === scope.root ? Either.right(scope) : Either.left(`the path cannot be remembered: ${secret}`)
+        case "Mcp":
+          return SecretMask.maskText(scope.server) === scope.server && SecretMask.maskText(scope.tool) === scope.tool
+            ? Either.right(scope)
+            : Either.left(`the MCP tool cannot be remembered: ${secret}`)
+      }
+    }
+  )
+
+/** A rule is live at `now`: not revoked, not expired. */
+export const isActive = (rule: RememberedRule, now: number): boolean =>
+  rule.revokedAt === undefined && (rule.expiresAt === undefined || now < rule.expiresAt)
+
+/** `remembered:<id>`: how a card's source names the rule that decided it. */
+export const sourceOf = (rule: RememberedRule): string => `remembered:${rule.id}`
+
+/** The scope in one line (`command git status …`, `files under /repo`, `mcp probe.poke`). */
+export const describeScope = (scope: RememberedScope): string => {
+  switch (scope._tag) {
+    case "Command":
+      return `command ${ShellCommand.join(scope.argv)}${scope.exact ? "" : " …"}`
+    case "Path":
+      return `${scope.target === "files" ? "file changes" : "permissions"} under ${scope.root}`
+    case "Mcp":
+      return `mcp ${scope.server}.${scope.tool}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matching
+
+const CommandMethods: ReadonlyArray<string> = ["item/commandExecution/requestApproval", "execCommandApproval"]
+const FileMethods: ReadonlyArray<string> = ["item/fileChange/requestApproval", "applyPatchApproval"]
+const PermissionMethods: ReadonlyArray<string> = ["item/permissions/requestApproval"]
+const McpMethods: ReadonlyArray<string> = ["mcpServer/elicitation/request"]
+
+const methodsOf = (scope: RememberedScope): ReadonlyArray<string> => {
+  switch (scope._tag) {
+    case "Command":
+      return CommandMethods
+    case "Path":
+      return scope.target === "files" ? FileMethods : PermissionMethods
+    case "Mcp":
+      return McpMethods
+  }
+}
+
+/** The command line of a command approval, as `Policy` reads it. */
+const commandLine = (request: ServerRequests.ServerRequest): string | undefined => {
+  switch (request.method) {
+    case "item/commandExecution/requestApproval":
+      return request.params.command ?? undefined
+    case "execCommandApproval":
+      return ShellCommand.join(request.params.command, Policy.MaxCommandLength)
+    default:
+      return undefined
+  }
+}
+
+/** The rule's scope as a policy allow rule (exact commands are matched apart: see `rememberedFor`). */
+const toPolicyRule = (rule: RememberedRule): Policy.Rule | undefined => {
+  const id = sourceOf(rule)
+  const scope = rule.scope
+  switch (scope._tag) {
+    case "Command":
+      return scope.exact ? undefined : { id, effect: "allow", match: { command: { argvPrefix: scope.argv } } }
+    case "Path":
+      return { id, effect: "allow", match: { path: { under: scope.root } } }
+    case "Mcp":
+      return { id, effect: "allow", match: { mcp: { server: scope.server, tool: scope.tool } } }
+  }
+}
+
+/** The words of a simple command line (wrapper peeled), or undefined. */
+const simpleArgv = (line: string | undefined): ReadonlyArray<string> | undefined => {
+  if (line === undefined || line.length > Policy.MaxCommandLength) return undefined
+  const u = ShellCommand.unwrap(line)
+  return u.simple ? u.argv : undefined
+}
+
+const sameWords = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => a.length === b.length && a.every((w, i) => w === b[i])
+
+/**
+ * The remembered rule that allows this request at `now`, if any. Pure, synchronous and linear in
+ * the request (it reads the request once for all the rules, as `Policy.evaluate` does).
+ *
+ * This is the remembered rules ALONE: it does not look at deny rules. Deciding a card goes through
+ * `decide`, which consults the configured rules first; a desk that calls this directly must do so
+ * only after the configured rules said `NoMatch`.
+ */
+export const rememberedFor = (
+  request: ServerRequests.DecodedRequest,
+  context: Card.CardContext,
+  rules: ReadonlyArray<RememberedRule>,
+  now: number
+): RememberedRule | undefined => {
+  if (request._tag !== "Known" || !Policy.allowApplies(request)) return undefined
+  const live = rules.filter((r) => isActive(r, now) && methodsOf(r.scope).includes(request.method))
+  if (live.length === 0) return undefined
+  const exact = live.filter((r) => r.scope._tag === "Command" && r.scope.exact)
+  if (exact.length > 0) {
+    const argv = simpleArgv(commandLine(request))
+    if (argv !== undefined) {
+      const hit = exact.find((r) => r.scope._tag === "Command" && sameWords(r.scope.argv, argv))
+      if (hit) return hit
+    }
+  }
+  const byId = new Map<string, RememberedRule>()
+  const policyRules: Array<Policy.Rule> = []
+  for (const rule of live) {
+    const p = toPolicyRule(rule)
+    if (p === undefined) continue
+    byId.set(p.id, rule)
+    policyRules.push(p)
+  }
+  if (policyRules.length === 0) return undefined
+  const verdict = Policy.evaluate({ rules: policyRules }, request, context)
+  return verdict._tag === "Allow" ? byId.get(verdict.ruleId) : undefined
+}
+
+export type Verdict =
+  | Policy.Verdict
+  /** No configured rule matched; this remembered rule allows the request (decision: Accept). */
+  | { readonly _tag: "Remembered"; readonly rule: RememberedRule }
+
+/**
+ * How a card is decided by rules when some are remembered: the configured rules first (a deny
+ * that matches wins, then the first allow), then the remembered rules; otherwise `NoMatch` (a
+ * person or a handler decides). A remembered allow can therefore never turn a configured deny
+ * into an accept.
+ */
+export const decide = (
+  configured: Policy.Rules | undefined,
+  remembered: ReadonlyArray<RememberedRule>,
+  request: ServerRequests.DecodedRequest,
+  context: Card.CardContext,
+  now: number
+): Verdict => {
+  if (configured !== undefined) {
+    const verdict = Policy.evaluate(configured, request, context)
+    if (verdict._tag !== "NoMatch") return verdict
+  }
+  const rule = rememberedFor(request, context, remembered, now)
+  return rule ? { _tag: "Remembered", rule } : { _tag: "NoMatch" }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deriving a scope from what was asked
+
+/** A path an allow may place: absolute, no NUL, no `..` segment. */
+const cleanAbsolute = (p: string): boolean => p.startsWith("/") && !p.includes("\u0000") && !p.split("/").includes("..")
+
+/** The deepest directory all `paths` (normalised) lie under or are. */
+const commonRoot = (paths: ReadonlyArray<string>): string => {
+  const split = paths.map((p) => posix.resolve(p).split("/").filter((s) => s.length > 0))
+  const first = split[0] ?? []
+  let n = first.length
+  for (const parts of split) {
+    let i = 0
+    while (i < n && i < parts.length && parts[i] === first[i]) i++
+    n = i
+  }
+  return `/${first.slice(0, n).join("/")}`
+}
+
+const legacyPaths = (fileChanges: unknown): ReadonlyArray<string> | undefined => {
+  if (typeof fileChanges !== "object" || fileChanges === null || Array.isArray(fileChanges)) return undefined
+  const out: Array<string> = []
+  for (const [path, change] of Object.entries(fileChanges as Record<string, unknown>)) {
+    out.push(path)
+    const body = typeof change === "object" && change !== null ? Object.values(change)[0] : undefined
+    const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
+    if (typeof move === "string") out.push(move)
+  }
+  return out.length > 0 ? out : undefined
+}
+
+const filesRoot = (changed: ReadonlyArray<string>, grantRoot: string | null | undefined): Either.Either<string, string> => {
+  if (changed.length === 0) return Either.left("the changes are not known")
+  if (changed.length > Policy.MaxPaths) return Either.left("too many changes to place")
+  const all = grantRoot !== undefined && grantRoot !== null ? [...changed.map(posix.dirname), grantRoot] : changed.map(posix.dirname)
+  if (!changed.every(cleanAbsolute) || !all.every(cleanAbsolute)) return Either.left("a path is relative or has a .. segment")
+  return Either.right(commonRoot(all))
+}
+
+/**
+ * The narrowest remembered scope that covers this request: the exact argv of a simple command,
+ * the deepest root of the changed files (and the grant root) or of the asked paths, the MCP
+ * server and tool of a tool-call approval. Left, in words, when nothing narrow enough can be
+ * derived (a compound command, unknown or relative paths, network or special permissions, a root
+ * of `/`, a form that asks for content, a value that looks secret).
+ */
+export const scopeFor = (request: ServerRequests.DecodedRequest, context: Card.CardContext): Either.Either<RememberedScope, string> => {
+  if (request._tag !== "Known" || !Policy.allowApplies(request)) {
+    return Either.left("only yes/no approvals (commands, file changes, permissions, MCP tool calls) can be remembered")
+  }
+  const derived = ((): Either.Either<unknown, string> => {
+    switch (request.method) {
+      case "item/commandExecution/requestApproval":
+      case "execCommandApproval": {
+        const argv = simpleArgv(commandLine(request))
+        return argv === undefined
+          ? Either.left("only a simple command (one command, no operators, no expansions) can be remembered")
+          : Either.right({ _tag: "Command", argv, exact: true })
+      }
+      case "item/fileChange/requestApproval": {
+        const changes = context.fileChanges ?? []
+        if (changes.some((c) => c.kind === "omitted")) return Either.left("the change list was cut")
+        return Either.map(filesRoot(changes.map((c) => c.path), request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
+      }
+      case "applyPatchApproval": {
+        const changed = legacyPaths(request.params.fileChanges) ?? (context.fileChanges ?? []).map((c) => c.path)
+        return Either.map(filesRoot(changed, request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
+      }
+      case "item/permissions/requestApproval": {
+        if (Policy.askedPathCount(request.params.permissions) > Policy.MaxPaths) return Either.left("too many paths asked")
+        const read = PermissionsGrant.readRequested(request.params.permissions)
+        if (Either.isLeft(read)) return Either.left("the permissions asked cannot be read")
+        if (read.right.network?.enabled === true) return Either.left("network access cannot be remembered")
+        const fs = read.right.fileSystem
+        const paths: Array<string> = [...(fs?.read ?? []), ...(fs?.write ?? [])]
+        for (const entry of fs?.entries ?? []) {
+          if (entry.path.type !== "path") return Either.left("only plain paths can be remembered (no globs, no special paths)")
+          paths.push(entry.path.path)
+        }
+        if (paths.length === 0) return Either.left("nothing is asked")
+        if (!paths.every(cleanAbsolute)) return Either.left("a path is relative or has a .. segment")
+        return Either.right({ _tag: "Path", root: commonRoot(paths), target: "permissions" })
+      }
+      case "mcpServer/elicitation/request": {
+        const tool = request.params._meta?.["tool_name"]
+        return typeof tool === "string" && tool.length > 0
+          ? Either.right({ _tag: "Mcp", server: request.params.serverName, tool })
+          : Either.left("the MCP request names no tool")
+      }
+      default:
+        return Either.left(`${request.method} cannot be remembered`)
+    }
+  })()
+  return Either.flatMap(derived, validateScope)
+}

@@ -1,0 +1,37 @@
+/**
+ * `@warden/ledger`: Warden's durable record. Runs, work items, threads and turns, every approval
+ * card with its one settlement (or `stranded`), late decisions, and remembered rules, in SQLite
+ * (or any `@effect/sql` client), with nothing secret stored; the queries a crashed run is
+ * recovered with, the audit's queries, and policy replay. See docs/ledger.md.
+ *
+ * @packageDocumentation
+ */
+
+/**
+ * The `Ledger` service (`Ledger.Ledger`), its layers (`layerSqlite({ filename })`, `layer` on
+ * any `SqlClient`), runs (`beginRun` → `Run.record` / `Run.attach`), audit and recovery queries,
+ * remembered-rule storage, `LedgerError`, and the records the queries return.
+ */
+export * as Ledger from "./Ledger.js"
+
+/** What the ledger records: supervisor events, approval events, and submitted work items. */
+export * as LedgerEvent from "./LedgerEvent.js"
+
+/**
+ * The facts of a card a rule matches on, as stored (masked, bounded), and `toRequest`, which
+ * rebuilds from them the request `Policy.evaluate` reads.
+ */
+export * as CardFacts from "./CardFacts.js"
+
+/**
+ * Remembered decisions: scopes, validation, `scopeFor` (the narrowest scope covering a request),
+ * the pure matcher `rememberedFor`, and `decide`, which consults the configured rules first so a
+ * remembered allow never overrides a deny.
+ */
+export * as Remembered from "./Remembered.js"
+
+/** Replaying recorded cards against candidate rules (pure): per card and in totals. */
+export * as Replay from "./Replay.js"
+
+/** The schema as `@effect/sql` migrations (`Migrations.run` brings any `SqlClient` up to date). */
+export * as Migrations from "./Migrations.js"

@@ -1,0 +1,301 @@
+/**
+ * How each recorded event becomes rows: one function per event, a few portable statements each,
+ * run by the writer inside a batch's transaction. Every text and JSON value passes through
+ * `Store` (SecretMask) here; nothing else writes event data.
+ *
+ * Exactness is the schema's: a card has one row (`ON CONFLICT DO NOTHING` on its key), a settlement
+ * one row (the same; a card stranded by `markStranded` keeps `stranded`, and a settlement that
+ * arrives after it is kept as a late decision), and a settlement also inserts its card, so no
+ * settlement is ever without its card.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Card } from "@warden/approvals"
+import type { ApprovalEvent, Card as CardTypes } from "@warden/approvals"
+import type { Supervisor, WorkItem } from "@warden/supervisor"
+import { Cause, Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import * as CardFacts from "../CardFacts.js"
+import type { ItemOrigin, LedgerEvent } from "../LedgerEvent.js"
+import * as Store from "./Store.js"
+
+/** What a run starts with (already masked by the caller of `runRow`). */
+export interface RunStart {
+  readonly runId: string
+  readonly startedAt: number
+  readonly label: string | null
+  readonly info: string
+  readonly pid: number | null
+  readonly host: string | null
+  readonly resumedFrom: string | null
+}
+
+/** One unit of work for the writer, in the order it was recorded. */
+export type Op =
+  | { readonly _tag: "RunStarted"; readonly run: RunStart }
+  | { readonly _tag: "RunEnded"; readonly runId: string; readonly at: number; readonly status: string }
+  | { readonly _tag: "Event"; readonly runId: string; readonly at: number; readonly event: LedgerEvent }
+  | { readonly _tag: "Dropped"; readonly runId: string; readonly count: number }
+
+type Sql = SqlClient.SqlClient
+type Write = Effect.Effect<void, SqlError>
+
+const all = (...effects: ReadonlyArray<Effect.Effect<unknown, SqlError>>): Write => Effect.asVoid(Effect.all(effects, { discard: true }))
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+const runStarted = (sql: Sql, r: RunStart): Write =>
+  Effect.asVoid(sql`INSERT INTO ledger_runs (run_id, started_at, status, label, info, pid, host, resumed_from)
+    VALUES (${r.runId}, ${r.startedAt}, 'running', ${r.label}, ${r.info}, ${r.pid}, ${r.host}, ${r.resumedFrom})
+    ON CONFLICT (run_id) DO NOTHING`)
+
+const runEnded = (sql: Sql, runId: string, at: number, status: string): Write =>
+  Effect.asVoid(sql`UPDATE ledger_runs SET ended_at = ${at}, status = ${status} WHERE run_id = ${runId} AND status = 'running'`)
+
+const dropped = (sql: Sql, runId: string, count: number): Write =>
+  Effect.asVoid(sql`UPDATE ledger_runs SET dropped_events = dropped_events + ${count} WHERE run_id = ${runId}`)
+
+// ---------------------------------------------------------------------------------------------
+// Work items, threads, turns
+
+/** The options of a work item that are worth keeping (masked on the way in). */
+const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (item.threadId !== undefined) out["threadId"] = item.threadId
+  if (item.cwd !== undefined) out["cwd"] = item.cwd
+  if (item.model !== undefined) out["model"] = item.model
+  if (item.approvalPolicy !== undefined) out["approvalPolicy"] = item.approvalPolicy
+  if (item.sandbox !== undefined) out["sandbox"] = item.sandbox
+  if (item.config !== undefined) out["config"] = item.config
+  if (item.threadParams !== undefined) out["threadParams"] = item.threadParams
+  return out
+}
+
+const itemSubmitted = (sql: Sql, runId: string, at: number, item: WorkItem.WorkItem, from: ItemOrigin | undefined): Write => {
+  const prompts = [item.prompt, ...(item.followUps ?? [])]
+  const masked = prompts.map(Store.text)
+  const changed = masked.some((m, i) => m !== prompts[i])
+  return Effect.asVoid(sql`INSERT INTO ledger_work_items
+    (run_id, item_key, prompt, follow_ups, options, prompts_masked, status, thread_id, submitted_at, from_run_id, from_item_key)
+    VALUES (${runId}, ${Store.itemKey(item.id)}, ${masked[0]!}, ${JSON.stringify(masked.slice(1))}, ${Store.json(optionsOf(item))},
+      ${Store.bool(changed)}, 'pending', ${Store.optionalId(item.threadId)}, ${at}, ${Store.optionalId(from?.runId)}, ${Store.optionalId(from?.item)})
+    ON CONFLICT (run_id, item_key) DO NOTHING`)
+}
+
+const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEvent): Write => {
+  const item = Store.itemKey(event.item)
+  switch (event._tag) {
+    case "ThreadReady": {
+      const thread = Store.id(event.threadId)
+      return all(
+        sql`INSERT INTO ledger_threads (run_id, thread_id, item_key, generation, resumed, ready_at)
+          VALUES (${runId}, ${thread}, ${item}, 0, ${Store.bool(event.resumed)}, ${at})
+          ON CONFLICT (run_id, thread_id) DO NOTHING`,
+        sql`UPDATE ledger_work_items SET status = 'running', thread_id = ${thread}, started_at = COALESCE(started_at, ${at})
+          WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`
+      )
+    }
+    case "TurnStarted":
+      return Effect.asVoid(sql`INSERT INTO ledger_turns (run_id, thread_id, turn_id, item_key, prompt, status, started_at)
+        VALUES (${runId}, ${Store.id(event.threadId)}, ${Store.id(event.turnId)}, ${item}, ${Store.text(event.prompt)}, 'inProgress', ${at})
+        ON CONFLICT (run_id, thread_id, turn_id) DO NOTHING`)
+    case "TurnCompleted": {
+      const t = event.turn
+      const error = t.error !== undefined ? Store.shown(t.error.message) : null
+      return all(
+        sql`INSERT INTO ledger_turns (run_id, thread_id, turn_id, item_key, prompt, status, started_at, completed_at, final_message, error)
+          VALUES (${runId}, ${Store.id(event.threadId)}, ${Store.id(t.turnId)}, ${item}, '', ${Store.id(t.status)}, ${at}, ${at},
+            ${Store.optionalShown(t.finalMessage)}, ${error})
+          ON CONFLICT (run_id, thread_id, turn_id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at,
+            final_message = excluded.final_message, error = excluded.error`,
+        sql`UPDATE ledger_work_items SET turns_done = turns_done + 1 WHERE run_id = ${runId} AND item_key = ${item}`
+      )
+    }
+    case "ConnectionLost": {
+      if (event.threadId === undefined) return Effect.void
+      const thread = Store.id(event.threadId)
+      return all(
+        sql`UPDATE ledger_threads SET lost_at = ${at} WHERE run_id = ${runId} AND thread_id = ${thread}`,
+        sql`UPDATE ledger_turns SET status = 'connection-lost', completed_at = ${at}
+          WHERE run_id = ${runId} AND thread_id = ${thread} AND status = 'inProgress'`
+      )
+    }
+    case "Resumed": {
+      const thread = Store.id(event.threadId)
+      return all(
+        sql`UPDATE ledger_threads SET generation = ${event.attempt}, lost_at = NULL WHERE run_id = ${runId} AND thread_id = ${thread}`,
+        sql`UPDATE ledger_work_items SET resumes = ${event.attempt} WHERE run_id = ${runId} AND item_key = ${item}`
+      )
+    }
+    case "Notification":
+    case "Stalled":
+      return Effect.void
+  }
+}
+
+const itemFinished = (sql: Sql, runId: string, at: number, event: Extract<Supervisor.SupervisorEvent, { _tag: "ItemFinished" }>): Write => {
+  const item = Store.itemKey(event.item)
+  const exit = event.exit
+  if (exit._tag === "Success") {
+    const r = exit.value
+    return Effect.asVoid(sql`UPDATE ledger_work_items SET status = 'finished', finished_at = ${at}, result_status = ${Store.id(r.status)},
+      final_message = ${Store.optionalShown(r.finalMessage)}, thread_id = ${Store.id(r.threadId)}, resumes = ${r.resumes}
+      WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`)
+  }
+  const stopped = Cause.isInterruptedOnly(exit.cause)
+  const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+  const reason = stopped ? "stopped" : failure !== undefined ? failure.reason : "defect"
+  const detail = stopped ? null : failure !== undefined ? Store.shown(failure.detail) : Store.shown(Cause.pretty(exit.cause))
+  return Effect.asVoid(sql`UPDATE ledger_work_items SET status = ${stopped ? "stopped" : "failed"}, finished_at = ${at},
+    failure_reason = ${reason}, failure_detail = ${detail}, thread_id = COALESCE(thread_id, ${Store.optionalId(failure?.threadId)})
+    WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`)
+}
+
+const supervisorEvent = (sql: Sql, runId: string, at: number, event: Supervisor.SupervisorEvent): Write => {
+  switch (event._tag) {
+    case "Work":
+      return workEvent(sql, runId, at, event.event)
+    case "ItemFinished":
+      return itemFinished(sql, runId, at, event)
+    case "ConnectionReady":
+      return Effect.asVoid(sql`INSERT INTO ledger_connections (run_id, connection, slot, ready_at)
+        VALUES (${runId}, ${event.connection}, ${event.slot}, ${at}) ON CONFLICT (run_id, connection) DO NOTHING`)
+    case "ConnectionLost":
+      return Effect.asVoid(sql`INSERT INTO ledger_connections (run_id, connection, slot, lost_at, end_reason, message)
+        VALUES (${runId}, ${event.connection}, ${event.slot}, ${at}, ${Store.id(event.reason._tag)}, ${Store.shown(event.message)})
+        ON CONFLICT (run_id, connection) DO UPDATE SET lost_at = excluded.lost_at, end_reason = excluded.end_reason, message = excluded.message`)
+    default:
+      return Effect.void
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cards
+
+/** The kind of a source, as audit filters name it: the part of `describeSource` before `:`. */
+export const sourceKind = (described: string): string => {
+  const colon = described.indexOf(":")
+  return colon < 0 ? described : described.slice(0, colon)
+}
+
+/** A card's row values, masked. */
+interface CardRow {
+  readonly kind: string
+  readonly title: string
+  readonly summary: string
+  readonly facts: string
+  readonly offers: string
+}
+
+/**
+ * Rows already worked out, by card view: a card's opening and its settlement carry the same view,
+ * and its summary, facts and masking (most of a card's cost) are worked out once.
+ */
+const cardRows = new WeakMap<CardTypes.CardView, CardRow>()
+
+const cardRow = (card: CardTypes.CardView): CardRow => {
+  const cached = cardRows.get(card)
+  if (cached !== undefined) return cached
+  let kind: string = "other"
+  let summary: unknown = null
+  try {
+    summary = card.summary
+    kind = card.summary.kind
+  } catch {
+    // a summary that cannot be read is stored as none (CardSummary never throws; a view might)
+  }
+  const row: CardRow = {
+    kind: Store.id(kind),
+    title: Store.shown(card.title, 400),
+    summary: Store.json(summary),
+    facts: Store.json(CardFacts.fromView(card)),
+    offers: Store.json(card.offers)
+  }
+  cardRows.set(card, row)
+  return row
+}
+
+const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
+  Effect.suspend(() => {
+    const row = cardRow(card)
+    return Effect.asVoid(sql`INSERT INTO ledger_cards
+      (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
+      VALUES (${runId}, ${Store.id(card.id)}, ${Store.requestId(card.requestId)}, ${Store.id(card.method)}, ${Store.optionalId(card.threadId)},
+        ${Store.optionalId(card.turnId)}, ${card.workItem === undefined ? null : Store.itemKey(card.workItem)}, ${row.kind},
+        ${row.title}, ${row.summary}, ${row.facts}, ${row.offers}, ${card.openedAt}, ${card.deadlineAt})
+      ON CONFLICT (run_id, card_id) DO NOTHING`)
+  })
+
+const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement): Write => {
+  const source = Store.text(Card.describeSource(s.source))
+  const cardId = Store.id(s.card.id)
+  return all(
+    insertCard(sql, runId, s.card),
+    // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
+    // one settlement; what really happened is kept as a late decision, never lost.
+    sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
+      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${Store.text(s.decision ?? s.outcome)}, ${source}, 'stranded', ${s.settledAt}
+      FROM ledger_settlements
+      WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`,
+    sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${Store.optionalText(s.decision)},
+        ${Store.bool(s.written)}, ${Store.optionalShown(s.detail)}, ${s.settledAt}, ${s.latencyMs})
+      ON CONFLICT (run_id, card_id) DO NOTHING`
+  )
+}
+
+const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEvent): Write => {
+  switch (event._tag) {
+    case "CardOpened":
+      return insertCard(sql, runId, event.card)
+    case "CardSettled":
+      return insertSettlement(sql, runId, event.settlement)
+    case "LateDecision":
+      return all(
+        insertCard(sql, runId, event.card),
+        sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
+          VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${Store.text(event.decision)},
+            ${Store.text(Card.describeSource(event.source))}, ${event.outcome}, ${event.at})`
+      )
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** The statements of one op. */
+export const apply = (sql: Sql, op: Op): Write => {
+  switch (op._tag) {
+    case "RunStarted":
+      return runStarted(sql, op.run)
+    case "RunEnded":
+      return runEnded(sql, op.runId, op.at, op.status)
+    case "Dropped":
+      return dropped(sql, op.runId, op.count)
+    case "Event": {
+      const e = op.event
+      switch (e._tag) {
+        case "ItemSubmitted":
+          return itemSubmitted(sql, op.runId, op.at, e.item, e.from)
+        case "Supervisor":
+          return supervisorEvent(sql, op.runId, op.at, e.event)
+        case "Approval":
+          return approvalEvent(sql, op.runId, e.event)
+      }
+    }
+  }
+}
+
+/** What an op is, in a word (for reports of failed writes; never its data). */
+export const describe = (op: Op): string => {
+  if (op._tag !== "Event") return op._tag
+  const e = op.event
+  switch (e._tag) {
+    case "ItemSubmitted":
+      return "ItemSubmitted"
+    case "Supervisor":
+      return e.event._tag === "Work" ? e.event.event._tag : e.event._tag
+    case "Approval":
+      return e.event._tag
+  }
+}

@@ -1,0 +1,388 @@
+/**
+ * The ledger's reads (audit, recovery) and its mutations outside the event stream (stranding,
+ * hand-over, remembered rules). Portable SQL, as the writer's.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Card } from "@warden/approvals"
+import { Effect, Either } from "effect"
+import { randomBytes } from "node:crypto"
+import type * as CardFacts from "../CardFacts.js"
+import { LedgerError, sqlError } from "./LedgerError.js"
+import type * as Records from "./Records.js"
+import * as Remembered from "../Remembered.js"
+import * as Store from "./Store.js"
+
+type Sql = SqlClient.SqlClient
+type Row = Record<string, unknown>
+
+const num = (v: unknown): number | undefined => (typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : typeof v === "string" && v !== "" && !Number.isNaN(Number(v)) ? Number(v) : undefined)
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
+const strings = (v: unknown): ReadonlyArray<string> => {
+  const parsed = Store.parse(v)
+  return Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === "string") : []
+}
+const record = (v: unknown): Readonly<Record<string, unknown>> => {
+  const parsed = Store.parse(v)
+  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows to records
+
+const toRun = (r: Row): Records.RunRecord => ({
+  runId: String(r["run_id"]),
+  startedAt: num(r["started_at"]) ?? 0,
+  endedAt: num(r["ended_at"]),
+  status: String(r["status"]) as Records.RunStatus,
+  label: str(r["label"]),
+  info: Store.parse(r["info"]),
+  pid: num(r["pid"]),
+  host: str(r["host"]),
+  resumedFrom: str(r["resumed_from"]),
+  droppedEvents: num(r["dropped_events"]) ?? 0
+})
+
+const toItem = (r: Row): Records.WorkItemRecord => {
+  const fromRun = str(r["from_run_id"])
+  const fromItem = str(r["from_item_key"])
+  return {
+    runId: String(r["run_id"]),
+    item: String(r["item_key"]),
+    prompt: String(r["prompt"]),
+    followUps: strings(r["follow_ups"]),
+    options: record(r["options"]),
+    promptsMasked: num(r["prompts_masked"]) === 1,
+    status: String(r["status"]) as Records.WorkItemStatus,
+    threadId: str(r["thread_id"]),
+    turnsDone: num(r["turns_done"]) ?? 0,
+    resumes: num(r["resumes"]) ?? 0,
+    submittedAt: num(r["submitted_at"]) ?? 0,
+    startedAt: num(r["started_at"]),
+    finishedAt: num(r["finished_at"]),
+    resultStatus: str(r["result_status"]),
+    finalMessage: str(r["final_message"]),
+    failureReason: str(r["failure_reason"]),
+    failureDetail: str(r["failure_detail"]),
+    from: fromRun !== undefined && fromItem !== undefined ? { runId: fromRun, item: fromItem } : undefined,
+    handedTo: str(r["handed_to"])
+  }
+}
+
+const toUnfinished = (r: Row): Records.UnfinishedItem => {
+  const item = toItem(r)
+  const prompts = [item.prompt, ...item.followUps]
+  return { ...item, remainingPrompts: prompts.slice(Math.min(item.turnsDone, prompts.length)), generation: num(r["generation"]) }
+}
+
+const toThread = (r: Row): Records.ThreadRecord => ({
+  runId: String(r["run_id"]),
+  threadId: String(r["thread_id"]),
+  item: String(r["item_key"]),
+  generation: num(r["generation"]) ?? 0,
+  resumed: num(r["resumed"]) === 1,
+  readyAt: num(r["ready_at"]) ?? 0,
+  lostAt: num(r["lost_at"])
+})
+
+const toTurn = (r: Row): Records.TurnRecord => ({
+  runId: String(r["run_id"]),
+  threadId: String(r["thread_id"]),
+  turnId: String(r["turn_id"]),
+  item: String(r["item_key"]),
+  prompt: String(r["prompt"]),
+  status: String(r["status"]),
+  startedAt: num(r["started_at"]) ?? 0,
+  completedAt: num(r["completed_at"]),
+  finalMessage: str(r["final_message"]),
+  error: str(r["error"])
+})
+
+const toFacts = (v: unknown): CardFacts.CardFacts => {
+  const parsed = Store.parse(v)
+  return typeof parsed === "object" && parsed !== null && typeof (parsed as Row)["kind"] === "string"
+    ? (parsed as CardFacts.CardFacts)
+    : { kind: "other", complete: false, masked: false }
+}
+
+const toCard = (r: Row): Records.CardRecord => {
+  const requestId = Store.parse(r["request_id"])
+  const outcome = str(r["outcome"])
+  return {
+    runId: String(r["run_id"]),
+    cardId: String(r["card_id"]),
+    requestId: typeof requestId === "number" || typeof requestId === "string" ? requestId : String(r["request_id"]),
+    method: String(r["method"]),
+    threadId: str(r["thread_id"]),
+    turnId: str(r["turn_id"]),
+    workItem: str(r["item_key"]),
+    kind: String(r["kind"]),
+    title: String(r["title"]),
+    summary: Store.parse(r["summary"]),
+    facts: toFacts(r["facts"]),
+    offers: strings(r["offers"]),
+    openedAt: num(r["opened_at"]) ?? 0,
+    deadlineAt: num(r["deadline_at"]) ?? 0,
+    settlement: outcome === undefined ? undefined : {
+      outcome: outcome as Card.Outcome | "stranded",
+      source: String(r["source"]),
+      sourceKind: String(r["source_kind"]),
+      decision: str(r["decision"]),
+      written: num(r["written"]) === 1,
+      detail: str(r["detail"]),
+      settledAt: num(r["settled_at"]) ?? 0,
+      latencyMs: num(r["latency_ms"])
+    }
+  }
+}
+
+const toRule = (r: Row): Remembered.RememberedRule | undefined => {
+  const kind = str(r["scope_kind"])
+  const scope = ((): unknown => {
+    switch (kind) {
+      case "Command":
+        return { _tag: "Command", argv: Store.parse(r["argv"]), exact: num(r["exact"]) === 1 }
+      case "Path":
+        return { _tag: "Path", root: r["path_root"], target: r["path_target"] }
+      case "Mcp":
+        return { _tag: "Mcp", server: r["mcp_server"], tool: r["mcp_tool"] }
+      default:
+        return undefined
+    }
+  })()
+  // A row that no longer reads as a valid scope is not a rule (it never matches anything).
+  const valid = Remembered.validateScope(scope)
+  if (Either.isLeft(valid)) return undefined
+  const fromRun = str(r["from_run_id"])
+  const fromCard = str(r["from_card_id"])
+  return {
+    id: String(r["rule_id"]),
+    scope: valid.right,
+    author: String(r["author"]),
+    createdAt: num(r["created_at"]) ?? 0,
+    expiresAt: num(r["expires_at"]),
+    from: fromRun !== undefined && fromCard !== undefined ? { runId: fromRun, cardId: fromCard } : undefined,
+    note: str(r["note"]),
+    revokedAt: num(r["revoked_at"]),
+    revokedBy: str(r["revoked_by"])
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+const CardColumns = (sql: Sql) =>
+  sql`c.run_id, c.card_id, c.request_id, c.method, c.thread_id, c.turn_id, c.item_key, c.kind, c.title, c.summary, c.facts,
+    c.offers, c.opened_at, c.deadline_at, s.outcome, s.source, s.source_kind, s.decision, s.written, s.detail, s.settled_at, s.latency_ms`
+
+const CardOrder = (sql: Sql) => sql`c.opened_at, c.run_id, length(c.card_id), c.card_id`
+
+export const runs = (sql: Sql, status?: Records.RunStatus) =>
+  (status === undefined
+    ? sql<Row>`SELECT * FROM ledger_runs ORDER BY started_at DESC, run_id DESC`
+    : sql<Row>`SELECT * FROM ledger_runs WHERE status = ${status} ORDER BY started_at DESC, run_id DESC`).pipe(
+      Effect.map((rows) => rows.map(toRun)),
+      Effect.mapError(sqlError("could not list runs"))
+    )
+
+export const workItems = (sql: Sql, runId: string) =>
+  sql<Row>`SELECT * FROM ledger_work_items WHERE run_id = ${runId} ORDER BY submitted_at, length(item_key), item_key`.pipe(
+    Effect.map((rows) => rows.map(toItem)),
+    Effect.mapError(sqlError("could not list work items"))
+  )
+
+const unfinishedRows = (sql: Sql, runId: string) =>
+  sql<Row>`SELECT w.*, t.generation FROM ledger_work_items w
+    LEFT JOIN ledger_threads t ON t.run_id = w.run_id AND t.thread_id = w.thread_id
+    WHERE w.run_id = ${runId} AND w.status IN ('pending', 'running')
+    ORDER BY w.submitted_at, length(w.item_key), w.item_key`
+
+export const unfinishedItems = (sql: Sql, runId: string) =>
+  unfinishedRows(sql, runId).pipe(Effect.map((rows) => rows.map(toUnfinished)), Effect.mapError(sqlError("could not list unfinished work items")))
+
+export const threads = (sql: Sql, runId: string) =>
+  sql<Row>`SELECT * FROM ledger_threads WHERE run_id = ${runId} ORDER BY ready_at, thread_id`.pipe(
+    Effect.map((rows) => rows.map(toThread)),
+    Effect.mapError(sqlError("could not list threads"))
+  )
+
+export const turns = (sql: Sql, runId: string) =>
+  sql<Row>`SELECT * FROM ledger_turns WHERE run_id = ${runId} ORDER BY started_at, thread_id, turn_id`.pipe(
+    Effect.map((rows) => rows.map(toTurn)),
+    Effect.mapError(sqlError("could not list turns"))
+  )
+
+export const DefaultLimit = 10_000
+
+export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
+  const where = [
+    filter.runId !== undefined ? sql`c.run_id = ${filter.runId}` : undefined,
+    filter.item !== undefined ? sql`c.item_key = ${Store.itemKey(filter.item)}` : undefined,
+    filter.method !== undefined ? sql`c.method = ${filter.method}` : undefined,
+    filter.outcome === "open" ? sql`s.card_id IS NULL` : filter.outcome !== undefined ? sql`s.outcome = ${filter.outcome}` : undefined,
+    filter.source !== undefined
+      ? (filter.source.includes(":") ? sql`s.source = ${filter.source}` : sql`s.source_kind = ${filter.source}`)
+      : undefined,
+    filter.from !== undefined ? sql`c.opened_at >= ${filter.from}` : undefined,
+    filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined
+  ].filter((f) => f !== undefined)
+  const limit = Math.max(0, Math.floor(filter.limit ?? DefaultLimit))
+  return sql<Row>`SELECT ${CardColumns(sql)} FROM ledger_cards c
+    LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
+    WHERE ${sql.and(where)} ORDER BY ${CardOrder(sql)} LIMIT ${limit}`.pipe(
+      Effect.map((rows) => rows.map(toCard)),
+      Effect.mapError(sqlError("could not list cards"))
+    )
+}
+
+export const openCards = (sql: Sql, runId: string) => cards(sql, { runId, outcome: "open" })
+
+export const lateDecisions = (sql: Sql, filter: { readonly runId?: string; readonly cardId?: string } = {}) => {
+  const where = [
+    filter.runId !== undefined ? sql`run_id = ${filter.runId}` : undefined,
+    filter.cardId !== undefined ? sql`card_id = ${filter.cardId}` : undefined
+  ].filter((f) => f !== undefined)
+  return sql<Row>`SELECT * FROM ledger_late_decisions WHERE ${sql.and(where)} ORDER BY at, run_id, card_id`.pipe(
+    Effect.map((rows) =>
+      rows.map((r): Records.LateDecisionRecord => ({
+        runId: String(r["run_id"]),
+        cardId: String(r["card_id"]),
+        decision: String(r["decision"]),
+        source: String(r["source"]),
+        outcome: String(r["outcome"]),
+        at: num(r["at"]) ?? 0
+      }))
+    ),
+    Effect.mapError(sqlError("could not list late decisions"))
+  )
+}
+
+export const accounting = (sql: Sql, runId: string) =>
+  Effect.gen(function*() {
+    const rows = yield* sql<Row>`SELECT s.outcome AS outcome, count(*) AS n FROM ledger_cards c
+      LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
+      WHERE c.run_id = ${runId} GROUP BY s.outcome`
+    const late = yield* sql<Row>`SELECT count(*) AS n FROM ledger_late_decisions WHERE run_id = ${runId}`
+    const byOutcome: Record<string, number> = {}
+    let cardsCount = 0
+    let open = 0
+    for (const r of rows) {
+      const n = num(r["n"]) ?? 0
+      cardsCount += n
+      const outcome = str(r["outcome"])
+      if (outcome === undefined) open += n
+      else byOutcome[outcome] = n
+    }
+    const stranded = byOutcome["stranded"] ?? 0
+    return {
+      cards: cardsCount,
+      open,
+      settled: cardsCount - open - stranded,
+      stranded,
+      byOutcome,
+      lateDecisions: num(late[0]?.["n"]) ?? 0
+    } satisfies Records.Accounting
+  }).pipe(Effect.mapError(sqlError("could not count the run's cards")))
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+/** Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement). */
+const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
+  Effect.gen(function*() {
+    const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId}
+      AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
+    const count = num(open[0]?.["n"]) ?? 0
+    if (count > 0) {
+      yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+        SELECT c.run_id, c.card_id, 'stranded', 'stranded', 'stranded', NULL, 0, 'open when its run died; never answered', ${now}, NULL
+        FROM ledger_cards c
+        WHERE c.run_id = ${runId}
+          AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
+        ON CONFLICT (run_id, card_id) DO NOTHING`
+    }
+    yield* sql`UPDATE ledger_runs SET status = 'crashed', ended_at = COALESCE(ended_at, ${now}) WHERE run_id = ${runId} AND status = 'running'`
+    return count
+  })
+
+export const markStranded = (sql: Sql, runId: string, now: number) =>
+  sql.withTransaction(strand(sql, runId, now)).pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
+
+export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: number) =>
+  sql.withTransaction(
+    Effect.gen(function*() {
+      const stranded = yield* strand(sql, deadRunId, now)
+      const rows = yield* unfinishedRows(sql, deadRunId)
+      if (rows.length > 0) {
+        yield* sql`UPDATE ledger_work_items SET status = 'handed-over', handed_to = ${intoRunId}
+          WHERE run_id = ${deadRunId} AND status IN ('pending', 'running')`
+      }
+      return { stranded, items: rows.map(toUnfinished) } satisfies Records.Recovery
+    })
+  ).pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
+
+// ---------------------------------------------------------------------------------------------
+// Remembered rules
+
+let ruleCounter = 0
+
+/** `m` + creation time + a counter (ids sort in creation order within a process) + randomness. */
+const ruleId = (now: number): string =>
+  `m${now.toString(36).padStart(9, "0")}${(ruleCounter++ % 1_296).toString(36).padStart(2, "0")}${randomBytes(3).toString("hex")}`
+
+export const remember = (sql: Sql, input: Remembered.RememberInput, now: number) =>
+  Effect.gen(function*() {
+    const scope = Remembered.validateScope(input.scope)
+    if (Either.isLeft(scope)) return yield* new LedgerError({ reason: "Invalid", detail: scope.left })
+    const author = input.author.trim()
+    if (author.length === 0 || author.length > 200) return yield* new LedgerError({ reason: "Invalid", detail: "a remembered rule needs an author (1 to 200 characters)" })
+    if (input.expiresAt !== undefined && !(Number.isFinite(input.expiresAt) && input.expiresAt > now)) {
+      return yield* new LedgerError({ reason: "Invalid", detail: "expiresAt must be a time after now (epoch milliseconds)" })
+    }
+    const s = scope.right
+    const rule: Remembered.RememberedRule = {
+      id: ruleId(now),
+      scope: s,
+      author: Store.text(author),
+      createdAt: now,
+      expiresAt: input.expiresAt,
+      from: input.from,
+      note: input.note !== undefined ? Store.shown(input.note, 1_000) : undefined,
+      revokedAt: undefined,
+      revokedBy: undefined
+    }
+    yield* sql`INSERT INTO ledger_remembered_rules
+      (rule_id, scope_kind, argv, exact, path_root, path_target, mcp_server, mcp_tool, author, created_at, expires_at, from_run_id, from_card_id, note)
+      VALUES (${rule.id}, ${s._tag}, ${s._tag === "Command" ? Store.json(s.argv) : null}, ${s._tag === "Command" ? Store.bool(s.exact) : null},
+        ${s._tag === "Path" ? Store.text(s.root) : null}, ${s._tag === "Path" ? s.target : null},
+        ${s._tag === "Mcp" ? Store.text(s.server) : null}, ${s._tag === "Mcp" ? Store.text(s.tool) : null},
+        ${rule.author}, ${now}, ${rule.expiresAt ?? null}, ${Store.optionalId(rule.from?.runId)}, ${Store.optionalId(rule.from?.cardId)},
+        ${rule.note ?? null})`.pipe(Effect.mapError(sqlError("could not store the remembered rule")))
+    return rule
+  })
+
+export interface RuleListOptions {
+  /** Also revoked and expired rules (default: only the rules in force at `at`). */
+  readonly all?: boolean
+  /** The time "in force" is judged at (default: now). */
+  readonly at?: number
+}
+
+export const rememberedRules = (sql: Sql, now: number, options: RuleListOptions = {}) =>
+  sql<Row>`SELECT * FROM ledger_remembered_rules ORDER BY created_at, rule_id`.pipe(
+    Effect.map((rows) => {
+      const rules = rows.map(toRule).filter((r): r is Remembered.RememberedRule => r !== undefined)
+      return options.all === true ? rules : rules.filter((r) => Remembered.isActive(r, options.at ?? now))
+    }),
+    Effect.mapError(sqlError("could not list remembered rules"))
+  )
+
+export const revoke = (sql: Sql, ruleId: string, by: string, now: number) =>
+  Effect.gen(function*() {
+    yield* sql`UPDATE ledger_remembered_rules SET revoked_at = ${now}, revoked_by = ${Store.text(by)}
+      WHERE rule_id = ${ruleId} AND revoked_at IS NULL`
+    const rows = yield* sql<Row>`SELECT * FROM ledger_remembered_rules WHERE rule_id = ${ruleId}`
+    const rule = rows[0] !== undefined ? toRule(rows[0]) : undefined
+    if (rule === undefined) return yield* new LedgerError({ reason: "NotFound", detail: `no remembered rule ${ruleId}` })
+    return rule
+  }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(sqlError("could not revoke the remembered rule")(e))))

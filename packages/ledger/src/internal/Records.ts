@@ -1,0 +1,172 @@
+/**
+ * What the ledger's queries return: plain records, read back from the rows (every text in them was
+ * masked on the way in).
+ */
+import type { Card } from "@warden/approvals"
+import type * as CardFacts from "../CardFacts.js"
+import type { ItemOrigin } from "../LedgerEvent.js"
+import type * as Replay from "../Replay.js"
+
+export type RunStatus =
+  /** Being recorded, or its process died (no clean close was recorded). */
+  | "running"
+  /** Its ledger closed cleanly (or `Run.end`). */
+  | "ended"
+  /** Recovered after its process died (`markStranded`, `recover`). */
+  | "crashed"
+
+export interface RunRecord {
+  readonly runId: string
+  readonly startedAt: number
+  readonly endedAt: number | undefined
+  readonly status: RunStatus
+  readonly label: string | undefined
+  /** What the embedder said about the run (masked JSON). */
+  readonly info: unknown
+  readonly pid: number | undefined
+  readonly host: string | undefined
+  readonly resumedFrom: string | undefined
+  /** Events dropped because the ledger's queue was full: when not 0, the record has gaps. */
+  readonly droppedEvents: number
+}
+
+export type WorkItemStatus =
+  /** Submitted, no thread yet. */
+  | "pending"
+  /** Its thread is ready; not finished. */
+  | "running"
+  /** Ended with a result (its last turn's status is `resultStatus`). */
+  | "finished"
+  /** Ended with a failure (`failureReason`). */
+  | "failed"
+  /** Stopped (interrupted: Ctrl-C, `stop`). */
+  | "stopped"
+  /** Unfinished in a dead run, and handed to another run to resume (`handedTo`). */
+  | "handed-over"
+
+export interface WorkItemRecord {
+  readonly runId: string
+  /** The work item's id as text. */
+  readonly item: string
+  /** Masked. */
+  readonly prompt: string
+  readonly followUps: ReadonlyArray<string>
+  /** cwd, model, approvalPolicy, sandbox, config, threadParams, threadId: masked JSON. */
+  readonly options: Readonly<Record<string, unknown>>
+  /** Masking changed a prompt: resuming it would not send what was asked. */
+  readonly promptsMasked: boolean
+  readonly status: WorkItemStatus
+  readonly threadId: string | undefined
+  /** Turns that completed (whatever their status). */
+  readonly turnsDone: number
+  readonly resumes: number
+  readonly submittedAt: number
+  readonly startedAt: number | undefined
+  readonly finishedAt: number | undefined
+  readonly resultStatus: string | undefined
+  readonly finalMessage: string | undefined
+  readonly failureReason: string | undefined
+  readonly failureDetail: string | undefined
+  readonly from: ItemOrigin | undefined
+  readonly handedTo: string | undefined
+}
+
+/** A work item a dead run did not finish. */
+export interface UnfinishedItem extends WorkItemRecord {
+  /** The prompts still to run: the turn that was running at the crash, then the rest. Empty: every turn completed. */
+  readonly remainingPrompts: ReadonlyArray<string>
+  /** How many times its thread moved to a new connection before the crash (0: never). */
+  readonly generation: number | undefined
+}
+
+export interface ThreadRecord {
+  readonly runId: string
+  readonly threadId: string
+  readonly item: string
+  /** 0 on the connection it started (or was resumed) on; +1 each time it was resumed on a restarted app-server. */
+  readonly generation: number
+  /** The work item resumed an existing thread (rather than starting one). */
+  readonly resumed: boolean
+  readonly readyAt: number
+  /** Its connection was lost at this time, and it was not resumed since. */
+  readonly lostAt: number | undefined
+}
+
+export interface TurnRecord {
+  readonly runId: string
+  readonly threadId: string
+  readonly turnId: string
+  readonly item: string
+  readonly prompt: string
+  /** `inProgress`, `completed`, `interrupted`, `failed`, `connection-lost`. */
+  readonly status: string
+  readonly startedAt: number
+  readonly completedAt: number | undefined
+  readonly finalMessage: string | undefined
+  readonly error: string | undefined
+}
+
+export interface SettlementRecord extends Replay.RecordedSettlement {
+  readonly written: boolean
+  readonly detail: string | undefined
+  readonly settledAt: number
+  readonly latencyMs: number | undefined
+}
+
+export interface CardRecord extends Replay.RecordedCard {
+  /** The server's request id, as it was (number or string). */
+  readonly requestId: string | number
+  readonly kind: string
+  /** The card's masked summary (`Card.CardSummary`), as JSON. */
+  readonly summary: unknown
+  readonly facts: CardFacts.CardFacts
+  readonly offers: ReadonlyArray<string>
+  readonly openedAt: number
+  readonly deadlineAt: number
+  /** Undefined: the card is open (or its run died before it settled and it is not yet stranded). */
+  readonly settlement: SettlementRecord | undefined
+}
+
+export interface LateDecisionRecord {
+  readonly runId: string
+  readonly cardId: string
+  readonly decision: string
+  readonly source: string
+  /** The outcome that had already won. */
+  readonly outcome: string
+  readonly at: number
+}
+
+/** Which cards: every field narrows; none given is every card. */
+export interface CardFilter {
+  readonly runId?: string
+  readonly item?: string | number
+  /** An outcome, `stranded`, or `open` (no settlement). */
+  readonly outcome?: Card.Outcome | "stranded" | "open"
+  /** A whole source (`rule:no-rm`, `person`, `remembered:m1`) or a source kind (`rule`, `remembered`). */
+  readonly source?: string
+  readonly method?: string
+  /** Opened at or after (epoch ms). */
+  readonly from?: number
+  /** Opened before (epoch ms). */
+  readonly to?: number
+  /** At most this many (default 10 000), oldest first. */
+  readonly limit?: number
+}
+
+/** A run's cards counted: every card is open, settled once, or stranded once. */
+export interface Accounting {
+  readonly cards: number
+  readonly open: number
+  readonly settled: number
+  readonly stranded: number
+  readonly byOutcome: Readonly<Record<string, number>>
+  readonly lateDecisions: number
+}
+
+export interface Recovery {
+  /** Cards of the dead run recorded `stranded` by this call. */
+  readonly stranded: number
+  /** Its unfinished work items, now `handed-over` to the recovering run. */
+  readonly items: ReadonlyArray<UnfinishedItem>
+}

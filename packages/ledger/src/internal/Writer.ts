@@ -1,0 +1,250 @@
+/**
+ * The ledger's one writer: `offer` enqueues synchronously (never blocks, never fails, never does
+ * I/O: it is safe on the engine's read loop), and a fiber in the ledger's scope writes what is
+ * queued in batches, one transaction per slice of a batch.
+ *
+ * - The SQLite driver is synchronous: a transaction runs on the event loop. So the writer writes
+ *   in slices (one transaction each, at most `maxBatch` ops or `sliceMs` of work) and lets the
+ *   event loop and the other fibers run between slices (`setImmediate`).
+ * - A slice that fails is written again op by op, each in its own transaction, so one bad op
+ *   costs itself only; an op that still fails is reported (`LedgerWriteFailed` on the failures
+ *   hub and in the log) and counted, and the writer goes on. Nothing here ever fails or blocks
+ *   the code that offers.
+ * - With a `capacity`, an op offered while that many wait is dropped and counted; the count is
+ *   written to its run (`dropped_events`) with the next batch and logged, so a record with gaps
+ *   says so. Without one (the default) nothing is dropped while the ledger is open.
+ * - `close` ends the queue and waits for the fiber to write everything queued before it.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { SecretMask } from "@warden/approvals"
+import { Cause, Chunk, Data, Deferred, Effect, Exit, Fiber, Mailbox, PubSub } from "effect"
+import type { Scope } from "effect"
+import { performance } from "node:perf_hooks"
+import * as Projection from "./Projection.js"
+
+/** A write the ledger could not make: reported, counted, and the ledger goes on. */
+export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
+  /** How many recorded events (or run updates) were lost. */
+  readonly events: number
+  /** What they were, by kind (`CardSettled`, `ThreadReady`, ...); never their data. */
+  readonly kinds: ReadonlyArray<string>
+  readonly detail: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `the ledger could not record ${this.events} event${this.events === 1 ? "" : "s"} (${this.kinds.join(", ")}): ${this.detail}`
+  }
+}
+
+export interface Stats {
+  /** Ops accepted into the queue. */
+  readonly recorded: number
+  /** Ops written (committed). */
+  readonly written: number
+  /** Ops that could not be written (each reported). */
+  readonly failed: number
+  /** Ops dropped: the queue was full (`capacity`) or the ledger had closed. */
+  readonly dropped: number
+  /** Ops waiting to be written. */
+  readonly pending: number
+  /** Transactions committed. */
+  readonly batches: number
+}
+
+export interface WriterOptions {
+  /** Ops in one transaction at most (default 1000). */
+  readonly maxBatch?: number
+  /**
+   * How long one transaction may hold the event loop, in milliseconds (default 4): the SQLite
+   * driver is synchronous, so the writer writes in slices this long and lets the event loop and
+   * the other fibers run between them (`setImmediate`).
+   */
+  readonly sliceMs?: number
+  /** Ops waiting at most; more are dropped and counted (default: unbounded). */
+  readonly capacity?: number
+}
+
+export interface Writer {
+  readonly offer: (op: Projection.Op) => boolean
+  /** Resolves once every op offered before it is written (or failed, reported). */
+  readonly flush: Effect.Effect<Stats>
+  readonly stats: () => Stats
+  readonly failures: PubSub.PubSub<LedgerWriteFailed>
+  /** No more ops; write what is queued; wait for it. */
+  readonly close: Effect.Effect<void>
+}
+
+const detailOf = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  const raw = error instanceof Error
+    ? `${error.message}${(error as { cause?: unknown }).cause instanceof Error ? `: ${((error as { cause?: Error }).cause as Error).message}` : ""}`
+    : String(error)
+  return SecretMask.maskShown(raw, 500)
+}
+
+/** The writer, its fiber forked in the caller's scope (the ledger's). */
+export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Effect.Effect<Writer, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const maxBatch = Math.max(1, options.maxBatch ?? 1000)
+    const sliceMs = Math.max(0, options.sliceMs ?? 4)
+    const capacity = options.capacity
+    const mailbox = yield* Mailbox.make<Projection.Op>()
+    const failures = yield* PubSub.unbounded<LedgerWriteFailed>()
+    let recorded = 0
+    let processed = 0
+    let written = 0
+    let failed = 0
+    let droppedTotal = 0
+    let batches = 0
+    let open = true
+    /** Drops not yet written to their runs. */
+    const droppedByRun = new Map<string, number>()
+    const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
+
+    const stats = (): Stats => ({ recorded, written, failed, dropped: droppedTotal, pending: recorded - processed, batches })
+
+    const drop = (op: Projection.Op) => {
+      droppedTotal++
+      const runId = op._tag === "RunStarted" ? op.run.runId : op.runId
+      droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + 1)
+    }
+
+    const offer = (op: Projection.Op): boolean => {
+      if (!open || (capacity !== undefined && recorded - processed >= capacity) || !mailbox.unsafeOffer(op)) {
+        drop(op)
+        return false
+      }
+      recorded++
+      return true
+    }
+
+    const report = (ops: ReadonlyArray<Projection.Op>, cause: Cause.Cause<unknown>) => {
+      const error = new LedgerWriteFailed({
+        events: ops.length,
+        kinds: [...new Set(ops.map(Projection.describe))].slice(0, 8),
+        detail: detailOf(cause),
+        cause: Cause.squash(cause)
+      })
+      failed += ops.length
+      failures.unsafeOffer(error)
+      return Effect.logError(error.message)
+    }
+
+    /** Each op in a transaction of its own: a bad op costs only itself (reported). */
+    const writeOneByOne = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void> =>
+      Effect.forEach(ops, (op) =>
+        sql.withTransaction(Projection.apply(sql, op)).pipe(
+          Effect.exit,
+          Effect.flatMap((one) => {
+            if (Exit.isSuccess(one)) {
+              written++
+              batches++
+              return Effect.void
+            }
+            return report([op], one.cause)
+          })
+        ), { discard: true })
+
+    /**
+     * One transaction: the ops from `from` on, until `maxBatch` of them or `sliceMs` spent. How
+     * many it took; if the transaction failed, those ops are written one by one instead.
+     */
+    const writeSlice = (ops: ReadonlyArray<Projection.Op>, from: number): Effect.Effect<number> =>
+      Effect.suspend(() => {
+        const started = performance.now()
+        let taken = 0
+        const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
+          const at = from + taken
+          if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return Effect.void
+          taken++
+          return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
+        })
+        return sql.withTransaction(step).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => {
+            const slice = ops.slice(from, from + taken)
+            if (Exit.isSuccess(exit)) {
+              written += slice.length
+              batches++
+              return Effect.succeed(slice.length)
+            }
+            return Effect.as(slice.length === 1 ? report(slice, exit.cause) : writeOneByOne(slice), slice.length)
+          })
+        )
+      })
+
+    /** Let the event loop (I/O callbacks, timers) and the other fibers run. */
+    const yieldToLoop = Effect.async<void>((resume) => {
+      const handle = setImmediate(() => resume(Effect.void))
+      return Effect.sync(() => clearImmediate(handle))
+    })
+
+    const settleWaiters = () => {
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        const w = waiters[i]!
+        if (w.target <= processed) {
+          waiters.splice(i, 1)
+          Deferred.unsafeDone(w.done, Exit.void)
+        }
+      }
+    }
+
+    /** Drops counted since the last batch, as ops of their own. */
+    const dropOps = (): ReadonlyArray<Projection.Op> => {
+      if (droppedByRun.size === 0) return []
+      const ops = Array.from(droppedByRun, ([runId, count]): Projection.Op => ({ _tag: "Dropped", runId, count }))
+      droppedByRun.clear()
+      return ops
+    }
+
+    const loop = Effect.gen(function*() {
+      while (true) {
+        const [chunk, done] = yield* mailbox.takeAll
+        const ops = Chunk.toReadonlyArray(chunk)
+        for (let i = 0; i < ops.length;) {
+          const n = yield* writeSlice(ops, i)
+          i += n
+          processed += n
+          settleWaiters()
+          yield* yieldToLoop
+        }
+        const drops = dropOps()
+        if (drops.length > 0) {
+          const count = drops.reduce((n, op) => n + (op._tag === "Dropped" ? op.count : 0), 0)
+          yield* Effect.logWarning(`the ledger dropped ${count} event${count === 1 ? "" : "s"}: its queue was full`)
+          yield* writeOneByOne(drops)
+        }
+        if (done) return
+      }
+    })
+
+    const fiber = yield* loop.pipe(
+      // However it ends, nobody waits on a flush forever.
+      Effect.onExit(() =>
+        Effect.sync(() => {
+          open = false
+          for (const w of waiters.splice(0)) Deferred.unsafeDone(w.done, Exit.void)
+        })
+      ),
+      Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the ledger's writer died", cause)),
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+
+    const flush: Effect.Effect<Stats> = Effect.suspend(() => {
+      if (recorded <= processed || !open) return Effect.sync(stats)
+      const done = Deferred.unsafeMake<void>(fiber.id())
+      waiters.push({ target: recorded, done })
+      return Effect.zipRight(Deferred.await(done), Effect.sync(stats))
+    })
+
+    const close = Effect.suspend(() => {
+      if (!open) return Effect.asVoid(Fiber.await(fiber))
+      open = false
+      mailbox.unsafeDone(Exit.void)
+      return Effect.asVoid(Fiber.await(fiber))
+    })
+
+    return { offer, flush, stats, failures, close }
+  })

@@ -1,0 +1,313 @@
+/**
+ * Recording a scripted run into a real SQLite file and reading it back: runs, work items, threads
+ * and their generations, turns, every card with its one settlement, late decisions; what a closing
+ * scope flushes; a write failure reported while the recorder goes on.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Decision } from "@warden/protocol"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { Effect, Exit, Layer, Queue, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Ledger, LedgerEvent } from "../src/index.js"
+import { commandParams, denyCmd, allowCmd, fileChangeParams, mcpToolCallParams, rules, script, tempDir } from "./support.js"
+
+const init = { userAgent: "fake/0.171.0", codexHome: "/tmp/codex-home" }
+
+const command = "item/commandExecution/requestApproval"
+
+describe("recording", () => {
+  it.scoped("a scripted run is read back whole: items, threads, turns, cards, settlements, late decisions", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "state", "ledger.db")
+      const s = yield* script({ rules: rules(denyCmd("no-rm", "rm"), allowCmd("git-status", "git", "status")) })
+
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun({ label: "scripted", info: { argv: ["warden", "run", "fix it"] } })
+        yield* run.attach(s.source)
+        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "fix the failing test", followUps: ["update the docs"], cwd: "/repo", model: "gpt-x" }))
+        run.record(LedgerEvent.itemSubmitted({ id: 2, prompt: "tidy the README", cwd: "/repo" }))
+        s.publish({ _tag: "ConnectionReady", slot: 0, connection: 7, init })
+
+        s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
+        s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: "fix the failing test" })
+        s.work({ _tag: "Notification", item: 1, threadId: "thr_1", turnId: "turn_1", method: "item/agentMessage/delta", params: { delta: "hi" } })
+
+        // A rule's deny, a rule's allow, a person's accept (then a late decline), an MCP tool call
+        // a person declines, a file change refused when its thread stops, one left open.
+        const denied = yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
+        const allowed = yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'git status'"))
+        const asked = yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'make test'"))
+        const accepted = yield* s.approvals.answer(asked.id, Decision.Accept)
+        assert.strictEqual(accepted._tag, "Settled")
+        const late = yield* s.approvals.answer(asked.id, Decision.Decline)
+        assert.strictEqual(late._tag, "AlreadySettled")
+        const mcp = yield* s.open("mcpServer/elicitation/request", mcpToolCallParams("thr_1", "turn_1", "probe", "poke", { depth: 2 }))
+        yield* s.approvals.answer(mcp.id, Decision.Decline)
+        const thread = yield* s.thread
+        const stopped = yield* s.open("item/fileChange/requestApproval", fileChangeParams("thr_1", "turn_1"), {
+          parent: thread,
+          context: { fileChanges: [{ path: "/repo/src/a.ts", kind: "update", diff: "-a\n+b" }] }
+        })
+        yield* Scope.close(thread, Exit.void)
+        const open = yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'npm publish'"))
+
+        s.work({
+          _tag: "TurnCompleted",
+          item: 1,
+          threadId: "thr_1",
+          turn: { turnId: "turn_1", status: "completed", finalMessage: "fixed", items: [], error: undefined, errors: [] }
+        })
+        s.work({ _tag: "ConnectionLost", item: 1, threadId: "thr_1", detail: "the app-server exited" })
+        s.publish({ _tag: "ConnectionLost", slot: 0, connection: 7, reason: { _tag: "Exited", code: 1, signal: null }, message: "exited with code 1", stderrTail: "" })
+        s.publish({ _tag: "ConnectionReady", slot: 0, connection: 8, init })
+        s.work({ _tag: "Resumed", item: 1, threadId: "thr_1", attempt: 1 })
+        s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_2", prompt: "update the docs" })
+        s.work({
+          _tag: "TurnCompleted",
+          item: 1,
+          threadId: "thr_1",
+          turn: { turnId: "turn_2", status: "completed", finalMessage: "docs updated", items: [], error: undefined, errors: [] }
+        })
+        s.finished(1, { threadId: "thr_1", finalMessage: "docs updated", resumes: 1 })
+
+        s.work({ _tag: "ThreadReady", item: 2, threadId: "thr_2", resumed: false })
+        s.work({ _tag: "TurnStarted", item: 2, threadId: "thr_2", turnId: "turn_3", prompt: "tidy the README" })
+
+        const stats = yield* ledger.flush
+        assert.strictEqual(stats.pending, 0)
+        assert.strictEqual(stats.failed, 0)
+        assert.strictEqual(stats.dropped, 0)
+        assert.deepStrictEqual([denied.id, allowed.id, asked.id, mcp.id, stopped.id, open.id], ["c1", "c2", "c3", "c4", "c5", "c6"])
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      // A second ledger on the same file reads what the first wrote.
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const [run] = yield* ledger.runs()
+        assert.strictEqual(run!.runId, runId)
+        assert.strictEqual(run!.status, "ended")
+        assert.strictEqual(run!.label, "scripted")
+        assert.deepStrictEqual(run!.info, { argv: ["warden", "run", "fix it"] })
+        assert.strictEqual(run!.pid, process.pid)
+
+        const items = yield* ledger.workItems(runId)
+        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.threadId, i.turnsDone, i.resumes]), [
+          ["1", "finished", "thr_1", 2, 1],
+          ["2", "running", "thr_2", 0, 0]
+        ])
+        assert.strictEqual(items[0]!.prompt, "fix the failing test")
+        assert.deepStrictEqual(items[0]!.followUps, ["update the docs"])
+        assert.deepStrictEqual(items[0]!.options, { cwd: "/repo", model: "gpt-x" })
+        assert.strictEqual(items[0]!.resultStatus, "completed")
+        assert.strictEqual(items[0]!.finalMessage, "docs updated")
+        assert.strictEqual(items[0]!.promptsMasked, false)
+
+        const threads = yield* ledger.threads(runId)
+        assert.deepStrictEqual(threads.map((t) => [t.threadId, t.item, t.generation, t.resumed, t.lostAt]), [
+          ["thr_1", "1", 1, false, undefined],
+          ["thr_2", "2", 0, false, undefined]
+        ])
+        const turns = yield* ledger.turns(runId)
+        assert.deepStrictEqual(turns.map((t) => [t.turnId, t.status, t.prompt, t.finalMessage]), [
+          ["turn_1", "completed", "fix the failing test", "fixed"],
+          ["turn_2", "completed", "update the docs", "docs updated"],
+          ["turn_3", "inProgress", "tidy the README", undefined]
+        ])
+
+        const cards = yield* ledger.cards({ runId })
+        assert.deepStrictEqual(
+          cards.map((c) => [c.cardId, c.method, c.settlement?.outcome, c.settlement?.source, c.settlement?.written]),
+          [
+            ["c1", command, "declined", "rule:no-rm", true],
+            ["c2", command, "accepted", "rule:git-status", true],
+            ["c3", command, "accepted", "person", true],
+            ["c4", "mcpServer/elicitation/request", "declined", "person", true],
+            ["c5", "item/fileChange/requestApproval", "refused", "thread-stopped", true],
+            ["c6", command, undefined, undefined, undefined]
+          ]
+        )
+        const c1 = cards[0]!
+        assert.strictEqual(c1.threadId, "thr_1")
+        assert.strictEqual(c1.turnId, "turn_1")
+        assert.strictEqual(c1.workItem, "1")
+        assert.strictEqual(c1.requestId, 0)
+        assert.strictEqual(c1.title, "run: rm -rf build (in /repo)")
+        assert.deepStrictEqual(c1.facts, {
+          kind: "command",
+          command: "rm -rf build",
+          argv: ["rm", "-rf", "build"],
+          simple: true,
+          cwd: "/repo",
+          complete: true,
+          masked: false
+        })
+        assert.deepStrictEqual(cards[3]!.facts.mcp, { server: "probe", tool: "poke", toolCall: true, noFields: true, mode: "form" })
+        assert.deepStrictEqual(cards[4]!.facts.paths, [{ path: "/repo/src/a.ts", kind: "update" }])
+        assert.strictEqual(cards[2]!.settlement!.decision, "accept")
+        assert.strictEqual(cards[2]!.settlement!.sourceKind, "person")
+
+        const late = yield* ledger.lateDecisions({ runId })
+        assert.deepStrictEqual(late.map((l) => [l.cardId, l.decision, l.source, l.outcome]), [["c3", "Decline", "person", "accepted"]])
+
+        const accounting = yield* ledger.accounting(runId)
+        assert.deepStrictEqual(accounting, {
+          cards: 6,
+          open: 1,
+          settled: 5,
+          stranded: 0,
+          byOutcome: { accepted: 2, declined: 2, refused: 1 },
+          lateDecisions: 1
+        })
+
+        // The audit filters.
+        const ids = (cs: ReadonlyArray<Ledger.CardRecord>) => cs.map((c) => c.cardId)
+        assert.deepStrictEqual(ids(yield* ledger.cards({ source: "rule" })), ["c1", "c2"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ source: "rule:no-rm" })), ["c1"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ outcome: "accepted" })), ["c2", "c3"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ outcome: "open" })), ["c6"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ method: "item/fileChange/requestApproval" })), ["c5"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ item: 1, limit: 2 })), ["c1", "c2"])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ item: 2 })), [])
+        assert.deepStrictEqual(ids(yield* ledger.cards({ from: 1 })), [])
+        assert.deepStrictEqual(ids(yield* ledger.openCards(runId)), ["c6"])
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
+  it.scoped("closing the scope writes what was queued, without a flush", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      const n = 500
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        for (let i = 0; i < n; i++) run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `item ${i}` }))
+        // Published to the attached source and never pumped before the close: drained by it.
+        for (let i = 0; i < n; i++) s.work({ _tag: "ThreadReady", item: i, threadId: `thr_${i}`, resumed: false })
+        const card = yield* s.open(command, commandParams("thr_0", "turn_0", "ls"))
+        yield* s.approvals.answer(card.id, Decision.Decline)
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const items = yield* ledger.workItems(runId)
+        assert.strictEqual(items.length, n)
+        assert.isTrue(items.every((i) => i.status === "running" && i.threadId === `thr_${i.item}`))
+        const cards = yield* ledger.cards({ runId })
+        assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome), ["declined"])
+        const [run] = yield* ledger.runs()
+        assert.strictEqual(run!.status, "ended")
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
+  it.scoped("a supervisor's events published while it shuts down are recorded: the ledger outlives it", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        // The approvals engine in a scope of its own, closed before the ledger: its finalizer
+        // refuses the open card (outcome shutdown) as the supervisor's does. The card's thread
+        // outlives the engine (the supervisor refuses open cards before its threads stop).
+        const thread = yield* Scope.make()
+        const engineScope = yield* Scope.make()
+        const s = yield* script().pipe(Scope.extend(engineScope))
+        yield* run.attach(s.source)
+        yield* s.open(command, commandParams("thr_1", "turn_1", "make deploy"), { parent: thread })
+        yield* Scope.close(engineScope, Exit.void)
+        yield* Scope.close(thread, Exit.void)
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const cards = yield* ledger.cards({ runId })
+        assert.deepStrictEqual(cards.map((c) => [c.settlement?.outcome, c.settlement?.source]), [["shutdown", "shutdown"]])
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
+  it.scoped("a write failure is reported and counted; recording goes on and the rest is written", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const failures = yield* ledger.subscribeFailures
+        const s = yield* script()
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        yield* ledger.flush
+        // The schema breaks under the ledger: turns can no longer be written.
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DROP TABLE ledger_turns`
+
+        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "still recorded" }))
+        s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
+        s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: "still recorded" })
+        const card = yield* s.open(command, commandParams("thr_1", "turn_1", "ls"))
+        yield* s.approvals.answer(card.id, Decision.Accept)
+        const stats = yield* ledger.flush
+        assert.strictEqual(stats.failed, 1)
+        assert.strictEqual(stats.pending, 0)
+
+        const failure = yield* Queue.take(failures)
+        assert.strictEqual(failure._tag, "LedgerWriteFailed")
+        assert.deepStrictEqual(failure.kinds, ["TurnStarted"])
+        assert.include(failure.message, "no such table: ledger_turns")
+
+        // The batch it was in was written op by op: everything else is there.
+        const cards = yield* ledger.cards({ runId: run.id })
+        assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome), ["accepted"])
+        const items = yield* ledger.workItems(run.id)
+        assert.deepStrictEqual(items.map((i) => [i.prompt, i.status, i.threadId]), [["still recorded", "running", "thr_1"]])
+        // `Ledger.layer` on a client of the caller's (as a Postgres client would be given).
+      }).pipe(Effect.provide(Layer.provideMerge(Ledger.layer(), SqliteClient.layer({ filename }))))
+    }))
+
+  it.scoped("a bounded queue drops what does not fit, counts it, and the run says so", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        // Recorded in one synchronous step: at most 10 wait (the run's own row among them).
+        const kept = Array.from({ length: 20 }, (_, i) => run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `p${i}` })))
+        const dropped = kept.filter((k) => !k).length
+        assert.isAtLeast(dropped, 10)
+        const stats = yield* ledger.flush
+        assert.strictEqual(stats.dropped, dropped)
+        return { runId: run.id, dropped }
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename, capacity: 10 })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const [run] = yield* ledger.runs()
+        assert.strictEqual(run!.droppedEvents, runId.dropped)
+        assert.strictEqual((yield* ledger.workItems(runId.runId)).length, 20 - runId.dropped)
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
+  it.scoped("a file that is not a database fails to open with a typed error", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "not-a-db")
+      Fs.writeFileSync(filename, "this is not a SQLite database, just text that is long enough to be read as a header".repeat(20))
+      const error = yield* Effect.flip(Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename })))
+      assert.strictEqual(error._tag, "LedgerError")
+      assert.strictEqual(error.reason, "Open")
+      assert.include(error.message, "not a database")
+    }))
+
+  it.scoped("the database file is private to its owner", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "state", "ledger.db")
+      yield* Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename }))
+      assert.strictEqual(Fs.statSync(filename).mode & 0o777, 0o600)
+      assert.strictEqual(Fs.statSync(Path.dirname(filename)).mode & 0o777, 0o700)
+    }))
+})

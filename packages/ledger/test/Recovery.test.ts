@@ -1,0 +1,183 @@
+/**
+ * Crash recovery: a process recording a run is SIGKILLed; another opens the same file and finds
+ * the run still `running`, its unfinished work items (threads, remaining prompts) and its open
+ * card; `recover` strands the card and hands the items over exactly once; `markStranded` is
+ * idempotent and refused for a run the ledger is recording; the accounting stays exact.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Decision } from "@warden/protocol"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+import { Ledger, LedgerEvent } from "../src/index.js"
+import { commandParams, script, tempDir } from "./support.js"
+
+const root = Path.resolve(__dirname, "../../..")
+const crashRun = Path.join(__dirname, "fixtures", "crash-run.ts")
+
+/** Run the crash fixture until it says its run is written, SIGKILL it, and return the run's id. */
+const recordThenKill = (filename: string) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() =>
+      ChildProcess.spawn(process.execPath, ["--import", "tsx", crashRun, filename], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+    ),
+    (child) =>
+      Effect.async<string, Error>((resume) => {
+        let out = ""
+        let err = ""
+        child.stdout!.on("data", (chunk: Buffer) => {
+          out += chunk.toString("utf8")
+          const line = /flushed (\S+)\n/.exec(out)
+          if (line) resume(Effect.succeed(line[1]!))
+        })
+        child.stderr!.on("data", (chunk: Buffer) => {
+          err += chunk.toString("utf8")
+        })
+        child.on("exit", (code, signal) => resume(Effect.fail(new Error(`the crash fixture exited early (${code ?? signal}): ${err}`))))
+      }).pipe(
+        Effect.tap(() =>
+          Effect.async<void>((resume) => {
+            child.removeAllListeners("exit")
+            child.on("exit", () => resume(Effect.void))
+            child.kill("SIGKILL")
+          })
+        )
+      ),
+    (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  )
+
+describe("recovery", () => {
+  it.live("after a SIGKILL: the run is still running, its unfinished items and open card are found, and recovered exactly once", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const dead = yield* recordThenKill(filename)
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const [before] = yield* ledger.runs()
+        assert.strictEqual(before!.runId, dead)
+        assert.strictEqual(before!.status, "running")
+
+        const unfinished = yield* ledger.unfinishedItems(dead)
+        assert.deepStrictEqual(
+          unfinished.map((i) => [i.item, i.status, i.threadId, i.generation, i.turnsDone, i.remainingPrompts]),
+          [
+            ["2", "running", "thr_2", 0, 1, ["second turn", "third turn"]],
+            ["3", "pending", undefined, undefined, 0, ["never started"]]
+          ]
+        )
+        assert.deepStrictEqual(unfinished[0]!.options, { cwd: "/repo" })
+        const open = yield* ledger.openCards(dead)
+        assert.deepStrictEqual(open.map((c) => [c.cardId, c.title, c.workItem]), [["c2", "run: make deploy (in /repo)", "2"]])
+
+        const run = yield* ledger.beginRun({ label: "resume", resumedFrom: dead })
+        const recovered = yield* ledger.recover(dead, run.id)
+        assert.strictEqual(recovered.stranded, 1)
+        assert.deepStrictEqual(recovered.items.map((i) => [i.item, i.remainingPrompts]), [
+          ["2", ["second turn", "third turn"]],
+          ["3", ["never started"]]
+        ])
+        // Exactly once: a second recovery finds nothing, stranding again changes nothing.
+        const again = yield* ledger.recover(dead, run.id)
+        assert.deepStrictEqual(again, { stranded: 0, items: [] })
+        assert.strictEqual(yield* ledger.markStranded(dead), 0)
+
+        const items = yield* ledger.workItems(dead)
+        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.handedTo]), [
+          ["1", "finished", undefined],
+          ["2", "handed-over", run.id],
+          ["3", "handed-over", run.id]
+        ])
+        const cards = yield* ledger.cards({ runId: dead })
+        assert.deepStrictEqual(cards.map((c) => [c.cardId, c.settlement?.outcome, c.settlement?.source, c.settlement?.written]), [
+          ["c1", "accepted", "person", true],
+          ["c2", "stranded", "stranded", false]
+        ])
+        assert.deepStrictEqual(yield* ledger.accounting(dead), {
+          cards: 2,
+          open: 0,
+          settled: 1,
+          stranded: 1,
+          byOutcome: { accepted: 1, stranded: 1 },
+          lateDecisions: 0
+        })
+        yield* ledger.flush // queries read what is written: the new run's row is written with the next batch
+        const runs = yield* ledger.runs()
+        assert.deepStrictEqual(runs.map((r) => [r.runId, r.status, r.resumedFrom]).sort(), [
+          [dead, "crashed", undefined],
+          [run.id, "running", dead]
+        ].sort())
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    })), { timeout: 60_000 })
+
+  it.scoped("markStranded strands each open card once, leaves settled ones alone, and refuses a live run", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      const first = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "p" }))
+        const a = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make a"))
+        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make b"))
+        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make c"))
+        yield* s.approvals.answer(a.id, Decision.Decline)
+        yield* ledger.flush
+        const refused = yield* Effect.flip(ledger.markStranded(run.id))
+        assert.strictEqual(refused.reason, "LiveRun")
+        assert.deepStrictEqual((yield* ledger.openCards(run.id)).map((c) => c.cardId), ["c2", "c3"])
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        assert.strictEqual(yield* ledger.markStranded(first), 2)
+        assert.strictEqual(yield* ledger.markStranded(first), 0)
+        assert.strictEqual(yield* ledger.markStranded("no-such-run"), 0)
+        const cards = yield* ledger.cards({ runId: first })
+        assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome), ["declined", "stranded", "stranded"])
+        // A cleanly closed run stays `ended`; only a run that was still `running` becomes `crashed`.
+        const [run] = yield* ledger.runs()
+        assert.strictEqual(run!.status, "ended")
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
+  it.scoped("a settlement recorded after the card was stranded does not replace it (one settlement per card) and is kept as a late decision", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      // A first ledger records the card open, a second strands it, the first then records the
+      // card's settlement (a run wrongly taken for dead): the ledger keeps exactly one.
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun({ id: "r-shared" })
+        yield* run.attach(s.source)
+        const card = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make it"))
+        yield* ledger.flush
+        const stranded = yield* Effect.provide(
+          Effect.flatMap(Ledger.Ledger, (other) => other.markStranded(run.id)),
+          Ledger.layerSqlite({ filename })
+        )
+        assert.strictEqual(stranded, 1)
+        yield* s.approvals.answer(card.id, Decision.Accept)
+        const stats = yield* ledger.flush
+        assert.strictEqual(stats.failed, 0)
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        assert.deepStrictEqual(yield* ledger.accounting(runId), {
+          cards: 1,
+          open: 0,
+          settled: 0,
+          stranded: 1,
+          byOutcome: { stranded: 1 },
+          lateDecisions: 1
+        })
+        const late = yield* ledger.lateDecisions({ runId })
+        assert.deepStrictEqual(late.map((l) => [l.cardId, l.decision, l.source, l.outcome]), [["c1", "accept", "person", "stranded"]])
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+})

@@ -1,0 +1,154 @@
+/**
+ * Test support: a temporary directory per test (removed by its scope), a scripted event source
+ * (the real approvals engine for cards, a PubSub for supervisor events), request builders.
+ */
+import { Approvals, Policy } from "@warden/approvals"
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { ServerRequests } from "@warden/protocol"
+import type { Supervisor, WorkItem } from "@warden/supervisor"
+import { Effect, Either, Exit, PubSub, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import type { Ledger } from "../src/index.js"
+
+/** A fresh directory under the OS temp directory, removed when the scope closes. */
+export const tempDir: Effect.Effect<string, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-ledger-")))),
+  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+/** Every byte of the database and its side files (-wal, -shm, -journal), as one latin1 string. */
+export const fileBytes = (filename: string): string =>
+  Fs.readdirSync(Path.dirname(filename))
+    .filter((f) => f.startsWith(Path.basename(filename)))
+    .map((f) => Fs.readFileSync(Path.join(Path.dirname(filename), f)).toString("latin1"))
+    .join("\n")
+
+/** Rules from plain data (a bad one throws). */
+export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
+  const decoded = Policy.decodeRules({ rules: list })
+  if (Either.isLeft(decoded)) throw new Error(decoded.left)
+  return decoded.right
+}
+export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
+export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
+export const allowPath = (id: string, under: string) => ({ id, effect: "allow", match: { path: { under } } })
+export const denyPath = (id: string, under: string) => ({ id, effect: "deny", match: { path: { under } } })
+export const allowMcp = (id: string, server: string, tool?: string) => ({ id, effect: "allow", match: { mcp: tool === undefined ? { server } : { server, tool } } })
+
+// ---------------------------------------------------------------------------------------------
+// Requests (params as codex 0.171.0 sends them)
+
+export const commandParams = (threadId: string, turnId: string, command: string, cwd = "/repo") => ({
+  threadId,
+  turnId,
+  itemId: "call_1",
+  reason: "needs to run outside the sandbox",
+  command,
+  cwd,
+  availableDecisions: ["accept", "acceptForSession", "decline", "cancel"]
+})
+
+export const fileChangeParams = (threadId: string, turnId: string, grantRoot?: string) => ({
+  threadId,
+  turnId,
+  itemId: "patch_1",
+  reason: "write the fix",
+  ...(grantRoot !== undefined ? { grantRoot } : {})
+})
+
+export const mcpToolCallParams = (threadId: string, turnId: string, server: string, tool: string, args: Record<string, unknown>) => ({
+  threadId,
+  turnId,
+  serverName: server,
+  mode: "form",
+  message: `Allow ${server} to run ${tool}?`,
+  requestedSchema: { type: "object", properties: {} },
+  _meta: { codex_approval_kind: "mcp_tool_call", tool_name: tool, tool_params: args }
+})
+
+export const permissionsParams = (threadId: string, turnId: string, permissions: unknown) => ({
+  threadId,
+  turnId,
+  itemId: "perm_1",
+  cwd: "/repo",
+  reason: "needs more access",
+  permissions
+})
+
+// ---------------------------------------------------------------------------------------------
+// A scripted source: the real approvals engine for cards, a PubSub for supervisor events
+
+export interface Script {
+  readonly source: Ledger.EventSource
+  readonly approvals: Approvals.ApprovalsShape
+  /** Publish a supervisor event, as the supervisor does (synchronously). */
+  readonly publish: (event: Supervisor.SupervisorEvent) => void
+  readonly work: (event: WorkItem.WorkEvent) => void
+  readonly finished: (item: string | number, result: Partial<WorkItem.WorkResult> & { readonly threadId: string }) => void
+  /** Open a card through a desk, as a connection's read loop does. */
+  readonly open: (
+    method: string,
+    params: unknown,
+    options?: { readonly parent?: Scope.Scope | "none"; readonly context?: Card.CardContext; readonly id?: number | string }
+  ) => Effect.Effect<Card.CardView>
+  /** A thread's scope: closing it refuses its open cards (thread-stopped). */
+  readonly thread: Effect.Effect<Scope.CloseableScope>
+  readonly written: ReadonlyArray<Record<string, unknown>>
+}
+
+export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Script, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const approvals = yield* Approvals.make(config).pipe(Effect.orDie)
+    const events = yield* PubSub.unbounded<Supervisor.SupervisorEvent>()
+    const written: Array<Record<string, unknown>> = []
+    const line: Approvals.Line = { write: (frame) => (written.push(frame), true), isOpen: () => true }
+    const desk = approvals.desk(line)
+    const defaultParent = yield* Scope.make()
+    yield* Effect.addFinalizer(() => Scope.close(defaultParent, Exit.void))
+    let nextId = 0
+    const publish = (event: Supervisor.SupervisorEvent) => {
+      events.unsafeOffer(event)
+    }
+    return {
+      source: { subscribe: PubSub.subscribe(events), subscribeApprovals: approvals.subscribe },
+      approvals,
+      publish,
+      work: (event) => publish({ _tag: "Work", event }),
+      finished: (item, result) =>
+        publish({
+          _tag: "ItemFinished",
+          item,
+          exit: Exit.succeed({
+            id: item,
+            status: "completed",
+            finalMessage: "done",
+            items: [],
+            usage: undefined,
+            errors: [],
+            turns: [],
+            resumes: 0,
+            ...result
+          })
+        }),
+      open: (method, params, options = {}) =>
+        Effect.flatMap(
+          desk.open(ServerRequests.decode(options.id ?? nextId++, method, params), {
+            parent: options.parent === "none" ? undefined : options.parent ?? defaultParent,
+            context: { workItem: "1", ...options.context }
+          }),
+          (result) =>
+            result._tag === "Opened"
+              ? Effect.succeed(result.card)
+              : result._tag === "Settled"
+              ? Effect.succeed(result.settlement.card)
+              : Effect.dieMessage(`duplicate request id ${String(result.requestId)}`)
+        ),
+      thread: Scope.make(),
+      written
+    }
+  })
+
+/** Events an ApprovalEvent dequeue holds now (for asserting what was published). */
+export type { ApprovalEvent }
