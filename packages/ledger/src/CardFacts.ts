@@ -1,8 +1,10 @@
 /**
  * The facts of a card that a rule matches on (command line and argv, cwd, changed or asked paths,
- * MCP server and tool, permissions asked), as the ledger stores them: taken from the card's
- * masked summary (`CardView.summary`, built by approvals' `CardSummary` through `SecretMask`), so
- * they never hold a secret and are bounded as a card is (`CardSummary.Bounds`).
+ * MCP server and tool, permissions asked), as the ledger stores them.
+ *
+ * They are taken from the card's masked summary (`CardView.summary`, built by approvals'
+ * `CardSummary` through `SecretMask`), so they never hold a secret and are bounded as a card is
+ * (`CardSummary.Bounds`).
  *
  * `toRequest` turns stored facts back into a request `Policy.evaluate` can read, for replaying
  * candidate rules and for matching remembered rules against recorded cards. Where the summary cut
@@ -14,22 +16,37 @@ import { Card, SecretMask, ShellCommand } from "@warden/approvals"
 import type { Card as CardTypes } from "@warden/approvals"
 import { ServerRequests } from "@warden/protocol"
 
+/** One changed file of a file-change card, as the card lists it (masked). */
 export interface PathFact {
+  /** The file's path (masked; cut when too long for display). */
   readonly path: string
   /** add, delete, update, move-from, move-to, ... or `Card.OmittedChanges` for the changes not listed. */
   readonly kind: string
 }
 
+/** What an MCP elicitation or tool-call card asked about, as rules match it. */
 export interface McpFact {
+  /** The MCP server's name. */
   readonly server: string
+  /** The tool's name (a tool-call approval's `_meta.tool_name`); undefined when the card names none. */
   readonly tool: string | undefined
   /** An MCP tool-call approval (`_meta.codex_approval_kind: "mcp_tool_call"`). */
   readonly toolCall: boolean
   /** The form asks for no content (a yes/no approval: the card offered a plain Accept). */
   readonly noFields: boolean
+  /** The elicitation's mode (`form` or `url`); `form` for a tool-call approval. */
   readonly mode: string
 }
 
+/**
+ * A card's facts as stored with it (`CardRecord.facts`), built by `fromView` and read back into a
+ * request by `toRequest`.
+ *
+ * Which fields are set depends on `kind`: `command`, `argv`, `simple` and `cwd` for a command;
+ * `paths` and `grantRoot` for a file change; `permissions`, `asked` and `cwd` for permissions;
+ * `mcp` for an MCP tool call or elicitation. `complete` and `masked` say how far a replay can
+ * trust them.
+ */
 export interface CardFacts {
   /** The summary's kind: command, fileChange, permissions, mcpToolCall, elicitation, userInput, dynamicTool, other. */
   readonly kind: CardTypes.CardSummary["kind"]
@@ -39,14 +56,17 @@ export interface CardFacts {
   readonly argv?: ReadonlyArray<string>
   /** One command, no operators, no expansions: the only kind an allow (or a remembered allow) may match. */
   readonly simple?: boolean
+  /** The working directory of a command, or of a permissions request (masked). */
   readonly cwd?: string
   /** Changed files (file changes), in the card's order. */
   readonly paths?: ReadonlyArray<PathFact>
+  /** The root under which a file change asks writes be allowed for the rest of the session, if any (masked). */
   readonly grantRoot?: string
   /** The permissions asked, as a masked copy of the request's `permissions`. */
   readonly permissions?: unknown
   /** What the permissions ask, one line each (`write /repo`, `read /etc/hosts`, `network`). */
   readonly asked?: ReadonlyArray<string>
+  /** The server and tool of an MCP tool call or elicitation. */
   readonly mcp?: McpFact
   /** Nothing was cut for display: the facts are the whole request's. */
   readonly complete: boolean

@@ -1,6 +1,7 @@
 /**
- * The Ledger service: a durable record of runs, work items, threads, turns and every approval card
- * with its one settlement, plus remembered rules, on any `@effect/sql` client (SQLite by default).
+ * The `Ledger` service keeps a durable record of runs, work items, threads, turns and every
+ * approval card with its one settlement, plus remembered rules, on any `@effect/sql` client
+ * (SQLite by default).
  *
  * Scopes: the ledger's layer scope owns one writer fiber and the fibers that pump attached
  * supervisors' events into it. Recording is a synchronous enqueue (`Run.record`), never I/O, so
@@ -69,14 +70,25 @@ export interface RunInfo {
   readonly host?: string
 }
 
-/** What `attach` reads: a supervisor (`SupervisorShape` is one). */
+/**
+ * The two event subscriptions `Run.attach` reads, which a supervisor has (`SupervisorShape` is an
+ * `EventSource`).
+ */
 export interface EventSource {
+  /** Subscribe to the supervisor's events (work, connections, finished items) from now on. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Supervisor.SupervisorEvent>, never, Scope.Scope>
+  /** Subscribe to the approvals engine's events (cards opened and settled, late decisions) from now on. */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
 }
 
-/** One run being recorded. */
+/**
+ * One run being recorded, as `LedgerShape.beginRun` returns it.
+ *
+ * Nothing a `Run` does fails: `record` reports a dropped event by returning false, and a write
+ * that fails later is counted in `stats` and published on `failures`, never raised here.
+ */
 export interface Run {
+  /** The run's id: `RunInfo.id` (cut to 512 characters), or a new time-ordered one. */
   readonly id: string
   /**
    * Queue an event for writing: synchronous, never blocks, never fails, no I/O. A thread's
@@ -90,68 +102,192 @@ export interface Run {
    * scope, so what a supervisor publishes while it shuts down (its refusals) is still recorded.
    */
   readonly attach: (source: EventSource) => Effect.Effect<void>
-  /** Mark the run ended now (closing the ledger does it for runs still open). */
+  /**
+   * Mark the run `ended` now (closing the ledger does it for runs still open). Ending it again
+   * changes nothing.
+   */
   readonly end: Effect.Effect<void>
 }
 
+/**
+ * What the `Ledger` service offers, in four parts.
+ *
+ * - Recording: `beginRun` (then `Run.record` and `Run.attach`), `flush`, `stats`, and the write
+ *   failures (`failures`, `subscribeFailures`). None of these fails: a write that fails is
+ *   reported there, counted and logged, and recording goes on.
+ * - Audit: `runs`, `workItems`, `threads`, `turns`, `cards`, `lateDecisions`, `accounting`. They
+ *   read what has been written (call `flush` first to include what was just recorded) and fail
+ *   with `LedgerError` of reason `Sql` when the query fails.
+ * - Recovery: `unfinishedItems`, `openCards`, `markStranded`, `recover`. All four fail with
+ *   `LedgerError` of reason `Sql` when the query fails; the last two also with `LiveRun` for a run
+ *   this ledger is recording.
+ * - Remembered rules: `remember` (`Invalid`, `Sql`), `rememberedRules` (`Sql`), `revoke`
+ *   (`NotFound`, `Sql`).
+ */
 export interface LedgerShape {
-  /** Begin recording a run (its row is written with the next batch). */
+  /**
+   * Begin recording a run: its row (`running`) is written with the next batch, and the run is
+   * ended when the ledger closes, unless `Run.end` ended it first. Never fails.
+   *
+   * @example
+   * ```ts
+   * import { Ledger, LedgerEvent } from "@warden/ledger"
+   * import { Supervisor } from "@warden/supervisor"
+   * import { Effect } from "effect"
+   *
+   * const program = Effect.gen(function*() {
+   *   const ledger = yield* Ledger.Ledger
+   *   const supervisor = yield* Supervisor.Supervisor
+   *   const run = yield* ledger.beginRun({ label: "nightly", info: { argv: process.argv } })
+   *   // Supervisor and approval events from now on, until the ledger closes.
+   *   yield* run.attach(supervisor)
+   *   const item = { id: 1, prompt: "fix the failing test", cwd: "/repo" }
+   *   // No stream publishes a submission: record it before running the item.
+   *   run.record(LedgerEvent.itemSubmitted(item))
+   *   return yield* supervisor.run(item)
+   * })
+   * ```
+   */
   readonly beginRun: (info?: RunInfo) => Effect.Effect<Run>
   /**
    * Wait until everything recorded so far is written (or reported failed), including what the
    * attached sources published before the call.
    */
   readonly flush: Effect.Effect<Writer.Stats>
+  /** The writer's counters now (ops recorded, written, failed, dropped, pending; transactions). */
   readonly stats: Effect.Effect<Writer.Stats>
-  /** Write failures from the moment of subscription (each is also logged). */
+  /**
+   * Write failures from the moment of subscription (each is also logged). A `LedgerWriteFailed`
+   * names how many events were lost and their kinds, never their data.
+   */
   readonly failures: Stream.Stream<Writer.LedgerWriteFailed>
+  /** The same write failures as `failures`, as a queue subscribed in the caller's scope. */
   readonly subscribeFailures: Effect.Effect<Queue.Dequeue<Writer.LedgerWriteFailed>, never, Scope.Scope>
 
   // Audit
+  /** Every run (or those with this status), newest first. Fails with `LedgerError` (`Sql`). */
   readonly runs: (status?: Records.RunStatus) => Effect.Effect<ReadonlyArray<Records.RunRecord>, LedgerError>
+  /** A run's work items, in the order they were submitted. Fails with `LedgerError` (`Sql`). */
   readonly workItems: (runId: string) => Effect.Effect<ReadonlyArray<Records.WorkItemRecord>, LedgerError>
+  /** A run's threads, in the order they became ready. Fails with `LedgerError` (`Sql`). */
   readonly threads: (runId: string) => Effect.Effect<ReadonlyArray<Records.ThreadRecord>, LedgerError>
+  /** A run's turns, in the order they started. Fails with `LedgerError` (`Sql`). */
   readonly turns: (runId: string) => Effect.Effect<ReadonlyArray<Records.TurnRecord>, LedgerError>
-  /** Cards with their settlements, filtered, oldest first. */
+  /**
+   * Cards with their settlements, filtered, oldest first (at most `filter.limit`, default 10 000).
+   * Fails with `LedgerError` (`Sql`).
+   */
   readonly cards: (filter?: Records.CardFilter) => Effect.Effect<ReadonlyArray<Records.CardRecord>, LedgerError>
+  /**
+   * Late decisions (an answer that came after its card had settled), of a run or a card, oldest
+   * first. Fails with `LedgerError` (`Sql`).
+   */
   readonly lateDecisions: (filter?: { readonly runId?: string; readonly cardId?: string }) => Effect.Effect<ReadonlyArray<Records.LateDecisionRecord>, LedgerError>
-  /** A run's cards counted by how they ended (every card: open, settled once, or stranded once). */
+  /**
+   * A run's cards counted by how they ended (every card: open, settled once, or stranded once).
+   * Fails with `LedgerError` (`Sql`).
+   */
   readonly accounting: (runId: string) => Effect.Effect<Records.Accounting, LedgerError>
 
   // Recovery
-  /** The work items a run did not finish, with their threads and remaining prompts. */
+  /**
+   * The work items a run did not finish (`pending` or `running`), with their threads and
+   * remaining prompts. Fails with `LedgerError` (`Sql`).
+   */
   readonly unfinishedItems: (runId: string) => Effect.Effect<ReadonlyArray<Records.UnfinishedItem>, LedgerError>
-  /** A run's cards with no settlement. */
+  /** A run's cards with no settlement. Fails with `LedgerError` (`Sql`). */
   readonly openCards: (runId: string) => Effect.Effect<ReadonlyArray<Records.CardRecord>, LedgerError>
   /**
    * Record every open card of a dead run `stranded` (never answered by anyone), and the run
-   * `crashed`. Idempotent: a card is stranded once; a second call changes nothing and returns 0.
-   * Refused (`LiveRun`) for a run this ledger is recording.
+   * `crashed`, in one transaction; returns how many cards it stranded. Idempotent: a card is
+   * stranded once; a second call changes nothing and returns 0 (so does an unknown run id).
+   *
+   * Whether a run is dead is the caller's to decide (the run records its `pid` and `host`): the
+   * ledger refuses only a run it is recording itself. Fails with `LedgerError`: `LiveRun` for a
+   * run this ledger is recording, `Sql` when the transaction fails (nothing is changed then).
    */
   readonly markStranded: (runId: string) => Effect.Effect<number, LedgerError>
   /**
-   * `markStranded`, and hand the dead run's unfinished work items to `intoRunId` (they become
-   * `handed-over`), in one transaction: the items are returned to exactly one caller, once.
+   * Strand a dead run's open cards (as `markStranded`) and hand its unfinished work items to
+   * `intoRunId`, in one transaction; the items become `handed-over` and are returned to exactly one
+   * caller, once (a second `recover` returns none).
+   *
+   * Fails with `LedgerError`: `LiveRun` when `deadRunId` is a run this ledger is recording, `Sql`
+   * when the transaction fails (nothing is changed then).
    */
   readonly recover: (deadRunId: string, intoRunId: string) => Effect.Effect<Records.Recovery, LedgerError>
 
   // Remembered decisions
+  /**
+   * Store a remembered allow rule and return it, with its new id and the ledger clock's time.
+   *
+   * Fails with `LedgerError`: `Invalid` when the scope does not decode (a root of `/`, a relative
+   * or dotted root, no words, too many or too long words, an unknown key) or holds a value
+   * `SecretMask` would mask, when the author is empty or longer than 200 characters, or when
+   * `expiresAt` is not after now; `Sql` when the insert fails. The note is stored masked.
+   *
+   * @example
+   * ```ts
+   * import { Ledger } from "@warden/ledger"
+   * import { Effect } from "effect"
+   *
+   * const always = Effect.gen(function*() {
+   *   const ledger = yield* Ledger.Ledger
+   *   const rule = yield* ledger.remember({
+   *     scope: { _tag: "Command", argv: ["git", "status"], exact: true },
+   *     author: "alice",
+   *     from: { runId: "r1", cardId: "c3" },
+   *     expiresAt: Date.now() + 30 * 24 * 60 * 60 * 1000
+   *   })
+   *   const inForce = yield* ledger.rememberedRules() // includes `rule`
+   *   const revoked = yield* ledger.revoke(rule.id, "bob") // kept, with revokedBy "bob"
+   *   return { inForce, revoked }
+   * }).pipe(
+   *   // A scope too wide or holding a secret is refused, never stored.
+   *   Effect.catchIf((e) => e.reason === "Invalid", (e) => Effect.logWarning(`not remembered: ${e.detail}`))
+   * )
+   * ```
+   */
   readonly remember: (input: Remembered.RememberInput) => Effect.Effect<Remembered.RememberedRule, LedgerError>
-  /** The rules in force now (or, with `all`, every rule ever remembered, revoked and expired ones too). */
+  /**
+   * The rules in force now, oldest first (or, with `all`, every rule ever remembered, revoked and
+   * expired ones too). Fails with `LedgerError` (`Sql`).
+   */
   readonly rememberedRules: (options?: Queries.RuleListOptions) => Effect.Effect<ReadonlyArray<Remembered.RememberedRule>, LedgerError>
-  /** Revoke a rule (kept, with who revoked it and when); revoking it again changes nothing. */
+  /**
+   * Revoke a rule and return it, kept with who revoked it and when; revoking it again changes
+   * nothing (the first revocation stands). Fails with `LedgerError`: `NotFound` when no rule has
+   * this id, `Sql` when the update fails. See `remember` for an example.
+   */
   readonly revoke: (ruleId: string, by: string) => Effect.Effect<Remembered.RememberedRule, LedgerError>
 }
 
+/**
+ * The `Ledger` service's tag, provided by `layerSqlite` or `layer`.
+ *
+ * Build the ledger before the supervisors it records and close it after them (see the module
+ * comment), e.g. `Layer.provideMerge(supervisorLayer, Ledger.layerSqlite({ filename }))`.
+ */
 export class Ledger extends Context.Tag("@warden/ledger/Ledger")<Ledger, LedgerShape>() {}
 
+/**
+ * How the ledger's writer writes, all optional.
+ *
+ * `maxBatch` ops per transaction at most (default 1000), `sliceMs` milliseconds of work per
+ * transaction at most (default 4), and `capacity` ops waiting at most (default unbounded; beyond
+ * it events are dropped and counted, and the run's `droppedEvents` says so).
+ */
 export interface LedgerOptions extends Writer.WriterOptions {}
 
 const newRunId = (now: number): string => `r${now.toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
 
 /**
- * The ledger on the `SqlClient` in context, in the caller's scope: migrates the schema, then
- * starts the writer.
+ * Build the ledger on the `SqlClient` in context, in the caller's scope.
+ *
+ * It brings the schema up to date (`Migrations.run`), then starts the writer; closing the scope
+ * drains the attached sources, ends the runs still open and writes everything queued. Fails with
+ * `LedgerError` of reason `Migration` when the schema cannot be brought up to date. Most embedders
+ * want `layerSqlite` (or `layer`) instead.
  */
 export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
@@ -287,17 +423,51 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
     } satisfies LedgerShape
   })
 
-/** The ledger on the `SqlClient` the layer is given (SQLite, or later Postgres). */
+/**
+ * The ledger on the `SqlClient` the layer is given (SQLite, or later Postgres).
+ *
+ * It sets no pragmas (only `layerSqlite` does). Building it fails with `LedgerError` of reason
+ * `Migration` when the schema cannot be brought up to date.
+ */
 export const layer = (options: LedgerOptions = {}): Layer.Layer<Ledger, LedgerError, SqlClient.SqlClient> => Layer.scoped(Ledger, make(options))
 
+/** Where `layerSqlite` keeps the ledger, and how its writer writes (`LedgerOptions`). */
 export interface SqliteOptions extends LedgerOptions {
   /** The database file; its directory is made if missing (mode 0700), the file is made mode 0600. */
   readonly filename: string
 }
 
 /**
- * The ledger in a SQLite file (WAL journal). A file that cannot be opened or is not a ledger
- * fails with `LedgerError` (`Open`, `Migration`).
+ * The ledger in a SQLite file (WAL journal, `synchronous = NORMAL`).
+ *
+ * The file and its directory are created if missing (the file mode 0600, the directory 0700), and
+ * its schema is brought up to date. A committed write survives the process dying (SIGKILL, OOM);
+ * a power cut may lose the last commits, never the file's consistency.
+ *
+ * Building it fails with `LedgerError`: `Open` when the directory or the file cannot be created
+ * or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
+ * cannot be brought up to date.
+ *
+ * @example
+ * ```ts
+ * import { Ledger } from "@warden/ledger"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect, Layer } from "effect"
+ *
+ * // The ledger is built first and closed last: it records what the supervisor settles while it stops.
+ * const WardenLive = Layer.provideMerge(
+ *   Supervisor.layer({ restart: { policy: "resume" } }).pipe(Layer.provide(CodexCommand.transportLayer({ command: "codex" }))),
+ *   Ledger.layerSqlite({ filename: "/var/lib/warden/ledger.db" })
+ * )
+ *
+ * const program = Effect.gen(function*() {
+ *   const ledger = yield* Ledger.Ledger
+ *   const run = yield* ledger.beginRun({ label: "nightly" })
+ *   yield* run.attach(yield* Supervisor.Supervisor)
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(WardenLive))) // fails with LedgerError | ConfigError
+ * ```
  */
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerError> =>
   Layer.scoped(

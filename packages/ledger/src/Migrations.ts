@@ -153,5 +153,10 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "1_initial": initial
 }
 
-/** Bring a database to the current schema (idempotent; concurrent openers wait on the migrator's lock). */
+/**
+ * Bring a database to the current schema (idempotent; concurrent openers wait on the migrator's lock).
+ *
+ * Needs a `SqlClient`; returns the migrations it ran. Fails with `@effect/sql`'s `MigrationError`
+ * or `SqlError` (the ledger's layers turn either into `LedgerError` of reason `Migration`).
+ */
 export const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MigrationsTable })

@@ -1,5 +1,5 @@
 /**
- * Remembered decisions: a person answered "always" and Warden keeps an allow scoped to what was
+ * Remembered decisions are allow rules kept when a person answers "always", scoped to what was
  * asked, so the next matching card is accepted without asking.
  *
  * Three scopes, the same three a policy allow can name, read with the policy's own allow
@@ -32,9 +32,11 @@ import * as posix from "node:path/posix"
 // ---------------------------------------------------------------------------------------------
 // Data
 
-/** The longest remembered argv, and word. */
+/** The most words a remembered command's argv may have. */
 export const MaxWords = 64
+/** The longest word a remembered command's argv may hold, in characters. */
 export const MaxWordLength = 500
+/** The longest root a remembered path scope may name, in characters. */
 export const MaxPathLength = 1_024
 
 const Word = Schema.String.pipe(
@@ -54,52 +56,100 @@ const NonEmpty = Schema.String.pipe(
   Schema.filter((s) => (s.length > 0 && s.length <= 200 && !s.includes("\u0000") ? undefined : "must be 1 to 200 characters, no NUL"))
 )
 
+/**
+ * A remembered scope for a simple command, matched on its argv (codex's `bash -lc` wrapper peeled).
+ *
+ * With `exact` the command must have these words and no more (what `scopeFor` derives); without
+ * it, these words first (a person widening it on purpose, e.g. `git status`). 1 to `MaxWords`
+ * words of 1 to `MaxWordLength` characters, no NUL.
+ */
 export const CommandScope = Schema.TaggedStruct("Command", {
+  /** The command's words, the program first. */
   argv: Schema.NonEmptyArray(Word).pipe(Schema.maxItems(MaxWords)),
   /** The same words and no more (true), or these words first (false). */
   exact: Schema.Boolean
 })
 
+/**
+ * A remembered scope for file changes or permission grants under one root directory.
+ *
+ * Every changed file (and the grant root), or every asked path, must certainly lie under `root`.
+ * The root is absolute, has no `.` or `..` segment, is at most `MaxPathLength` characters, and is
+ * never `/`.
+ */
 export const PathScope = Schema.TaggedStruct("Path", {
+  /** The directory everything asked must lie under. */
   root: Root,
   /** `files`: file-change and patch approvals; `permissions`: permission grants. */
   target: Schema.Literal("files", "permissions")
 })
 
+/**
+ * A remembered scope for one MCP server's one tool, for its yes/no tool-call approvals only.
+ *
+ * A form that asks for content is never allowed by it. Both names are 1 to 200 characters, no NUL.
+ */
 export const McpScope = Schema.TaggedStruct("Mcp", {
+  /** The MCP server's name. */
   server: NonEmpty,
+  /** The tool's name. */
   tool: NonEmpty
 })
 
+/**
+ * What a remembered rule allows, as one of three scopes (`Command`, `Path`, `Mcp`).
+ *
+ * Decode untrusted input with `validateScope`, which also refuses a scope holding a secret.
+ */
 export const RememberedScope = Schema.Union(CommandScope, PathScope, McpScope)
 export type RememberedScope = typeof RememberedScope.Type
 
 /** Where a remembered rule came from. */
 export interface Origin {
+  /** The run the card was opened in. */
   readonly runId: string
+  /** The card that was answered "always". */
   readonly cardId: string
 }
 
+/**
+ * A remembered allow rule as the ledger stores and returns it (`remember`, `rememberedRules`,
+ * `revoke`).
+ *
+ * A revoked or expired rule is kept (listed with `all`) but no longer matches (`isActive`).
+ */
 export interface RememberedRule {
+  /** The rule's id, given by the ledger; a card's source names it as `remembered:<id>`. */
   readonly id: string
+  /** What it allows. */
   readonly scope: RememberedScope
   /** Who answered "always" (a person's name, `stdin`, a program's name). */
   readonly author: string
+  /** When it was remembered (epoch ms). */
   readonly createdAt: number
   /** Epoch ms after which it no longer matches; undefined: until revoked. */
   readonly expiresAt: number | undefined
+  /** The card it was remembered from, if given. */
   readonly from: Origin | undefined
+  /** Why, in words (masked, at most 1 000 characters). */
   readonly note: string | undefined
+  /** When it was revoked (epoch ms); undefined: not revoked. */
   readonly revokedAt: number | undefined
+  /** Who revoked it. */
   readonly revokedBy: string | undefined
 }
 
 /** What `remember` takes. */
 export interface RememberInput {
+  /** What to allow (checked with `validateScope`: a scope too wide or holding a secret is refused). */
   readonly scope: RememberedScope
+  /** Who answered "always": 1 to 200 characters once trimmed. */
   readonly author: string
+  /** Epoch ms after which it no longer matches; must be after now. Default: until revoked. */
   readonly expiresAt?: number
+  /** The card it is remembered from. */
   readonly from?: Origin
+  /** Why, in words (stored masked, cut to 1 000 characters). */
   readonly note?: string
 }
 
@@ -110,8 +160,11 @@ const formatIssues = (error: ParseResult.ParseError): string =>
     .join("; ")
 
 /**
- * Check a scope before it is stored: its shape (Schema), and that nothing in it looks secret (a
- * remembered rule is kept for months and listed to anyone who asks). Left: why not, in words.
+ * Check a scope before it is stored, for its shape and for anything in it that looks secret.
+ *
+ * The shape is `RememberedScope`'s, decoded strictly (an unknown key is refused); a word, root,
+ * server or tool that `SecretMask` would mask is refused too, since a remembered rule is kept for
+ * months and listed to anyone who asks. Left: why not, in words.
  */
 export const validateScope = (input: unknown): Either.Either<RememberedScope, string> =>
   Either.flatMap(
@@ -133,11 +186,11 @@ export const validateScope = (input: unknown): Either.Either<RememberedScope, st
     }
   )
 
-/** A rule is live at `now`: not revoked, not expired. */
+/** Whether a rule is in force at `now`, neither revoked nor expired. */
 export const isActive = (rule: RememberedRule, now: number): boolean =>
   rule.revokedAt === undefined && (rule.expiresAt === undefined || now < rule.expiresAt)
 
-/** `remembered:<id>`: how a card's source names the rule that decided it. */
+/** How a card's source names the rule that decided it (`remembered:<id>`). */
 export const sourceOf = (rule: RememberedRule): string => `remembered:${rule.id}`
 
 /** The scope in one line (`command git status …`, `files under /repo`, `mcp probe.poke`). */
@@ -244,16 +297,40 @@ export const rememberedFor = (
   return verdict._tag === "Allow" ? byId.get(verdict.ruleId) : undefined
 }
 
+/**
+ * What `decide` says about a request, a configured rule's verdict or a remembered rule's allow.
+ *
+ * `Allow` and `Deny` name a configured rule, `Remembered` a remembered one (decide `Accept`, for
+ * this request only), and `NoMatch` leaves the card to the safety filter, a handler or a person.
+ */
 export type Verdict =
   | Policy.Verdict
   /** No configured rule matched; this remembered rule allows the request (decision: Accept). */
   | { readonly _tag: "Remembered"; readonly rule: RememberedRule }
 
 /**
- * How a card is decided by rules when some are remembered: the configured rules first (a deny
- * that matches wins, then the first allow), then the remembered rules; otherwise `NoMatch` (a
- * person or a handler decides). A remembered allow can therefore never turn a configured deny
- * into an accept.
+ * Decide a request by the configured rules first and by the remembered rules only when those say
+ * nothing, so a remembered allow never overrides a deny.
+ *
+ * The configured rules are read as `Policy.evaluate` reads them (a deny that matches wins, then
+ * the first allow); then a remembered rule in force at `now` that allows the request
+ * (`rememberedFor`); otherwise `NoMatch` (a person or a handler decides). Pure and synchronous.
+ *
+ * @example
+ * ```ts
+ * import type { Card, Policy } from "@warden/approvals"
+ * import { Remembered } from "@warden/ledger"
+ * import type { ServerRequests } from "@warden/protocol"
+ *
+ * declare const rules: Policy.Rules
+ * declare const remembered: ReadonlyArray<Remembered.RememberedRule> // from ledger.rememberedRules()
+ * declare const request: ServerRequests.DecodedRequest
+ * declare const context: Card.CardContext
+ *
+ * const verdict = Remembered.decide(rules, remembered, request, context, Date.now())
+ * // "Deny" whenever a configured deny matches, whatever was remembered.
+ * const source = verdict._tag === "Remembered" ? Remembered.sourceOf(verdict.rule) : verdict._tag
+ * ```
  */
 export const decide = (
   configured: Policy.Rules | undefined,
@@ -310,11 +387,32 @@ const filesRoot = (changed: ReadonlyArray<string>, grantRoot: string | null | un
 }
 
 /**
- * The narrowest remembered scope that covers this request: the exact argv of a simple command,
- * the deepest root of the changed files (and the grant root) or of the asked paths, the MCP
- * server and tool of a tool-call approval. Left, in words, when nothing narrow enough can be
- * derived (a compound command, unknown or relative paths, network or special permissions, a root
- * of `/`, a form that asks for content, a value that looks secret).
+ * Derive the narrowest remembered scope that covers this request, or say in words why none can be.
+ *
+ * The scope is the exact argv of a simple command, the deepest root of the changed files (and
+ * the grant root) or of the asked paths, or the MCP server and tool of a tool-call approval. Left
+ * when nothing narrow enough can be derived (a compound command, unknown, cut or relative paths,
+ * network or special permissions, a root of `/`, a form that asks for content, a value that looks
+ * secret, a request that is not a yes/no approval). The scope is checked with `validateScope`, as
+ * `remember` checks it.
+ *
+ * @example
+ * ```ts
+ * import type { Card } from "@warden/approvals"
+ * import { Ledger, Remembered } from "@warden/ledger"
+ * import type { ServerRequests } from "@warden/protocol"
+ * import { Effect, Either } from "effect"
+ *
+ * // A person answered "always" to card c3 of run r1.
+ * const always = (request: ServerRequests.DecodedRequest, context: Card.CardContext) =>
+ *   Effect.gen(function*() {
+ *     const scope = Remembered.scopeFor(request, context)
+ *     if (Either.isLeft(scope)) return yield* Effect.logInfo(`cannot remember: ${scope.left}`)
+ *     const ledger = yield* Ledger.Ledger
+ *     const rule = yield* ledger.remember({ scope: scope.right, author: "alice", from: { runId: "r1", cardId: "c3" } })
+ *     yield* Effect.logInfo(`remembered ${Remembered.describeScope(rule.scope)}`)
+ *   })
+ * ```
  */
 export const scopeFor = (request: ServerRequests.DecodedRequest, context: Card.CardContext): Either.Either<RememberedScope, string> => {
   if (request._tag !== "Known" || !Policy.allowApplies(request)) {

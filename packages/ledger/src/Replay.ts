@@ -1,7 +1,9 @@
 /**
- * Replaying recorded cards against candidate rules: for each card, what the candidate rules would
- * have decided (with approvals' own `Policy.evaluate`, on the card's recorded facts) against what
- * was decided, and totals ("would auto-accept 37 of 52, would overturn 0 denials"). Pure.
+ * Replay recorded cards against candidate rules, to see what those rules would have decided
+ * against what was decided.
+ *
+ * For each card, replay asks approvals' own `Policy.evaluate` on the card's recorded facts, and
+ * compares; it also counts totals ("would auto-accept 37 of 52, would overturn 0 denials"). Pure.
  *
  * As in the desk, rules are consulted only for requests that reached them: a card refused because
  * its method was unknown, its params did not decode or it named no thread of ours is `Refused`
@@ -29,15 +31,19 @@ export interface RecordedCard {
   readonly settlement: RecordedSettlement | undefined
 }
 
+/** How a recorded card ended, as replay reads it (`SettlementRecord` is one). */
 export interface RecordedSettlement {
+  /** The card's outcome (`accepted`, `declined`, `timeout`, ...), or `stranded` when its run died. */
   readonly outcome: Card.Outcome | "stranded"
   /** `rule:<id>`, `person`, `handler`, `deadline`, `stranded`, ... (approvals' `describeSource`). */
   readonly source: string
   /** The source's kind: the part before `:` (`rule`, `person`, `remembered`, ...). */
   readonly sourceKind: string
+  /** The decision that won, in words, if one did. */
   readonly decision: string | undefined
 }
 
+/** What the candidate rules would do with one card (accept, decline, ask, or never see it). */
 export type Candidate =
   /** An allow rule would accept it at once. */
   | { readonly _tag: "Accept"; readonly ruleId: string }
@@ -48,6 +54,7 @@ export type Candidate =
   /** It never reaches the rules (unknown method, params that do not decode, no thread of ours). */
   | { readonly _tag: "Refused" }
 
+/** How a card's candidate verdict compares with what happened to it. */
 export type Change =
   /** The candidate rules leave it as it was (or decide it the way it went). */
   | "same"
@@ -60,30 +67,49 @@ export type Change =
   /** A rule decided it then; no candidate rule does, so it would go to a person (or handler). */
   | "to-person"
 
+/** One card replayed, with what the candidate rules would do and how that differs. */
 export interface ReplayedCard {
+  /** The card as it was recorded. */
   readonly card: RecordedCard
+  /** What the candidate rules would do with it. */
   readonly candidate: Candidate
+  /** How that compares with what happened. */
   readonly change: Change
   /** Replayed on facts that were cut for display (see the module comment). */
   readonly approximate: boolean
 }
 
+/** A replay's counts, by candidate verdict and by change. */
 export interface Totals {
+  /** Cards replayed. */
   readonly cards: number
+  /** Cards an allow rule would accept (`Accept`). */
   readonly wouldAccept: number
+  /** Cards a deny rule would decline (`Decline`). */
   readonly wouldDecline: number
+  /** Cards no rule decides (`Ask`). */
   readonly wouldAsk: number
+  /** Cards that never reach the rules (`Refused`). */
   readonly refused: number
+  /** Cards whose change is `same`. */
   readonly unchanged: number
+  /** Cards whose change is `overturns-denial`. */
   readonly overturnedDenials: number
+  /** Cards whose change is `accepts-undecided`. */
   readonly acceptsUndecided: number
+  /** Cards whose change is `new-denial`. */
   readonly newDenials: number
+  /** Cards whose change is `to-person`. */
   readonly toPerson: number
+  /** Cards replayed on facts that were cut for display. */
   readonly approximate: number
 }
 
+/** What `replay` returns, every card replayed in the order given, with totals and one line. */
 export interface Report {
+  /** Each card replayed, in the order given. */
   readonly cards: ReadonlyArray<ReplayedCard>
+  /** The counts. */
   readonly totals: Totals
   /** One line: `would auto-accept 37 of 52, would overturn 0 denials` (and what else changed). */
   readonly summary: string
@@ -134,7 +160,29 @@ const changeOf = (card: RecordedCard, candidate: Candidate): Change => {
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
-/** Replay `cards` against `rules`. Pure; linear in the cards and their facts. */
+/**
+ * Replay `cards` against `rules`, card by card and in totals.
+ *
+ * Pure; linear in the cards and their facts. Each card's request is rebuilt from its facts
+ * (`CardFacts.toRequest`) and read by `Policy.evaluate`; a card whose facts were cut is read on
+ * what was kept and marked `approximate`. What `Ledger.cards` returns can be passed as it is.
+ *
+ * @example
+ * ```ts
+ * import { Policy } from "@warden/approvals"
+ * import { Ledger, Replay } from "@warden/ledger"
+ * import { Effect } from "effect"
+ *
+ * const whatIf = Effect.gen(function*() {
+ *   const ledger = yield* Ledger.Ledger
+ *   const candidate = yield* Policy.load("candidate-rules.yaml")
+ *   const cards = yield* ledger.cards({ from: Date.now() - 7 * 24 * 60 * 60 * 1000 })
+ *   const report = Replay.replay(cards, candidate)
+ *   yield* Effect.logInfo(report.summary) // would auto-accept 37 of 52, would overturn 0 denials
+ *   return report.cards.filter((r) => r.change === "overturns-denial" || r.change === "new-denial")
+ * }) // fails with RulesFileError | LedgerError
+ * ```
+ */
 export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules): Report => {
   const replayed = cards.map((card): ReplayedCard => {
     const candidate = candidateFor(card, rules)

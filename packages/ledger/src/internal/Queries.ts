@@ -361,6 +361,7 @@ export const remember = (sql: Sql, input: Remembered.RememberInput, now: number)
     return rule
   })
 
+/** Which remembered rules `Ledger.rememberedRules` lists (by default, those in force now). */
 export interface RuleListOptions {
   /** Also revoked and expired rules (default: only the rules in force at `at`). */
   readonly all?: boolean

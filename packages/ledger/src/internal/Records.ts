@@ -7,6 +7,7 @@ import type * as CardFacts from "../CardFacts.js"
 import type { ItemOrigin } from "../LedgerEvent.js"
 import type * as Replay from "../Replay.js"
 
+/** Where a run stands in the ledger (`RunRecord.status`). */
 export type RunStatus =
   /** Being recorded, or its process died (no clean close was recorded). */
   | "running"
@@ -15,21 +16,28 @@ export type RunStatus =
   /** Recovered after its process died (`markStranded`, `recover`). */
   | "crashed"
 
+/** One run as the ledger recorded it (`Ledger.runs`); times are epoch milliseconds. */
 export interface RunRecord {
   readonly runId: string
   readonly startedAt: number
+  /** When it ended (cleanly, or was recovered as `crashed`). */
   readonly endedAt: number | undefined
   readonly status: RunStatus
+  /** Its short label (masked). */
   readonly label: string | undefined
   /** What the embedder said about the run (masked JSON). */
   readonly info: unknown
+  /** The process that recorded it. */
   readonly pid: number | undefined
+  /** The host that process ran on. */
   readonly host: string | undefined
+  /** The run it recovers, if any. */
   readonly resumedFrom: string | undefined
   /** Events dropped because the ledger's queue was full: when not 0, the record has gaps. */
   readonly droppedEvents: number
 }
 
+/** Where a work item stands in the ledger (`WorkItemRecord.status`). */
 export type WorkItemStatus =
   /** Submitted, no thread yet. */
   | "pending"
@@ -44,12 +52,14 @@ export type WorkItemStatus =
   /** Unfinished in a dead run, and handed to another run to resume (`handedTo`). */
   | "handed-over"
 
+/** One submitted work item as the ledger recorded it (`Ledger.workItems`); times are epoch milliseconds. */
 export interface WorkItemRecord {
   readonly runId: string
   /** The work item's id as text. */
   readonly item: string
   /** Masked. */
   readonly prompt: string
+  /** Its follow-up prompts (masked). */
   readonly followUps: ReadonlyArray<string>
   /** cwd, model, approvalPolicy, sandbox, config, threadParams, threadId: masked JSON. */
   readonly options: Readonly<Record<string, unknown>>
@@ -59,6 +69,7 @@ export interface WorkItemRecord {
   readonly threadId: string | undefined
   /** Turns that completed (whatever their status). */
   readonly turnsDone: number
+  /** How many times its thread was resumed on a restarted app-server (from its result). */
   readonly resumes: number
   readonly submittedAt: number
   readonly startedAt: number | undefined
@@ -67,7 +78,9 @@ export interface WorkItemRecord {
   readonly finalMessage: string | undefined
   readonly failureReason: string | undefined
   readonly failureDetail: string | undefined
+  /** The dead run's item it continues (`LedgerEvent.itemSubmitted`'s `from`). */
   readonly from: ItemOrigin | undefined
+  /** The run it was handed to by `recover` (status `handed-over`). */
   readonly handedTo: string | undefined
 }
 
@@ -79,6 +92,7 @@ export interface UnfinishedItem extends WorkItemRecord {
   readonly generation: number | undefined
 }
 
+/** One thread as the ledger recorded it (`Ledger.threads`); times are epoch milliseconds. */
 export interface ThreadRecord {
   readonly runId: string
   readonly threadId: string
@@ -92,6 +106,7 @@ export interface ThreadRecord {
   readonly lostAt: number | undefined
 }
 
+/** One turn as the ledger recorded it (`Ledger.turns`); texts are masked, times epoch milliseconds. */
 export interface TurnRecord {
   readonly runId: string
   readonly threadId: string
@@ -106,13 +121,19 @@ export interface TurnRecord {
   readonly error: string | undefined
 }
 
+/** How a card settled, as the ledger recorded it (once, or `stranded` by recovery). */
 export interface SettlementRecord extends Replay.RecordedSettlement {
+  /** An answer (a decision or a refusal) was written back to the app-server. */
   readonly written: boolean
+  /** Why a decision was refused or nothing was written, if it was (masked). */
   readonly detail: string | undefined
+  /** When it settled (epoch ms). */
   readonly settledAt: number
+  /** From opening to settling, in milliseconds (undefined when stranded). */
   readonly latencyMs: number | undefined
 }
 
+/** One approval card with its settlement, as the ledger recorded it (`Ledger.cards`); replay reads it as it is. */
 export interface CardRecord extends Replay.RecordedCard {
   /** The server's request id, as it was (number or string). */
   readonly requestId: string | number
@@ -127,6 +148,7 @@ export interface CardRecord extends Replay.RecordedCard {
   readonly settlement: SettlementRecord | undefined
 }
 
+/** A decision that came after its card had settled, kept apart from the settlement (`Ledger.lateDecisions`). */
 export interface LateDecisionRecord {
   readonly runId: string
   readonly cardId: string
@@ -164,6 +186,7 @@ export interface Accounting {
   readonly lateDecisions: number
 }
 
+/** What `Ledger.recover` did to a dead run, the cards it stranded and the items it handed over. */
 export interface Recovery {
   /** Cards of the dead run recorded `stranded` by this call. */
   readonly stranded: number

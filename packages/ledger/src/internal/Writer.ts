@@ -37,6 +37,7 @@ export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
   }
 }
 
+/** The ledger writer's counters since it started (`Ledger.stats`, `Ledger.flush`), counted in ops (events and run updates). */
 export interface Stats {
   /** Ops accepted into the queue. */
   readonly recorded: number
