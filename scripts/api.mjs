@@ -44,8 +44,9 @@ const clean = (block) =>
 /** The first sentence (or first line of the first paragraph) of a TSDoc block, on one line. */
 const summary = (block) => {
   const text = clean(block).split(/\n\s*\n/)[0].replace(/\s*\n\s*/g, " ").trim()
-  const cut = text.search(/[.:!?](\s|$)/)
-  const sentence = cut >= 0 ? text.slice(0, cut + 1) : text
+  const cut = text.search(/[.!?](\s|$)/)
+  const whole = cut >= 0 ? text.slice(0, cut + 1) : text
+  const sentence = whole.length > 240 ? `${whole.slice(0, whole.lastIndexOf(" ", 239))} …` : whole
   return sentence.replace(/\|/g, "\\|")
 }
 

@@ -102,6 +102,8 @@ export type Outcome =
 /** Who decided. Every settled card records one. */
 export type Source =
   | { readonly _tag: "Rule"; readonly ruleId: string }
+  /** An allow a person asked to remember ("always"), found by the desk's `remembered` lookup. */
+  | { readonly _tag: "Remembered"; readonly ruleId: string }
   | { readonly _tag: "Handler" }
   | { readonly _tag: "Person" }
   | { readonly _tag: "SafetyFilter"; readonly reason: string }
@@ -118,7 +120,7 @@ export type Source =
 /**
  * The source as one word for logs and the audit trail.
  *
- * One of `rule:<id>`, `handler`, `person`,
+ * One of `rule:<id>`, `remembered:<id>`, `handler`, `person`,
  * `safety-filter`, `malformed`, `unknown-method`, `no-thread`, `deadline`, `withdrawn`,
  * `connection-lost`, `thread-stopped`, `turn-ended`, `shutdown`.
  */
@@ -126,6 +128,8 @@ export const describeSource = (source: Source): string => {
   switch (source._tag) {
     case "Rule":
       return `rule:${source.ruleId}`
+    case "Remembered":
+      return `remembered:${source.ruleId}`
     case "Handler":
       return "handler"
     case "Person":

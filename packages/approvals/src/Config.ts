@@ -95,6 +95,7 @@ export const ApprovalsSetting = Schema.Struct({
   deadlines: optional(DeadlinesSetting),
   rules: optional(Policy.Rules),
   handler: optional(fn),
+  remembered: optional(fn),
   safety: optional(SafetyLimitsSetting),
   settledHistory: optional(Count)
 })

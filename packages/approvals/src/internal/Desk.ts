@@ -76,6 +76,14 @@ export interface DeskConfig {
   readonly rules?: Policy.Rules
   /** A program that decides what no rule decided, raced against a person and the deadline. */
   readonly handler?: Handler
+  /**
+   * Remembered allows ("always", e.g. from `@warden/ledger`'s `Remembered`): a synchronous lookup
+   * consulted only when no configured rule matched (so a deny rule always wins) and the safety
+   * filter let the request through, before the handler and the person. It runs on the read loop:
+   * keep it a lookup. Returning a rule id accepts the card with source `remembered:<id>`; a lookup
+   * that throws counts as no match (the card waits for the handler, a person or its deadline).
+   */
+  readonly remembered?: (request: ServerRequests.DecodedRequest, context: CardContext) => { readonly ruleId: string } | undefined
   /** Bounds of what forms and questions may hold to be shown to a person (default 8 questions, 32 choices). */
   readonly safety?: SafetyFilter.Limits
 }
@@ -160,6 +168,18 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       const safety = SafetyFilter.check(request, config.safety)
       if (safety._tag === "Unsafe") {
         return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason)))
+      }
+      if (config.remembered !== undefined) {
+        let hit: { readonly ruleId: string } | undefined
+        try {
+          hit = config.remembered(request, context)
+        } catch {
+          hit = undefined // a broken lookup never accepts
+        }
+        if (hit !== undefined && typeof hit.ruleId === "string") {
+          const ruleId = hit.ruleId
+          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Remembered", ruleId })))
+        }
       }
       return race(card, options.parent, {
         deadline,
