@@ -4,21 +4,30 @@
  * loaded is start-up time paid before anything happens (docs/performance.md, "Start-up"):
  *
  * - `warden --version` is answered here, from package.json, without loading Effect;
- * - `warden run ...` runs RunCli.ts: the command tree with `run` alone, which loads nothing that
- *   `demo` and `doctor` need;
+ * - `warden run ...` runs RunCli.ts: the published CLI has it as one bundled, tree-shaken file
+ *   beside this one (`warden-run.cjs` and its V8 code cache, made by `pnpm build`; CodeCache.ts);
+ *   from the sources (tsx), or in a build without the bundle, the module itself;
  * - anything else (`demo`, `doctor`, `--help`, `--completions`, ...) runs the whole command tree
- *   (Cli.ts) on Main.ts.
+ *   (Cli.ts) on Main.ts, from the modules.
  *
- * No top-level await, and the modules above are loaded with `import()`.
+ * The published executable is this file built as CommonJS (`dist/bin.cjs`, scripts/build.mjs):
+ * Node starts a CommonJS entry ~10 ms sooner than an ES module one. So: no top-level await, and
+ * the modules above are loaded with `import()`.
  */
+import { fileURLToPath } from "node:url"
+import * as CodeCache from "./CodeCache.js"
 import { version } from "./Version.js"
+
+type RunCli = typeof import("./RunCli.js")
 
 const args = process.argv.slice(2)
 
 if (args.length === 1 && args[0] === "--version") {
   process.stdout.write(`${version}\n`)
 } else if (args[0] === "run") {
-  void import("./RunCli.js").then((RunCli) => RunCli.start(process.argv))
+  const bundled = CodeCache.load(fileURLToPath(new URL("./warden-run.cjs", import.meta.url)))
+  if (bundled !== undefined) (bundled.exports as RunCli).start(process.argv)
+  else void import("./RunCli.js").then((RunCli) => RunCli.start(process.argv))
 } else {
   void Promise.all([import("./Main.js"), import("./Cli.js")]).then(([Main, Cli]) => Main.main(Cli.run, process.argv))
 }
