@@ -19,6 +19,7 @@ import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
 import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
 import * as Scale from "./Scale.js"
+import * as Startup from "./Startup.js"
 import type { BenchResult, Results } from "./support/Report.js"
 import { finiteRecord, loadAvg, machine, markdown, render, roundedTable, targetsTable } from "./support/Report.js"
 import { nowMs } from "./support/Stats.js"
@@ -28,7 +29,8 @@ export const benchmarks = {
   approvalRoundTrip: ApprovalRoundTrip.run,
   scale: Scale.run,
   realCodexOverhead: RealCodexOverhead.run,
-  adversarialFrames: AdversarialFrames.run
+  adversarialFrames: AdversarialFrames.run,
+  startup: Startup.run
 } as const
 
 export type BenchName = keyof typeof benchmarks
