@@ -21,6 +21,7 @@ import * as Fleet from "./Fleet.js"
 import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
 import * as Scale from "./Scale.js"
+import * as Startup from "./Startup.js"
 import type { BenchResult, Results } from "./support/Report.js"
 import { finiteRecord, loadAvg, machine, markdown, render, roundedTable, targetsTable } from "./support/Report.js"
 import { nowMs } from "./support/Stats.js"
@@ -31,7 +32,8 @@ export const benchmarks = {
   scale: Scale.run,
   realCodexOverhead: RealCodexOverhead.run,
   adversarialFrames: AdversarialFrames.run,
-  fleet: Fleet.run
+  fleet: Fleet.run,
+  startup: Startup.run
 } as const
 
 export type BenchName = keyof typeof benchmarks

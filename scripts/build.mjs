@@ -3,7 +3,10 @@
  * `pnpm build`: compiles every published package (packages/* and apps/cli) to ESM JavaScript,
  * `.d.ts` and source maps in its `dist/` with the workspace's TypeScript (`tsc -b
  * tsconfig.build.json`), then copies the runtime files tsc does not emit (`.mjs`, `.cjs`, `.json`
- * under `src/`, e.g. the test kit's MCP server script) beside the compiled modules.
+ * under `src/`, e.g. the test kit's MCP server script) beside the compiled modules. When the CLI is
+ * built, it also makes its executable, `apps/cli/dist/bin.cjs`, and `warden run` as one
+ * tree-shaken file with its V8 code cache (`dist/warden-run.cjs` and `.v8cache`): see bundleCli
+ * below and apps/cli/src/bin.ts.
  *
  *   node scripts/build.mjs            the whole workspace (tsconfig.build.json at the root)
  *   node scripts/build.mjs DIR...     these packages (and, through project references, what they use)
@@ -13,7 +16,7 @@
  */
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
-import { createRequire } from "node:module"
+import { builtinModules, createRequire } from "node:module"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -38,7 +41,198 @@ const copyAssets = (dir) => {
   }
 }
 
-export const build = (dirs = []) => {
+const cliDir = Path.join(root, "apps", "cli")
+
+const stripComments = (text) => text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/[^\n]*/g, "")
+
+/**
+ * What a barrel module (`index.js` of effect, @effect/cli, the Warden packages) re-exports, by
+ * name: `export * as Name from "./Name.js"` (a namespace) and `export { a, b as c } from "./F.js"`
+ * (named). Undefined when the file has anything else (then imports from it are left alone).
+ */
+const barrelExports = (file) => {
+  const text = stripComments(Fs.readFileSync(file, "utf8"))
+  const names = new Map()
+  let rest = text
+  rest = rest.replace(/export\s*\*\s*as\s+([\w$]+)\s+from\s*["']([^"']+)["']\s*;?/g, (_, name, from) => {
+    names.set(name, { from, kind: "namespace" })
+    return ""
+  })
+  rest = rest.replace(/export\s*\{([^}]*)\}\s*from\s*["']([^"']+)["']\s*;?/g, (_, list, from) => {
+    for (const spec of list.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+      const [name, alias] = spec.split(/\s+as\s+/)
+      names.set(alias ?? name, { from, kind: "named", name })
+    }
+    return ""
+  })
+  return rest.trim() === "" ? names : undefined
+}
+
+/**
+ * An esbuild plugin: in Warden's own sources, `import { Effect, Schema } from "effect"` (and the
+ * same from @effect/cli or a Warden package) becomes `import * as Effect from ".../Effect.js"`,
+ * one deep import per name. The same bindings, but esbuild can tree-shake a namespace import that
+ * is only read by property, and not one reached through a barrel's `export * as`: through the
+ * barrels the bundle kept every export of Schema, Effect, ... and ran their whole top level.
+ */
+const deepImports = {
+  name: "deep-imports",
+  setup(build) {
+    const barrels = new Map()
+    const barrelOf = async (spec, resolveDir) => {
+      const resolved = await build.resolve(spec, { resolveDir, kind: "import-statement" })
+      if (resolved.errors.length > 0 || resolved.external || resolved.path === "") return undefined
+      if (!barrels.has(resolved.path)) barrels.set(resolved.path, barrelExports(resolved.path))
+      const exports = barrels.get(resolved.path)
+      return exports === undefined ? undefined : { file: resolved.path, exports }
+    }
+    build.onLoad({ filter: /\.ts$/ }, async (args) => {
+      if (args.path.includes(`${Path.sep}node_modules${Path.sep}`)) return undefined
+      const source = await Fs.promises.readFile(args.path, "utf8")
+      const resolveDir = Path.dirname(args.path)
+      const pattern = /^import\s*\{([^}]*)\}\s*from\s*"([^".][^"]*)"\s*;?[ \t]*$/gm
+      const replacements = []
+      for (const match of source.matchAll(pattern)) {
+        const [statement, list, spec] = match
+        const barrel = await barrelOf(spec, resolveDir)
+        if (barrel === undefined) continue
+        const imports = []
+        let ok = true
+        for (const item of list.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+          if (item.startsWith("type ")) continue
+          const [name, alias] = item.split(/\s+as\s+/)
+          const target = barrel.exports.get(name)
+          if (target === undefined) {
+            ok = false
+            break
+          }
+          const file = (await build.resolve(target.from, { resolveDir: Path.dirname(barrel.file), kind: "import-statement" })).path
+          imports.push(target.kind === "namespace"
+            ? `import * as ${alias ?? name} from ${JSON.stringify(file)};`
+            : `import { ${target.name} as ${alias ?? name} } from ${JSON.stringify(file)};`)
+        }
+        if (ok) replacements.push([statement, imports.join(" ")])
+      }
+      let contents = source
+      for (const [from, to] of replacements) contents = contents.replace(from, () => to)
+      return { contents, loader: "ts", resolveDir }
+    })
+  }
+}
+
+/**
+ * An esbuild plugin: these modules are loaded on first use instead of where they are imported.
+ * Each import of one gets a stand-in whose exports (the same names, read from the real module
+ * here) are getters that require the real module when first read. For modules the start-up of
+ * `warden run` imports but does not use: YAML for `--rules` files (and @effect/cli's config
+ * files, with TOML and INI), node:crypto for @effect/platform's temporary file names.
+ */
+const lazyModules = (specifiers) => ({
+  name: "lazy-modules",
+  setup(build) {
+    const filter = new RegExp(`^(${specifiers.map((s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")).join("|")})$`)
+    build.onResolve({ filter }, (args) =>
+      args.namespace === "lazy" ? undefined : { path: args.path, namespace: "lazy", pluginData: { resolveDir: args.resolveDir } })
+    build.onLoad({ filter: /.*/, namespace: "lazy" }, async (args) => {
+      const resolveDir = args.pluginData.resolveDir
+      const real = args.path.startsWith("node:") ? args.path : (await build.resolve(args.path, { resolveDir, kind: "require-call" })).path
+      const names = Object.keys(createRequire(Path.join(resolveDir, "noop.js"))(real)).filter((n) => n !== "default" && n !== "__esModule")
+      return {
+        resolveDir,
+        loader: "js",
+        contents: [
+          "let real",
+          `const load = () => real ??= require(${JSON.stringify(args.path)})`,
+          `for (const name of ${JSON.stringify(names)}) Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] })`
+        ].join("\n")
+      }
+    })
+  }
+})
+
+// Version.ts and bin.ts find files from their own URL: in a CommonJS output, the output file's.
+const commonJs = {
+  bundle: true,
+  platform: "node",
+  format: "cjs",
+  target: "node20",
+  write: false,
+  define: { "import.meta.url": "__warden_import_meta_url" },
+  banner: { js: "\"use strict\"; var __warden_import_meta_url = require(\"node:url\").pathToFileURL(__filename).href;" },
+  metafile: true,
+  logLevel: "warning"
+}
+
+/** Writes esbuild's output by renames (a build that runs while another packs never shows a half-written file), after checks. */
+const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
+  const outside = Object.values(result.metafile.outputs).flatMap((o) => o.imports)
+    .filter((i) => i.external && !i.path.startsWith("node:") && !builtinModules.includes(i.path) && !external.includes(i.path))
+    .map((i) => i.path)
+  if (outside.length > 0) {
+    process.stderr.write(`build: ${Path.relative(root, outfile)} must be self-contained, but it imports ${outside.join(", ")}\n`)
+    process.exit(1)
+  }
+  const output = result.outputFiles.find((f) => f.path === outfile)
+  if (output.contents.some((byte) => byte > 0x7f)) {
+    process.stderr.write(`build: ${Path.relative(root, outfile)} is not ASCII (CodeCache.ts reads the bundle as Latin-1)\n`)
+    process.exit(1)
+  }
+  const partial = `${outfile}.${process.pid}.partial`
+  Fs.writeFileSync(partial, output.contents, { mode })
+  Fs.renameSync(partial, outfile)
+}
+
+/**
+ * The published CLI's start-up (docs/performance.md, "Start-up"), two files beside tsc's output:
+ *
+ * - `dist/bin.cjs`, the `warden` executable: bin.ts (with Version.ts and CodeCache.ts) as
+ *   CommonJS, which Node starts ~10 ms sooner than an ES module; the rest of the CLI stays in the
+ *   compiled modules it imports on demand (Main.js, Cli.js, RunCli.js).
+ * - `dist/warden-run.cjs`, `warden run` as one file: RunCli.ts with everything it imports (Effect,
+ *   @effect/cli, the Warden libraries), tree-shaken (deepImports above) and minified, YAML and
+ *   crypto loaded on first use (lazyModules above), as CommonJS so that bin.ts can load it through
+ *   `vm.Script` with a V8 code cache (CodeCache.ts), which Node's module loader does not offer
+ *   before Node 22. Only Node's built-in modules stay outside, and the output is ASCII (CodeCache
+ *   reads it as Latin-1). Then scripts/code-cache.mjs writes the cache, `warden-run.cjs.v8cache`
+ *   (again at every build: it belongs to the Node that built it).
+ */
+export const bundleCli = async () => {
+  const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
+  const lazy = ["./Main.js", "./Cli.js", "./RunCli.js"]
+  const binfile = Path.join(cliDir, "dist", "bin.cjs")
+  writeOutput(
+    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy }),
+    binfile,
+    { external: lazy, mode: 0o755 }
+  )
+
+  const outfile = Path.join(cliDir, "dist", "warden-run.cjs")
+  writeOutput(
+    await esbuild.build({
+      ...commonJs,
+      entryPoints: [Path.join(cliDir, "src", "RunCli.ts")],
+      outfile,
+      minify: true,
+      keepNames: true,
+      legalComments: "eof",
+      plugins: [deepImports, lazyModules(["yaml", "toml", "ini", "node:crypto"])]
+    }),
+    outfile
+  )
+  const env = { ...process.env }
+  delete env["NODE_OPTIONS"]
+  const wrote = spawnSync(process.execPath, [Path.join(root, "scripts", "code-cache.mjs"), outfile], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  if (wrote.status !== 0) {
+    process.stderr.write(`build: writing the code cache of ${Path.relative(root, outfile)} failed\n`)
+    process.exit(wrote.status ?? 1)
+  }
+}
+
+export const build = async (dirs = []) => {
   const projects = dirs.length === 0
     ? [Path.join(root, "tsconfig.build.json")]
     : dirs.map((d) => Path.join(Path.resolve(d), "tsconfig.build.json"))
@@ -52,6 +246,7 @@ export const build = (dirs = []) => {
     copyAssets(dir)
     pruneStale(dir)
   }
+  if (dirs.length === 0 || dirs.some((d) => Path.resolve(d) === cliDir)) await bundleCli()
 }
 
 /** What tsc emitted for a source file that no longer exists (moved or deleted) must not ship. */
@@ -80,5 +275,5 @@ export const clean = () => {
 if (process.argv[1] !== undefined && Path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2)
   if (args[0] === "--clean") clean()
-  else build(args)
+  else await build(args)
 }

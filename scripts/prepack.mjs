@@ -22,7 +22,7 @@ if (!agent.startsWith("pnpm/")) {
 }
 
 const dir = process.cwd()
-build([dir])
+await build([dir])
 
 const manifest = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
 const targets = []

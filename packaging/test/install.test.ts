@@ -3,9 +3,10 @@
  * packed (`pnpm pack`); the tarballs are installed with plain `npm install` into a fresh project
  * under the OS temp directory, outside the workspace. There, with a clean environment (no
  * workspace `node_modules/.bin` on PATH, no pnpm): `npx warden --version`, `npx warden doctor
- * --codex <the pinned binary>`, `npx warden demo` without a terminal, a plain JavaScript program
- * on the promise facade (consumer/facade.mjs), and `tsc --noEmit` of a TypeScript program on the
- * Effect API and the facade (consumer/typed.ts) against the installed `.d.ts`.
+ * --codex <the pinned binary>`, `npx warden demo` without a terminal, `warden run` (its bundled
+ * start-up path) against the pinned codex, a plain JavaScript program on the promise facade
+ * (consumer/facade.mjs), and `tsc --noEmit` of a TypeScript program on the Effect API and the
+ * facade (consumer/typed.ts) against the installed `.d.ts`.
  *
  * Every module those Node processes resolve is recorded (consumer/trace.mjs): none may come from
  * the workspace, none may be TypeScript, and Warden's own come from the installed `dist/`.
@@ -14,7 +15,7 @@
  * unless its cache already holds them. Set WARDEN_KEEP_INSTALL=1 to keep the temporary project.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { RealCodex } from "@warden/testkit"
+import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Layer } from "effect"
 import type { Duration } from "effect"
 import * as Fs from "node:fs"
@@ -229,9 +230,13 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           assert.deepStrictEqual(naming, [], `${source.name} ships files that name ${repoRoot}`)
         }
         const cli = readManifest(Path.join(nodeModules, "@warden/cli"))
-        assert.deepStrictEqual(cli.bin, { warden: "./dist/bin.js" })
-        const bin = Fs.readFileSync(Path.join(nodeModules, "@warden/cli/dist/bin.js"), "utf8")
+        assert.deepStrictEqual(cli.bin, { warden: "./dist/bin.cjs" })
+        const bin = Fs.readFileSync(Path.join(nodeModules, "@warden/cli/dist/bin.cjs"), "utf8")
         assert.isTrue(bin.startsWith("#!/usr/bin/env node\n"), bin.slice(0, 40))
+        // `warden run` bundled, with its V8 code cache (apps/cli/src/bin.ts, scripts/build.mjs).
+        for (const file of ["dist/warden-run.cjs", "dist/warden-run.cjs.v8cache"]) {
+          assert.isTrue(Fs.existsSync(Path.join(nodeModules, "@warden/cli", file)), `@warden/cli: ${file}`)
+        }
         // The MCP server the demo registers ships beside the compiled test kit.
         assert.isTrue(Fs.existsSync(Path.join(nodeModules, "@warden/testkit/dist/mcp-server.mjs")))
         assert.deepStrictEqual(testOnly.filter((name) => installed.has(name)), [], "test-only packages installed")
@@ -246,7 +251,11 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "--version"], { cwd: project, env: env(trace), timeout: "2 minutes" })
         const version = packages.find((p) => p.manifest.name === "@warden/cli")!.manifest.version
         assert.strictEqual(ran.stdout.trim(), version, ran.stderr)
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.js", "/@warden/cli/dist/Version.js"])
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
+        // Answered before anything else loads: no other module of Warden, and no Effect.
+        const files = Outside.tracedFiles(trace)
+        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")), [])
+        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)), [])
       }), 180_000)
 
     it.effect("npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0", () =>
@@ -279,6 +288,37 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         assert.include(ran.stdout, "exit code 0")
         assertTraceOutside(trace, project, ["/@warden/cli/dist/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
         assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
+      }), 240_000)
+
+    it.scoped("warden run (bundled: no module of Warden or Effect resolved) runs a work item on the pinned codex; a YAML rule accepts its card", () =>
+      Effect.gen(function*() {
+        const { env, project, traceFile } = yield* Installed
+        const model = yield* ScriptedModel.make([
+          Step.execCommand({ cmd: "echo hello from warden run", escalated: true, justification: "the run needs one approval" }),
+          Step.message("The command ran; done.")
+        ])
+        const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+        const rules = Path.join(launch.home, "rules.yaml")
+        Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n")
+        // The launch's app-server flags (`app-server -c k=v --enable f ...`) as warden's own.
+        const flags = launch.args.slice(1)
+        const trace = traceFile("run")
+        // The executable npm linked (npx would look for npm's cache under the launch's HOME).
+        const ran = yield* Outside.runOk(
+          Path.join(project, "node_modules", ".bin", "warden"),
+          ["run", "--codex", launch.command, ...flags, "--cwd", launch.workspace, "--sandbox", "workspace-write", "--json", "--approvals", "rules", "--rules", rules, "say hello"],
+          { cwd: project, env: { ...env(trace), ...launch.env }, timeout: "3 minutes" }
+        )
+        const lines = ran.stdout.trim().split("\n").map((l) => JSON.parse(l) as { readonly type: string } & Record<string, unknown>)
+        assert.deepInclude(lines.find((l) => l.type === "card.settled")!, { outcome: "accepted", source: "rule:echo-ok" }, ran.stderr)
+        assert.deepInclude(lines.find((l) => l.type === "item.finished")!, { status: "completed" })
+        assert.strictEqual(lines[lines.length - 1]!.type, "run.finished")
+        // Everything came from the bundle (read from the installed dist/, not resolved as modules).
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
+        const files = Outside.tracedFiles(trace)
+        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")), [])
+        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)), [])
+        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by warden run")
       }), 240_000)
 
     it.effect("a plain JavaScript program embeds Warden with createSupervisor against the pinned codex", () =>
