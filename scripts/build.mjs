@@ -23,7 +23,7 @@ import { fileURLToPath } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The packages `pnpm build` produces (each has a tsconfig.build.json). */
-export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "apps/cli"]
+export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "apps/cli"]
 
 const assetExtensions = new Set([".mjs", ".cjs", ".json"])
 
@@ -81,7 +81,7 @@ const deepImports = {
     const barrels = new Map()
     const barrelOf = async (spec, resolveDir) => {
       const resolved = await build.resolve(spec, { resolveDir, kind: "import-statement" })
-      if (resolved.errors.length > 0 || resolved.external || resolved.path === "") return undefined
+      if (resolved.errors.length > 0 || resolved.external || resolved.path === "" || resolved.namespace !== "file") return undefined
       if (!barrels.has(resolved.path)) barrels.set(resolved.path, barrelExports(resolved.path))
       const exports = barrels.get(resolved.path)
       return exports === undefined ? undefined : { file: resolved.path, exports }
@@ -206,6 +206,9 @@ export const bundleCli = async () => {
     { external: lazy, mode: 0o755 }
   )
 
+  // The ledger (`--state`) is reached by import() and evaluated only when used; its SQLite driver
+  // is a native addon, loaded from node_modules (a dependency of @warden/cli).
+  const native = ["better-sqlite3"]
   const outfile = Path.join(cliDir, "dist", "warden-run.cjs")
   writeOutput(
     await esbuild.build({
@@ -215,9 +218,11 @@ export const bundleCli = async () => {
       minify: true,
       keepNames: true,
       legalComments: "eof",
-      plugins: [deepImports, lazyModules(["yaml", "toml", "ini", "node:crypto"])]
+      plugins: [deepImports, lazyModules(["yaml", "toml", "ini", "node:crypto"])],
+      external: native
     }),
-    outfile
+    outfile,
+    { external: native }
   )
   const env = { ...process.env }
   delete env["NODE_OPTIONS"]

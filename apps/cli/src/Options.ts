@@ -103,3 +103,13 @@ export const concurrency = positiveInteger("concurrency", 4, "work items running
 export const pool = positiveInteger("pool", 1, "app-server processes; threads spread across them")
 export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
 
+
+export const state = Options.text("state").pipe(
+  Options.withPseudoName("PATH"),
+  Options.withDescription("the ledger (SQLite) that records the run: cards, settlements, work items (default $XDG_STATE_HOME/warden/ledger.db, else ~/.local/state/warden/ledger.db)"),
+  Options.optional
+)
+
+export const noState = Options.boolean("no-state").pipe(
+  Options.withDescription("record nothing: no ledger, no remembered decisions")
+)

@@ -7,6 +7,7 @@ import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Either, Option } from "effect"
+import type { Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
@@ -15,6 +16,7 @@ import * as ExitCodes from "./ExitCodes.js"
 import * as Opts from "./Options.js"
 import * as Screen from "./Screen.js"
 import * as Session from "./Session.js"
+import * as StatePath from "./StatePath.js"
 import * as Summary from "./Summary.js"
 import { version } from "./Version.js"
 
@@ -42,6 +44,8 @@ export const options = {
   concurrency: Opts.concurrency,
   pool: Opts.pool,
   restarts: Opts.restarts,
+  state: Opts.state,
+  noState: Opts.noState,
   prompts
 }
 
@@ -77,7 +81,23 @@ export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray
     : Effect.void
 }
 
-export const handler = (args: Parsed) =>
+type StateLedger = typeof import("./StateLedger.js")
+
+/** Loads StateLedger.ts (and with it SQLite) only when a command needs the ledger. */
+export const loadStateLedger: Effect.Effect<StateLedger> = Effect.promise(() => import("./StateLedger.js"))
+
+/** Opens the ledger and begins a run in it (in the caller's scope), or nothing without a path. */
+const recorderFor = (
+  path: string | undefined,
+  info: unknown
+): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
+  path === undefined
+    ? Effect.succeed(undefined)
+    : Effect.flatMap(loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }))
+
+export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
+
+const handlerScoped = (args: Parsed) =>
   Effect.gen(function*() {
     yield* checkPrompts(args.prompts, process.argv)
     const cwd = yield* directory(args.cwd)
@@ -94,13 +114,24 @@ export const handler = (args: Parsed) =>
     const rules = Option.isSome(args.rules)
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
       : undefined
+    const state = yield* StatePath.forRun(args.state, args.noState)
+    // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
+    const recorder = yield* recorderFor(state, {
+      prompts: args.prompts.length,
+      cwd,
+      approvals: mode,
+      rules: Option.getOrUndefined(args.rules),
+      pool: args.pool,
+      concurrency: args.concurrency
+    })
     const handler = ApprovalModes.handlerFor(mode)
     const supervisor: Supervisor.SupervisorConfig = {
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
       approvals: {
         deadlines: { default: args.approvalTimeout },
         ...(rules ? { rules } : {}),
-        ...(handler ? { handler } : {})
+        ...(handler ? { handler } : {}),
+        ...(recorder ? { remembered: recorder.remembered } : {})
       },
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
@@ -125,7 +156,8 @@ export const handler = (args: Parsed) =>
       json: args.json,
       audit: Option.getOrUndefined(args.audit),
       title: "warden run",
-      screen
+      screen,
+      ...(recorder ? { recorder } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })

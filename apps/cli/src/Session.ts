@@ -31,6 +31,14 @@ import * as Tally from "./Tally.js"
 /** Who answers the cards that no rule (or handler) decided. */
 export type Answering = "prompt" | "stdin" | "none"
 
+/** Where the run is recorded (`warden run --state`: StateLedger.ts), if anywhere. */
+export interface Recorder {
+  /** Records what the supervisor publishes; called once, before any item runs. */
+  readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
+  /** Records a work item (with its id) as submitted, just before it runs. */
+  readonly submitted: (item: WorkItem.WorkItem) => void
+}
+
 export interface Options {
   readonly transport: Layer.Layer<Transport.Transport>
   readonly supervisor: Supervisor.SupervisorConfig
@@ -41,6 +49,8 @@ export interface Options {
   readonly audit: string | undefined
   readonly title: string
   readonly screen: Screen
+  /** The ledger's recorder; its scope must enclose this run's (it outlives the supervisor). */
+  readonly recorder?: Recorder
 }
 
 export interface Result {
@@ -102,6 +112,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         Effect.provide(options.transport),
         Effect.mapError((error) => ExitCodes.usage(error.message))
       )
+      if (options.recorder !== undefined) yield* options.recorder.attach(supervisor)
       queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
       queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
@@ -125,8 +136,11 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           break
       }
 
-      const fibers = yield* Effect.forEach(options.items, (item, index) =>
-        FiberSet.run(itemFibers, supervisor.run({ ...item, id: index }).pipe(Effect.exit)))
+      const fibers = yield* Effect.forEach(options.items, (item, index) => {
+        const numbered = { ...item, id: index }
+        options.recorder?.submitted(numbered)
+        return FiberSet.run(itemFibers, supervisor.run(numbered).pipe(Effect.exit))
+      })
       yield* Effect.forEach(fibers, Fiber.await, { discard: true })
     })
   ).pipe(Effect.map(() => ({ tally, exitCode })))

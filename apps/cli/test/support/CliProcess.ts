@@ -59,6 +59,13 @@ export interface Options {
   readonly stdin?: "pipe" | "ignore"
 }
 
+/**
+ * Where `warden run` keeps its ledger by default in these tests (`XDG_STATE_HOME`), one directory
+ * per test process, so that no test writes the user's state directory. Removed at exit.
+ */
+export const stateHome = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-cli-state-"))
+process.on("exit", () => Fs.rmSync(stateHome, { recursive: true, force: true }))
+
 export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Effect<Cli, never, Scope.Scope> =>
   Effect.gen(function*() {
     const stdoutLines: Array<string> = []
@@ -72,7 +79,7 @@ export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Ef
       Effect.sync(() =>
         ChildProcess.spawn(tsx, [bin, ...args], {
           cwd: repoRoot,
-          env: { ...process.env, ...options?.env },
+          env: { ...process.env, XDG_STATE_HOME: stateHome, ...options?.env },
           stdio: [options?.stdin ?? "pipe", "pipe", "pipe"],
           detached: true
         })

@@ -1,0 +1,113 @@
+/**
+ * `warden run --state`: the run is recorded in the ledger (SQLite), read back here through the
+ * Ledger API. The fake app-server asks one command approval per `|`-separated part of each
+ * PROMPT, and completes the turn once all are answered.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Ledger } from "@warden/ledger"
+import { Context, Effect, Layer } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as CliProcess from "./support/CliProcess.js"
+
+export const fakeCodex = `#!${process.execPath}
+const out = (f) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...f }) + "\\n")
+let threads = 0
+let requests = 100
+const pending = new Map()
+require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = JSON.parse(line)
+  if (m.method === undefined && m.id !== undefined) {
+    const turn = pending.get(m.id)
+    if (turn === undefined) return
+    pending.delete(m.id)
+    if (--turn.left === 0) out({ method: "turn/completed", params: { threadId: turn.threadId, turn: { id: turn.turnId, status: "completed", items: [], error: null } } })
+    return
+  }
+  if (m.method === "initialize") out({ id: m.id, result: { userAgent: "ledger-test/0.171.0", codexHome: "/tmp" } })
+  if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_" + ++threads } } })
+  if (m.method === "turn/start") {
+    const threadId = m.params.threadId
+    const turnId = "turn_" + threadId
+    out({ id: m.id, result: { turn: { id: turnId, status: "inProgress", items: [] } } })
+    const text = m.params.input.map((i) => i.text ?? "").join("")
+    const commands = text.split("|")
+    const turn = { threadId, turnId, left: commands.length }
+    commands.forEach((command, i) => {
+      const id = requests++
+      pending.set(id, turn)
+      out({ id, method: "item/commandExecution/requestApproval", params: { threadId, turnId, itemId: "cmd" + i, startedAtMs: 0, command, cwd: "/tmp" } })
+    })
+  }
+})
+`
+
+/** Writes the fake codex into `dir`; its path. */
+export const writeFakeCodex = (dir: string): string => {
+  const script = Path.join(dir, "codex")
+  Fs.writeFileSync(script, fakeCodex, { mode: 0o755 })
+  return script
+}
+
+/** Reads the ledger at `filename` through the Ledger API, then closes it. */
+export const readLedger = <A, E>(filename: string, f: (ledger: Ledger.LedgerShape) => Effect.Effect<A, E>) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const context = yield* Layer.build(Ledger.layerSqlite({ filename }))
+      return yield* f(Context.get(context, Ledger.Ledger))
+    })
+  )
+
+describe("warden run --state", () => {
+  it.scopedLive("records the run: its work items, every card and its one settlement", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const rules = Path.join(dir, "rules.yaml")
+      Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n  - id: no-rm\n    effect: deny\n    match: { command: { argvPrefix: [rm] } }\n")
+      const db = Path.join(dir, "state", "ledger.db")
+      const result = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--restarts", "0", "echo hi|rm -rf /tmp/x", "echo two"])
+      assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
+      const { runs, cards, items, accounting } = yield* readLedger(db, (ledger) =>
+        Effect.gen(function*() {
+          const runs = yield* ledger.runs()
+          const cards = yield* ledger.cards({ runId: runs[0]!.runId })
+          const items = yield* ledger.workItems(runs[0]!.runId)
+          const accounting = yield* ledger.accounting(runs[0]!.runId)
+          return { runs, cards, items, accounting }
+        }))
+      assert.strictEqual(runs.length, 1)
+      assert.strictEqual(runs[0]!.status, "ended")
+      assert.strictEqual(runs[0]!.label, "warden run")
+      assert.deepStrictEqual(items.map((i) => [i.item, i.prompt, i.status]).sort(), [["0", "echo hi|rm -rf /tmp/x", "finished"], ["1", "echo two", "finished"]])
+      assert.strictEqual(cards.length, 3)
+      const byCommand = new Map(cards.map((c) => [c.facts.command, c]))
+      assert.deepStrictEqual([byCommand.get("echo hi")?.settlement?.outcome, byCommand.get("echo hi")?.settlement?.source], ["accepted", "rule:echo-ok"])
+      assert.deepStrictEqual([byCommand.get("rm -rf /tmp/x")?.settlement?.outcome, byCommand.get("rm -rf /tmp/x")?.settlement?.source], ["declined", "rule:no-rm"])
+      assert.deepStrictEqual([byCommand.get("echo two")?.settlement?.outcome, byCommand.get("echo two")?.workItem], ["accepted", "1"])
+      assert.strictEqual(accounting.cards, 3)
+      assert.strictEqual(accounting.settled, 3)
+      assert.strictEqual(accounting.open, 0)
+      // The JSON lines say the same.
+      const settled = result.json().filter((l) => l.type === "card.settled")
+      assert.strictEqual(settled.length, 3)
+    }), 60_000)
+
+  it.scopedLive("records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const env = { XDG_STATE_HOME: Path.join(dir, "xdg") }
+      const off = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "deny", "--no-state", "--restarts", "0", "echo hi"], { env })
+      assert.strictEqual(off.exited.code, 0, off.stderr)
+      assert.isFalse(Fs.existsSync(Path.join(dir, "xdg")), "--no-state made no state directory")
+      const on = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "deny", "--restarts", "0", "echo hi"], { env })
+      assert.strictEqual(on.exited.code, 0, on.stderr)
+      const db = Path.join(dir, "xdg", "warden", "ledger.db")
+      const cards = yield* readLedger(db, (ledger) => ledger.cards())
+      assert.deepStrictEqual(cards.map((c) => [c.facts.command, c.settlement?.outcome]), [["echo hi", "declined"]])
+      const both = yield* CliProcess.runToEnd(["run", "--codex", codex, "--no-state", "--state", db, "echo hi"], { env })
+      assert.strictEqual(both.exited.code, 2)
+      assert.include(both.stderr, "--state and --no-state")
+    }), 60_000)
+})
