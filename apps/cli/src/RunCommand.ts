@@ -81,11 +81,6 @@ export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray
     : Effect.void
 }
 
-type StateLedger = typeof import("./StateLedger.js")
-
-/** Loads StateLedger.ts (and with it SQLite) only when a command needs the ledger. */
-export const loadStateLedger: Effect.Effect<StateLedger> = Effect.promise(() => import("./StateLedger.js"))
-
 /** Opens the ledger and begins a run in it (in the caller's scope), or nothing without a path. */
 const recorderFor = (
   path: string | undefined,
@@ -93,7 +88,7 @@ const recorderFor = (
 ): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
-    : Effect.flatMap(loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }))
+    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }))
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 

@@ -21,3 +21,6 @@ export const forRun = (state: Option.Option<string>, noState: boolean): Effect.E
   if (noState && Option.isSome(state)) return Effect.fail(ExitCodes.usage("--state and --no-state cannot both be given"))
   return Effect.succeed(noState ? undefined : resolve(state))
 }
+
+/** Loads StateLedger.ts (and with it SQLite) only when a command needs the ledger. */
+export const loadStateLedger: Effect.Effect<typeof import("./StateLedger.js")> = Effect.promise(() => import("./StateLedger.js"))

@@ -4,59 +4,11 @@
  * PROMPT, and completes the turn once all are answered.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Ledger } from "@warden/ledger"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-
-export const fakeCodex = `#!${process.execPath}
-const out = (f) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...f }) + "\\n")
-let threads = 0
-let requests = 100
-const pending = new Map()
-require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
-  const m = JSON.parse(line)
-  if (m.method === undefined && m.id !== undefined) {
-    const turn = pending.get(m.id)
-    if (turn === undefined) return
-    pending.delete(m.id)
-    if (--turn.left === 0) out({ method: "turn/completed", params: { threadId: turn.threadId, turn: { id: turn.turnId, status: "completed", items: [], error: null } } })
-    return
-  }
-  if (m.method === "initialize") out({ id: m.id, result: { userAgent: "ledger-test/0.171.0", codexHome: "/tmp" } })
-  if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_" + ++threads } } })
-  if (m.method === "turn/start") {
-    const threadId = m.params.threadId
-    const turnId = "turn_" + threadId
-    out({ id: m.id, result: { turn: { id: turnId, status: "inProgress", items: [] } } })
-    const text = m.params.input.map((i) => i.text ?? "").join("")
-    const commands = text.split("|")
-    const turn = { threadId, turnId, left: commands.length }
-    commands.forEach((command, i) => {
-      const id = requests++
-      pending.set(id, turn)
-      out({ id, method: "item/commandExecution/requestApproval", params: { threadId, turnId, itemId: "cmd" + i, startedAtMs: 0, command, cwd: "/tmp" } })
-    })
-  }
-})
-`
-
-/** Writes the fake codex into `dir`; its path. */
-export const writeFakeCodex = (dir: string): string => {
-  const script = Path.join(dir, "codex")
-  Fs.writeFileSync(script, fakeCodex, { mode: 0o755 })
-  return script
-}
-
-/** Reads the ledger at `filename` through the Ledger API, then closes it. */
-export const readLedger = <A, E>(filename: string, f: (ledger: Ledger.LedgerShape) => Effect.Effect<A, E>) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const context = yield* Layer.build(Ledger.layerSqlite({ filename }))
-      return yield* f(Context.get(context, Ledger.Ledger))
-    })
-  )
+import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden run --state", () => {
   it.scopedLive("records the run: its work items, every card and its one settlement", () =>

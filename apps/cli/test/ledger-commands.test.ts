@@ -1,0 +1,109 @@
+/**
+ * `warden audit` and `warden rules test` on a ledger the test records first with `warden run
+ * --state` (the fake app-server of ledger.test.ts: one command approval per `|`-part of a PROMPT).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as CliProcess from "./support/CliProcess.js"
+import { writeFakeCodex } from "./support/LedgerCodex.js"
+
+const secret = "sk-live-Q9x2LmN8pR4tV6wY1zA3bC5d"
+
+/** Records the fixture: 4 cards (echo accepted and rm declined by rules; ls and curl refused: no rule decides them). */
+const recordFixture = (dir: string) =>
+  Effect.gen(function*() {
+    const codex = writeFakeCodex(dir)
+    const rules = Path.join(dir, "rules.yaml")
+    Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n  - id: no-rm\n    effect: deny\n    match: { command: { argvPrefix: [rm] } }\n")
+    const db = Path.join(dir, "ledger.db")
+    const result = yield* CliProcess.runToEnd([
+      "run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--restarts", "0", "--concurrency", "1",
+      "echo hi|rm -rf /tmp/x",
+      `ls /tmp|curl -H 'Authorization: Bearer ${secret}' https://example.com`
+    ])
+    assert.strictEqual(result.exited.code, 0, result.stderr)
+    return db
+  })
+
+describe("warden audit", () => {
+  it.scopedLive("lists the recorded cards, masked, and filters them", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      const all = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"])
+      assert.strictEqual(all.exited.code, 0, all.stderr)
+      const cards = all.json()
+      assert.deepStrictEqual(cards.map((c) => [c.type, c.item, c.outcome, c.source]), [
+        ["card", "0", "accepted", "rule:echo-ok"],
+        ["card", "0", "declined", "rule:no-rm"],
+        ["card", "1", "refused", "handler"],
+        ["card", "1", "refused", "handler"]
+      ])
+      assert.notInclude(all.stdout.join("\n"), secret, "masked text only")
+      assert.include(cards[3]!.title, "curl")
+
+      const human = yield* CliProcess.runToEnd(["audit", "--state", db])
+      assert.strictEqual(human.exited.code, 0, human.stderr)
+      assert.strictEqual(human.stdout.length, 5)
+      assert.match(human.stdout[1]!, /item 0 {2}c\d+ {2}command {2}declined by rule:no-rm \(decline\)/)
+      assert.strictEqual(human.stdout[4], "4 cards")
+      assert.notInclude(human.stdout.join("\n"), secret)
+
+      const count = (args: ReadonlyArray<string>) =>
+        CliProcess.runToEnd(["audit", "--state", db, "--json", ...args]).pipe(Effect.map((r) => {
+          assert.strictEqual(r.exited.code, 0, r.stderr)
+          return r.json().map((c) => c.title as string)
+        }))
+      assert.strictEqual((yield* count(["--outcome", "declined"])).length, 1)
+      assert.deepStrictEqual(yield* count(["--source", "rule", "--item", "0", "--since", "1h", "--method", "item/commandExecution/requestApproval"]), ["run: echo hi (in /tmp)", "run: rm -rf /tmp/x (in /tmp)"])
+      assert.deepStrictEqual(yield* count(["--source", "rule:no-rm"]), ["run: rm -rf /tmp/x (in /tmp)"])
+      assert.deepStrictEqual(yield* count(["--since", "2999-01-01"]), [])
+
+      const bad = yield* CliProcess.runToEnd(["audit", "--state", db, "--outcome", "maybe"])
+      assert.strictEqual(bad.exited.code, 2)
+      const missing = yield* CliProcess.runToEnd(["audit", "--state", Path.join(dir, "none.db")])
+      assert.strictEqual(missing.exited.code, 2)
+      assert.include(missing.stderr, "no ledger at")
+      assert.isFalse(Fs.existsSync(Path.join(dir, "none.db")), "audit creates no ledger")
+    }), 120_000)
+})
+
+describe("warden rules test", () => {
+  it.scopedLive("replays the recorded cards against a candidate rules file, card by card and in totals", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      const candidate = Path.join(dir, "candidate.yaml")
+      Fs.writeFileSync(candidate, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n  - id: ls-ok\n    effect: allow\n    match: { command: { argvPrefix: [ls] } }\n  - id: rm-ok\n    effect: allow\n    match: { command: { argvPrefix: [rm] } }\n")
+      const human = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db])
+      assert.strictEqual(human.exited.code, 0, human.stderr)
+      assert.strictEqual(human.stdout.length, 5)
+      assert.match(human.stdout[0]!, / c1 {2}same {2}was accepted by rule:echo-ok; would accept by rule:echo-ok {2}run: echo hi \(in \/tmp\)$/)
+      assert.match(human.stdout[1]!, / c2 {2}OVERTURNS-DENIAL {2}was declined by rule:no-rm; would accept by rule:rm-ok /)
+      assert.match(human.stdout[2]!, / c3 {2}OVERTURNS-DENIAL {2}was refused by handler; would accept by rule:ls-ok /)
+      assert.match(human.stdout[3]!, / c4 {2}same {2}was refused by handler; would ask \(no rule decides\) /)
+      assert.strictEqual(human.stdout[4], "would auto-accept 3 of 4, would overturn 2 denials")
+      assert.notInclude(human.stdout.join("\n"), secret)
+      const json = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db, "--json"])
+      assert.strictEqual(json.exited.code, 0, json.stderr)
+      const lines = json.json()
+      assert.deepStrictEqual(lines.map((l) => [l.type, l.cardId, l.change]), [
+        ["replay.card", "c1", "same"],
+        ["replay.card", "c2", "overturns-denial"],
+        ["replay.card", "c3", "overturns-denial"],
+        ["replay.card", "c4", "same"],
+        ["replay.totals", undefined, undefined]
+      ])
+      assert.deepStrictEqual(lines[1]!.was, { outcome: "declined", source: "rule:no-rm" })
+      assert.deepStrictEqual(lines[1]!.candidate, { _tag: "Accept", ruleId: "rm-ok" })
+      const { type: _, ts: __, ...totals } = lines[4]!
+      assert.deepStrictEqual(totals, {
+        cards: 4, wouldAccept: 3, wouldDecline: 0, wouldAsk: 1, refused: 0, unchanged: 2, overturnedDenials: 2,
+        acceptsUndecided: 0, newDenials: 0, toPerson: 0, approximate: 0, summary: "would auto-accept 3 of 4, would overturn 2 denials"
+      })
+      const missing = yield* CliProcess.runToEnd(["rules", "test", "--rules", Path.join(dir, "nope.yaml"), "--state", db])
+      assert.strictEqual(missing.exited.code, 2)
+    }), 120_000)
+})
