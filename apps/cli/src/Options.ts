@@ -74,7 +74,7 @@ export const approvalPolicy = Options.choice("approval-policy", ["untrusted", "o
 export const approvals = Options.choice("approvals", ["prompt", "deny", "rules", "stdin"]).pipe(
   Options.withDescription(
     "who answers the cards: prompt (a person on this terminal), deny (decline every card), rules (--rules decide, the rest is refused), " +
-      "stdin (JSON lines {\"cardId\",\"decision\"}); default prompt when stdin is a terminal, otherwise deny"
+      "stdin (JSON lines {\"cardId\",\"decision\"}; \"decision\": \"always\" also remembers an allow in the ledger); default prompt when stdin is a terminal, otherwise deny"
   ),
   Options.optional
 )

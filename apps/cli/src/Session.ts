@@ -37,6 +37,8 @@ export interface Recorder {
   readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
   /** Records a work item (with its id) as submitted, just before it runs. */
   readonly submitted: (item: WorkItem.WorkItem) => void
+  /** `--approvals stdin`'s "always": remember an allow scoped to the card (author `stdin`). */
+  readonly always?: StdinDecisions.RememberAlways
 }
 
 export interface Options {
@@ -130,7 +132,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           yield* Prompting.run(supervisor, board)
           break
         case "stdin":
-          yield* StdinDecisions.run(supervisor, board.log)
+          yield* StdinDecisions.run(supervisor, board.log, options.recorder?.always)
           break
         case "none":
           break

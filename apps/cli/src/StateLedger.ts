@@ -14,6 +14,7 @@ import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
 import * as ExitCodes from "./ExitCodes.js"
+import type * as StdinDecisions from "./StdinDecisions.js"
 
 export { CardFacts, Ledger, Remembered }
 export { Replay } from "@warden/ledger"
@@ -43,6 +44,8 @@ export interface Recorder {
    * facts), authored by `author`, and adds it to the snapshot. Left: why none can be stored.
    */
   readonly rememberAlways: (card: Card.CardView, author: string) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
+  /** `rememberAlways` as `--approvals stdin` uses it (author `stdin`). */
+  readonly always: StdinDecisions.RememberAlways
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
@@ -56,6 +59,17 @@ export const record = (
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
     )
     const run = yield* ledger.beginRun({ label: info.label, info: info.info })
+    const rememberAlways = (card: Card.CardView, author: string): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
+      Effect.gen(function*() {
+        const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
+        if (rebuilt === undefined) return Either.left("its request cannot be read back")
+        const scope = Remembered.scopeFor(rebuilt.request, rebuilt.context)
+        if (Either.isLeft(scope)) return Either.left(scope.left)
+        const stored = yield* ledger.remember({ scope: scope.right, author, from: { runId: run.id, cardId: card.id } }).pipe(Effect.either)
+        if (Either.isLeft(stored)) return Either.left(stored.left.message)
+        rules = [...rules, stored.right]
+        return Either.right(stored.right)
+      })
     return {
       runId: run.id,
       ledger,
@@ -67,16 +81,8 @@ export const record = (
         const hit = Remembered.rememberedFor(request, context, rules, Date.now())
         return hit === undefined ? undefined : { ruleId: hit.id }
       },
-      rememberAlways: (card, author) =>
-        Effect.gen(function*() {
-          const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
-          if (rebuilt === undefined) return Either.left(`card ${card.id} cannot be remembered (its request cannot be read back)`)
-          const scope = Remembered.scopeFor(rebuilt.request, rebuilt.context)
-          if (Either.isLeft(scope)) return Either.left(scope.left)
-          const stored = yield* ledger.remember({ scope: scope.right, author, from: { runId: run.id, cardId: card.id } }).pipe(Effect.either)
-          if (Either.isLeft(stored)) return Either.left(stored.left.message)
-          rules = [...rules, stored.right]
-          return Either.right(stored.right)
-        })
+      rememberAlways,
+      always: (card) =>
+        rememberAlways(card, "stdin").pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     } satisfies Recorder
   })

@@ -4,15 +4,25 @@
  * method's structured answer>}` (see `Decision.fromJson`). A line that does not parse, or names
  * no open card, is reported on stderr and changes nothing. End of input leaves the open cards to
  * their deadlines.
+ *
+ * `"decision": "always"` (with the ledger, `warden run --state`): remember an allow scoped to what
+ * the card asked (`Remembered.scopeFor`: the exact argv of a simple command, the deepest directory
+ * of the changed or asked paths, the MCP server and tool; author `stdin`), then accept the card.
+ * Later cards in that scope are accepted with source `remembered:<id>`, in this run and later ones;
+ * a deny rule still wins. When no scope can be derived (not a simple command, a network permission,
+ * ...) or the rule cannot be stored, nothing is remembered and the card is NOT answered: it stays
+ * open for another answer (or its deadline).
  */
+import type { Card } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Decision } from "@warden/protocol"
-import { Effect, Exit, Mailbox } from "effect"
+import { Effect, Either, Exit, Mailbox } from "effect"
 import type { Scope } from "effect"
 import * as Readline from "node:readline"
 
 export type LineVerdict =
   | { readonly _tag: "Decision"; readonly cardId: string; readonly decision: Decision.Decision }
+  | { readonly _tag: "Always"; readonly cardId: string }
   | { readonly _tag: "Blank" }
   | { readonly _tag: "Invalid"; readonly reason: string }
 
@@ -32,20 +42,28 @@ export const parseLine = (line: string): LineVerdict => {
   const cardId = record["cardId"]
   if (typeof cardId !== "string" || cardId === "") return { _tag: "Invalid", reason: "no \"cardId\" string" }
   if (!("decision" in record)) return { _tag: "Invalid", reason: `no "decision" for card ${cardId}` }
+  if (record["decision"] === "always") return { _tag: "Always", cardId }
   const decision = Decision.fromJson(record["decision"])
   if (decision === undefined) {
     return {
       _tag: "Invalid",
-      reason: `card ${cardId}: decision ${JSON.stringify(record["decision"]).slice(0, 120)} is not one of "accept", "acceptForSession", "decline", "cancel" or a structured answer`
+      reason: `card ${cardId}: decision ${JSON.stringify(record["decision"]).slice(0, 120)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
     }
   }
   return { _tag: "Decision", cardId, decision }
 }
 
+/**
+ * Remembers an allow scoped to what the card asked (the ledger's `rememberAlways`); Left: why
+ * nothing was remembered.
+ */
+export type RememberAlways = (card: Card.CardView) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
+
 /** Read stdin until it ends, answering cards; every problem is reported through `report`. */
 export const run = (
   supervisor: Supervisor.SupervisorShape,
-  report: (line: string) => void
+  report: (line: string) => void,
+  always?: RememberAlways
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function*() {
     const lines = yield* Mailbox.make<string>()
@@ -74,16 +92,38 @@ export const run = (
           case "Invalid":
             report(`warden: stdin line ${lineNumber} ignored: ${verdict.reason}`)
             return
-          case "Decision": {
-            const result = yield* supervisor.inbox.answer(verdict.cardId, verdict.decision)
-            if (result._tag === "UnknownCard") {
-              report(`warden: stdin line ${lineNumber} ignored: no open card ${verdict.cardId}`)
-            } else if (result._tag === "AlreadySettled") {
-              report(`warden: stdin line ${lineNumber} ignored: card ${verdict.cardId} already settled (${result.settlement.outcome})`)
-            } else if (result.settlement.outcome === "refused") {
-              report(`warden: stdin line ${lineNumber}: card ${verdict.cardId} refused: ${result.settlement.detail ?? "the decision cannot be expressed"}`)
+          case "Always": {
+            if (always === undefined) {
+              report(`warden: stdin line ${lineNumber} ignored: "always" needs the ledger (run without --no-state)`)
+              return
             }
+            const card = (yield* supervisor.approvals.openCards).find((c) => c.id === verdict.cardId)
+            if (card === undefined) {
+              report(`warden: stdin line ${lineNumber} ignored: no open card ${verdict.cardId}`)
+              return
+            }
+            const remembered = yield* always(card)
+            if (Either.isLeft(remembered)) {
+              report(`warden: stdin line ${lineNumber}: card ${verdict.cardId} not remembered (${remembered.left}); it stays open`)
+              return
+            }
+            report(`warden: remembered ${remembered.right.id}: allow ${remembered.right.describe} (from card ${verdict.cardId})`)
+            yield* answer(verdict.cardId, Decision.Accept)
+            return
           }
+          case "Decision":
+            yield* answer(verdict.cardId, verdict.decision)
+        }
+      })
+    const answer = (cardId: string, decision: Decision.Decision) =>
+      Effect.gen(function*() {
+        const result = yield* supervisor.inbox.answer(cardId, decision)
+        if (result._tag === "UnknownCard") {
+          report(`warden: stdin line ${lineNumber} ignored: no open card ${cardId}`)
+        } else if (result._tag === "AlreadySettled") {
+          report(`warden: stdin line ${lineNumber} ignored: card ${cardId} already settled (${result.settlement.outcome})`)
+        } else if (result.settlement.outcome === "refused") {
+          report(`warden: stdin line ${lineNumber}: card ${cardId} refused: ${result.settlement.detail ?? "the decision cannot be expressed"}`)
         }
       })
     const loop: Effect.Effect<void> = Effect.gen(function*() {

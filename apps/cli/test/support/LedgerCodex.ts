@@ -1,6 +1,7 @@
 /**
  * A fake app-server for the ledger's CLI tests: each PROMPT's turn asks one command approval per
- * `|`-separated part of the PROMPT (all at once), and completes once all are answered. And
+ * `|`-separated part of the PROMPT (all at once), and completes once all are answered; with
+ * LEDGER_FAKE_ANSWERS=FILE it appends each answer it gets to FILE (`{command, result, error}`). And
  * `readLedger`, which reads a ledger file through the Ledger API.
  */
 import { Ledger } from "@warden/ledger"
@@ -13,11 +14,14 @@ const out = (f) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...f })
 let threads = 0
 let requests = 100
 const pending = new Map()
+const asked = new Map()
+const answers = process.env.LEDGER_FAKE_ANSWERS
 require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
   const m = JSON.parse(line)
   if (m.method === undefined && m.id !== undefined) {
     const turn = pending.get(m.id)
     if (turn === undefined) return
+    if (answers) require("node:fs").appendFileSync(answers, JSON.stringify({ command: asked.get(m.id), result: m.result ?? null, error: m.error ?? null }) + "\\n")
     pending.delete(m.id)
     if (--turn.left === 0) out({ method: "turn/completed", params: { threadId: turn.threadId, turn: { id: turn.turnId, status: "completed", items: [], error: null } } })
     return
@@ -34,6 +38,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
     commands.forEach((command, i) => {
       const id = requests++
       pending.set(id, turn)
+      asked.set(id, command)
       out({ id, method: "item/commandExecution/requestApproval", params: { threadId, turnId, itemId: "cmd" + i, startedAtMs: 0, command, cwd: "/tmp" } })
     })
   }
