@@ -80,7 +80,7 @@ export const run = (
       [
         "#!/bin/sh",
         `cd ${shellQuote(CliProcess.repoRoot)}`,
-        ...Object.entries(options?.env ?? {}).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
+        ...Object.entries({ XDG_STATE_HOME: CliProcess.stateHome, ...options?.env }).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
         "trap 'true' INT TERM",
         [CliProcess.tsx, CliProcess.bin, ...args].map(shellQuote).join(" "),
         `echo $? > ${shellQuote(exitFile)}`,
