@@ -1,13 +1,14 @@
 /**
- * The `warden` command: `run`, `demo`, `doctor`, `audit` and `rules`, with @effect/cli's built-ins (`--help`,
+ * The `warden` command: `run`, `demo`, `doctor`, `audit`, `rules` and `resume`, with @effect/cli's built-ins (`--help`,
  * `--version`, `--completions bash|zsh|fish|sh`).
  */
 import * as CommandTree from "./CommandTree.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DoctorCommand from "./DoctorCommand.js"
 import * as LedgerCommands from "./LedgerCommands.js"
+import * as ResumeCommand from "./ResumeCommand.js"
 import * as RunCommand from "./RunCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 
-export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules])
+export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command])

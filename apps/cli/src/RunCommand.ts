@@ -5,7 +5,7 @@
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
-import type { Supervisor } from "@warden/supervisor"
+import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
 import * as Fs from "node:fs"
@@ -92,9 +92,26 @@ const recorderFor = (
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
-const handlerScoped = (args: Parsed) =>
+/** The options `warden run` and `warden resume` share (everything but the PROMPTs and the ledger's). */
+export type Common = Omit<Parsed, "prompts" | "state" | "noState">
+
+/** What to run, decided once the options were checked (so that a usage error changes nothing in the ledger). */
+export interface Plan {
+  readonly title: string
+  /**
+   * Opens the ledger (in the command's scope, which encloses the supervisor's) and says what to
+   * run. `items` empty: nothing is started, `message` says why.
+   */
+  readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
+    readonly recorder: import("./StateLedger.js").Recorder | undefined
+    readonly items: ReadonlyArray<WorkItem.WorkItem>
+    readonly message?: string
+  }, ExitCodes.CliExit, Scope.Scope>
+}
+
+/** Checks the options, opens the plan, and runs its items under one supervisor. */
+export const execute = (args: Common, plan: Plan) =>
   Effect.gen(function*() {
-    yield* checkPrompts(args.prompts, process.argv)
     const cwd = yield* directory(args.cwd)
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
@@ -109,18 +126,8 @@ const handlerScoped = (args: Parsed) =>
     const rules = Option.isSome(args.rules)
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
       : undefined
-    const state = yield* StatePath.forRun(args.state, args.noState)
-    // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const recorder = yield* recorderFor(state, {
-      prompts: args.prompts.length,
-      cwd,
-      approvals: mode,
-      rules: Option.getOrUndefined(args.rules),
-      pool: args.pool,
-      concurrency: args.concurrency
-    })
     const handler = ApprovalModes.handlerFor(mode)
-    const supervisor: Supervisor.SupervisorConfig = {
+    const config = (recorder: import("./StateLedger.js").Recorder | undefined): Supervisor.SupervisorConfig => ({
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
       approvals: {
         deadlines: { default: args.approvalTimeout },
@@ -132,30 +139,60 @@ const handlerScoped = (args: Parsed) =>
       concurrency: args.concurrency,
       pool: args.pool,
       restart: { maxAttempts: args.restarts }
-    }
+    })
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
-    const checked = SupervisorConfig.decode(supervisor)
+    const checked = SupervisorConfig.decode(config(undefined))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
+    // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
+    const { recorder, items, message } = yield* plan.open({ cwd, mode })
     const screen = Screen.make()
+    if (items.length === 0) {
+      screen.err(`warden: ${message ?? "nothing to run"}`)
+      return
+    }
     const result = yield* Session.run({
       transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),
-      supervisor,
-      items: args.prompts.map((prompt) => ({
-        prompt,
-        cwd,
-        approvalPolicy: args.approvalPolicy,
-        ...(Option.isSome(args.model) ? { model: args.model.value } : {}),
-        ...(Option.isSome(args.sandbox) ? { sandbox: args.sandbox.value } : {})
-      })),
+      supervisor: config(recorder),
+      items,
       answering: ApprovalModes.answeringFor(mode),
       json: args.json,
       audit: Option.getOrUndefined(args.audit),
-      title: "warden run",
+      title: plan.title,
       screen,
       ...(recorder ? { recorder } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
+  })
+
+const handlerScoped = (args: Parsed) =>
+  Effect.gen(function*() {
+    yield* checkPrompts(args.prompts, process.argv)
+    const state = yield* StatePath.forRun(args.state, args.noState)
+    return yield* execute(args, {
+      title: "warden run",
+      open: ({ cwd, mode }) =>
+        Effect.map(
+          recorderFor(state, {
+            prompts: args.prompts.length,
+            cwd,
+            approvals: mode,
+            rules: Option.getOrUndefined(args.rules),
+            pool: args.pool,
+            concurrency: args.concurrency
+          }),
+          (recorder) => ({
+            recorder,
+            items: args.prompts.map((prompt) => ({
+              prompt,
+              cwd,
+              approvalPolicy: args.approvalPolicy,
+              ...(Option.isSome(args.model) ? { model: args.model.value } : {}),
+              ...(Option.isSome(args.sandbox) ? { sandbox: args.sandbox.value } : {})
+            }))
+          })
+        )
+    })
   })
 
 export const command = Command.make("run", options, handler).pipe(

@@ -13,6 +13,7 @@ import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
+import * as Os from "node:os"
 import * as ExitCodes from "./ExitCodes.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
 
@@ -53,12 +54,20 @@ export const record = (
   filename: string,
   info: { readonly label: string; readonly info: unknown }
 ): Effect.Effect<Recorder, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.flatMap(openLedger(filename), (ledger) => recordIn(ledger, filename, info))
+
+/** Begins a run in an open ledger. `origins`: the dead run's item each submitted item continues (by item id). */
+export const recordIn = (
+  ledger: Ledger.LedgerShape,
+  filename: string,
+  info: { readonly label: string; readonly info: unknown; readonly resumedFrom?: string },
+  origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>
+): Effect.Effect<Recorder, ExitCodes.CliExit> =>
   Effect.gen(function*() {
-    const ledger = yield* openLedger(filename)
     let rules: ReadonlyArray<Remembered.RememberedRule> = yield* ledger.rememberedRules().pipe(
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
     )
-    const run = yield* ledger.beginRun({ label: info.label, info: info.info })
+    const run = yield* ledger.beginRun({ label: info.label, info: info.info, ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {}) })
     const rememberAlways = (card: Card.CardView, author: string): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
       Effect.gen(function*() {
         const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
@@ -75,7 +84,7 @@ export const record = (
       ledger,
       attach: (supervisor) => run.attach(supervisor),
       submitted: (item) => {
-        run.record(LedgerEvent.itemSubmitted(item))
+        run.record(LedgerEvent.itemSubmitted(item, origins?.get(String(item.id))))
       },
       remembered: (request, context) => {
         const hit = Remembered.rememberedFor(request, context, rules, Date.now())
@@ -85,4 +94,88 @@ export const record = (
       always: (card) =>
         rememberAlways(card, "stdin").pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     } satisfies Recorder
+  })
+
+/** Whether a process with this pid runs on this host (EPERM: it does, as another user). */
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * The runs of this host still `running` whose process is gone (it was killed, or the machine
+ * rebooted), newest first. A run of another host is never taken for dead here.
+ */
+export const deadRuns = (ledger: Ledger.LedgerShape, host: string = Os.hostname()) =>
+  ledger.runs("running").pipe(
+    Effect.map((runs) => runs.filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid)).sort((a, b) => b.startedAt - a.startedAt))
+  )
+
+/** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
+export interface Resumed {
+  readonly recorder: Recorder
+  readonly deadRunId: string
+  readonly stranded: number
+  readonly items: ReadonlyArray<WorkItem.WorkItem>
+  /** One line each for the items not run again, and why. */
+  readonly skipped: ReadonlyArray<string>
+}
+
+/**
+ * Recovers a dead run (`runId`, or the newest dead run of this host) into a new run: its open
+ * cards are recorded `stranded`, its unfinished items handed over (once: a second resume finds
+ * none), and each becomes a work item on its thread (`thread/resume`) with the prompts that had not
+ * completed. An item whose prompts were masked when recorded is not run (it would not send what was
+ * asked); one whose turns all completed has nothing left to run. Left: nothing to resume.
+ */
+export const resume = (
+  filename: string,
+  options: { readonly runId: string | undefined; readonly info: unknown }
+): Effect.Effect<Either.Either<Resumed, string>, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.gen(function*() {
+    const ledger = yield* openLedger(filename)
+    const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
+    const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
+    const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
+    if (target === undefined) {
+      return Either.left(options.runId === undefined
+        ? `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
+        : `run ${options.runId} is not a dead run of this host in ${filename}`)
+    }
+    const recovered = new Map<string, LedgerEvent.ItemOrigin>()
+    const items: Array<WorkItem.WorkItem> = []
+    const skipped: Array<string> = []
+    // The recorder (and its run) first: the dead run's items are handed to it.
+    let index = 0
+    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered)
+    const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
+    for (const item of recovery.items) {
+      if (item.remainingPrompts.length === 0) {
+        skipped.push(`item ${item.item}: every turn had completed; nothing to run again`)
+        continue
+      }
+      if (item.promptsMasked) {
+        skipped.push(`item ${item.item}: not resumed: its prompt held a secret and was stored masked, so it cannot be sent again as asked`)
+        continue
+      }
+      const o = item.options as Record<string, unknown>
+      const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
+      const [prompt, ...followUps] = item.remainingPrompts
+      const id = index++
+      recovered.set(String(id), { runId: target.runId, item: item.item })
+      items.push({
+        prompt: prompt!,
+        ...(followUps.length > 0 ? { followUps } : {}),
+        ...(item.threadId !== undefined ? { threadId: item.threadId } : {}),
+        ...str("cwd"),
+        ...str("model"),
+        ...str("approvalPolicy"),
+        ...str("sandbox")
+      })
+    }
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped })
   })

@@ -1,7 +1,9 @@
 /**
  * A fake app-server for the ledger's CLI tests: each PROMPT's turn asks one command approval per
  * `|`-separated part of the PROMPT (all at once), and completes once all are answered; with
- * LEDGER_FAKE_ANSWERS=FILE it appends each answer it gets to FILE (`{command, result, error}`). And
+ * LEDGER_FAKE_ANSWERS=FILE it appends each answer it gets to FILE (`{command, result, error}`), and
+ * each `thread/resume` (`{method, threadId}`); it resumes any thread. The PROMPT `hang` asks
+ * nothing and completes at once, or never with LEDGER_FAKE_HANG=1. And
  * `readLedger`, which reads a ledger file through the Ledger API.
  */
 import { Ledger } from "@warden/ledger"
@@ -28,11 +30,19 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   }
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "ledger-test/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_" + ++threads } } })
+  if (m.method === "thread/resume") {
+    if (answers) require("node:fs").appendFileSync(answers, JSON.stringify({ method: m.method, threadId: m.params.threadId }) + "\\n")
+    out({ id: m.id, result: { thread: { id: m.params.threadId } } })
+  }
   if (m.method === "turn/start") {
     const threadId = m.params.threadId
     const turnId = "turn_" + threadId
     out({ id: m.id, result: { turn: { id: turnId, status: "inProgress", items: [] } } })
     const text = m.params.input.map((i) => i.text ?? "").join("")
+    if (text === "hang") {
+      if (!process.env.LEDGER_FAKE_HANG) out({ method: "turn/completed", params: { threadId, turn: { id: turnId, status: "completed", items: [], error: null } } })
+      return
+    }
     const commands = text.split("|")
     const turn = { threadId, turnId, left: commands.length }
     commands.forEach((command, i) => {

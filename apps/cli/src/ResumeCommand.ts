@@ -1,0 +1,46 @@
+/**
+ * `warden resume [--state PATH] [--run ID] [run's options]`: after a `warden run` died (SIGKILL,
+ * OOM, a reboot), resume its unfinished work items on a new app-server. The dead run is the newest
+ * run of this host the ledger still has `running` whose process is gone (or `--run ID`). Its open
+ * cards are recorded `stranded` (never answered by this process, counted once), its unfinished
+ * items are handed to a new run (once: a second `warden resume` finds none), and each runs again on
+ * its thread (`thread/resume`), from the turn that had not completed. Items that had ended are not
+ * run again; an item whose prompt was stored masked is not run (said on stderr).
+ */
+import { Command, Options } from "@effect/cli"
+import { Effect, Either, Option } from "effect"
+import * as Fs from "node:fs"
+import * as ExitCodes from "./ExitCodes.js"
+import * as Opts from "./Options.js"
+import * as RunCommand from "./RunCommand.js"
+import * as StatePath from "./StatePath.js"
+
+const { prompts: _prompts, noState: _noState, ...runOptions } = RunCommand.options
+
+export const options = {
+  ...runOptions,
+  state: Opts.state,
+  run: Options.text("run").pipe(Options.withPseudoName("ID"), Options.withDescription("the dead run to resume (default: the newest dead run of this host)"), Options.optional)
+}
+
+export const command = Command.make("resume", options, (args) =>
+  Effect.scoped(Effect.gen(function*() {
+    const path = StatePath.resolve(args.state)
+    if (!Fs.existsSync(path)) return yield* ExitCodes.usage(`no ledger at ${path} (--state PATH)`)
+    yield* RunCommand.execute(args, {
+      title: "warden resume",
+      open: ({ cwd, mode }) =>
+        Effect.gen(function*() {
+          const StateLedger = yield* StatePath.loadStateLedger
+          const resumed = yield* StateLedger.resume(path, {
+            runId: Option.getOrUndefined(args.run),
+            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) }
+          })
+          if (Either.isLeft(resumed)) return { recorder: undefined, items: [], message: resumed.left }
+          const r = resumed.right
+          process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
+          for (const line of r.skipped) process.stderr.write(`warden: ${line}\n`)
+          return { recorder: r.recorder, items: r.items, message: `nothing to run again from run ${r.deadRunId}` }
+        })
+    })
+  }))).pipe(Command.withDescription("resume the unfinished work items of a warden run that died, on a new app-server"))

@@ -1,0 +1,82 @@
+/**
+ * `warden resume` after a `warden run --state` was SIGKILLed while one item had an open card and
+ * another was mid-turn: both items run again on their threads (`thread/resume`) and complete, the
+ * open card is recorded `stranded` once, and a second resume finds nothing.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as CliProcess from "./support/CliProcess.js"
+import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+
+describe("warden resume", () => {
+  it.scopedLive("resumes a SIGKILLed run's unfinished items; its open card is stranded exactly once", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+
+      const crashed = yield* Effect.scoped(Effect.gen(function*() {
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "echo hi", "hang"],
+          { env: { LEDGER_FAKE_HANG: "1" } }
+        )
+        yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0)
+        yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1)
+        // Until the ledger has the card and the turn (written off the read loop, soon after).
+        const runId = yield* readLedger(db, (ledger) =>
+          Effect.gen(function*() {
+            const runs = yield* ledger.runs("running")
+            const run = runs[0]
+            if (run === undefined) return yield* Effect.fail("no run yet")
+            const cards = yield* ledger.cards({ runId: run.runId })
+            const turns = yield* ledger.turns(run.runId)
+            if (cards.length < 1 || turns.length < 2) return yield* Effect.fail("not written yet")
+            return run.runId
+          })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
+        process.kill(-cli.pid, "SIGKILL")
+        const exited = yield* cli.exited()
+        assert.strictEqual(exited.signal, "SIGKILL")
+        return runId
+      }))
+
+      const answers = Path.join(dir, "answers.jsonl")
+      const resumed = yield* CliProcess.runToEnd(["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"], { env: { LEDGER_FAKE_ANSWERS: answers } })
+      assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
+      assert.include(resumed.stderr, `resuming run ${crashed} as `)
+      assert.include(resumed.stderr, "2 item(s) to run again, 1 open card(s) recorded stranded")
+      const finished = resumed.json().filter((l) => l.type === "item.finished").map((l) => [l.item, l.threadId, l.status]).sort()
+      assert.deepStrictEqual(finished, [[0, "thr_1", "completed"], [1, "thr_2", "completed"]])
+      const wire = Fs.readFileSync(answers, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(wire.filter((w) => w.method === "thread/resume").map((w) => w.threadId).sort(), ["thr_1", "thr_2"])
+      assert.deepStrictEqual(wire.filter((w) => w.command !== undefined).map((w) => [w.command, w.result?.decision]), [["echo hi", "decline"]])
+
+      const ledger = yield* readLedger(db, (ledger) =>
+        Effect.gen(function*() {
+          const runs = yield* ledger.runs()
+          const next = runs.find((r) => r.resumedFrom === crashed)!
+          return {
+            runs,
+            next,
+            old: yield* ledger.accounting(crashed),
+            oldCards: yield* ledger.cards({ runId: crashed }),
+            oldItems: yield* ledger.workItems(crashed),
+            nextAccounting: yield* ledger.accounting(next.runId),
+            nextItems: yield* ledger.workItems(next.runId)
+          }
+        }))
+      assert.strictEqual(ledger.runs.find((r) => r.runId === crashed)?.status, "crashed")
+      assert.strictEqual(ledger.next.status, "ended")
+      assert.deepStrictEqual([ledger.old.cards, ledger.old.stranded, ledger.old.settled, ledger.old.open], [1, 1, 0, 0])
+      assert.strictEqual(ledger.oldCards[0]!.settlement?.outcome, "stranded")
+      assert.deepStrictEqual(ledger.oldItems.map((i) => [i.item, i.status, i.handedTo]).sort(), [["0", "handed-over", ledger.next.runId], ["1", "handed-over", ledger.next.runId]])
+      assert.deepStrictEqual(ledger.nextItems.map((i) => [i.item, i.status, i.from?.runId, i.from?.item]).sort(), [["0", "finished", crashed, "0"], ["1", "finished", crashed, "1"]])
+      assert.deepStrictEqual([ledger.nextAccounting.cards, ledger.nextAccounting.settled, ledger.nextAccounting.open], [1, 1, 0])
+
+      const again = yield* CliProcess.runToEnd(["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db])
+      assert.strictEqual(again.exited.code, 0, again.stderr)
+      assert.include(again.stderr, "no dead run to resume")
+      assert.deepStrictEqual(again.stdout, [])
+    }), 120_000)
+})
