@@ -2,7 +2,7 @@
  * No secret leaves `warden run`: a hostile app-server puts secrets of several shapes into every
  * carrier it controls (stderr, a malformed request, a command to approve, an error notification,
  * an unreadable frame), and none of them reaches stdout (`--json`), stderr (the
- * human log) or the audit file.
+ * human log), the audit file or the ledger (`--state`: the database file and its side files).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -46,13 +46,14 @@ setInterval(() => {}, 60000)
 `
 
 describe("warden run: no secret leaves through any exit", () => {
-  it.scopedLive("stdout (--json), stderr and the audit file hold none of the secrets the app-server wrote", () =>
+  it.scopedLive("stdout (--json), stderr, the audit file and the ledger hold none of the secrets the app-server wrote", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const script = Path.join(dir, "codex")
       const audit = Path.join(dir, "audit.jsonl")
+      const db = Path.join(dir, "ledger.db")
       Fs.writeFileSync(script, fakeCodex(shapes.map(([, written]) => written).join("\n")), { mode: 0o755 })
-      const result = yield* CliProcess.runToEnd(["run", "--codex", script, "--json", "--approvals", "deny", "--restarts", "0", "--audit", audit, "hello"])
+      const result = yield* CliProcess.runToEnd(["run", "--codex", script, "--json", "--approvals", "deny", "--restarts", "0", "--audit", audit, "--state", db, "hello"])
       assert.deepStrictEqual(result.exited, { code: 3, signal: null }, result.stderr)
       const stdout = result.stdout.join("\n")
       const stderr = result.stderr
@@ -63,10 +64,13 @@ describe("warden run: no secret leaves through any exit", () => {
       assert.isDefined(lines.find((l) => l.type === "card.settled" && l.outcome === "refused"), "the malformed request")
       assert.isDefined(lines.find((l) => l.type === "connection.lost" && String(l.stderrTail).includes("starting")))
       assert.include(auditText, "card.settled")
+      const ledgerBytes = Fs.readdirSync(dir).filter((f) => f.startsWith("ledger.db")).map((f) => Fs.readFileSync(Path.join(dir, f)).toString("latin1")).join("\n")
+      assert.include(ledgerBytes, "curl", "the ledger recorded the card")
       for (const [secret] of shapes) {
         assert.notInclude(stdout, secret, `--json leaks ${secret}`)
         assert.notInclude(stderr, secret, `stderr leaks ${secret}`)
         assert.notInclude(auditText, secret, `the audit leaks ${secret}`)
+        assert.notInclude(ledgerBytes, secret, `the ledger leaks ${secret}`)
       }
     }), 60_000)
 })
