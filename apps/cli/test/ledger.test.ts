@@ -45,7 +45,7 @@ describe("warden run --state", () => {
       assert.strictEqual(settled.length, 3)
     }), 60_000)
 
-  it.scopedLive("records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing", () =>
+  it.scopedLive("records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing; a ledger that cannot be opened runs nothing", () =>
     Effect.gen(function*() {
       const dir = yield* CliProcess.tempDir
       const codex = writeFakeCodex(dir)
@@ -58,6 +58,17 @@ describe("warden run --state", () => {
       const db = Path.join(dir, "xdg", "warden", "ledger.db")
       const cards = yield* readLedger(db, (ledger) => ledger.cards())
       assert.deepStrictEqual(cards.map((c) => [c.facts.command, c.settlement?.outcome]), [["echo hi", "declined"]])
+      // A ledger that cannot be opened: nothing runs (exit 1, nothing on stdout, no app-server started).
+      const notDb = Path.join(dir, "not.db")
+      Fs.writeFileSync(notDb, "this is not a SQLite database, and it is long enough to be read as one ............................................\n")
+      const spawned = Path.join(dir, "spawned")
+      const probe = Path.join(dir, "probe-codex")
+      Fs.writeFileSync(probe, `#!/bin/sh\ntouch ${spawned}\nexec ${codex}\n`, { mode: 0o755 })
+      const unopenable = yield* CliProcess.runToEnd(["run", "--codex", probe, "--json", "--approvals", "deny", "--state", notDb, "echo hi"], { env })
+      assert.strictEqual(unopenable.exited.code, 1, unopenable.stderr)
+      assert.include(unopenable.stderr, `--state ${notDb}`)
+      assert.deepStrictEqual(unopenable.stdout, [])
+      assert.isFalse(Fs.existsSync(spawned), "no app-server was started")
       const both = yield* CliProcess.runToEnd(["run", "--codex", codex, "--no-state", "--state", db, "echo hi"], { env })
       assert.strictEqual(both.exited.code, 2)
       assert.include(both.stderr, "--state and --no-state")
