@@ -155,6 +155,9 @@ export const make = (
         case "Work": {
           const work = event.event
           switch (work._tag) {
+            case "ThreadStartedFresh":
+              log(`${itemTag(work.item)}: codex never saved thread ${work.missingThreadId}; starting a new thread (it does not know the old one's turns)`)
+              break
             case "ThreadReady":
               if (work.resumed) {
                 log(`${itemTag(work.item)} resumed thread ${work.threadId} on a new app-server; the interrupted turn runs again`)

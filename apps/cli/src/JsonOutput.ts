@@ -9,6 +9,7 @@
  * - `item.resumed {item, threadId}` (its thread resumed on a restarted app-server; the interrupted turn runs again)
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
  * - `item.stalled {item, threadId, turnId}`
+ * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
  * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
  * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
  * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
@@ -84,6 +85,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
           }]
         case "Stalled":
           return [{ type: "item.stalled", item, threadId: work.threadId, turnId: work.turnId }]
+        case "ThreadStartedFresh":
+          return [{ type: "item.thread_missing", item, missingThreadId: work.missingThreadId, detail: work.detail }]
         case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
         case "ConnectionLost":
         case "Notification":

@@ -170,7 +170,8 @@ export const resume = (
       items.push({
         prompt: prompt!,
         ...(followUps.length > 0 ? { followUps } : {}),
-        ...(item.threadId !== undefined ? { threadId: item.threadId } : {}),
+        // A thread codex never saved (Warden died before its first turn was written) starts anew.
+        ...(item.threadId !== undefined ? { threadId: item.threadId, ifThreadMissing: "start" as const } : {}),
         ...str("cwd"),
         ...str("model"),
         ...str("approvalPolicy"),

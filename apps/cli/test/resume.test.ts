@@ -79,4 +79,35 @@ describe("warden resume", () => {
       assert.include(again.stderr, "no dead run to resume")
       assert.deepStrictEqual(again.stdout, [])
     }), 120_000)
+  it.scopedLive("an item whose thread codex never saved starts on a new thread, and says so", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "hang"],
+          { env: { LEDGER_FAKE_HANG: "1" } }
+        )
+        yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+        yield* readLedger(db, (ledger) =>
+          Effect.gen(function*() {
+            const run = (yield* ledger.runs("running"))[0]
+            if (run === undefined || (yield* ledger.turns(run.runId)).length < 1) return yield* Effect.fail("not written yet")
+          })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
+        process.kill(-cli.pid, "SIGKILL")
+        yield* cli.exited()
+      }))
+      const answers = Path.join(dir, "answers.jsonl")
+      const resumed = yield* CliProcess.runToEnd(
+        ["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"],
+        { env: { LEDGER_FAKE_ANSWERS: answers, LEDGER_FAKE_LOST: "thr_1" } }
+      )
+      assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
+      const lines = resumed.json()
+      assert.deepInclude(lines.find((l) => l.type === "item.thread_missing"), { item: 0, missingThreadId: "thr_1" })
+      assert.deepStrictEqual(lines.filter((l) => l.type === "item.finished").map((l) => [l.item, l.threadId, l.status]), [[0, "fresh_1", "completed"]])
+      const wire = Fs.readFileSync(answers, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(wire.filter((w) => w.method === "thread/resume").map((w) => w.threadId), ["thr_1"])
+    }))
 })

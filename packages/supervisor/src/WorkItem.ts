@@ -18,6 +18,14 @@ export interface WorkItem {
   readonly followUps?: ReadonlyArray<string>
   /** Resume this thread instead of starting a new one. */
   readonly threadId?: string
+  /**
+   * When `threadId` names a thread codex never persisted (its `thread/resume` answers "no rollout
+   * found", e.g. Warden died before the thread's first turn was written): `"fail"` (the default)
+   * fails the item `resume-failed`; `"start"` starts a new thread instead and says so with a
+   * `ThreadStartedFresh` event (the new thread knows nothing of the old one's turns). Any other
+   * refusal of the resume still fails the item.
+   */
+  readonly ifThreadMissing?: "fail" | "start"
   /** The thread's working directory (default: the app-server's). */
   readonly cwd?: string
   /** The model (default: codex's configuration). */
@@ -94,6 +102,11 @@ export interface WorkResult {
 export type WorkEvent =
   /** The thread exists (`resumed`: by `thread/resume`, given `threadId` or after a restart). */
   | { readonly _tag: "ThreadReady"; readonly item: string | number | undefined; readonly threadId: string; readonly resumed: boolean }
+  /**
+   * `threadId` named a thread codex never persisted and the item asked for `ifThreadMissing:
+   * "start"`: a new thread is being started instead (`ThreadReady` follows with its id).
+   */
+  | { readonly _tag: "ThreadStartedFresh"; readonly item: string | number | undefined; readonly missingThreadId: string; readonly detail: string }
   /** `turn/start` was answered: the turn runs with `prompt`. */
   | { readonly _tag: "TurnStarted"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string; readonly prompt: string }
   /** A notification for this thread, in the order the server sent it. */

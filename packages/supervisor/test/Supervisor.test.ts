@@ -313,6 +313,37 @@ describe("Supervisor failure paths", () => {
       assert.strictEqual(again.status, "completed")
     }))
 
+  it.scoped("a thread codex never saved: ifThreadMissing start runs the item on a new thread and says so; by default it fails", () =>
+    Effect.gen(function*() {
+      // codex 0.171.0's answer for a thread without a rollout (measured on the binary).
+      const noRollout = (params: { threadId: string }) => ({ error: { code: -32600, message: `no rollout found for thread id ${params.threadId}` } })
+      const { fake, supervisor, events } = yield* supervise({}, { behaviour: { "thread/resume": noRollout } })
+      const failed = yield* Effect.exit(supervisor.run(item("x", { threadId: "thr_lost" })))
+      const error = Exit.isFailure(failed) && failed.cause._tag === "Fail" ? failed.cause.error : undefined
+      assert.strictEqual(error?.reason, "resume-failed")
+      assert.match(error?.detail ?? "", /no rollout found/)
+
+      const result = yield* supervisor.run(item("again", { threadId: "thr_lost", ifThreadMissing: "start" }))
+      assert.strictEqual(result.status, "completed")
+      assert.notStrictEqual(result.threadId, "thr_lost")
+      const seen = Array.from(yield* Queue.takeAll(events)).flatMap((e) => (e._tag === "Work" ? [e.event] : []))
+      const fresh = seen.find((e) => e._tag === "ThreadStartedFresh")
+      assert.deepInclude(fresh, { _tag: "ThreadStartedFresh", missingThreadId: "thr_lost" })
+      const ready = seen.filter((e) => e._tag === "ThreadReady").at(-1)
+      assert.deepInclude(ready, { _tag: "ThreadReady", threadId: result.threadId, resumed: false })
+      // The resume was asked once per item, then thread/start for the second.
+      assert.deepStrictEqual(fake.requestsSoFar().map((r) => r.method).filter((m) => m.startsWith("thread/")), ["thread/resume", "thread/resume", "thread/start"])
+    }))
+
+  it.scoped("ifThreadMissing start does not hide another refusal of the resume", () =>
+    Effect.gen(function*() {
+      const { supervisor } = yield* supervise({}, { behaviour: { "thread/resume": () => ({ error: { code: -32600, message: "invalid session id" } }) } })
+      const exit = yield* Effect.exit(supervisor.run(item("x", { threadId: "bad", ifThreadMissing: "start" })))
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "resume-failed")
+      assert.match(error?.detail ?? "", /invalid session id/)
+    }))
+
   it.scoped("a thread already run by a live work item cannot be resumed by a second one", () =>
     Effect.gen(function*() {
       const { fake, supervisor } = yield* supervise({}, { turns: "manual" })

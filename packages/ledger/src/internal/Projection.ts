@@ -130,6 +130,7 @@ const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEven
     }
     case "Notification":
     case "Stalled":
+    case "ThreadStartedFresh": // the ThreadReady that follows records the new thread
       return Effect.void
   }
 }

@@ -10,7 +10,7 @@
 import { Duration, Effect, Mailbox, Option } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
-import type { RequestError } from "../Errors.js"
+import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
 import type { TurnError, TurnResult, WorkEvent, WorkItem } from "../WorkItem.js"
 import { Json } from "@warden/protocol"
@@ -113,7 +113,8 @@ export const run = (
         })
       )
 
-      let threadId: string
+      let threadId: string | undefined
+      let resumed = false
       if (resumeThreadId !== undefined) {
         // One thread, one work item: a second one would steal the first one's route (its events
         // and cards), so it is refused instead.
@@ -125,15 +126,28 @@ export const run = (
         // Watch first: the server replays pending requests right behind the resume response.
         route.threadId = resumeThreadId
         server.registerThread(route)
-        const resumed = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
-          Effect.tapError(() => Effect.sync(() => server.unregisterThread(route)))
+        const outcome = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
+          Effect.tapError(() => Effect.sync(() => server.unregisterThread(route))),
+          Effect.map((result) => ({ _tag: "Resumed" as const, result })),
+          // A thread codex never persisted: start a new one, if the item asked for that.
+          Effect.catchIf(
+            (error) => item.ifThreadMissing === "start" && isMissingThread(error),
+            (error) => Effect.succeed({ _tag: "Missing" as const, detail: error.message })
+          )
         )
-        if (resumed.thread.id !== resumeThreadId) {
-          server.unregisterThread(route)
-          return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
+        if (outcome._tag === "Resumed") {
+          if (outcome.result.thread.id !== resumeThreadId) {
+            server.unregisterThread(route)
+            return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
+          }
+          threadId = resumeThreadId
+          resumed = true
+        } else {
+          route.threadId = undefined
+          emit({ _tag: "ThreadStartedFresh", item: item.id, missingThreadId: resumeThreadId, detail: outcome.detail })
         }
-        threadId = resumeThreadId
-      } else {
+      }
+      if (threadId === undefined) {
         const started = yield* server.request("thread/start", threadParams(item), {
           onResult: (result) => {
             const id = threadIdOfResult(result)
@@ -148,7 +162,7 @@ export const run = (
       }
       session.threadId = threadId
       yield* Effect.annotateCurrentSpan("warden.thread_id", threadId)
-      emit({ _tag: "ThreadReady", item: item.id, threadId, resumed: resumeThreadId !== undefined })
+      emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
       for (const prompt of prompts) {
         const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config).pipe(
@@ -160,6 +174,13 @@ export const run = (
       }
     })
   ).pipe(Effect.withSpan("warden.thread", { attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined } }))
+
+/**
+ * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
+ * `-32600 "no rollout found for thread id …"`).
+ */
+const isMissingThread = (error: { readonly _tag: string }): boolean =>
+  error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
 
 const runTurn = (
   server: AppServer,
