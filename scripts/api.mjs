@@ -21,15 +21,13 @@ export const libraries = ["packages/transport", "packages/protocol", "packages/a
 
 const read = (file) => Fs.readFileSync(file, "utf8")
 
-/** The TSDoc block that ends right before `index` (only blank lines or decorators between), or undefined. */
+/** The TSDoc block that ends right before `index` (only whitespace between), or undefined. */
 const docBefore = (text, index) => {
   const before = text.slice(0, index).replace(/\s+$/, "")
   if (!before.endsWith("*/")) return undefined
   const start = before.lastIndexOf("/**")
   if (start < 0) return undefined
-  const block = before.slice(start)
-  // A block that closes a previous declaration's body is not this one's doc.
-  return block
+  return before.slice(start)
 }
 
 const clean = (block) =>
@@ -41,7 +39,7 @@ const clean = (block) =>
     .join("\n")
     .trim()
 
-/** The first sentence (or first line of the first paragraph) of a TSDoc block, on one line. */
+/** The first sentence of a TSDoc block's first paragraph, on one line (cut at 240 characters). */
 const summary = (block) => {
   const text = clean(block).split(/\n\s*\n/)[0].replace(/\s*\n\s*/g, " ").trim()
   const cut = text.search(/[.!?](\s|$)/)

@@ -7,11 +7,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ScriptedModel, Step } from "@warden/testkit"
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
-import { readLedger } from "./support/LedgerCodex.js"
+import { crashOnceRecorded, readLedger } from "./support/LedgerCodex.js"
 
 const exec = Step.execCommand({ cmd: "echo warden-resume-check", escalated: true, justification: "test resume" })
 
@@ -32,18 +32,8 @@ describe("warden resume (real codex 0.171.0)", () => {
         yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0, "60 seconds")
         yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1, "60 seconds")
         yield* codex.model.awaitRequests(1, "slow")
-        const runId = yield* readLedger(db, (ledger) =>
-          Effect.gen(function*() {
-            const run = (yield* ledger.runs("running"))[0]
-            if (run === undefined) return yield* Effect.fail("no run yet")
-            const cards = yield* ledger.cards({ runId: run.runId })
-            const turns = yield* ledger.turns(run.runId)
-            if (cards.length < 1 || turns.length < 2) return yield* Effect.fail("not written yet")
-            return run.runId
-          })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
-        process.kill(-cli.pid, "SIGKILL")
-        const exited = yield* cli.exited()
-        assert.strictEqual(exited.signal, "SIGKILL")
+        const { runId, signal } = yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })
+        assert.strictEqual(signal, "SIGKILL")
         return runId
       }))
 

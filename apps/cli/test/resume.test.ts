@@ -4,11 +4,11 @@
  * open card is recorded `stranded` once, and a second resume finds nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { crashOnceRecorded, readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden resume", () => {
   it.scopedLive("resumes a SIGKILLed run's unfinished items; its open card is stranded exactly once", () =>
@@ -24,20 +24,8 @@ describe("warden resume", () => {
         )
         yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0)
         yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1)
-        // Until the ledger has the card and the turn (written off the read loop, soon after).
-        const runId = yield* readLedger(db, (ledger) =>
-          Effect.gen(function*() {
-            const runs = yield* ledger.runs("running")
-            const run = runs[0]
-            if (run === undefined) return yield* Effect.fail("no run yet")
-            const cards = yield* ledger.cards({ runId: run.runId })
-            const turns = yield* ledger.turns(run.runId)
-            if (cards.length < 1 || turns.length < 2) return yield* Effect.fail("not written yet")
-            return run.runId
-          })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
-        process.kill(-cli.pid, "SIGKILL")
-        const exited = yield* cli.exited()
-        assert.strictEqual(exited.signal, "SIGKILL")
+        const { runId, signal } = yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })
+        assert.strictEqual(signal, "SIGKILL")
         return runId
       }))
 
@@ -90,13 +78,7 @@ describe("warden resume", () => {
           { env: { LEDGER_FAKE_HANG: "1" } }
         )
         yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
-        yield* readLedger(db, (ledger) =>
-          Effect.gen(function*() {
-            const run = (yield* ledger.runs("running"))[0]
-            if (run === undefined || (yield* ledger.turns(run.runId)).length < 1) return yield* Effect.fail("not written yet")
-          })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
-        process.kill(-cli.pid, "SIGKILL")
-        yield* cli.exited()
+        yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })
       }))
       const answers = Path.join(dir, "answers.jsonl")
       const resumed = yield* CliProcess.runToEnd(

@@ -1,24 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Effect, Exit, Scope, TestClock } from "effect"
-import { Approvals } from "../src/index.js"
-import type { ApprovalEvent } from "../src/ApprovalEvent.js"
-import { captured, recordingLine } from "./support.js"
+import { captured, deskSetup } from "./support.js"
 
 const command = () => captured("item/commandExecution/requestApproval")
 const elicitationForm = () => captured("mcpServer/elicitation/request", (p) => p._meta === null)
 
-/** An approvals engine, a desk on a recording line, and a thread scope, in the test's scope. */
-const setup = (config: Approvals.ApprovalsConfig = {}) =>
-  Effect.gen(function*() {
-    const approvals = yield* Approvals.make(config)
-    const events = yield* approvals.subscribe
-    const wire = recordingLine()
-    const desk = approvals.desk(wire.line)
-    const thread = yield* Scope.make()
-    const drained = () => Effect.map(events.takeAll, (c) => Array.from(c) as Array<ApprovalEvent>)
-    return { approvals, desk, wire, thread, drained }
-  })
+const setup = deskSetup
 
 describe("card race", () => {
   it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>

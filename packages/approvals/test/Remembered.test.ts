@@ -5,11 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ServerRequests } from "@warden/protocol"
-import { Effect, Scope, TestClock } from "effect"
-import { Approvals } from "../src/index.js"
-import type { ApprovalEvent } from "../src/ApprovalEvent.js"
+import { Effect, TestClock } from "effect"
+import type { Approvals } from "../src/index.js"
 import type { Settlement } from "../src/Card.js"
-import { allowCmd, denyCmd, recordingLine, rules } from "./support.js"
+import { allowCmd, denyCmd, deskSetup, rules } from "./support.js"
 
 const commandRequest = (command: string, id = 0) =>
   ServerRequests.decode(id, "item/commandExecution/requestApproval", {
@@ -23,17 +22,12 @@ const commandRequest = (command: string, id = 0) =>
   })
 
 const setup = (config: Approvals.ApprovalsConfig) =>
-  Effect.gen(function*() {
-    const approvals = yield* Approvals.make(config)
-    const events = yield* approvals.subscribe
-    const wire = recordingLine()
-    const desk = approvals.desk(wire.line)
-    const thread = yield* Scope.make()
-    const settlements = () =>
-      Effect.map(events.takeAll, (c) =>
-        (Array.from(c) as Array<ApprovalEvent>).flatMap((e) => (e._tag === "CardSettled" ? [e.settlement] : [])))
-    return { desk, wire, thread, settlements }
-  })
+  Effect.map(deskSetup(config), ({ desk, drained, thread, wire }) => ({
+    desk,
+    thread,
+    wire,
+    settlements: () => Effect.map(drained(), (events) => events.flatMap((e) => (e._tag === "CardSettled" ? [e.settlement] : [])))
+  }))
 
 /** A remembered allow for `pnpm test` (argv prefix), as a ledger snapshot would answer it. */
 const rememberPnpmTest: Approvals.DeskConfig["remembered"] = (request) =>

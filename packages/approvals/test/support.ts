@@ -1,8 +1,9 @@
 import { ServerRequests } from "@warden/protocol"
 import { readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
-import { Either } from "effect"
-import type { Approvals } from "../src/index.js"
+import { Effect, Either, Scope } from "effect"
+import type { ApprovalEvent } from "../src/ApprovalEvent.js"
+import { Approvals } from "../src/index.js"
 import * as Policy from "../src/Policy.js"
 
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
@@ -45,3 +46,15 @@ export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
 }
 export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
 export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
+
+/** An approvals engine, a desk on a recording line, and a thread scope, in the test's scope. */
+export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>
+  Effect.gen(function*() {
+    const approvals = yield* Approvals.make(config)
+    const events = yield* approvals.subscribe
+    const wire = recordingLine()
+    const desk = approvals.desk(wire.line)
+    const thread = yield* Scope.make()
+    const drained = () => Effect.map(events.takeAll, (c) => Array.from(c) as Array<ApprovalEvent>)
+    return { approvals, desk, wire, thread, drained }
+  })

@@ -8,7 +8,8 @@
  * `readLedger`, which reads a ledger file through the Ledger API.
  */
 import { Ledger } from "@warden/ledger"
-import { Context, Effect, Layer } from "effect"
+import type * as CliProcess from "./CliProcess.js"
+import { Context, Effect, Layer, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
@@ -73,3 +74,24 @@ export const readLedger = <A, E>(filename: string, f: (ledger: Ledger.LedgerShap
       return yield* f(Context.get(context, Ledger.Ledger))
     })
   )
+
+/**
+ * Waits until the ledger at `filename` holds a running run with at least `cards` cards and `turns`
+ * turns (written off the read loop, soon after the CLI reports them), then SIGKILLs the CLI's
+ * process group, as a crash would; the dead run's id.
+ */
+export const crashOnceRecorded = (cli: CliProcess.Cli, filename: string, want: { readonly cards: number; readonly turns: number }) =>
+  Effect.gen(function*() {
+    const runId = yield* readLedger(filename, (ledger) =>
+      Effect.gen(function*() {
+        const run = (yield* ledger.runs("running"))[0]
+        if (run === undefined) return yield* Effect.fail("no run yet")
+        const cards = yield* ledger.cards({ runId: run.runId })
+        const turns = yield* ledger.turns(run.runId)
+        if (cards.length < want.cards || turns.length < want.turns) return yield* Effect.fail("not written yet")
+        return run.runId
+      })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
+    process.kill(-cli.pid, "SIGKILL")
+    const exited = yield* cli.exited()
+    return { runId, signal: exited.signal }
+  })
