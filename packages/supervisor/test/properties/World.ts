@@ -219,6 +219,8 @@ interface Instance {
   allowed: ReadonlyArray<Outcome>
   settledBy: string
   settledTick: number
+  /** The tick in which the connection's end made it mute (undefined: not muted by the end). */
+  mutedByEndTick: number | undefined
   withdrawn: boolean
   readonly answers: Array<{ readonly frame: Frame; readonly index: number }>
   engineOutcome: string | undefined
@@ -1111,6 +1113,7 @@ export class World {
       allowed: [],
       settledBy: "",
       settledTick: this.tick,
+      mutedByEndTick: undefined,
       withdrawn: false,
       answers: [],
       engineOutcome: undefined,
@@ -1608,7 +1611,10 @@ export class World {
       this.notes.push(`connection${this.restarts ? ` #${conn.n}` : ""} decided its end (${this.endReason()})`)
       for (const inst of this.instances) {
         if (inst.conn !== conn.n) continue
-        if (inst.state === "open") inst.state = "mute"
+        if (inst.state === "open") {
+          inst.state = "mute"
+          inst.mutedByEndTick = this.tick
+        }
         // What was decided in this very step may have lost the race against the end.
         if (inst.state === "settled" && inst.settledTick === this.tick && !inst.allowed.some((o) => o._tag === "Nothing")) {
           inst.allowed = [...inst.allowed, Oracle.nothing("the connection ended in the same step")]
@@ -1618,7 +1624,15 @@ export class World {
     // Deadlines: a racing card still open at its deadline is refused.
     for (const inst of this.instances) {
       if ((inst.state === "open" || inst.state === "mute") && inst.racing && inst.deadlineAt <= now) {
-        this.settle(inst, [Oracle.refusal(inst.method)], "deadline")
+        if (inst.state === "mute" && inst.mutedByEndTick === this.tick) {
+          // The end and the deadline came due in this same step (e.g. a drain grace ending at the
+          // very instant of the deadline): the engine's clock may have fired the deadline first,
+          // on a line still open. Either is right; a write after the end is invariant 3's to catch.
+          inst.state = "open"
+          this.settle(inst, [Oracle.refusal(inst.method), Oracle.nothing("the connection ended in the same step")], "deadline")
+        } else {
+          this.settle(inst, [Oracle.refusal(inst.method)], "deadline")
+        }
       }
     }
     if (!conn.endHandled && conn.inner.endedNow() !== undefined) {
