@@ -155,6 +155,22 @@ export const make = (
         case "Work": {
           const work = event.event
           switch (work._tag) {
+            case "WorktreeReady":
+              log(`${itemTag(work.item)} works in ${work.path} on branch ${work.branch}${work.reused ? " (left by an earlier run, taken up)" : ""}`)
+              break
+            case "WorktreeFinished": {
+              const w = work.worktree
+              log(
+                w.error !== undefined
+                  ? `${itemTag(work.item)} worktree ${w.path} kept as it was: ${oneLine(w.error, 200)}`
+                  : w.changed
+                  ? `${itemTag(work.item)} changed ${w.files} file${w.files === 1 ? "" : "s"} (+${w.insertions} -${w.deletions}) on branch ${w.branch}; worktree kept at ${w.path}`
+                  : w.kept
+                  ? `${itemTag(work.item)} changed nothing; worktree kept at ${w.path} (branch ${w.branch})`
+                  : `${itemTag(work.item)} changed nothing; worktree and branch ${w.branch} removed`
+              )
+              break
+            }
             case "ThreadStartedFresh":
               log(`${itemTag(work.item)}: codex never saved thread ${work.missingThreadId}; starting a new thread (it does not know the old one's turns)`)
               break

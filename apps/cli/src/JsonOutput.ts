@@ -13,7 +13,9 @@
  * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
  * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
  * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
- * - `item.finished {item, threadId, status, finalMessage, error}`
+ * - `item.worktree {item, path, branch, base, reused}` (`--worktree`: the item runs in this worktree)
+ * - `item.finished {item, threadId, status, finalMessage, error, worktree}` (`worktree`: null, or
+ *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`)
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
@@ -23,6 +25,24 @@ import { ConnectionEnded } from "@warden/transport"
 import * as Tally from "./Tally.js"
 
 export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
+
+/** An item's worktree once it was finished (`WorktreeFinished` comes before `ItemFinished`), or null. */
+const finishedWorktree = (worktree: Tally.ItemState["worktree"]) =>
+  worktree !== undefined && "changed" in worktree
+    ? {
+      path: worktree.path,
+      branch: worktree.branch,
+      base: worktree.base,
+      head: worktree.head,
+      changed: worktree.changed,
+      kept: worktree.kept,
+      diffstat: worktree.diffstat,
+      files: worktree.files,
+      insertions: worktree.insertions,
+      deletions: worktree.deletions,
+      error: worktree.error ?? null
+    }
+    : null
 
 /** Offers as the words of the stdin protocol. */
 export const offerWord = (tag: string): string => (tag.length > 0 ? tag[0]!.toLowerCase() + tag.slice(1) : tag)
@@ -61,7 +81,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
         threadId: outcome.threadId ?? (index === null ? undefined : tally.items[index]?.threadId) ?? null,
         status: outcome.status,
         finalMessage: outcome.finalMessage ?? null,
-        error: outcome.error ?? null
+        error: outcome.error ?? null,
+        worktree: finishedWorktree(index === null ? undefined : tally.items[index]?.worktree)
       }]
     }
     case "Work": {
@@ -87,6 +108,9 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
           return [{ type: "item.stalled", item, threadId: work.threadId, turnId: work.turnId }]
         case "ThreadStartedFresh":
           return [{ type: "item.thread_missing", item, missingThreadId: work.missingThreadId, detail: work.detail }]
+        case "WorktreeReady":
+          return [{ type: "item.worktree", item, path: work.path, branch: work.branch, base: work.base, reused: work.reused }]
+        case "WorktreeFinished": // in item.finished, which follows
         case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
         case "ConnectionLost":
         case "Notification":

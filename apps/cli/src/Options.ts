@@ -104,6 +104,23 @@ export const pool = positiveInteger("pool", 1, "app-server processes; threads sp
 export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
 
 
+export const worktree = Options.boolean("worktree").pipe(
+  Options.withDescription(
+    "run each work item in its own git worktree on branch warden/<run>/<item>, made from --cwd's HEAD (or --base); " +
+      "kept when the item changed something (its changes committed on the branch), removed when it did not"
+  )
+)
+
+export const base = Options.text("base").pipe(
+  Options.withPseudoName("REF"),
+  Options.withDescription("with --worktree: the branch, tag or commit each worktree starts from (default: HEAD)"),
+  Options.optional
+)
+
+export const keepWorktrees = Options.boolean("keep-worktrees").pipe(
+  Options.withDescription("with --worktree: keep every worktree and branch, also of items that changed nothing")
+)
+
 export const state = Options.text("state").pipe(
   Options.withPseudoName("PATH"),
   Options.withDescription("the ledger (SQLite) that records the run: cards, settlements, work items (default $XDG_STATE_HOME/warden/ledger.db, else ~/.local/state/warden/ledger.db)"),

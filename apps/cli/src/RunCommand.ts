@@ -4,7 +4,7 @@
  */
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
-import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
+import { CodexCommand, Config as SupervisorConfig, Worktree } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
@@ -44,6 +44,9 @@ export const options = {
   concurrency: Opts.concurrency,
   pool: Opts.pool,
   restarts: Opts.restarts,
+  worktree: Opts.worktree,
+  base: Opts.base,
+  keepWorktrees: Opts.keepWorktrees,
   state: Opts.state,
   noState: Opts.noState,
   prompts
@@ -122,6 +125,14 @@ export const execute = (args: Common, plan: Plan) =>
     if (mode === "rules" && Option.isNone(args.rules)) {
       return yield* ExitCodes.usage("--approvals rules needs --rules FILE")
     }
+    if (!args.worktree && (Option.isSome(args.base) || args.keepWorktrees)) {
+      return yield* ExitCodes.usage(`${Option.isSome(args.base) ? "--base" : "--keep-worktrees"} needs --worktree`)
+    }
+    if (args.worktree) {
+      yield* Worktree.repositoryOf(cwd).pipe(
+        Effect.mapError((e) => ExitCodes.usage(`--worktree needs a git repository: ${e.detail}`))
+      )
+    }
     if (Option.isSome(args.audit)) yield* writable(args.audit.value)
     const rules = Option.isSome(args.rules)
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
@@ -138,13 +149,19 @@ export const execute = (args: Common, plan: Plan) =>
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
       pool: args.pool,
-      restart: { maxAttempts: args.restarts }
+      restart: { maxAttempts: args.restarts },
+      ...(recorder ? { runId: recorder.runId } : {})
     })
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
     const checked = SupervisorConfig.decode(config(undefined))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
     // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const { recorder, items, message } = yield* plan.open({ cwd, mode })
+    const opened = yield* plan.open({ cwd, mode })
+    const { message, recorder } = opened
+    const worktree: Worktree.WorktreeOptions | undefined = args.worktree
+      ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
+      : undefined
+    const items = worktree === undefined ? opened.items : opened.items.map((item) => ({ ...item, worktree }))
     const screen = Screen.make()
     if (items.length === 0) {
       screen.err(`warden: ${message ?? "nothing to run"}`)

@@ -4,7 +4,7 @@
  * board draws it, the summary prints it, the exit code is computed from it.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import type { Supervisor, WorkItem } from "@warden/supervisor"
+import type { Supervisor, WorkItem, Worktree } from "@warden/supervisor"
 import { Cause, Exit } from "effect"
 import type { ItemStatus } from "./ExitCodes.js"
 import { Json } from "@warden/protocol"
@@ -23,6 +23,8 @@ export interface ItemState {
   finalMessage: string | undefined
   error: string | undefined
   turns: number
+  /** Its worktree (`--worktree`): where it is while the item runs, what became of it once it ended. */
+  worktree: { readonly path: string; readonly branch: string } | Worktree.WorktreeSummary | undefined
 }
 
 export type ConnectionState =
@@ -53,7 +55,8 @@ export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
     finishedAt: undefined,
     finalMessage: undefined,
     error: undefined,
-    turns: 0
+    turns: 0,
+    worktree: undefined
   })),
   openCards: new Map(),
   settled: [],
@@ -178,6 +181,13 @@ export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorE
           return
         case "Stalled":
           item.activity = "stalled"
+          return
+        case "WorktreeReady":
+          item.worktree = { path: work.path, branch: work.branch }
+          item.activity = `in worktree ${work.branch}`
+          return
+        case "WorktreeFinished":
+          item.worktree = work.worktree
           return
         case "ConnectionLost":
           item.activity = "connection lost"

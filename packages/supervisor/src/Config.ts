@@ -55,7 +55,8 @@ export const SupervisorSetting = Schema.Struct({
   interruptTimeout: optional(DurationSetting),
   concurrency: optional(PositiveCount),
   pool: optional(PositiveCount),
-  restart: optional(RestartSetting)
+  restart: optional(RestartSetting),
+  runId: optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,64}$/, { message: () => "letters, digits, '.', '_' or '-', 1 to 64 of them" })))
 })
 
 /**

@@ -33,8 +33,10 @@ import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
+import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
+import type { WorktreeSummary } from "./Worktree.js"
 
 /**
  * How a slot restarts its app-server after the connection ended, and what happens to its work items.
@@ -77,6 +79,11 @@ export interface SupervisorConfig {
   readonly pool?: number
   /** Restarts of a dead app-server and the fate of its work items. */
   readonly restart?: RestartConfig
+  /**
+   * This run's name in the branches of work items with a `worktree` (`warden/<runId>/<item id>`):
+   * letters, digits, `.`, `_`, `-`, at most 64 (default: 8 random hex digits, new for every supervisor).
+   */
+  readonly runId?: string
 }
 
 /**
@@ -397,8 +404,37 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       })
     }
 
-    const execute = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+    const runId = config.runId ?? crypto.randomUUID().slice(0, 8)
+    let unnamedItems = 0
+
+    /**
+     * The item's worktree, when it asks for one: made now, finished once (committed, kept or
+     * removed) by whichever comes first, the item's success (so its result carries the summary) or
+     * the close of the item's scope (any failure, a stop). The item then runs in the worktree.
+     */
+    const withWorktree = (item: WorkItem, emit: (event: WorkEvent) => void) =>
       Effect.gen(function*() {
+        if (item.worktree === undefined || item.worktree === false) {
+          return { work: item, finish: Effect.succeed<WorktreeSummary | undefined>(undefined) }
+        }
+        const options = item.worktree === true ? {} : item.worktree
+        const name = String(item.id ?? `item-${++unnamedItems}`)
+        const made = yield* GitWorktree.create(item.cwd ?? process.cwd(), { run: runId, item: name }, options).pipe(
+          Effect.mapError((e) => new WorkItemFailed({ reason: "worktree-failed", detail: SecretMask.maskText(e.message), threadId: item.threadId }))
+        )
+        emit({ _tag: "WorktreeReady", item: item.id, path: made.path, branch: made.branch, base: made.base, reused: made.reused })
+        const finish = yield* Effect.cached(
+          GitWorktree.finish(made, options, `warden: work item ${name} (run ${runId})`).pipe(
+            Effect.tap((worktree) => Effect.sync(() => emit({ _tag: "WorktreeFinished", item: item.id, worktree })))
+          )
+        )
+        yield* Effect.addFinalizer(() => finish)
+        return { work: { ...item, cwd: made.cwd }, finish: Effect.map(finish, (summary): WorktreeSummary | undefined => summary) }
+      })
+
+    const execute = (given: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        const { finish: finishWorktree, work: item } = yield* withWorktree(given, emit)
         const slot = yield* pickSlot
         slot.threads++
         yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
@@ -432,7 +468,9 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         if (!last || session.threadId === undefined) {
           return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
         }
+        const worktree = yield* finishWorktree
         const result: WorkResult = {
+          ...(worktree !== undefined ? { worktree } : {}),
           id: item.id,
           threadId: session.threadId,
           status: last.status,
@@ -446,8 +484,8 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         return result
       }).pipe(
         Effect.scoped,
-        Effect.annotateLogs({ workItem: String(item.id ?? "") }),
-        Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(item.id ?? "") } })
+        Effect.annotateLogs({ workItem: String(given.id ?? "") }),
+        Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
       )
 
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
