@@ -15,7 +15,8 @@
  * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
  * - `item.worktree {item, path, branch, base, reused}` (`--worktree`: the item runs in this worktree)
  * - `item.finished {item, threadId, status, finalMessage, error, worktree}` (`worktree`: null, or
- *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`)
+ *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`;
+ *   `base` and `head` are commit ids abbreviated to 12 hex digits)
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
@@ -26,14 +27,20 @@ import * as Tally from "./Tally.js"
 
 export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
 
+/**
+ * A commit id cut to 12 hex digits, as `git log --abbrev=12` shows it: the whole 40 read as a
+ * secret to the masking every line goes through (a run of 32+ hex digits), and would be masked.
+ */
+const abbreviated = (commit: string) => commit.slice(0, 12)
+
 /** An item's worktree once it was finished (`WorktreeFinished` comes before `ItemFinished`), or null. */
 const finishedWorktree = (worktree: Tally.ItemState["worktree"]) =>
   worktree !== undefined && "changed" in worktree
     ? {
       path: worktree.path,
       branch: worktree.branch,
-      base: worktree.base,
-      head: worktree.head,
+      base: abbreviated(worktree.base),
+      head: abbreviated(worktree.head),
       changed: worktree.changed,
       kept: worktree.kept,
       diffstat: worktree.diffstat,
@@ -109,7 +116,7 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
         case "ThreadStartedFresh":
           return [{ type: "item.thread_missing", item, missingThreadId: work.missingThreadId, detail: work.detail }]
         case "WorktreeReady":
-          return [{ type: "item.worktree", item, path: work.path, branch: work.branch, base: work.base, reused: work.reused }]
+          return [{ type: "item.worktree", item, path: work.path, branch: work.branch, base: abbreviated(work.base), reused: work.reused }]
         case "WorktreeFinished": // in item.finished, which follows
         case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
         case "ConnectionLost":

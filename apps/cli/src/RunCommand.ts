@@ -116,6 +116,14 @@ export interface Plan {
 export const execute = (args: Common, plan: Plan) =>
   Effect.gen(function*() {
     const cwd = yield* directory(args.cwd)
+    if (!args.worktree && (Option.isSome(args.base) || args.keepWorktrees)) {
+      return yield* ExitCodes.usage(`${Option.isSome(args.base) ? "--base" : "--keep-worktrees"} needs --worktree`)
+    }
+    if (args.worktree) {
+      yield* Worktree.repositoryOf(cwd).pipe(
+        Effect.mapError((e) => ExitCodes.usage(`--worktree needs a git repository: ${e.detail}`))
+      )
+    }
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
     const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal))
@@ -124,14 +132,6 @@ export const execute = (args: Common, plan: Plan) =>
     }
     if (mode === "rules" && Option.isNone(args.rules)) {
       return yield* ExitCodes.usage("--approvals rules needs --rules FILE")
-    }
-    if (!args.worktree && (Option.isSome(args.base) || args.keepWorktrees)) {
-      return yield* ExitCodes.usage(`${Option.isSome(args.base) ? "--base" : "--keep-worktrees"} needs --worktree`)
-    }
-    if (args.worktree) {
-      yield* Worktree.repositoryOf(cwd).pipe(
-        Effect.mapError((e) => ExitCodes.usage(`--worktree needs a git repository: ${e.detail}`))
-      )
     }
     if (Option.isSome(args.audit)) yield* writable(args.audit.value)
     const rules = Option.isSome(args.rules)
