@@ -429,7 +429,12 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           )
         )
         yield* Effect.addFinalizer(() => finish)
-        return { work: { ...item, cwd: made.cwd }, finish: Effect.map(finish, (summary): WorktreeSummary | undefined => summary) }
+        // Uninterruptible: a stop that came while git commits must not leave the memo interrupted
+        // and the worktree unfinished (each git command is bounded, see GitWorktree).
+        return {
+          work: { ...item, cwd: made.cwd },
+          finish: Effect.uninterruptible(Effect.map(finish, (summary): WorktreeSummary | undefined => summary))
+        }
       })
 
     const execute = (given: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
