@@ -10,7 +10,8 @@
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
  * - `item.stalled {item, threadId, turnId}`
  * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
- * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
+ * - `card.opened {cardId, item, threadId, turnId, method, kind, group, summary, offers, deadline}`
+ *   (`group`: cards with the same group ask the same thing; one stdin line answers them all)
  * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
  * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
  * - `item.worktree {item, path, branch, base, reused}` (`--worktree`: the item runs in this worktree)
@@ -20,7 +21,7 @@
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { Card as CardNs, SecretMask } from "@warden/approvals"
+import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { ConnectionEnded } from "@warden/transport"
 import * as Tally from "./Tally.js"
@@ -143,6 +144,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(card),
         turnId: card.turnId ?? null,
         kind: card.summary.kind,
+        group: CardGroup.groupOf(card) ?? null,
         summary: card.title,
         offers: card.offers.map(offerWord),
         deadline: new Date(card.deadlineAt).toISOString()

@@ -179,6 +179,8 @@ export interface SupervisorShape {
     readonly updates: Stream.Stream<ApprovalsTypes.InboxUpdate>
     readonly open: Effect.Effect<ReadonlyArray<Card.CardView>>
     readonly answer: (cardId: Card.CardId, decision: Decision.Decision) => Effect.Effect<ApprovalsTypes.AnswerResult>
+    /** Answer every open card of a group (`CardGroup.groupOf`) at once, each written once (see `Approvals.answerGroup`). */
+    readonly answerGroup: (group: string, decision: Decision.Decision) => Effect.Effect<ApprovalsTypes.GroupAnswer>
   }
   /** Supervisor events (connections, work, finished items) from the moment of subscription. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
@@ -555,7 +557,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     return {
       run,
       start,
-      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer },
+      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer, answerGroup: approvals.answerGroup },
       subscribe: PubSub.subscribe(events),
       events: Stream.fromPubSub(events),
       subscribeApprovals: approvals.subscribe,
