@@ -96,7 +96,7 @@ export const make = (
         ? `app-server restarting (attempt ${tally.connection.attempt})`
         : "app-server lost"
       const lines: Array<string> = [
-        bold(`${options.title} · ${connection} · ${tally.items.length} items: ${running} running, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`),
+        bold(`${options.title} · ${connection} · ${tally.items.length} items: ${running} running${tally.admission !== undefined && tally.admission.limit < tally.admission.max ? ` (admission ${tally.admission.limit} of ${tally.admission.max})` : ""}, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`),
         dim(` #  ${pad("STATUS", 16)}${padLeft("TOKENS", 7)}  ${padLeft("ELAPSED", 7)}  ACTIVITY`)
       ]
       for (const item of tally.items) {
@@ -141,6 +141,13 @@ export const make = (
           break
         case "ConnectionRestarting":
           log(`warden: restarting the app-server in ${Durations.short(event.delayMs)} (attempt ${event.attempt})`)
+          break
+        case "AdmissionChanged":
+          log(
+            event.reason === "recovered"
+              ? `warden: admission back up to ${event.limit} of ${event.max} running items (no pressure for a while)`
+              : `warden: admission lowered to ${event.limit} of ${event.max} running items: ${oneLine(event.reason, 160)}`
+          )
           break
         case "ConnectionGaveUp":
           log(`warden: giving up on the app-server: ${event.detail}`)

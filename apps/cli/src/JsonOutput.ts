@@ -5,6 +5,7 @@
  * - `connection.ready {slot, userAgent, codexHome}`
  * - `connection.lost {slot, reason, message, stderrTail}` (the app-server ended, or never came up)
  * - `connection.restarting {slot, attempt, delayMs}`, `connection.gave-up {slot, detail}`
+ * - `admission.changed {limit, max, reason}` (adaptive admission: at most `limit` of `max` items run now)
  * - `item.started {item, prompt, threadId}` (`item` is the 0-based PROMPT index)
  * - `item.resumed {item, threadId}` (its thread resumed on a restarted app-server; the interrupted turn runs again)
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
@@ -80,6 +81,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
       return [{ type: "connection.restarting", slot: event.slot, attempt: event.attempt, delayMs: event.delayMs }]
     case "ConnectionGaveUp":
       return [{ type: "connection.gave-up", slot: event.slot, detail: event.detail }]
+    case "AdmissionChanged":
+      return [{ type: "admission.changed", limit: event.limit, max: event.max, reason: SecretMask.maskText(event.reason) }]
     case "ItemFinished": {
       const outcome = Tally.outcomeOf(event.exit)
       const index = Tally.itemIndexOf(event.item)

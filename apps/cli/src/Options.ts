@@ -99,7 +99,19 @@ export const audit = Options.text("audit").pipe(
   Options.optional
 )
 
-export const concurrency = positiveInteger("concurrency", 4, "work items running at once")
+export const concurrency = positiveInteger("concurrency", 4, "work items running at once (at most; adaptive admission may run fewer)")
+
+export const fixedConcurrency = Options.boolean("fixed-concurrency").pipe(
+  Options.withDescription(
+    "keep --concurrency fixed: no adaptive admission (by default, when codex reports overload or rate limits, fewer items are admitted until it clears)"
+  )
+)
+
+export const admissionRecovery = durationOption(
+  "admission-recovery",
+  "30s",
+  "adaptive admission: how long without overload or rate limits before one more item is admitted again"
+)
 export const pool = positiveInteger("pool", 1, "app-server processes; threads spread across them")
 export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
 

@@ -42,6 +42,8 @@ export const options = {
   json: Opts.json,
   audit: Opts.audit,
   concurrency: Opts.concurrency,
+  fixedConcurrency: Opts.fixedConcurrency,
+  admissionRecovery: Opts.admissionRecovery,
   pool: Opts.pool,
   restarts: Opts.restarts,
   worktree: Opts.worktree,
@@ -148,6 +150,7 @@ export const execute = (args: Common, plan: Plan) =>
       },
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
+      admission: { adaptive: !args.fixedConcurrency, recoverAfter: args.admissionRecovery },
       pool: args.pool,
       restart: { maxAttempts: args.restarts },
       ...(recorder ? { runId: recorder.runId } : {})

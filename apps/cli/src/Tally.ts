@@ -40,6 +40,8 @@ export interface Tally {
   readonly openCards: Map<Card.CardId, Card.CardView>
   readonly settled: Array<Card.Settlement>
   connection: ConnectionState
+  /** Adaptive admission, once it moved: at most `limit` of `max` items run now. */
+  admission: { readonly limit: number; readonly max: number } | undefined
 }
 
 export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
@@ -60,7 +62,8 @@ export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
   })),
   openCards: new Map(),
   settled: [],
-  connection: { _tag: "Starting" }
+  connection: { _tag: "Starting" },
+  admission: undefined
 })
 
 /** How a finished work item is reported: its status, final message and error. */
@@ -148,6 +151,9 @@ export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorE
       return
     case "ConnectionGaveUp":
       tally.connection = { _tag: "Lost", detail: event.detail }
+      return
+    case "AdmissionChanged":
+      tally.admission = { limit: event.limit, max: event.max }
       return
     case "ItemFinished": {
       const item = itemOf(tally, event.item)

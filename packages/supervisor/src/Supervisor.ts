@@ -33,6 +33,7 @@ import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
+import * as Admission from "./internal/Admission.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
@@ -75,6 +76,19 @@ export interface SupervisorConfig {
   readonly interruptTimeout?: Duration.DurationInput
   /** Running work items at most; the rest wait in FIFO order (default 4). */
   readonly concurrency?: number
+  /**
+   * Adaptive admission (off by default): when codex reports pressure (a `-32001` overload answer, a
+   * rate limit reached in `account/rateLimits/updated`, a turn error saying rate limit, overload or
+   * HTTP 429/503), the number of running items allowed halves (at most once per `cooldown`, default
+   * 5 seconds; never below 1) and then grows by one after each `recoverAfter` (default 30 seconds)
+   * without pressure, up to `concurrency`. Running items are never stopped. Each move is an
+   * `AdmissionChanged` event.
+   */
+  readonly admission?: {
+    readonly adaptive?: boolean
+    readonly cooldown?: Duration.DurationInput
+    readonly recoverAfter?: Duration.DurationInput
+  }
   /** App-server processes; threads spread across them and stay on theirs (default 1). */
   readonly pool?: number
   /** Restarts of a dead app-server and the fate of its work items. */
@@ -121,6 +135,11 @@ export type SupervisorEvent =
   | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
   /** More than `restart.maxAttempts` consecutive failures: the slot is down, its waiting work items fail. */
   | { readonly _tag: "ConnectionGaveUp"; readonly slot: number; readonly detail: string }
+  /**
+   * Adaptive admission moved: at most `limit` of `max` (`concurrency`) work items run now; `reason`
+   * is the pressure codex reported, or `recovered` after a quiet period.
+   */
+  | { readonly _tag: "AdmissionChanged"; readonly limit: number; readonly max: number; readonly reason: string }
   /** An event of a work item. */
   | { readonly _tag: "Work"; readonly event: WorkEvent }
   /** A work item ended: its result, or how it failed (or was interrupted). */
@@ -248,6 +267,16 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds")
     }
 
+    const admission = yield* Admission.make(
+      {
+        max: config.concurrency ?? 4,
+        adaptive: config.admission?.adaptive ?? false,
+        cooldown: Duration.decode(config.admission?.cooldown ?? "5 seconds"),
+        recoverAfter: Duration.decode(config.admission?.recoverAfter ?? "30 seconds")
+      },
+      (change) => publish({ _tag: "AdmissionChanged", ...change })
+    )
+
     const slots: Array<Slot> = []
     for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
       slots.push({ index, state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }), threads: 0 })
@@ -273,7 +302,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                   )
                 )
               )
-              const server = yield* AppServerConnection.make(connection, approvals, config.connection).pipe(
+              const server = yield* AppServerConnection.make(connection, approvals, config.connection, admission.pressure).pipe(
                 Effect.tapError((error) =>
                   // The end is reported once stdout drained and the child exited, so its tail is whole.
                   (connection.isOpen() ? Effect.succeed(connection.endedNow()) : connection.ended.pipe(
@@ -388,7 +417,6 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       return best ?? slots[0]!
     })
 
-    const admission = yield* Effect.makeSemaphore(Math.max(1, config.concurrency ?? 4))
 
     /** Map a runner failure to the work item's typed failure; `ready` says whether the thread existed. */
     const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Session): WorkItemFailed => {
@@ -498,13 +526,20 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
 
     const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
-      admission.withPermits(1)(
+      admission.withPermit(
         Effect.suspend(() => execute(item, session, emit))
       ).pipe(
         Effect.onExit((exit) => Effect.sync(() => publish({ _tag: "ItemFinished", item: item.id, exit })))
       )
 
     const emitter = (extra?: (event: WorkEvent) => void) => (event: WorkEvent) => {
+      if (event._tag === "Notification" && event.method === "error") {
+        const pressure = Admission.pressureOfError((event.params as { error?: unknown } | null)?.error)
+        if (pressure !== undefined) admission.pressure(pressure)
+      } else if (event._tag === "TurnCompleted" && event.turn.error !== undefined) {
+        const pressure = Admission.pressureOfError(event.turn.error)
+        if (pressure !== undefined) admission.pressure(pressure)
+      }
       publish({ _tag: "Work", event })
       extra?.(event)
     }
