@@ -38,6 +38,7 @@ export type ItemStatus =
   | "interrupt-timeout"
   | "resume-failed"
   | "worktree-failed"
+  | "budget-exhausted"
   | (string & {})
 
 /** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */

@@ -42,6 +42,9 @@ export const options = {
   json: Opts.json,
   audit: Opts.audit,
   concurrency: Opts.concurrency,
+  maxTokens: Opts.maxTokens,
+  maxTurnTime: Opts.maxTurnTime,
+  runMaxTokens: Opts.runMaxTokens,
   fixedConcurrency: Opts.fixedConcurrency,
   admissionRecovery: Opts.admissionRecovery,
   pool: Opts.pool,
@@ -151,6 +154,7 @@ export const execute = (args: Common, plan: Plan) =>
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
       admission: { adaptive: !args.fixedConcurrency, recoverAfter: args.admissionRecovery },
+      ...(Option.isSome(args.runMaxTokens) ? { runBudget: { maxTokens: args.runMaxTokens.value } } : {}),
       pool: args.pool,
       restart: { maxAttempts: args.restarts },
       ...(recorder ? { runId: recorder.runId } : {})
@@ -164,7 +168,15 @@ export const execute = (args: Common, plan: Plan) =>
     const worktree: Worktree.WorktreeOptions | undefined = args.worktree
       ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
       : undefined
-    const items = worktree === undefined ? opened.items : opened.items.map((item) => ({ ...item, worktree }))
+    const budget = {
+      ...(Option.isSome(args.maxTokens) ? { maxTokens: args.maxTokens.value } : {}),
+      ...(Option.isSome(args.maxTurnTime) ? { maxTurnTime: args.maxTurnTime.value } : {})
+    }
+    const items = opened.items.map((item) => ({
+      ...item,
+      ...(worktree !== undefined ? { worktree } : {}),
+      ...(Object.keys(budget).length > 0 ? { budget } : {})
+    }))
     const screen = Screen.make()
     if (items.length === 0) {
       screen.err(`warden: ${message ?? "nothing to run"}`)

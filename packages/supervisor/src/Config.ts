@@ -61,6 +61,7 @@ export const SupervisorSetting = Schema.Struct({
   })),
   pool: optional(PositiveCount),
   restart: optional(RestartSetting),
+  runBudget: optional(Schema.Struct({ maxTokens: PositiveCount })),
   runId: optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,64}$/, { message: () => "letters, digits, '.', '_' or '-', 1 to 64 of them" })))
 })
 

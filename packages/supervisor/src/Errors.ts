@@ -62,6 +62,7 @@ export class WorkItemFailed extends Data.TaggedError("WorkItemFailed")<{
     | "interrupt-timeout"
     | "resume-failed"
     | "worktree-failed"
+    | "budget-exhausted"
   readonly detail: string
   readonly threadId: string | undefined
   readonly cause?: unknown

@@ -20,12 +20,14 @@ import {
   Effect,
   Exit,
   Fiber,
+  FiberId,
   Layer,
   Mailbox,
   PubSub,
   Queue,
   Stream,
-  SubscriptionRef
+  SubscriptionRef,
+  FiberSet
 } from "effect"
 import type { Scope } from "effect"
 import * as AppServerConnection from "./internal/AppServerConnection.js"
@@ -34,6 +36,7 @@ import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
 import * as Admission from "./internal/Admission.js"
+import * as Budget from "./internal/Budget.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
@@ -93,6 +96,13 @@ export interface SupervisorConfig {
   readonly pool?: number
   /** Restarts of a dead app-server and the fate of its work items. */
   readonly restart?: RestartConfig
+  /**
+   * The run's token budget: when the work items' tokens together reach `maxTokens`, no further item
+   * is admitted while Warden asks, as a card of its own, whether to continue for another
+   * `maxTokens`; anything but yes admits no further item (those waiting fail `budget-exhausted`;
+   * running ones go on).
+   */
+  readonly runBudget?: { readonly maxTokens: number }
   /**
    * This run's name in the branches of work items with a `worktree` (`warden/<runId>/<item id>`):
    * letters, digits, `.`, `_`, `-`, at most 64 (default: 8 random hex digits, new for every supervisor).
@@ -276,6 +286,102 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       },
       (change) => publish({ _tag: "AdmissionChanged", ...change })
     )
+
+    // Budgets: Warden's own questions, and the run's token budget (see Budget).
+    const asker = yield* Budget.asker(approvals)
+    const forkInSupervisor = yield* FiberSet.makeRuntime<never>()
+    const runMax = config.runBudget?.maxTokens
+    let runAllowance = runMax ?? Infinity
+    let runTotal = 0
+    /** While a question about the run's budget is open: its answer (true: admit on). */
+    let runQuestion: Deferred.Deferred<boolean> | undefined
+    let runClosed = false
+    const runBudgetExhausted = () =>
+      new WorkItemFailed({
+        reason: "budget-exhausted",
+        detail: `the run reached its token budget (${runAllowance}) and continuing was not allowed: no further work item is admitted`,
+        threadId: undefined
+      })
+    const askRunBudget = (where: { readonly threadId: string; readonly turnId: string | undefined }) => {
+      if (runMax === undefined || runClosed || runQuestion !== undefined || runTotal < runAllowance) return
+      const question = Deferred.unsafeMake<boolean>(FiberId.none)
+      runQuestion = question
+      forkInSupervisor(
+        Effect.gen(function*() {
+          const yes = yield* asker.ask({
+            workItem: undefined,
+            threadId: where.threadId,
+            turnId: where.turnId,
+            message: `the run reached ${runTotal} tokens (budget ${runAllowance}): continue for another ${runMax}?`
+          })
+          if (yes) runAllowance += runMax
+          else runClosed = true
+          runQuestion = undefined
+          yield* Deferred.succeed(question, yes)
+          if (yes) askRunBudget(where)
+        })
+      )
+    }
+    /** Admission's second gate: waits while the run's budget question is open; fails once it was refused. */
+    const runGate = Effect.suspend(() => {
+      if (runClosed) return Effect.fail(runBudgetExhausted())
+      if (runQuestion === undefined) return Effect.void
+      return Effect.flatMap(Deferred.await(runQuestion), (yes) => (yes ? Effect.void : Effect.fail(runBudgetExhausted())))
+    })
+
+    /**
+     * The item's budget watch (when it has a budget) and its share of the run's tokens: the
+     * emitter the item's runner uses, and what exhausted it (once a budget question was refused).
+     */
+    const withBudget = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        const budget = item.budget
+        const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
+        if (!own && runMax === undefined) return { emit, exhausted: (): string | undefined => undefined }
+        let exhausted: string | undefined
+        let events: Queue.Queue<WorkEvent> | undefined
+        if (own) {
+          const decoded = yield* Effect.try({
+            try: (): Budget.ItemBudget => {
+              const maxTokens = budget.maxTokens
+              if (maxTokens !== undefined && !(Number.isSafeInteger(maxTokens) && maxTokens > 0)) throw new Error(`budget.maxTokens must be a positive integer, got ${String(maxTokens)}`)
+              return { maxTokens, maxTurnTime: budget.maxTurnTime === undefined ? undefined : Duration.decode(budget.maxTurnTime) }
+            },
+            catch: (e) => new WorkItemFailed({ reason: "start-failed", detail: e instanceof Error ? e.message : String(e), threadId: item.threadId })
+          })
+          const queue = yield* Effect.acquireRelease(Queue.unbounded<WorkEvent>(), Queue.shutdown)
+          events = queue
+          yield* Budget.watch({
+            item: item.id,
+            label: `item ${String(item.id ?? "")}`.trim(),
+            budget: decoded,
+            events: queue,
+            asker,
+            exhaust: (detail) => {
+              exhausted = detail
+            },
+            interrupt: Effect.suspend(() =>
+              session.server && session.threadId && session.turnId
+                ? ThreadRunner.interruptTurn(session.server, session.threadId, session.turnId, runnerConfig.interruptTimeout)
+                : Effect.void
+            )
+          })
+        }
+        let counted = 0
+        const wrapped = (event: WorkEvent) => {
+          events?.unsafeOffer(event)
+          if (runMax !== undefined && event._tag === "Notification" && event.method === "thread/tokenUsage/updated") {
+            const total = Budget.totalTokensOf(event.params)
+            if (total !== undefined && total > counted) {
+              runTotal += total - counted
+              counted = total
+              askRunBudget({ threadId: event.threadId, turnId: event.turnId })
+            }
+          }
+          emit(event)
+        }
+        return { emit: wrapped, exhausted: () => exhausted }
+      })
 
     const slots: Array<Slot> = []
     for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
@@ -467,9 +573,11 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         }
       })
 
-    const execute = (given: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+    const execute = (given: WorkItem, session: ThreadRunner.Session, emitOuter: (event: WorkEvent) => void) =>
       Effect.gen(function*() {
-        const { finish: finishWorktree, work: item } = yield* withWorktree(given, emit)
+        yield* runGate
+        const { finish: finishWorktree, work: item } = yield* withWorktree(given, emitOuter)
+        const { emit, exhausted } = yield* withBudget(item, session, emitOuter)
         const slot = yield* pickSlot
         slot.threads++
         yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
@@ -498,6 +606,10 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           deadServer = server.id
           resumes++
           if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
+        }
+        const spent = exhausted()
+        if (spent !== undefined) {
+          return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
         }
         const last = turns[turns.length - 1]
         if (!last || session.threadId === undefined) {

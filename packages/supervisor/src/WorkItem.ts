@@ -44,6 +44,17 @@ export interface WorkItem {
    * The repository is the one holding `cwd`; not a repository fails the item `worktree-failed`.
    */
   readonly worktree?: boolean | WorktreeOptions
+  /**
+   * Budgets: `maxTokens` (the thread's total tokens, from `thread/tokenUsage/updated`) and
+   * `maxTurnTime` (how long one turn may run). Reaching one asks, as a card of Warden's own ("item
+   * 7 reached 200k tokens: continue for another 200k?", an elicitation from server `warden`),
+   * decided like any card; anything but yes interrupts the turn and the item fails
+   * `budget-exhausted`.
+   */
+  readonly budget?: {
+    readonly maxTokens?: number
+    readonly maxTurnTime?: import("effect").Duration.DurationInput
+  }
 }
 
 /** A turn's status as the server reports it; open to statuses a later codex may add. */
