@@ -5,8 +5,8 @@
  * activity), one line per open card with a countdown to its deadline, and the approval prompt of
  * the card being asked about. Redrawn on every change and once a second for the clocks.
  */
-import type { ApprovalEvent } from "@warden/approvals"
-import { Card as CardNs, SecretMask } from "@warden/approvals"
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -106,11 +106,28 @@ export const make = (
       }
       if (tally.openCards.size > 0) {
         lines.push(dim(`open cards (${tally.openCards.size}), oldest first:`))
+        // Cards asking the same thing (CardGroup) share one line, at the place of the oldest.
+        const groups = new Map<string, Array<Card.CardView>>()
         for (const card of tally.openCards.values()) {
-          const item = Tally.itemIndexOf(card.workItem)
-          lines.push(
-            ` ${pad(card.id, 4)} item ${item ?? "?"}  ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(Durations.clock(card.deadlineAt - t), 5)}  ${oneLine(card.title, 200)}`
-          )
+          const group = CardGroup.groupOf(card)
+          if (group !== undefined) groups.set(group, [...(groups.get(group) ?? []), card])
+        }
+        for (const card of tally.openCards.values()) {
+          const group = CardGroup.groupOf(card)
+          const members = group === undefined ? [card] : groups.get(group)!
+          if (members[0] !== card) continue
+          const closes = Durations.clock(Math.min(...members.map((m) => m.deadlineAt)) - t)
+          if (members.length === 1) {
+            const item = Tally.itemIndexOf(card.workItem)
+            lines.push(
+              ` ${pad(card.id, 4)} item ${item ?? "?"}  ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 200)}`
+            )
+          } else {
+            const items = members.map((m) => Tally.itemIndexOf(m.workItem) ?? "?").join(", ")
+            lines.push(
+              ` ${pad(card.id, 4)} ${members.length} items ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 160)} — ${members.length} items (${oneLine(items, 60)})`
+            )
+          }
         }
       }
       if (prompt) lines.push(...prompt)
