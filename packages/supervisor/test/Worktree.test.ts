@@ -172,6 +172,23 @@ describe("WorkItem.worktree: a git worktree per work item", () => {
       assert.isFalse(Fs.existsSync(marker), "a hook ran")
     }))
 
+  it.scopedLive("a branch whose worktree is gone is checked out again, with the work it holds", () =>
+    Effect.gen(function*() {
+      const repo = yield* repository
+      const path = Path.join(repo, ".warden", "worktrees", "run7", "g")
+      git(repo, "worktree", "add", "-q", "-b", "warden/run7/g", path, "HEAD")
+      Fs.writeFileSync(Path.join(path, "kept.txt"), "committed before the crash\n")
+      git(path, "add", ".")
+      git(path, "commit", "-q", "-m", "work")
+      Fs.rmSync(path, { recursive: true, force: true })
+      const { supervisor } = yield* supervise({ runId: "run7" }, { behaviour: { "thread/start": writesOnStart(() => ({ "more.txt": "x\n" })) } })
+      const result = yield* supervisor.run({ id: "g", prompt: "x", cwd: repo, worktree: true })
+      const w = result.worktree!
+      assert.isTrue(w.changed)
+      assert.strictEqual(w.base, git(repo, "rev-parse", "main"))
+      assert.deepStrictEqual(git(repo, "ls-tree", "-r", "--name-only", w.branch).split("\n").sort(), ["README", "kept.txt", "more.txt", "sub/keep"])
+    }))
+
   it.scopedLive("a worktree left by a crashed run is taken up by the next item with the same branch and path", () =>
     Effect.gen(function*() {
       const repo = yield* repository

@@ -9,7 +9,8 @@
  * Crash safety is git's: `git worktree add` registers the worktree (`.git/worktrees/NAME`) and
  * checks it out; a worktree whose directory is gone is dropped by `git worktree prune`, which
  * `create` runs first. A worktree that outlives a crash stays with its branch (it may hold work) and
- * is taken up again by the next `create` for the same branch and path (`warden resume`).
+ * is taken up again by the next `create` for the same branch and path (`warden resume`); a branch
+ * whose worktree is gone is checked out again as it is.
  */
 import { execFile } from "node:child_process"
 import { appendFile, mkdir, readFile } from "node:fs/promises"
@@ -157,6 +158,13 @@ export const create = (
       const base = (yield* git(top, ["merge-base", "HEAD", branch]).pipe(
         Effect.orElse(() => git(path, ["rev-parse", "HEAD"]))
       )).trim()
+      return { top, path, cwd: itemCwd, branch, base, reused: true }
+    }
+    if (yield* gitOk(top, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`])) {
+      // The branch outlived its worktree (removed by hand, or pruned after a crash): check it out
+      // again as it is, with the work it holds.
+      const base = (yield* git(top, ["merge-base", options.base ?? "HEAD", branch])).trim()
+      yield* git(top, ["worktree", "add", "--quiet", path, branch])
       return { top, path, cwd: itemCwd, branch, base, reused: true }
     }
     const baseRef = options.base ?? "HEAD"
