@@ -21,6 +21,7 @@ import type { WorkItem } from "@warden/supervisor"
 import type { Transport } from "@warden/transport"
 import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
 import * as Board from "./Board.js"
+import type * as CardPrompt from "./CardPrompt.js"
 import * as ExitCodes from "./ExitCodes.js"
 import * as JsonOutput from "./JsonOutput.js"
 import * as Prompting from "./Prompting.js"
@@ -39,6 +40,8 @@ export interface Recorder {
   readonly submitted: (item: WorkItem.WorkItem) => void
   /** `--approvals stdin`'s "always": remember an allow scoped to the card (author `stdin`). */
   readonly always?: StdinDecisions.RememberAlways
+  /** The terminal prompt's "always" (author `prompt`). */
+  readonly prompt?: CardPrompt.Always
 }
 
 export interface Options {
@@ -129,7 +132,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       switch (options.answering) {
         case "prompt":
-          yield* Prompting.run(supervisor, board)
+          yield* Prompting.run(supervisor, board, options.recorder?.prompt)
           break
         case "stdin":
           yield* StdinDecisions.run(supervisor, board.log, options.recorder?.always)

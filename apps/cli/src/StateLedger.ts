@@ -7,7 +7,7 @@
  * The ledger is opened in the caller's scope, which must enclose the supervisor's (the ledger is
  * built first and closed last: it records the refusals the supervisor writes while it stops).
  */
-import { CardFacts, Ledger, LedgerEvent, Remembered } from "@warden/ledger"
+import { CardFacts, Ledger, LedgerEvent, Remembered, Remembering } from "@warden/ledger"
 import type { Card } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
@@ -15,6 +15,7 @@ import { Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
 import * as Os from "node:os"
 import * as ExitCodes from "./ExitCodes.js"
+import type * as CardPrompt from "./CardPrompt.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
 
 export { CardFacts, Ledger, Remembered }
@@ -47,6 +48,8 @@ export interface Recorder {
   readonly rememberAlways: (card: Card.CardView, author: string) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
   /** `rememberAlways` as `--approvals stdin` uses it (author `stdin`). */
   readonly always: StdinDecisions.RememberAlways
+  /** "always" as the terminal prompt offers it (author `prompt`). */
+  readonly prompt: CardPrompt.Always
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
@@ -64,21 +67,14 @@ export const recordIn = (
   origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>
 ): Effect.Effect<Recorder, ExitCodes.CliExit> =>
   Effect.gen(function*() {
-    let rules: ReadonlyArray<Remembered.RememberedRule> = yield* ledger.rememberedRules().pipe(
+    const run = yield* ledger.beginRun({ label: info.label, info: info.info, ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {}) })
+    const remembering = yield* Remembering.make(ledger, run.id).pipe(
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
     )
-    const run = yield* ledger.beginRun({ label: info.label, info: info.info, ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {}) })
     const rememberAlways = (card: Card.CardView, author: string): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
-      Effect.gen(function*() {
-        const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
-        if (rebuilt === undefined) return Either.left("its request cannot be read back")
-        const scope = Remembered.scopeFor(rebuilt.request, rebuilt.context)
-        if (Either.isLeft(scope)) return Either.left(scope.left)
-        const stored = yield* ledger.remember({ scope: scope.right, author, from: { runId: run.id, cardId: card.id } }).pipe(Effect.either)
-        if (Either.isLeft(stored)) return Either.left(stored.left.message)
-        rules = [...rules, stored.right]
-        return Either.right(stored.right)
-      })
+      remembering.always(card, { author }).pipe(Effect.mapError((error) => error.detail), Effect.either)
+    const alwaysAs = (author: string): StdinDecisions.RememberAlways => (card) =>
+      rememberAlways(card, author).pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     return {
       runId: run.id,
       ledger,
@@ -86,13 +82,13 @@ export const recordIn = (
       submitted: (item) => {
         run.record(LedgerEvent.itemSubmitted(item, origins?.get(String(item.id))))
       },
-      remembered: (request, context) => {
-        const hit = Remembered.rememberedFor(request, context, rules, Date.now())
-        return hit === undefined ? undefined : { ruleId: hit.id }
-      },
+      remembered: remembering.lookup,
       rememberAlways,
-      always: (card) =>
-        rememberAlways(card, "stdin").pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
+      always: alwaysAs("stdin"),
+      prompt: {
+        scopeOf: (card) => Either.map(Remembering.scopeForCard(card), Remembered.describeScope),
+        remember: alwaysAs("prompt")
+      }
     } satisfies Recorder
   })
 
