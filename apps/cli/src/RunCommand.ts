@@ -106,6 +106,8 @@ export interface Plan {
     readonly recorder: import("./StateLedger.js").Recorder | undefined
     readonly items: ReadonlyArray<WorkItem.WorkItem>
     readonly message?: string
+    /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
+    readonly codexFlags?: { readonly config: ReadonlyArray<string>; readonly enable: ReadonlyArray<string>; readonly disable: ReadonlyArray<string> }
   }, ExitCodes.CliExit, Scope.Scope>
 }
 
@@ -144,14 +146,15 @@ export const execute = (args: Common, plan: Plan) =>
     const checked = SupervisorConfig.decode(config(undefined))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
     // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const { recorder, items, message } = yield* plan.open({ cwd, mode })
+    const { recorder, items, message, codexFlags } = yield* plan.open({ cwd, mode })
+    const flags = codexFlags ?? { config: args.config, enable: args.enable, disable: args.disable }
     const screen = Screen.make()
     if (items.length === 0) {
       screen.err(`warden: ${message ?? "nothing to run"}`)
       return
     }
     const result = yield* Session.run({
-      transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),
+      transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
       supervisor: config(recorder),
       items,
       answering: ApprovalModes.answeringFor(mode),
@@ -179,7 +182,9 @@ const handlerScoped = (args: Parsed) =>
             approvals: mode,
             rules: Option.getOrUndefined(args.rules),
             pool: args.pool,
-            concurrency: args.concurrency
+            concurrency: args.concurrency,
+            // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
+            codex: { config: args.config, enable: args.enable, disable: args.disable }
           }),
           (recorder) => ({
             recorder,

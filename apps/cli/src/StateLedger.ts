@@ -9,6 +9,7 @@
  */
 import { CardFacts, Ledger, LedgerEvent, Remembered, Remembering } from "@warden/ledger"
 import type { Card } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Context, Effect, Either, Layer } from "effect"
@@ -111,8 +112,32 @@ export const deadRuns = (ledger: Ledger.LedgerShape, host: string = Os.hostname(
     Effect.map((runs) => runs.filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid)).sort((a, b) => b.startedAt - a.startedAt))
   )
 
+/** Whether a stored value had something masked in it (it cannot be sent again as given). */
+const isMasked = (value: unknown): boolean => value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
+
+/** How `warden run` started codex, as recorded in its run's info (`codex`) and reused by `warden resume`. */
+export interface CodexFlags {
+  readonly config: ReadonlyArray<string>
+  readonly enable: ReadonlyArray<string>
+  readonly disable: ReadonlyArray<string>
+}
+
+const strings = (value: unknown): ReadonlyArray<string> | undefined =>
+  Array.isArray(value) && value.every((v) => typeof v === "string") ? value : undefined
+
+/** The codex flags a run's info recorded; Left: they were stored masked (a secret in a `-c` value). */
+export const recordedFlags = (info: unknown): Either.Either<CodexFlags | undefined, string> => {
+  const codex = typeof info === "object" && info !== null ? (info as Record<string, unknown>)["codex"] : undefined
+  if (typeof codex !== "object" || codex === null) return Either.right(undefined)
+  if (isMasked(codex)) return Either.left("its codex flags (-c, --enable, --disable) held a secret and were stored masked; give them again on the command line")
+  const c = codex as Record<string, unknown>
+  return Either.right({ config: strings(c["config"]) ?? [], enable: strings(c["enable"]) ?? [], disable: strings(c["disable"]) ?? [] })
+}
+
 /** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
 export interface Resumed {
+  /** The codex flags the dead run was started with (when asked for and recorded). */
+  readonly codexFlags: CodexFlags | undefined
   readonly recorder: Recorder
   readonly deadRunId: string
   readonly stranded: number
@@ -130,7 +155,12 @@ export interface Resumed {
  */
 export const resume = (
   filename: string,
-  options: { readonly runId: string | undefined; readonly info: unknown }
+  options: {
+    readonly runId: string | undefined
+    readonly info: unknown
+    /** Take the codex flags from the dead run's record (the resume command line gave none). */
+    readonly inheritFlags: boolean
+  }
 ): Effect.Effect<Either.Either<Resumed, string>, ExitCodes.CliExit, Scope.Scope> =>
   Effect.gen(function*() {
     const ledger = yield* openLedger(filename)
@@ -142,6 +172,9 @@ export const resume = (
         ? `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
         : `run ${options.runId} is not a dead run of this host in ${filename}`)
     }
+    // Checked before anything is recovered: a resume that cannot start changes nothing.
+    const flags = options.inheritFlags ? recordedFlags(target.info) : Either.right(undefined)
+    if (Either.isLeft(flags)) return yield* ExitCodes.usage(`run ${target.runId}: ${flags.left}`)
     const recovered = new Map<string, LedgerEvent.ItemOrigin>()
     const items: Array<WorkItem.WorkItem> = []
     const skipped: Array<string> = []
@@ -160,6 +193,12 @@ export const resume = (
       }
       const o = item.options as Record<string, unknown>
       const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
+      const obj = (k: "config" | "threadParams") =>
+        typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k]) ? { [k]: o[k] as Readonly<Record<string, unknown>> } : {}
+      if (isMasked(o["config"]) || isMasked(o["threadParams"])) {
+        skipped.push(`item ${item.item}: not resumed: its config or thread params held a secret and were stored masked, so they cannot be sent again as given`)
+        continue
+      }
       const [prompt, ...followUps] = item.remainingPrompts
       const id = index++
       recovered.set(String(id), { runId: target.runId, item: item.item })
@@ -171,8 +210,10 @@ export const resume = (
         ...str("cwd"),
         ...str("model"),
         ...str("approvalPolicy"),
-        ...str("sandbox")
+        ...str("sandbox"),
+        ...obj("config"),
+        ...obj("threadParams")
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped })
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags: flags.right })
   })
