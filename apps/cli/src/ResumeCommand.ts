@@ -38,7 +38,8 @@ export const command = Command.make("resume", options, (args) =>
           const resumed = yield* StateLedger.resume(path, {
             runId: Option.getOrUndefined(args.run),
             info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules), codex: { config: args.config, enable: args.enable, disable: args.disable } },
-            inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0
+            inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0,
+            ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
           })
           if (Either.isLeft(resumed)) return { recorder: undefined, items: [], message: resumed.left }
           const r = resumed.right

@@ -84,11 +84,12 @@ export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray
 /** Opens the ledger and begins a run in it (in the caller's scope), or nothing without a path. */
 const recorderFor = (
   path: string | undefined,
-  info: unknown
+  info: unknown,
+  audit: string | undefined
 ): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
-    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }))
+    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }, audit))
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
@@ -185,7 +186,7 @@ const handlerScoped = (args: Parsed) =>
             concurrency: args.concurrency,
             // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
             codex: { config: args.config, enable: args.enable, disable: args.disable }
-          }),
+          }, Option.getOrUndefined(args.audit)),
           (recorder) => ({
             recorder,
             items: args.prompts.map((prompt) => ({

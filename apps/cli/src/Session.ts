@@ -34,6 +34,8 @@ export type Answering = "prompt" | "stdin" | "none"
 
 /** Where the run is recorded (`warden run --state`: StateLedger.ts), if anywhere. */
 export interface Recorder {
+  /** The ledger writes the `--audit` trail itself (from the records it writes): no sink here. */
+  readonly writesAudit?: boolean
   /** Records what the supervisor publishes; called once, before any item runs. */
   readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
   /** Records a work item (with its id) as submitted, just before it runs. */
@@ -122,7 +124,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
-      if (options.audit !== undefined) {
+      if (options.audit !== undefined && options.recorder?.writesAudit !== true) {
         yield* Audit.jsonlSink(options.audit).pipe(
           Effect.provideService(Approvals.Approvals, supervisor.approvals),
           Scope.extend(reporterScope),

@@ -22,9 +22,13 @@ import type * as StdinDecisions from "./StdinDecisions.js"
 export { CardFacts, Ledger, Remembered }
 export { Replay } from "@warden/ledger"
 
-/** Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is exit 1 with why. */
-export const openLedger = (filename: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
-  Layer.build(Ledger.layerSqlite({ filename })).pipe(
+/**
+ * Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is
+ * exit 1 with why. With `audit`, the ledger also writes the JSONL audit trail there (`--audit FILE`):
+ * each card event's line is the record its rows were written from.
+ */
+export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
+  Layer.build(Ledger.layerSqlite({ filename, ...(audit !== undefined ? { audit } : {}) })).pipe(
     Effect.map((context) => Context.get(context, Ledger.Ledger)),
     Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
   )
@@ -32,6 +36,8 @@ export const openLedger = (filename: string): Effect.Effect<Ledger.LedgerShape, 
 /** What `Session.run` and `warden run` need of a recorded run. */
 export interface Recorder {
   readonly runId: string
+  /** The ledger writes the `--audit` trail (so the CLI's own sink is not started). */
+  readonly writesAudit: boolean
   readonly ledger: Ledger.LedgerShape
   /** Records everything the supervisor and its approvals engine publish from now on. */
   readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
@@ -56,16 +62,18 @@ export interface Recorder {
 /** Opens the ledger at `filename` and begins a run in it. */
 export const record = (
   filename: string,
-  info: { readonly label: string; readonly info: unknown }
+  info: { readonly label: string; readonly info: unknown },
+  audit?: string
 ): Effect.Effect<Recorder, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.flatMap(openLedger(filename), (ledger) => recordIn(ledger, filename, info))
+  Effect.flatMap(openLedger(filename, audit), (ledger) => recordIn(ledger, filename, info, undefined, audit !== undefined))
 
 /** Begins a run in an open ledger. `origins`: the dead run's item each submitted item continues (by item id). */
 export const recordIn = (
   ledger: Ledger.LedgerShape,
   filename: string,
   info: { readonly label: string; readonly info: unknown; readonly resumedFrom?: string },
-  origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>
+  origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>,
+  writesAudit: boolean = false
 ): Effect.Effect<Recorder, ExitCodes.CliExit> =>
   Effect.gen(function*() {
     const run = yield* ledger.beginRun({ label: info.label, info: info.info, ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {}) })
@@ -78,6 +86,7 @@ export const recordIn = (
       rememberAlways(card, author).pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     return {
       runId: run.id,
+      writesAudit,
       ledger,
       attach: (supervisor) => run.attach(supervisor),
       submitted: (item) => {
@@ -160,10 +169,12 @@ export const resume = (
     readonly info: unknown
     /** Take the codex flags from the dead run's record (the resume command line gave none). */
     readonly inheritFlags: boolean
+    /** `--audit FILE`: written by the ledger. */
+    readonly audit?: string
   }
 ): Effect.Effect<Either.Either<Resumed, string>, ExitCodes.CliExit, Scope.Scope> =>
   Effect.gen(function*() {
-    const ledger = yield* openLedger(filename)
+    const ledger = yield* openLedger(filename, options.audit)
     const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
     const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
     const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
@@ -180,7 +191,7 @@ export const resume = (
     const skipped: Array<string> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
-    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered)
+    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered, options.audit !== undefined)
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
     for (const item of recovery.items) {
       if (item.remainingPrompts.length === 0) {

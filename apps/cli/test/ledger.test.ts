@@ -18,7 +18,8 @@ describe("warden run --state", () => {
       const rules = Path.join(dir, "rules.yaml")
       Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n  - id: no-rm\n    effect: deny\n    match: { command: { argvPrefix: [rm] } }\n")
       const db = Path.join(dir, "state", "ledger.db")
-      const result = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--restarts", "0", "echo hi|rm -rf /tmp/x", "echo two"])
+      const audit = Path.join(dir, "audit.jsonl")
+      const result = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--audit", audit, "--restarts", "0", "echo hi|rm -rf /tmp/x", "echo two"])
       assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
       const { runs, cards, items, accounting } = yield* readLedger(db, (ledger) =>
         Effect.gen(function*() {
@@ -43,6 +44,16 @@ describe("warden run --state", () => {
       // The JSON lines say the same.
       const settled = result.json().filter((l) => l.type === "card.settled")
       assert.strictEqual(settled.length, 3)
+      // The audit trail (written by the ledger) is a rendering of the same records.
+      const trail = Fs.readFileSync(audit, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(trail.map((l) => l.type).sort(), ["card.opened", "card.opened", "card.opened", "card.settled", "card.settled", "card.settled"])
+      for (const line of trail.filter((l) => l.type === "card.settled")) {
+        const card = cards.find((c) => c.cardId === line.cardId)!
+        assert.deepStrictEqual(
+          [line.summary, line.method, line.workItem, line.outcome, line.source, line.decision, line.written, line.latencyMs, line.ts],
+          [card.title, card.method, Number(card.workItem), card.settlement!.outcome, card.settlement!.source, card.settlement!.decision, card.settlement!.written, card.settlement!.latencyMs, new Date(card.settlement!.settledAt).toISOString()]
+        )
+      }
     }), 60_000)
 
   it.scopedLive("records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing; a ledger that cannot be opened runs nothing", () =>

@@ -28,7 +28,7 @@ import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
-import type * as Projection from "./internal/Projection.js"
+import * as Projection from "./internal/Projection.js"
 import * as Queries from "./internal/Queries.js"
 import type * as Records from "./internal/Records.js"
 import type * as Remembered from "./Remembered.js"
@@ -277,7 +277,45 @@ export class Ledger extends Context.Tag("@warden/ledger/Ledger")<Ledger, LedgerS
  * transaction at most (default 4), and `capacity` ops waiting at most (default unbounded; beyond
  * it events are dropped and counted, and the run's `droppedEvents` says so).
  */
-export interface LedgerOptions extends Writer.WriterOptions {}
+export interface LedgerOptions extends Writer.WriterOptions {
+  /**
+   * Also append every card event recorded (opened, settled, late decision) to this file as one
+   * JSON line (`Audit.record` of `@warden/approvals`, the same record the card's and settlement's
+   * columns are taken from), once the writer has written it. The file is created if missing and
+   * closed after the last write; building the ledger fails with `LedgerError` (`Open`) when it
+   * cannot be opened for appending. A line that cannot be written is logged and lost.
+   */
+  readonly audit?: string
+}
+
+/**
+ * The audit file, open for appending until the scope closes (after the writer: opened before it),
+ * and what appends a written slice's card events to it.
+ */
+const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>, LedgerError, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.try({
+        try: () => Fs.openSync(path, "a", 0o600),
+        catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot append to the audit file ${path}: ${describeCause(cause)}`, cause })
+      }),
+      (fd) => Effect.sync(() => Fs.closeSync(fd))
+    ),
+    (fd) => (ops) =>
+      Effect.suspend(() => {
+        let text = ""
+        for (const op of ops) {
+          if (op._tag === "Event" && op.event._tag === "Approval") text += JSON.stringify(Projection.auditRecord(op.event.event)) + "\n"
+        }
+        if (text === "") return Effect.void
+        try {
+          Fs.writeSync(fd, text)
+          return Effect.void
+        } catch (cause) {
+          return Effect.logError(`the audit file ${path} could not be written: ${describeCause(cause)}`)
+        }
+      })
+  )
 
 const newRunId = (now: number): string => `r${now.toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
 
@@ -301,7 +339,8 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
     // Attached supervisors' subscriptions and pumps: closed after the finalizer below drained them.
     const subscriptions = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const pumps = yield* FiberSet.make<void>()
-    const writer = yield* Writer.make(sql, options)
+    const auditLines = options.audit === undefined ? undefined : yield* openAudit(options.audit)
+    const writer = yield* Writer.make(sql, options, auditLines)
     const live = new Set<string>()
 
     const offer = (op: Projection.Op) => writer.offer(op)

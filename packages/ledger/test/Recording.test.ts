@@ -177,6 +177,68 @@ describe("recording", () => {
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 
+  it.scoped("with an audit file, each card event is one JSONL line rendered from the record its rows were written from", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "ledger.db")
+      const audit = Path.join(dir, "audit.jsonl")
+      const secret = "sk-live-9f8e7d6c5b4a39281726354abcdef"
+      const s = yield* script({
+        rules: rules(denyCmd("no-rm", "rm")),
+        handler: (card) => card.title.includes("deploy") ? Effect.fail(new Error(`the deploy service said no (token ${secret})`)) : Effect.succeed(undefined)
+      })
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun({ label: "audited" })
+        yield* run.attach(s.source)
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
+        const asked = yield* s.open(command, commandParams("thr_1", "turn_1", `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'`))
+        yield* s.approvals.answer(asked.id, Decision.Accept)
+        yield* s.approvals.answer(asked.id, Decision.Decline) // late
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc './deploy.sh'"))
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'npm publish'")) // left open
+        yield* ledger.flush
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename, audit })))
+
+      const text = Fs.readFileSync(audit, "utf8")
+      assert.notInclude(text, secret)
+      assert.notInclude(text, "9f8e7d6c5b4a")
+      const lines = text.trim().split("\n").map((l) => JSON.parse(l))
+      // Each card's lines in order (the handler's refusal of c3 runs in its own fiber: it may follow c4's opening).
+      const perCard = (id: string) => lines.filter((l) => l.cardId === id).map((l) => l.type)
+      assert.strictEqual(lines.length, 8)
+      assert.deepStrictEqual(["c1", "c2", "c3", "c4"].map(perCard), [
+        ["card.opened", "card.settled"],
+        ["card.opened", "card.settled", "card.late"],
+        ["card.opened", "card.settled"],
+        ["card.opened"]
+      ])
+      const { cards, late } = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        return { cards: yield* ledger.cards({ runId }), late: yield* ledger.lateDecisions({ runId }) }
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      const byId = new Map(cards.map((c) => [c.cardId, c]))
+      for (const line of lines) {
+        const card = byId.get(line.cardId)!
+        assert.deepStrictEqual([line.method, line.threadId, line.turnId, line.requestId, line.summary], [card.method, card.threadId, card.turnId, card.requestId, card.title])
+        if (line.type === "card.opened") assert.strictEqual(line.ts, new Date(card.openedAt).toISOString())
+        if (line.type === "card.settled") {
+          const st = card.settlement!
+          assert.deepStrictEqual(
+            [line.outcome, line.source, line.decision, line.written, line.detail, line.latencyMs, line.ts],
+            [st.outcome, st.source, st.decision ?? null, st.written, st.detail ?? null, st.latencyMs ?? null, new Date(st.settledAt).toISOString()]
+          )
+        }
+        if (line.type === "card.late") {
+          assert.deepStrictEqual([line.decision, line.source, line.outcome], [late[0]!.decision, late[0]!.source, late[0]!.outcome])
+        }
+      }
+      // The handler's refusal quotes its error, masked the same way in both.
+      assert.match(byId.get("c3")!.settlement!.detail ?? "", /the deploy service said no \(token •••\)/)
+      assert.include(byId.get("c2")!.title, "Authorization: •••")
+    }))
+
   it.scoped("closing the scope writes what was queued, without a flush", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tempDir, "ledger.db")
