@@ -476,6 +476,44 @@ export interface SqliteOptions extends LedgerOptions {
   readonly filename: string
 }
 
+const statOrUndefined = (path: string): Fs.Stats | undefined => {
+  try {
+    return Fs.statSync(path)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined
+    throw error
+  }
+}
+
+/**
+ * `mkdir -p` (mode 0700), one level at a time from the deepest directory that exists. Not Node's
+ * recursive `mkdirSync`, which never returns where `mkdir` answers ENOENT under a parent that
+ * exists (measured on Node 20 under `/proc`): here that is an error naming the directory.
+ */
+const makeDirectories = (dir: string): void => {
+  const missing: Array<string> = []
+  let at = dir
+  let stat = statOrUndefined(at)
+  while (stat === undefined) {
+    missing.push(at)
+    const parent = Path.dirname(at)
+    if (parent === at) break
+    at = parent
+    stat = statOrUndefined(at)
+  }
+  if (stat !== undefined && !stat.isDirectory()) throw new Error(`${at} is not a directory`)
+  for (const d of missing.reverse()) {
+    try {
+      Fs.mkdirSync(d, { mode: 0o700 })
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST" || !Fs.statSync(d).isDirectory()) {
+        throw new Error(`cannot make the directory ${d} (${(error as NodeJS.ErrnoException).code ?? String(error)}): not a place for files`)
+      }
+    }
+  }
+}
+
 /**
  * The ledger in a SQLite file (WAL journal, `synchronous = NORMAL`).
  *
@@ -484,7 +522,8 @@ export interface SqliteOptions extends LedgerOptions {
  * a power cut may lose the last commits, never the file's consistency.
  *
  * Building it fails with `LedgerError`: `Open` when the directory or the file cannot be created
- * or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
+ * (a path under `/proc`, a directory where the file should be, a file where a directory should
+ * be), or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
  * cannot be brought up to date.
  *
  * @example
@@ -515,9 +554,12 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       const filename = Path.resolve(options.filename)
       yield* Effect.try({
         try: () => {
-          Fs.mkdirSync(Path.dirname(filename), { recursive: true, mode: 0o700 })
+          makeDirectories(Path.dirname(filename))
+          const existing = statOrUndefined(filename)
+          if (existing !== undefined && !existing.isFile()) throw new Error("it exists and is not a regular file")
           // Made here, private to its owner: SQLite gives the -wal and -shm files the same mode.
           Fs.closeSync(Fs.openSync(filename, "a", 0o600))
+          if (!Fs.statSync(filename).isFile()) throw new Error("it is not a regular file")
         },
         catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
       })

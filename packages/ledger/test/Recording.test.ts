@@ -364,6 +364,24 @@ describe("recording", () => {
       assert.include(error.message, "not a database")
     }))
 
+  it.scoped("a path that cannot hold a file fails to open with a typed error, and returns (no recursive mkdir under /proc)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const aFile = Path.join(dir, "a-file")
+      Fs.writeFileSync(aFile, "")
+      const cases: ReadonlyArray<[string, RegExp]> = [
+        // Node's recursive mkdirSync never returns here (mkdir answers ENOENT under /proc).
+        ["/proc/warden-ledger-test/state/ledger.db", /cannot make the directory \/proc\/warden-ledger-test/],
+        [Path.join(aFile, "sub", "ledger.db"), /a-file is not a directory/],
+        [dir, /exists and is not a regular file/]
+      ]
+      for (const [filename, expected] of cases) {
+        const error = yield* Effect.flip(Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename })))
+        assert.strictEqual(error.reason, "Open", filename)
+        assert.match(error.message, expected)
+      }
+    }))
+
   it.scoped("the database file is private to its owner", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
