@@ -52,7 +52,7 @@ export type {
   WorkItemRecord,
   WorkItemStatus
 } from "./internal/Records.js"
-export type { RuleListOptions } from "./internal/Queries.js"
+export type { Pruned, RuleListOptions } from "./internal/Queries.js"
 
 /** What a run says about itself when it begins. */
 export interface RunInfo {
@@ -110,7 +110,7 @@ export interface Run {
 }
 
 /**
- * What the `Ledger` service offers, in four parts.
+ * What the `Ledger` service offers, in five parts.
  *
  * - Recording: `beginRun` (then `Run.record` and `Run.attach`), `flush`, `stats`, and the write
  *   failures (`failures`, `subscribeFailures`). None of these fails: a write that fails is
@@ -121,6 +121,7 @@ export interface Run {
  * - Recovery: `unfinishedItems`, `openCards`, `markStranded`, `recover`. All four fail with
  *   `LedgerError` of reason `Sql` when the query fails; the last two also with `LiveRun` for a run
  *   this ledger is recording.
+ * - Retention: `prune` (`Sql`).
  * - Remembered rules: `remember` (`Invalid`, `Sql`), `rememberedRules` (`Sql`), `revoke`
  *   (`NotFound`, `Sql`).
  */
@@ -216,6 +217,16 @@ export interface LedgerShape {
    * when the transaction fails (nothing is changed then).
    */
   readonly recover: (deadRunId: string, intoRunId: string) => Effect.Effect<Records.Recovery, LedgerError>
+
+  // Retention
+  /**
+   * Delete what settled before `before` (epoch ms), in one transaction: the cards of runs no longer
+   * `running` whose settlement is older (with their settlements and late decisions), then the runs
+   * that ended before it and hold no card any more (with their work items, threads, turns and
+   * connections). Open cards, runs still `running` and remembered rules are kept. Returns how many
+   * cards and runs were deleted. Fails with `LedgerError` (`Sql`; nothing is deleted then).
+   */
+  readonly prune: (before: number) => Effect.Effect<Queries.Pruned, LedgerError>
 
   // Remembered decisions
   /**
@@ -456,6 +467,7 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       openCards: (runId) => Queries.openCards(sql, runId),
       markStranded: (runId) => Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStranded(sql, runId, now()))),
       recover: (deadRunId, intoRunId) => Effect.zipRight(guardDead(deadRunId), Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now()))),
+      prune: (before) => Effect.suspend(() => Queries.prune(sql, before)),
       remember: (input) => Effect.suspend(() => Queries.remember(sql, input, now())),
       rememberedRules: (options) => Effect.suspend(() => Queries.rememberedRules(sql, now(), options)),
       revoke: (ruleId, by) => Effect.suspend(() => Queries.revoke(sql, ruleId, by, now()))

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Effect, Exit, Layer, Queue, Scope } from "effect"
+import { Effect, Exit, Layer, Queue, Scope, TestClock } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
@@ -389,5 +389,54 @@ describe("recording", () => {
       yield* Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename }))
       assert.strictEqual(Fs.statSync(filename).mode & 0o777, 0o600)
       assert.strictEqual(Fs.statSync(Path.dirname(filename)).mode & 0o777, 0o700)
+    }))
+})
+
+describe("retention", () => {
+  it.scoped("prune deletes settled cards older than the cut, and runs left empty; open cards, running runs and newer cards stay", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script({ rules: rules(allowCmd("echo-ok", "echo")) })
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        // Run A (ended): an old settled card and an old open one, then a newer settled card.
+        const a = yield* ledger.beginRun({ id: "run-a" })
+        // Run B (ended): only old settled cards: pruned whole, with its work item.
+        const b = yield* ledger.beginRun({ id: "run-b" })
+        // Run C (still running): an old settled card, kept.
+        const c = yield* ledger.beginRun({ id: "run-c" })
+        b.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "b's item" }))
+        // Each card recorded in the run given (by hand: attaching would record it in every run).
+        const cardIn = (run: typeof a, line: string) =>
+          Effect.gen(function*() {
+            const q = yield* s.approvals.subscribe
+            const card = yield* s.open(command, commandParams("thr_1", "turn_1", line))
+            for (const event of yield* Queue.takeAll(q)) run.record(LedgerEvent.approval(event))
+            return card
+          }).pipe(Effect.scoped)
+        yield* cardIn(a, "echo old")
+        yield* cardIn(a, "make old") // stays open
+        yield* cardIn(b, "echo b1")
+        yield* cardIn(b, "echo b2")
+        yield* cardIn(c, "echo c-old")
+        yield* b.end
+        yield* TestClock.adjust("10 seconds")
+        yield* cardIn(a, "echo new")
+        yield* a.end
+        yield* ledger.flush
+
+        const pruned = yield* ledger.prune(5_000)
+        assert.deepStrictEqual(pruned, { cards: 3, runs: 1 })
+        const left = (yield* ledger.cards()).map((card) => [card.runId, card.facts.command, card.settlement?.outcome])
+        assert.deepStrictEqual(left, [
+          ["run-a", "make old", undefined],
+          ["run-c", "echo c-old", "accepted"],
+          ["run-a", "echo new", "accepted"]
+        ])
+        assert.sameMembers((yield* ledger.runs()).map((r) => r.runId), ["run-a", "run-c"])
+        assert.deepStrictEqual(yield* ledger.workItems("run-b"), [])
+        // Again: nothing more to prune.
+        assert.deepStrictEqual(yield* ledger.prune(5_000), { cards: 0, runs: 0 })
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 })

@@ -322,6 +322,48 @@ export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: num
   ).pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
 
 // ---------------------------------------------------------------------------------------------
+// Retention
+
+/** What `prune` removed. */
+export interface Pruned {
+  /** Cards settled before the cut (with their settlements and late decisions). */
+  readonly cards: number
+  /** Runs ended before the cut that held no card any more (with their items, threads, turns, connections). */
+  readonly runs: number
+}
+
+/**
+ * Delete, in one transaction, the cards of runs no longer `running` that settled before `before`
+ * (their settlements and late decisions with them), then the runs that ended before it and hold no
+ * card any more (their work items, threads, turns and connections with them). Open cards, runs
+ * still `running` (a dead one is resumed first) and remembered rules are kept.
+ */
+export const prune = (sql: Sql, before: number) =>
+  sql.withTransaction(
+    Effect.gen(function*() {
+      const prunable = sql`SELECT 1 FROM ledger_settlements s, ledger_runs r
+        WHERE r.run_id = s.run_id AND r.status <> 'running' AND s.settled_at < ${before}`
+      const counted = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c
+        WHERE EXISTS (${prunable} AND s.run_id = c.run_id AND s.card_id = c.card_id)`
+      yield* sql`DELETE FROM ledger_late_decisions
+        WHERE EXISTS (${prunable} AND s.run_id = ledger_late_decisions.run_id AND s.card_id = ledger_late_decisions.card_id)`
+      yield* sql`DELETE FROM ledger_cards
+        WHERE EXISTS (${prunable} AND s.run_id = ledger_cards.run_id AND s.card_id = ledger_cards.card_id)`
+      yield* sql`DELETE FROM ledger_settlements
+        WHERE EXISTS (SELECT 1 FROM ledger_runs r WHERE r.run_id = ledger_settlements.run_id AND r.status <> 'running')
+          AND settled_at < ${before}`
+      const emptyRuns = sql`SELECT r.run_id FROM ledger_runs r WHERE r.status <> 'running' AND r.ended_at < ${before}
+        AND NOT EXISTS (SELECT 1 FROM ledger_cards c WHERE c.run_id = r.run_id)`
+      const runs = yield* sql<Row>`SELECT count(*) AS n FROM (${emptyRuns}) e`
+      for (const table of ["ledger_work_items", "ledger_threads", "ledger_turns", "ledger_connections", "ledger_late_decisions"] as const) {
+        yield* sql`DELETE FROM ${sql(table)} WHERE run_id IN (${emptyRuns})`
+      }
+      yield* sql`DELETE FROM ledger_runs WHERE run_id IN (${emptyRuns})`
+      return { cards: num(counted[0]?.["n"]) ?? 0, runs: num(runs[0]?.["n"]) ?? 0 } satisfies Pruned
+    })
+  ).pipe(Effect.mapError(sqlError("could not prune the ledger")))
+
+// ---------------------------------------------------------------------------------------------
 // Remembered rules
 
 let ruleCounter = 0
