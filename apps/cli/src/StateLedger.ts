@@ -96,7 +96,14 @@ export const recordIn = (
       rememberAlways,
       always: alwaysAs("stdin"),
       prompt: {
-        scopeOf: (card) => Either.map(Remembering.scopeForCard(card), Remembered.describeScope),
+        // Offered on the prompt: a card that cannot be read back is offered no "always", never a crash.
+        scopeOf: (card) => {
+          try {
+            return Either.map(Remembering.scopeForCard(card), Remembered.describeScope)
+          } catch {
+            return Either.left("its request cannot be read back")
+          }
+        },
         remember: alwaysAs("prompt")
       }
     } satisfies Recorder
