@@ -41,12 +41,13 @@ export const command = Command.make("resume", options, (args) =>
             inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0,
             ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
           })
-          if (Either.isLeft(resumed)) return { recorder: undefined, items: [], message: resumed.left }
+          if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
           const r = resumed.right
           process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
           for (const line of r.skipped) process.stderr.write(`warden: ${line}\n`)
           return {
-            recorder: r.recorder,
+            recorder: Effect.succeed(r.recorder),
+            recording: true,
             items: r.items,
             message: `nothing to run again from run ${r.deadRunId}`,
             ...(r.codexFlags !== undefined ? { codexFlags: r.codexFlags } : {})

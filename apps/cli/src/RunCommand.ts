@@ -6,8 +6,7 @@ import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Effect, Either, Option } from "effect"
-import type { Scope } from "effect"
+import { Effect, Either, Option, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
@@ -104,7 +103,10 @@ export interface Plan {
    * run. `items` empty: nothing is started, `message` says why.
    */
   readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
-    readonly recorder: import("./StateLedger.js").Recorder | undefined
+    /** The ledger's recorder, opened when Session.run asks (once codex was spawned), or none. */
+    readonly recorder: Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
+    /** Whether there is a ledger (`recorder` yields one). */
+    readonly recording: boolean
     readonly items: ReadonlyArray<WorkItem.WorkItem>
     readonly message?: string
     /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
@@ -130,13 +132,15 @@ export const execute = (args: Common, plan: Plan) =>
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
       : undefined
     const handler = ApprovalModes.handlerFor(mode)
-    const config = (recorder: import("./StateLedger.js").Recorder | undefined): Supervisor.SupervisorConfig => ({
+    // The desk's remembered lookup, through the recorder once it is open (no card opens before).
+    const opened: { current?: import("./StateLedger.js").Recorder } = {}
+    const config = (recording: boolean): Supervisor.SupervisorConfig => ({
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
       approvals: {
         deadlines: { default: args.approvalTimeout },
         ...(rules ? { rules } : {}),
         ...(handler ? { handler } : {}),
-        ...(recorder ? { remembered: recorder.remembered } : {})
+        ...(recording ? { remembered: (request, context) => opened.current?.remembered(request, context) } : {})
       },
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
@@ -144,10 +148,11 @@ export const execute = (args: Common, plan: Plan) =>
       restart: { maxAttempts: args.restarts }
     })
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
-    const checked = SupervisorConfig.decode(config(undefined))
+    const checked = SupervisorConfig.decode(config(false))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
-    // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const { recorder, items, message, codexFlags } = yield* plan.open({ cwd, mode })
+    // The ledger is opened by Session.run once codex was spawned, in this handler's scope, which
+    // encloses Session.run's: it closes after the supervisor.
+    const { recorder, recording, items, message, codexFlags } = yield* plan.open({ cwd, mode })
     const flags = codexFlags ?? { config: args.config, enable: args.enable, disable: args.disable }
     const screen = Screen.make()
     if (items.length === 0) {
@@ -156,14 +161,14 @@ export const execute = (args: Common, plan: Plan) =>
     }
     const result = yield* Session.run({
       transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
-      supervisor: config(recorder),
+      supervisor: config(recording),
       items,
       answering: ApprovalModes.answeringFor(mode),
       json: args.json,
       audit: Option.getOrUndefined(args.audit),
       title: plan.title,
       screen,
-      ...(recorder ? { recorder } : {})
+      ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
@@ -177,7 +182,8 @@ const handlerScoped = (args: Parsed) =>
       title: "warden run",
       open: ({ cwd, mode }) =>
         Effect.map(
-          recorderFor(state, {
+          // Not opened here: Session.run opens it once codex was spawned (in this handler's scope).
+          Effect.map(Effect.scope, (scope) => Scope.extend(recorderFor(state, {
             prompts: args.prompts.length,
             cwd,
             approvals: mode,
@@ -186,9 +192,10 @@ const handlerScoped = (args: Parsed) =>
             concurrency: args.concurrency,
             // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
             codex: { config: args.config, enable: args.enable, disable: args.disable }
-          }, Option.getOrUndefined(args.audit)),
+          }, Option.getOrUndefined(args.audit)), scope)),
           (recorder) => ({
             recorder,
+            recording: state !== undefined,
             items: args.prompts.map((prompt) => ({
               prompt,
               cwd,

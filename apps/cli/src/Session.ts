@@ -18,8 +18,8 @@ import { Approvals, Audit } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
-import type { Transport } from "@warden/transport"
-import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
+import { Transport } from "@warden/transport"
+import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
 import * as Board from "./Board.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import * as ExitCodes from "./ExitCodes.js"
@@ -56,8 +56,12 @@ export interface Options {
   readonly audit: string | undefined
   readonly title: string
   readonly screen: Screen
-  /** The ledger's recorder; its scope must enclose this run's (it outlives the supervisor). */
-  readonly recorder?: Recorder
+  /**
+   * The ledger's recorder, opened once codex has been spawned (so the child starts up on another
+   * core while the ledger opens), before anything is attached or run; its scope must enclose this
+   * run's (it outlives the supervisor). When it fails, the app-server is stopped and nothing runs.
+   */
+  readonly recorder?: Effect.Effect<Recorder | undefined, ExitCodes.CliExit>
 }
 
 export interface Result {
@@ -77,6 +81,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
   const prompts = options.items.map((item) => item.prompt)
   const tally = Tally.make(prompts, Date.now())
   let exitCode: number = ExitCodes.Failed
+  let aborted = false
 
   return Effect.scoped(
     Effect.gen(function*() {
@@ -107,24 +112,40 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           if (queues.supervisor) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile.
           exitCode = Exit.isInterrupted(exit) ? ExitCodes.Failed : ExitCodes.forItems(Tally.finalStatuses(tally))
-          emit(JsonOutput.runFinished(tally, exitCode))
-          board.finish()
+          // A ledger that could not be opened: nothing ran, nothing to report (the error says why).
+          if (!aborted) {
+            emit(JsonOutput.runFinished(tally, exitCode))
+            board.finish()
+          }
           yield* Scope.close(reporterScope, exit)
         })
       )
 
       const itemFibers = yield* FiberSet.make<Exit.Exit<WorkItem.WorkResult, unknown>>()
 
+      // Told when the first spawn of codex was attempted (it succeeded or failed).
+      const spawned = yield* Deferred.make<void>()
+      const transport = Layer.map(options.transport, (context) => {
+        const inner = Context.get(context, Transport.Transport)
+        return Context.make(Transport.Transport, { connect: inner.connect.pipe(Effect.ensuring(Deferred.succeed(spawned, undefined))) })
+      })
       const supervisor = yield* Supervisor.make(options.supervisor).pipe(
-        Effect.provide(options.transport),
+        Effect.provide(transport),
         Effect.mapError((error) => ExitCodes.usage(error.message))
       )
-      if (options.recorder !== undefined) yield* options.recorder.attach(supervisor)
+      // The ledger opens beside codex's start-up: after the spawn, before anything is recorded or run.
+      const recorder = options.recorder === undefined
+        ? undefined
+        : yield* Deferred.await(spawned).pipe(
+          Effect.zipRight(options.recorder),
+          Effect.tapError(() => Effect.sync(() => { aborted = true }))
+        )
+      if (recorder !== undefined) yield* recorder.attach(supervisor)
       queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
       queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
-      if (options.audit !== undefined && options.recorder?.writesAudit !== true) {
+      if (options.audit !== undefined && recorder?.writesAudit !== true) {
         yield* Audit.jsonlSink(options.audit).pipe(
           Effect.provideService(Approvals.Approvals, supervisor.approvals),
           Scope.extend(reporterScope),
@@ -134,10 +155,10 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       switch (options.answering) {
         case "prompt":
-          yield* Prompting.run(supervisor, board, options.recorder?.prompt)
+          yield* Prompting.run(supervisor, board, recorder?.prompt)
           break
         case "stdin":
-          yield* StdinDecisions.run(supervisor, board.log, options.recorder?.always)
+          yield* StdinDecisions.run(supervisor, board.log, recorder?.always)
           break
         case "none":
           break
@@ -145,7 +166,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => {
         const numbered = { ...item, id: index }
-        options.recorder?.submitted(numbered)
+        recorder?.submitted(numbered)
         return FiberSet.run(itemFibers, supervisor.run(numbered).pipe(Effect.exit))
       })
       yield* Effect.forEach(fibers, Fiber.await, { discard: true })

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { ProcessTree } from "@warden/testkit"
 import * as CliProcess from "./support/CliProcess.js"
 import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
@@ -69,19 +70,24 @@ describe("warden run --state", () => {
       const db = Path.join(dir, "xdg", "warden", "ledger.db")
       const cards = yield* readLedger(db, (ledger) => ledger.cards())
       assert.deepStrictEqual(cards.map((c) => [c.facts.command, c.settlement?.outcome]), [["echo hi", "declined"]])
-      // A ledger that cannot be opened: nothing runs (exit 1, nothing on stdout, no app-server started).
+      // A ledger that cannot be opened: nothing runs (exit 1, nothing on stdout, no item started, and
+      // the app-server, spawned while the ledger opened, is not left running).
       const notDb = Path.join(dir, "not.db")
       Fs.writeFileSync(notDb, "this is not a SQLite database, and it is long enough to be read as one ............................................\n")
       const spawned = Path.join(dir, "spawned")
+      const asked = Path.join(dir, "asked.jsonl")
       const probe = Path.join(dir, "probe-codex")
-      Fs.writeFileSync(probe, `#!/bin/sh\ntouch ${spawned}\nexec ${codex}\n`, { mode: 0o755 })
-      const unopenable = yield* CliProcess.runToEnd(["run", "--codex", probe, "--json", "--approvals", "deny", "--state", notDb, "echo hi"], { env })
+      Fs.writeFileSync(probe, `#!/bin/sh\necho $$ > ${spawned}\nexec ${codex}\n`, { mode: 0o755 })
+      const unopenable = yield* CliProcess.runToEnd(["run", "--codex", probe, "--json", "--approvals", "deny", "--state", notDb, "echo hi"], { env: { ...env, LEDGER_FAKE_ANSWERS: asked } })
       assert.strictEqual(unopenable.exited.code, 1, unopenable.stderr)
       assert.include(unopenable.stderr, `--state ${notDb}`)
       assert.deepStrictEqual(unopenable.stdout, [])
-      assert.isFalse(Fs.existsSync(spawned), "no app-server was started")
+      assert.isFalse(Fs.existsSync(asked), "no item ran (no card was asked, nothing answered)")
+      // The ledger opens once codex was spawned (beside its start-up): it was, and it was stopped.
+      const pid = Number(Fs.readFileSync(spawned, "utf8").trim())
+      assert.isFalse(ProcessTree.isAlive(pid), "the app-server was stopped")
       const both = yield* CliProcess.runToEnd(["run", "--codex", codex, "--no-state", "--state", db, "echo hi"], { env })
       assert.strictEqual(both.exited.code, 2)
       assert.include(both.stderr, "--state and --no-state")
-    }), 60_000)
+    }), 180_000)
 })
