@@ -108,11 +108,11 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       yield* Effect.addFinalizer((exit) =>
         Effect.gen(function*() {
           yield* Fiber.interruptAll(forwarders)
-          if (queues.approvals) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
-          if (queues.supervisor) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+          // A ledger that could not be opened: nothing ran, nothing is reported (the error says why).
+          if (queues.approvals && !aborted) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
+          if (queues.supervisor && !aborted) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile.
           exitCode = Exit.isInterrupted(exit) ? ExitCodes.Failed : ExitCodes.forItems(Tally.finalStatuses(tally))
-          // A ledger that could not be opened: nothing ran, nothing to report (the error says why).
           if (!aborted) {
             emit(JsonOutput.runFinished(tally, exitCode))
             board.finish()
@@ -133,7 +133,12 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         Effect.provide(transport),
         Effect.mapError((error) => ExitCodes.usage(error.message))
       )
-      // The ledger opens beside codex's start-up: after the spawn, before anything is recorded or run.
+      // Subscribed at once (the first connection's events are reported), forwarded once the ledger is open.
+      queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
+      queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
+      // The ledger opens beside codex's start-up: after the spawn, before anything is recorded or
+      // run. What the supervisor publishes meanwhile (its first connection's events) is reported,
+      // but not recorded in the ledger.
       const recorder = options.recorder === undefined
         ? undefined
         : yield* Deferred.await(spawned).pipe(
@@ -141,8 +146,6 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           Effect.tapError(() => Effect.sync(() => { aborted = true }))
         )
       if (recorder !== undefined) yield* recorder.attach(supervisor)
-      queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
-      queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
       if (options.audit !== undefined && recorder?.writesAudit !== true) {

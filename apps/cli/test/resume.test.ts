@@ -91,7 +91,7 @@ describe("warden resume", () => {
       assert.deepStrictEqual(lines.filter((l) => l.type === "item.finished").map((l) => [l.item, l.threadId, l.status]), [[0, "fresh_1", "completed"]])
       const wire = Fs.readFileSync(answers, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.deepStrictEqual(wire.filter((w) => w.method === "thread/resume").map((w) => w.threadId), ["thr_1"])
-    }))
+    }), 120_000)
 
   it.scopedLive("a resumed item keeps what it was started with (cwd, model, sandbox, approval policy) and codex gets the dead run's -c/--enable/--disable", () =>
     Effect.gen(function*() {
