@@ -9,12 +9,18 @@
  * then the peer sends `serverRequest/resolved`, as codex does, and the next request follows.
  * Live clock (every card also arms its real 15-minute deadline timer).
  *
+ * Ledger on: the same supervisor with a ledger (SQLite in a temp file, as `warden run --state`)
+ * built before it and attached to it, recording every card, settlement and work event; its writer
+ * runs between round trips, as it would; after each block it finishes (untimed) before the next
+ * contender's block.
+ *
  * Reference, in the same run, in blocks interleaved with Warden's: the plain-callback client
  * (bench/support/PlainReader.ts) answering the same bytes from its callback, synchronously.
  */
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import { Effect, Exit, Scope } from "effect"
+import * as BenchLedger from "./support/BenchLedger.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"
 import { PlainClient } from "./support/PlainReader.js"
@@ -44,11 +50,15 @@ export interface Warden {
   readonly roundTrip: (id: number) => Promise<number>
   readonly close: () => Promise<void>
   readonly answersAccepted: () => number
+  /** Wait until the ledger (if on) has written what was recorded. */
+  readonly flush: () => Promise<void>
 }
 
-export const startWarden = async (): Promise<Warden> => {
+export const startWarden = async (options?: { readonly ledger?: boolean }): Promise<Warden> => {
   const peer = BenchPeer.make()
   const scope = Effect.runSync(Scope.make())
+  // The ledger is built first and closed last (as in the CLI).
+  const ledger = options?.ledger === true ? await Effect.runPromise(Scope.extend(Effect.orDie(BenchLedger.make), scope)) : undefined
   const supervisor = await Effect.runPromise(
     Scope.extend(
       Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
@@ -57,6 +67,7 @@ export const startWarden = async (): Promise<Warden> => {
       scope
     )
   )
+  if (ledger !== undefined) await Effect.runPromise(ledger.run.attach(supervisor))
   const handle = await Effect.runPromise(Scope.extend(supervisor.start({ prompt: "bench", cwd: "/tmp/bench" }), scope))
   const threadId = await Effect.runPromise(handle.threadId)
   while (peer.turnsStarted() < 1) await macrotask()
@@ -89,7 +100,8 @@ export const startWarden = async (): Promise<Warden> => {
       return t1 - t0
     },
     close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
-    answersAccepted: () => accepted
+    answersAccepted: () => accepted,
+    flush: () => (ledger === undefined ? Promise.resolve() : Effect.runPromise(ledger.flush))
   }
 }
 
@@ -127,27 +139,39 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const block = options.quick ? 250 : 1_000
   options.log(`approval round trip: ${warmup} warm-up cards, then ${cards} measured, in blocks of ${block}`)
   const warden = await startWarden()
+  const withLedger = await startWarden({ ledger: true })
   const plain = startPlain()
   const wardenUs: Array<number> = []
+  const ledgerUs: Array<number> = []
   const plainUs: Array<number> = []
   let id = 0
   const started = nowMs()
   try {
     for (let i = 0; i < warmup; i++) {
       await warden.roundTrip(id++)
+      await withLedger.roundTrip(id++)
       plain.roundTrip(id++)
     }
+    await withLedger.flush()
     for (let done = 0; done < cards; done += block) {
       const n = Math.min(block, cards - done)
-      for (let i = 0; i < n; i++) wardenUs.push(await warden.roundTrip(id++))
+      // Who goes first alternates between blocks.
+      const first = (done / block) % 2 === 0
+      if (first) for (let i = 0; i < n; i++) wardenUs.push(await warden.roundTrip(id++))
+      for (let i = 0; i < n; i++) ledgerUs.push(await withLedger.roundTrip(id++))
+      await withLedger.flush()
+      if (!first) for (let i = 0; i < n; i++) wardenUs.push(await warden.roundTrip(id++))
       for (let i = 0; i < n; i++) plainUs.push(plain.roundTrip(id++))
     }
   } finally {
     await warden.close()
+    await withLedger.close()
   }
   const elapsedS = (nowMs() - started) / 1000
-  if (warden.answersAccepted() !== warmup + cards) {
-    throw new Error(`expected ${warmup + cards} accept answers, the peer saw ${warden.answersAccepted()}`)
+  for (const w of [warden, withLedger]) {
+    if (w.answersAccepted() !== warmup + cards) {
+      throw new Error(`expected ${warmup + cards} accept answers, the peer saw ${w.answersAccepted()}`)
+    }
   }
   const summary = (xs: ReadonlyArray<number>) => ({
     p50: percentile(xs, 50),
@@ -158,6 +182,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
     mean: mean(xs)
   })
   const w = summary(wardenUs)
+  const l = summary(ledgerUs)
   const p = summary(plainUs)
   const row = (name: string, s: ReturnType<typeof summary>) => [name, s.p50, s.p90, s.p99, s.p999, s.max, s.mean]
   return {
@@ -172,20 +197,34 @@ export const run = async (options: Options): Promise<BenchResult> => {
       wardenMaxUs: w.max,
       wardenMeanUs: w.mean,
       wardenCardsPerSec: 1e6 / w.mean,
+      ledgerOnP50Us: l.p50,
+      ledgerOnP99Us: l.p99,
+      ledgerOnMeanUs: l.mean,
       plainP50Us: p.p50,
       plainP99Us: p.p99,
       elapsedSeconds: elapsedS
     },
-    ratios: { wardenVsPlainP50: w.p50 / p.p50, wardenVsPlainP99: w.p99 / p.p99 },
-    targets: [{ name: "p99 round trip (ms)", target: "< 1 ms", value: round(w.p99 / 1000, 3), met: w.p99 < 1000 }],
+    ratios: {
+      wardenVsPlainP50: w.p50 / p.p50,
+      wardenVsPlainP99: w.p99 / p.p99,
+      ledgerOnVsOffP50: l.p50 / w.p50,
+      ledgerOnVsOffP99: l.p99 / w.p99,
+      ledgerOnVsOffMean: l.mean / w.mean
+    },
+    targets: [
+      { name: "p99 round trip (ms)", target: "< 1 ms", value: round(w.p99 / 1000, 3), met: w.p99 < 1000 },
+      { name: "p99 round trip, ledger on (ms)", target: "< 1 ms", value: round(l.p99 / 1000, 3), met: l.p99 < 1000 }
+    ],
     tables: [
       {
         title: `Approval round trip, µs: ${cards.toLocaleString("en-US")} cards one at a time (after ${warmup.toLocaleString("en-US")} warm-up), handler accepts at once, live clock`,
         columns: ["path", "p50", "p90", "p99", "p99.9", "max", "mean"],
         rows: [
           row("Warden (supervisor, desk, card race, writer)", w),
+          row("Warden, ledger on (every card recorded)", l),
           row("plain-callback client (reference)", p),
-          ["Warden ÷ plain", ratioCell(w.p50 / p.p50), ratioCell(w.p90 / p.p90), ratioCell(w.p99 / p.p99), "", "", ""]
+          ["Warden ÷ plain", ratioCell(w.p50 / p.p50), ratioCell(w.p90 / p.p90), ratioCell(w.p99 / p.p99), "", "", ratioCell(w.mean / p.mean)],
+          ["ledger on ÷ off", ratioCell(l.p50 / w.p50), ratioCell(l.p90 / w.p90), ratioCell(l.p99 / w.p99), ratioCell(l.p999 / w.p999), "", ratioCell(l.mean / w.mean)]
         ]
       }
     ],

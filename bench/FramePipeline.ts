@@ -16,6 +16,12 @@
  * StringDecoder + `split("\n")`, and lines cut on the bytes then decoded one by one; the limit is
  * the faster of the two.
  *
+ * Ledger on: the same Warden read loop with a ledger (`@warden/ledger`, SQLite in a temp file, as
+ * `warden run --state` opens it) recording the approvals engine's events (every card opened and
+ * settled: the mix's thread notifications never reach the ledger, which drops them at record
+ * time). The pass is timed as Warden's; the writer then finishes (`flush`, timed apart, untimed
+ * for the ratio) before the next contender runs, so nobody pays for its leftovers.
+ *
  * Rounds interleave the contenders (rotating who goes first), each pass starting from a fully
  * collected heap (`global.gc`, untimed); ratios are between the medians of the same run. A
  * second ratio from CPU time (`process.cpuUsage`, all threads: GC helpers included) is reported
@@ -27,7 +33,8 @@ import { Decision } from "@warden/protocol"
 // The connection itself, below the public surface (a workspace-only subpath: not published).
 import * as AppServerConnection from "@warden/supervisor/internal/AppServerConnection"
 import type * as ThreadRoute from "@warden/supervisor/internal/ThreadRoute"
-import { Effect, ExecutionStrategy, Exit, Mailbox, Scope } from "effect"
+import { Effect, ExecutionStrategy, Exit, Mailbox, PubSub, Scope } from "effect"
+import * as BenchLedger from "./support/BenchLedger.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"
 import { PlainClient, rawLimit, rawLimitBytes } from "./support/PlainReader.js"
@@ -40,12 +47,14 @@ export interface Options {
   readonly log: (line: string) => void
 }
 
-type Contender = "warden" | "baseline" | "raw" | "rawBytes" | "wardenQuiet" | "baselineQuiet"
+type Contender = "warden" | "wardenLedger" | "baseline" | "raw" | "rawBytes" | "wardenQuiet" | "baselineQuiet"
 
 /** A contender set up once; `pass` feeds the whole mix and resolves when it is fully handled. */
 interface Runner {
   readonly pass: () => Promise<void>
   readonly close: () => Promise<void>
+  /** After a timed pass, untimed: let background work finish (the ledger's writer); its ms. */
+  readonly after?: () => Promise<number>
 }
 
 const feed = async (chunks: ReadonlyArray<Uint8Array>, sink: (chunk: Uint8Array) => void) => {
@@ -57,13 +66,19 @@ const feed = async (chunks: ReadonlyArray<Uint8Array>, sink: (chunk: Uint8Array)
 
 const WAIT_LIMIT_MS = 60_000
 
-export const wardenRunner = async (mix: Mix.Mix): Promise<Runner & { readonly answers: () => number }> => {
+export const wardenRunner = async (mix: Mix.Mix, options?: { readonly ledger?: boolean }): Promise<Runner & { readonly answers: () => number }> => {
   const scope = Effect.runSync(Scope.make())
   const peer = BenchPeer.make()
-  const { routes, server } = await Effect.runPromise(
+  const { routes, server, ledger } = await Effect.runPromise(
     Scope.extend(
       Effect.gen(function*() {
+        // Built first, closed last (as in the CLI).
+        const ledger = options?.ledger === true ? yield* Effect.orDie(BenchLedger.make) : undefined
         const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
+        if (ledger !== undefined) {
+          const none = yield* PubSub.unbounded<never>()
+          yield* ledger.run.attach({ subscribe: PubSub.subscribe(none), subscribeApprovals: approvals.subscribe })
+        }
         const connection = yield* peer.memory.transport.connect
         const server = yield* AppServerConnection.make(connection, approvals)
         const routes: Array<ThreadRoute.ThreadRoute> = []
@@ -80,7 +95,7 @@ export const wardenRunner = async (mix: Mix.Mix): Promise<Runner & { readonly an
           server.registerThread(route)
           routes.push(route)
         }
-        return { routes, server }
+        return { routes, server, ledger }
       }),
       scope
     )
@@ -109,7 +124,16 @@ export const wardenRunner = async (mix: Mix.Mix): Promise<Runner & { readonly an
       for (const route of routes) Effect.runSync(route.signals.clear)
     },
     close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
-    answers: peer.answers
+    answers: peer.answers,
+    ...(ledger !== undefined
+      ? {
+        after: async () => {
+          const t0 = nowMs()
+          await Effect.runPromise(ledger.flush)
+          return nowMs() - t0
+        }
+      }
+      : {})
   }
 }
 
@@ -170,6 +194,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
 
   const runners: Record<Contender, Runner> = {
     warden: await wardenRunner(mix),
+    wardenLedger: await wardenRunner(mix, { ledger: true }),
     baseline: baselineRunner(mix),
     raw: rawRunner(mix),
     rawBytes: rawRunner(mix, rawLimitBytes),
@@ -177,11 +202,18 @@ export const run = async (options: Options): Promise<BenchResult> => {
     baselineQuiet: baselineRunner(quiet)
   }
   const mixOf = (c: Contender) => (c === "wardenQuiet" || c === "baselineQuiet" ? quiet : mix)
-  const order: ReadonlyArray<Contender> = ["warden", "baseline", "raw", "rawBytes", "wardenQuiet", "baselineQuiet"]
+  const order: ReadonlyArray<Contender> = ["warden", "wardenLedger", "baseline", "raw", "rawBytes", "wardenQuiet", "baselineQuiet"]
   const times = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
   const cpu = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
+  /** The ledger's writer after a pass: ms until everything the pass recorded was written. */
+  const flushMs: Array<number> = []
   try {
-    for (let i = 0; i < warmups; i++) for (const c of order) await runners[c].pass()
+    for (let i = 0; i < warmups; i++) {
+      for (const c of order) {
+        await runners[c].pass()
+        await runners[c].after?.()
+      }
+    }
     for (let round = 0; round < rounds; round++) {
       for (let k = 0; k < order.length; k++) {
         const c = order[(round + k) % order.length]!
@@ -194,6 +226,8 @@ export const run = async (options: Options): Promise<BenchResult> => {
         times[c].push(nowMs() - t0)
         const used = process.cpuUsage(c0)
         cpu[c].push(used.user + used.system)
+        const after = runners[c].after
+        if (after !== undefined) flushMs.push(await after())
       }
     }
   } finally {
@@ -211,6 +245,12 @@ export const run = async (options: Options): Promise<BenchResult> => {
   // The same ratios from CPU time (process.cpuUsage, every thread of the process).
   const cpuFps = (c: Contender) => median(cpu[c].map((us) => mixOf(c).frames / (us / 1e6)))
   const quietVsBaseline = med("wardenQuiet") / med("baselineQuiet")
+  // The ledger's cost: Warden with the ledger on ÷ off, as the read loop sees it (the pass), and
+  // with the writer's leftover work (pass + flush) counted in.
+  const ledgerOnVsOff = med("wardenLedger") / med("warden")
+  const ledgerOnVsOffCpu = cpuFps("wardenLedger") / cpuFps("warden")
+  const ledgerWithFlushMs = times.wardenLedger.map((ms, i) => ms + (flushMs[i] ?? 0))
+  const ledgerOnVsOffWithFlush = median(times.warden) / median(ledgerWithFlushMs)
   // What the cards add to a pass, per card (both mixes differ by the requests and their resolutions).
   const perCardUs = ((median(times.warden) - median(times.wardenQuiet)) -
     (median(times.baseline) - median(times.baselineQuiet))) * 1000 / mix.requests
@@ -218,6 +258,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const kinds = Object.entries(mix.byKind).sort((a, b) => b[1].frames - a[1].frames)
   const label: Record<Contender, string> = {
     warden: "Warden read loop (AppServerConnection)",
+    wardenLedger: "Warden read loop, ledger on",
     baseline: "plain-callback reader (baseline)",
     raw: "split + JSON.parse, string split (raw)",
     rawBytes: "split + JSON.parse, byte split (raw)",
@@ -253,6 +294,9 @@ export const run = async (options: Options): Promise<BenchResult> => {
       wardenCpuFramesPerSec: cpuFps("warden"),
       baselineCpuFramesPerSec: cpuFps("baseline"),
       rawLimitCpuFramesPerSec: cpuFps(limit),
+      wardenLedgerFramesPerSec: med("wardenLedger"),
+      wardenLedgerPassMsMedian: median(times.wardenLedger),
+      ledgerFlushAfterPassMsMedian: median(flushMs),
       wardenNoApprovalsFramesPerSec: med("wardenQuiet"),
       baselineNoApprovalsFramesPerSec: med("baselineQuiet"),
       approvalCardExtraUsPerCard: perCardUs
@@ -263,11 +307,15 @@ export const run = async (options: Options): Promise<BenchResult> => {
       baselineVsRaw,
       wardenVsBaselineCpu: cpuFps("warden") / cpuFps("baseline"),
       wardenVsRawCpu: cpuFps("warden") / cpuFps(limit),
-      wardenVsBaselineNoApprovals: quietVsBaseline
+      wardenVsBaselineNoApprovals: quietVsBaseline,
+      ledgerOnVsOff,
+      ledgerOnVsOffCpu,
+      ledgerOnVsOffWithFlush
     },
     targets: [
       { name: "ratio vs plain-callback baseline", target: ">= 1.0x", value: round(vsBaseline, 3), met: vsBaseline >= 1 },
-      { name: "ratio vs raw limit", target: ">= 0.5x", value: round(vsRaw, 3), met: vsRaw >= 0.5 }
+      { name: "ratio vs raw limit", target: ">= 0.5x", value: round(vsRaw, 3), met: vsRaw >= 0.5 },
+      { name: "ledger on ÷ off (read loop)", target: ">= 0.9x", value: round(ledgerOnVsOff, 3), met: ledgerOnVsOff >= 0.9 }
     ],
     tables: [
       {
@@ -283,6 +331,14 @@ export const run = async (options: Options): Promise<BenchResult> => {
           ratioCell(med("warden") / med(c)),
           ratioCell(cpuFps("warden") / cpuFps(c))
         ])
+      },
+      {
+        title: `The ledger's cost: the same mix with a ledger recording every card (${mix.requests} cards opened and settled), SQLite in a temp file`,
+        columns: ["reader", "frames/s (median)", "pass ms", "writer after the pass, ms", "ledger on ÷ off", "same, CPU time", "pass + writer, on ÷ off"],
+        rows: [
+          [label.warden, med("warden"), median(times.warden), "", "", "", ""],
+          [label.wardenLedger, med("wardenLedger"), median(times.wardenLedger), median(flushMs), ratioCell(ledgerOnVsOff), ratioCell(ledgerOnVsOffCpu), ratioCell(ledgerOnVsOffWithFlush)]
+        ]
       },
       {
         title: `Where the difference is: the same turns without their ${mix.requests} approval requests (${quiet.frames.toLocaleString("en-US")} frames)`,

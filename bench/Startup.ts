@@ -12,7 +12,9 @@
  * - `warden run` until codex is spawned: `warden run --codex FAKE --restarts 0 --approvals deny
  *   PROMPT`, where FAKE is a bash script that appends bash's `$EPOCHREALTIME` (microseconds) to a
  *   file and exits; timed from just before the spawn of `warden` (`Date.now()`, the same clock) to
- *   that timestamp. Warden then sees its app-server gone and exits 3 (checked).
+ *   that timestamp. Warden then sees its app-server gone and exits 3 (checked). With the ledger
+ *   (the default, under this benchmark's own XDG_STATE_HOME) and with `--no-state`: the ledger
+ *   opens after the spawn (beside codex's start-up), so the two should be close.
  *
  * Rounds are interleaved (who goes first rotates), after untimed warm-up rounds; medians with min
  * and max. The target is on the medians: ≤ 300 ms wall each.
@@ -103,6 +105,29 @@ export const run = async (options: Options): Promise<BenchResult> => {
       return ms
     }
 
+    /**
+     * `warden run` until the fake codex runs; the ledger (unless `--no-state`) is the default one
+     * under this benchmark's own XDG_STATE_HOME (made by the warm-up rounds, as a user's is).
+     */
+    const untilSpawned = (name: string, extra: ReadonlyArray<string>): Contender => {
+      const args = [bin, "run", "--codex", fake, "--restarts", "0", "--approvals", "deny", ...extra, "start-up"]
+      return {
+        name,
+        args,
+        time: () => {
+          Fs.rmSync(spawned, { force: true })
+          const started = Date.now()
+          wall(
+            args,
+            (r) => (r.status === 3 && Fs.existsSync(spawned) ? undefined : `expected exit 3 after the fake codex ran; exit ${r.status}, fake ran: ${Fs.existsSync(spawned)}`),
+            cleanEnv({ WARDEN_BENCH_SPAWNED: spawned, XDG_STATE_HOME: Path.join(dir, "state") })
+          )
+          const first = Fs.readFileSync(spawned, "utf8").split("\n")[0]!.replace(",", ".")
+          return Number(first) * 1000 - started
+        }
+      }
+    }
+
     const contenders: ReadonlyArray<Contender> = [
       {
         name: "node -e 0 (baseline)",
@@ -114,21 +139,8 @@ export const run = async (options: Options): Promise<BenchResult> => {
         args: [bin, "--version"],
         time: () => wall([bin, "--version"], (r) => (r.status === 0 && String(r.stdout).trim() === version ? undefined : `exit ${r.status}, stdout ${JSON.stringify(r.stdout)}`))
       },
-      {
-        name: "warden run, until codex is spawned",
-        args: [bin, "run", "--codex", fake, "--restarts", "0", "--approvals", "deny", "start-up"],
-        time: () => {
-          Fs.rmSync(spawned, { force: true })
-          const started = Date.now()
-          wall(
-            [bin, "run", "--codex", fake, "--restarts", "0", "--approvals", "deny", "start-up"],
-            (r) => (r.status === 3 && Fs.existsSync(spawned) ? undefined : `expected exit 3 after the fake codex ran; exit ${r.status}, fake ran: ${Fs.existsSync(spawned)}`),
-            cleanEnv({ WARDEN_BENCH_SPAWNED: spawned })
-          )
-          const first = Fs.readFileSync(spawned, "utf8").split("\n")[0]!.replace(",", ".")
-          return Number(first) * 1000 - started
-        }
-      }
+      untilSpawned("warden run, until codex is spawned", []),
+      untilSpawned("warden run --no-state, until codex is spawned", ["--no-state"])
     ]
 
     const times: Array<Array<number>> = contenders.map(() => [])
@@ -140,7 +152,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
       }
     }
 
-    const [baseline, versionMs, runMs] = times as [Array<number>, Array<number>, Array<number>]
+    const [baseline, versionMs, runMs, noStateMs] = times as [Array<number>, Array<number>, Array<number>, Array<number>]
     const base = median(baseline)
     const row = (c: Contender, xs: ReadonlyArray<number>) => [
       c.name,
@@ -168,9 +180,11 @@ export const run = async (options: Options): Promise<BenchResult> => {
         runToSpawnMsMin: min(runMs),
         runToSpawnMsMax: max(runMs),
         runToSpawnBeyondBaselineMs: median(runMs) - base,
+        runNoStateToSpawnMsMedian: median(noStateMs),
+        ledgerBeforeSpawnMs: median(runMs) - median(noStateMs),
         buildMs
       },
-      ratios: { versionVsBaseline: median(versionMs) / base, runToSpawnVsBaseline: median(runMs) / base },
+      ratios: { versionVsBaseline: median(versionMs) / base, runToSpawnVsBaseline: median(runMs) / base, runToSpawnLedgerOnVsOff: median(runMs) / median(noStateMs) },
       targets: [
         { name: "warden --version, wall (median, ms)", target: `<= ${TargetMs} ms`, value: Math.round(median(versionMs)), met: median(versionMs) <= TargetMs },
         { name: "warden run until codex is spawned, wall (median, ms)", target: `<= ${TargetMs} ms`, value: Math.round(median(runMs)), met: median(runMs) <= TargetMs }
@@ -179,7 +193,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
         {
           title: `Start-up of the built CLI (node apps/cli/dist/bin.cjs), wall ms; ${rounds} interleaved rounds after ${warmups} warm-up`,
           columns: ["command", "median", "min", "max", "p90", "beyond node -e 0", "÷ node -e 0", `≤ ${TargetMs} ms`],
-          rows: [row(contenders[0]!, baseline), row(contenders[1]!, versionMs), row(contenders[2]!, runMs)]
+          rows: [row(contenders[0]!, baseline), row(contenders[1]!, versionMs), row(contenders[2]!, runMs), row(contenders[3]!, noStateMs)]
         }
       ],
       notes: [

@@ -65,6 +65,11 @@ describe("pnpm bench --quick", () => {
       assert.isAbove(results.benchmarks.framePipeline.ratios.wardenVsBaseline, 0)
       assert.isAbove(results.benchmarks.framePipeline.ratios.wardenVsRaw, 0)
       assert.isAbove(results.benchmarks.approvalRoundTrip.metrics.wardenP99Us, 0)
+      // The ledger's cost, on ÷ off in the same run.
+      assert.isAbove(results.benchmarks.framePipeline.ratios.ledgerOnVsOff, 0)
+      assert.isAbove(results.benchmarks.framePipeline.ratios.ledgerOnVsOffCpu, 0)
+      assert.isAbove(results.benchmarks.approvalRoundTrip.ratios.ledgerOnVsOffP50, 0)
+      assert.isAbove(results.benchmarks.approvalRoundTrip.ratios.ledgerOnVsOffP99, 0)
       assert.isTrue(Number.isFinite(results.benchmarks.scale.metrics.heapPerOpenCardBytes))
       assert.isAbove(results.benchmarks.realCodexOverhead.ratios.wardenVsDirect, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.worstBeyondParseMs, 0)

@@ -1,30 +1,51 @@
 /**
  * The approval prompt for one card, an @effect/cli `Prompt.custom`: accept once, accept for the
- * session (only where the card offers it), decline, or show the details (full command, diff,
- * permissions, MCP inputs) and ask again. Keys: `a`, `s`, `d`, `v`; or ←/→ (↑/↓, Tab) to move and
- * Enter to choose.
+ * session (only where the card offers it), always (only with the ledger, and only for a card a
+ * remembered rule can be scoped to: the label names the scope), decline, or show the details (full
+ * command, diff, permissions, MCP inputs) and ask again. Keys: `a`, `s`, `r`, `d`, `v`; or ←/→
+ * (↑/↓, Tab) to move and Enter to choose.
  */
 import { Prompt } from "@effect/cli"
 import type { Card } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type * as Terminal from "@effect/platform/Terminal"
-import { Data, Effect } from "effect"
+import { Data, Effect, Either } from "effect"
 import * as CardText from "./CardText.js"
 import { escapeControls } from "./TerminalText.js"
 import * as Tally from "./Tally.js"
 
+/**
+ * "always" on the prompt (the ledger's, from StateLedger.ts): `scopeOf` says what would be
+ * remembered for a card (one line) or why nothing can be; `remember` stores it (Left: why not).
+ */
+export interface Always {
+  readonly scopeOf: (card: Card.CardView) => Either.Either<string, string>
+  readonly remember: (card: Card.CardView) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
+}
+
 export type Choice =
   | { readonly _tag: "Decide"; readonly key: string; readonly label: string; readonly decision: Decision.Decision }
+  | { readonly _tag: "Always"; readonly key: string; readonly label: string }
   | { readonly _tag: "Details"; readonly key: string; readonly label: string }
 
-export const choicesFor = (card: Card.CardView): ReadonlyArray<Choice> => [
-  ...(card.offers.includes("Accept") ? [{ _tag: "Decide", key: "a", label: "accept once", decision: Decision.Accept } as const] : []),
-  ...(card.offers.includes("AcceptForSession")
-    ? [{ _tag: "Decide", key: "s", label: "accept for session", decision: Decision.AcceptForSession } as const]
-    : []),
-  { _tag: "Decide", key: "d", label: "decline", decision: Decision.Decline },
-  { _tag: "Details", key: "v", label: "details" }
-]
+/** What the prompt answers: a decision, or "always" (remember, then accept). */
+export type Answer =
+  | { readonly _tag: "Decide"; readonly decision: Decision.Decision }
+  | { readonly _tag: "Always" }
+
+export const choicesFor = (card: Card.CardView, always?: Always): ReadonlyArray<Choice> => {
+  // "always" accepts: offered only where the card can be accepted and a scope can be derived.
+  const scope = always !== undefined && card.offers.includes("Accept") ? always.scopeOf(card) : undefined
+  return [
+    ...(card.offers.includes("Accept") ? [{ _tag: "Decide", key: "a", label: "accept once", decision: Decision.Accept } as const] : []),
+    ...(card.offers.includes("AcceptForSession")
+      ? [{ _tag: "Decide", key: "s", label: "accept for session", decision: Decision.AcceptForSession } as const]
+      : []),
+    ...(scope !== undefined && Either.isRight(scope) ? [{ _tag: "Always", key: "r", label: `always: ${escapeControls(scope.right)}` } as const] : []),
+    { _tag: "Decide", key: "d", label: "decline", decision: Decision.Decline },
+    { _tag: "Details", key: "v", label: "details" }
+  ]
+}
 
 interface State {
   readonly selected: number
@@ -50,20 +71,25 @@ export const frame = (card: Card.CardView, choices: ReadonlyArray<Choice>, state
     const label = `[${c.key}] ${c._tag === "Details" && state.details ? "hide details" : c.label}`
     return i === state.selected ? inverse(label) : label
   })
-  lines.push(`  ${menu.join("   ")}`, "  a/s/d/v, or ←/→ and Enter")
+  lines.push(`  ${menu.join("   ")}`, `  ${choices.map((c) => c.key).join("/")}, or ←/→ and Enter`)
   return lines
 }
 
-/** Ask about `card`; the prompt's output is the decision. */
-export const make = (card: Card.CardView): Prompt.Prompt<Decision.Decision> => {
-  const choices = choicesFor(card)
-  const decide = (state: State, index: number): Prompt.Prompt.Action<State, Decision.Decision> => {
+/** Ask about `card`; the prompt's output is the answer. */
+export const make = (card: Card.CardView, always?: Always): Prompt.Prompt<Answer> => {
+  const choices = choicesFor(card, always)
+  const decide = (state: State, index: number): Prompt.Prompt.Action<State, Answer> => {
     const choice = choices[index]!
-    return choice._tag === "Details"
-      ? Action.NextFrame({ state: { selected: index, details: !state.details } })
-      : Action.Submit({ value: choice.decision })
+    switch (choice._tag) {
+      case "Details":
+        return Action.NextFrame({ state: { selected: index, details: !state.details } })
+      case "Always":
+        return Action.Submit({ value: { _tag: "Always" } })
+      case "Decide":
+        return Action.Submit({ value: { _tag: "Decide", decision: choice.decision } })
+    }
   }
-  const process = (input: Terminal.UserInput, state: State): Prompt.Prompt.Action<State, Decision.Decision> => {
+  const process = (input: Terminal.UserInput, state: State): Prompt.Prompt.Action<State, Answer> => {
     const key = input.key.name
     switch (key) {
       case "left":
@@ -82,10 +108,15 @@ export const make = (card: Card.CardView): Prompt.Prompt<Decision.Decision> => {
       }
     }
   }
-  return Prompt.custom<State, Decision.Decision>({ selected: 0, details: false }, {
+  return Prompt.custom<State, Answer>({ selected: 0, details: false }, {
     render: (state, action) =>
       Effect.succeed(
-        frame(card, choices, state, action._tag === "Submit" ? Decision.describe(action.value) : undefined).join("\n")
+        frame(
+          card,
+          choices,
+          state,
+          action._tag === "Submit" ? (action.value._tag === "Always" ? "always" : Decision.describe(action.value.decision)) : undefined
+        ).join("\n")
       ),
     process: (input, state) => Effect.succeed(process(input, state)),
     clear: () => Effect.succeed("")

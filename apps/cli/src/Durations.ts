@@ -1,16 +1,17 @@
 /**
- * Durations on the command line: a number and a unit, `ms`, `s`, `m` or `h`, optionally several
- * in a row (`300ms`, `5s`, `2m`, `15m`, `1h`, `1m30s`). Zero and negative durations are refused.
+ * Durations on the command line: a number and a unit, `ms`, `s`, `m`, `h` or `d`, optionally
+ * several in a row (`300ms`, `5s`, `2m`, `15m`, `1h`, `1m30s`, `90d`). Zero and negative durations
+ * are refused.
  */
 import { Duration, Either } from "effect"
 
-const unitMs = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const
+const unitMs = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
-const part = /(\d+(?:\.\d+)?)(ms|s|m|h)/y
+const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y
 
 export const parse = (text: string): Either.Either<Duration.Duration, string> => {
   const input = text.trim()
-  const fail = Either.left(`invalid duration ${JSON.stringify(text)}: use a number and a unit (ms, s, m, h), e.g. 300ms, 5s, 2m, 15m, 1h`)
+  const fail = Either.left(`invalid duration ${JSON.stringify(text)}: use a number and a unit (ms, s, m, h, d), e.g. 300ms, 5s, 2m, 15m, 1h, 7d`)
   if (input.length === 0) return fail
   let total = 0
   part.lastIndex = 0

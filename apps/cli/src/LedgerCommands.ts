@@ -3,7 +3,8 @@
  *
  * - `warden audit [--state PATH] [--run ID] [--item ID] [--outcome O] [--source S] [--method M]
  *   [--since T] [--json]`: the recorded cards with their settlements, oldest first (masked text
- *   only: the ledger never stored anything else);
+ *   only: the ledger never stored anything else); `warden audit --prune-before T`: retention
+ *   (`Ledger.prune`);
  * - `warden rules list [--all] [--json]`, `warden rules revoke ID [--by NAME]`: remembered rules;
  * - `warden rules test --rules CANDIDATE [--state PATH] [filters] [--json]`: the recorded cards
  *   replayed against a candidate rules file (`Replay.replay`), card by card and in totals.
@@ -136,8 +137,29 @@ export const cardLine = (c: CardRecord) => {
   return `${iso(c.openedAt)}  run ${c.runId}  item ${c.workItem ?? "-"}  ${c.cardId}  ${c.kind}  ${how}  ${c.title}`
 }
 
-export const audit = Command.make("audit", { state: Opts.state, ...filterOptions, json }, (args) =>
+const pruneBefore = Options.text("prune-before").pipe(
+  Options.withPseudoName("T"),
+  Options.withDescription("instead of listing: delete the cards settled before T (a duration ago, e.g. 720h, or a date) of runs no longer running, and the runs left without cards; open cards and remembered rules are kept"),
+  Options.optional
+)
+
+/** `warden audit --prune-before T`: retention. No filters: what is older than T goes, whatever it was. */
+const prune = (args: Filters & { readonly state: Option.Option<string>; readonly pruneBefore: Option.Option<string>; readonly json: boolean }, at: string) =>
+  Effect.gen(function*() {
+    const given = (["run", "item", "outcome", "source", "method", "since"] as const).filter((k) => Option.isSome(args[k]))
+    if (given.length > 0) return yield* ExitCodes.usage(`--prune-before takes no filters (got --${given.join(", --")})`)
+    const before = parseSince(at, Date.now())
+    if (Either.isLeft(before)) return yield* ExitCodes.usage(before.left.replace("--since", "--prune-before"))
+    const { ledger } = yield* existingLedger(args.state)
+    const pruned = yield* ledger.prune(before.right).pipe(Effect.mapError(ledgerFailure))
+    yield* args.json
+      ? out(JSON.stringify({ type: "pruned", before: iso(before.right), cards: pruned.cards, runs: pruned.runs }))
+      : out(`pruned ${pruned.cards} card${pruned.cards === 1 ? "" : "s"} settled before ${iso(before.right)} and ${pruned.runs} run${pruned.runs === 1 ? "" : "s"} left without cards`)
+  })
+
+export const audit = Command.make("audit", { state: Opts.state, ...filterOptions, json, pruneBefore }, (args) =>
   Effect.scoped(Effect.gen(function*() {
+    if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
     const filter = yield* cardFilter(args)
     const { ledger } = yield* existingLedger(args.state)
     const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))

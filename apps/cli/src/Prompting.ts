@@ -16,7 +16,8 @@ import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import type { Card } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
-import { Effect, Layer, Mailbox, Option, Stream, SubscriptionRef } from "effect"
+import { Decision } from "@warden/protocol"
+import { Effect, Either, Layer, Mailbox, Option, Stream, SubscriptionRef } from "effect"
 import type { Scope } from "effect"
 import type { Board } from "./Board.js"
 import * as CardPrompt from "./CardPrompt.js"
@@ -46,7 +47,13 @@ const openCardsRef = (supervisor: Supervisor.SupervisorShape) =>
     return ref
   })
 
-export const run = (supervisor: Supervisor.SupervisorShape, board: Board): Effect.Effect<void, never, Scope.Scope> =>
+/**
+ * Ask about the open cards until the scope closes. With `always` (the ledger is on), cards that a
+ * remembered rule can be scoped to also offer "always" (`r`): the rule is stored (author
+ * `prompt`), then the card is accepted; if it cannot be stored, the board says why and the card is
+ * asked about again.
+ */
+export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always?: CardPrompt.Always): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function*() {
     const node = yield* NodeTerminal.make(() => false)
     const keys = yield* node.readInput
@@ -97,7 +104,7 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board): Effec
       const head = yield* firstOpen
       if (Option.isNone(head)) return
       const card = head.value
-      const answer = yield* Prompt.run(CardPrompt.make(card)).pipe(
+      const answer = yield* Prompt.run(CardPrompt.make(card, always)).pipe(
         Effect.provide(promptEnv),
         Effect.map(Option.some),
         Effect.catchAll(() => Effect.succeed(Option.none())),
@@ -105,8 +112,21 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board): Effec
       )
       board.setPrompt(undefined)
       if (Option.isNone(answer)) return
+      let decision: Decision.Decision
+      if (answer.value._tag === "Always") {
+        if (always === undefined) return
+        const remembered = yield* always.remember(card)
+        if (Either.isLeft(remembered)) {
+          board.log(`card ${card.id}: not remembered (${remembered.left}); answer it again`)
+          return
+        }
+        board.log(`remembered ${remembered.right.id}: allow ${remembered.right.describe} (from card ${card.id})`)
+        decision = Decision.Accept
+      } else {
+        decision = answer.value.decision
+      }
       answered.add(card.id)
-      const result = yield* supervisor.inbox.answer(card.id, answer.value)
+      const result = yield* supervisor.inbox.answer(card.id, decision)
       if (result._tag === "AlreadySettled") {
         board.log(`card ${card.id}: your answer came too late; it had already settled (${result.settlement.outcome})`)
       } else if (result._tag === "UnknownCard") {

@@ -5,7 +5,10 @@
  * cards are recorded `stranded` (never answered by this process, counted once), its unfinished
  * items are handed to a new run (once: a second `warden resume` finds none), and each runs again on
  * its thread (`thread/resume`), from the turn that had not completed. Items that had ended are not
- * run again; an item whose prompt was stored masked is not run (said on stderr).
+ * run again; an item whose prompt was stored masked is not run (said on stderr). Each item keeps
+ * what it was started with (cwd, model, approval policy, sandbox, config, thread params); codex is
+ * started with the dead run's `-c`/`--enable`/`--disable` unless the resume command line gives its
+ * own (a `-c` value stored masked is refused: exit 2, nothing recovered).
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
@@ -34,13 +37,21 @@ export const command = Command.make("resume", options, (args) =>
           const StateLedger = yield* StatePath.loadStateLedger
           const resumed = yield* StateLedger.resume(path, {
             runId: Option.getOrUndefined(args.run),
-            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) }
+            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules), codex: { config: args.config, enable: args.enable, disable: args.disable } },
+            inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0,
+            ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
           })
-          if (Either.isLeft(resumed)) return { recorder: undefined, items: [], message: resumed.left }
+          if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
           const r = resumed.right
           process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
           for (const line of r.skipped) process.stderr.write(`warden: ${line}\n`)
-          return { recorder: r.recorder, items: r.items, message: `nothing to run again from run ${r.deadRunId}` }
+          return {
+            recorder: Effect.succeed(r.recorder),
+            recording: true,
+            items: r.items,
+            message: `nothing to run again from run ${r.deadRunId}`,
+            ...(r.codexFlags !== undefined ? { codexFlags: r.codexFlags } : {})
+          }
         })
     })
   }))).pipe(Command.withDescription("resume the unfinished work items of a warden run that died, on a new app-server"))

@@ -6,8 +6,8 @@ import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig, Worktree } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Effect, Either, Option } from "effect"
-import type { Scope } from "effect"
+import { Effect, Either, Option, Scope } from "effect"
+import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
@@ -92,11 +92,16 @@ export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray
 /** Opens the ledger and begins a run in it (in the caller's scope), or nothing without a path. */
 const recorderFor = (
   path: string | undefined,
-  info: unknown
+  runId: string,
+  info: unknown,
+  audit: string | undefined
 ): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
-    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { label: "warden run", info }))
+    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label: "warden run", info }, audit))
+
+/** A new run's id, as the ledger makes them (`r` + base-36 time + 8 hex digits): known before the ledger opens. */
+const newRunId = () => `r${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
@@ -111,9 +116,16 @@ export interface Plan {
    * run. `items` empty: nothing is started, `message` says why.
    */
   readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
-    readonly recorder: import("./StateLedger.js").Recorder | undefined
+    /** The ledger's recorder, opened when Session.run asks (once codex was spawned), or none. */
+    readonly recorder: Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
+    /** Whether there is a ledger (`recorder` yields one). */
+    readonly recording: boolean
     readonly items: ReadonlyArray<WorkItem.WorkItem>
     readonly message?: string
+    /** The run's id when it is decided before the ledger opens (`warden run`): worktree branches are named by it. */
+    readonly runId?: string
+    /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
+    readonly codexFlags?: { readonly config: ReadonlyArray<string>; readonly enable: ReadonlyArray<string>; readonly disable: ReadonlyArray<string> }
   }, ExitCodes.CliExit, Scope.Scope>
 }
 
@@ -143,13 +155,15 @@ export const execute = (args: Common, plan: Plan) =>
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
       : undefined
     const handler = ApprovalModes.handlerFor(mode)
-    const config = (recorder: import("./StateLedger.js").Recorder | undefined): Supervisor.SupervisorConfig => ({
+    // The desk's remembered lookup, through the recorder once it is open (no card opens before).
+    const opened: { current?: import("./StateLedger.js").Recorder } = {}
+    const config = (recording: boolean, runId?: string): Supervisor.SupervisorConfig => ({
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
       approvals: {
         deadlines: { default: args.approvalTimeout },
         ...(rules ? { rules } : {}),
         ...(handler ? { handler } : {}),
-        ...(recorder ? { remembered: recorder.remembered } : {})
+        ...(recording ? { remembered: (request, context) => opened.current?.remembered(request, context) } : {})
       },
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
@@ -157,14 +171,15 @@ export const execute = (args: Common, plan: Plan) =>
       ...(Option.isSome(args.runMaxTokens) ? { runBudget: { maxTokens: args.runMaxTokens.value } } : {}),
       pool: args.pool,
       restart: { maxAttempts: args.restarts },
-      ...(recorder ? { runId: recorder.runId } : {})
+      ...(runId !== undefined ? { runId } : {})
     })
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
-    const checked = SupervisorConfig.decode(config(undefined))
+    const checked = SupervisorConfig.decode(config(false))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
-    // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const opened = yield* plan.open({ cwd, mode })
-    const { message, recorder } = opened
+    // The ledger is opened by Session.run once codex was spawned, in this handler's scope, which
+    // encloses Session.run's: it closes after the supervisor.
+    const planned = yield* plan.open({ cwd, mode })
+    const { recorder, recording, message, codexFlags, runId } = planned
     const worktree: Worktree.WorktreeOptions | undefined = args.worktree
       ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
       : undefined
@@ -172,26 +187,27 @@ export const execute = (args: Common, plan: Plan) =>
       ...(Option.isSome(args.maxTokens) ? { maxTokens: args.maxTokens.value } : {}),
       ...(Option.isSome(args.maxTurnTime) ? { maxTurnTime: args.maxTurnTime.value } : {})
     }
-    const items = opened.items.map((item) => ({
+    const items = planned.items.map((item) => ({
       ...item,
       ...(worktree !== undefined ? { worktree } : {}),
       ...(Object.keys(budget).length > 0 ? { budget } : {})
     }))
+    const flags = codexFlags ?? { config: args.config, enable: args.enable, disable: args.disable }
     const screen = Screen.make()
     if (items.length === 0) {
       screen.err(`warden: ${message ?? "nothing to run"}`)
       return
     }
     const result = yield* Session.run({
-      transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),
-      supervisor: config(recorder),
+      transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
+      supervisor: config(recording, runId),
       items,
       answering: ApprovalModes.answeringFor(mode),
       json: args.json,
       audit: Option.getOrUndefined(args.audit),
       title: plan.title,
       screen,
-      ...(recorder ? { recorder } : {})
+      ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
@@ -201,20 +217,26 @@ const handlerScoped = (args: Parsed) =>
   Effect.gen(function*() {
     yield* checkPrompts(args.prompts, process.argv)
     const state = yield* StatePath.forRun(args.state, args.noState)
+    const runId = newRunId()
     return yield* execute(args, {
       title: "warden run",
       open: ({ cwd, mode }) =>
         Effect.map(
-          recorderFor(state, {
+          // Not opened here: Session.run opens it once codex was spawned (in this handler's scope).
+          Effect.map(Effect.scope, (scope) => Scope.extend(recorderFor(state, runId, {
             prompts: args.prompts.length,
             cwd,
             approvals: mode,
             rules: Option.getOrUndefined(args.rules),
             pool: args.pool,
-            concurrency: args.concurrency
-          }),
+            concurrency: args.concurrency,
+            // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
+            codex: { config: args.config, enable: args.enable, disable: args.disable }
+          }, Option.getOrUndefined(args.audit)), scope)),
           (recorder) => ({
             recorder,
+            recording: state !== undefined,
+            runId,
             items: args.prompts.map((prompt) => ({
               prompt,
               cwd,

@@ -18,9 +18,10 @@ import { Approvals, Audit } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
-import type { Transport } from "@warden/transport"
-import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
+import { Transport } from "@warden/transport"
+import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
 import * as Board from "./Board.js"
+import type * as CardPrompt from "./CardPrompt.js"
 import * as ExitCodes from "./ExitCodes.js"
 import * as JsonOutput from "./JsonOutput.js"
 import * as Prompting from "./Prompting.js"
@@ -33,12 +34,16 @@ export type Answering = "prompt" | "stdin" | "none"
 
 /** Where the run is recorded (`warden run --state`: StateLedger.ts), if anywhere. */
 export interface Recorder {
+  /** The ledger writes the `--audit` trail itself (from the records it writes): no sink here. */
+  readonly writesAudit?: boolean
   /** Records what the supervisor publishes; called once, before any item runs. */
   readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
   /** Records a work item (with its id) as submitted, just before it runs. */
   readonly submitted: (item: WorkItem.WorkItem) => void
   /** `--approvals stdin`'s "always": remember an allow scoped to the card (author `stdin`). */
   readonly always?: StdinDecisions.RememberAlways
+  /** The terminal prompt's "always" (author `prompt`). */
+  readonly prompt?: CardPrompt.Always
 }
 
 export interface Options {
@@ -51,8 +56,12 @@ export interface Options {
   readonly audit: string | undefined
   readonly title: string
   readonly screen: Screen
-  /** The ledger's recorder; its scope must enclose this run's (it outlives the supervisor). */
-  readonly recorder?: Recorder
+  /**
+   * The ledger's recorder, opened once codex has been spawned (so the child starts up on another
+   * core while the ledger opens), before anything is attached or run; its scope must enclose this
+   * run's (it outlives the supervisor). When it fails, the app-server is stopped and nothing runs.
+   */
+  readonly recorder?: Effect.Effect<Recorder | undefined, ExitCodes.CliExit>
 }
 
 export interface Result {
@@ -72,6 +81,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
   const prompts = options.items.map((item) => item.prompt)
   const tally = Tally.make(prompts, Date.now())
   let exitCode: number = ExitCodes.Failed
+  let aborted = false
 
   return Effect.scoped(
     Effect.gen(function*() {
@@ -98,28 +108,47 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       yield* Effect.addFinalizer((exit) =>
         Effect.gen(function*() {
           yield* Fiber.interruptAll(forwarders)
-          if (queues.approvals) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
-          if (queues.supervisor) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+          // A ledger that could not be opened: nothing ran, nothing is reported (the error says why).
+          if (queues.approvals && !aborted) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
+          if (queues.supervisor && !aborted) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile.
           exitCode = Exit.isInterrupted(exit) ? ExitCodes.Failed : ExitCodes.forItems(Tally.finalStatuses(tally))
-          emit(JsonOutput.runFinished(tally, exitCode))
-          board.finish()
+          if (!aborted) {
+            emit(JsonOutput.runFinished(tally, exitCode))
+            board.finish()
+          }
           yield* Scope.close(reporterScope, exit)
         })
       )
 
       const itemFibers = yield* FiberSet.make<Exit.Exit<WorkItem.WorkResult, unknown>>()
 
+      // Told when the first spawn of codex was attempted (it succeeded or failed).
+      const spawned = yield* Deferred.make<void>()
+      const transport = Layer.map(options.transport, (context) => {
+        const inner = Context.get(context, Transport.Transport)
+        return Context.make(Transport.Transport, { connect: inner.connect.pipe(Effect.ensuring(Deferred.succeed(spawned, undefined))) })
+      })
       const supervisor = yield* Supervisor.make(options.supervisor).pipe(
-        Effect.provide(options.transport),
+        Effect.provide(transport),
         Effect.mapError((error) => ExitCodes.usage(error.message))
       )
-      if (options.recorder !== undefined) yield* options.recorder.attach(supervisor)
+      // Subscribed at once (the first connection's events are reported), forwarded once the ledger is open.
       queues.approvals = yield* supervisor.subscribeApprovals.pipe(Scope.extend(reporterScope))
       queues.supervisor = yield* supervisor.subscribe.pipe(Scope.extend(reporterScope))
+      // The ledger opens beside codex's start-up: after the spawn, before anything is recorded or
+      // run. What the supervisor publishes meanwhile (its first connection's events) is reported,
+      // but not recorded in the ledger.
+      const recorder = options.recorder === undefined
+        ? undefined
+        : yield* Deferred.await(spawned).pipe(
+          Effect.zipRight(options.recorder),
+          Effect.tapError(() => Effect.sync(() => { aborted = true }))
+        )
+      if (recorder !== undefined) yield* recorder.attach(supervisor)
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
-      if (options.audit !== undefined) {
+      if (options.audit !== undefined && recorder?.writesAudit !== true) {
         yield* Audit.jsonlSink(options.audit).pipe(
           Effect.provideService(Approvals.Approvals, supervisor.approvals),
           Scope.extend(reporterScope),
@@ -129,10 +158,10 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       switch (options.answering) {
         case "prompt":
-          yield* Prompting.run(supervisor, board)
+          yield* Prompting.run(supervisor, board, recorder?.prompt)
           break
         case "stdin":
-          yield* StdinDecisions.run(supervisor, board.log, options.recorder?.always)
+          yield* StdinDecisions.run(supervisor, board.log, recorder?.always)
           break
         case "none":
           break
@@ -140,7 +169,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => {
         const numbered = { ...item, id: index }
-        options.recorder?.submitted(numbered)
+        recorder?.submitted(numbered)
         return FiberSet.run(itemFibers, supervisor.run(numbered).pipe(Effect.exit))
       })
       yield* Effect.forEach(fibers, Fiber.await, { discard: true })

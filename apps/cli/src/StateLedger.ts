@@ -7,22 +7,28 @@
  * The ledger is opened in the caller's scope, which must enclose the supervisor's (the ledger is
  * built first and closed last: it records the refusals the supervisor writes while it stops).
  */
-import { CardFacts, Ledger, LedgerEvent, Remembered } from "@warden/ledger"
+import { CardFacts, Ledger, LedgerEvent, Remembered, Remembering } from "@warden/ledger"
 import type { Card } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
 import * as Os from "node:os"
 import * as ExitCodes from "./ExitCodes.js"
+import type * as CardPrompt from "./CardPrompt.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
 
 export { CardFacts, Ledger, Remembered }
 export { Replay } from "@warden/ledger"
 
-/** Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is exit 1 with why. */
-export const openLedger = (filename: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
-  Layer.build(Ledger.layerSqlite({ filename })).pipe(
+/**
+ * Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is
+ * exit 1 with why. With `audit`, the ledger also writes the JSONL audit trail there (`--audit FILE`):
+ * each card event's line is the record its rows were written from.
+ */
+export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
+  Layer.build(Ledger.layerSqlite({ filename, ...(audit !== undefined ? { audit } : {}) })).pipe(
     Effect.map((context) => Context.get(context, Ledger.Ledger)),
     Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
   )
@@ -30,6 +36,8 @@ export const openLedger = (filename: string): Effect.Effect<Ledger.LedgerShape, 
 /** What `Session.run` and `warden run` need of a recorded run. */
 export interface Recorder {
   readonly runId: string
+  /** The ledger writes the `--audit` trail (so the CLI's own sink is not started). */
+  readonly writesAudit: boolean
   readonly ledger: Ledger.LedgerShape
   /** Records everything the supervisor and its approvals engine publish from now on. */
   readonly attach: (supervisor: Supervisor.SupervisorShape) => Effect.Effect<void>
@@ -47,52 +55,62 @@ export interface Recorder {
   readonly rememberAlways: (card: Card.CardView, author: string) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
   /** `rememberAlways` as `--approvals stdin` uses it (author `stdin`). */
   readonly always: StdinDecisions.RememberAlways
+  /** "always" as the terminal prompt offers it (author `prompt`). */
+  readonly prompt: CardPrompt.Always
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
 export const record = (
   filename: string,
-  info: { readonly label: string; readonly info: unknown }
+  info: { readonly id?: string; readonly label: string; readonly info: unknown },
+  audit?: string
 ): Effect.Effect<Recorder, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.flatMap(openLedger(filename), (ledger) => recordIn(ledger, filename, info))
+  Effect.flatMap(openLedger(filename, audit), (ledger) => recordIn(ledger, filename, info, undefined, audit !== undefined))
 
 /** Begins a run in an open ledger. `origins`: the dead run's item each submitted item continues (by item id). */
 export const recordIn = (
   ledger: Ledger.LedgerShape,
   filename: string,
-  info: { readonly label: string; readonly info: unknown; readonly resumedFrom?: string },
-  origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>
+  info: { readonly id?: string; readonly label: string; readonly info: unknown; readonly resumedFrom?: string },
+  origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>,
+  writesAudit: boolean = false
 ): Effect.Effect<Recorder, ExitCodes.CliExit> =>
   Effect.gen(function*() {
-    let rules: ReadonlyArray<Remembered.RememberedRule> = yield* ledger.rememberedRules().pipe(
+    const run = yield* ledger.beginRun({
+      label: info.label,
+      info: info.info,
+      ...(info.id !== undefined ? { id: info.id } : {}),
+      ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {})
+    })
+    const remembering = yield* Remembering.make(ledger, run.id).pipe(
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
     )
-    const run = yield* ledger.beginRun({ label: info.label, info: info.info, ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {}) })
     const rememberAlways = (card: Card.CardView, author: string): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
-      Effect.gen(function*() {
-        const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
-        if (rebuilt === undefined) return Either.left("its request cannot be read back")
-        const scope = Remembered.scopeFor(rebuilt.request, rebuilt.context)
-        if (Either.isLeft(scope)) return Either.left(scope.left)
-        const stored = yield* ledger.remember({ scope: scope.right, author, from: { runId: run.id, cardId: card.id } }).pipe(Effect.either)
-        if (Either.isLeft(stored)) return Either.left(stored.left.message)
-        rules = [...rules, stored.right]
-        return Either.right(stored.right)
-      })
+      remembering.always(card, { author }).pipe(Effect.mapError((error) => error.detail), Effect.either)
+    const alwaysAs = (author: string): StdinDecisions.RememberAlways => (card) =>
+      rememberAlways(card, author).pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     return {
       runId: run.id,
+      writesAudit,
       ledger,
       attach: (supervisor) => run.attach(supervisor),
       submitted: (item) => {
         run.record(LedgerEvent.itemSubmitted(item, origins?.get(String(item.id))))
       },
-      remembered: (request, context) => {
-        const hit = Remembered.rememberedFor(request, context, rules, Date.now())
-        return hit === undefined ? undefined : { ruleId: hit.id }
-      },
+      remembered: remembering.lookup,
       rememberAlways,
-      always: (card) =>
-        rememberAlways(card, "stdin").pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
+      always: alwaysAs("stdin"),
+      prompt: {
+        // Offered on the prompt: a card that cannot be read back is offered no "always", never a crash.
+        scopeOf: (card) => {
+          try {
+            return Either.map(Remembering.scopeForCard(card), Remembered.describeScope)
+          } catch {
+            return Either.left("its request cannot be read back")
+          }
+        },
+        remember: alwaysAs("prompt")
+      }
     } satisfies Recorder
   })
 
@@ -115,8 +133,32 @@ export const deadRuns = (ledger: Ledger.LedgerShape, host: string = Os.hostname(
     Effect.map((runs) => runs.filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid)).sort((a, b) => b.startedAt - a.startedAt))
   )
 
+/** Whether a stored value had something masked in it (it cannot be sent again as given). */
+const isMasked = (value: unknown): boolean => value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
+
+/** How `warden run` started codex, as recorded in its run's info (`codex`) and reused by `warden resume`. */
+export interface CodexFlags {
+  readonly config: ReadonlyArray<string>
+  readonly enable: ReadonlyArray<string>
+  readonly disable: ReadonlyArray<string>
+}
+
+const strings = (value: unknown): ReadonlyArray<string> | undefined =>
+  Array.isArray(value) && value.every((v) => typeof v === "string") ? value : undefined
+
+/** The codex flags a run's info recorded; Left: they were stored masked (a secret in a `-c` value). */
+export const recordedFlags = (info: unknown): Either.Either<CodexFlags | undefined, string> => {
+  const codex = typeof info === "object" && info !== null ? (info as Record<string, unknown>)["codex"] : undefined
+  if (typeof codex !== "object" || codex === null) return Either.right(undefined)
+  if (isMasked(codex)) return Either.left("its codex flags (-c, --enable, --disable) held a secret and were stored masked; give them again on the command line")
+  const c = codex as Record<string, unknown>
+  return Either.right({ config: strings(c["config"]) ?? [], enable: strings(c["enable"]) ?? [], disable: strings(c["disable"]) ?? [] })
+}
+
 /** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
 export interface Resumed {
+  /** The codex flags the dead run was started with (when asked for and recorded). */
+  readonly codexFlags: CodexFlags | undefined
   readonly recorder: Recorder
   readonly deadRunId: string
   readonly stranded: number
@@ -134,10 +176,17 @@ export interface Resumed {
  */
 export const resume = (
   filename: string,
-  options: { readonly runId: string | undefined; readonly info: unknown }
+  options: {
+    readonly runId: string | undefined
+    readonly info: unknown
+    /** Take the codex flags from the dead run's record (the resume command line gave none). */
+    readonly inheritFlags: boolean
+    /** `--audit FILE`: written by the ledger. */
+    readonly audit?: string
+  }
 ): Effect.Effect<Either.Either<Resumed, string>, ExitCodes.CliExit, Scope.Scope> =>
   Effect.gen(function*() {
-    const ledger = yield* openLedger(filename)
+    const ledger = yield* openLedger(filename, options.audit)
     const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
     const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
     const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
@@ -146,12 +195,15 @@ export const resume = (
         ? `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
         : `run ${options.runId} is not a dead run of this host in ${filename}`)
     }
+    // Checked before anything is recovered: a resume that cannot start changes nothing.
+    const flags = options.inheritFlags ? recordedFlags(target.info) : Either.right(undefined)
+    if (Either.isLeft(flags)) return yield* ExitCodes.usage(`run ${target.runId}: ${flags.left}`)
     const recovered = new Map<string, LedgerEvent.ItemOrigin>()
     const items: Array<WorkItem.WorkItem> = []
     const skipped: Array<string> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
-    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered)
+    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered, options.audit !== undefined)
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
     for (const item of recovery.items) {
       if (item.remainingPrompts.length === 0) {
@@ -164,6 +216,12 @@ export const resume = (
       }
       const o = item.options as Record<string, unknown>
       const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
+      const obj = (k: "config" | "threadParams") =>
+        typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k]) ? { [k]: o[k] as Readonly<Record<string, unknown>> } : {}
+      if (isMasked(o["config"]) || isMasked(o["threadParams"])) {
+        skipped.push(`item ${item.item}: not resumed: its config or thread params held a secret and were stored masked, so they cannot be sent again as given`)
+        continue
+      }
       const [prompt, ...followUps] = item.remainingPrompts
       const id = index++
       recovered.set(String(id), { runId: target.runId, item: item.item })
@@ -175,8 +233,10 @@ export const resume = (
         ...str("cwd"),
         ...str("model"),
         ...str("approvalPolicy"),
-        ...str("sandbox")
+        ...str("sandbox"),
+        ...obj("config"),
+        ...obj("threadParams")
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped })
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags: flags.right })
   })

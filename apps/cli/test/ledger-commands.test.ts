@@ -71,6 +71,26 @@ describe("warden audit", () => {
 })
 
 describe("warden rules test", () => {
+  it.scopedLive("--prune-before deletes what settled before T (nothing newer), and takes no filters", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      const none = yield* CliProcess.runToEnd(["audit", "--state", db, "--prune-before", "1h"])
+      assert.strictEqual(none.exited.code, 0, none.stderr)
+      assert.match(none.stdout[0]!, /^pruned 0 cards settled before \S+ and 0 runs left without cards$/)
+      const filtered = yield* CliProcess.runToEnd(["audit", "--state", db, "--prune-before", "1h", "--outcome", "declined"])
+      assert.strictEqual(filtered.exited.code, 2)
+      assert.include(filtered.stderr, "--prune-before takes no filters (got --outcome)")
+      const bad = yield* CliProcess.runToEnd(["audit", "--state", db, "--prune-before", "soon"])
+      assert.strictEqual(bad.exited.code, 2)
+      assert.include(bad.stderr, "--prune-before soon: neither a duration")
+      assert.strictEqual((yield* CliProcess.runToEnd(["audit", "--state", db])).stdout.at(-1), "4 cards")
+      const all = yield* CliProcess.runToEnd(["audit", "--state", db, "--json", "--prune-before", "2999-01-01"])
+      assert.strictEqual(all.exited.code, 0, all.stderr)
+      assert.deepStrictEqual(JSON.parse(all.stdout[0]!), { type: "pruned", before: "2999-01-01T00:00:00.000Z", cards: 4, runs: 1 })
+      assert.deepStrictEqual((yield* CliProcess.runToEnd(["audit", "--state", db])).stdout, ["0 cards"])
+    }), 180_000)
+
   it.scopedLive("replays the recorded cards against a candidate rules file, card by card and in totals", () =>
     Effect.gen(function*() {
       const dir = yield* CliProcess.tempDir

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { ProcessTree } from "@warden/testkit"
 import * as CliProcess from "./support/CliProcess.js"
 import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
@@ -18,7 +19,8 @@ describe("warden run --state", () => {
       const rules = Path.join(dir, "rules.yaml")
       Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n  - id: no-rm\n    effect: deny\n    match: { command: { argvPrefix: [rm] } }\n")
       const db = Path.join(dir, "state", "ledger.db")
-      const result = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--restarts", "0", "echo hi|rm -rf /tmp/x", "echo two"])
+      const audit = Path.join(dir, "audit.jsonl")
+      const result = yield* CliProcess.runToEnd(["run", "--codex", codex, "--json", "--approvals", "rules", "--rules", rules, "--state", db, "--audit", audit, "--restarts", "0", "echo hi|rm -rf /tmp/x", "echo two"])
       assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
       const { runs, cards, items, accounting } = yield* readLedger(db, (ledger) =>
         Effect.gen(function*() {
@@ -43,6 +45,16 @@ describe("warden run --state", () => {
       // The JSON lines say the same.
       const settled = result.json().filter((l) => l.type === "card.settled")
       assert.strictEqual(settled.length, 3)
+      // The audit trail (written by the ledger) is a rendering of the same records.
+      const trail = Fs.readFileSync(audit, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(trail.map((l) => l.type).sort(), ["card.opened", "card.opened", "card.opened", "card.settled", "card.settled", "card.settled"])
+      for (const line of trail.filter((l) => l.type === "card.settled")) {
+        const card = cards.find((c) => c.cardId === line.cardId)!
+        assert.deepStrictEqual(
+          [line.summary, line.method, line.workItem, line.outcome, line.source, line.decision, line.written, line.latencyMs, line.ts],
+          [card.title, card.method, Number(card.workItem), card.settlement!.outcome, card.settlement!.source, card.settlement!.decision, card.settlement!.written, card.settlement!.latencyMs, new Date(card.settlement!.settledAt).toISOString()]
+        )
+      }
     }), 60_000)
 
   it.scopedLive("records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing; a ledger that cannot be opened runs nothing", () =>
@@ -58,19 +70,24 @@ describe("warden run --state", () => {
       const db = Path.join(dir, "xdg", "warden", "ledger.db")
       const cards = yield* readLedger(db, (ledger) => ledger.cards())
       assert.deepStrictEqual(cards.map((c) => [c.facts.command, c.settlement?.outcome]), [["echo hi", "declined"]])
-      // A ledger that cannot be opened: nothing runs (exit 1, nothing on stdout, no app-server started).
+      // A ledger that cannot be opened: nothing runs (exit 1, nothing on stdout, no item started, and
+      // the app-server, spawned while the ledger opened, is not left running).
       const notDb = Path.join(dir, "not.db")
       Fs.writeFileSync(notDb, "this is not a SQLite database, and it is long enough to be read as one ............................................\n")
       const spawned = Path.join(dir, "spawned")
+      const asked = Path.join(dir, "asked.jsonl")
       const probe = Path.join(dir, "probe-codex")
-      Fs.writeFileSync(probe, `#!/bin/sh\ntouch ${spawned}\nexec ${codex}\n`, { mode: 0o755 })
-      const unopenable = yield* CliProcess.runToEnd(["run", "--codex", probe, "--json", "--approvals", "deny", "--state", notDb, "echo hi"], { env })
+      Fs.writeFileSync(probe, `#!/bin/sh\necho $$ > ${spawned}\nexec ${codex}\n`, { mode: 0o755 })
+      const unopenable = yield* CliProcess.runToEnd(["run", "--codex", probe, "--json", "--approvals", "deny", "--state", notDb, "echo hi"], { env: { ...env, LEDGER_FAKE_ANSWERS: asked } })
       assert.strictEqual(unopenable.exited.code, 1, unopenable.stderr)
       assert.include(unopenable.stderr, `--state ${notDb}`)
       assert.deepStrictEqual(unopenable.stdout, [])
-      assert.isFalse(Fs.existsSync(spawned), "no app-server was started")
+      assert.isFalse(Fs.existsSync(asked), "no item ran (no card was asked, nothing answered)")
+      // The ledger opens once codex was spawned (beside its start-up): it was, and it was stopped.
+      const pid = Number(Fs.readFileSync(spawned, "utf8").trim())
+      assert.isFalse(ProcessTree.isAlive(pid), "the app-server was stopped")
       const both = yield* CliProcess.runToEnd(["run", "--codex", codex, "--no-state", "--state", db, "echo hi"], { env })
       assert.strictEqual(both.exited.code, 2)
       assert.include(both.stderr, "--state and --no-state")
-    }), 60_000)
+    }), 180_000)
 })

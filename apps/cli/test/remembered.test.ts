@@ -3,7 +3,8 @@
  * remembered rule scoped to the card and accepts it; a later matching card is accepted with source
  * `remembered:<id>` (in the same run and in later ones, loaded from the ledger at start); a deny
  * rule still wins; `warden rules list` shows it and `warden rules revoke` ends it. What the fake
- * app-server was answered is checked on the wire.
+ * app-server was answered is checked on the wire. The terminal prompt offers "always" (`r`) where
+ * a card can be remembered and the ledger is on, in a real terminal (tmux).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -11,6 +12,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import * as Tmux from "./support/Tmux.js"
 
 const wire = (file: string): ReadonlyArray<{ command: string; result: any }> =>
   Fs.existsSync(file) ? Fs.readFileSync(file, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)) : []
@@ -102,4 +104,56 @@ describe("warden run: remembered decisions", () => {
       const exited = yield* cli.exited()
       assert.strictEqual(exited.code, 0, cli.stderr())
     }), 60_000)
+
+  it.scopedLive("the terminal prompt: [r] always remembers and accepts; a card that cannot be remembered, or a run without the ledger, offers no [r]", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      const answers = Path.join(dir, "answers.jsonl")
+      const header = /── card (c\d+) · item (\d+) ·/
+      // Item 0 asks `echo hi`; item 1 asks `echo hi` again (remembered) and `echo a; echo b` (compound: no [r]).
+      const pane = yield* Tmux.run(
+        ["run", "--codex", codex, "--state", db, "--restarts", "0", "--concurrency", "1", "echo hi", "echo hi|echo a; echo b"],
+        { env: { LEDGER_FAKE_ANSWERS: answers } }
+      )
+      const first = yield* pane.waitFor("the first prompt", (s) => header.test(s) && s.includes("[r] always"))
+      const firstId = header.exec(first)![1]!
+      assert.strictEqual(header.exec(first)![2], "0")
+      assert.include(first, "[r] always: command echo hi")
+      assert.match(first, /^ +a\/(s\/)?r\/d\/v, or ←\/→ and Enter$/m, first)
+      yield* pane.sendKeys("r")
+      const second = yield* pane.waitFor("the compound command's prompt", (s) => {
+        const m = header.exec(s)
+        return m !== null && m[1] !== firstId
+      })
+      assert.include(second, "echo a; echo b")
+      assert.notInclude(second, "[r]", "a compound command cannot be remembered: no [r]")
+      yield* pane.sendKeys("d")
+      assert.strictEqual(yield* pane.exitStatus(), 0, yield* pane.history)
+      const all = yield* pane.history
+      const remembered = /remembered ([^:\s]+): allow command echo hi \(from card (c\d+)\)/.exec(all)
+      assert.isNotNull(remembered, all)
+      const ruleId = remembered![1]!
+      assert.strictEqual(remembered![2], firstId)
+      assert.deepStrictEqual(wire(answers).map((a) => [a.command, a.result?.decision]), [
+        ["echo hi", "accept"],
+        ["echo hi", "accept"],
+        ["echo a; echo b", "decline"]
+      ])
+      const { rules, cards } = yield* readLedger(db, (ledger) => Effect.all({ rules: ledger.rememberedRules(), cards: ledger.cards() }))
+      assert.deepStrictEqual(rules.map((r) => [r.id, r.scope, r.author, r.from?.cardId]), [[ruleId, { _tag: "Command", argv: ["echo", "hi"], exact: true }, "prompt", firstId]])
+      assert.deepStrictEqual(cards.map((c) => [c.facts.command, c.settlement?.source]), [
+        ["echo hi", "person"],
+        ...cards.slice(1).map((c) => [c.facts.command, c.facts.command === "echo hi" ? `remembered:${ruleId}` : "person"])
+      ])
+      assert.sameMembers(cards.slice(1).map((c) => c.facts.command), ["echo hi", "echo a; echo b"])
+
+      // Without the ledger, the same card offers no [r].
+      const plain = yield* Tmux.run(["run", "--codex", codex, "--no-state", "--restarts", "0", "echo hi"])
+      const prompt = yield* plain.waitFor("the prompt", (s) => header.test(s) && s.includes("[d] decline"))
+      assert.notInclude(prompt, "[r]")
+      yield* plain.sendKeys("a")
+      assert.strictEqual(yield* plain.exitStatus(), 0, yield* plain.history)
+    }), 120_000)
 })

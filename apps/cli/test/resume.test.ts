@@ -91,5 +91,41 @@ describe("warden resume", () => {
       assert.deepStrictEqual(lines.filter((l) => l.type === "item.finished").map((l) => [l.item, l.threadId, l.status]), [[0, "fresh_1", "completed"]])
       const wire = Fs.readFileSync(answers, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.deepStrictEqual(wire.filter((w) => w.method === "thread/resume").map((w) => w.threadId), ["thr_1"])
-    }))
+    }), 120_000)
+
+  it.scopedLive("a resumed item keeps what it was started with (cwd, model, sandbox, approval policy) and codex gets the dead run's -c/--enable/--disable", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      const work = Path.join(dir, "work")
+      Fs.mkdirSync(work)
+      const argv1 = Path.join(dir, "argv1.jsonl")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const cli = yield* CliProcess.spawn(
+          [
+            "run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0",
+            "--cwd", work, "--model", "gpt-test", "--sandbox", "read-only", "--approval-policy", "untrusted",
+            "-c", "model_reasoning_effort=\"low\"", "--enable", "feature_a", "--disable", "feature_b", "hang"
+          ],
+          { env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv1 } }
+        )
+        yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+        yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })
+      }))
+      const answers = Path.join(dir, "answers.jsonl")
+      const argv2 = Path.join(dir, "argv2.jsonl")
+      // No -c, --enable, --disable, --model, --sandbox or --cwd on the resume line: all come from the ledger.
+      const resumed = yield* CliProcess.runToEnd(
+        ["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"],
+        { env: { LEDGER_FAKE_ANSWERS: answers, LEDGER_FAKE_ARGV: argv2 } }
+      )
+      assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
+      const argvOf = (file: string) => JSON.parse(Fs.readFileSync(file, "utf8").trim().split("\n")[0]!) as ReadonlyArray<string>
+      assert.deepStrictEqual(argvOf(argv2), argvOf(argv1), "the resumed app-server got the dead run's flags")
+      assert.includeMembers([...argvOf(argv2)], ["model_reasoning_effort=\"low\"", "feature_a", "feature_b"])
+      const wire = Fs.readFileSync(answers, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      const resume = wire.find((w) => w.method === "thread/resume")
+      assert.deepInclude(resume.params, { threadId: "thr_1", cwd: work, model: "gpt-test", sandbox: "read-only", approvalPolicy: "untrusted" })
+    }), 120_000)
 })

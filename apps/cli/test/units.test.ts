@@ -1,20 +1,24 @@
 /** The CLI's small pure pieces: durations, the stdin decision protocol, exit codes, prompt checks. */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit } from "effect"
+import { Duration, Effect, Either, Exit, Option } from "effect"
 import * as Durations from "../src/Durations.js"
 import * as ExitCodes from "../src/ExitCodes.js"
 import * as RunCommand from "../src/RunCommand.js"
 import * as Screen from "../src/Screen.js"
+import * as StatePath from "../src/StatePath.js"
 import * as StdinDecisions from "../src/StdinDecisions.js"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 
 describe("cli units", () => {
-  it("durations: 300ms, 5s, 2m, 15m, 1h, 1m30s; nonsense and zero are refused", () => {
+  it("durations: 300ms, 5s, 2m, 15m, 1h, 1m30s, 1d; nonsense and zero are refused", () => {
     const ms = (text: string) => Either.map(Durations.parse(text), Duration.toMillis)
     assert.deepStrictEqual(
-      ["300ms", "5s", "2m", "15m", "1h", "1m30s", "1.5s"].map(ms),
-      [300, 5_000, 120_000, 900_000, 3_600_000, 90_000, 1_500].map(Either.right)
+      ["300ms", "5s", "2m", "15m", "1h", "1m30s", "1.5s", "1d", "1d12h"].map(ms),
+      [300, 5_000, 120_000, 900_000, 3_600_000, 90_000, 1_500, 86_400_000, 129_600_000].map(Either.right)
     )
-    for (const bad of ["", "5", "5x", "s", "0s", "-1s", "1 h"]) assert.isTrue(Either.isLeft(Durations.parse(bad)), bad)
+    for (const bad of ["", "5", "5x", "s", "0s", "-1s", "1 h", "0d", "1w"]) assert.isTrue(Either.isLeft(Durations.parse(bad)), bad)
     assert.deepStrictEqual([Durations.clock(899_500), Durations.clock(3_723_000), Durations.short(2_000)], ["15:00", "1:02:03", "2s"])
   })
 
@@ -61,4 +65,27 @@ describe("cli units", () => {
     assert.strictEqual(Screen.fit("short", 10), "short")
     assert.strictEqual(Screen.fit("\u001b[1mabcdefghij\u001b[22m", 5), "\u001b[1mabcd…\u001b[0m")
   })
+
+  it.effect("--state: a path that cannot hold a file is a usage error (exit 2), checked without creating anything", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-statepath-"))
+      try {
+        const aFile = Path.join(dir, "a-file")
+        Fs.writeFileSync(aFile, "")
+        const refused = (path: string) => Effect.flip(StatePath.forRun(Option.some(path), false))
+        const proc = yield* refused("/proc/warden-none/ledger.db")
+        assert.strictEqual(proc.code, ExitCodes.Usage)
+        assert.match(proc.message ?? "", /--state \/proc\/warden-none\/ledger\.db: cannot hold the ledger: \/proc is on a proc filesystem/)
+        assert.match((yield* refused("/sys/warden.db")).message ?? "", /\/sys is on a sysfs filesystem/)
+        assert.match((yield* refused(dir)).message ?? "", /exists and is not a regular file/)
+        assert.match((yield* refused("/dev/null")).message ?? "", /exists and is not a regular file/)
+        assert.match((yield* refused(Path.join(aFile, "x", "ledger.db"))).message ?? "", /a-file is not a directory/)
+        const fine = Path.join(dir, "new", "deeper", "ledger.db")
+        assert.strictEqual(yield* StatePath.forRun(Option.some(fine), false), fine)
+        assert.isFalse(Fs.existsSync(Path.join(dir, "new")), "nothing was created")
+        assert.strictEqual(yield* StatePath.forRun(Option.none(), true), undefined)
+      } finally {
+        Fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }))
 })

@@ -1,8 +1,10 @@
 /**
  * The audit trail, with every card's opening and settling (and every late decision) as one flat
- * JSON record. Records carry the masked title, never request values, answers or form contents, and the
- * sink passes every string of a record through the one masking function again (a detail may quote
- * a handler's error), so a secret can't reach the log. It appends one line per event and flushes it.
+ * JSON record. Records carry the masked title, never request values, answers or form contents, and
+ * `record` passes every string of a record through the one masking function (a detail may quote a
+ * handler's error), so a secret can't reach the log. `record` is also what `@warden/ledger` stores
+ * for a card's title and its settlement, and the ledger writes the same lines when it is given an
+ * audit file: one record, two renderings. `jsonlSink` appends one line per event and flushes it.
  */
 import { Data, Effect, Queue } from "effect"
 import type { Scope } from "effect"
@@ -52,8 +54,9 @@ const cardFields = (c: CardView) => ({
 const iso = (ms: number) => new Date(ms).toISOString()
 
 /**
- * The audit record of an approval event (pure, never fails). It copies only the card's masked
- * fields; `jsonlSink` additionally passes every string through `SecretMask.maskJson` before writing.
+ * The audit record of an approval event, before masking (pure, never fails). It copies only the
+ * card's masked fields; what is written is `record`, which passes every string through
+ * `SecretMask` as well.
  */
 export const toRecord = (event: ApprovalEvent): AuditRecord => {
   switch (event._tag) {
@@ -98,6 +101,47 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
   }
 }
 
+/** The longest `summary` (a card's masked title) in a record; longer ones are cut, ending with "…". */
+export const MaxSummary = 400
+
+/** The longest `detail` in a record; longer ones are cut, ending with "…". */
+export const MaxDetail = 4_000
+
+/** A card's title as a record shows it: masked and cut to `MaxSummary`. */
+export const summaryOf = (card: CardView): string => SecretMask.maskShown(card.title, MaxSummary)
+
+const masked = (s: string | null): string | null => (s === null ? null : SecretMask.maskText(s))
+
+/**
+ * The audit record of an approval event as it is written anywhere (the JSONL trail, the ledger):
+ * `toRecord` with every string through `SecretMask` (`summary` and `detail` also cut, to
+ * `MaxSummary` and `MaxDetail`). Pure, never fails.
+ */
+export const record = (event: ApprovalEvent): AuditRecord => {
+  const r = toRecord(event)
+  const card = event._tag === "CardSettled" ? event.settlement.card : event.card
+  return {
+    type: r.type,
+    ts: r.ts,
+    cardId: SecretMask.maskText(r.cardId),
+    requestId: typeof r.requestId === "string" ? SecretMask.maskText(r.requestId) : r.requestId,
+    method: SecretMask.maskText(r.method),
+    threadId: masked(r.threadId),
+    turnId: masked(r.turnId),
+    workItem: typeof r.workItem === "string" ? SecretMask.maskText(r.workItem) : r.workItem,
+    summary: summaryOf(card),
+    decision: masked(r.decision),
+    source: masked(r.source),
+    outcome: masked(r.outcome),
+    written: r.written,
+    latencyMs: r.latencyMs,
+    detail: r.detail === null ? null : SecretMask.maskShown(r.detail, MaxDetail)
+  }
+}
+
+/** One line of the JSONL trail for `event` (`record`, as JSON, with its newline). */
+export const line = (event: ApprovalEvent): string => JSON.stringify(record(event)) + "\n"
+
 /** The audit file at `path` could not be opened for appending (`detail` says why). */
 export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonly path: string; readonly detail: string }> {
   override get message() {
@@ -137,7 +181,7 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
     )
     const queue = yield* approvals.subscribe
     const writeOne = (event: ApprovalEvent) =>
-      Effect.try(() => fs.writeSync(fd, JSON.stringify(SecretMask.maskJson(toRecord(event))) + "\n")).pipe(
+      Effect.try(() => fs.writeSync(fd, line(event))).pipe(
         Effect.tapError((e) => Effect.logError("audit write failed", e)),
         Effect.ignore
       )

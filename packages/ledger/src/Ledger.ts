@@ -28,7 +28,7 @@ import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
-import type * as Projection from "./internal/Projection.js"
+import * as Projection from "./internal/Projection.js"
 import * as Queries from "./internal/Queries.js"
 import type * as Records from "./internal/Records.js"
 import type * as Remembered from "./Remembered.js"
@@ -52,7 +52,7 @@ export type {
   WorkItemRecord,
   WorkItemStatus
 } from "./internal/Records.js"
-export type { RuleListOptions } from "./internal/Queries.js"
+export type { Pruned, RuleListOptions } from "./internal/Queries.js"
 
 /** What a run says about itself when it begins. */
 export interface RunInfo {
@@ -110,7 +110,7 @@ export interface Run {
 }
 
 /**
- * What the `Ledger` service offers, in four parts.
+ * What the `Ledger` service offers, in five parts.
  *
  * - Recording: `beginRun` (then `Run.record` and `Run.attach`), `flush`, `stats`, and the write
  *   failures (`failures`, `subscribeFailures`). None of these fails: a write that fails is
@@ -121,6 +121,7 @@ export interface Run {
  * - Recovery: `unfinishedItems`, `openCards`, `markStranded`, `recover`. All four fail with
  *   `LedgerError` of reason `Sql` when the query fails; the last two also with `LiveRun` for a run
  *   this ledger is recording.
+ * - Retention: `prune` (`Sql`).
  * - Remembered rules: `remember` (`Invalid`, `Sql`), `rememberedRules` (`Sql`), `revoke`
  *   (`NotFound`, `Sql`).
  */
@@ -217,6 +218,16 @@ export interface LedgerShape {
    */
   readonly recover: (deadRunId: string, intoRunId: string) => Effect.Effect<Records.Recovery, LedgerError>
 
+  // Retention
+  /**
+   * Delete what settled before `before` (epoch ms), in one transaction: the cards of runs no longer
+   * `running` whose settlement is older (with their settlements and late decisions), then the runs
+   * that ended before it and hold no card any more (with their work items, threads, turns and
+   * connections). Open cards, runs still `running` and remembered rules are kept. Returns how many
+   * cards and runs were deleted. Fails with `LedgerError` (`Sql`; nothing is deleted then).
+   */
+  readonly prune: (before: number) => Effect.Effect<Queries.Pruned, LedgerError>
+
   // Remembered decisions
   /**
    * Store a remembered allow rule and return it, with its new id and the ledger clock's time.
@@ -277,7 +288,45 @@ export class Ledger extends Context.Tag("@warden/ledger/Ledger")<Ledger, LedgerS
  * transaction at most (default 4), and `capacity` ops waiting at most (default unbounded; beyond
  * it events are dropped and counted, and the run's `droppedEvents` says so).
  */
-export interface LedgerOptions extends Writer.WriterOptions {}
+export interface LedgerOptions extends Writer.WriterOptions {
+  /**
+   * Also append every card event recorded (opened, settled, late decision) to this file as one
+   * JSON line (`Audit.record` of `@warden/approvals`, the same record the card's and settlement's
+   * columns are taken from), once the writer has written it. The file is created if missing and
+   * closed after the last write; building the ledger fails with `LedgerError` (`Open`) when it
+   * cannot be opened for appending. A line that cannot be written is logged and lost.
+   */
+  readonly audit?: string
+}
+
+/**
+ * The audit file, open for appending until the scope closes (after the writer: opened before it),
+ * and what appends a written slice's card events to it.
+ */
+const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>, LedgerError, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.try({
+        try: () => Fs.openSync(path, "a", 0o600),
+        catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot append to the audit file ${path}: ${describeCause(cause)}`, cause })
+      }),
+      (fd) => Effect.sync(() => Fs.closeSync(fd))
+    ),
+    (fd) => (ops) =>
+      Effect.suspend(() => {
+        let text = ""
+        for (const op of ops) {
+          if (op._tag === "Event" && op.event._tag === "Approval") text += JSON.stringify(Projection.auditRecord(op.event.event)) + "\n"
+        }
+        if (text === "") return Effect.void
+        try {
+          Fs.writeSync(fd, text)
+          return Effect.void
+        } catch (cause) {
+          return Effect.logError(`the audit file ${path} could not be written: ${describeCause(cause)}`)
+        }
+      })
+  )
 
 const newRunId = (now: number): string => `r${now.toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
 
@@ -301,7 +350,8 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
     // Attached supervisors' subscriptions and pumps: closed after the finalizer below drained them.
     const subscriptions = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const pumps = yield* FiberSet.make<void>()
-    const writer = yield* Writer.make(sql, options)
+    const auditLines = options.audit === undefined ? undefined : yield* openAudit(options.audit)
+    const writer = yield* Writer.make(sql, options, auditLines)
     const live = new Set<string>()
 
     const offer = (op: Projection.Op) => writer.offer(op)
@@ -417,6 +467,7 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       openCards: (runId) => Queries.openCards(sql, runId),
       markStranded: (runId) => Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStranded(sql, runId, now()))),
       recover: (deadRunId, intoRunId) => Effect.zipRight(guardDead(deadRunId), Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now()))),
+      prune: (before) => Effect.suspend(() => Queries.prune(sql, before)),
       remember: (input) => Effect.suspend(() => Queries.remember(sql, input, now())),
       rememberedRules: (options) => Effect.suspend(() => Queries.rememberedRules(sql, now(), options)),
       revoke: (ruleId, by) => Effect.suspend(() => Queries.revoke(sql, ruleId, by, now()))
@@ -437,6 +488,44 @@ export interface SqliteOptions extends LedgerOptions {
   readonly filename: string
 }
 
+const statOrUndefined = (path: string): Fs.Stats | undefined => {
+  try {
+    return Fs.statSync(path)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined
+    throw error
+  }
+}
+
+/**
+ * `mkdir -p` (mode 0700), one level at a time from the deepest directory that exists. Not Node's
+ * recursive `mkdirSync`, which never returns where `mkdir` answers ENOENT under a parent that
+ * exists (measured on Node 20 under `/proc`): here that is an error naming the directory.
+ */
+const makeDirectories = (dir: string): void => {
+  const missing: Array<string> = []
+  let at = dir
+  let stat = statOrUndefined(at)
+  while (stat === undefined) {
+    missing.push(at)
+    const parent = Path.dirname(at)
+    if (parent === at) break
+    at = parent
+    stat = statOrUndefined(at)
+  }
+  if (stat !== undefined && !stat.isDirectory()) throw new Error(`${at} is not a directory`)
+  for (const d of missing.reverse()) {
+    try {
+      Fs.mkdirSync(d, { mode: 0o700 })
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST" || !Fs.statSync(d).isDirectory()) {
+        throw new Error(`cannot make the directory ${d} (${(error as NodeJS.ErrnoException).code ?? String(error)}): not a place for files`)
+      }
+    }
+  }
+}
+
 /**
  * The ledger in a SQLite file (WAL journal, `synchronous = NORMAL`).
  *
@@ -445,7 +534,8 @@ export interface SqliteOptions extends LedgerOptions {
  * a power cut may lose the last commits, never the file's consistency.
  *
  * Building it fails with `LedgerError`: `Open` when the directory or the file cannot be created
- * or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
+ * (a path under `/proc`, a directory where the file should be, a file where a directory should
+ * be), or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
  * cannot be brought up to date.
  *
  * @example
@@ -476,9 +566,12 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       const filename = Path.resolve(options.filename)
       yield* Effect.try({
         try: () => {
-          Fs.mkdirSync(Path.dirname(filename), { recursive: true, mode: 0o700 })
+          makeDirectories(Path.dirname(filename))
+          const existing = statOrUndefined(filename)
+          if (existing !== undefined && !existing.isFile()) throw new Error("it exists and is not a regular file")
           // Made here, private to its owner: SQLite gives the -wal and -shm files the same mode.
           Fs.closeSync(Fs.openSync(filename, "a", 0o600))
+          if (!Fs.statSync(filename).isFile()) throw new Error("it is not a regular file")
         },
         catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
       })

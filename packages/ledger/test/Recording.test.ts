@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Effect, Exit, Layer, Queue, Scope } from "effect"
+import { Effect, Exit, Layer, Queue, Scope, TestClock } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
@@ -177,6 +177,68 @@ describe("recording", () => {
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 
+  it.scoped("with an audit file, each card event is one JSONL line rendered from the record its rows were written from", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "ledger.db")
+      const audit = Path.join(dir, "audit.jsonl")
+      const secret = "sk-live-9f8e7d6c5b4a39281726354abcdef"
+      const s = yield* script({
+        rules: rules(denyCmd("no-rm", "rm")),
+        handler: (card) => card.title.includes("deploy") ? Effect.fail(new Error(`the deploy service said no (token ${secret})`)) : Effect.succeed(undefined)
+      })
+      const runId = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun({ label: "audited" })
+        yield* run.attach(s.source)
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
+        const asked = yield* s.open(command, commandParams("thr_1", "turn_1", `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'`))
+        yield* s.approvals.answer(asked.id, Decision.Accept)
+        yield* s.approvals.answer(asked.id, Decision.Decline) // late
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc './deploy.sh'"))
+        yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'npm publish'")) // left open
+        yield* ledger.flush
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename, audit })))
+
+      const text = Fs.readFileSync(audit, "utf8")
+      assert.notInclude(text, secret)
+      assert.notInclude(text, "9f8e7d6c5b4a")
+      const lines = text.trim().split("\n").map((l) => JSON.parse(l))
+      // Each card's lines in order (the handler's refusal of c3 runs in its own fiber: it may follow c4's opening).
+      const perCard = (id: string) => lines.filter((l) => l.cardId === id).map((l) => l.type)
+      assert.strictEqual(lines.length, 8)
+      assert.deepStrictEqual(["c1", "c2", "c3", "c4"].map(perCard), [
+        ["card.opened", "card.settled"],
+        ["card.opened", "card.settled", "card.late"],
+        ["card.opened", "card.settled"],
+        ["card.opened"]
+      ])
+      const { cards, late } = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        return { cards: yield* ledger.cards({ runId }), late: yield* ledger.lateDecisions({ runId }) }
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      const byId = new Map(cards.map((c) => [c.cardId, c]))
+      for (const line of lines) {
+        const card = byId.get(line.cardId)!
+        assert.deepStrictEqual([line.method, line.threadId, line.turnId, line.requestId, line.summary], [card.method, card.threadId, card.turnId, card.requestId, card.title])
+        if (line.type === "card.opened") assert.strictEqual(line.ts, new Date(card.openedAt).toISOString())
+        if (line.type === "card.settled") {
+          const st = card.settlement!
+          assert.deepStrictEqual(
+            [line.outcome, line.source, line.decision, line.written, line.detail, line.latencyMs, line.ts],
+            [st.outcome, st.source, st.decision ?? null, st.written, st.detail ?? null, st.latencyMs ?? null, new Date(st.settledAt).toISOString()]
+          )
+        }
+        if (line.type === "card.late") {
+          assert.deepStrictEqual([line.decision, line.source, line.outcome], [late[0]!.decision, late[0]!.source, late[0]!.outcome])
+        }
+      }
+      // The handler's refusal quotes its error, masked the same way in both.
+      assert.match(byId.get("c3")!.settlement!.detail ?? "", /the deploy service said no \(token •••\)/)
+      assert.include(byId.get("c2")!.title, "Authorization: •••")
+    }))
+
   it.scoped("closing the scope writes what was queued, without a flush", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tempDir, "ledger.db")
@@ -302,6 +364,24 @@ describe("recording", () => {
       assert.include(error.message, "not a database")
     }))
 
+  it.scoped("a path that cannot hold a file fails to open with a typed error, and returns (no recursive mkdir under /proc)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const aFile = Path.join(dir, "a-file")
+      Fs.writeFileSync(aFile, "")
+      const cases: ReadonlyArray<[string, RegExp]> = [
+        // Node's recursive mkdirSync never returns here (mkdir answers ENOENT under /proc).
+        ["/proc/warden-ledger-test/state/ledger.db", /cannot make the directory \/proc\/warden-ledger-test/],
+        [Path.join(aFile, "sub", "ledger.db"), /a-file is not a directory/],
+        [dir, /exists and is not a regular file/]
+      ]
+      for (const [filename, expected] of cases) {
+        const error = yield* Effect.flip(Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename })))
+        assert.strictEqual(error.reason, "Open", filename)
+        assert.match(error.message, expected)
+      }
+    }))
+
   it.scoped("the database file is private to its owner", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
@@ -309,5 +389,54 @@ describe("recording", () => {
       yield* Effect.provide(Ledger.Ledger, Ledger.layerSqlite({ filename }))
       assert.strictEqual(Fs.statSync(filename).mode & 0o777, 0o600)
       assert.strictEqual(Fs.statSync(Path.dirname(filename)).mode & 0o777, 0o700)
+    }))
+})
+
+describe("retention", () => {
+  it.scoped("prune deletes settled cards older than the cut, and runs left empty; open cards, running runs and newer cards stay", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script({ rules: rules(allowCmd("echo-ok", "echo")) })
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        // Run A (ended): an old settled card and an old open one, then a newer settled card.
+        const a = yield* ledger.beginRun({ id: "run-a" })
+        // Run B (ended): only old settled cards: pruned whole, with its work item.
+        const b = yield* ledger.beginRun({ id: "run-b" })
+        // Run C (still running): an old settled card, kept.
+        const c = yield* ledger.beginRun({ id: "run-c" })
+        b.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "b's item" }))
+        // Each card recorded in the run given (by hand: attaching would record it in every run).
+        const cardIn = (run: typeof a, line: string) =>
+          Effect.gen(function*() {
+            const q = yield* s.approvals.subscribe
+            const card = yield* s.open(command, commandParams("thr_1", "turn_1", line))
+            for (const event of yield* Queue.takeAll(q)) run.record(LedgerEvent.approval(event))
+            return card
+          }).pipe(Effect.scoped)
+        yield* cardIn(a, "echo old")
+        yield* cardIn(a, "make old") // stays open
+        yield* cardIn(b, "echo b1")
+        yield* cardIn(b, "echo b2")
+        yield* cardIn(c, "echo c-old")
+        yield* b.end
+        yield* TestClock.adjust("10 seconds")
+        yield* cardIn(a, "echo new")
+        yield* a.end
+        yield* ledger.flush
+
+        const pruned = yield* ledger.prune(5_000)
+        assert.deepStrictEqual(pruned, { cards: 3, runs: 1 })
+        const left = (yield* ledger.cards()).map((card) => [card.runId, card.facts.command, card.settlement?.outcome])
+        assert.deepStrictEqual(left, [
+          ["run-a", "make old", undefined],
+          ["run-c", "echo c-old", "accepted"],
+          ["run-a", "echo new", "accepted"]
+        ])
+        assert.sameMembers((yield* ledger.runs()).map((r) => r.runId), ["run-a", "run-c"])
+        assert.deepStrictEqual(yield* ledger.workItems("run-b"), [])
+        // Again: nothing more to prune.
+        assert.deepStrictEqual(yield* ledger.prune(5_000), { cards: 0, runs: 0 })
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 })

@@ -6,6 +6,7 @@
  * started work item lives in its own Scope, closed when it ends or when `stop` is called.
  */
 import type { ApprovalEvent, Approvals, Card } from "@warden/approvals"
+import { Config as ApprovalsConfig } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Transport } from "@warden/transport"
 import { Cause, Effect, Either, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
@@ -35,10 +36,57 @@ export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | 
  */
 export type CardHandler = (card: Card.CardView, signal: AbortSignal) => Promise<DecisionInput | undefined> | DecisionInput | undefined
 
-/** The approvals part of a facade configuration, the Effect API's with a plain `CardHandler`. */
+/**
+ * Who answered "always" and for how long, as `WardenSupervisor.always` passes it to the
+ * `remember` hook.
+ */
+export interface AlwaysOptions {
+  /** Who answered (default `"facade"`): kept with the remembered rule. */
+  readonly author?: string
+  /** When the remembered rule stops matching (epoch milliseconds); default never. */
+  readonly expiresAt?: number
+  /** A note kept with the rule. */
+  readonly note?: string
+}
+
+/**
+ * Stores a remembered allow scoped to what `card` asked, for `WardenSupervisor.always`.
+ *
+ * Resolve with the stored rule's id; throw or reject when nothing can be remembered (the card
+ * then stays open, unanswered). The hook decides the scope and where rules live: the ledger's
+ * `Remembering.always` (from `@warden/ledger`) derives the narrowest scope (the exact argv of a
+ * simple command, the deepest directory of the changed or asked paths, the MCP server and tool)
+ * and stores it with the author, time, expiry and card. Give the desk the matching lookup
+ * (`approvals.remembered`, e.g. `Remembering.lookup`) so later cards in that scope are accepted
+ * with source `remembered:<id>`; the desk consults it only after the configured rules said
+ * nothing, so a deny rule always wins.
+ */
+export type RememberHook = (
+  card: Card.CardView,
+  options: { readonly author: string; readonly expiresAt?: number; readonly note?: string }
+) => Promise<{ readonly ruleId: string }> | { readonly ruleId: string }
+
+/**
+ * The approvals part of a facade configuration, the Effect API's with a plain `CardHandler`, and
+ * the optional `remember` hook behind `WardenSupervisor.always`.
+ */
 export interface FacadeApprovalsConfig extends Omit<Approvals.ApprovalsConfig, "handler"> {
   readonly handler?: CardHandler
+  /** What "always" stores (see `RememberHook`); without it, `always` rejects. */
+  readonly remember?: RememberHook
 }
+
+/**
+ * What `WardenSupervisor.always` did.
+ *
+ * `Remembered`: the hook stored rule `ruleId`, then the card was answered `Accept` (`answer` says
+ * how that went: `Settled`, or `AlreadySettled` when the card settled meanwhile). `NotRemembered`:
+ * nothing was stored and the card was not answered (`reason` says why: no such open card, a card
+ * that cannot be accepted, or the hook refused).
+ */
+export type AlwaysResult =
+  | { readonly _tag: "Remembered"; readonly cardId: string; readonly ruleId: string; readonly answer: Approvals.AnswerResult }
+  | { readonly _tag: "NotRemembered"; readonly cardId: string; readonly reason: string }
 
 /**
  * What `createSupervisor` takes, the supervisor's configuration plus how to start codex.
@@ -109,6 +157,13 @@ export interface WardenSupervisor {
    * open (`notOffered`). Rejects with a `TypeError` when `decision` is not a decision.
    */
   readonly answerGroup: (group: string, decision: DecisionInput) => Promise<Approvals.GroupAnswer>
+  /**
+   * Answer an open card "always" as a person: the `approvals.remember` hook stores an allow scoped
+   * to what the card asked, then the card is accepted. When the hook refuses (or the card is not
+   * open, or cannot be accepted) nothing is answered: `NotRemembered`. Rejects with a `TypeError`
+   * when the configuration has no `remember` hook.
+   */
+  readonly always: (cardId: string, options?: AlwaysOptions) => Promise<AlwaysResult>
   /** Supervisor events (connections, work, finished items) from the moment iteration starts. */
   readonly events: () => AsyncIterable<SupervisorNs.SupervisorEvent>
   /** Card events (opened, settled, late decisions) from the moment iteration starts. */
@@ -175,10 +230,15 @@ export const toDecision = (input: DecisionInput): Decision.Decision => {
  */
 export const createSupervisor = async (config: FacadeConfig = {}): Promise<WardenSupervisor> => {
   const transport = config.transport ?? transportLayer(config.codex)
-  const { codex: _codex, transport: _transport, ...engineInput } = config
+  const { codex: _codex, transport: _transport, ...facadeInput } = config
+  // The facade's own hook is not the engine's: checked here, then left out of the engine's config.
+  const { remember, ...approvalsInput } = facadeInput.approvals ?? {}
+  const engineInput = facadeInput.approvals !== undefined ? { ...facadeInput, approvals: approvalsInput } : facadeInput
   // Checked before anything starts, with the embedder's own handler (a function, or not).
   const checked = Config.decode(engineInput)
-  if (Either.isLeft(checked)) throw checked.left
+  const rememberIssue = remember !== undefined && typeof remember !== "function" ? ["approvals.remember: expected a function"] : []
+  if (Either.isLeft(checked)) throw rememberIssue.length > 0 ? new ApprovalsConfig.ConfigError({ issues: [...checked.left.issues, ...rememberIssue] }) : checked.left
+  if (rememberIssue.length > 0) throw new ApprovalsConfig.ConfigError({ issues: rememberIssue })
   const { approvals, ...rest } = engineInput
   const { handler, ...approvalsRest } = approvals ?? {}
   const engineConfig: SupervisorNs.SupervisorConfig = {
@@ -223,6 +283,25 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     cards: () => Stream.toAsyncIterableRuntime(supervisor.inbox.updates, rt),
     answer: (cardId, decision) => Promise.resolve().then(() => run(supervisor.inbox.answer(cardId, toDecision(decision)))),
     answerGroup: (group, decision) => Promise.resolve().then(() => run(supervisor.inbox.answerGroup(group, toDecision(decision)))),
+    always: async (cardId, options = {}) => {
+      if (remember === undefined) throw new TypeError("\"always\" needs a remember hook (approvals.remember, e.g. the ledger's Remembering)")
+      const notRemembered = (reason: string): AlwaysResult => ({ _tag: "NotRemembered", cardId, reason })
+      const card = (await run(supervisor.approvals.openCards)).find((c) => c.id === cardId)
+      if (card === undefined) return notRemembered(`no open card ${cardId}`)
+      if (!card.offers.includes("Accept")) return notRemembered(`card ${cardId} cannot be accepted`)
+      let ruleId: unknown
+      try {
+        ruleId = (await remember(card, {
+          author: options.author ?? "facade",
+          ...(options.expiresAt !== undefined ? { expiresAt: options.expiresAt } : {}),
+          ...(options.note !== undefined ? { note: options.note } : {})
+        }))?.ruleId
+      } catch (error) {
+        return notRemembered(error instanceof Error ? error.message : String(error))
+      }
+      if (typeof ruleId !== "string") return notRemembered("the remember hook returned no ruleId")
+      return { _tag: "Remembered", cardId, ruleId, answer: await run(supervisor.inbox.answer(cardId, Decision.Accept)) }
+    },
     events: () => Stream.toAsyncIterableRuntime(supervisor.events, rt),
     approvalEvents: () => Stream.toAsyncIterableRuntime(supervisor.approvals.events, rt),
     close: async () => {

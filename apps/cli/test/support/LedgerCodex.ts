@@ -2,7 +2,7 @@
  * A fake app-server for the ledger's CLI tests: each PROMPT's turn asks one command approval per
  * `|`-separated part of the PROMPT (all at once), and completes once all are answered; with
  * LEDGER_FAKE_ANSWERS=FILE it appends each answer it gets to FILE (`{command, result, error}`), and
- * each `thread/resume` (`{method, threadId}`); it resumes any thread but LEDGER_FAKE_LOST's (answered as
+ * each `thread/resume` (`{method, threadId, params}`); with LEDGER_FAKE_ARGV=FILE it appends its argv (a JSON array); it resumes any thread but LEDGER_FAKE_LOST's (answered as
  * codex answers for a thread it never saved; new threads are then named `fresh_N`). The PROMPT `hang` asks
  * nothing and completes at once, or never with LEDGER_FAKE_HANG=1. And
  * `readLedger`, which reads a ledger file through the Ledger API.
@@ -20,6 +20,7 @@ let requests = 100
 const pending = new Map()
 const asked = new Map()
 const answers = process.env.LEDGER_FAKE_ANSWERS
+if (process.env.LEDGER_FAKE_ARGV) require("node:fs").appendFileSync(process.env.LEDGER_FAKE_ARGV, JSON.stringify(process.argv.slice(2)) + "\\n")
 require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
   const m = JSON.parse(line)
   if (m.method === undefined && m.id !== undefined) {
@@ -33,7 +34,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "ledger-test/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: (process.env.LEDGER_FAKE_LOST ? "fresh_" : "thr_") + ++threads } } })
   if (m.method === "thread/resume") {
-    if (answers) require("node:fs").appendFileSync(answers, JSON.stringify({ method: m.method, threadId: m.params.threadId }) + "\\n")
+    if (answers) require("node:fs").appendFileSync(answers, JSON.stringify({ method: m.method, threadId: m.params.threadId, params: m.params }) + "\\n")
     // codex 0.171.0's answer for a thread it never saved
     if (m.params.threadId === process.env.LEDGER_FAKE_LOST) out({ id: m.id, error: { code: -32600, message: "no rollout found for thread id " + m.params.threadId } })
     else out({ id: m.id, result: { thread: { id: m.params.threadId } } })

@@ -10,7 +10,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Card } from "@warden/approvals"
+import { Audit } from "@warden/approvals"
 import type { ApprovalEvent, Card as CardTypes } from "@warden/approvals"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Cause, Effect, Option } from "effect"
@@ -210,7 +210,8 @@ const cardRow = (card: CardTypes.CardView): CardRow => {
   }
   const row: CardRow = {
     kind: Store.id(kind),
-    title: Store.shown(card.title, 400),
+    // The audit record's summary: the same masked, cut title the JSONL trail shows.
+    title: Audit.summaryOf(card),
     summary: Store.json(summary),
     facts: Store.json(CardFacts.fromView(card)),
     offers: Store.json(card.offers)
@@ -230,20 +231,35 @@ const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
       ON CONFLICT (run_id, card_id) DO NOTHING`)
   })
 
-const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement): Write => {
-  const source = Store.text(Card.describeSource(s.source))
+/**
+ * The audit record of an approval event (`Audit.record`: masked by `SecretMask`), worked out once
+ * per event: the card's settlement and late-decision columns are taken from it, and the ledger's
+ * audit file (`LedgerOptions.audit`) writes it as its line, so the two cannot disagree.
+ */
+const auditRecords = new WeakMap<ApprovalEvent.ApprovalEvent, Audit.AuditRecord>()
+
+export const auditRecord = (event: ApprovalEvent.ApprovalEvent): Audit.AuditRecord => {
+  const cached = auditRecords.get(event)
+  if (cached !== undefined) return cached
+  const r = Audit.record(event)
+  auditRecords.set(event, r)
+  return r
+}
+
+const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: Audit.AuditRecord): Write => {
+  const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
   return all(
     insertCard(sql, runId, s.card),
     // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
     // one settlement; what really happened is kept as a late decision, never lost.
     sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
-      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${Store.text(s.decision ?? s.outcome)}, ${source}, 'stranded', ${s.settledAt}
+      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, 'stranded', ${s.settledAt}
       FROM ledger_settlements
       WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`,
     sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
-      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${Store.optionalText(s.decision)},
-        ${Store.bool(s.written)}, ${Store.optionalShown(s.detail)}, ${s.settledAt}, ${s.latencyMs})
+      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${r.decision},
+        ${Store.bool(s.written)}, ${r.detail}, ${s.settledAt}, ${s.latencyMs})
       ON CONFLICT (run_id, card_id) DO NOTHING`
   )
 }
@@ -253,14 +269,16 @@ const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEve
     case "CardOpened":
       return insertCard(sql, runId, event.card)
     case "CardSettled":
-      return insertSettlement(sql, runId, event.settlement)
-    case "LateDecision":
+      return insertSettlement(sql, runId, event.settlement, auditRecord(event))
+    case "LateDecision": {
+      const r = auditRecord(event)
       return all(
         insertCard(sql, runId, event.card),
         sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
-          VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${Store.text(event.decision)},
-            ${Store.text(Card.describeSource(event.source))}, ${event.outcome}, ${event.at})`
+          VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${r.decision ?? ""},
+            ${r.source ?? ""}, ${event.outcome}, ${event.at})`
       )
+    }
   }
 }
 

@@ -214,22 +214,33 @@ export const turns = (sql: Sql, runId: string) =>
 
 export const DefaultLimit = 10_000
 
+type Fragment = ReturnType<Sql["and"]>
+
+/**
+ * One filter builder for the audit queries: each condition is a fragment, or undefined when its
+ * filter was not given; what is given is ANDed (nothing given: every row).
+ */
+const whereOf = (sql: Sql, conditions: ReadonlyArray<Fragment | undefined>): Fragment =>
+  sql.and(conditions.filter((c): c is Fragment => c !== undefined))
+
+/** `column = value`, or no condition when `value` is undefined. */
+const equals = (sql: Sql, column: Fragment, value: string | number | undefined): Fragment | undefined =>
+  value === undefined ? undefined : sql`${column} = ${value}`
+
 export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
-  const where = [
-    filter.runId !== undefined ? sql`c.run_id = ${filter.runId}` : undefined,
-    filter.item !== undefined ? sql`c.item_key = ${Store.itemKey(filter.item)}` : undefined,
-    filter.method !== undefined ? sql`c.method = ${filter.method}` : undefined,
-    filter.outcome === "open" ? sql`s.card_id IS NULL` : filter.outcome !== undefined ? sql`s.outcome = ${filter.outcome}` : undefined,
-    filter.source !== undefined
-      ? (filter.source.includes(":") ? sql`s.source = ${filter.source}` : sql`s.source_kind = ${filter.source}`)
-      : undefined,
+  const where = whereOf(sql, [
+    equals(sql, sql`c.run_id`, filter.runId),
+    equals(sql, sql`c.item_key`, filter.item === undefined ? undefined : Store.itemKey(filter.item)),
+    equals(sql, sql`c.method`, filter.method),
+    filter.outcome === "open" ? sql`s.card_id IS NULL` : equals(sql, sql`s.outcome`, filter.outcome),
+    filter.source === undefined ? undefined : equals(sql, filter.source.includes(":") ? sql`s.source` : sql`s.source_kind`, filter.source),
     filter.from !== undefined ? sql`c.opened_at >= ${filter.from}` : undefined,
     filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined
-  ].filter((f) => f !== undefined)
+  ])
   const limit = Math.max(0, Math.floor(filter.limit ?? DefaultLimit))
   return sql<Row>`SELECT ${CardColumns(sql)} FROM ledger_cards c
     LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
-    WHERE ${sql.and(where)} ORDER BY ${CardOrder(sql)} LIMIT ${limit}`.pipe(
+    WHERE ${where} ORDER BY ${CardOrder(sql)} LIMIT ${limit}`.pipe(
       Effect.map((rows) => rows.map(toCard)),
       Effect.mapError(sqlError("could not list cards"))
     )
@@ -238,11 +249,8 @@ export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
 export const openCards = (sql: Sql, runId: string) => cards(sql, { runId, outcome: "open" })
 
 export const lateDecisions = (sql: Sql, filter: { readonly runId?: string; readonly cardId?: string } = {}) => {
-  const where = [
-    filter.runId !== undefined ? sql`run_id = ${filter.runId}` : undefined,
-    filter.cardId !== undefined ? sql`card_id = ${filter.cardId}` : undefined
-  ].filter((f) => f !== undefined)
-  return sql<Row>`SELECT * FROM ledger_late_decisions WHERE ${sql.and(where)} ORDER BY at, run_id, card_id`.pipe(
+  const where = whereOf(sql, [equals(sql, sql`run_id`, filter.runId), equals(sql, sql`card_id`, filter.cardId)])
+  return sql<Row>`SELECT * FROM ledger_late_decisions WHERE ${where} ORDER BY at, run_id, card_id`.pipe(
     Effect.map((rows) =>
       rows.map((r): Records.LateDecisionRecord => ({
         runId: String(r["run_id"]),
@@ -320,6 +328,48 @@ export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: num
       return { stranded, items: rows.map(toUnfinished) } satisfies Records.Recovery
     })
   ).pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
+
+// ---------------------------------------------------------------------------------------------
+// Retention
+
+/** What `prune` removed. */
+export interface Pruned {
+  /** Cards settled before the cut (with their settlements and late decisions). */
+  readonly cards: number
+  /** Runs ended before the cut that held no card any more (with their items, threads, turns, connections). */
+  readonly runs: number
+}
+
+/**
+ * Delete, in one transaction, the cards of runs no longer `running` that settled before `before`
+ * (their settlements and late decisions with them), then the runs that ended before it and hold no
+ * card any more (their work items, threads, turns and connections with them). Open cards, runs
+ * still `running` (a dead one is resumed first) and remembered rules are kept.
+ */
+export const prune = (sql: Sql, before: number) =>
+  sql.withTransaction(
+    Effect.gen(function*() {
+      const prunable = sql`SELECT 1 FROM ledger_settlements s, ledger_runs r
+        WHERE r.run_id = s.run_id AND r.status <> 'running' AND s.settled_at < ${before}`
+      const counted = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c
+        WHERE EXISTS (${prunable} AND s.run_id = c.run_id AND s.card_id = c.card_id)`
+      yield* sql`DELETE FROM ledger_late_decisions
+        WHERE EXISTS (${prunable} AND s.run_id = ledger_late_decisions.run_id AND s.card_id = ledger_late_decisions.card_id)`
+      yield* sql`DELETE FROM ledger_cards
+        WHERE EXISTS (${prunable} AND s.run_id = ledger_cards.run_id AND s.card_id = ledger_cards.card_id)`
+      yield* sql`DELETE FROM ledger_settlements
+        WHERE EXISTS (SELECT 1 FROM ledger_runs r WHERE r.run_id = ledger_settlements.run_id AND r.status <> 'running')
+          AND settled_at < ${before}`
+      const emptyRuns = sql`SELECT r.run_id FROM ledger_runs r WHERE r.status <> 'running' AND r.ended_at < ${before}
+        AND NOT EXISTS (SELECT 1 FROM ledger_cards c WHERE c.run_id = r.run_id)`
+      const runs = yield* sql<Row>`SELECT count(*) AS n FROM (${emptyRuns}) e`
+      for (const table of ["ledger_work_items", "ledger_threads", "ledger_turns", "ledger_connections", "ledger_late_decisions"] as const) {
+        yield* sql`DELETE FROM ${sql(table)} WHERE run_id IN (${emptyRuns})`
+      }
+      yield* sql`DELETE FROM ledger_runs WHERE run_id IN (${emptyRuns})`
+      return { cards: num(counted[0]?.["n"]) ?? 0, runs: num(runs[0]?.["n"]) ?? 0 } satisfies Pruned
+    })
+  ).pipe(Effect.mapError(sqlError("could not prune the ledger")))
 
 // ---------------------------------------------------------------------------------------------
 // Remembered rules

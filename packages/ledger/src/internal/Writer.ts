@@ -85,7 +85,12 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
 }
 
 /** The writer, its fiber forked in the caller's scope (the ledger's). */
-export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Effect.Effect<Writer, never, Scope.Scope> =>
+export const make = (
+  sql: SqlClient.SqlClient,
+  options: WriterOptions = {},
+  /** Called with each slice's ops once they are written (or reported failed), in order. */
+  afterSlice?: (ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>
+): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function*() {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
     const sliceMs = Math.max(0, options.sliceMs ?? 4)
@@ -205,6 +210,7 @@ export const make = (sql: SqlClient.SqlClient, options: WriterOptions = {}): Eff
         const ops = Chunk.toReadonlyArray(chunk)
         for (let i = 0; i < ops.length;) {
           const n = yield* writeSlice(ops, i)
+          if (afterSlice !== undefined) yield* afterSlice(n === ops.length ? ops : ops.slice(i, i + n))
           i += n
           processed += n
           settleWaiters()
