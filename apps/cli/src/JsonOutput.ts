@@ -11,8 +11,9 @@
  * - `item.stalled {item, threadId, turnId}`
  * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
  * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
- * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
- * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
+ * - `card.settled {cardId, item, threadId, method, outcome, source, channel?, decision, written, detail, latencyMs}`
+ *   (`channel`: where a person's decision came from, `stdin` or `web`)
+ * - `card.late {cardId, item, decision, source, channel?, outcome}` (a decision after the card settled: dropped)
  * - `item.finished {item, threadId, status, finalMessage, error}`
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
@@ -103,6 +104,9 @@ const cardBase = (card: Card.CardView) => ({
   method: card.method
 })
 
+/** `channel` of a person's decision (`stdin`, `web`, ...), when the inbox was told it. */
+const channelOf = (source: Card.Source) => (source._tag === "Person" && source.channel !== undefined ? { channel: source.channel } : {})
+
 export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyArray<Line> => {
   switch (event._tag) {
     case "CardOpened": {
@@ -124,6 +128,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(s.card),
         outcome: s.outcome,
         source: CardNs.describeSource(s.source),
+        ...channelOf(s.source),
         decision: s.decision ?? null,
         written: s.written,
         detail: s.detail ?? null,
@@ -136,6 +141,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(event.card),
         decision: event.decision,
         source: CardNs.describeSource(event.source),
+        ...channelOf(event.source),
         outcome: event.outcome
       }]
   }

@@ -117,7 +117,7 @@ export const run = (
       })
     const answer = (cardId: string, decision: Decision.Decision) =>
       Effect.gen(function*() {
-        const result = yield* supervisor.inbox.answer(cardId, decision)
+        const result = yield* supervisor.approvals.answer(cardId, decision, "stdin")
         if (result._tag === "UnknownCard") {
           report(`warden: stdin line ${lineNumber} ignored: no open card ${cardId}`)
         } else if (result._tag === "AlreadySettled") {

@@ -7,7 +7,7 @@ import type { Decision } from "@warden/protocol"
 import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardId, CardView, Settlement } from "./Card.js"
+import type { CardId, CardView, Settlement, Source } from "./Card.js"
 import type { Line } from "./internal/CardRace.js"
 import { LiveCard } from "./internal/CardRace.js"
 import * as Config from "./Config.js"
@@ -72,8 +72,11 @@ export interface ApprovalsShape {
   readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>, owner?: FiberOwner) => Desk.Desk
   /** The cards open now, across every desk. */
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
-  /** Answer a card as a person (or program) through the inbox. */
-  readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
+  /**
+   * Answer a card as a person (or program) through the inbox; `channel` (e.g. `web`) is recorded
+   * in the settlement's source (`{ _tag: "Person", channel }`).
+   */
+  readonly answer: (cardId: CardId, decision: Decision.Decision, channel?: string) => Effect.Effect<AnswerResult>
   /** Subscribe before acting, so no event is missed. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
@@ -135,12 +138,13 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
       })
     )
 
-    const answer = (cardId: CardId, decision: Decision.Decision): Effect.Effect<AnswerResult> =>
+    const answer = (cardId: CardId, decision: Decision.Decision, channel?: string): Effect.Effect<AnswerResult> =>
       Effect.sync(() => {
+        const source: Source = channel === undefined ? { _tag: "Person" } : { _tag: "Person", channel }
         const card = open.get(cardId)
         if (card) {
           const before = card.settlement
-          const settlement = card.decide(decision, { _tag: "Person" })
+          const settlement = card.decide(decision, source)
           return before ? { _tag: "AlreadySettled", settlement } : { _tag: "Settled", settlement }
         }
         const done = settled.get(cardId)
@@ -149,7 +153,7 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
             _tag: "LateDecision",
             card: done.card,
             decision: decision._tag,
-            source: { _tag: "Person" },
+            source,
             outcome: done.outcome,
             at: hub.now()
           })

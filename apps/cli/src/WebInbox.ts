@@ -1,0 +1,305 @@
+/**
+ * The web inbox: an HTTP server in the same process as a supervisor (`warden run --inbox`, or an
+ * embedder's own supervisor through {@link make} / {@link layer}), on `@effect/platform`'s `HttpApi`
+ * and the Node server. It serves the page (`GET /`), the API of `InboxApi` (open cards, one card in
+ * full, decisions, work items, the OpenAPI document) and a Server-Sent Events stream of card and
+ * work-item events.
+ *
+ * Access: a random token (32 bytes, base64url) made at start unless given; every route but the
+ * page and its script needs it (header `X-Warden-Token`; the event stream also `?token=`), compared
+ * in constant time; without it the answer is 401 with an empty body and nothing is looked at. No
+ * cookies. The server logs nothing (no request log, no listen log), so the token reaches only
+ * whoever the caller prints it to. It binds to 127.0.0.1 unless told otherwise; a non-loopback
+ * address needs `allowRemote`.
+ *
+ * Decisions take the path `--approvals stdin` takes (`Decision.fromJson`, and `always` through
+ * the ledger's `rememberAlways`), answered through the approvals engine with channel `web`: the
+ * first answer wins; a decision for a settled card is `AlreadySettled` (409, with who decided)
+ * and changes nothing; an unknown card is 404. A request that fails or never arrives decides
+ * nothing: the card waits for another answer or its deadline.
+ */
+import { HttpApiBuilder, HttpApiError, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { Supervisor } from "@warden/supervisor"
+import { Context, Data, Effect, Either, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
+import type { Scope } from "effect"
+import * as Crypto from "node:crypto"
+import * as Http from "node:http"
+import * as InboxBoard from "./InboxBoard.js"
+import * as InboxApi from "./InboxApi.js"
+import * as InboxPage from "./InboxPage.js"
+import type { RememberAlways } from "./StdinDecisions.js"
+
+/** How to run the web inbox. */
+export interface WebInboxConfig {
+  /** Address to bind (default `127.0.0.1`). Anything but a loopback address needs `allowRemote`. */
+  readonly host?: string
+  /** Port (default 0: any free port; the bound one is in `WebInbox.port`). */
+  readonly port?: number
+  /** The access token; a random one when omitted (pass one only to share it with a trusted proxy). */
+  readonly token?: string
+  /** Bind to a non-loopback address (anyone who can reach it and has the token can decide cards). */
+  readonly allowRemote?: boolean
+  /** The page's title (default `warden`). */
+  readonly title?: string
+  /** `always`: remember an allow scoped to the card, then accept it (the CLI's ledger); without it `always` is not offered. */
+  readonly always?: RememberAlways
+  /** Work items known before they start (shown queued). */
+  readonly items?: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }>
+}
+
+/** The running inbox. */
+export interface WebInbox {
+  /** The address the server is bound to. */
+  readonly host: string
+  readonly port: number
+  /** The page's URL, without the token. */
+  readonly url: string
+  /** The access token. Show it to the person who decides, and to nothing that records. */
+  readonly token: Redacted.Redacted<string>
+  /** The page's URL with the token in its fragment (never sent to the server, never in its logs). */
+  readonly link: Redacted.Redacted<string>
+}
+
+/** The `WebInbox` service tag, provided by {@link layer}. */
+export class WebInboxService extends Context.Tag("@warden/cli/WebInbox")<WebInboxService, WebInbox>() {}
+
+/** The inbox could not start: the address is refused (`NotLoopback`) or cannot be bound (`Listen`). */
+export class WebInboxError extends Data.TaggedError("WebInboxError")<{ readonly reason: "NotLoopback" | "Listen"; readonly detail: string }> {
+  override get message() {
+    return this.detail
+  }
+}
+
+/** Whether `host` names this machine only (127.0.0.0/8, ::1, localhost). */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
+/** A new random access token (32 bytes, base64url). */
+export const newToken = (): string => Crypto.randomBytes(32).toString("base64url")
+
+const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8").digest()
+
+/** Compares in constant time (both sides hashed first, so lengths leak nothing). */
+export const tokenMatches = (expected: string, given: string | undefined): boolean =>
+  given !== undefined && Crypto.timingSafeEqual(digest(expected), digest(given))
+
+const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
+
+const pageHeaders = {
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store"
+}
+
+/**
+ * Starts the web inbox for `supervisor` in the caller's scope (closing it stops the server and
+ * every event stream). Fails with `WebInboxError` when the address is not loopback and
+ * `allowRemote` is not set, or cannot be bound.
+ */
+export const make = (
+  supervisor: Supervisor.SupervisorShape,
+  config: WebInboxConfig = {}
+): Effect.Effect<WebInbox, WebInboxError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const host = config.host ?? "127.0.0.1"
+    if (!isLoopback(host) && config.allowRemote !== true) {
+      return yield* new WebInboxError({
+        reason: "NotLoopback",
+        detail: `the inbox binds to ${host}, which is not a loopback address: allow it explicitly (--inbox-allow-remote), or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
+      })
+    }
+    const token = config.token ?? newToken()
+    const always = config.always
+    const title = config.title ?? "warden"
+    const board = InboxBoard.make(config.items)
+    const recent = new Map<Card.CardId, Card.Settlement>()
+    const remember = (settlement: Card.Settlement) => {
+      recent.set(settlement.card.id, settlement)
+      if (recent.size > 10_000) recent.delete(recent.keys().next().value!)
+    }
+    const messages = yield* PubSub.unbounded<string>()
+
+    // One pump per source: state first, then the message, so a page that reads the state after an
+    // event never sees less than the event said.
+    const approvals = yield* supervisor.subscribeApprovals
+    const events = yield* supervisor.subscribe
+    const onApproval = (event: ApprovalEvent.ApprovalEvent) => {
+      if (event._tag === "CardSettled") remember(event.settlement)
+      const message = InboxBoard.approvalMessage(event, always !== undefined)
+      if (message) messages.unsafeOffer(sse(message.event, message.data))
+    }
+    const onSupervisor = (event: Supervisor.SupervisorEvent) => {
+      const changed = board.onSupervisorEvent(event, Date.now())
+      if (changed) messages.unsafeOffer(sse("item.updated", changed))
+    }
+    yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onApproval(e) })),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onSupervisor(e) })),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+
+    const openCard = (cardId: string) => Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
+
+    const settledOrUnknown = (cardId: string): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
+      Effect.suspend((): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
+        const done = recent.get(cardId)
+        return done
+          ? Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(done) }))
+          : Effect.fail(new InboxApi.UnknownCard({ cardId }))
+      })
+
+    const answer = (
+      cardId: string,
+      decision: Decision.Decision
+    ): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
+      Effect.flatMap(supervisor.approvals.answer(cardId, decision, "web"), (result): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
+        switch (result._tag) {
+          case "Settled":
+            return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
+          case "AlreadySettled":
+            return Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(result.settlement) }))
+          case "UnknownCard":
+            return Effect.fail(new InboxApi.UnknownCard({ cardId }))
+        }
+      })
+
+    const decide = (cardId: string, raw: unknown) =>
+      Effect.gen(function*() {
+        if (raw === "always") {
+          if (always === undefined) return yield* new InboxApi.NotRemembered({ reason: "\"always\" needs the ledger (run without --no-state)" })
+          const card = yield* openCard(cardId)
+          if (card === undefined) return yield* settledOrUnknown(cardId)
+          const remembered = yield* always(card)
+          if (Either.isLeft(remembered)) return yield* new InboxApi.NotRemembered({ reason: `not remembered (${remembered.left}); the card stays open` })
+          return yield* answer(cardId, Decision.Accept)
+        }
+        const decision = Decision.fromJson(raw)
+        if (decision === undefined) {
+          return yield* new InboxApi.InvalidDecision({
+            reason: `decision ${JSON.stringify(raw)?.slice(0, 120)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
+          })
+        }
+        return yield* answer(cardId, decision)
+      })
+
+    const InboxLive = HttpApiBuilder.group(InboxApi.InboxApi, "inbox", (handlers) =>
+      handlers
+        .handle("info", () => Effect.succeed({ always: always !== undefined, now: Date.now(), title }))
+        .handle("cards", () =>
+          Effect.map(supervisor.approvals.openCards, (cards) => ({
+            cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+            now: Date.now()
+          })))
+        .handle("card", ({ path }) =>
+          Effect.gen(function*() {
+            const card = yield* openCard(path.cardId)
+            if (card !== undefined) return InboxBoard.cardFull(card, always !== undefined, undefined)
+            const done = recent.get(path.cardId)
+            if (done !== undefined) return InboxBoard.cardFull(done.card, always !== undefined, done)
+            return yield* new InboxApi.UnknownCard({ cardId: path.cardId })
+          }))
+        .handle("decide", ({ path, payload }) => decide(path.cardId, payload.decision))
+        .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() }))))
+
+    const eventStream = Effect.gen(function*() {
+      const queue = yield* PubSub.subscribe(messages)
+      // Subscribed before the snapshot: nothing that happens after it is missed (an event may repeat it).
+      const cards = yield* supervisor.approvals.openCards
+      const hello = sse("hello", {
+        now: Date.now(),
+        always: always !== undefined,
+        title,
+        cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+        items: board.items()
+      })
+      const live = Stream.fromQueue(queue)
+      const pings = Stream.repeatEffectWithSchedule(Effect.succeed(": ping\n\n"), Schedule.spaced("15 seconds"))
+      return Stream.concat(Stream.make(hello), Stream.merge(live, pings, { haltStrategy: "left" }))
+    })
+
+    const StreamLive = HttpApiBuilder.group(InboxApi.InboxApi, "stream", (handlers) =>
+      handlers.handleRaw("events", () =>
+        Effect.map(Stream.unwrapScoped(eventStream).pipe(Stream.encodeText, Effect.succeed), (body) =>
+          HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+          }))))
+
+    const AuthorizationLive = Layer.succeed(InboxApi.Authorization, {
+      token: (given) => (tokenMatches(token, Redacted.value(given)) ? Effect.void : Effect.fail(new HttpApiError.Unauthorized()))
+    })
+
+    const Page = HttpLayerRouter.addAll([
+      HttpLayerRouter.route("GET", "/", Effect.sync(() => HttpServerResponse.html(InboxPage.html(title)).pipe(HttpServerResponse.setHeaders(pageHeaders)))),
+      HttpLayerRouter.route(
+        "GET",
+        "/inbox.js",
+        Effect.sync(() => HttpServerResponse.text(InboxPage.script, { contentType: "text/javascript; charset=utf-8" }).pipe(HttpServerResponse.setHeaders(pageHeaders)))
+      )
+    ])
+
+    const open = new Set(["/", "/inbox.js"])
+    // Before routing: a request without the token learns nothing (not even which routes exist).
+    const guard = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        const url = new URL(request.url, "http://inbox.invalid")
+        if (request.method === "GET" && open.has(url.pathname)) return app
+        const header = request.headers[InboxApi.TokenHeader]
+        const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
+        return tokenMatches(token, header) || tokenMatches(token, query) ? app : Effect.succeed(HttpServerResponse.empty({ status: 401 }))
+      })
+
+    const Api = HttpLayerRouter.addHttpApi(InboxApi.InboxApi, { openapiPath: "/api/openapi.json" }).pipe(
+      Layer.provide([Layer.provide(InboxLive, AuthorizationLive), StreamLive, AuthorizationLive])
+    )
+    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: config.port ?? 0 }))
+    )
+    const context = yield* Layer.build(Server).pipe(
+      Effect.mapError((error) => new WebInboxError({ reason: "Listen", detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}` }))
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
+    const url = `http://${urlHost}:${port}/`
+    return { host, port, url, token: Redacted.make(token), link: Redacted.make(`${url}#token=${token}`) }
+  })
+
+const describeServeError = (error: unknown): string => {
+  const cause = (error as { cause?: unknown })?.cause
+  if (cause instanceof Error) return cause.message
+  return error instanceof Error ? error.message : String(error)
+}
+
+/**
+ * {@link make} as a layer over the `Supervisor` service: mount the inbox on your own supervisor.
+ *
+ * @example
+ * ```ts
+ * import { WebInbox } from "@warden/cli"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect, Layer, Redacted } from "effect"
+ *
+ * const Live = WebInbox.layer({ port: 8420 }).pipe(
+ *   Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(CodexCommand.transportLayer({ command: "codex" }))))
+ * )
+ * const program = Effect.gen(function*() {
+ *   const inbox = yield* WebInbox.WebInboxService
+ *   console.error(`inbox: ${Redacted.value(inbox.link)}`)
+ * })
+ * ```
+ */
+export const layer = (config: WebInboxConfig = {}): Layer.Layer<WebInboxService, WebInboxError, Supervisor.Supervisor> =>
+  Layer.scoped(WebInboxService, Effect.flatMap(Supervisor.Supervisor, (supervisor) => make(supervisor, config)))

@@ -1,0 +1,222 @@
+/**
+ * The web inbox's API against the real HTTP server, mounted on a supervisor whose app-server is
+ * the test kit's fake (which records exactly what it was answered): the token guards everything
+ * but the page; decisions take the `--approvals stdin` path with channel `web`; the first answer
+ * wins and a later one is `AlreadySettled` with who decided; unknown cards are 404; the event
+ * stream carries cards and work items; the OpenAPI document comes from the API definition.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Decision } from "@warden/protocol"
+import { Effect, Either, Exit } from "effect"
+import * as WebInbox from "../src/WebInbox.js"
+import * as Inbox from "./support/Inbox.js"
+
+const json = (token: string, body?: unknown): RequestInit => ({
+  method: body === undefined ? "GET" : "POST",
+  headers: { "x-warden-token": token, "content-type": "application/json" },
+  ...(body === undefined ? {} : { body: JSON.stringify(body) })
+})
+
+describe("web inbox API", () => {
+  it.scopedLive("without the right token every route but the page is 401 with an empty body, and decides nothing", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const requestId = yield* t.openCommand("echo hi", "call_1")
+      const cardId = yield* t.cardFor(requestId)
+      const base = t.inbox.url
+      const wrong = t.token.slice(0, -1) + (t.token.endsWith("A") ? "B" : "A")
+      const attempts: ReadonlyArray<[string, RequestInit]> = [
+        [`${base}api/cards`, {}],
+        [`${base}api/cards/${cardId}`, { headers: { "x-warden-token": wrong } }],
+        [`${base}api/cards/${cardId}/decision`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ decision: "accept" }) }],
+        [`${base}api/cards/${cardId}/decision`, { method: "POST", headers: { "x-warden-token": wrong, "content-type": "application/json" }, body: JSON.stringify({ decision: "accept" }) }],
+        [`${base}api/cards/${cardId}/decision?token=${t.token}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ decision: "accept" }) }],
+        [`${base}api/items`, { headers: { "x-warden-token": "" } }],
+        [`${base}api/openapi.json`, {}],
+        [`${base}api/events`, {}],
+        [`${base}api/events?token=${wrong}`, {}],
+        [`${base}no/such/route`, {}]
+      ]
+      for (const [url, init] of attempts) {
+        const reply = yield* Inbox.call(url, init)
+        assert.strictEqual(reply.status, 401, `${init.method ?? "GET"} ${url}`)
+        assert.strictEqual(reply.text, "", `${url}: a 401 says nothing`)
+      }
+      // Nothing was decided: the card is still open and the app-server got no answer.
+      assert.deepStrictEqual((yield* t.supervisor.approvals.openCards).map((c) => c.id), [cardId])
+      assert.deepStrictEqual(t.fake.answersSoFar(), [])
+      // The page itself needs no token (it holds no data) and forbids everything it does not need.
+      const page = yield* Inbox.call(base)
+      assert.strictEqual(page.status, 200)
+      assert.include(page.text, "<script type=\"module\" src=\"/inbox.js\">")
+      assert.include(page.headers.get("content-security-policy") ?? "", "default-src 'none'")
+      assert.strictEqual(page.headers.get("referrer-policy"), "no-referrer")
+      assert.isNull(page.headers.get("set-cookie"))
+      const script = yield* Inbox.call(`${base}inbox.js`)
+      assert.strictEqual(script.status, 200)
+      assert.include(script.headers.get("content-type") ?? "", "javascript")
+    }))
+
+  it.scopedLive("cards: the list, one card in full (masked), accept by the web, then AlreadySettled with who decided; unknown is 404; nonsense is 400", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const secret = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+      const requestId = yield* t.openCommand(`curl -H 'Authorization: Bearer ${secret}' https://example.com`, "call_1")
+      const cardId = yield* t.cardFor(requestId)
+      const base = t.inbox.url
+
+      const list = yield* Inbox.call(`${base}api/cards`, json(t.token))
+      assert.strictEqual(list.status, 200)
+      assert.deepStrictEqual(list.json.cards.map((c: any) => [c.id, c.kind, c.item, c.offers]), [[cardId, "command", 0, ["accept", "acceptForSession", "decline", "cancel"]]])
+      assert.isAbove(list.json.cards[0].deadlineAt, list.json.cards[0].openedAt)
+
+      const full = yield* Inbox.call(`${base}api/cards/${cardId}`, json(t.token))
+      assert.strictEqual(full.status, 200)
+      assert.strictEqual(full.json.state, "open")
+      assert.include(full.json.details.join("\n"), "cwd: /tmp/ws")
+      assert.include(full.json.details.join("\n"), "curl")
+      assert.notInclude(full.text, secret, "the card is masked")
+      assert.notInclude(list.text, secret, "the list is masked")
+
+      const bad = yield* Inbox.call(`${base}api/cards/${cardId}/decision`, json(t.token, { decision: "yes please" }))
+      assert.strictEqual(bad.status, 400)
+      assert.strictEqual(bad.json._tag, "InvalidDecision")
+      const noBody = yield* Inbox.call(`${base}api/cards/${cardId}/decision`, { method: "POST", headers: { "x-warden-token": t.token, "content-type": "application/json" }, body: "{\"decis" })
+      assert.strictEqual(noBody.status, 400, "a body cut short decides nothing")
+      assert.deepStrictEqual(t.fake.answersSoFar(), [], "nothing was answered yet")
+
+      const accepted = yield* Inbox.call(`${base}api/cards/${cardId}/decision`, json(t.token, { decision: "accept" }))
+      assert.strictEqual(accepted.status, 200, accepted.text)
+      assert.deepInclude(accepted.json.settlement, { cardId, outcome: "accepted", source: "person", channel: "web", by: "person (web)", written: true })
+      const answer = yield* t.fake.answerTo(requestId)
+      assert.deepStrictEqual(answer["result"], { decision: "accept" })
+
+      const again = yield* Inbox.call(`${base}api/cards/${cardId}/decision`, json(t.token, { decision: "decline" }))
+      assert.strictEqual(again.status, 409)
+      assert.strictEqual(again.json._tag, "AlreadySettled")
+      assert.deepInclude(again.json.settlement, { outcome: "accepted", by: "person (web)" })
+      assert.strictEqual(t.fake.answersSoFar().length, 1, "the late answer wrote nothing")
+
+      const settled = yield* Inbox.call(`${base}api/cards/${cardId}`, json(t.token))
+      assert.strictEqual(settled.json.state, "settled")
+      assert.strictEqual(settled.json.settlement.outcome, "accepted")
+
+      const unknown = yield* Inbox.call(`${base}api/cards/c999/decision`, json(t.token, { decision: "accept" }))
+      assert.strictEqual(unknown.status, 404)
+      assert.deepStrictEqual(unknown.json, { _tag: "UnknownCard", cardId: "c999" })
+      assert.strictEqual((yield* Inbox.call(`${base}api/cards/c999`, json(t.token))).status, 404)
+    }))
+
+  it.scopedLive("a structured answer (questions) goes through as --approvals stdin sends it", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const requestId = yield* t.fake.request("item/tool/requestUserInput", {
+        threadId: t.threadId,
+        turnId: "turn_1",
+        itemId: "q",
+        questions: [{ id: "colour", header: "Colour", question: "Which colour?", isOther: false, isSecret: false, options: [{ label: "red", description: "warm" }, { label: "blue", description: "cold" }] }]
+      })
+      const cardId = yield* t.cardFor(requestId)
+      const reply = yield* Inbox.call(`${t.inbox.url}api/cards/${cardId}/decision`, json(t.token, { decision: { answers: { colour: ["blue"] } } }))
+      assert.strictEqual(reply.status, 200, reply.text)
+      assert.strictEqual(reply.json.settlement.outcome, "accepted")
+      assert.deepStrictEqual((yield* t.fake.answerTo(requestId))["result"], { answers: { colour: { answers: ["blue"] } } })
+    }))
+
+  it.scopedLive("always: remembered then accepted; when nothing can be remembered the card stays open (422); without the ledger it is not offered", () =>
+    Effect.gen(function*() {
+      const remembered: Array<string> = []
+      const t = yield* Inbox.setup({
+        always: (card) =>
+          Effect.sync(() => {
+            if (card.summary.kind === "command" && card.summary.command.includes("&&")) return Either.left("not a simple command")
+            remembered.push(card.id)
+            return Either.right({ id: "r1", describe: card.title })
+          })
+      })
+      const simple = yield* t.openCommand("ls -la", "call_1")
+      const compound = yield* t.openCommand("ls && rm -rf x", "call_2")
+      const simpleId = yield* t.cardFor(simple)
+      const compoundId = yield* t.cardFor(compound)
+      const list = yield* Inbox.call(`${t.inbox.url}api/cards`, json(t.token))
+      assert.include(list.json.cards[0].offers, "always")
+      const refused = yield* Inbox.call(`${t.inbox.url}api/cards/${compoundId}/decision`, json(t.token, { decision: "always" }))
+      assert.strictEqual(refused.status, 422)
+      assert.strictEqual(refused.json._tag, "NotRemembered")
+      assert.include((yield* t.supervisor.approvals.openCards).map((c) => c.id), compoundId, "still open")
+      const ok = yield* Inbox.call(`${t.inbox.url}api/cards/${simpleId}/decision`, json(t.token, { decision: "always" }))
+      assert.strictEqual(ok.status, 200, ok.text)
+      assert.strictEqual(ok.json.settlement.outcome, "accepted")
+      assert.deepStrictEqual(remembered, [simpleId])
+      assert.deepStrictEqual((yield* t.fake.answerTo(simple))["result"], { decision: "accept" })
+
+      const plain = yield* Inbox.setup()
+      const other = yield* plain.openCommand("ls", "call_1")
+      const otherId = yield* plain.cardFor(other)
+      const offers = (yield* Inbox.call(`${plain.inbox.url}api/cards`, json(plain.token))).json.cards[0].offers
+      assert.notInclude(offers, "always")
+      const noLedger = yield* Inbox.call(`${plain.inbox.url}api/cards/${otherId}/decision`, json(plain.token, { decision: "always" }))
+      assert.strictEqual(noLedger.status, 422)
+      assert.deepStrictEqual(plain.fake.answersSoFar(), [])
+    }))
+
+  it.scopedLive("the event stream: a snapshot, then cards opening and settling elsewhere (with who), and work items", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const stream = yield* Inbox.events(`${t.inbox.url}api/events?token=${encodeURIComponent(t.token)}`)
+      assert.strictEqual(stream.status, 200)
+      const hello = yield* stream.waitFor("hello", (e) => e.event === "hello")
+      assert.deepStrictEqual(hello.data.cards, [])
+      assert.deepInclude(hello.data.items[0], { item: 0, status: "running", threadId: t.threadId })
+
+      const requestId = yield* t.openCommand("echo hi", "call_1")
+      const opened = yield* stream.waitFor("card.opened", (e) => e.event === "card.opened")
+      assert.strictEqual(opened.data.title.includes("echo hi"), true)
+      // Decided elsewhere (as --approvals stdin does): the stream says who.
+      const result = yield* t.supervisor.approvals.answer(opened.data.id, Decision.Decline, "stdin")
+      assert.strictEqual(result._tag, "Settled")
+      const settled = yield* stream.waitFor("card.settled", (e) => e.event === "card.settled")
+      assert.deepInclude(settled.data, { cardId: opened.data.id, outcome: "declined", by: "person (stdin)" })
+      assert.deepStrictEqual((yield* t.fake.answerTo(requestId))["result"], { decision: "decline" })
+
+      // The header works as well as the query; a second page sees the same.
+      const second = yield* Inbox.events(`${t.inbox.url}api/events`, { "x-warden-token": t.token })
+      yield* second.waitFor("hello", (e) => e.event === "hello")
+
+      yield* t.fake.completeTurn(t.threadId, "turn_1", "completed", { message: "all tidy" })
+      const finished = yield* second.waitFor("item finished", (e) => e.event === "item.updated" && e.data.status === "completed")
+      assert.deepInclude(finished.data, { item: 0, finalMessage: "all tidy" })
+      assert.isNumber(finished.data.finishedAt)
+      const items = yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token))
+      assert.strictEqual(items.status, 200, items.text)
+      assert.deepInclude(items.json.items[0], { item: 0, status: "completed", prompt: "tidy up" })
+    }))
+
+  it.scopedLive("the OpenAPI document comes from the API definition and names the token", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const doc = yield* Inbox.call(`${t.inbox.url}api/openapi.json`, json(t.token))
+      assert.strictEqual(doc.status, 200)
+      assert.strictEqual(doc.json.openapi.slice(0, 2), "3.")
+      for (const path of ["/api/cards", "/api/cards/{cardId}", "/api/cards/{cardId}/decision", "/api/items", "/api/events", "/api/info"]) {
+        assert.property(doc.json.paths, path)
+      }
+      assert.deepInclude(Object.values(doc.json.components.securitySchemes), { type: "apiKey", name: "x-warden-token", in: "header" })
+      assert.property(doc.json.paths["/api/cards/{cardId}/decision"].post.responses, "409")
+    }))
+
+  it.scopedLive("a non-loopback address is refused unless allowed; the token compare is exact", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const refused = yield* WebInbox.make(t.supervisor, { host: "0.0.0.0", port: 0 }).pipe(Effect.exit)
+      assert.isTrue(Exit.isFailure(refused))
+      if (Exit.isFailure(refused)) assert.include(String(refused.cause), "not a loopback address")
+      assert.isTrue(WebInbox.isLoopback("127.0.0.1") && WebInbox.isLoopback("::1") && !WebInbox.isLoopback("0.0.0.0") && !WebInbox.isLoopback("192.168.1.2"))
+      assert.isTrue(WebInbox.tokenMatches("abc", "abc"))
+      assert.isFalse(WebInbox.tokenMatches("abc", "abd"))
+      assert.isFalse(WebInbox.tokenMatches("abc", "abcd"))
+      assert.isFalse(WebInbox.tokenMatches("abc", undefined))
+      assert.notStrictEqual(WebInbox.newToken(), WebInbox.newToken())
+      assert.isAtLeast(WebInbox.newToken().length, 43)
+    }))
+})
