@@ -92,6 +92,7 @@ const fmtMs = (ms) => {
 const now = () => Date.now() + state.skew
 
 function noteDecided(cardId, line, kind) {
+  $("decided").querySelector('[data-settled="' + CSS.escape(cardId) + '"]')?.remove()
   const li = el("li", { "data-settled": cardId, "data-kind": kind })
   li.append(el("span", { text: cardId + ": " }), el("span", { class: "outcome", text: line }))
   $("decided").prepend(li)
@@ -106,6 +107,9 @@ function removeCard(cardId) {
 async function decide(card, decision, errorNode) {
   errorNode.textContent = ""
   for (const b of card.node.querySelectorAll("button[data-decision]")) b.disabled = true
+  // While this page's answer is on its way, the stream's word on the card waits for it: the answer says who won.
+  card.pending = true
+  card.heard = undefined
   try {
     const { status, body } = await api("/api/cards/" + encodeURIComponent(card.id) + "/decision", { method: "POST", body: JSON.stringify({ decision }) })
     if (status === 200) {
@@ -119,12 +123,24 @@ async function decide(card, decision, errorNode) {
       removeCard(card.id)
     } else {
       errorNode.textContent = body?.reason ?? "not decided (HTTP " + status + ")"
-      for (const b of card.node.querySelectorAll("button[data-decision]")) b.disabled = false
+      reopen(card)
     }
   } catch (e) {
     errorNode.textContent = "not decided: " + e.message + " (the card stays open; try again)"
-    for (const b of card.node.querySelectorAll("button[data-decision]")) b.disabled = false
+    reopen(card)
+  } finally {
+    card.pending = false
   }
+}
+
+function reopen(card) {
+  card.pending = false
+  if (card.heard) {
+    noteDecided(card.id, card.heard.outcome + " by " + card.heard.by, "elsewhere")
+    removeCard(card.id)
+    return
+  }
+  for (const b of card.node.querySelectorAll("button[data-decision]")) b.disabled = false
 }
 
 function addCard(brief) {
@@ -211,7 +227,8 @@ function onMessage(event, data) {
       addCard(data)
       break
     case "card.settled":
-      if (state.cards.has(data.cardId)) {
+      if (state.cards.get(data.cardId)?.pending) state.cards.get(data.cardId).heard = data
+      else if (state.cards.has(data.cardId)) {
         noteDecided(data.cardId, data.outcome + " by " + data.by, "elsewhere")
         removeCard(data.cardId)
       }

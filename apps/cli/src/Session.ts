@@ -19,7 +19,7 @@ import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
 import type { Transport } from "@warden/transport"
-import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
+import { Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
 import * as Board from "./Board.js"
 import * as ExitCodes from "./ExitCodes.js"
 import * as JsonOutput from "./JsonOutput.js"
@@ -39,6 +39,8 @@ export interface Recorder {
   readonly submitted: (item: WorkItem.WorkItem) => void
   /** `--approvals stdin`'s "always": remember an allow scoped to the card (author `stdin`). */
   readonly always?: StdinDecisions.RememberAlways
+  /** "always" as another channel says it (`web`: the author of the rule). */
+  readonly alwaysAs?: (author: string) => StdinDecisions.RememberAlways
 }
 
 export interface Options {
@@ -53,6 +55,8 @@ export interface Options {
   readonly screen: Screen
   /** The ledger's recorder; its scope must enclose this run's (it outlives the supervisor). */
   readonly recorder?: Recorder
+  /** `--inbox`: serve the web inbox on this address while the run lasts. */
+  readonly inbox?: { readonly host: string; readonly port: number; readonly allowRemote: boolean }
 }
 
 export interface Result {
@@ -136,6 +140,26 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           break
         case "none":
           break
+      }
+
+      if (options.inbox !== undefined) {
+        // Loaded only when asked for: a run without --inbox never loads the HTTP server.
+        const WebInbox = yield* Effect.promise(() => import("./WebInbox.js"))
+        const always = options.recorder?.alwaysAs?.("web")
+        const inbox = yield* WebInbox.make(supervisor, {
+          host: options.inbox.host,
+          port: options.inbox.port,
+          allowRemote: options.inbox.allowRemote,
+          title: options.title,
+          items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
+          ...(always ? { always } : {})
+        }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
+        if (!WebInbox.isLoopback(inbox.host)) {
+          screen.err(`warden: WARNING: the inbox listens on ${inbox.host}, not loopback: anyone who reaches it with the token decides cards, over plain HTTP`)
+        }
+        // The token is printed here, once, and goes through nothing Warden records (not the logger, not --json, not the ledger).
+        screen.err(`warden: inbox at ${Redacted.value(inbox.link)}`)
+        emit({ type: "inbox.listening", url: inbox.url })
       }
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => {

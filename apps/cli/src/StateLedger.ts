@@ -47,6 +47,8 @@ export interface Recorder {
   readonly rememberAlways: (card: Card.CardView, author: string) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
   /** `rememberAlways` as `--approvals stdin` uses it (author `stdin`). */
   readonly always: StdinDecisions.RememberAlways
+  /** `rememberAlways` as another channel uses it (author `web` for the web inbox). */
+  readonly alwaysAs: (author: string) => StdinDecisions.RememberAlways
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
@@ -79,6 +81,8 @@ export const recordIn = (
         rules = [...rules, stored.right]
         return Either.right(stored.right)
       })
+    const alwaysAs = (author: string): StdinDecisions.RememberAlways => (card) =>
+      rememberAlways(card, author).pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
     return {
       runId: run.id,
       ledger,
@@ -91,8 +95,8 @@ export const recordIn = (
         return hit === undefined ? undefined : { ruleId: hit.id }
       },
       rememberAlways,
-      always: (card) =>
-        rememberAlways(card, "stdin").pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
+      always: alwaysAs("stdin"),
+      alwaysAs
     } satisfies Recorder
   })
 

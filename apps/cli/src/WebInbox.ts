@@ -264,11 +264,20 @@ export const make = (
     const Api = HttpLayerRouter.addHttpApi(InboxApi.InboxApi, { openapiPath: "/api/openapi.json" }).pipe(
       Layer.provide([Layer.provide(InboxLive, AuthorizationLive), StreamLive, AuthorizationLive])
     )
+    let server: Http.Server | undefined
     const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
-      Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: config.port ?? 0 }))
+      Layer.provideMerge(NodeHttpServer.layer(() => (server = Http.createServer()), { host, port: config.port ?? 0 }))
     )
     const context = yield* Layer.build(Server).pipe(
       Effect.mapError((error) => new WebInboxError({ reason: "Listen", detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}` }))
+    )
+    // Runs before the server's own close, which waits for every connection to end: an open event
+    // stream never ends by itself, so stop listening and cut every connection first.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        server?.close()
+        server?.closeAllConnections()
+      })
     )
     const address = Context.get(context, HttpServer.HttpServer).address
     const port = address._tag === "TcpAddress" ? address.port : 0

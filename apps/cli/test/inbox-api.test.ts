@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Effect, Either, Exit } from "effect"
+import { Effect, Either, Exit, Redacted, Scope } from "effect"
 import * as WebInbox from "../src/WebInbox.js"
 import * as Inbox from "./support/Inbox.js"
 
@@ -190,6 +190,20 @@ describe("web inbox API", () => {
       const items = yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token))
       assert.strictEqual(items.status, 200, items.text)
       assert.deepInclude(items.json.items[0], { item: 0, status: "completed", prompt: "tidy up" })
+    }))
+
+  it.scopedLive("closing the inbox ends it even while event streams are open (the server does not wait for them)", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const scope = yield* Scope.make()
+      const inbox = yield* WebInbox.make(t.supervisor, { port: 0 }).pipe(Scope.extend(scope))
+      const token = Redacted.value(inbox.token)
+      const stream = yield* Inbox.events(`${inbox.url}api/events`, { "x-warden-token": token })
+      yield* stream.waitFor("hello", (e) => e.event === "hello")
+      yield* Scope.close(scope, Exit.void)
+      yield* stream.ended
+      const after = yield* Inbox.call(`${inbox.url}api/cards`, json(token)).pipe(Effect.either)
+      assert.isTrue(Either.isLeft(after), "nothing listens any more")
     }))
 
   it.scopedLive("the OpenAPI document comes from the API definition and names the token", () =>

@@ -4,7 +4,7 @@
  */
 import { FakeAppServer } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
-import { Data, Effect, Option, Redacted, Stream } from "effect"
+import { Data, Deferred, Effect, Exit, Option, Redacted, Stream } from "effect"
 import type { Scope } from "effect"
 import * as WebInbox from "../../src/WebInbox.js"
 
@@ -104,6 +104,8 @@ export interface EventReader {
   readonly events: () => ReadonlyArray<SseEvent>
   /** The first event (from the start) matching `predicate`, waiting for it (bounded). */
   readonly waitFor: (what: string, predicate: (e: SseEvent) => boolean) => Effect.Effect<SseEvent, InboxTestError>
+  /** Waits until the server ended the stream (bounded). */
+  readonly ended: Effect.Effect<void, InboxTestError>
 }
 
 /** Reads the event stream at `url` until the scope closes. */
@@ -115,6 +117,7 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
       catch: (e) => new InboxTestError({ detail: `GET ${url}: ${String(e)}` })
     })
     const seen: Array<SseEvent> = []
+    const ended = yield* Deferred.make<void>()
     const waiters = new Set<() => void>()
     if (res.status === 200 && res.body) {
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
@@ -140,7 +143,9 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
             for (const w of [...waiters]) w()
           }
         } catch {
-          // aborted
+          // aborted, or the connection was cut
+        } finally {
+          Deferred.unsafeDone(ended, Exit.void)
         }
       })()
     } else {
@@ -149,6 +154,9 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
     return {
       status: res.status,
       events: () => [...seen],
+      ended: Deferred.await(ended).pipe(
+        Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new InboxTestError({ detail: "the event stream did not end" }) })
+      ),
       waitFor: (what, predicate) =>
         Effect.async<SseEvent>((resume) => {
           const check = () => {
