@@ -10,6 +10,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { version } from "./Version.js"
 
 /** The header that carries the access token. */
 export const TokenHeader = "x-warden-token"
@@ -141,5 +142,6 @@ export class InboxApi extends HttpApi.make("warden-inbox")
   .add(InboxGroup)
   .add(StreamGroup)
   .annotate(OpenApi.Title, "Warden web inbox")
+  .annotate(OpenApi.Version, version)
   .annotate(OpenApi.Description, "Answer Warden's approval cards over HTTP. Every route needs the access token printed at start (header X-Warden-Token; the event stream also takes ?token=).")
 {}
