@@ -21,14 +21,16 @@
 import { HttpApiBuilder, HttpApiError, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { ApprovalEvent, Card } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
-import { Context, Data, Effect, Either, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
+import { Context, Data, Deferred, Effect, Either, Exit, FiberId, FiberSet, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
 import type { Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as InboxBoard from "./InboxBoard.js"
 import * as InboxApi from "./InboxApi.js"
+import * as InboxLinks from "./InboxLinks.js"
 import * as InboxPage from "./InboxPage.js"
 import type { RememberAlways } from "./StdinDecisions.js"
 
@@ -48,6 +50,18 @@ export interface WebInboxConfig {
   readonly always?: RememberAlways
   /** Work items known before they start (shown queued). */
   readonly items?: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }>
+  /**
+   * Notifications: when a card opens, POST a JSON message to each URL, signed with HMAC-SHA256 over
+   * the body with `secret` (`X-Warden-Signature: sha256=HEX`), carrying signed single-use
+   * accept/decline links that expire with the card. A failed delivery is reported through
+   * `report` and retried with backoff until the card settles or its deadline passes; it never
+   * decides the card.
+   */
+  readonly notify?: {
+    readonly urls: ReadonlyArray<string>
+    readonly secret: string
+    readonly report?: (line: string) => void
+  }
 }
 
 /** The running inbox. */
@@ -114,6 +128,7 @@ export const make = (
       })
     }
     const token = config.token ?? newToken()
+    const signer = InboxLinks.makeSigner()
     const always = config.always
     const title = config.title ?? "warden"
     const board = InboxBoard.make(config.items)
@@ -128,8 +143,56 @@ export const make = (
     // event never sees less than the event said.
     const approvals = yield* supervisor.subscribeApprovals
     const events = yield* supervisor.subscribe
+    const runFork = yield* FiberSet.makeRuntime<never>()
+    const deliveries = new Map<Card.CardId, Deferred.Deferred<void>>()
+    let origin = ""
+    const report = (line: string) => config.notify?.report?.(SecretMask.maskText(line))
+    const notifyOpened = (card: Card.CardView) => {
+      const notify = config.notify
+      if (notify === undefined || notify.urls.length === 0) return
+      const stop = Deferred.unsafeMake<void>(FiberId.none)
+      deliveries.set(card.id, stop)
+      const links = {
+        ...(card.offers.includes("Accept") ? { accept: origin + signer.path(card.id, "accept", card.deadlineAt) } : {}),
+        decline: origin + signer.path(card.id, "decline", card.deadlineAt)
+      }
+      const body = JSON.stringify({ type: "card.opened", card: InboxBoard.cardBrief(card, false), links, expiresAt: card.deadlineAt, inbox: `${origin}/` })
+      const signature = InboxLinks.signatureOf(notify.secret, body)
+      for (const target of notify.urls) {
+        const attempt = Effect.tryPromise({
+          try: (signal) =>
+            fetch(target, { method: "POST", body, signal, headers: { "content-type": "application/json", "x-warden-signature": signature } }).then(async (res) => {
+              await res.body?.cancel()
+              if (!res.ok) throw new Error(`HTTP ${res.status}`)
+            }),
+          catch: (error) => (error instanceof Error ? error.message : String(error))
+        }).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "no answer within 10 s" }))
+        const loop = Effect.gen(function*() {
+          for (let n = 1;; n++) {
+            const result = yield* Effect.either(attempt)
+            if (Either.isRight(result)) return
+            const wait = InboxLinks.backoffMs(n)
+            if (Date.now() + wait >= card.deadlineAt) {
+              report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); giving up at its deadline (the card is not decided by this)`)
+              return
+            }
+            report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); retrying in ${wait} ms`)
+            yield* Effect.sleep(wait)
+          }
+        })
+        runFork(Effect.raceFirst(loop, Deferred.await(stop)))
+      }
+    }
     const onApproval = (event: ApprovalEvent.ApprovalEvent) => {
-      if (event._tag === "CardSettled") remember(event.settlement)
+      if (event._tag === "CardOpened") notifyOpened(event.card)
+      if (event._tag === "CardSettled") {
+        remember(event.settlement)
+        const stop = deliveries.get(event.settlement.card.id)
+        if (stop) {
+          deliveries.delete(event.settlement.card.id)
+          Deferred.unsafeDone(stop, Exit.void)
+        }
+      }
       const message = InboxBoard.approvalMessage(event, always !== undefined)
       if (message) messages.unsafeOffer(sse(message.event, message.data))
     }
@@ -137,19 +200,6 @@ export const make = (
       const changed = board.onSupervisorEvent(event, Date.now())
       if (changed) messages.unsafeOffer(sse("item.updated", changed))
     }
-    yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
-      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onApproval(e) })),
-      Effect.forever,
-      Effect.interruptible,
-      Effect.forkScoped
-    )
-    yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
-      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onSupervisor(e) })),
-      Effect.forever,
-      Effect.interruptible,
-      Effect.forkScoped
-    )
-
     const openCard = (cardId: string) => Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
 
     const settledOrUnknown = (cardId: string): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
@@ -162,9 +212,10 @@ export const make = (
 
     const answer = (
       cardId: string,
-      decision: Decision.Decision
+      decision: Decision.Decision,
+      channel: "web" | "link" = "web"
     ): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
-      Effect.flatMap(supervisor.approvals.answer(cardId, decision, "web"), (result): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
+      Effect.flatMap(supervisor.approvals.answer(cardId, decision, channel), (result): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
         switch (result._tag) {
           case "Settled":
             return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
@@ -250,12 +301,47 @@ export const make = (
       )
     ])
 
+    const linkPage = (status: number, title: string, text: string, button?: string) =>
+      HttpServerResponse.html(InboxLinks.page(title, text, button)).pipe(HttpServerResponse.setStatus(status), HttpServerResponse.setHeaders(InboxLinks.pageHeaders))
+    const link = (method: "GET" | "POST") => (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        const segments = new URL(request.url, "http://inbox.invalid").pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
+        const checked = signer.check(segments, Date.now(), method === "POST")
+        if (checked._tag === "Forged") return HttpServerResponse.empty({ status: 401 })
+        if (checked._tag === "Gone") {
+          return linkPage(410, "This link is no longer valid", checked.why === "used" ? "It was used already. It decided nothing now." : "It expired with its card. It decided nothing.")
+        }
+        const { cardId, decision } = checked.parts
+        const card = yield* openCard(cardId)
+        if (method === "GET") {
+          if (card === undefined) {
+            const done = recent.get(cardId)
+            return linkPage(done ? 409 : 404, `Card ${cardId}`, done ? `Already ${done.outcome} by ${InboxBoard.byOf(done.source)}.` : "Warden does not know this card any more.")
+          }
+          return linkPage(200, `${decision === "accept" ? "Accept" : "Decline"} card ${cardId}?`, card.title, decision === "accept" ? "accept" : "decline")
+        }
+        const result = yield* Effect.either(answer(cardId, decision === "accept" ? Decision.Accept : Decision.Decline, "link"))
+        if (Either.isRight(result)) {
+          const s = result.right.settlement
+          return linkPage(200, `Card ${cardId}: ${s.outcome}`, `Decided by you (${s.by}).`)
+        }
+        return result.left._tag === "AlreadySettled"
+          ? linkPage(409, `Card ${cardId}`, `Already ${result.left.settlement.outcome} by ${result.left.settlement.by}; this link changed nothing.`)
+          : linkPage(404, `Card ${cardId}`, "Warden does not know this card any more; this link changed nothing.")
+      })
+    const Links = HttpLayerRouter.addAll([
+      HttpLayerRouter.route("GET", "/l/*", link("GET")),
+      HttpLayerRouter.route("POST", "/l/*", link("POST"))
+    ])
+
     const open = new Set(["/", "/inbox.js"])
     // Before routing: a request without the token learns nothing (not even which routes exist).
     const guard = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         const url = new URL(request.url, "http://inbox.invalid")
         if (request.method === "GET" && open.has(url.pathname)) return app
+        // A link is its own authorization (its signature), checked by its route.
+        if (url.pathname.startsWith("/l/")) return app
         const header = request.headers[InboxApi.TokenHeader]
         const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
         return tokenMatches(token, header) || tokenMatches(token, query) ? app : Effect.succeed(HttpServerResponse.empty({ status: 401 }))
@@ -265,7 +351,7 @@ export const make = (
       Layer.provide([Layer.provide(InboxLive, AuthorizationLive), StreamLive, AuthorizationLive])
     )
     let server: Http.Server | undefined
-    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
+    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
       Layer.provideMerge(NodeHttpServer.layer(() => (server = Http.createServer()), { host, port: config.port ?? 0 }))
     )
     const context = yield* Layer.build(Server).pipe(
@@ -283,6 +369,23 @@ export const make = (
     const port = address._tag === "TcpAddress" ? address.port : 0
     const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
     const url = `http://${urlHost}:${port}/`
+    origin = `http://${urlHost}:${port}`
+
+    // The pumps start once the address is known (the links need it); the subscriptions, made at
+    // the start, kept every event meanwhile.
+    yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onApproval(e) })),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onSupervisor(e) })),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+
     return { host, port, url, token: Redacted.make(token), link: Redacted.make(`${url}#token=${token}`) }
   })
 

@@ -8,6 +8,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Effect, Either, Exit, Redacted, Scope } from "effect"
+import * as Crypto from "node:crypto"
+import * as InboxLinks from "../src/InboxLinks.js"
 import * as WebInbox from "../src/WebInbox.js"
 import * as Inbox from "./support/Inbox.js"
 
@@ -205,6 +207,66 @@ describe("web inbox API", () => {
       const after = yield* Inbox.call(`${inbox.url}api/cards`, json(token)).pipe(Effect.either)
       assert.isTrue(Either.isLeft(after), "nothing listens any more")
     }))
+
+  it.scopedLive("notifications: signed over the body, retried after a failure (which decides nothing); the accept link decides once, then 410; forged is 401; GET only asks", () =>
+    Effect.gen(function*() {
+      const secret = "notify-secret-for-the-test"
+      const receiver = yield* Inbox.receiver([500, 200])
+      const reports: Array<string> = []
+      const t = yield* Inbox.setup({ notify: { urls: [receiver.url], secret, report: (line) => reports.push(line) } })
+      const requestId = yield* t.openCommand("echo notified", "call_1")
+      const cardId = yield* t.cardFor(requestId)
+      const [failed, delivered] = yield* receiver.waitFor(2)
+      // The failed delivery was reported and decided nothing; the retry carries the same signed body.
+      assert.include(reports.join("\n"), `notification of card ${cardId}`)
+      assert.include((yield* t.supervisor.approvals.openCards).map((c) => c.id), cardId)
+      assert.deepStrictEqual(t.fake.answersSoFar(), [])
+      assert.strictEqual(failed!.body, delivered!.body)
+      assert.strictEqual(delivered!.signature, "sha256=" + Crypto.createHmac("sha256", secret).update(delivered!.body).digest("hex"))
+      const message = JSON.parse(delivered!.body)
+      assert.strictEqual(message.card.id, cardId)
+      assert.include(message.card.title, "echo notified")
+      assert.isString(message.links.accept)
+      assert.isString(message.links.decline)
+      assert.strictEqual(message.expiresAt, message.card.deadlineAt)
+
+      // GET only asks (a link previewer decides nothing); POST decides, once.
+      const asked = yield* Inbox.call(message.links.accept)
+      assert.strictEqual(asked.status, 200)
+      assert.include(asked.text, "<form method=\"post\">")
+      assert.deepStrictEqual(t.fake.answersSoFar(), [])
+      const forged = message.links.accept.replace(/\/[^/]+$/, "/" + "A".repeat(43))
+      const bad = yield* Inbox.call(forged, { method: "POST" })
+      assert.strictEqual(bad.status, 401)
+      assert.strictEqual(bad.text, "")
+      const used = yield* Inbox.call(message.links.accept, { method: "POST" })
+      assert.strictEqual(used.status, 200, used.text)
+      assert.include(used.text, "accepted")
+      assert.deepStrictEqual((yield* t.fake.answerTo(requestId))["result"], { decision: "accept" })
+      const again = yield* Inbox.call(message.links.accept, { method: "POST" })
+      assert.strictEqual(again.status, 410)
+      assert.strictEqual((yield* Inbox.call(message.links.accept)).status, 410)
+      const decline = yield* Inbox.call(message.links.decline, { method: "POST" })
+      assert.strictEqual(decline.status, 409, "the other link finds the card settled and changes nothing")
+      assert.include(decline.text, "accepted by person (link)")
+      assert.strictEqual(t.fake.answersSoFar().length, 1)
+    }))
+
+  it("links: a used or expired link is gone; a changed part is forged", () => {
+    const signer = InboxLinks.makeSigner()
+    const parts = (path: string) => path.split("/").slice(2).map(decodeURIComponent)
+    const live = parts(signer.path("c1", "accept", 2_000))
+    assert.strictEqual(signer.check(live, 1_000, false)._tag, "Valid")
+    assert.deepStrictEqual(signer.check(live, 2_000, false), { _tag: "Gone", why: "expired" })
+    assert.strictEqual(signer.check(live, 1_000, true)._tag, "Valid")
+    assert.deepStrictEqual(signer.check(live, 1_000, true), { _tag: "Gone", why: "used" })
+    const other = parts(signer.path("c1", "decline", 2_000))
+    assert.strictEqual(signer.check(["c2", ...other.slice(1)], 1_000, false)._tag, "Forged")
+    assert.strictEqual(signer.check([other[0]!, "accept", ...other.slice(2)], 1_000, false)._tag, "Forged")
+    assert.strictEqual(signer.check([other[0]!, other[1]!, "9999", ...other.slice(3)], 1_000, false)._tag, "Forged")
+    assert.strictEqual(InboxLinks.makeSigner().check(other, 1_000, false)._tag, "Forged", "another key")
+    assert.deepStrictEqual([1, 2, 3, 10].map(InboxLinks.backoffMs), [500, 1_000, 2_000, 30_000])
+  })
 
   it.scopedLive("the OpenAPI document comes from the API definition and names the token", () =>
     Effect.gen(function*() {

@@ -6,6 +6,7 @@ import { FakeAppServer } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
 import { Data, Deferred, Effect, Exit, Option, Redacted, Stream } from "effect"
 import type { Scope } from "effect"
+import * as Http from "node:http"
 import * as WebInbox from "../../src/WebInbox.js"
 
 export class InboxTestError extends Data.TaggedError("InboxTestError")<{ readonly detail: string }> {
@@ -175,5 +176,53 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
             onTimeout: () => new InboxTestError({ detail: `no ${what} on the event stream; saw ${JSON.stringify(seen).slice(0, 2000)}` })
           })
         )
+    }
+  })
+
+export interface Delivery {
+  readonly body: string
+  readonly signature: string | undefined
+}
+
+/** A notification receiver on loopback answering each POST with the next status of `statuses` (then 200). */
+export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
+  readonly url: string
+  readonly waitFor: (n: number) => Effect.Effect<ReadonlyArray<Delivery>, InboxTestError>
+}, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const deliveries: Array<Delivery> = []
+    const waiters = new Set<() => void>()
+    const server = yield* Effect.acquireRelease(
+      Effect.async<Http.Server>((resume) => {
+        const server = Http.createServer((req, res) => {
+          let body = ""
+          req.setEncoding("utf8")
+          req.on("data", (chunk: string) => (body += chunk))
+          req.on("end", () => {
+            res.statusCode = statuses[deliveries.length] ?? 200
+            deliveries.push({ body, signature: req.headers["x-warden-signature"] as string | undefined })
+            res.end()
+            for (const w of [...waiters]) w()
+          })
+        })
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+      }),
+      (server) => Effect.async<void>((resume) => { server.closeAllConnections(); server.close(() => resume(Effect.void)) })
+    )
+    const port = (server.address() as { port: number }).port
+    return {
+      url: `http://127.0.0.1:${port}/hook`,
+      waitFor: (n) =>
+        Effect.async<ReadonlyArray<Delivery>>((resume) => {
+          const check = () => {
+            if (deliveries.length >= n) {
+              waiters.delete(check)
+              resume(Effect.succeed(deliveries.slice(0, n)))
+            }
+          }
+          waiters.add(check)
+          check()
+          return Effect.sync(() => waiters.delete(check))
+        }).pipe(Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new InboxTestError({ detail: `fewer than ${n} notifications arrived` }) }))
     }
   })
