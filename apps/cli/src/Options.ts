@@ -142,3 +142,22 @@ export const inbox = Options.text("inbox").pipe(
 export const inboxAllowRemote = Options.boolean("inbox-allow-remote").pipe(
   Options.withDescription("let --inbox bind to an address other than loopback (anyone who reaches it with the token decides cards; prefer an SSH tunnel)")
 )
+
+export const notify = Options.text("notify").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "with --inbox: POST a JSON message to URL when a card opens (repeatable), signed with HMAC-SHA256 over the body " +
+      "(header X-Warden-Signature: sha256=HEX), with single-use accept/decline links that expire with the card; a failed delivery is retried, never a decision"
+  ),
+  Options.repeated,
+  Options.mapEffect((urls) => {
+    const bad = urls.find((u) => !/^https?:\/\/\S+$/.test(u))
+    return bad === undefined ? Effect.succeed(urls) : Effect.fail(invalid(`--notify expects an http(s) URL, got ${JSON.stringify(bad)}`))
+  })
+)
+
+export const notifySecret = Options.text("notify-secret").pipe(
+  Options.withPseudoName("SECRET"),
+  Options.withDescription("the HMAC secret of --notify (default: the environment variable WARDEN_NOTIFY_SECRET, which keeps it out of the process list)"),
+  Options.optional
+)

@@ -52,6 +52,8 @@ export const options = {
   noState: Opts.noState,
   inbox: Opts.inbox,
   inboxAllowRemote: Opts.inboxAllowRemote,
+  notify: Opts.notify,
+  notifySecret: Opts.notifySecret,
   prompts
 }
 
@@ -128,6 +130,13 @@ export const execute = (args: Common, plan: Plan) =>
     if (Option.isSome(args.inbox) && (mode === "deny" || mode === "rules")) {
       return yield* ExitCodes.usage(`--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`)
     }
+    const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
+    if (args.notify.length > 0 && Option.isNone(args.inbox)) {
+      return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
+    }
+    if (args.notify.length > 0 && notifySecret === "") {
+      return yield* ExitCodes.usage("--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET")
+    }
     if (Option.isSome(args.inbox) && !args.inboxAllowRemote && !isLoopback(args.inbox.value.host)) {
       return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
     }
@@ -175,7 +184,9 @@ export const execute = (args: Common, plan: Plan) =>
       title: plan.title,
       screen,
       ...(recorder ? { recorder } : {}),
-      ...(Option.isSome(args.inbox) ? { inbox: { ...args.inbox.value, allowRemote: args.inboxAllowRemote } } : {})
+      ...(Option.isSome(args.inbox)
+        ? { inbox: { ...args.inbox.value, allowRemote: args.inboxAllowRemote, ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {}) } }
+        : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })

@@ -56,7 +56,13 @@ export interface Options {
   /** The ledger's recorder; its scope must enclose this run's (it outlives the supervisor). */
   readonly recorder?: Recorder
   /** `--inbox`: serve the web inbox on this address while the run lasts. */
-  readonly inbox?: { readonly host: string; readonly port: number; readonly allowRemote: boolean }
+  readonly inbox?: {
+    readonly host: string
+    readonly port: number
+    readonly allowRemote: boolean
+    /** `--notify URL...` and the secret that signs them. */
+    readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
+  }
 }
 
 export interface Result {
@@ -152,7 +158,8 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           allowRemote: options.inbox.allowRemote,
           title: options.title,
           items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
-          ...(always ? { always } : {})
+          ...(always ? { always } : {}),
+          ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})
         }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
         if (!WebInbox.isLoopback(inbox.host)) {
           screen.err(`warden: WARNING: the inbox listens on ${inbox.host}, not loopback: anyone who reaches it with the token decides cards, over plain HTTP`)

@@ -9,12 +9,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { Page } from "playwright-core"
 import * as Browser from "./support/Browser.js"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
+import * as Inbox from "./support/Inbox.js"
 
 /**
  * A fake app-server that opens `CARDS` command cards (`echo one`, `echo two`, ...) once the file
@@ -221,5 +223,39 @@ describe("web inbox in a real browser", () => {
       ])
       assert.deepStrictEqual(f.answers().map((a) => a.result), [{ decision: "decline" }, { decision: "decline" }])
       assert.strictEqual(yield* Browser.step("the intruder saw no card", () => intruder.locator("[data-card]").count()), 0)
+    }), 90_000)
+
+  it.scopedLive("--notify: a signed message with links; the accept link, opened in the browser and confirmed, decides once (channel link); then 410", () =>
+    Effect.gen(function*() {
+      const browser = yield* Browser.launch
+      // Two cards: the second keeps the run alive while the first's link is tried again.
+      const f = yield* fake(2)
+      const receiver = yield* Inbox.receiver([])
+      const cli = yield* CliProcess.spawn(
+        ["run", "--codex", f.codex, "--json", "--inbox", "0", "--notify", receiver.url, "--restarts", "0", "hello"],
+        { env: { ...f.env, WARDEN_NOTIFY_SECRET: "s3cret-for-the-test" }, stdin: "ignore" }
+      )
+      yield* linkOf(cli)
+      Fs.writeFileSync(f.trigger, "")
+      const deliveries = yield* receiver.waitFor(2)
+      for (const d of deliveries) assert.strictEqual(d.signature, "sha256=" + Crypto.createHmac("sha256", "s3cret-for-the-test").update(d.body).digest("hex"))
+      const messages = deliveries.map((d) => JSON.parse(d.body))
+      const message = messages.find((m) => m.card.title.includes("card-0"))
+      const other = messages.find((m) => m.card.title.includes("card-1"))
+      const page = yield* Browser.page(browser)
+      yield* Browser.step("open the link", () => page.goto(message.links.accept))
+      assert.deepStrictEqual(f.answers(), [], "opening the link decides nothing")
+      yield* Browser.step("confirm", () => page.locator("form button[type=submit]").click())
+      yield* Browser.step("the result", () => page.locator("h1", { hasText: "accepted" }).waitFor({ timeout: 15_000 }))
+      const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
+      assert.deepInclude(settled, { cardId: message.card.id, outcome: "accepted", source: "person", channel: "link" })
+      const again = yield* Effect.promise(() => fetch(message.links.accept, { method: "POST" }))
+      assert.strictEqual(again.status, 410, "a used link is gone")
+      const declined = yield* Effect.promise(() => fetch(other.links.decline, { method: "POST" }))
+      assert.strictEqual(declined.status, 200)
+      const exited = yield* cli.exited()
+      assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
+      assert.deepStrictEqual(f.answers().map((a) => [a.id, a.result]), [[100, { decision: "accept" }], [101, { decision: "decline" }]])
+      assert.notInclude(cli.stderr(), "s3cret-for-the-test")
     }), 90_000)
 })
