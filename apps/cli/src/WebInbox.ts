@@ -183,8 +183,8 @@ export const make = (
         runFork(Effect.raceFirst(loop, Deferred.await(stop)))
       }
     }
-    const onApproval = (event: ApprovalEvent.ApprovalEvent) => {
-      if (event._tag === "CardOpened") notifyOpened(event.card)
+    const onApproval = (event: ApprovalEvent.ApprovalEvent, settledNow: ReadonlySet<string>) => {
+      if (event._tag === "CardOpened" && !settledNow.has(event.card.id)) notifyOpened(event.card)
       if (event._tag === "CardSettled") {
         remember(event.settlement)
         const stop = deliveries.get(event.settlement.card.id)
@@ -374,7 +374,14 @@ export const make = (
     // The pumps start once the address is known (the links need it); the subscriptions, made at
     // the start, kept every event meanwhile.
     yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
-      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onApproval(e) })),
+      Effect.flatMap((batch) =>
+        Effect.sync(() => {
+          // A card settled in the same batch it opened in (a rule, the safety filter) is not announced.
+          const settledNow = new Set<string>()
+          for (const e of batch) if (e._tag === "CardSettled") settledNow.add(e.settlement.card.id)
+          for (const e of batch) onApproval(e, settledNow)
+        })
+      ),
       Effect.forever,
       Effect.interruptible,
       Effect.forkScoped
