@@ -56,7 +56,7 @@ export const html = (title: string): string => `<!doctype html>
 </html>
 `
 
-/** The page's module. */
+/** The page's module (ASCII only: the CLI's bundle must be; `\u2026` is an escape the browser reads). */
 export const script = String.raw`// Warden web inbox: plain ES module, no dependencies.
 const fragment = new URLSearchParams(location.hash.slice(1))
 let token = fragment.get("token") ?? sessionStorage.getItem("warden-token") ?? ""
@@ -177,7 +177,7 @@ function addCard(brief) {
   }
   card.node = el("div", { class: "card", "data-card": brief.id, "data-kind": brief.kind },
     el("div", { class: "head" },
-      el("span", { text: brief.id + " · item " + (brief.item ?? "?") + " · " + brief.kind }),
+      el("span", { text: brief.id + " \u00b7 item " + (brief.item ?? "?") + " \u00b7 " + brief.kind }),
       el("span", {}, "refused in ", countdown)),
     el("div", { class: "title", text: brief.title }),
     buttons, ...extra, details, error)
@@ -190,7 +190,7 @@ function addCard(brief) {
 function renderItems() {
   const rows = [...state.items.values()].sort((a, b) => String(a.item).localeCompare(String(b.item), undefined, { numeric: true }))
   $("items").replaceChildren(...rows.map((i) => el("tr", { "data-item": String(i.item), "data-status": i.status },
-    el("td", { text: String(i.item) + (i.prompt ? " " + (i.prompt.length > 40 ? i.prompt.slice(0, 40) + "…" : i.prompt) : "") }),
+    el("td", { text: String(i.item) + (i.prompt ? " " + (i.prompt.length > 40 ? i.prompt.slice(0, 40) + "\u2026" : i.prompt) : "") }),
     el("td", { text: i.status }),
     el("td", { class: "num", text: i.tokens == null ? "" : String(i.tokens) }),
     el("td", { class: "num elapsed", "data-started": i.startedAt ?? "", "data-finished": i.finishedAt ?? "" }),
@@ -266,7 +266,7 @@ async function listen() {
     } catch (e) {
       // reconnect below
     }
-    setStatus("connecting", "disconnected; reconnecting…")
+    setStatus("connecting", "disconnected; reconnecting\u2026")
     await new Promise((r) => setTimeout(r, 1000))
   }
 }
