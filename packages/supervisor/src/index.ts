@@ -9,6 +9,7 @@
  * - {@link Config}: the supervisor's configuration, decoded once (`ConfigError`).
  * - {@link Errors}: the typed failures (`WorkItemFailed`, `ConnectionLost`, ...).
  * - {@link CodexCommand}: how the app-server child is launched.
+ * - {@link Worktree}: a git worktree per work item (`WorkItem.worktree`), its options and summary.
  *
  * @packageDocumentation
  */
@@ -19,3 +20,4 @@ export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
 export * as Supervisor from "./Supervisor.js"
 export * as WorkItem from "./WorkItem.js"
+export * as Worktree from "./Worktree.js"

@@ -20,6 +20,7 @@ import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
+import * as Admission from "./Admission.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
 
@@ -147,7 +148,9 @@ export class FrameHandlingDefect extends Error {
 export const make = (
   connection: Connection,
   approvals: Approvals.ApprovalsShape,
-  config: ConnectionConfig = {}
+  config: ConnectionConfig = {},
+  /** Codex said it is under pressure (an overload answer, a rate limit reached): for adaptive admission. */
+  pressure: (reason: string) => void = () => {}
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
@@ -258,6 +261,10 @@ export const make = (
         route.routed++
         route.signals.unsafeOffer({ _tag: "Notification", method, params })
         return
+      }
+      if (method === "account/rateLimits/updated") {
+        const reason = Admission.pressureOfRateLimits(params)
+        if (reason !== undefined) pressure(reason)
       }
       connectionEvents.unsafeOffer({ method, params })
     }
@@ -402,7 +409,11 @@ export const make = (
         )
       })
 
-    const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+    const isOverload = (error: RequestError) => {
+      const overloaded = error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+      if (overloaded) pressure("the app-server is overloaded (-32001)")
+      return overloaded
+    }
     const maxRetries = config.overloadRetries ?? 5
     const firstBackoff = Duration.toMillis(Duration.decode(config.overloadBackoff ?? "100 millis"))
 
