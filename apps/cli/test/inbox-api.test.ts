@@ -10,7 +10,9 @@ import { Decision } from "@warden/protocol"
 import { Effect, Either, Exit, Redacted, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as InboxLinks from "../src/InboxLinks.js"
+import * as Options from "../src/Options.js"
 import * as WebInbox from "../src/WebInbox.js"
+import * as CliProcess from "./support/CliProcess.js"
 import * as Inbox from "./support/Inbox.js"
 
 const json = (token: string, body?: unknown): RequestInit => ({
@@ -295,4 +297,28 @@ describe("web inbox API", () => {
       assert.notStrictEqual(WebInbox.newToken(), WebInbox.newToken())
       assert.isAtLeast(WebInbox.newToken().length, 43)
     }))
+
+  it("--inbox addresses: PORT, HOST:PORT, [IPV6]:PORT; anything else is refused", () => {
+    assert.deepStrictEqual(Options.parseInboxAddress("8420"), Either.right({ host: "127.0.0.1", port: 8420 }))
+    assert.deepStrictEqual(Options.parseInboxAddress("0.0.0.0:0"), Either.right({ host: "0.0.0.0", port: 0 }))
+    assert.deepStrictEqual(Options.parseInboxAddress("[::1]:9"), Either.right({ host: "::1", port: 9 }))
+    for (const bad of ["", "x", "70000", "host:", ":80", "a:b:80", "[::1]", "::1:80"]) assert.isTrue(Either.isLeft(Options.parseInboxAddress(bad)), bad)
+  })
+
+  it.scopedLive("usage errors (exit 2, nothing started): a non-loopback address without --inbox-allow-remote, --notify without a secret or without --inbox, --approvals inbox without --inbox", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<[ReadonlyArray<string>, string]> = [
+        [["--inbox", "0.0.0.0:0"], "not a loopback address"],
+        [["--inbox", "0", "--notify", "http://127.0.0.1:9/hook"], "--notify needs a secret"],
+        [["--notify", "http://127.0.0.1:9/hook", "--notify-secret", "x"], "--notify needs --inbox"],
+        [["--approvals", "inbox"], "--approvals inbox needs --inbox"],
+        [["--inbox", "0", "--approvals", "deny"], "--inbox has nothing to answer"]
+      ]
+      for (const [flags, message] of cases) {
+        const result = yield* CliProcess.runToEnd(["run", "--codex", process.execPath, "--no-state", ...flags, "hello"], { env: { WARDEN_NOTIFY_SECRET: "" } })
+        assert.strictEqual(result.exited.code, 2, `${flags.join(" ")}: ${result.stderr}`)
+        assert.include(result.stderr, message)
+        assert.notInclude(result.stderr, "inbox at", "no inbox was started")
+      }
+    }), 120_000)
 })
