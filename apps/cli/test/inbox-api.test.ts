@@ -254,6 +254,21 @@ describe("web inbox API", () => {
       assert.strictEqual(t.fake.answersSoFar().length, 1)
     }))
 
+  it.scopedLive("notifications: a card a rule settles at once is not announced; the next open card is", () =>
+    Effect.gen(function*() {
+      const receiver = yield* Inbox.receiver([])
+      const t = yield* Inbox.setup(
+        { notify: { urls: [receiver.url], secret: "s" } },
+        { approvals: { rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] } } }
+      )
+      const denied = yield* t.openCommand("rm -rf /tmp/x", "call_1")
+      assert.deepStrictEqual((yield* t.fake.answerTo(denied))["result"], { decision: "decline" })
+      const asked = yield* t.openCommand("echo ask me", "call_2")
+      const cardId = yield* t.cardFor(asked)
+      const [first] = yield* receiver.waitFor(1)
+      assert.strictEqual(JSON.parse(first!.body).card.id, cardId, "the first message is the open card's: the denied one was never announced")
+    }))
+
   it("links: a used or expired link is gone; a changed part is forged", () => {
     const signer = InboxLinks.makeSigner()
     const parts = (path: string) => path.split("/").slice(2).map(decodeURIComponent)

@@ -39,10 +39,13 @@ export interface Setup {
 }
 
 /** A supervisor on the fake app-server, one work item running (turn `turn_1` left open), the inbox on it. */
-export const setup = (config: Omit<WebInbox.WebInboxConfig, "port"> = {}): Effect.Effect<Setup, unknown, Scope.Scope> =>
+export const setup = (
+  config: Omit<WebInbox.WebInboxConfig, "port"> = {},
+  supervisorConfig: Supervisor.SupervisorConfig = {}
+): Effect.Effect<Setup, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const fake = FakeAppServer.make({ turns: "manual" })
-    const supervisor = yield* Supervisor.make({}).pipe(Effect.provide(fake.layer))
+    const supervisor = yield* Supervisor.make(supervisorConfig).pipe(Effect.provide(fake.layer))
     const inbox = yield* WebInbox.make(supervisor, { ...config, port: 0 })
     const handle = yield* supervisor.start({ prompt: "tidy up", id: 0 })
     const threadId = yield* handle.threadId
