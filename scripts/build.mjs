@@ -208,7 +208,9 @@ export const bundleCli = async () => {
 
   // The ledger (`--state`) is reached by import() and evaluated only when used; its SQLite driver
   // is a native addon, loaded from node_modules (a dependency of @warden/cli).
-  const native = ["better-sqlite3"]
+  // `ws` (under @effect/platform-node's HTTP server, which the web inbox uses: `--inbox`, reached by
+  // import() too) tries its optional native helpers inside a try/catch: left outside, never required.
+  const native = ["better-sqlite3", "bufferutil", "utf-8-validate"]
   const outfile = Path.join(cliDir, "dist", "warden-run.cjs")
   writeOutput(
     await esbuild.build({

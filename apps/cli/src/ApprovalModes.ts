@@ -5,14 +5,17 @@
  * - `prompt`: a person on this terminal (needs stdin to be a terminal);
  * - `deny`: every card is declined at once (outcome `declined`, decided by `handler`);
  * - `rules`: what no rule decides is refused (outcome `refused`);
- * - `stdin`: JSON decision lines on standard input.
+ * - `stdin`: JSON decision lines on standard input;
+ * - `inbox`: only the web inbox (`--inbox`), or each card's deadline.
+ *
+ * The web inbox (`--inbox`) answers beside `prompt` and `stdin` too: the first answer wins.
  */
 import type { Approvals } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Data, Effect } from "effect"
 import type { Answering } from "./Session.js"
 
-export type Mode = "prompt" | "deny" | "rules" | "stdin"
+export type Mode = "prompt" | "deny" | "rules" | "stdin" | "inbox"
 
 /** The handler's failure in `rules` mode: the card is refused, and the detail says why. */
 export class NoRuleDecided extends Data.TaggedError("NoRuleDecided")<{}> {
@@ -21,7 +24,7 @@ export class NoRuleDecided extends Data.TaggedError("NoRuleDecided")<{}> {
   }
 }
 
-export const defaultMode = (stdinIsTerminal: boolean): Mode => (stdinIsTerminal ? "prompt" : "deny")
+export const defaultMode = (stdinIsTerminal: boolean, inbox = false): Mode => (stdinIsTerminal ? "prompt" : inbox ? "inbox" : "deny")
 
 export const handlerFor = (mode: Mode): Approvals.Handler | undefined => {
   switch (mode) {
@@ -31,6 +34,7 @@ export const handlerFor = (mode: Mode): Approvals.Handler | undefined => {
       return () => Effect.fail(new NoRuleDecided())
     case "prompt":
     case "stdin":
+    case "inbox":
       return undefined
   }
 }

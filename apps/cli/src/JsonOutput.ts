@@ -13,12 +13,14 @@
  * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
  * - `card.opened {cardId, item, threadId, turnId, method, kind, group, summary, offers, deadline}`
  *   (`group`: cards with the same group ask the same thing; one stdin line answers them all)
- * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
- * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
+ * - `card.settled {cardId, item, threadId, method, outcome, source, channel?, decision, written, detail, latencyMs}`
+ *   (`channel`: where a person's decision came from, `stdin`, `web` or `link`)
+ * - `card.late {cardId, item, decision, source, channel?, outcome}` (a decision after the card settled: dropped)
  * - `item.worktree {item, path, branch, base, reused}` (`--worktree`: the item runs in this worktree)
  * - `item.finished {item, threadId, status, finalMessage, error, worktree}` (`worktree`: null, or
  *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`;
  *   `base` and `head` are commit ids abbreviated to 12 hex digits)
+ * - `inbox.listening {url}` (`--inbox`: where the web inbox listens; the token is not in it)
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
@@ -138,6 +140,9 @@ const cardBase = (card: Card.CardView) => ({
   method: card.method
 })
 
+/** `channel` of a person's decision (`stdin`, `web`, ...), when the inbox was told it. */
+const channelOf = (source: Card.Source) => (source._tag === "Person" && source.channel !== undefined ? { channel: source.channel } : {})
+
 export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyArray<Line> => {
   switch (event._tag) {
     case "CardOpened": {
@@ -160,6 +165,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(s.card),
         outcome: s.outcome,
         source: CardNs.describeSource(s.source),
+        ...channelOf(s.source),
         decision: s.decision ?? null,
         written: s.written,
         detail: s.detail ?? null,
@@ -172,6 +178,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(event.card),
         decision: event.decision,
         source: CardNs.describeSource(event.source),
+        ...channelOf(event.source),
         outcome: event.outcome
       }]
   }

@@ -71,10 +71,11 @@ export const approvalPolicy = Options.choice("approval-policy", ["untrusted", "o
   Options.withDescription("when codex asks for approval (default on-request)")
 )
 
-export const approvals = Options.choice("approvals", ["prompt", "deny", "rules", "stdin"]).pipe(
+export const approvals = Options.choice("approvals", ["prompt", "deny", "rules", "stdin", "inbox"]).pipe(
   Options.withDescription(
     "who answers the cards: prompt (a person on this terminal), deny (decline every card), rules (--rules decide, the rest is refused), " +
-      "stdin (JSON lines {\"cardId\",\"decision\"}; \"decision\": \"always\" also remembers an allow in the ledger); default prompt when stdin is a terminal, otherwise deny"
+      "stdin (JSON lines {\"cardId\",\"decision\"}; \"decision\": \"always\" also remembers an allow in the ledger), inbox (only the web inbox, --inbox); " +
+      "default prompt when stdin is a terminal, otherwise inbox with --inbox, otherwise deny"
   ),
   Options.optional
 )
@@ -166,4 +167,51 @@ export const state = Options.text("state").pipe(
 
 export const noState = Options.boolean("no-state").pipe(
   Options.withDescription("record nothing: no ledger, no remembered decisions")
+)
+
+/** Where `--inbox [HOST:]PORT` binds. */
+export interface InboxAddress {
+  readonly host: string
+  readonly port: number
+}
+
+/** `PORT`, `HOST:PORT` or `[IPV6]:PORT`; the host defaults to 127.0.0.1. */
+export const parseInboxAddress = (text: string): Either.Either<InboxAddress, string> => {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]:|([^:\s\[\]]+):)?(\d{1,5})$/.exec(text.trim())
+  const port = match ? Number(match[3]) : NaN
+  if (!match || !(port >= 0 && port <= 65535)) return Either.left(`--inbox expects [HOST:]PORT (e.g. 8420, 127.0.0.1:8420, [::1]:8420), got ${JSON.stringify(text)}`)
+  return Either.right({ host: match[1] ?? match[2] ?? "127.0.0.1", port })
+}
+
+export const inbox = Options.text("inbox").pipe(
+  Options.withPseudoName("[HOST:]PORT"),
+  Options.withDescription(
+    "serve the web inbox (the board, open cards, decisions, an event stream) on this address (default host 127.0.0.1; port 0: any free one); " +
+      "its URL with a fresh access token is printed once on stderr"
+  ),
+  Options.mapEffect((text) => Either.match(parseInboxAddress(text), { onLeft: (e) => Effect.fail(invalid(e)), onRight: Effect.succeed })),
+  Options.optional
+)
+
+export const inboxAllowRemote = Options.boolean("inbox-allow-remote").pipe(
+  Options.withDescription("let --inbox bind to an address other than loopback (anyone who reaches it with the token decides cards; prefer an SSH tunnel)")
+)
+
+export const notify = Options.text("notify").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "with --inbox: POST a JSON message to URL when a card opens (repeatable), signed with HMAC-SHA256 over the body " +
+      "(header X-Warden-Signature: sha256=HEX), with single-use accept/decline links that expire with the card; a failed delivery is retried, never a decision"
+  ),
+  Options.repeated,
+  Options.mapEffect((urls) => {
+    const bad = urls.find((u) => !/^https?:\/\/\S+$/.test(u))
+    return bad === undefined ? Effect.succeed(urls) : Effect.fail(invalid(`--notify expects an http(s) URL, got ${JSON.stringify(bad)}`))
+  })
+)
+
+export const notifySecret = Options.text("notify-secret").pipe(
+  Options.withPseudoName("SECRET"),
+  Options.withDescription("the HMAC secret of --notify (default: the environment variable WARDEN_NOTIFY_SECRET, which keeps it out of the process list)"),
+  Options.optional
 )

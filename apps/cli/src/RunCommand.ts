@@ -20,6 +20,10 @@ import * as StatePath from "./StatePath.js"
 import * as Summary from "./Summary.js"
 import { version } from "./Version.js"
 
+/** Whether `host` names this machine only (127.0.0.0/8, ::1, localhost); WebInbox.isLoopback, without loading the server. */
+const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
 const prompts = Args.text({ name: "PROMPT" }).pipe(
   Args.withDescription("one work item per PROMPT, each on its own thread"),
   Args.atLeast(1)
@@ -54,6 +58,10 @@ export const options = {
   keepWorktrees: Opts.keepWorktrees,
   state: Opts.state,
   noState: Opts.noState,
+  inbox: Opts.inbox,
+  inboxAllowRemote: Opts.inboxAllowRemote,
+  notify: Opts.notify,
+  notifySecret: Opts.notifySecret,
   prompts
 }
 
@@ -143,7 +151,23 @@ export const execute = (args: Common, plan: Plan) =>
     }
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
-    const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal))
+    const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal, Option.isSome(args.inbox)))
+    if (mode === "inbox" && Option.isNone(args.inbox)) {
+      return yield* ExitCodes.usage("--approvals inbox needs --inbox [HOST:]PORT")
+    }
+    if (Option.isSome(args.inbox) && (mode === "deny" || mode === "rules")) {
+      return yield* ExitCodes.usage(`--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`)
+    }
+    const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
+    if (args.notify.length > 0 && Option.isNone(args.inbox)) {
+      return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
+    }
+    if (args.notify.length > 0 && notifySecret === "") {
+      return yield* ExitCodes.usage("--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET")
+    }
+    if (Option.isSome(args.inbox) && !args.inboxAllowRemote && !isLoopback(args.inbox.value.host)) {
+      return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
+    }
     if (mode === "prompt" && !stdinIsTerminal) {
       return yield* ExitCodes.usage("--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin")
     }
@@ -207,7 +231,10 @@ export const execute = (args: Common, plan: Plan) =>
       audit: Option.getOrUndefined(args.audit),
       title: plan.title,
       screen,
-      ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {})
+      ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {}),
+      ...(Option.isSome(args.inbox)
+        ? { inbox: { ...args.inbox.value, allowRemote: args.inboxAllowRemote, ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {}) } }
+        : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })

@@ -19,7 +19,7 @@ import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
 import { Transport } from "@warden/transport"
-import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
+import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
 import * as Board from "./Board.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import * as ExitCodes from "./ExitCodes.js"
@@ -44,6 +44,8 @@ export interface Recorder {
   readonly always?: StdinDecisions.RememberAlways
   /** The terminal prompt's "always" (author `prompt`). */
   readonly prompt?: CardPrompt.Always
+  /** "always" as another channel says it (`web`: the author of the rule). */
+  readonly alwaysAs?: (author: string) => StdinDecisions.RememberAlways
 }
 
 export interface Options {
@@ -62,6 +64,14 @@ export interface Options {
    * run's (it outlives the supervisor). When it fails, the app-server is stopped and nothing runs.
    */
   readonly recorder?: Effect.Effect<Recorder | undefined, ExitCodes.CliExit>
+  /** `--inbox`: serve the web inbox on this address while the run lasts. */
+  readonly inbox?: {
+    readonly host: string
+    readonly port: number
+    readonly allowRemote: boolean
+    /** `--notify URL...` and the secret that signs them. */
+    readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
+  }
 }
 
 export interface Result {
@@ -165,6 +175,27 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           break
         case "none":
           break
+      }
+
+      if (options.inbox !== undefined) {
+        // Loaded only when asked for: a run without --inbox never loads the HTTP server.
+        const WebInbox = yield* Effect.promise(() => import("./WebInbox.js"))
+        const always = recorder?.alwaysAs?.("web")
+        const inbox = yield* WebInbox.make(supervisor, {
+          host: options.inbox.host,
+          port: options.inbox.port,
+          allowRemote: options.inbox.allowRemote,
+          title: options.title,
+          items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
+          ...(always ? { always } : {}),
+          ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})
+        }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
+        if (!WebInbox.isLoopback(inbox.host)) {
+          screen.err(`warden: WARNING: the inbox listens on ${inbox.host}, not loopback: anyone who reaches it with the token decides cards, over plain HTTP`)
+        }
+        // The token is printed here, once, and goes through nothing Warden records (not the logger, not --json, not the ledger).
+        screen.err(`warden: inbox at ${Redacted.value(inbox.link)}`)
+        emit({ type: "inbox.listening", url: inbox.url })
       }
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => {

@@ -57,6 +57,8 @@ export interface Recorder {
   readonly always: StdinDecisions.RememberAlways
   /** "always" as the terminal prompt offers it (author `prompt`). */
   readonly prompt: CardPrompt.Always
+  /** `rememberAlways` as another channel uses it (author `web` for the web inbox). */
+  readonly alwaysAs: (author: string) => StdinDecisions.RememberAlways
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
@@ -100,6 +102,7 @@ export const recordIn = (
       remembered: remembering.lookup,
       rememberAlways,
       always: alwaysAs("stdin"),
+      alwaysAs,
       prompt: {
         // Offered on the prompt: a card that cannot be read back is offered no "always", never a crash.
         scopeOf: (card) => {

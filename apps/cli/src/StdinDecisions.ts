@@ -132,7 +132,7 @@ export const run = (
             yield* answer(verdict.cardId, verdict.decision)
             return
           case "Group": {
-            const result = yield* supervisor.inbox.answerGroup(verdict.group, verdict.decision)
+            const result = yield* supervisor.approvals.answerGroup(verdict.group, verdict.decision, "stdin")
             if (result.answered.length === 0 && result.notOffered.length === 0) {
               report(`warden: stdin line ${lineNumber} ignored: no open card in group ${verdict.group}`)
               return
@@ -149,7 +149,7 @@ export const run = (
       })
     const answer = (cardId: string, decision: Decision.Decision) =>
       Effect.gen(function*() {
-        const result = yield* supervisor.inbox.answer(cardId, decision)
+        const result = yield* supervisor.approvals.answer(cardId, decision, "stdin")
         if (result._tag === "UnknownCard") {
           report(`warden: stdin line ${lineNumber} ignored: no open card ${cardId}`)
         } else if (result._tag === "AlreadySettled") {

@@ -7,7 +7,7 @@ import type { Decision } from "@warden/protocol"
 import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardId, CardView, Settlement } from "./Card.js"
+import type { CardId, CardView, Settlement, Source } from "./Card.js"
 import * as CardGroup from "./CardGroup.js"
 import type { Line } from "./internal/CardRace.js"
 import { LiveCard } from "./internal/CardRace.js"
@@ -84,15 +84,18 @@ export interface ApprovalsShape {
   readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>, owner?: FiberOwner) => Desk.Desk
   /** The cards open now, across every desk. */
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
-  /** Answer a card as a person (or program) through the inbox. */
-  readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
+  /**
+   * Answer a card as a person (or program) through the inbox; `channel` (e.g. `web`) is recorded
+   * in the settlement's source (`{ _tag: "Person", channel }`).
+   */
+  readonly answer: (cardId: CardId, decision: Decision.Decision, channel?: string) => Effect.Effect<AnswerResult>
   /**
    * Answer every open card of a group (`CardGroup.groupOf`: the same method and the same
    * decision-relevant facts) as `answer` would, one by one: each card gets its own answer in its
    * own method's vocabulary, written once, with its own settlement. Cards whose request does not
-   * offer the decision are left open (`notOffered`).
+   * offer the decision are left open (`notOffered`). `channel` as for `answer`.
    */
-  readonly answerGroup: (group: CardGroup.GroupId, decision: Decision.Decision) => Effect.Effect<GroupAnswer>
+  readonly answerGroup: (group: CardGroup.GroupId, decision: Decision.Decision, channel?: string) => Effect.Effect<GroupAnswer>
   /** Subscribe before acting, so no event is missed. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
@@ -154,12 +157,13 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
       })
     )
 
-    const answer = (cardId: CardId, decision: Decision.Decision): Effect.Effect<AnswerResult> =>
+    const answer = (cardId: CardId, decision: Decision.Decision, channel?: string): Effect.Effect<AnswerResult> =>
       Effect.sync(() => {
+        const source: Source = channel === undefined ? { _tag: "Person" } : { _tag: "Person", channel }
         const card = open.get(cardId)
         if (card) {
           const before = card.settlement
-          const settlement = card.decide(decision, { _tag: "Person" })
+          const settlement = card.decide(decision, source)
           return before ? { _tag: "AlreadySettled", settlement } : { _tag: "Settled", settlement }
         }
         const done = settled.get(cardId)
@@ -168,7 +172,7 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
             _tag: "LateDecision",
             card: done.card,
             decision: decision._tag,
-            source: { _tag: "Person" },
+            source,
             outcome: done.outcome,
             at: hub.now()
           })
@@ -198,12 +202,12 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
         ))
     )
 
-    const answerGroup = (group: CardGroup.GroupId, decision: Decision.Decision): Effect.Effect<GroupAnswer> =>
+    const answerGroup = (group: CardGroup.GroupId, decision: Decision.Decision, channel?: string): Effect.Effect<GroupAnswer> =>
       Effect.suspend(() => {
         const members = Array.from(open.values(), (c) => c.view).filter((view) => CardGroup.groupOf(view) === group)
         const offered = members.filter((view) => view.offers.includes(decision._tag))
         return Effect.map(
-          Effect.forEach(offered, (view) => Effect.map(answer(view.id, decision), (result) => ({ cardId: view.id, result }))),
+          Effect.forEach(offered, (view) => Effect.map(answer(view.id, decision, channel), (result) => ({ cardId: view.id, result }))),
           (answered): GroupAnswer => ({
             group,
             answered,

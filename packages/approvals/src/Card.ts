@@ -105,7 +105,11 @@ export type Source =
   /** An allow a person asked to remember ("always"), found by the desk's `remembered` lookup. */
   | { readonly _tag: "Remembered"; readonly ruleId: string }
   | { readonly _tag: "Handler" }
-  | { readonly _tag: "Person" }
+  /**
+   * A person (or a program through the inbox); `channel` says where the answer came from when the
+   * inbox was told (`terminal`, `stdin`, `web`, `link`, or an embedder's word).
+   */
+  | { readonly _tag: "Person"; readonly channel?: string }
   | { readonly _tag: "SafetyFilter"; readonly reason: string }
   | { readonly _tag: "Malformed"; readonly detail: string }
   | { readonly _tag: "UnknownMethod" }

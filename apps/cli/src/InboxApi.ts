@@ -1,0 +1,147 @@
+/**
+ * The web inbox's HTTP API (`warden run --inbox`, `WebInbox`), defined once with
+ * `@effect/platform`'s `HttpApi`: the server's handlers, the OpenAPI document
+ * (`GET /api/openapi.json`) and the page all follow from it.
+ *
+ * Every route but the page itself (`GET /`) needs the access token, in the `X-Warden-Token`
+ * header (the event stream also takes `?token=`); without it the answer is 401 with an empty body,
+ * before anything else is looked at. What the API shows is what the approvals engine already
+ * masked (card views and settlements); request values are never sent.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { version } from "./Version.js"
+
+/** The header that carries the access token. */
+export const TokenHeader = "x-warden-token"
+
+/** How a card settled, as the inbox shows it (masked; `by` is a phrase for people: `person (web)`, `deadline`). */
+export const SettlementJson = Schema.Struct({
+  cardId: Schema.String,
+  outcome: Schema.String,
+  /** `person`, `deadline`, `rule:<id>`, `remembered:<id>`, ... (the approvals' `describeSource`). */
+  source: Schema.String,
+  /** For a person's decision: where it came from (`web`, `stdin`, `terminal`, ...), when known. */
+  channel: Schema.NullOr(Schema.String),
+  by: Schema.String,
+  decision: Schema.NullOr(Schema.String),
+  written: Schema.Boolean,
+  detail: Schema.NullOr(Schema.String),
+  settledAt: Schema.Number,
+  latencyMs: Schema.Number
+})
+export type SettlementJson = typeof SettlementJson.Type
+
+/** An open card in the list: enough to show it and its countdown. */
+export const CardBrief = Schema.Struct({
+  id: Schema.String,
+  method: Schema.String,
+  kind: Schema.String,
+  /** One masked line. */
+  title: Schema.String,
+  item: Schema.NullOr(Schema.Union(Schema.String, Schema.Number)),
+  threadId: Schema.NullOr(Schema.String),
+  turnId: Schema.NullOr(Schema.String),
+  /** The decision words this card takes (`accept`, `acceptForSession`, `decline`, `cancel`, and `always` when the ledger is on). */
+  offers: Schema.Array(Schema.String),
+  openedAt: Schema.Number,
+  deadlineAt: Schema.Number
+})
+export type CardBrief = typeof CardBrief.Type
+
+/** One card in full: the masked summary (command, cwd, diff, permissions asked, MCP inputs, questions), as lines and as data. */
+export const CardFull = Schema.Struct({
+  ...CardBrief.fields,
+  state: Schema.Literal("open", "settled"),
+  details: Schema.Array(Schema.String),
+  summary: Schema.Unknown,
+  settlement: Schema.NullOr(SettlementJson)
+})
+export type CardFull = typeof CardFull.Type
+
+/** A work item on the board. */
+export const ItemJson = Schema.Struct({
+  item: Schema.Union(Schema.String, Schema.Number),
+  prompt: Schema.NullOr(Schema.String),
+  status: Schema.String,
+  threadId: Schema.NullOr(Schema.String),
+  activity: Schema.String,
+  tokens: Schema.NullOr(Schema.Number),
+  startedAt: Schema.NullOr(Schema.Number),
+  finishedAt: Schema.NullOr(Schema.Number),
+  finalMessage: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String)
+})
+export type ItemJson = typeof ItemJson.Type
+
+/** No open card, and no card settled recently, has this id. Nothing was decided. */
+export class UnknownCard extends Schema.TaggedError<UnknownCard>()("UnknownCard", { cardId: Schema.String }, HttpApiSchema.annotations({ status: 404 })) {}
+
+/** The card had already settled: this decision changed nothing; `settlement` says who decided. */
+export class AlreadySettled extends Schema.TaggedError<AlreadySettled>()(
+  "AlreadySettled",
+  { settlement: SettlementJson },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+/** The body is not a decision (`reason` says why). Nothing was decided. */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", { reason: Schema.String }, HttpApiSchema.annotations({ status: 400 })) {}
+
+/** `always` could not be remembered (no ledger, or no scope for this card); the card stays open. */
+export class NotRemembered extends Schema.TaggedError<NotRemembered>()("NotRemembered", { reason: Schema.String }, HttpApiSchema.annotations({ status: 422 })) {}
+
+/** The access token check, for the OpenAPI document and as a second check behind the server's own. */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@warden/cli/InboxApi/Authorization", {
+  failure: HttpApiError.Unauthorized,
+  security: { token: HttpApiSecurity.apiKey({ key: TokenHeader, in: "header" }) }
+}) {}
+
+const cardId = HttpApiSchema.param("cardId", Schema.String)
+
+/** The cards, the work items, and decisions. */
+export class InboxGroup extends HttpApiGroup.make("inbox")
+  .add(
+    HttpApiEndpoint.get("info", "/api/info").addSuccess(Schema.Struct({
+      /** Whether `always` is offered (the ledger is on). */
+      always: Schema.Boolean,
+      /** The server's clock (epoch ms), so a page can correct its countdowns. */
+      now: Schema.Number,
+      title: Schema.String
+    }))
+  )
+  .add(HttpApiEndpoint.get("cards", "/api/cards").addSuccess(Schema.Struct({ cards: Schema.Array(CardBrief), now: Schema.Number })))
+  .add(HttpApiEndpoint.get("card")`/api/cards/${cardId}`.addSuccess(CardFull).addError(UnknownCard))
+  .add(
+    HttpApiEndpoint.post("decide")`/api/cards/${cardId}/decision`
+      .setPayload(Schema.Struct({
+        /** `accept`, `acceptForSession`, `decline`, `cancel`, `always`, or the method's structured answer (as `--approvals stdin`). */
+        decision: Schema.Unknown
+      }))
+      .addSuccess(Schema.Struct({ settlement: SettlementJson }))
+      .addError(UnknownCard)
+      .addError(AlreadySettled)
+      .addError(InvalidDecision)
+      .addError(NotRemembered)
+  )
+  .add(HttpApiEndpoint.get("items", "/api/items").addSuccess(Schema.Struct({ items: Schema.Array(ItemJson), now: Schema.Number })))
+  .middleware(Authorization)
+{}
+
+/**
+ * The event stream: `text/event-stream`, one event per card or work-item change (`card.opened`,
+ * `card.settled`, `item.updated`), each `data` one JSON object; first a `hello` event.
+ */
+export class StreamGroup extends HttpApiGroup.make("stream").add(
+  HttpApiEndpoint.get("events", "/api/events")
+    .setUrlParams(Schema.Struct({ token: Schema.optional(Schema.String) }))
+    .addSuccess(HttpApiSchema.Text({ contentType: "text/event-stream" }))
+) {}
+
+/** The whole API. */
+export class InboxApi extends HttpApi.make("warden-inbox")
+  .add(InboxGroup)
+  .add(StreamGroup)
+  .annotate(OpenApi.Title, "Warden web inbox")
+  .annotate(OpenApi.Version, version)
+  .annotate(OpenApi.Description, "Answer Warden's approval cards over HTTP. Every route needs the access token printed at start (header X-Warden-Token; the event stream also takes ?token=).")
+{}

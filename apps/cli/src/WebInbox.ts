@@ -1,0 +1,424 @@
+/**
+ * The web inbox: an HTTP server in the same process as a supervisor (`warden run --inbox`, or an
+ * embedder's own supervisor through {@link make} / {@link layer}), on `@effect/platform`'s `HttpApi`
+ * and the Node server. It serves the page (`GET /`), the API of `InboxApi` (open cards, one card in
+ * full, decisions, work items, the OpenAPI document) and a Server-Sent Events stream of card and
+ * work-item events.
+ *
+ * Access: a random token (32 bytes, base64url) made at start unless given; every route but the
+ * page and its script needs it (header `X-Warden-Token`; the event stream also `?token=`), compared
+ * in constant time; without it the answer is 401 with an empty body and nothing is looked at. No
+ * cookies. The server logs nothing (no request log, no listen log), so the token reaches only
+ * whoever the caller prints it to. It binds to 127.0.0.1 unless told otherwise; a non-loopback
+ * address needs `allowRemote`.
+ *
+ * Decisions take the path `--approvals stdin` takes (`Decision.fromJson`, and `always` through
+ * the ledger's `rememberAlways`), answered through the approvals engine with channel `web`: the
+ * first answer wins; a decision for a settled card is `AlreadySettled` (409, with who decided)
+ * and changes nothing; an unknown card is 404. A request that fails or never arrives decides
+ * nothing: the card waits for another answer or its deadline.
+ */
+import { HttpApiBuilder, HttpApiError, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { Supervisor } from "@warden/supervisor"
+import { Context, Data, Deferred, Effect, Either, Exit, FiberId, FiberSet, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
+import type { Scope } from "effect"
+import * as Crypto from "node:crypto"
+import * as Http from "node:http"
+import * as InboxBoard from "./InboxBoard.js"
+import * as InboxApi from "./InboxApi.js"
+import * as InboxLinks from "./InboxLinks.js"
+import * as InboxPage from "./InboxPage.js"
+import type { RememberAlways } from "./StdinDecisions.js"
+
+/** How to run the web inbox. */
+export interface WebInboxConfig {
+  /** Address to bind (default `127.0.0.1`). Anything but a loopback address needs `allowRemote`. */
+  readonly host?: string
+  /** Port (default 0: any free port; the bound one is in `WebInbox.port`). */
+  readonly port?: number
+  /** The access token; a random one when omitted (pass one only to share it with a trusted proxy). */
+  readonly token?: string
+  /** Bind to a non-loopback address (anyone who can reach it and has the token can decide cards). */
+  readonly allowRemote?: boolean
+  /** The page's title (default `warden`). */
+  readonly title?: string
+  /** `always`: remember an allow scoped to the card, then accept it (the CLI's ledger); without it `always` is not offered. */
+  readonly always?: RememberAlways
+  /** Work items known before they start (shown queued). */
+  readonly items?: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }>
+  /**
+   * Notifications: when a card opens, POST a JSON message to each URL, signed with HMAC-SHA256 over
+   * the body with `secret` (`X-Warden-Signature: sha256=HEX`), carrying signed single-use
+   * accept/decline links that expire with the card. A failed delivery is reported through
+   * `report` and retried with backoff until the card settles or its deadline passes; it never
+   * decides the card.
+   */
+  readonly notify?: {
+    readonly urls: ReadonlyArray<string>
+    readonly secret: string
+    readonly report?: (line: string) => void
+  }
+}
+
+/** The running inbox. */
+export interface WebInbox {
+  /** The address the server is bound to. */
+  readonly host: string
+  readonly port: number
+  /** The page's URL, without the token. */
+  readonly url: string
+  /** The access token. Show it to the person who decides, and to nothing that records. */
+  readonly token: Redacted.Redacted<string>
+  /** The page's URL with the token in its fragment (never sent to the server, never in its logs). */
+  readonly link: Redacted.Redacted<string>
+}
+
+/** The `WebInbox` service tag, provided by {@link layer}. */
+export class WebInboxService extends Context.Tag("@warden/cli/WebInbox")<WebInboxService, WebInbox>() {}
+
+/** The inbox could not start: the address is refused (`NotLoopback`) or cannot be bound (`Listen`). */
+export class WebInboxError extends Data.TaggedError("WebInboxError")<{ readonly reason: "NotLoopback" | "Listen"; readonly detail: string }> {
+  override get message() {
+    return this.detail
+  }
+}
+
+/** Whether `host` names this machine only (127.0.0.0/8, ::1, localhost). */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
+/** A new random access token (32 bytes, base64url). */
+export const newToken = (): string => Crypto.randomBytes(32).toString("base64url")
+
+const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8").digest()
+
+/** Compares in constant time (both sides hashed first, so lengths leak nothing). */
+export const tokenMatches = (expected: string, given: string | undefined): boolean =>
+  given !== undefined && Crypto.timingSafeEqual(digest(expected), digest(given))
+
+const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
+
+const pageHeaders = {
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store"
+}
+
+/**
+ * Starts the web inbox for `supervisor` in the caller's scope (closing it stops the server and
+ * every event stream). Fails with `WebInboxError` when the address is not loopback and
+ * `allowRemote` is not set, or cannot be bound.
+ */
+export const make = (
+  supervisor: Supervisor.SupervisorShape,
+  config: WebInboxConfig = {}
+): Effect.Effect<WebInbox, WebInboxError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const host = config.host ?? "127.0.0.1"
+    if (!isLoopback(host) && config.allowRemote !== true) {
+      return yield* new WebInboxError({
+        reason: "NotLoopback",
+        detail: `the inbox binds to ${host}, which is not a loopback address: allow it explicitly (--inbox-allow-remote), or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
+      })
+    }
+    const token = config.token ?? newToken()
+    const signer = InboxLinks.makeSigner()
+    const always = config.always
+    const title = config.title ?? "warden"
+    const board = InboxBoard.make(config.items)
+    const recent = new Map<Card.CardId, Card.Settlement>()
+    const remember = (settlement: Card.Settlement) => {
+      recent.set(settlement.card.id, settlement)
+      if (recent.size > 10_000) recent.delete(recent.keys().next().value!)
+    }
+    const messages = yield* PubSub.unbounded<string>()
+
+    // One pump per source: state first, then the message, so a page that reads the state after an
+    // event never sees less than the event said.
+    const approvals = yield* supervisor.subscribeApprovals
+    const events = yield* supervisor.subscribe
+    const runFork = yield* FiberSet.makeRuntime<never>()
+    const deliveries = new Map<Card.CardId, Deferred.Deferred<void>>()
+    let origin = ""
+    const report = (line: string) => config.notify?.report?.(SecretMask.maskText(line))
+    const notifyOpened = (card: Card.CardView) => {
+      const notify = config.notify
+      if (notify === undefined || notify.urls.length === 0) return
+      const stop = Deferred.unsafeMake<void>(FiberId.none)
+      deliveries.set(card.id, stop)
+      const links = {
+        ...(card.offers.includes("Accept") ? { accept: origin + signer.path(card.id, "accept", card.deadlineAt) } : {}),
+        decline: origin + signer.path(card.id, "decline", card.deadlineAt)
+      }
+      const body = JSON.stringify({ type: "card.opened", card: InboxBoard.cardBrief(card, false), links, expiresAt: card.deadlineAt, inbox: `${origin}/` })
+      const signature = InboxLinks.signatureOf(notify.secret, body)
+      for (const target of notify.urls) {
+        const attempt = Effect.tryPromise({
+          try: (signal) =>
+            fetch(target, { method: "POST", body, signal, headers: { "content-type": "application/json", "x-warden-signature": signature } }).then(async (res) => {
+              await res.body?.cancel()
+              if (!res.ok) throw new Error(`HTTP ${res.status}`)
+            }),
+          catch: (error) => (error instanceof Error ? error.message : String(error))
+        }).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "no answer within 10 s" }))
+        const loop = Effect.gen(function*() {
+          for (let n = 1;; n++) {
+            const result = yield* Effect.either(attempt)
+            if (Either.isRight(result)) return
+            const wait = InboxLinks.backoffMs(n)
+            if (Date.now() + wait >= card.deadlineAt) {
+              report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); giving up at its deadline (the card is not decided by this)`)
+              return
+            }
+            report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); retrying in ${wait} ms`)
+            yield* Effect.sleep(wait)
+          }
+        })
+        runFork(Effect.raceFirst(loop, Deferred.await(stop)))
+      }
+    }
+    const onApproval = (event: ApprovalEvent.ApprovalEvent, settledNow: ReadonlySet<string>) => {
+      if (event._tag === "CardOpened" && !settledNow.has(event.card.id)) notifyOpened(event.card)
+      if (event._tag === "CardSettled") {
+        remember(event.settlement)
+        const stop = deliveries.get(event.settlement.card.id)
+        if (stop) {
+          deliveries.delete(event.settlement.card.id)
+          Deferred.unsafeDone(stop, Exit.void)
+        }
+      }
+      const message = InboxBoard.approvalMessage(event, always !== undefined)
+      if (message) messages.unsafeOffer(sse(message.event, message.data))
+    }
+    const onSupervisor = (event: Supervisor.SupervisorEvent) => {
+      const changed = board.onSupervisorEvent(event, Date.now())
+      if (changed) messages.unsafeOffer(sse("item.updated", changed))
+    }
+    const openCard = (cardId: string) => Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
+
+    const settledOrUnknown = (cardId: string): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
+      Effect.suspend((): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
+        const done = recent.get(cardId)
+        return done
+          ? Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(done) }))
+          : Effect.fail(new InboxApi.UnknownCard({ cardId }))
+      })
+
+    const answer = (
+      cardId: string,
+      decision: Decision.Decision,
+      channel: "web" | "link" = "web"
+    ): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
+      Effect.flatMap(supervisor.approvals.answer(cardId, decision, channel), (result): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
+        switch (result._tag) {
+          case "Settled":
+            return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
+          case "AlreadySettled":
+            return Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(result.settlement) }))
+          case "UnknownCard":
+            return Effect.fail(new InboxApi.UnknownCard({ cardId }))
+        }
+      })
+
+    const decide = (cardId: string, raw: unknown) =>
+      Effect.gen(function*() {
+        if (raw === "always") {
+          if (always === undefined) return yield* new InboxApi.NotRemembered({ reason: "\"always\" needs the ledger (run without --no-state)" })
+          const card = yield* openCard(cardId)
+          if (card === undefined) return yield* settledOrUnknown(cardId)
+          const remembered = yield* always(card)
+          if (Either.isLeft(remembered)) return yield* new InboxApi.NotRemembered({ reason: `not remembered (${remembered.left}); the card stays open` })
+          return yield* answer(cardId, Decision.Accept)
+        }
+        const decision = Decision.fromJson(raw)
+        if (decision === undefined) {
+          return yield* new InboxApi.InvalidDecision({
+            reason: `decision ${JSON.stringify(raw)?.slice(0, 120)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
+          })
+        }
+        return yield* answer(cardId, decision)
+      })
+
+    const InboxLive = HttpApiBuilder.group(InboxApi.InboxApi, "inbox", (handlers) =>
+      handlers
+        .handle("info", () => Effect.succeed({ always: always !== undefined, now: Date.now(), title }))
+        .handle("cards", () =>
+          Effect.map(supervisor.approvals.openCards, (cards) => ({
+            cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+            now: Date.now()
+          })))
+        .handle("card", ({ path }) =>
+          Effect.gen(function*() {
+            const card = yield* openCard(path.cardId)
+            if (card !== undefined) return InboxBoard.cardFull(card, always !== undefined, undefined)
+            const done = recent.get(path.cardId)
+            if (done !== undefined) return InboxBoard.cardFull(done.card, always !== undefined, done)
+            return yield* new InboxApi.UnknownCard({ cardId: path.cardId })
+          }))
+        .handle("decide", ({ path, payload }) => decide(path.cardId, payload.decision))
+        .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() }))))
+
+    const eventStream = Effect.gen(function*() {
+      const queue = yield* PubSub.subscribe(messages)
+      // Subscribed before the snapshot: nothing that happens after it is missed (an event may repeat it).
+      const cards = yield* supervisor.approvals.openCards
+      const hello = sse("hello", {
+        now: Date.now(),
+        always: always !== undefined,
+        title,
+        cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+        items: board.items()
+      })
+      const live = Stream.fromQueue(queue)
+      const pings = Stream.repeatEffectWithSchedule(Effect.succeed(": ping\n\n"), Schedule.spaced("15 seconds"))
+      return Stream.concat(Stream.make(hello), Stream.merge(live, pings, { haltStrategy: "left" }))
+    })
+
+    const StreamLive = HttpApiBuilder.group(InboxApi.InboxApi, "stream", (handlers) =>
+      handlers.handleRaw("events", () =>
+        Effect.map(Stream.unwrapScoped(eventStream).pipe(Stream.encodeText, Effect.succeed), (body) =>
+          HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+          }))))
+
+    const AuthorizationLive = Layer.succeed(InboxApi.Authorization, {
+      token: (given) => (tokenMatches(token, Redacted.value(given)) ? Effect.void : Effect.fail(new HttpApiError.Unauthorized()))
+    })
+
+    const Page = HttpLayerRouter.addAll([
+      HttpLayerRouter.route("GET", "/", Effect.sync(() => HttpServerResponse.html(InboxPage.html(title)).pipe(HttpServerResponse.setHeaders(pageHeaders)))),
+      HttpLayerRouter.route(
+        "GET",
+        "/inbox.js",
+        Effect.sync(() => HttpServerResponse.text(InboxPage.script, { contentType: "text/javascript; charset=utf-8" }).pipe(HttpServerResponse.setHeaders(pageHeaders)))
+      )
+    ])
+
+    const linkPage = (status: number, title: string, text: string, button?: string) =>
+      HttpServerResponse.html(InboxLinks.page(title, text, button)).pipe(HttpServerResponse.setStatus(status), HttpServerResponse.setHeaders(InboxLinks.pageHeaders))
+    const link = (method: "GET" | "POST") => (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        const segments = new URL(request.url, "http://inbox.invalid").pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
+        const checked = signer.check(segments, Date.now(), method === "POST")
+        if (checked._tag === "Forged") return HttpServerResponse.empty({ status: 401 })
+        if (checked._tag === "Gone") {
+          return linkPage(410, "This link is no longer valid", checked.why === "used" ? "It was used already. It decided nothing now." : "It expired with its card. It decided nothing.")
+        }
+        const { cardId, decision } = checked.parts
+        const card = yield* openCard(cardId)
+        if (method === "GET") {
+          if (card === undefined) {
+            const done = recent.get(cardId)
+            return linkPage(done ? 409 : 404, `Card ${cardId}`, done ? `Already ${done.outcome} by ${InboxBoard.byOf(done.source)}.` : "Warden does not know this card any more.")
+          }
+          return linkPage(200, `${decision === "accept" ? "Accept" : "Decline"} card ${cardId}?`, card.title, decision === "accept" ? "accept" : "decline")
+        }
+        const result = yield* Effect.either(answer(cardId, decision === "accept" ? Decision.Accept : Decision.Decline, "link"))
+        if (Either.isRight(result)) {
+          const s = result.right.settlement
+          return linkPage(200, `Card ${cardId}: ${s.outcome}`, `Decided by you (${s.by}).`)
+        }
+        return result.left._tag === "AlreadySettled"
+          ? linkPage(409, `Card ${cardId}`, `Already ${result.left.settlement.outcome} by ${result.left.settlement.by}; this link changed nothing.`)
+          : linkPage(404, `Card ${cardId}`, "Warden does not know this card any more; this link changed nothing.")
+      })
+    const Links = HttpLayerRouter.addAll([
+      HttpLayerRouter.route("GET", "/l/*", link("GET")),
+      HttpLayerRouter.route("POST", "/l/*", link("POST"))
+    ])
+
+    const open = new Set(["/", "/inbox.js"])
+    // Before routing: a request without the token learns nothing (not even which routes exist).
+    const guard = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        const url = new URL(request.url, "http://inbox.invalid")
+        if (request.method === "GET" && open.has(url.pathname)) return app
+        // A link is its own authorization (its signature), checked by its route.
+        if (url.pathname.startsWith("/l/")) return app
+        const header = request.headers[InboxApi.TokenHeader]
+        const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
+        return tokenMatches(token, header) || tokenMatches(token, query) ? app : Effect.succeed(HttpServerResponse.empty({ status: 401 }))
+      })
+
+    const Api = HttpLayerRouter.addHttpApi(InboxApi.InboxApi, { openapiPath: "/api/openapi.json" }).pipe(
+      Layer.provide([Layer.provide(InboxLive, AuthorizationLive), StreamLive, AuthorizationLive])
+    )
+    let server: Http.Server | undefined
+    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(() => (server = Http.createServer()), { host, port: config.port ?? 0 }))
+    )
+    const context = yield* Layer.build(Server).pipe(
+      Effect.mapError((error) => new WebInboxError({ reason: "Listen", detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}` }))
+    )
+    // Runs before the server's own close, which waits for every connection to end: an open event
+    // stream never ends by itself, so stop listening and cut every connection first.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        server?.close()
+        server?.closeAllConnections()
+      })
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
+    const url = `http://${urlHost}:${port}/`
+    origin = `http://${urlHost}:${port}`
+
+    // The pumps start once the address is known (the links need it); the subscriptions, made at
+    // the start, kept every event meanwhile.
+    yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) =>
+        Effect.sync(() => {
+          // A card settled in the same batch it opened in (a rule, the safety filter) is not announced.
+          const settledNow = new Set<string>()
+          for (const e of batch) if (e._tag === "CardSettled") settledNow.add(e.settlement.card.id)
+          for (const e of batch) onApproval(e, settledNow)
+        })
+      ),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onSupervisor(e) })),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+
+    return { host, port, url, token: Redacted.make(token), link: Redacted.make(`${url}#token=${token}`) }
+  })
+
+const describeServeError = (error: unknown): string => {
+  const cause = (error as { cause?: unknown })?.cause
+  if (cause instanceof Error) return cause.message
+  return error instanceof Error ? error.message : String(error)
+}
+
+/**
+ * {@link make} as a layer over the `Supervisor` service: mount the inbox on your own supervisor.
+ *
+ * @example
+ * ```ts
+ * import { WebInbox } from "@warden/cli"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect, Layer, Redacted } from "effect"
+ *
+ * const Live = WebInbox.layer({ port: 8420 }).pipe(
+ *   Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(CodexCommand.transportLayer({ command: "codex" }))))
+ * )
+ * const program = Effect.gen(function*() {
+ *   const inbox = yield* WebInbox.WebInboxService
+ *   console.error(`inbox: ${Redacted.value(inbox.link)}`)
+ * })
+ * ```
+ */
+export const layer = (config: WebInboxConfig = {}): Layer.Layer<WebInboxService, WebInboxError, Supervisor.Supervisor> =>
+  Layer.scoped(WebInboxService, Effect.flatMap(Supervisor.Supervisor, (supervisor) => make(supervisor, config)))
