@@ -26,18 +26,28 @@ export interface Always {
 export type Choice =
   | { readonly _tag: "Decide"; readonly key: string; readonly label: string; readonly decision: Decision.Decision }
   | { readonly _tag: "Always"; readonly key: string; readonly label: string }
+  /** Accept every open card of this card's group (cards asking the same thing). */
+  | { readonly _tag: "DecideGroup"; readonly key: string; readonly label: string; readonly decision: Decision.Decision }
   | { readonly _tag: "Details"; readonly key: string; readonly label: string }
 
 /** What the prompt answers: a decision, or "always" (remember, then accept). */
 export type Answer =
   | { readonly _tag: "Decide"; readonly decision: Decision.Decision }
+  | { readonly _tag: "DecideGroup"; readonly decision: Decision.Decision }
   | { readonly _tag: "Always" }
 
-export const choicesFor = (card: Card.CardView, always?: Always): ReadonlyArray<Choice> => {
+/**
+ * The prompt's choices for `card`. `groupSize`: how many open cards (this one included) ask the
+ * same thing; above 1 the prompt offers `[g] accept all N`.
+ */
+export const choicesFor = (card: Card.CardView, always?: Always, groupSize = 1): ReadonlyArray<Choice> => {
   // "always" accepts: offered only where the card can be accepted and a scope can be derived.
   const scope = always !== undefined && card.offers.includes("Accept") ? always.scopeOf(card) : undefined
   return [
     ...(card.offers.includes("Accept") ? [{ _tag: "Decide", key: "a", label: "accept once", decision: Decision.Accept } as const] : []),
+    ...(card.offers.includes("Accept") && groupSize > 1
+      ? [{ _tag: "DecideGroup", key: "g", label: `accept all ${groupSize}`, decision: Decision.Accept } as const]
+      : []),
     ...(card.offers.includes("AcceptForSession")
       ? [{ _tag: "Decide", key: "s", label: "accept for session", decision: Decision.AcceptForSession } as const]
       : []),
@@ -76,8 +86,8 @@ export const frame = (card: Card.CardView, choices: ReadonlyArray<Choice>, state
 }
 
 /** Ask about `card`; the prompt's output is the answer. */
-export const make = (card: Card.CardView, always?: Always): Prompt.Prompt<Answer> => {
-  const choices = choicesFor(card, always)
+export const make = (card: Card.CardView, always?: Always, groupSize = 1): Prompt.Prompt<Answer> => {
+  const choices = choicesFor(card, always, groupSize)
   const decide = (state: State, index: number): Prompt.Prompt.Action<State, Answer> => {
     const choice = choices[index]!
     switch (choice._tag) {
@@ -87,6 +97,8 @@ export const make = (card: Card.CardView, always?: Always): Prompt.Prompt<Answer
         return Action.Submit({ value: { _tag: "Always" } })
       case "Decide":
         return Action.Submit({ value: { _tag: "Decide", decision: choice.decision } })
+      case "DecideGroup":
+        return Action.Submit({ value: { _tag: "DecideGroup", decision: choice.decision } })
     }
   }
   const process = (input: Terminal.UserInput, state: State): Prompt.Prompt.Action<State, Answer> => {
@@ -115,7 +127,13 @@ export const make = (card: Card.CardView, always?: Always): Prompt.Prompt<Answer
           card,
           choices,
           state,
-          action._tag === "Submit" ? (action.value._tag === "Always" ? "always" : Decision.describe(action.value.decision)) : undefined
+          action._tag === "Submit"
+            ? action.value._tag === "Always"
+              ? "always"
+              : action.value._tag === "DecideGroup"
+              ? `${Decision.describe(action.value.decision)} (all ${groupSize})`
+              : Decision.describe(action.value.decision)
+            : undefined
         ).join("\n")
       ),
     process: (input, state) => Effect.succeed(process(input, state)),

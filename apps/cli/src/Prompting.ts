@@ -14,6 +14,7 @@ import * as Terminal from "@effect/platform/Terminal"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import { CardGroup } from "@warden/approvals"
 import type { Card } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Decision } from "@warden/protocol"
@@ -104,7 +105,12 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
       const head = yield* firstOpen
       if (Option.isNone(head)) return
       const card = head.value
-      const answer = yield* Prompt.run(CardPrompt.make(card, always)).pipe(
+      // Cards asking the same thing, open and not answered here yet: `g` answers them all.
+      const group = CardGroup.groupOf(card)
+      const members = group === undefined
+        ? [card]
+        : (yield* SubscriptionRef.get(open)).filter((c) => !answered.has(c.id) && CardGroup.groupOf(c) === group)
+      const answer = yield* Prompt.run(CardPrompt.make(card, always, Math.max(1, members.length))).pipe(
         Effect.provide(promptEnv),
         Effect.map(Option.some),
         Effect.catchAll(() => Effect.succeed(Option.none())),
@@ -112,6 +118,16 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
       )
       board.setPrompt(undefined)
       if (Option.isNone(answer)) return
+      if (answer.value._tag === "DecideGroup" && group !== undefined) {
+        for (const member of members) answered.add(member.id)
+        const result = yield* supervisor.approvals.answerGroup(group, answer.value.decision, "terminal")
+        const settled = result.answered.filter((a) => a.result._tag === "Settled").length
+        board.log(
+          `${settled} card(s) asking the same as ${card.id} answered` +
+            (result.notOffered.length > 0 ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}` : "")
+        )
+        return
+      }
       let decision: Decision.Decision
       if (answer.value._tag === "Always") {
         if (always === undefined) return
@@ -126,7 +142,7 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
         decision = answer.value.decision
       }
       answered.add(card.id)
-      const result = yield* supervisor.inbox.answer(card.id, decision)
+      const result = yield* supervisor.approvals.answer(card.id, decision, "terminal")
       if (result._tag === "AlreadySettled") {
         board.log(`card ${card.id}: your answer came too late; it had already settled (${result.settlement.outcome})`)
       } else if (result._tag === "UnknownCard") {
