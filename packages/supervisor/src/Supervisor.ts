@@ -7,7 +7,7 @@
  * (`run`) or a fiber in the caller's scope (`start`), behind a FIFO admission semaphore; each
  * work item's thread runs in its own thread scope (see ThreadRunner).
  */
-import { Approvals as ApprovalsNs, SecretMask } from "@warden/approvals"
+import { Approvals as ApprovalsNs, Card as CardNs, SecretMask } from "@warden/approvals"
 import type { ApprovalEvent, Card, Approvals as ApprovalsTypes } from "@warden/approvals"
 import type { Decision } from "@warden/protocol"
 import { Transport as TransportNs } from "@warden/transport"
@@ -22,6 +22,9 @@ import {
   Fiber,
   Layer,
   Mailbox,
+  Metric,
+  MetricLabel,
+  Option,
   PubSub,
   Queue,
   Stream,
@@ -34,6 +37,7 @@ import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
+import { Attributes, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
 /**
@@ -227,16 +231,22 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const transport = yield* TransportNs.Transport
     const approvals = yield* ApprovalsNs.make(config.approvals)
     const events = yield* PubSub.unbounded<SupervisorEvent>()
+    // Telemetry (`Telemetry.Telemetry` in the context, e.g. from Observability.layer): metrics, request spans, card spans under their turns.
+    const telemetry = Option.getOrUndefined(yield* Effect.serviceOption(Telemetry))
+    const instrument = telemetry === undefined ? undefined : instrumentEvent()
     const publish = (event: SupervisorEvent) => {
       events.unsafeOffer(event)
+      instrument?.(event)
     }
+    if (telemetry !== undefined) yield* countCards(approvals)
     const restart = config.restart ?? {}
     const maxAttempts = restart.maxAttempts ?? 3
     const backoff = Duration.decode(restart.backoff ?? "1 second")
     const stableAfter = Duration.toMillis(Duration.decode(restart.stableAfter ?? "60 seconds"))
     const runnerConfig: ThreadRunner.RunnerConfig = {
       stallTimeout: Duration.decode(config.stallTimeout ?? "10 minutes"),
-      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds")
+      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds"),
+      telemetry: telemetry !== undefined
     }
 
     const slots: Array<Slot> = []
@@ -247,6 +257,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const slotLoop = (slot: Slot) =>
       Effect.gen(function*() {
         let consecutive = 0
+        let restarts = 0 // how many times this slot started its app-server again (the connection span's warden.restart)
         while (true) {
           let readyAt: number | undefined
           const outcome = yield* Effect.scoped(
@@ -264,7 +275,12 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                   )
                 )
               )
-              const server = yield* AppServerConnection.make(connection, approvals, config.connection).pipe(
+              const server = yield* AppServerConnection.make(
+                connection,
+                approvals,
+                config.connection,
+                telemetry && { readLoopLag: telemetry.readLoopLag ?? true }
+              ).pipe(
                 Effect.tapError((error) =>
                   // The end is reported once stdout drained and the child exited, so its tail is whole.
                   (connection.isOpen() ? Effect.succeed(connection.endedNow()) : connection.ended.pipe(
@@ -298,7 +314,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                 stderrTail: ended.stderrTail
               })
               return ended.message
-            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index } }))
+            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index, "warden.restart": restarts }, captureStackTrace: false }))
           ).pipe(
             Effect.catchAll((error) => Effect.succeed(error.message)),
             // A defect while connecting counts as a failed attempt (restart with backoff, bounded),
@@ -325,6 +341,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           const delay = Duration.times(backoff, 2 ** (consecutive - 1))
           publish({ _tag: "ConnectionRestarting", slot: slot.index, attempt: consecutive, delayMs: Duration.toMillis(delay) })
           yield* Effect.sleep(delay)
+          restarts++
         }
       })
 
@@ -447,14 +464,28 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       }).pipe(
         Effect.scoped,
         Effect.annotateLogs({ workItem: String(item.id ?? "") }),
-        Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(item.id ?? "") } })
+        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
+        telemetry === undefined
+          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(item.id ?? "") } })
+          : (effect) =>
+            Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
+              Effect.withSpan(effect, "warden.workItem", {
+                attributes: { "warden.item": String(item.id ?? "") },
+                root: true,
+                links: Option.isSome(caller) ? [{ _tag: "SpanLink", span: caller.value, attributes: {} }] : [],
+                captureStackTrace: false
+              }))
       )
 
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
 
+    let running = 0
+    const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
     const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
       admission.withPermits(1)(
-        Effect.suspend(() => execute(item, session, emit))
+        telemetry === undefined
+          ? Effect.suspend(() => execute(item, session, emit))
+          : Effect.acquireUseRelease(countRunning(1), () => execute(item, session, emit), () => countRunning(-1))
       ).pipe(
         Effect.onExit((exit) => Effect.sync(() => publish({ _tag: "ItemFinished", item: item.id, exit })))
       )
@@ -519,6 +550,65 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       approvals,
       ready
     }
+  })
+
+/** Metrics of the supervisor's own events (telemetry on): restarts, losses, ended work items. Cheap, synchronous. */
+const instrumentEvent = () => (event: SupervisorEvent): void => {
+  switch (event._tag) {
+    case "ConnectionRestarting":
+      Metrics.restarts.unsafeUpdate(1, [MetricLabel.make(Attributes.slot, String(event.slot))])
+      return
+    case "ConnectionLost":
+      Metrics.losses.unsafeUpdate(1, [MetricLabel.make(Attributes.reason, event.reason._tag)])
+      return
+    case "ItemFinished": {
+      const exit = event.exit
+      const status = Exit.isSuccess(exit) ? exit.value.status : exit.cause._tag === "Fail" ? exit.cause.error.reason : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+      Metrics.workItems.unsafeUpdate(1, [MetricLabel.make(Attributes.status, status)])
+      return
+    }
+    default:
+      return
+  }
+}
+
+/**
+ * Card metrics (telemetry on), counted by a fiber of their own from the approval events, never on
+ * the read loop: the open cards by method, and each settlement's latency and count by method,
+ * outcome and source.
+ */
+const countCards = (approvals: ApprovalsTypes.ApprovalsShape): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const queue = yield* approvals.subscribe
+    const open = new Map<string, number>()
+    const gauge = (method: string, delta: number) => {
+      const now = Math.max(0, (open.get(method) ?? 0) + delta)
+      open.set(method, now)
+      Metrics.openCards.unsafeUpdate(now, [MetricLabel.make(Attributes.method, method)])
+    }
+    const count = (event: ApprovalEvent.ApprovalEvent) => {
+      if (event._tag === "CardOpened") gauge(event.card.method, 1)
+      else if (event._tag === "CardSettled") {
+        const { card, outcome, source, latencyMs } = event.settlement
+        gauge(card.method, -1)
+        const labels = [
+          MetricLabel.make(Attributes.method, card.method),
+          MetricLabel.make(Attributes.outcome, outcome),
+          MetricLabel.make(Attributes.source, CardNs.describeSource(source))
+        ]
+        Metrics.cardsSettled.unsafeUpdate(1, labels)
+        Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
+      }
+    }
+    const drain = Effect.flatMap(Queue.takeAll(queue), (batch) => Effect.sync(() => { for (const event of batch) count(event) }))
+    yield* Queue.take(queue).pipe(
+      Effect.flatMap((first) => Effect.zipRight(Effect.sync(() => count(first)), drain)),
+      Effect.forever,
+      // The supervisor's close settles the cards still open (shutdown) just before: count them too.
+      Effect.onInterrupt(() => drain),
+      Effect.interruptible,
+      Effect.forkScoped
+    )
   })
 
 /**

@@ -9,6 +9,8 @@
  * - {@link Config}: the supervisor's configuration, decoded once (`ConfigError`).
  * - {@link Errors}: the typed failures (`WorkItemFailed`, `ConnectionLost`, ...).
  * - {@link CodexCommand}: how the app-server child is launched.
+ * - {@link Telemetry}: the `warden.*` metrics, span and attribute names, and the switch that turns
+ *   them on (`@warden/observability` exports them over OTLP).
  *
  * @packageDocumentation
  */
@@ -18,4 +20,5 @@ export * as Errors from "./Errors.js"
 export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
 export * as Supervisor from "./Supervisor.js"
+export * as Telemetry from "./Telemetry.js"
 export * as WorkItem from "./WorkItem.js"

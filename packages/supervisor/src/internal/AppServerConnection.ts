@@ -17,9 +17,10 @@ import { Card, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, MetricLabel, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
+import { Metrics } from "../Telemetry.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
 
@@ -112,6 +113,12 @@ export const threadIdOf = (method: string, params: unknown): string | undefined 
   return undefined
 }
 
+/** What the connection measures when telemetry is on (`Telemetry`); nothing when undefined. */
+export interface Instrumentation {
+  /** Record `warden.read_loop.lag` (a clock read and a histogram update per batch of frames). */
+  readonly readLoopLag: boolean
+}
+
 let connectionCounter = 0
 
 const firstLine = (text: string): string => {
@@ -147,7 +154,8 @@ export class FrameHandlingDefect extends Error {
 export const make = (
   connection: Connection,
   approvals: Approvals.ApprovalsShape,
-  config: ConnectionConfig = {}
+  config: ConnectionConfig = {},
+  telemetry: Instrumentation | undefined = undefined
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
@@ -270,6 +278,7 @@ export const make = (
       const fileChanges = route && typeof itemId === "string" ? route.fileChanges.get(itemId) : undefined
       return desk.open(decoded, {
         parent: route?.cardScope,
+        ...(route?.traceParent !== undefined ? { traceParent: route.traceParent } : {}),
         context: {
           ...(fileChanges ? { fileChanges } : {}),
           ...(route?.workItem !== undefined ? { workItem: route.workItem } : {})
@@ -318,9 +327,12 @@ export const make = (
       }
     }
 
+    const measureLag = telemetry?.readLoopLag === true && connection.takeArrival !== undefined
     const reader = Effect.gen(function*() {
       while (true) {
         const [frames, done] = yield* connection.incoming.takeAll
+        // Read in the same synchronous step as takeAll: no chunk can arrive in between.
+        const arrivedAt = measureLag ? connection.takeArrival!() : undefined
         for (const frame of frames) {
           if (aborted) break
           let effect: Effect.Effect<void> | undefined
@@ -331,6 +343,7 @@ export const make = (
           }
           if (effect) yield* effect
         }
+        if (arrivedAt !== undefined) Metrics.readLoopLag.unsafeUpdate(performance.now() - arrivedAt, [])
         if (done || aborted) break
       }
       const ended = yield* connection.ended
@@ -428,7 +441,7 @@ export const make = (
       return go(0)
     }
 
-    const request = <M extends ClientMethods.ClientMethod>(
+    const decoded = <M extends ClientMethods.ClientMethod>(
       method: M,
       params: ClientMethods.ParamsOf<M>,
       options?: RequestOptions
@@ -438,6 +451,39 @@ export const make = (
           ClientMethods.decodeResult(method, raw),
           (invalid) => new UnexpectedResult({ method, detail: Json.describeParseError(invalid.cause) })
         ))
+
+    /**
+     * With telemetry on, each request is a `warden.request` span (kind client; its error, if any,
+     * is the span's status: the typed error, whose messages are masked) and one sample of
+     * `warden.request.duration` by method and outcome. Our requests run in the callers' fibers,
+     * never on the read loop.
+     */
+    const instrumented = <M extends ClientMethods.ClientMethod>(
+      method: M,
+      params: ClientMethods.ParamsOf<M>,
+      options?: RequestOptions
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> =>
+      Effect.suspend(() => {
+        const start = clock.unsafeCurrentTimeMillis()
+        return decoded(method, params, options).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              const outcome = Exit.isSuccess(exit) ? "ok" : exit.cause._tag === "Fail" ? exit.cause.error._tag : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+              Metrics.requestLatency.unsafeUpdate(clock.unsafeCurrentTimeMillis() - start, [
+                MetricLabel.make("rpc.method", method),
+                MetricLabel.make("warden.outcome", outcome)
+              ])
+            })
+          ),
+          Effect.withSpan("warden.request", {
+            kind: "client",
+            attributes: { "rpc.system": "jsonrpc", "rpc.method": method, "warden.connection": id },
+            captureStackTrace: false
+          })
+        )
+      })
+
+    const request = telemetry === undefined ? decoded : instrumented
 
     const notify = (method: string, params?: unknown) =>
       Effect.suspend(() => (writeNow(JsonRpc.notification(method, params)) ? Effect.void : Effect.fail(lostError())))
