@@ -358,7 +358,11 @@ const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | unde
  * span, given when telemetry is on) the settlement is described on it too: source, decision,
  * latency, the card's kind and its masked title (never the request itself).
  */
-export const startSpan = (card: LiveCard, parent: Tracer.AnySpan | undefined): Effect.Effect<Tracer.Span> =>
+export const startSpan = (
+  card: LiveCard,
+  parent: Tracer.AnySpan | undefined,
+  fork?: (effect: Effect.Effect<void>) => void
+): Effect.Effect<Tracer.Span> =>
   Effect.gen(function*() {
     const clock = yield* Effect.clock
     const span = yield* Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent })
@@ -374,6 +378,21 @@ export const startSpan = (card: LiveCard, parent: Tracer.AnySpan | undefined): E
         span.attribute("warden.card.kind", card.view.summary.kind)
         span.attribute("warden.card.title", card.view.title)
         if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
+        // One log record per card, in the card's span (so with its trace), written by a fiber of
+        // its own: nothing of the logger runs here, on the read loop.
+        fork?.(
+          Effect.logInfo(`card ${settlement.outcome}`).pipe(
+            Effect.annotateLogs({
+              cardId: card.view.id,
+              method: card.view.method,
+              threadId: card.view.threadId ?? "",
+              turnId: card.view.turnId ?? "",
+              outcome: settlement.outcome,
+              source: describeSource(settlement.source)
+            }),
+            Effect.withParentSpan(span)
+          )
+        )
       }
       span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
     })

@@ -155,7 +155,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       const traceParent = options.traceParent
       return traceParent === undefined
         ? decide(card, request, options, context, deadline, undefined)
-        : Effect.flatMap(startSpan(card, traceParent), (span) => decide(card, request, options, context, deadline, span))
+        : Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => decide(card, request, options, context, deadline, span))
     })
 
   const decide = (

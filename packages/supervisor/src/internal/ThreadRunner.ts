@@ -233,6 +233,7 @@ const runTurn = (
     const turnId = started.turn.id
     session.turnId = turnId
     yield* Effect.annotateCurrentSpan("warden.turn_id", turnId)
+    if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
     const items: Array<Record<string, unknown>> = []
@@ -295,6 +296,7 @@ const runTurn = (
               errors
             }
             session.turnId = undefined
+            if (config.telemetry) yield* Effect.logInfo(`turn ${status}`).pipe(Effect.annotateLogs({ turnId }))
             emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
             return result
           }
