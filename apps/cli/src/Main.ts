@@ -61,6 +61,9 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
 
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
+    // runMain adds Effect's pretty logger (to stdout) unless told not to; the logger provided
+    // above is the only one: stderr, masked.
+    disablePrettyLogger: true,
     teardown: (exit, onExit) => {
       const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : ExitCodes.Failed
       // Nothing should be left running; if something is, it must not keep the process alive.
