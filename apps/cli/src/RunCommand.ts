@@ -41,6 +41,7 @@ export const options = {
   stallTimeout: Opts.stallTimeout,
   json: Opts.json,
   audit: Opts.audit,
+  otlp: Opts.otlp,
   concurrency: Opts.concurrency,
   pool: Opts.pool,
   restarts: Opts.restarts,
@@ -150,6 +151,7 @@ export const execute = (args: Common, plan: Plan) =>
       screen.err(`warden: ${message ?? "nothing to run"}`)
       return
     }
+    const telemetry = yield* telemetryFor(Option.getOrUndefined(args.otlp), screen)
     const result = yield* Session.run({
       transport: CodexCommand.transportLayer({ command: binary, config: args.config, enable: args.enable, disable: args.disable, cwd }),
       supervisor: config(recorder),
@@ -159,11 +161,33 @@ export const execute = (args: Common, plan: Plan) =>
       audit: Option.getOrUndefined(args.audit),
       title: plan.title,
       screen,
-      ...(recorder ? { recorder } : {})
+      ...(recorder ? { recorder } : {}),
+      ...(telemetry ? { telemetry } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
   })
+
+/**
+ * `--otlp URL` (else `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_SERVICE_NAME`): the exporters'
+ * layer, or undefined. `@warden/observability` is imported only then: a run without it loads (and,
+ * in the bundle, evaluates) none of it. An export failure is said once on stderr, masked.
+ */
+const telemetryFor = (flag: string | undefined, screen: Screen.Screen) => {
+  const endpoint = flag ?? process.env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim()
+  if (endpoint === undefined || endpoint.length === 0) return Effect.succeed(undefined)
+  const serviceName = process.env["OTEL_SERVICE_NAME"]?.trim()
+  return Effect.map(
+    Effect.promise(() => import("@warden/observability")),
+    ({ Observability }) =>
+      Observability.layer({
+        endpoint,
+        serviceName: serviceName !== undefined && serviceName.length > 0 ? serviceName : "warden",
+        serviceVersion: version,
+        onExportError: (message) => Effect.sync(() => screen.err(message))
+      })
+  )
+}
 
 const handlerScoped = (args: Parsed) =>
   Effect.gen(function*() {

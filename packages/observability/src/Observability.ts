@@ -153,7 +153,15 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
         )
       )
     })
-  ).pipe(Layer.provide(FetchHttpClient.layer))
+  ).pipe(
+    Layer.provide(FetchHttpClient.layer),
+    // An export is sent to its end (or for 10 seconds at most) even when the exporter's fiber is
+    // interrupted meanwhile: the periodic export that is in flight when the layer closes would
+    // otherwise be aborted, and its spans and records lost (the final flush sends only what came
+    // after it).
+    Layer.provide(Layer.succeed(FetchHttpClient.Fetch, (input, init) =>
+      globalThis.fetch(input, { ...init, signal: AbortSignal.timeout(10_000) })))
+  )
 
 const describeError = (error: HttpClientError.HttpClientError): string => {
   const cause = error.cause as { readonly cause?: { readonly code?: unknown; readonly message?: unknown }; readonly message?: unknown } | undefined

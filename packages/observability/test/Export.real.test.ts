@@ -14,14 +14,15 @@
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
+import { OtlpReceiver, ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
-import type { WorkItem } from "@warden/supervisor"
+import type { Telemetry, WorkItem } from "@warden/supervisor"
 import { ChildProcessTransport } from "@warden/transport"
 import { Effect, Layer } from "effect"
 import { Observability } from "../src/index.js"
-import * as Receiver from "./support/Receiver.js"
-import { attr, points, total } from "./support/Receiver.js"
+
+const { points, total } = OtlpReceiver
+const attr = OtlpReceiver.attribute
 
 const secret = "hunter2-very-secret-value"
 const method = "item/commandExecution/requestApproval"
@@ -47,7 +48,7 @@ const handler = (card: { readonly summary: { readonly kind: string; readonly com
   )
 
 /** Run the three items on the real codex with `observability` provided below the supervisor. */
-const runThree = (observability: Layer.Layer<never, never, never> | Layer.Layer<any>) =>
+const runThree = (observability: Layer.Layer<Telemetry.Telemetry>) =>
   Effect.gen(function*() {
     const model = yield* ScriptedModel.make(script)
     const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
@@ -74,19 +75,19 @@ describe("Observability.layer on the real codex app-server", () => {
   it.scopedLive("one trace per work item (work item → thread → turn → card), the card metrics, logs in the traces, no secret", () =>
     Effect.gen(function*() {
       const before = new Set(ProcessTree.liveDescendants(process.pid))
-      const receiver = yield* Receiver.make
+      const receiver = yield* OtlpReceiver.make
       const results = yield* runThree(
         Observability.layer({ endpoint: receiver.url, serviceName: "warden-test", exportInterval: "200 millis", headers: { "x-api-key": "collector-key-123" } })
       )
       assert.deepStrictEqual(results.map((r) => r.status), ["completed", "completed", "completed"])
       // The layer's close flushed: everything below arrived before it returned.
-      assert.isTrue(receiver.received.every((r) => r.headers["content-type"]?.includes("application/json")))
-      assert.isTrue(receiver.received.every((r) => r.headers["x-api-key"] === "collector-key-123"))
+      assert.isTrue(receiver.received().every((r) => r.headers["content-type"]?.includes("application/json")))
+      assert.isTrue(receiver.received().every((r) => r.headers["x-api-key"] === "collector-key-123"))
 
       // --- traces ---
       const spans = receiver.spans()
       const byId = new Map(spans.map((s) => [s.spanId, s]))
-      const parentOf = (span: any) => byId.get(span.parentSpanId)
+      const parentOf = (span: OtlpReceiver.Span | undefined) => (span?.parentSpanId === undefined ? undefined : byId.get(span.parentSpanId))
       const items = spans.filter((s) => s.name === "warden.workItem")
       assert.deepStrictEqual(items.map((s) => attr(s.attributes, "warden.item")).sort(), ["A", "B", "C"])
       assert.strictEqual(new Set(items.map((s) => s.traceId)).size, 3, "one trace per work item")
@@ -97,11 +98,12 @@ describe("Observability.layer on the real codex app-server", () => {
       const outcomes: Record<string, string> = {}
       for (const card of cards) {
         const turn = parentOf(card)
-        const thread = turn && parentOf(turn)
-        const root = thread && parentOf(thread)
+        const thread = parentOf(turn)
+        const root = parentOf(thread)
         assert.strictEqual(turn?.name, "warden.turn", "a card's span is a child of its turn's")
         assert.strictEqual(thread?.name, "warden.thread")
         assert.strictEqual(root?.name, "warden.workItem")
+        if (turn === undefined || root === undefined) return assert.fail("no span tree")
         assert.strictEqual(card.traceId, root.traceId)
         assert.strictEqual(attr(card.attributes, "warden.method"), method)
         assert.strictEqual(attr(card.attributes, "warden.card.kind"), "command")
@@ -148,14 +150,14 @@ describe("Observability.layer on the real codex app-server", () => {
       const cardLogs = logs.filter((l) => attr(l.attributes, "cardId") !== undefined)
       assert.strictEqual(cardLogs.length, 3)
       for (const log of cardLogs) {
-        assert.isTrue(traceIds.has(log.traceId), "a card's log record carries its work item's trace id")
-        assert.strictEqual(byId.get(log.spanId)?.name, "warden.card")
+        assert.isTrue(traceIds.has(log.traceId ?? ""), "a card's log record carries its work item's trace id")
+        assert.strictEqual(byId.get(log.spanId ?? "")?.name, "warden.card")
         assert.isString(attr(log.attributes, "threadId"))
         assert.isString(attr(log.attributes, "turnId"))
       }
       const turnLogs = logs.filter((l) => /^turn /.test(String(l.body?.stringValue ?? "")))
       assert.isAtLeast(turnLogs.length, 6)
-      for (const log of turnLogs) assert.isTrue(traceIds.has(log.traceId))
+      for (const log of turnLogs) assert.isTrue(traceIds.has(log.traceId ?? ""))
 
       // --- no secret anywhere ---
       const everything = receiver.allText()
