@@ -23,7 +23,6 @@ import {
   Layer,
   Mailbox,
   Metric,
-  MetricLabel,
   Option,
   PubSub,
   Queue,
@@ -37,7 +36,7 @@ import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
-import { Attributes, Metrics, Telemetry } from "./Telemetry.js"
+import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 
 /**
@@ -553,22 +552,27 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
   })
 
 /** Metrics of the supervisor's own events (telemetry on): restarts, losses, ended work items. Cheap, synchronous. */
-const instrumentEvent = () => (event: SupervisorEvent): void => {
-  switch (event._tag) {
-    case "ConnectionRestarting":
-      Metrics.restarts.unsafeUpdate(1, [MetricLabel.make(Attributes.slot, String(event.slot))])
-      return
-    case "ConnectionLost":
-      Metrics.losses.unsafeUpdate(1, [MetricLabel.make(Attributes.reason, event.reason._tag)])
-      return
-    case "ItemFinished": {
-      const exit = event.exit
-      const status = Exit.isSuccess(exit) ? exit.value.status : exit.cause._tag === "Fail" ? exit.cause.error.reason : Exit.isInterrupted(exit) ? "interrupted" : "defect"
-      Metrics.workItems.unsafeUpdate(1, [MetricLabel.make(Attributes.status, status)])
-      return
+const instrumentEvent = () => {
+  const bySlot = labelsOf([Attributes.slot])
+  const byReason = labelsOf([Attributes.reason])
+  const byStatus = labelsOf([Attributes.status])
+  return (event: SupervisorEvent): void => {
+    switch (event._tag) {
+      case "ConnectionRestarting":
+        Metrics.restarts.unsafeUpdate(1, bySlot(String(event.slot)))
+        return
+      case "ConnectionLost":
+        Metrics.losses.unsafeUpdate(1, byReason(event.reason._tag))
+        return
+      case "ItemFinished": {
+        const exit = event.exit
+        const status = Exit.isSuccess(exit) ? exit.value.status : exit.cause._tag === "Fail" ? exit.cause.error.reason : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+        Metrics.workItems.unsafeUpdate(1, byStatus(status))
+        return
+      }
+      default:
+        return
     }
-    default:
-      return
   }
 }
 
@@ -581,21 +585,19 @@ const countCards = (approvals: ApprovalsTypes.ApprovalsShape): Effect.Effect<voi
   Effect.gen(function*() {
     const queue = yield* approvals.subscribe
     const open = new Map<string, number>()
+    const byMethod = labelsOf([Attributes.method])
+    const bySettlement = labelsOf([Attributes.method, Attributes.outcome, Attributes.source])
     const gauge = (method: string, delta: number) => {
       const now = Math.max(0, (open.get(method) ?? 0) + delta)
       open.set(method, now)
-      Metrics.openCards.unsafeUpdate(now, [MetricLabel.make(Attributes.method, method)])
+      Metrics.openCards.unsafeUpdate(now, byMethod(method))
     }
     const count = (event: ApprovalEvent.ApprovalEvent) => {
       if (event._tag === "CardOpened") gauge(event.card.method, 1)
       else if (event._tag === "CardSettled") {
         const { card, outcome, source, latencyMs } = event.settlement
         gauge(card.method, -1)
-        const labels = [
-          MetricLabel.make(Attributes.method, card.method),
-          MetricLabel.make(Attributes.outcome, outcome),
-          MetricLabel.make(Attributes.source, CardNs.describeSource(source))
-        ]
+        const labels = bySettlement(card.method, outcome, CardNs.describeSource(source))
         Metrics.cardsSettled.unsafeUpdate(1, labels)
         Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
       }

@@ -17,7 +17,8 @@
  *
  * @packageDocumentation
  */
-import { Context, Layer, Metric, MetricBoundaries } from "effect"
+import { Context, Layer, Metric, MetricBoundaries, MetricKey, MetricLabel } from "effect"
+import type { MetricKeyType } from "effect"
 
 /**
  * What the instrumentation is told by whoever switched it on (nothing yet: its presence is the switch).
@@ -82,6 +83,34 @@ export const Attributes = {
 
 const millis = MetricBoundaries.exponential({ start: 1, factor: 2, count: 22 }) // 1 ms .. ~35 min
 
+// The unit is a tag of the key itself (OTLP's exporter reads it from the `unit` tag), not a
+// `Metric.tagged` wrapper: an update with no labels then finds its series without a registry lookup.
+const withUnit = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: MetricKey.MetricKey<Type>, unit: string) =>
+  Metric.fromMetricKey(MetricKey.tagged(key, "unit", unit))
+const counter = (name: string, description: string, unit: string): Metric.Metric.Counter<number> =>
+  withUnit(MetricKey.counter(name, { description, incremental: true }), unit)
+const gauge = (name: string, description: string, unit: string): Metric.Metric.Gauge<number> =>
+  withUnit(MetricKey.gauge(name, { description }), unit)
+const histogram = (name: string, boundaries: MetricBoundaries.MetricBoundaries, description: string, unit: string): Metric.Metric.Histogram<number> =>
+  withUnit(MetricKey.histogram(name, boundaries, description), unit)
+
+/**
+ * The same label array for the same values, every time: Effect caches a metric's series by the
+ * identity of the labels array, so an update with a cached array costs no registry lookup.
+ */
+export const labelsOf = (keys: ReadonlyArray<string>): (...values: ReadonlyArray<string>) => ReadonlyArray<MetricLabel.MetricLabel> => {
+  const cache = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+  return (...values) => {
+    const id = values.join("\u0000")
+    let labels = cache.get(id)
+    if (labels === undefined) {
+      labels = keys.map((key, i) => MetricLabel.make(key, values[i] ?? ""))
+      cache.set(id, labels)
+    }
+    return labels
+  }
+}
+
 /**
  * The `warden.*` metrics, as Effect `Metric`s (in Effect's global registry, where OTLP's metrics
  * exporter reads them). Units are the `unit` tag (`ms`, `{card}`, `{token}`, ...).
@@ -100,29 +129,30 @@ export const Metrics: {
   readonly readLoopLag: Metric.Metric.Histogram<number>
 } = {
   /** Cards open now, by `warden.method` (a gauge: who is waiting on a decision right now). */
-  openCards: Metric.tagged(Metric.gauge("warden.cards.open", { description: "Approval cards open now" }), "unit", "{card}"),
+  openCards: gauge("warden.cards.open", "Approval cards open now", "{card}"),
   /** Opened to settled, by `warden.method`, `warden.outcome`, `warden.source` (ms). */
-  cardLatency: Metric.tagged(Metric.histogram("warden.card.duration", millis, "Time from a card's opening to its settlement"), "unit", "ms"),
+  cardLatency: histogram("warden.card.duration", millis, "Time from a card's opening to its settlement", "ms"),
   /** Cards settled, by `warden.method`, `warden.outcome`, `warden.source`. */
-  cardsSettled: Metric.tagged(Metric.counter("warden.cards.settled", { description: "Approval cards settled", incremental: true }), "unit", "{card}"),
+  cardsSettled: counter("warden.cards.settled", "Approval cards settled", "{card}"),
   /** Work items ended, by `warden.status` (a turn status, or the failure reason: `stalled`, `connection-lost`, ...). */
-  workItems: Metric.tagged(Metric.counter("warden.work_items", { description: "Work items ended", incremental: true }), "unit", "{item}"),
+  workItems: counter("warden.work_items", "Work items ended", "{item}"),
   /** Work items running now (admitted, not ended). */
-  workItemsRunning: Metric.tagged(Metric.gauge("warden.work_items.running", { description: "Work items running now" }), "unit", "{item}"),
+  workItemsRunning: gauge("warden.work_items.running", "Work items running now", "{item}"),
   /** Turns ended, by `warden.status` (`completed`, `interrupted`, `failed`). */
-  turns: Metric.tagged(Metric.counter("warden.turns", { description: "Turns ended", incremental: true }), "unit", "{turn}"),
+  turns: counter("warden.turns", "Turns ended", "{turn}"),
   /** Tokens from `thread/tokenUsage/updated` (its `last`), by `warden.token.type` (`input`, `output`, `cached`) and `warden.model`. */
-  tokens: Metric.tagged(Metric.counter("warden.tokens", { description: "Tokens used, from thread/tokenUsage/updated", incremental: true }), "unit", "{token}"),
+  tokens: counter("warden.tokens", "Tokens used, from thread/tokenUsage/updated", "{token}"),
   /** App-server restarts, by `warden.slot`. */
-  restarts: Metric.tagged(Metric.counter("warden.connection.restarts", { description: "App-server restarts", incremental: true }), "unit", "{restart}"),
+  restarts: counter("warden.connection.restarts", "App-server restarts", "{restart}"),
   /** App-server connections lost, by `warden.reason` (the end reason: `Exited`, `StdoutClosed`, `InternalDefect`, ...). */
-  losses: Metric.tagged(Metric.counter("warden.connection.losses", { description: "App-server connections lost", incremental: true }), "unit", "{connection}"),
+  losses: counter("warden.connection.losses", "App-server connections lost", "{connection}"),
   /** Client requests, sent to answered, by `rpc.method` and `warden.outcome` (`ok` or the error's tag) (ms). */
-  requestLatency: Metric.tagged(Metric.histogram("warden.request.duration", millis, "Time from a client request's sending to its answer"), "unit", "ms"),
+  requestLatency: histogram("warden.request.duration", millis, "Time from a client request's sending to its answer", "ms"),
   /** From a stdout chunk's arrival to the last frame it carried handled by the read loop (ms). */
-  readLoopLag: Metric.tagged(Metric.histogram(
+  readLoopLag: histogram(
     "warden.read_loop.lag",
     MetricBoundaries.fromIterable([0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000]),
-    "Time from a stdout chunk's arrival to its frames handled by the read loop"
-  ), "unit", "ms")
+    "Time from a stdout chunk's arrival to its frames handled by the read loop",
+    "ms"
+  )
 }

@@ -354,9 +354,14 @@ const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | unde
 }
 
 /**
- * Open the card's span (`warden.card`), ended when the card settles. With a `parent` (the turn's
- * span, given when telemetry is on) the settlement is described on it too: source, decision,
- * latency, the card's kind and its masked title (never the request itself).
+ * Open the card's span (`warden.card`), ended when the card settles.
+ *
+ * Without a `parent` (telemetry off) the span is a child of the caller's and only says the
+ * outcome, ended synchronously in the settlement. With one (the turn's span, telemetry on) and
+ * `fork`, the settlement is described on it (source, decision, latency, whether the answer was
+ * written, the card's kind and masked title: never the request itself) and a log record is written
+ * in it, by a fiber of `fork`'s, off the read loop: building the masked summary of a large patch
+ * and running the logger are not the loop's work. The span's end time is the settlement's.
  */
 export const startSpan = (
   card: LiveCard,
@@ -369,34 +374,37 @@ export const startSpan = (
     card.onSettle(() => {
       const settlement = card.settlement
       span.attribute("warden.outcome", settlement?.outcome ?? "")
-      if (parent !== undefined && settlement !== undefined) {
-        span.attribute("warden.source", describeSource(settlement.source))
-        if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
-        span.attribute("warden.latency_ms", settlement.latencyMs)
-        span.attribute("warden.written", settlement.written)
-        // The masked summary (built once, shared with the board, the audit and the ledger).
-        span.attribute("warden.card.kind", card.view.summary.kind)
-        span.attribute("warden.card.title", card.view.title)
-        if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
-        // One log record per card, in the card's span (so with its trace), written by a fiber of
-        // its own: nothing of the logger runs here, on the read loop.
-        fork?.(
-          Effect.logInfo(`card ${settlement.outcome}`).pipe(
-            Effect.annotateLogs({
-              cardId: card.view.id,
-              method: card.view.method,
-              threadId: card.view.threadId ?? "",
-              turnId: card.view.turnId ?? "",
-              outcome: settlement.outcome,
-              source: describeSource(settlement.source)
-            }),
-            Effect.withParentSpan(span)
-          )
-        )
-      }
-      span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+      const endTime = clock.unsafeCurrentTimeNanos()
+      if (parent === undefined || fork === undefined || settlement === undefined) return span.end(endTime, Exit.void)
+      fork(describeSettled(card, settlement, span, endTime))
     })
     return span
+  })
+
+/** A settled card's span described and ended, and its log record written (telemetry on; its own fiber). */
+const describeSettled = (card: LiveCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const source = describeSource(settlement.source)
+    span.attribute("warden.source", source)
+    if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
+    span.attribute("warden.latency_ms", settlement.latencyMs)
+    span.attribute("warden.written", settlement.written)
+    // The masked summary (built once, shared with the board, the audit and the ledger).
+    span.attribute("warden.card.kind", card.view.summary.kind)
+    span.attribute("warden.card.title", card.view.title)
+    if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
+    span.end(endTime, Exit.void)
+    return Effect.logInfo(`card ${settlement.outcome}`).pipe(
+      Effect.annotateLogs({
+        cardId: card.view.id,
+        method: card.view.method,
+        threadId: card.view.threadId ?? "",
+        turnId: card.view.turnId ?? "",
+        outcome: settlement.outcome,
+        source
+      }),
+      Effect.withParentSpan(span)
+    )
   })
 
 const cardAttributes = (card: LiveCard) => ({

@@ -17,10 +17,10 @@ import { Card, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, MetricLabel, PubSub, Random, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
-import { Metrics } from "../Telemetry.js"
+import { labelsOf, Metrics } from "../Telemetry.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
 
@@ -469,10 +469,7 @@ export const make = (
           Effect.onExit((exit) =>
             Effect.sync(() => {
               const outcome = Exit.isSuccess(exit) ? "ok" : exit.cause._tag === "Fail" ? exit.cause.error._tag : Exit.isInterrupted(exit) ? "interrupted" : "defect"
-              Metrics.requestLatency.unsafeUpdate(clock.unsafeCurrentTimeMillis() - start, [
-                MetricLabel.make("rpc.method", method),
-                MetricLabel.make("warden.outcome", outcome)
-              ])
+              Metrics.requestLatency.unsafeUpdate(clock.unsafeCurrentTimeMillis() - start, byRequest(method, outcome))
             })
           ),
           Effect.withSpan("warden.request", {
@@ -483,6 +480,7 @@ export const make = (
         )
       })
 
+    const byRequest = labelsOf(["rpc.method", "warden.outcome"])
     const request = telemetry === undefined ? decoded : instrumented
 
     const notify = (method: string, params?: unknown) =>
