@@ -110,6 +110,9 @@ describe("Observability.layer on the real codex app-server", () => {
         assert.strictEqual(attr(card.attributes, "warden.thread_id"), attr(turn.attributes, "warden.thread_id"))
         assert.strictEqual(attr(card.attributes, "warden.turn_id"), attr(turn.attributes, "warden.turn_id"))
         assert.isAtLeast(Number(attr(card.attributes, "warden.latency_ms")), 0)
+        assert.strictEqual(attr(turn.attributes, "warden.status"), "completed")
+        assert.isAbove(Number(attr(turn.attributes, "warden.tokens.input")), 0, "the turn's tokens are on its span")
+        assert.isAbove(Number(attr(turn.attributes, "warden.tokens.output")), 0)
         assert.include(String(attr(card.attributes, "warden.card.title")), "echo")
         outcomes[String(attr(root.attributes, "warden.item"))] = `${attr(card.attributes, "warden.outcome")} ${attr(card.attributes, "warden.source")}`
       }

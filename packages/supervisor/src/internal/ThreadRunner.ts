@@ -192,14 +192,25 @@ export const run = (
 
 const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
 
-/** `thread/tokenUsage/updated`'s latest usage into `warden.tokens` (input, output, cached), by model. */
-const countTokens = (tokenUsage: unknown, model: string): Effect.Effect<void> => {
+/** Tokens of one turn, summed from its `thread/tokenUsage/updated` (each update's `last`). */
+interface TurnTokens {
+  input: number
+  output: number
+  cached: number
+}
+
+/**
+ * `thread/tokenUsage/updated`'s latest usage into `warden.tokens` (input, output, cached), by
+ * model, and into the turn's sums (the turn span's `warden.tokens.*`: which item burns tokens).
+ */
+const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): Effect.Effect<void> => {
   const last = record(record(tokenUsage)?.["last"])
   if (!last) return Effect.void
-  const count = (type: string, value: unknown) =>
-    typeof value === "number" && value > 0
-      ? Metric.incrementBy(Metric.taggedWithLabels(Metrics.tokens, [MetricLabel.make("warden.token.type", type), MetricLabel.make("warden.model", model)]), value)
-      : Effect.void
+  const count = (type: keyof TurnTokens, value: unknown) => {
+    if (typeof value !== "number" || !(value > 0)) return Effect.void
+    turn[type] += value
+    return Metric.incrementBy(Metric.taggedWithLabels(Metrics.tokens, [MetricLabel.make("warden.token.type", type), MetricLabel.make("warden.model", model)]), value)
+  }
   return Effect.all([count("input", last["inputTokens"]), count("output", last["outputTokens"]), count("cached", last["cachedInputTokens"])], { discard: true })
 }
 
@@ -237,6 +248,7 @@ const runTurn = (
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
     const items: Array<Record<string, unknown>> = []
+    const tokens: TurnTokens = { input: 0, output: 0, cached: 0 }
     const errors: Array<TurnError> = []
     let finalMessage: string | undefined
 
@@ -276,7 +288,7 @@ const runTurn = (
           }
           case "thread/tokenUsage/updated":
             session.usage = p?.["tokenUsage"]
-            if (config.telemetry) yield* countTokens(p?.["tokenUsage"], model)
+            if (config.telemetry) yield* countTokens(p?.["tokenUsage"], model, tokens)
             break
           case "error": {
             const error = turnErrorOf(p?.["error"])
@@ -296,7 +308,15 @@ const runTurn = (
               errors
             }
             session.turnId = undefined
-            if (config.telemetry) yield* Effect.logInfo(`turn ${status}`).pipe(Effect.annotateLogs({ turnId }))
+            if (config.telemetry) {
+              yield* Effect.annotateCurrentSpan({
+                "warden.status": status,
+                "warden.tokens.input": tokens.input,
+                "warden.tokens.output": tokens.output,
+                "warden.tokens.cached": tokens.cached
+              })
+              yield* Effect.logInfo(`turn ${status}`).pipe(Effect.annotateLogs({ turnId }))
+            }
             emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
             return result
           }
