@@ -437,12 +437,14 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           }
           if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
           emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
+          if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
           const lastTurn = turns[turns.length - 1]
           const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
           if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
           deadServer = server.id
           resumes++
           if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
+          if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
         }
         const last = turns[turns.length - 1]
         if (!last || session.threadId === undefined) {
@@ -550,6 +552,13 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       ready
     }
   })
+
+/** An event on the current span (the work item's), at the clock's time (its message already masked). */
+const spanEvent = (name: string, attributes: Record<string, unknown>): Effect.Effect<void> =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Option.isNone(span)
+      ? Effect.void
+      : Effect.clockWith((clock) => Effect.sync(() => span.value.event(name, clock.unsafeCurrentTimeNanos(), attributes))))
 
 /** Metrics of the supervisor's own events (telemetry on): restarts, losses, ended work items. Cheap, synchronous. */
 const instrumentEvent = () => {
