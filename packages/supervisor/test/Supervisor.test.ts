@@ -469,6 +469,37 @@ describe("observability", () => {
       assert.includeMembers(names, ["warden.connection", "warden.thread", "warden.turn", "warden.card", "warden.card.handler", "warden.workItem"])
     }))
 
+  it.scoped("without Telemetry (the default): no warden.* metric moves, no request span, cards' spans under the connection's as before", () =>
+    Effect.gen(function*() {
+      const base = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      const snapshot = () => Metric.unsafeSnapshot().filter((m) => m.metricKey.name.startsWith("warden.")).map((m) => JSON.stringify(m.metricState))
+      const before = snapshot()
+      yield* Effect.gen(function*() {
+        const { fake, supervisor } = yield* supervise({ approvals: { handler: () => Effect.succeed(Decision.Decline) } }, { turns: "manual" })
+        const handle = yield* supervisor.start(item("x"))
+        const threadId = yield* handle.threadId
+        yield* fake.nextRequest("turn/start")
+        const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+        yield* fake.answerTo(id)
+        yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+        yield* handle.await
+      }).pipe(Effect.withTracer(recording))
+      assert.deepStrictEqual(snapshot(), before, "no warden.* metric changed")
+      assert.isFalse(spans.some((s) => s.name === "warden.request"))
+      const card = spans.find((s) => s.name === "warden.card")
+      assert.strictEqual(card?.parent._tag === "Some" ? (card.parent.value as Tracer.Span).name : undefined, "warden.connection")
+      assert.isUndefined(card?.attributes.get("warden.source"), "the settlement is not described")
+    }))
+
   it.scoped("with Telemetry: a restart is a second connection span, the resume a second thread span and events on the item's; restarts and losses are counted", () =>
     Effect.gen(function*() {
       const base = yield* Effect.tracer
