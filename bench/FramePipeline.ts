@@ -69,7 +69,7 @@ export const wardenRunner = async (mix: Mix.Mix, options: { readonly telemetry?:
       Effect.gen(function*() {
         const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
         const connection = yield* peer.memory.transport.connect
-        const server = yield* AppServerConnection.make(connection, approvals, {}, options.telemetry === true ? { readLoopLag: true } : undefined)
+        const server = yield* AppServerConnection.make(connection, approvals, {}, () => {}, options.telemetry === true ? { readLoopLag: true } : undefined)
         const traceParent = options.telemetry === true ? yield* Effect.makeSpan("bench.thread") : undefined
         const routes: Array<ThreadRoute.ThreadRoute> = []
         for (const threadId of mix.threadIds) {

@@ -5,8 +5,8 @@
  * activity), one line per open card with a countdown to its deadline, and the approval prompt of
  * the card being asked about. Redrawn on every change and once a second for the clocks.
  */
-import type { ApprovalEvent } from "@warden/approvals"
-import { Card as CardNs, SecretMask } from "@warden/approvals"
+import type { ApprovalEvent, Card } from "@warden/approvals"
+import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -96,7 +96,7 @@ export const make = (
         ? `app-server restarting (attempt ${tally.connection.attempt})`
         : "app-server lost"
       const lines: Array<string> = [
-        bold(`${options.title} · ${connection} · ${tally.items.length} items: ${running} running, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`),
+        bold(`${options.title} · ${connection} · ${tally.items.length} items: ${running} running${tally.admission !== undefined && tally.admission.limit < tally.admission.max ? ` (admission ${tally.admission.limit} of ${tally.admission.max})` : ""}, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`),
         dim(` #  ${pad("STATUS", 16)}${padLeft("TOKENS", 7)}  ${padLeft("ELAPSED", 7)}  ACTIVITY`)
       ]
       for (const item of tally.items) {
@@ -106,11 +106,28 @@ export const make = (
       }
       if (tally.openCards.size > 0) {
         lines.push(dim(`open cards (${tally.openCards.size}), oldest first:`))
+        // Cards asking the same thing (CardGroup) share one line, at the place of the oldest.
+        const groups = new Map<string, Array<Card.CardView>>()
         for (const card of tally.openCards.values()) {
-          const item = Tally.itemIndexOf(card.workItem)
-          lines.push(
-            ` ${pad(card.id, 4)} item ${item ?? "?"}  ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(Durations.clock(card.deadlineAt - t), 5)}  ${oneLine(card.title, 200)}`
-          )
+          const group = CardGroup.groupOf(card)
+          if (group !== undefined) groups.set(group, [...(groups.get(group) ?? []), card])
+        }
+        for (const card of tally.openCards.values()) {
+          const group = CardGroup.groupOf(card)
+          const members = group === undefined ? [card] : groups.get(group)!
+          if (members[0] !== card) continue
+          const closes = Durations.clock(Math.min(...members.map((m) => m.deadlineAt)) - t)
+          if (members.length === 1) {
+            const item = Tally.itemIndexOf(card.workItem)
+            lines.push(
+              ` ${pad(card.id, 4)} item ${item ?? "?"}  ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 200)}`
+            )
+          } else {
+            const items = members.map((m) => Tally.itemIndexOf(m.workItem) ?? "?").join(", ")
+            lines.push(
+              ` ${pad(card.id, 4)} ${members.length} items ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 160)} — ${members.length} items (${oneLine(items, 60)})`
+            )
+          }
         }
       }
       if (prompt) lines.push(...prompt)
@@ -142,6 +159,13 @@ export const make = (
         case "ConnectionRestarting":
           log(`warden: restarting the app-server in ${Durations.short(event.delayMs)} (attempt ${event.attempt})`)
           break
+        case "AdmissionChanged":
+          log(
+            event.reason === "recovered"
+              ? `warden: admission back up to ${event.limit} of ${event.max} running items (no pressure for a while)`
+              : `warden: admission lowered to ${event.limit} of ${event.max} running items: ${oneLine(event.reason, 160)}`
+          )
+          break
         case "ConnectionGaveUp":
           log(`warden: giving up on the app-server: ${event.detail}`)
           break
@@ -155,6 +179,22 @@ export const make = (
         case "Work": {
           const work = event.event
           switch (work._tag) {
+            case "WorktreeReady":
+              log(`${itemTag(work.item)} works in ${work.path} on branch ${work.branch}${work.reused ? " (left by an earlier run, taken up)" : ""}`)
+              break
+            case "WorktreeFinished": {
+              const w = work.worktree
+              log(
+                w.error !== undefined
+                  ? `${itemTag(work.item)} worktree ${w.path} kept as it was: ${oneLine(w.error, 200)}`
+                  : w.changed
+                  ? `${itemTag(work.item)} changed ${w.files} file${w.files === 1 ? "" : "s"} (+${w.insertions} -${w.deletions}) on branch ${w.branch}; worktree kept at ${w.path}`
+                  : w.kept
+                  ? `${itemTag(work.item)} changed nothing; worktree kept at ${w.path} (branch ${w.branch})`
+                  : `${itemTag(work.item)} changed nothing; worktree and branch ${w.branch} removed`
+              )
+              break
+            }
             case "ThreadStartedFresh":
               log(`${itemTag(work.item)}: codex never saved thread ${work.missingThreadId}; starting a new thread (it does not know the old one's turns)`)
               break

@@ -37,6 +37,8 @@ export type ItemStatus =
   | "turn-failed-to-start"
   | "interrupt-timeout"
   | "resume-failed"
+  | "worktree-failed"
+  | "budget-exhausted"
   | (string & {})
 
 /** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */

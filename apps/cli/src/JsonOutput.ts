@@ -5,24 +5,53 @@
  * - `connection.ready {slot, userAgent, codexHome}`
  * - `connection.lost {slot, reason, message, stderrTail}` (the app-server ended, or never came up)
  * - `connection.restarting {slot, attempt, delayMs}`, `connection.gave-up {slot, detail}`
+ * - `admission.changed {limit, max, reason}` (adaptive admission: at most `limit` of `max` items run now)
  * - `item.started {item, prompt, threadId}` (`item` is the 0-based PROMPT index)
  * - `item.resumed {item, threadId}` (its thread resumed on a restarted app-server; the interrupted turn runs again)
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
  * - `item.stalled {item, threadId, turnId}`
  * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
- * - `card.opened {cardId, item, threadId, turnId, method, kind, summary, offers, deadline}`
+ * - `card.opened {cardId, item, threadId, turnId, method, kind, group, summary, offers, deadline}`
+ *   (`group`: cards with the same group ask the same thing; one stdin line answers them all)
  * - `card.settled {cardId, item, threadId, method, outcome, source, decision, written, detail, latencyMs}`
  * - `card.late {cardId, item, decision, source, outcome}` (a decision after the card settled: dropped)
- * - `item.finished {item, threadId, status, finalMessage, error}`
+ * - `item.worktree {item, path, branch, base, reused}` (`--worktree`: the item runs in this worktree)
+ * - `item.finished {item, threadId, status, finalMessage, error, worktree}` (`worktree`: null, or
+ *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`;
+ *   `base` and `head` are commit ids abbreviated to 12 hex digits)
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { Card as CardNs, SecretMask } from "@warden/approvals"
+import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { ConnectionEnded } from "@warden/transport"
 import * as Tally from "./Tally.js"
 
 export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
+
+/**
+ * A commit id cut to 12 hex digits, as `git log --abbrev=12` shows it: the whole 40 read as a
+ * secret to the masking every line goes through (a run of 32+ hex digits), and would be masked.
+ */
+const abbreviated = (commit: string) => commit.slice(0, 12)
+
+/** An item's worktree once it was finished (`WorktreeFinished` comes before `ItemFinished`), or null. */
+const finishedWorktree = (worktree: Tally.ItemState["worktree"]) =>
+  worktree !== undefined && "changed" in worktree
+    ? {
+      path: worktree.path,
+      branch: worktree.branch,
+      base: abbreviated(worktree.base),
+      head: abbreviated(worktree.head),
+      changed: worktree.changed,
+      kept: worktree.kept,
+      diffstat: worktree.diffstat,
+      files: worktree.files,
+      insertions: worktree.insertions,
+      deletions: worktree.deletions,
+      error: worktree.error ?? null
+    }
+    : null
 
 /** Offers as the words of the stdin protocol. */
 export const offerWord = (tag: string): string => (tag.length > 0 ? tag[0]!.toLowerCase() + tag.slice(1) : tag)
@@ -52,6 +81,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
       return [{ type: "connection.restarting", slot: event.slot, attempt: event.attempt, delayMs: event.delayMs }]
     case "ConnectionGaveUp":
       return [{ type: "connection.gave-up", slot: event.slot, detail: event.detail }]
+    case "AdmissionChanged":
+      return [{ type: "admission.changed", limit: event.limit, max: event.max, reason: SecretMask.maskText(event.reason) }]
     case "ItemFinished": {
       const outcome = Tally.outcomeOf(event.exit)
       const index = Tally.itemIndexOf(event.item)
@@ -61,7 +92,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
         threadId: outcome.threadId ?? (index === null ? undefined : tally.items[index]?.threadId) ?? null,
         status: outcome.status,
         finalMessage: outcome.finalMessage ?? null,
-        error: outcome.error ?? null
+        error: outcome.error ?? null,
+        worktree: finishedWorktree(index === null ? undefined : tally.items[index]?.worktree)
       }]
     }
     case "Work": {
@@ -87,6 +119,9 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
           return [{ type: "item.stalled", item, threadId: work.threadId, turnId: work.turnId }]
         case "ThreadStartedFresh":
           return [{ type: "item.thread_missing", item, missingThreadId: work.missingThreadId, detail: work.detail }]
+        case "WorktreeReady":
+          return [{ type: "item.worktree", item, path: work.path, branch: work.branch, base: abbreviated(work.base), reused: work.reused }]
+        case "WorktreeFinished": // in item.finished, which follows
         case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
         case "ConnectionLost":
         case "Notification":
@@ -112,6 +147,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         ...cardBase(card),
         turnId: card.turnId ?? null,
         kind: card.summary.kind,
+        group: CardGroup.groupOf(card) ?? null,
         summary: card.title,
         offers: card.offers.map(offerWord),
         deadline: new Date(card.deadlineAt).toISOString()

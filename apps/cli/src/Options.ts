@@ -107,10 +107,64 @@ export const audit = Options.text("audit").pipe(
   Options.optional
 )
 
-export const concurrency = positiveInteger("concurrency", 4, "work items running at once")
+export const concurrency = positiveInteger("concurrency", 4, "work items running at once (at most; adaptive admission may run fewer)")
+
+const optionalCount = (name: string, description: string) =>
+  Options.integer(name).pipe(
+    Options.withPseudoName("N"),
+    Options.withDescription(description),
+    Options.mapEffect((n) => (n >= 1 ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least 1, got ${n}`)))),
+    Options.optional
+  )
+
+export const maxTokens = optionalCount(
+  "max-tokens",
+  "each item's token budget: once its thread used N tokens, a card asks whether to continue for another N (no: the turn is interrupted, the item ends budget-exhausted)"
+)
+
+export const maxTurnTime = Options.text("max-turn-time").pipe(
+  Options.withPseudoName("DURATION"),
+  Options.withDescription("each turn's time budget: once a turn ran this long, a card asks whether to continue for as long again (no: interrupted, budget-exhausted)"),
+  Options.mapEffect((text) => Either.match(Durations.parse(text), { onLeft: (e) => Effect.fail(invalid(`--max-turn-time: ${e}`)), onRight: Effect.succeed })),
+  Options.optional
+)
+
+export const runMaxTokens = optionalCount(
+  "run-max-tokens",
+  "the run's token budget (all items together): once reached, no item is admitted while a card asks whether to continue for another N (no: the items not yet started end budget-exhausted)"
+)
+
+export const fixedConcurrency = Options.boolean("fixed-concurrency").pipe(
+  Options.withDescription(
+    "keep --concurrency fixed: no adaptive admission (by default, when codex reports overload or rate limits, fewer items are admitted until it clears)"
+  )
+)
+
+export const admissionRecovery = durationOption(
+  "admission-recovery",
+  "30s",
+  "adaptive admission: how long without overload or rate limits before one more item is admitted again"
+)
 export const pool = positiveInteger("pool", 1, "app-server processes; threads spread across them")
 export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
 
+
+export const worktree = Options.boolean("worktree").pipe(
+  Options.withDescription(
+    "run each work item in its own git worktree on branch warden/<run>/<item>, made from --cwd's HEAD (or --base); " +
+      "kept when the item changed something (its changes committed on the branch), removed when it did not"
+  )
+)
+
+export const base = Options.text("base").pipe(
+  Options.withPseudoName("REF"),
+  Options.withDescription("with --worktree: the branch, tag or commit each worktree starts from (default: HEAD)"),
+  Options.optional
+)
+
+export const keepWorktrees = Options.boolean("keep-worktrees").pipe(
+  Options.withDescription("with --worktree: keep every worktree and branch, also of items that changed nothing")
+)
 
 export const state = Options.text("state").pipe(
   Options.withPseudoName("PATH"),

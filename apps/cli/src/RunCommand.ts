@@ -4,7 +4,7 @@
  */
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
-import { CodexCommand, Config as SupervisorConfig } from "@warden/supervisor"
+import { CodexCommand, Config as SupervisorConfig, Worktree } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
@@ -43,8 +43,16 @@ export const options = {
   audit: Opts.audit,
   otlp: Opts.otlp,
   concurrency: Opts.concurrency,
+  maxTokens: Opts.maxTokens,
+  maxTurnTime: Opts.maxTurnTime,
+  runMaxTokens: Opts.runMaxTokens,
+  fixedConcurrency: Opts.fixedConcurrency,
+  admissionRecovery: Opts.admissionRecovery,
   pool: Opts.pool,
   restarts: Opts.restarts,
+  worktree: Opts.worktree,
+  base: Opts.base,
+  keepWorktrees: Opts.keepWorktrees,
   state: Opts.state,
   noState: Opts.noState,
   prompts
@@ -114,6 +122,14 @@ export interface Plan {
 export const execute = (args: Common, plan: Plan) =>
   Effect.gen(function*() {
     const cwd = yield* directory(args.cwd)
+    if (!args.worktree && (Option.isSome(args.base) || args.keepWorktrees)) {
+      return yield* ExitCodes.usage(`${Option.isSome(args.base) ? "--base" : "--keep-worktrees"} needs --worktree`)
+    }
+    if (args.worktree) {
+      yield* Worktree.repositoryOf(cwd).pipe(
+        Effect.mapError((e) => ExitCodes.usage(`--worktree needs a git repository: ${e.detail}`))
+      )
+    }
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
     const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal))
@@ -138,14 +154,30 @@ export const execute = (args: Common, plan: Plan) =>
       },
       stallTimeout: args.stallTimeout,
       concurrency: args.concurrency,
+      admission: { adaptive: !args.fixedConcurrency, recoverAfter: args.admissionRecovery },
+      ...(Option.isSome(args.runMaxTokens) ? { runBudget: { maxTokens: args.runMaxTokens.value } } : {}),
       pool: args.pool,
-      restart: { maxAttempts: args.restarts }
+      restart: { maxAttempts: args.restarts },
+      ...(recorder ? { runId: recorder.runId } : {})
     })
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
     const checked = SupervisorConfig.decode(config(undefined))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
     // Opened before the supervisor, closed after it (this handler's scope encloses Session.run's).
-    const { recorder, items, message } = yield* plan.open({ cwd, mode })
+    const opened = yield* plan.open({ cwd, mode })
+    const { message, recorder } = opened
+    const worktree: Worktree.WorktreeOptions | undefined = args.worktree
+      ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
+      : undefined
+    const budget = {
+      ...(Option.isSome(args.maxTokens) ? { maxTokens: args.maxTokens.value } : {}),
+      ...(Option.isSome(args.maxTurnTime) ? { maxTurnTime: args.maxTurnTime.value } : {})
+    }
+    const items = opened.items.map((item) => ({
+      ...item,
+      ...(worktree !== undefined ? { worktree } : {}),
+      ...(Object.keys(budget).length > 0 ? { budget } : {})
+    }))
     const screen = Screen.make()
     if (items.length === 0) {
       screen.err(`warden: ${message ?? "nothing to run"}`)

@@ -12,6 +12,11 @@
  * a deny rule still wins. When no scope can be derived (not a simple command, a network permission,
  * ...) or the rule cannot be stored, nothing is remembered and the card is NOT answered: it stays
  * open for another answer (or its deadline).
+ *
+ * `{"group": "g…", "decision": D}`: one answer for many cards. Every open card of that group
+ * (`card.opened`'s `group`: the same method asking the same thing, see `CardGroup`) gets `D`, each
+ * in its own method's vocabulary and written once; cards of the group that do not offer `D` stay
+ * open. `"always"` answers one card only (it names what it remembers by that card).
  */
 import type { Card } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
@@ -23,6 +28,7 @@ import * as Readline from "node:readline"
 export type LineVerdict =
   | { readonly _tag: "Decision"; readonly cardId: string; readonly decision: Decision.Decision }
   | { readonly _tag: "Always"; readonly cardId: string }
+  | { readonly _tag: "Group"; readonly group: string; readonly decision: Decision.Decision }
   | { readonly _tag: "Blank" }
   | { readonly _tag: "Invalid"; readonly reason: string }
 
@@ -39,6 +45,17 @@ export const parseLine = (line: string): LineVerdict => {
     return { _tag: "Invalid", reason: "not a JSON object; expected {\"cardId\": ..., \"decision\": ...}" }
   }
   const record = value as Record<string, unknown>
+  const group = record["group"]
+  if (group !== undefined && record["cardId"] === undefined) {
+    if (typeof group !== "string" || !/^g[0-9a-f]{16}$/.test(group)) return { _tag: "Invalid", reason: "\"group\" is not a group id (g and 16 hex digits, from card.opened)" }
+    if (!("decision" in record)) return { _tag: "Invalid", reason: `no "decision" for group ${group}` }
+    if (record["decision"] === "always") return { _tag: "Invalid", reason: `group ${group}: "always" answers one card at a time (give its cardId)` }
+    const decision = Decision.fromJson(record["decision"])
+    if (decision === undefined) {
+      return { _tag: "Invalid", reason: `group ${group}: decision ${JSON.stringify(record["decision"]).slice(0, 120)} is not a decision` }
+    }
+    return { _tag: "Group", group, decision }
+  }
   const cardId = record["cardId"]
   if (typeof cardId !== "string" || cardId === "") return { _tag: "Invalid", reason: "no \"cardId\" string" }
   if (!("decision" in record)) return { _tag: "Invalid", reason: `no "decision" for card ${cardId}` }
@@ -113,6 +130,21 @@ export const run = (
           }
           case "Decision":
             yield* answer(verdict.cardId, verdict.decision)
+            return
+          case "Group": {
+            const result = yield* supervisor.inbox.answerGroup(verdict.group, verdict.decision)
+            if (result.answered.length === 0 && result.notOffered.length === 0) {
+              report(`warden: stdin line ${lineNumber} ignored: no open card in group ${verdict.group}`)
+              return
+            }
+            const settled = result.answered.filter((a) => a.result._tag === "Settled")
+            report(
+              `warden: stdin line ${lineNumber}: group ${verdict.group}: ${settled.length} card(s) answered` +
+                (result.answered.length > settled.length ? `, ${result.answered.length - settled.length} already settled` : "") +
+                (result.notOffered.length > 0 ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}` : "")
+            )
+            return
+          }
         }
       })
     const answer = (cardId: string, decision: Decision.Decision) =>

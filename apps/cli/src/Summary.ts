@@ -52,6 +52,19 @@ export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<strin
     ])
     out.push("", ...table(["CARD", "ITEM", "KIND", "OUTCOME", "DECIDED BY", "SUMMARY"], cardRows))
   }
+  const worktreeRows = tally.items.flatMap((item, i) => {
+    const w = item.worktree
+    if (w === undefined || !("changed" in w)) return []
+    const what = w.error !== undefined
+      ? `kept as it was: ${flat(w.error, 80)}`
+      : w.changed
+      ? `${w.files} file${w.files === 1 ? "" : "s"} +${w.insertions} -${w.deletions}, kept at ${w.path}`
+      : w.kept
+      ? `no change, kept at ${w.path}`
+      : "no change, removed"
+    return [[String(i), w.branch, what]]
+  })
+  if (worktreeRows.length > 0) out.push("", ...table(["ITEM", "BRANCH", "WORKTREE"], worktreeRows))
   out.push("", `exit code ${exitCode}`)
   return out
 }

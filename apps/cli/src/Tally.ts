@@ -4,7 +4,7 @@
  * board draws it, the summary prints it, the exit code is computed from it.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import type { Supervisor, WorkItem } from "@warden/supervisor"
+import type { Supervisor, WorkItem, Worktree } from "@warden/supervisor"
 import { Cause, Exit } from "effect"
 import type { ItemStatus } from "./ExitCodes.js"
 import { Json } from "@warden/protocol"
@@ -23,6 +23,8 @@ export interface ItemState {
   finalMessage: string | undefined
   error: string | undefined
   turns: number
+  /** Its worktree (`--worktree`): where it is while the item runs, what became of it once it ended. */
+  worktree: { readonly path: string; readonly branch: string } | Worktree.WorktreeSummary | undefined
 }
 
 export type ConnectionState =
@@ -38,6 +40,8 @@ export interface Tally {
   readonly openCards: Map<Card.CardId, Card.CardView>
   readonly settled: Array<Card.Settlement>
   connection: ConnectionState
+  /** Adaptive admission, once it moved: at most `limit` of `max` items run now. */
+  admission: { readonly limit: number; readonly max: number } | undefined
 }
 
 export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
@@ -53,11 +57,13 @@ export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
     finishedAt: undefined,
     finalMessage: undefined,
     error: undefined,
-    turns: 0
+    turns: 0,
+    worktree: undefined
   })),
   openCards: new Map(),
   settled: [],
-  connection: { _tag: "Starting" }
+  connection: { _tag: "Starting" },
+  admission: undefined
 })
 
 /** How a finished work item is reported: its status, final message and error. */
@@ -146,6 +152,9 @@ export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorE
     case "ConnectionGaveUp":
       tally.connection = { _tag: "Lost", detail: event.detail }
       return
+    case "AdmissionChanged":
+      tally.admission = { limit: event.limit, max: event.max }
+      return
     case "ItemFinished": {
       const item = itemOf(tally, event.item)
       if (!item) return
@@ -178,6 +187,13 @@ export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorE
           return
         case "Stalled":
           item.activity = "stalled"
+          return
+        case "WorktreeReady":
+          item.worktree = { path: work.path, branch: work.branch }
+          item.activity = `in worktree ${work.branch}`
+          return
+        case "WorktreeFinished":
+          item.worktree = work.worktree
           return
         case "ConnectionLost":
           item.activity = "connection lost"

@@ -8,6 +8,7 @@ import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from 
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import type { CardId, CardView, Settlement } from "./Card.js"
+import * as CardGroup from "./CardGroup.js"
 import type { Line } from "./internal/CardRace.js"
 import { LiveCard } from "./internal/CardRace.js"
 import * as Config from "./Config.js"
@@ -47,6 +48,17 @@ export type AnswerResult =
   | { readonly _tag: "UnknownCard"; readonly cardId: CardId }
 
 /**
+ * What `answerGroup` did: each open card of the group that offers the decision, with what `answer`
+ * did with it (in the order the cards opened), and the cards of the group that do not offer it
+ * (left open, for an answer of their own). No open card in the group: both empty.
+ */
+export interface GroupAnswer {
+  readonly group: CardGroup.GroupId
+  readonly answered: ReadonlyArray<{ readonly cardId: CardId; readonly result: AnswerResult }>
+  readonly notOffered: ReadonlyArray<CardId>
+}
+
+/**
  * What an inbox sees, starting with a snapshot of the open cards.
  *
  * First a `Snapshot` of the cards open when it started, then every card that opens (`Opened`) and
@@ -74,6 +86,13 @@ export interface ApprovalsShape {
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
   /** Answer a card as a person (or program) through the inbox. */
   readonly answer: (cardId: CardId, decision: Decision.Decision) => Effect.Effect<AnswerResult>
+  /**
+   * Answer every open card of a group (`CardGroup.groupOf`: the same method and the same
+   * decision-relevant facts) as `answer` would, one by one: each card gets its own answer in its
+   * own method's vocabulary, written once, with its own settlement. Cards whose request does not
+   * offer the decision are left open (`notOffered`).
+   */
+  readonly answerGroup: (group: CardGroup.GroupId, decision: Decision.Decision) => Effect.Effect<GroupAnswer>
   /** Subscribe before acting, so no event is missed. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
@@ -179,10 +198,25 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
         ))
     )
 
+    const answerGroup = (group: CardGroup.GroupId, decision: Decision.Decision): Effect.Effect<GroupAnswer> =>
+      Effect.suspend(() => {
+        const members = Array.from(open.values(), (c) => c.view).filter((view) => CardGroup.groupOf(view) === group)
+        const offered = members.filter((view) => view.offers.includes(decision._tag))
+        return Effect.map(
+          Effect.forEach(offered, (view) => Effect.map(answer(view.id, decision), (result) => ({ cardId: view.id, result }))),
+          (answered): GroupAnswer => ({
+            group,
+            answered,
+            notOffered: members.filter((view) => !view.offers.includes(decision._tag)).map((view) => view.id)
+          })
+        )
+      })
+
     return {
       desk: (line, overrides, owner) => Desk.make(line, hub, { ...config, ...overrides }, owner),
       openCards: Effect.sync(() => Array.from(open.values(), (c) => c.view)),
       answer,
+      answerGroup,
       subscribe,
       events: Stream.fromPubSub(pubsub),
       inbox

@@ -7,6 +7,7 @@
  *   supervisor opens per connection.
  * - {@link Config}: its configuration, decoded once (`ConfigError`).
  * - {@link Card}: what a card shows and how it settled.
+ * - {@link CardGroup}: cards that ask the same thing, answered at once (`Approvals.answerGroup`).
  * - {@link ApprovalEvent}: what subscribers see.
  * - {@link Policy}: allow/deny rules (JSON or YAML) and their evaluation.
  * - {@link Deadlines}: per-method deadlines.
@@ -21,6 +22,7 @@ export * as Approvals from "./Approvals.js"
 export * as ApprovalEvent from "./ApprovalEvent.js"
 export * as Audit from "./Audit.js"
 export * as Card from "./Card.js"
+export * as CardGroup from "./CardGroup.js"
 export * as Config from "./Config.js"
 export * as Deadlines from "./Deadlines.js"
 export * as DeadlineTimer from "./DeadlineTimer.js"

@@ -54,8 +54,15 @@ export const SupervisorSetting = Schema.Struct({
   stallTimeout: optional(DurationSetting),
   interruptTimeout: optional(DurationSetting),
   concurrency: optional(PositiveCount),
+  admission: optional(Schema.Struct({
+    adaptive: optional(Schema.Boolean),
+    cooldown: optional(DurationSetting),
+    recoverAfter: optional(DurationSetting)
+  })),
   pool: optional(PositiveCount),
-  restart: optional(RestartSetting)
+  restart: optional(RestartSetting),
+  runBudget: optional(Schema.Struct({ maxTokens: PositiveCount })),
+  runId: optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,64}$/, { message: () => "letters, digits, '.', '_' or '-', 1 to 64 of them" })))
 })
 
 /**

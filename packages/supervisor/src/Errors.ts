@@ -54,7 +54,15 @@ export type RequestError = RequestTimeout | RemoteError | UnexpectedResult | Con
 
 /** Why a work item ended without a turn result. */
 export class WorkItemFailed extends Data.TaggedError("WorkItemFailed")<{
-  readonly reason: "connection-lost" | "stalled" | "start-failed" | "turn-failed-to-start" | "interrupt-timeout" | "resume-failed"
+  readonly reason:
+    | "connection-lost"
+    | "stalled"
+    | "start-failed"
+    | "turn-failed-to-start"
+    | "interrupt-timeout"
+    | "resume-failed"
+    | "worktree-failed"
+    | "budget-exhausted"
   readonly detail: string
   readonly threadId: string | undefined
   readonly cause?: unknown

@@ -103,6 +103,12 @@ export interface WardenSupervisor {
    * `UnknownCard`. Rejects with a `TypeError` when `decision` is not a decision.
    */
   readonly answer: (cardId: string, decision: DecisionInput) => Promise<Approvals.AnswerResult>
+  /**
+   * Answer every open card of a group at once (`CardGroup.groupOf(card)`: cards asking the same
+   * thing), each in its own method's vocabulary, written once; cards not offering the decision stay
+   * open (`notOffered`). Rejects with a `TypeError` when `decision` is not a decision.
+   */
+  readonly answerGroup: (group: string, decision: DecisionInput) => Promise<Approvals.GroupAnswer>
   /** Supervisor events (connections, work, finished items) from the moment iteration starts. */
   readonly events: () => AsyncIterable<SupervisorNs.SupervisorEvent>
   /** Card events (opened, settled, late decisions) from the moment iteration starts. */
@@ -216,6 +222,7 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     openCards: () => run(supervisor.inbox.open),
     cards: () => Stream.toAsyncIterableRuntime(supervisor.inbox.updates, rt),
     answer: (cardId, decision) => Promise.resolve().then(() => run(supervisor.inbox.answer(cardId, toDecision(decision)))),
+    answerGroup: (group, decision) => Promise.resolve().then(() => run(supervisor.inbox.answerGroup(group, toDecision(decision)))),
     events: () => Stream.toAsyncIterableRuntime(supervisor.events, rt),
     approvalEvents: () => Stream.toAsyncIterableRuntime(supervisor.approvals.events, rt),
     close: async () => {

@@ -20,6 +20,7 @@ import {
   Effect,
   Exit,
   Fiber,
+  FiberId,
   Layer,
   Mailbox,
   Metric,
@@ -27,7 +28,8 @@ import {
   PubSub,
   Queue,
   Stream,
-  SubscriptionRef
+  SubscriptionRef,
+  FiberSet
 } from "effect"
 import type { Scope } from "effect"
 import * as AppServerConnection from "./internal/AppServerConnection.js"
@@ -35,9 +37,13 @@ import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
 import type { RequestError } from "./Errors.js"
 import { WorkItemFailed } from "./Errors.js"
+import * as Admission from "./internal/Admission.js"
+import * as Budget from "./internal/Budget.js"
+import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
+import type { WorktreeSummary } from "./Worktree.js"
 
 /**
  * How a slot restarts its app-server after the connection ended, and what happens to its work items.
@@ -76,10 +82,35 @@ export interface SupervisorConfig {
   readonly interruptTimeout?: Duration.DurationInput
   /** Running work items at most; the rest wait in FIFO order (default 4). */
   readonly concurrency?: number
+  /**
+   * Adaptive admission (off by default): when codex reports pressure (a `-32001` overload answer, a
+   * rate limit reached in `account/rateLimits/updated`, a turn error saying rate limit, overload or
+   * HTTP 429/503), the number of running items allowed halves (at most once per `cooldown`, default
+   * 5 seconds; never below 1) and then grows by one after each `recoverAfter` (default 30 seconds)
+   * without pressure, up to `concurrency`. Running items are never stopped. Each move is an
+   * `AdmissionChanged` event.
+   */
+  readonly admission?: {
+    readonly adaptive?: boolean
+    readonly cooldown?: Duration.DurationInput
+    readonly recoverAfter?: Duration.DurationInput
+  }
   /** App-server processes; threads spread across them and stay on theirs (default 1). */
   readonly pool?: number
   /** Restarts of a dead app-server and the fate of its work items. */
   readonly restart?: RestartConfig
+  /**
+   * The run's token budget: when the work items' tokens together reach `maxTokens`, no further item
+   * is admitted while Warden asks, as a card of its own, whether to continue for another
+   * `maxTokens`; anything but yes admits no further item (those waiting fail `budget-exhausted`;
+   * running ones go on).
+   */
+  readonly runBudget?: { readonly maxTokens: number }
+  /**
+   * This run's name in the branches of work items with a `worktree` (`warden/<runId>/<item id>`):
+   * letters, digits, `.`, `_`, `-`, at most 64 (default: 8 random hex digits, new for every supervisor).
+   */
+  readonly runId?: string
 }
 
 /**
@@ -117,6 +148,11 @@ export type SupervisorEvent =
   | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
   /** More than `restart.maxAttempts` consecutive failures: the slot is down, its waiting work items fail. */
   | { readonly _tag: "ConnectionGaveUp"; readonly slot: number; readonly detail: string }
+  /**
+   * Adaptive admission moved: at most `limit` of `max` (`concurrency`) work items run now; `reason`
+   * is the pressure codex reported, or `recovered` after a quiet period.
+   */
+  | { readonly _tag: "AdmissionChanged"; readonly limit: number; readonly max: number; readonly reason: string }
   /** An event of a work item. */
   | { readonly _tag: "Work"; readonly event: WorkEvent }
   /** A work item ended: its result, or how it failed (or was interrupted). */
@@ -175,6 +211,8 @@ export interface SupervisorShape {
     readonly updates: Stream.Stream<ApprovalsTypes.InboxUpdate>
     readonly open: Effect.Effect<ReadonlyArray<Card.CardView>>
     readonly answer: (cardId: Card.CardId, decision: Decision.Decision) => Effect.Effect<ApprovalsTypes.AnswerResult>
+    /** Answer every open card of a group (`CardGroup.groupOf`) at once, each written once (see `Approvals.answerGroup`). */
+    readonly answerGroup: (group: string, decision: Decision.Decision) => Effect.Effect<ApprovalsTypes.GroupAnswer>
   }
   /** Supervisor events (connections, work, finished items) from the moment of subscription. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
@@ -248,6 +286,112 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       telemetry: telemetry !== undefined
     }
 
+    const admission = yield* Admission.make(
+      {
+        max: config.concurrency ?? 4,
+        adaptive: config.admission?.adaptive ?? false,
+        cooldown: Duration.decode(config.admission?.cooldown ?? "5 seconds"),
+        recoverAfter: Duration.decode(config.admission?.recoverAfter ?? "30 seconds")
+      },
+      (change) => publish({ _tag: "AdmissionChanged", ...change })
+    )
+
+    // Budgets: Warden's own questions, and the run's token budget (see Budget).
+    const asker = yield* Budget.asker(approvals)
+    const forkInSupervisor = yield* FiberSet.makeRuntime<never>()
+    const runMax = config.runBudget?.maxTokens
+    let runAllowance = runMax ?? Infinity
+    let runTotal = 0
+    /** While a question about the run's budget is open: its answer (true: admit on). */
+    let runQuestion: Deferred.Deferred<boolean> | undefined
+    let runClosed = false
+    const runBudgetExhausted = () =>
+      new WorkItemFailed({
+        reason: "budget-exhausted",
+        detail: `the run reached its token budget (${runAllowance}) and continuing was not allowed: no further work item is admitted`,
+        threadId: undefined
+      })
+    const askRunBudget = (where: { readonly threadId: string; readonly turnId: string | undefined }) => {
+      if (runMax === undefined || runClosed || runQuestion !== undefined || runTotal < runAllowance) return
+      const question = Deferred.unsafeMake<boolean>(FiberId.none)
+      runQuestion = question
+      forkInSupervisor(
+        Effect.gen(function*() {
+          const yes = yield* asker.ask({
+            workItem: undefined,
+            threadId: where.threadId,
+            turnId: where.turnId,
+            message: `the run reached ${runTotal} tokens (budget ${runAllowance}): continue for another ${runMax}?`
+          })
+          if (yes) runAllowance += runMax
+          else runClosed = true
+          runQuestion = undefined
+          yield* Deferred.succeed(question, yes)
+          if (yes) askRunBudget(where)
+        })
+      )
+    }
+    /** Admission's second gate: waits while the run's budget question is open; fails once it was refused. */
+    const runGate = Effect.suspend(() => {
+      if (runClosed) return Effect.fail(runBudgetExhausted())
+      if (runQuestion === undefined) return Effect.void
+      return Effect.flatMap(Deferred.await(runQuestion), (yes) => (yes ? Effect.void : Effect.fail(runBudgetExhausted())))
+    })
+
+    /**
+     * The item's budget watch (when it has a budget) and its share of the run's tokens: the
+     * emitter the item's runner uses, and what exhausted it (once a budget question was refused).
+     */
+    const withBudget = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        const budget = item.budget
+        const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
+        if (!own && runMax === undefined) return { emit, exhausted: (): string | undefined => undefined }
+        let exhausted: string | undefined
+        let events: Queue.Queue<WorkEvent> | undefined
+        if (own) {
+          const decoded = yield* Effect.try({
+            try: (): Budget.ItemBudget => {
+              const maxTokens = budget.maxTokens
+              if (maxTokens !== undefined && !(Number.isSafeInteger(maxTokens) && maxTokens > 0)) throw new Error(`budget.maxTokens must be a positive integer, got ${String(maxTokens)}`)
+              return { maxTokens, maxTurnTime: budget.maxTurnTime === undefined ? undefined : Duration.decode(budget.maxTurnTime) }
+            },
+            catch: (e) => new WorkItemFailed({ reason: "start-failed", detail: e instanceof Error ? e.message : String(e), threadId: item.threadId })
+          })
+          const queue = yield* Effect.acquireRelease(Queue.unbounded<WorkEvent>(), Queue.shutdown)
+          events = queue
+          yield* Budget.watch({
+            item: item.id,
+            label: `item ${String(item.id ?? "")}`.trim(),
+            budget: decoded,
+            events: queue,
+            asker,
+            exhaust: (detail) => {
+              exhausted = detail
+            },
+            interrupt: Effect.suspend(() =>
+              session.server && session.threadId && session.turnId
+                ? ThreadRunner.interruptTurn(session.server, session.threadId, session.turnId, runnerConfig.interruptTimeout)
+                : Effect.void
+            )
+          })
+        }
+        let counted = 0
+        const wrapped = (event: WorkEvent) => {
+          events?.unsafeOffer(event)
+          if (runMax !== undefined && event._tag === "Notification" && event.method === "thread/tokenUsage/updated") {
+            const total = Budget.totalTokensOf(event.params)
+            if (total !== undefined && total > counted) {
+              runTotal += total - counted
+              counted = total
+              askRunBudget({ threadId: event.threadId, turnId: event.turnId })
+            }
+          }
+          emit(event)
+        }
+        return { emit: wrapped, exhausted: () => exhausted }
+      })
+
     const slots: Array<Slot> = []
     for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
       slots.push({ index, state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }), threads: 0 })
@@ -278,6 +422,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                 connection,
                 approvals,
                 config.connection,
+                admission.pressure,
                 telemetry && { readLoopLag: telemetry.readLoopLag ?? true }
               ).pipe(
                 Effect.tapError((error) =>
@@ -395,7 +540,6 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       return best ?? slots[0]!
     })
 
-    const admission = yield* Effect.makeSemaphore(Math.max(1, config.concurrency ?? 4))
 
     /** Map a runner failure to the work item's typed failure; `ready` says whether the thread existed. */
     const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Session): WorkItemFailed => {
@@ -413,8 +557,44 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       })
     }
 
-    const execute = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+    const runId = config.runId ?? crypto.randomUUID().slice(0, 8)
+    let unnamedItems = 0
+
+    /**
+     * The item's worktree, when it asks for one: made now, finished once (committed, kept or
+     * removed) by whichever comes first, the item's success (so its result carries the summary) or
+     * the close of the item's scope (any failure, a stop). The item then runs in the worktree.
+     */
+    const withWorktree = (item: WorkItem, emit: (event: WorkEvent) => void) =>
       Effect.gen(function*() {
+        if (item.worktree === undefined || item.worktree === false) {
+          return { work: item, finish: Effect.succeed<WorktreeSummary | undefined>(undefined) }
+        }
+        const options = item.worktree === true ? {} : item.worktree
+        const name = String(item.id ?? `item-${++unnamedItems}`)
+        const made = yield* GitWorktree.create(item.cwd ?? process.cwd(), { run: runId, item: name }, options).pipe(
+          Effect.mapError((e) => new WorkItemFailed({ reason: "worktree-failed", detail: SecretMask.maskText(e.message), threadId: item.threadId }))
+        )
+        emit({ _tag: "WorktreeReady", item: item.id, path: made.path, branch: made.branch, base: made.base, reused: made.reused })
+        const finish = yield* Effect.cached(
+          GitWorktree.finish(made, options, `warden: work item ${name} (run ${runId})`).pipe(
+            Effect.tap((worktree) => Effect.sync(() => emit({ _tag: "WorktreeFinished", item: item.id, worktree })))
+          )
+        )
+        yield* Effect.addFinalizer(() => finish)
+        // Uninterruptible: a stop that came while git commits must not leave the memo interrupted
+        // and the worktree unfinished (each git command is bounded, see GitWorktree).
+        return {
+          work: { ...item, cwd: made.cwd },
+          finish: Effect.uninterruptible(Effect.map(finish, (summary): WorktreeSummary | undefined => summary))
+        }
+      })
+
+    const execute = (given: WorkItem, session: ThreadRunner.Session, emitOuter: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        yield* runGate
+        const { finish: finishWorktree, work: item } = yield* withWorktree(given, emitOuter)
+        const { emit, exhausted } = yield* withBudget(item, session, emitOuter)
         const slot = yield* pickSlot
         slot.threads++
         yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
@@ -446,11 +626,17 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
           if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
         }
+        const spent = exhausted()
+        if (spent !== undefined) {
+          return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
+        }
         const last = turns[turns.length - 1]
         if (!last || session.threadId === undefined) {
           return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
         }
+        const worktree = yield* finishWorktree
         const result: WorkResult = {
+          ...(worktree !== undefined ? { worktree } : {}),
           id: item.id,
           threadId: session.threadId,
           status: last.status,
@@ -464,14 +650,14 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         return result
       }).pipe(
         Effect.scoped,
-        Effect.annotateLogs({ workItem: String(item.id ?? "") }),
+        Effect.annotateLogs({ workItem: String(given.id ?? "") }),
         // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
         telemetry === undefined
-          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(item.id ?? "") } })
+          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
           : (effect) =>
             Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
               Effect.withSpan(effect, "warden.workItem", {
-                attributes: { "warden.item": String(item.id ?? "") },
+                attributes: { "warden.item": String(given.id ?? "") },
                 root: true,
                 links: Option.isSome(caller) ? [{ _tag: "SpanLink", span: caller.value, attributes: {} }] : [],
                 captureStackTrace: false
@@ -483,7 +669,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     let running = 0
     const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
     const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
-      admission.withPermits(1)(
+      admission.withPermit(
         telemetry === undefined
           ? Effect.suspend(() => execute(item, session, emit))
           : Effect.acquireUseRelease(countRunning(1), () => execute(item, session, emit), () => countRunning(-1))
@@ -492,6 +678,13 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       )
 
     const emitter = (extra?: (event: WorkEvent) => void) => (event: WorkEvent) => {
+      if (event._tag === "Notification" && event.method === "error") {
+        const pressure = Admission.pressureOfError((event.params as { error?: unknown } | null)?.error)
+        if (pressure !== undefined) admission.pressure(pressure)
+      } else if (event._tag === "TurnCompleted" && event.turn.error !== undefined) {
+        const pressure = Admission.pressureOfError(event.turn.error)
+        if (pressure !== undefined) admission.pressure(pressure)
+      }
       publish({ _tag: "Work", event })
       extra?.(event)
     }
@@ -544,7 +737,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     return {
       run,
       start,
-      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer },
+      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer, answerGroup: approvals.answerGroup },
       subscribe: PubSub.subscribe(events),
       events: Stream.fromPubSub(events),
       subscribeApprovals: approvals.subscribe,

@@ -2,6 +2,7 @@
  * Work items, what an embedder asks for (a prompt on a new or resumed thread, maybe follow-ups),
  * what it gets back (a result per turn and overall), and the events it can watch on the way.
  */
+import type { WorktreeOptions, WorktreeSummary } from "./Worktree.js"
 
 /**
  * A work item, a prompt to run on a new thread (or on `threadId`, resumed).
@@ -38,6 +39,22 @@ export interface WorkItem {
   readonly config?: Readonly<Record<string, unknown>>
   /** Any further thread/start params (ephemeral, dynamicTools, ...), passed as given. */
   readonly threadParams?: Readonly<Record<string, unknown>>
+  /**
+   * Run in a git worktree of its own, on its own branch (see `Worktree`): `true` for the defaults.
+   * The repository is the one holding `cwd`; not a repository fails the item `worktree-failed`.
+   */
+  readonly worktree?: boolean | WorktreeOptions
+  /**
+   * Budgets: `maxTokens` (the thread's total tokens, from `thread/tokenUsage/updated`) and
+   * `maxTurnTime` (how long one turn may run). Reaching one asks, as a card of Warden's own ("item
+   * 7 reached 200k tokens: continue for another 200k?", an elicitation from server `warden`),
+   * decided like any card; anything but yes interrupts the turn and the item fails
+   * `budget-exhausted`.
+   */
+  readonly budget?: {
+    readonly maxTokens?: number
+    readonly maxTurnTime?: import("effect").Duration.DurationInput
+  }
 }
 
 /** A turn's status as the server reports it; open to statuses a later codex may add. */
@@ -91,6 +108,8 @@ export interface WorkResult {
   readonly turns: ReadonlyArray<TurnResult>
   /** How many times the thread was resumed after an app-server restart. */
   readonly resumes: number
+  /** The item's worktree, when it ran in one (`WorkItem.worktree`): its branch, whether it changed, kept. */
+  readonly worktree?: WorktreeSummary
 }
 
 /**
@@ -100,6 +119,17 @@ export interface WorkResult {
  * connection loss, resume or stall. Each carries the item's `id`.
  */
 export type WorkEvent =
+  /** The item's worktree is checked out at `path` on `branch` (`reused`: one a crashed run left); the thread runs there. */
+  | {
+    readonly _tag: "WorktreeReady"
+    readonly item: string | number | undefined
+    readonly path: string
+    readonly branch: string
+    readonly base: string
+    readonly reused: boolean
+  }
+  /** The item ended and its worktree was finished: committed, then kept or removed (`worktree`). */
+  | { readonly _tag: "WorktreeFinished"; readonly item: string | number | undefined; readonly worktree: WorktreeSummary }
   /** The thread exists (`resumed`: by `thread/resume`, given `threadId` or after a restart). */
   | { readonly _tag: "ThreadReady"; readonly item: string | number | undefined; readonly threadId: string; readonly resumed: boolean }
   /**

@@ -11,6 +11,7 @@
  * - {@link CodexCommand}: how the app-server child is launched.
  * - {@link Telemetry}: the `warden.*` metrics, span and attribute names, and the switch that turns
  *   them on (`@warden/observability` exports them over OTLP).
+ * - {@link Worktree}: a git worktree per work item (`WorkItem.worktree`), its options and summary.
  *
  * @packageDocumentation
  */
@@ -22,3 +23,4 @@ export { createSupervisor } from "./Facade.js"
 export * as Supervisor from "./Supervisor.js"
 export * as Telemetry from "./Telemetry.js"
 export * as WorkItem from "./WorkItem.js"
+export * as Worktree from "./Worktree.js"

@@ -131,6 +131,8 @@ const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEven
     case "Notification":
     case "Stalled":
     case "ThreadStartedFresh": // the ThreadReady that follows records the new thread
+    case "WorktreeReady": // the worktree is the item's cwd (its options record --worktree)
+    case "WorktreeFinished": // not recorded: the branch and its worktree are in git
       return Effect.void
   }
 }

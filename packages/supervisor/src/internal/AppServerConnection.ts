@@ -21,6 +21,7 @@ import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, P
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import { labelsOf, Metrics } from "../Telemetry.js"
+import * as Admission from "./Admission.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
 
@@ -155,6 +156,8 @@ export const make = (
   connection: Connection,
   approvals: Approvals.ApprovalsShape,
   config: ConnectionConfig = {},
+  /** Codex said it is under pressure (an overload answer, a rate limit reached): for adaptive admission. */
+  pressure: (reason: string) => void = () => {},
   telemetry: Instrumentation | undefined = undefined
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -266,6 +269,10 @@ export const make = (
         route.routed++
         route.signals.unsafeOffer({ _tag: "Notification", method, params })
         return
+      }
+      if (method === "account/rateLimits/updated") {
+        const reason = Admission.pressureOfRateLimits(params)
+        if (reason !== undefined) pressure(reason)
       }
       connectionEvents.unsafeOffer({ method, params })
     }
@@ -415,7 +422,11 @@ export const make = (
         )
       })
 
-    const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+    const isOverload = (error: RequestError) => {
+      const overloaded = error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+      if (overloaded) pressure("the app-server is overloaded (-32001)")
+      return overloaded
+    }
     const maxRetries = config.overloadRetries ?? 5
     const firstBackoff = Duration.toMillis(Duration.decode(config.overloadBackoff ?? "100 millis"))
 

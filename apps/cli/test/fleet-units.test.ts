@@ -1,0 +1,72 @@
+/** The CLI's fleet pieces without a process: stdin group lines, the summary's worktree table, the board's grouped cards. */
+import { assert, describe, it } from "@effect/vitest"
+import type { Card } from "@warden/approvals"
+import { Effect } from "effect"
+import * as Board from "../src/Board.js"
+import * as StdinDecisions from "../src/StdinDecisions.js"
+import * as Summary from "../src/Summary.js"
+import * as Tally from "../src/Tally.js"
+
+const commandCard = (id: string, item: number, command: string): Card.CardView => ({
+  id,
+  requestId: id,
+  method: "item/commandExecution/requestApproval",
+  threadId: `thr_${item}`,
+  turnId: "turn_1",
+  workItem: item,
+  summary: { kind: "command", command, argv: command.split(" "), cwd: `/w/${item}`, reason: undefined },
+  title: `run: ${command}`,
+  offers: ["Accept", "Decline"],
+  openedAt: 0,
+  deadlineAt: 60_000
+})
+
+describe("cli fleet units", () => {
+  it("stdin group lines: a group id and a decision; \"always\" and bad ids are refused with a reason", () => {
+    assert.deepStrictEqual(StdinDecisions.parseLine(`{"group":"g0123456789abcdef","decision":"accept"}`), {
+      _tag: "Group",
+      group: "g0123456789abcdef",
+      decision: { _tag: "Accept" }
+    })
+    const reason = (line: string) => {
+      const v = StdinDecisions.parseLine(line)
+      return v._tag === "Invalid" ? v.reason : `not invalid: ${line}`
+    }
+    assert.match(reason(`{"group":"c1","decision":"accept"}`), /not a group id/)
+    assert.match(reason(`{"group":"g0123456789abcdef","decision":"always"}`), /one card at a time/)
+    assert.match(reason(`{"group":"g0123456789abcdef"}`), /no "decision"/)
+    assert.match(reason(`{"group":"g0123456789abcdef","decision":"sure"}`), /is not a decision/)
+  })
+
+  it("the summary lists each item's worktree: changed and kept, unchanged and removed, kept as it was on a git failure", () => {
+    const tally = Tally.make(["a", "b", "c"], 0)
+    const summary = (path: string, changed: boolean, kept: boolean, error?: string) => ({
+      path, branch: `warden/r/${path}`, base: "b", head: "h", changed, kept, diffstat: "", files: changed ? 2 : 0, insertions: changed ? 3 : 0, deletions: changed ? 1 : 0,
+      ...(error !== undefined ? { error } : {})
+    })
+    tally.items[0]!.worktree = summary("0", true, true)
+    tally.items[1]!.worktree = summary("1", false, false)
+    tally.items[2]!.worktree = summary("2", false, true, "git add: fatal")
+    const lines = Summary.lines(tally, 0)
+    const table = lines.slice(lines.findIndex((l) => l.startsWith("ITEM  BRANCH")))
+    assert.match(table[1]!, /^0 +warden\/r\/0 +2 files \+3 -1, kept at 0$/)
+    assert.match(table[2]!, /^1 +warden\/r\/1 +no change, removed$/)
+    assert.match(table[3]!, /^2 +warden\/r\/2 +kept as it was: git add: fatal$/)
+  })
+
+  it.scoped("the board shows cards asking the same thing as one line with their count and items", () =>
+    Effect.gen(function*() {
+      const tally = Tally.make(["a", "b", "c", "d"], 0)
+      for (const card of [commandCard("c1", 0, "pnpm test"), commandCard("c2", 1, "make lint"), commandCard("c3", 2, "pnpm test"), commandCard("c4", 3, "pnpm test")]) {
+        Tally.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
+      }
+      let region: ReadonlyArray<string> = []
+      const screen = { region: (lines: ReadonlyArray<string>) => void (region = lines), err: () => {}, out: () => {} } as never
+      const board = yield* Board.make(screen, tally, { title: "t", now: () => 0 })
+      board.redraw()
+      const cardLines = region.filter((l) => /^ c\d/.test(l))
+      assert.strictEqual(cardLines.length, 2)
+      assert.match(cardLines[0]!, /^ c1 +3 items command +closes in +1:00 +run: pnpm test — 3 items \(0, 2, 3\)$/)
+      assert.match(cardLines[1]!, /^ c2 +item 1 +command +closes in +1:00 +run: make lint$/)
+    }))
+})

@@ -1,0 +1,114 @@
+/**
+ * Admission: at most `limit` work items run at once, the rest wait FIFO. Fixed at `max`, or
+ * adaptive (AIMD): when codex reports pressure (a `-32001` overload answer, a rate limit reached in
+ * `account/rateLimits/updated`, a turn error saying rate limit, overload or HTTP 429), the limit
+ * halves (at most once per `cooldown`, floor 1); after `recoverAfter` without any pressure it grows
+ * by one, up to `max`, one step per quiet period. Running items are never stopped: a lower limit
+ * holds new admissions back until enough running ones ended.
+ *
+ * Pressure is reported synchronously (`pressure`, safe on the read loop: one queue offer); one
+ * controller fiber in the supervisor's scope reads it and moves the limit. Every move is reported
+ * through `changed`.
+ */
+import { Clock, Duration, Effect, Option, Queue } from "effect"
+import type { Scope } from "effect"
+
+export interface AdmissionSettings {
+  readonly max: number
+  readonly adaptive: boolean
+  readonly cooldown: Duration.Duration
+  readonly recoverAfter: Duration.Duration
+}
+
+/** A move of the limit: `reason` is the pressure that lowered it, or "recovered". */
+export interface AdmissionChange {
+  readonly limit: number
+  readonly max: number
+  readonly reason: string
+}
+
+export interface Admission {
+  /** Run `effect` once admitted (FIFO), holding one permit while it runs. */
+  readonly withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Codex said it is under pressure (`reason`, for people); ignored when admission is fixed. */
+  readonly pressure: (reason: string) => void
+  /** The current limit. */
+  readonly limit: () => number
+}
+
+export const make = (
+  settings: AdmissionSettings,
+  changed: (change: AdmissionChange) => void
+): Effect.Effect<Admission, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const max = Math.max(1, settings.max)
+    const semaphore = yield* Effect.makeSemaphore(max)
+    let limit = max
+    const signals = yield* Queue.unbounded<string>()
+    yield* Effect.addFinalizer(() => Queue.shutdown(signals))
+
+    const move = (next: number, reason: string) =>
+      Effect.gen(function*() {
+        if (next === limit) return
+        limit = next
+        yield* semaphore.resize(next)
+        changed({ limit: next, max, reason })
+      })
+
+    if (settings.adaptive) {
+      const cooldown = Duration.toMillis(settings.cooldown)
+      let lastDecrease = -Infinity
+      const controller = Effect.gen(function*() {
+        while (true) {
+          const signal = yield* Effect.timeoutOption(Queue.take(signals), settings.recoverAfter)
+          if (Option.isNone(signal)) {
+            if (limit < max) yield* move(limit + 1, "recovered")
+            continue
+          }
+          const now = yield* Clock.currentTimeMillis
+          if (now - lastDecrease < cooldown || limit === 1) continue // one storm, one halving
+          lastDecrease = now
+          yield* move(Math.max(1, Math.floor(limit / 2)), signal.value)
+        }
+      })
+      yield* controller.pipe(Effect.interruptible, Effect.forkScoped)
+    }
+
+    return {
+      withPermit: (effect) => semaphore.withPermits(1)(effect),
+      pressure: settings.adaptive ? (reason) => void Queue.unsafeOffer(signals, reason) : () => {},
+      limit: () => limit
+    }
+  })
+
+/** Codes of `codexErrorInfo` that say "too much at once" (not a quota that waiting ends). */
+const PressureCodes = new Set(["rateLimitExceeded", "serverOverloaded"])
+
+/**
+ * The pressure a turn error or an `error` notification reports (its `codexErrorInfo`: rate limit,
+ * overload, or an HTTP 429/503 status), or undefined. Reads the wire shape without Schema.
+ */
+export const pressureOfError = (error: unknown): string | undefined => {
+  if (typeof error !== "object" || error === null) return undefined
+  const info = (error as Record<string, unknown>)["codexErrorInfo"]
+  if (typeof info === "string") return PressureCodes.has(info) ? info : undefined
+  if (typeof info !== "object" || info === null) return undefined
+  const [code, detail] = Object.entries(info as Record<string, unknown>)[0] ?? []
+  if (code === undefined) return undefined
+  if (PressureCodes.has(code)) return code
+  const status = typeof detail === "object" && detail !== null ? (detail as Record<string, unknown>)["httpStatusCode"] : undefined
+  return status === 429 || status === 503 ? `HTTP ${status} (${code})` : undefined
+}
+
+/** The pressure an `account/rateLimits/updated` reports: a limit reached, or a window used up. */
+export const pressureOfRateLimits = (params: unknown): string | undefined => {
+  const limits = typeof params === "object" && params !== null ? (params as Record<string, unknown>)["rateLimits"] : undefined
+  if (typeof limits !== "object" || limits === null) return undefined
+  const l = limits as Record<string, unknown>
+  if (typeof l["rateLimitReachedType"] === "string") return `rate limit reached (${l["rateLimitReachedType"]})`
+  for (const window of ["primary", "secondary"]) {
+    const used = (l[window] as Record<string, unknown> | null | undefined)?.["usedPercent"]
+    if (typeof used === "number" && used >= 100) return `rate limit window used up (${window})`
+  }
+  return undefined
+}
