@@ -33,7 +33,7 @@ import { Decision } from "@warden/protocol"
 // The connection itself, below the public surface (a workspace-only subpath: not published).
 import * as AppServerConnection from "@warden/supervisor/internal/AppServerConnection"
 import type * as ThreadRoute from "@warden/supervisor/internal/ThreadRoute"
-import { Effect, ExecutionStrategy, Exit, Mailbox, PubSub, Scope } from "effect"
+import { Effect, ExecutionStrategy, Exit, Logger, Mailbox, PubSub, Scope } from "effect"
 import * as BenchLedger from "./support/BenchLedger.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"
@@ -66,7 +66,14 @@ const feed = async (chunks: ReadonlyArray<Uint8Array>, sink: (chunk: Uint8Array)
 
 const WAIT_LIMIT_MS = 60_000
 
-export const wardenRunner = async (mix: Mix.Mix, options?: { readonly ledger?: boolean }): Promise<Runner & { readonly answers: () => number }> => {
+/**
+ * `telemetry`: the connection as a supervisor with `Telemetry` builds it (read-loop lag measured,
+ * every card's span a child of its thread's span); without it, as one without (the default).
+ */
+export const wardenRunner = async (
+  mix: Mix.Mix,
+  options: { readonly ledger?: boolean; readonly telemetry?: boolean } = {}
+): Promise<Runner & { readonly answers: () => number }> => {
   const scope = Effect.runSync(Scope.make())
   const peer = BenchPeer.make()
   const { routes, server, ledger } = await Effect.runPromise(
@@ -80,7 +87,8 @@ export const wardenRunner = async (mix: Mix.Mix, options?: { readonly ledger?: b
           yield* ledger.run.attach({ subscribe: PubSub.subscribe(none), subscribeApprovals: approvals.subscribe })
         }
         const connection = yield* peer.memory.transport.connect
-        const server = yield* AppServerConnection.make(connection, approvals)
+        const server = yield* AppServerConnection.make(connection, approvals, {}, () => {}, options.telemetry === true ? { readLoopLag: true } : undefined)
+        const traceParent = options.telemetry === true ? yield* Effect.makeSpan("bench.thread") : undefined
         const routes: Array<ThreadRoute.ThreadRoute> = []
         for (const threadId of mix.threadIds) {
           const route: ThreadRoute.ThreadRoute = {
@@ -90,13 +98,17 @@ export const wardenRunner = async (mix: Mix.Mix, options?: { readonly ledger?: b
             workItem: threadId,
             fileChanges: new Map(),
             runningCommands: new Set(),
-            routed: 0
+            routed: 0,
+            ...(traceParent !== undefined ? { traceParent } : {})
           }
           server.registerThread(route)
           routes.push(route)
         }
         return { routes, server, ledger }
-      }),
+      }).pipe(
+        // Telemetry's log records go to the collector's logger; no console logger is measured here.
+        options.telemetry === true ? Effect.provide(Logger.remove(Logger.defaultLogger)) : (effect) => effect
+      ),
       scope
     )
   )

@@ -22,6 +22,7 @@ import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
 import * as Scale from "./Scale.js"
 import * as Startup from "./Startup.js"
+import * as Telemetry from "./Telemetry.js"
 import type { BenchResult, Results } from "./support/Report.js"
 import { finiteRecord, loadAvg, machine, markdown, render, roundedTable, targetsTable } from "./support/Report.js"
 import { nowMs } from "./support/Stats.js"
@@ -33,7 +34,8 @@ export const benchmarks = {
   realCodexOverhead: RealCodexOverhead.run,
   adversarialFrames: AdversarialFrames.run,
   fleet: Fleet.run,
-  startup: Startup.run
+  startup: Startup.run,
+  telemetry: Telemetry.run
 } as const
 
 export type BenchName = keyof typeof benchmarks

@@ -14,8 +14,18 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import type { Cli } from "./Cli.js"
 import * as ExitCodes from "./ExitCodes.js"
+
+/**
+ * Warnings and errors, masked, on stderr. Information records (what `--otlp` exports: a turn
+ * started, a card settled) are for the collector, not the terminal.
+ */
+const stderrLogger = Logger.filterLogLevel(
+  Logger.withConsoleError(Logger.map(Logger.stringLogger, SecretMask.maskText)),
+  LogLevel.greaterThanEqual(LogLevel.Warning)
+)
 
 export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
   // A closed stdout (e.g. `warden run --json ... | head -1`) must not crash the run.
@@ -56,11 +66,14 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
     // What @effect/cli needs (CliApp.Environment), not the whole NodeContext: its command executor
     // and worker manager are never used, and loading them is start-up time.
     // Logs go to stderr: with --json, stdout carries nothing but the events.
-    Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.map(Logger.stringLogger, SecretMask.maskText)))))
+    Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Logger.replace(Logger.defaultLogger, stderrLogger)))
   )
 
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
+    // runMain adds Effect's pretty logger (to stdout) unless told not to; the logger provided
+    // above is the only one: stderr, masked.
+    disablePrettyLogger: true,
     teardown: (exit, onExit) => {
       const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : ExitCodes.Failed
       // Nothing should be left running; if something is, it must not keep the process alive.

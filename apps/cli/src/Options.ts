@@ -94,6 +94,14 @@ export const json = Options.boolean("json").pipe(
   Options.withDescription("one JSON object per line on stdout (nothing else on stdout; human output goes to stderr)")
 )
 
+export const otlp = Options.text("otlp").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "export traces, metrics and logs to this OTLP/HTTP collector (e.g. http://localhost:4318); default $OTEL_EXPORTER_OTLP_ENDPOINT, else off"
+  ),
+  Options.optional
+)
+
 export const audit = Options.text("audit").pipe(
   Options.withPseudoName("FILE"),
   Options.withDescription("append the approvals audit trail to FILE as JSON lines"),

@@ -45,6 +45,7 @@ export const options = {
   stallTimeout: Opts.stallTimeout,
   json: Opts.json,
   audit: Opts.audit,
+  otlp: Opts.otlp,
   concurrency: Opts.concurrency,
   maxTokens: Opts.maxTokens,
   maxTurnTime: Opts.maxTurnTime,
@@ -222,6 +223,7 @@ export const execute = (args: Common, plan: Plan) =>
       screen.err(`warden: ${message ?? "nothing to run"}`)
       return
     }
+    const telemetry = yield* telemetryFor(Option.getOrUndefined(args.otlp), screen)
     const result = yield* Session.run({
       transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
       supervisor: config(recording, runId),
@@ -234,11 +236,33 @@ export const execute = (args: Common, plan: Plan) =>
       ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {}),
       ...(Option.isSome(args.inbox)
         ? { inbox: { ...args.inbox.value, allowRemote: args.inboxAllowRemote, ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {}) } }
-        : {})
+        : {}),
+      ...(telemetry ? { telemetry } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
   })
+
+/**
+ * `--otlp URL` (else `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_SERVICE_NAME`): the exporters'
+ * layer, or undefined. `@warden/observability` is imported only then: a run without it loads (and,
+ * in the bundle, evaluates) none of it. An export failure is said once on stderr, masked.
+ */
+const telemetryFor = (flag: string | undefined, screen: Screen.Screen) => {
+  const endpoint = flag ?? process.env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim()
+  if (endpoint === undefined || endpoint.length === 0) return Effect.succeed(undefined)
+  const serviceName = process.env["OTEL_SERVICE_NAME"]?.trim()
+  return Effect.map(
+    Effect.promise(() => import("@warden/observability")),
+    ({ Observability }) =>
+      Observability.layer({
+        endpoint,
+        serviceName: serviceName !== undefined && serviceName.length > 0 ? serviceName : "warden",
+        serviceVersion: version,
+        onExportError: (message) => Effect.sync(() => screen.err(message))
+      })
+  )
+}
 
 const handlerScoped = (args: Parsed) =>
   Effect.gen(function*() {

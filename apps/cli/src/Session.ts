@@ -17,6 +17,7 @@
 import { Approvals, Audit } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
+import type { Telemetry } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
 import { Transport } from "@warden/transport"
 import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
@@ -72,6 +73,11 @@ export interface Options {
     /** `--notify URL...` and the secret that signs them. */
     readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
   }
+  /**
+   * `--otlp`: the exporters (`Observability.layer`), built before everything else of the run and
+   * closed after it, so that what the run's close settles is exported too (the last flush).
+   */
+  readonly telemetry?: Layer.Layer<Telemetry.Telemetry>
 }
 
 export interface Result {
@@ -205,5 +211,8 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       })
       yield* Effect.forEach(fibers, Fiber.await, { discard: true })
     })
-  ).pipe(Effect.map(() => ({ tally, exitCode })))
+  ).pipe(
+    (run) => (options.telemetry === undefined ? run : Effect.provide(run, options.telemetry)),
+    Effect.map(() => ({ tally, exitCode }))
+  )
 }

@@ -7,7 +7,7 @@
  * (`run`) or a fiber in the caller's scope (`start`), behind a FIFO admission semaphore; each
  * work item's thread runs in its own thread scope (see ThreadRunner).
  */
-import { Approvals as ApprovalsNs, SecretMask } from "@warden/approvals"
+import { Approvals as ApprovalsNs, Card as CardNs, SecretMask } from "@warden/approvals"
 import type { ApprovalEvent, Card, Approvals as ApprovalsTypes } from "@warden/approvals"
 import type { Decision } from "@warden/protocol"
 import { Transport as TransportNs } from "@warden/transport"
@@ -23,6 +23,8 @@ import {
   FiberId,
   Layer,
   Mailbox,
+  Metric,
+  Option,
   PubSub,
   Queue,
   Stream,
@@ -39,6 +41,7 @@ import * as Admission from "./internal/Admission.js"
 import * as Budget from "./internal/Budget.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
+import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 import type { WorktreeSummary } from "./Worktree.js"
 
@@ -265,16 +268,22 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const transport = yield* TransportNs.Transport
     const approvals = yield* ApprovalsNs.make(config.approvals)
     const events = yield* PubSub.unbounded<SupervisorEvent>()
+    // Telemetry (`Telemetry.Telemetry` in the context, e.g. from Observability.layer): metrics, request spans, card spans under their turns.
+    const telemetry = Option.getOrUndefined(yield* Effect.serviceOption(Telemetry))
+    const instrument = telemetry === undefined ? undefined : instrumentEvent()
     const publish = (event: SupervisorEvent) => {
       events.unsafeOffer(event)
+      instrument?.(event)
     }
+    if (telemetry !== undefined) yield* countCards(approvals)
     const restart = config.restart ?? {}
     const maxAttempts = restart.maxAttempts ?? 3
     const backoff = Duration.decode(restart.backoff ?? "1 second")
     const stableAfter = Duration.toMillis(Duration.decode(restart.stableAfter ?? "60 seconds"))
     const runnerConfig: ThreadRunner.RunnerConfig = {
       stallTimeout: Duration.decode(config.stallTimeout ?? "10 minutes"),
-      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds")
+      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds"),
+      telemetry: telemetry !== undefined
     }
 
     const admission = yield* Admission.make(
@@ -391,6 +400,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const slotLoop = (slot: Slot) =>
       Effect.gen(function*() {
         let consecutive = 0
+        let restarts = 0 // how many times this slot started its app-server again (the connection span's warden.restart)
         while (true) {
           let readyAt: number | undefined
           const outcome = yield* Effect.scoped(
@@ -408,7 +418,13 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                   )
                 )
               )
-              const server = yield* AppServerConnection.make(connection, approvals, config.connection, admission.pressure).pipe(
+              const server = yield* AppServerConnection.make(
+                connection,
+                approvals,
+                config.connection,
+                admission.pressure,
+                telemetry && { readLoopLag: telemetry.readLoopLag ?? true }
+              ).pipe(
                 Effect.tapError((error) =>
                   // The end is reported once stdout drained and the child exited, so its tail is whole.
                   (connection.isOpen() ? Effect.succeed(connection.endedNow()) : connection.ended.pipe(
@@ -442,7 +458,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                 stderrTail: ended.stderrTail
               })
               return ended.message
-            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index } }))
+            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index, "warden.restart": restarts }, captureStackTrace: false }))
           ).pipe(
             Effect.catchAll((error) => Effect.succeed(error.message)),
             // A defect while connecting counts as a failed attempt (restart with backoff, bounded),
@@ -469,6 +485,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           const delay = Duration.times(backoff, 2 ** (consecutive - 1))
           publish({ _tag: "ConnectionRestarting", slot: slot.index, attempt: consecutive, delayMs: Duration.toMillis(delay) })
           yield* Effect.sleep(delay)
+          restarts++
         }
       })
 
@@ -600,12 +617,14 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           }
           if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
           emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
+          if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
           const lastTurn = turns[turns.length - 1]
           const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
           if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
           deadServer = server.id
           resumes++
           if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
+          if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
         }
         const spent = exhausted()
         if (spent !== undefined) {
@@ -632,14 +651,28 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       }).pipe(
         Effect.scoped,
         Effect.annotateLogs({ workItem: String(given.id ?? "") }),
-        Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
+        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
+        telemetry === undefined
+          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
+          : (effect) =>
+            Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
+              Effect.withSpan(effect, "warden.workItem", {
+                attributes: { "warden.item": String(given.id ?? "") },
+                root: true,
+                links: Option.isSome(caller) ? [{ _tag: "SpanLink", span: caller.value, attributes: {} }] : [],
+                captureStackTrace: false
+              }))
       )
 
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
 
+    let running = 0
+    const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
     const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
       admission.withPermit(
-        Effect.suspend(() => execute(item, session, emit))
+        telemetry === undefined
+          ? Effect.suspend(() => execute(item, session, emit))
+          : Effect.acquireUseRelease(countRunning(1), () => execute(item, session, emit), () => countRunning(-1))
       ).pipe(
         Effect.onExit((exit) => Effect.sync(() => publish({ _tag: "ItemFinished", item: item.id, exit })))
       )
@@ -711,6 +744,75 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       approvals,
       ready
     }
+  })
+
+/** An event on the current span (the work item's), at the clock's time (its message already masked). */
+const spanEvent = (name: string, attributes: Record<string, unknown>): Effect.Effect<void> =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Option.isNone(span)
+      ? Effect.void
+      : Effect.clockWith((clock) => Effect.sync(() => span.value.event(name, clock.unsafeCurrentTimeNanos(), attributes))))
+
+/** Metrics of the supervisor's own events (telemetry on): restarts, losses, ended work items. Cheap, synchronous. */
+const instrumentEvent = () => {
+  const bySlot = labelsOf([Attributes.slot])
+  const byReason = labelsOf([Attributes.reason])
+  const byStatus = labelsOf([Attributes.status])
+  return (event: SupervisorEvent): void => {
+    switch (event._tag) {
+      case "ConnectionRestarting":
+        Metrics.restarts.unsafeUpdate(1, bySlot(String(event.slot)))
+        return
+      case "ConnectionLost":
+        Metrics.losses.unsafeUpdate(1, byReason(event.reason._tag))
+        return
+      case "ItemFinished": {
+        const exit = event.exit
+        const status = Exit.isSuccess(exit) ? exit.value.status : exit.cause._tag === "Fail" ? exit.cause.error.reason : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+        Metrics.workItems.unsafeUpdate(1, byStatus(status))
+        return
+      }
+      default:
+        return
+    }
+  }
+}
+
+/**
+ * Card metrics (telemetry on), counted by a fiber of their own from the approval events, never on
+ * the read loop: the open cards by method, and each settlement's latency and count by method,
+ * outcome and source.
+ */
+const countCards = (approvals: ApprovalsTypes.ApprovalsShape): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const queue = yield* approvals.subscribe
+    const open = new Map<string, number>()
+    const byMethod = labelsOf([Attributes.method])
+    const bySettlement = labelsOf([Attributes.method, Attributes.outcome, Attributes.source])
+    const gauge = (method: string, delta: number) => {
+      const now = Math.max(0, (open.get(method) ?? 0) + delta)
+      open.set(method, now)
+      Metrics.openCards.unsafeUpdate(now, byMethod(method))
+    }
+    const count = (event: ApprovalEvent.ApprovalEvent) => {
+      if (event._tag === "CardOpened") gauge(event.card.method, 1)
+      else if (event._tag === "CardSettled") {
+        const { card, outcome, source, latencyMs } = event.settlement
+        gauge(card.method, -1)
+        const labels = bySettlement(card.method, outcome, CardNs.describeSource(source))
+        Metrics.cardsSettled.unsafeUpdate(1, labels)
+        Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
+      }
+    }
+    const drain = Effect.flatMap(Queue.takeAll(queue), (batch) => Effect.sync(() => { for (const event of batch) count(event) }))
+    yield* Queue.take(queue).pipe(
+      Effect.flatMap((first) => Effect.zipRight(Effect.sync(() => count(first)), drain)),
+      Effect.forever,
+      // The supervisor's close settles the cards still open (shutdown) just before: count them too.
+      Effect.onInterrupt(() => drain),
+      Effect.interruptible,
+      Effect.forkScoped
+    )
   })
 
 /**

@@ -9,6 +9,8 @@
  * - {@link Config}: the supervisor's configuration, decoded once (`ConfigError`).
  * - {@link Errors}: the typed failures (`WorkItemFailed`, `ConnectionLost`, ...).
  * - {@link CodexCommand}: how the app-server child is launched.
+ * - {@link Telemetry}: the `warden.*` metrics, span and attribute names, and the switch that turns
+ *   them on (`@warden/observability` exports them over OTLP).
  * - {@link Worktree}: a git worktree per work item (`WorkItem.worktree`), its options and summary.
  *
  * @packageDocumentation
@@ -19,5 +21,6 @@ export * as Errors from "./Errors.js"
 export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
 export * as Supervisor from "./Supervisor.js"
+export * as Telemetry from "./Telemetry.js"
 export * as WorkItem from "./WorkItem.js"
 export * as Worktree from "./Worktree.js"

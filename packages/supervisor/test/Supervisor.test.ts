@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, Fiber, Option, Queue, Stream, Tracer } from "effect"
+import { Chunk, Effect, Exit, Fiber, Metric, MetricLabel, Option, Queue, Stream, Tracer } from "effect"
+import { Telemetry } from "../src/index.js"
 import { advance, advanceUntilDone, commandApproval, supervise, waitFor } from "./support.js"
 
 const item = (prompt: string, extra: Record<string, unknown> = {}) => ({ prompt, cwd: "/tmp/ws", ...extra })
@@ -466,5 +467,80 @@ describe("observability", () => {
         yield* handle.await
       }).pipe(Effect.withTracer(recording))
       assert.includeMembers(names, ["warden.connection", "warden.thread", "warden.turn", "warden.card", "warden.card.handler", "warden.workItem"])
+    }))
+
+  it.scoped("without Telemetry (the default): no warden.* metric moves, no request span, cards' spans under the connection's as before", () =>
+    Effect.gen(function*() {
+      const base = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      const snapshot = () => Metric.unsafeSnapshot().filter((m) => m.metricKey.name.startsWith("warden.")).map((m) => JSON.stringify(m.metricState))
+      const before = snapshot()
+      yield* Effect.gen(function*() {
+        const { fake, supervisor } = yield* supervise({ approvals: { handler: () => Effect.succeed(Decision.Decline) } }, { turns: "manual" })
+        const handle = yield* supervisor.start(item("x"))
+        const threadId = yield* handle.threadId
+        yield* fake.nextRequest("turn/start")
+        const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+        yield* fake.answerTo(id)
+        yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+        yield* handle.await
+      }).pipe(Effect.withTracer(recording))
+      assert.deepStrictEqual(snapshot(), before, "no warden.* metric changed")
+      assert.isFalse(spans.some((s) => s.name === "warden.request"))
+      const card = spans.find((s) => s.name === "warden.card")
+      assert.strictEqual(card?.parent._tag === "Some" ? (card.parent.value as Tracer.Span).name : undefined, "warden.connection")
+      assert.isUndefined(card?.attributes.get("warden.source"), "the settlement is not described")
+    }))
+
+  it.scoped("with Telemetry: a restart is a second connection span, the resume a second thread span and events on the item's; restarts and losses are counted", () =>
+    Effect.gen(function*() {
+      const base = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      const lossesBefore = (yield* Metric.value(Metric.tagged(Telemetry.Metrics.losses, "warden.reason", "Exited"))).count
+      yield* Effect.gen(function*() {
+        const { fake, supervisor, events } = yield* supervise({ restart: { policy: "resume", maxAttempts: 2, backoff: "1 second" } }, { turns: "manual" })
+        const handle = yield* supervisor.start(item("work", { id: 7 }))
+        const threadId = yield* handle.threadId
+        yield* fake.nextRequest("turn/start")
+        yield* fake.peer.exit(1)
+        yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionRestarting" }> => e._tag === "ConnectionRestarting")
+        yield* advance("1 second")
+        yield* fake.nextRequest("thread/resume")
+        yield* fake.nextRequest("turn/start")
+        yield* fake.completeTurn(threadId, "turn_2", "completed", { message: "resumed fine" })
+        assert.strictEqual((yield* handle.await).resumes, 1)
+      }).pipe(Effect.provide(Telemetry.layer), Effect.withTracer(recording))
+      const named = (name: string) => spans.filter((s) => s.name === name)
+      assert.deepStrictEqual(named("warden.connection").map((s) => s.attributes.get("warden.restart")), [0, 1])
+      assert.deepStrictEqual(named("warden.thread").map((s) => s.attributes.get("warden.resume")), [false, true])
+      const [workItem] = named("warden.workItem")
+      assert.isTrue(workItem !== undefined && workItem.parent._tag === "None", "a work item is the root of its trace")
+      const events = ((workItem as unknown as { readonly events?: ReadonlyArray<readonly [string, bigint, Record<string, unknown>]> }).events ?? [])
+      assert.deepStrictEqual(events.map(([name]) => name), ["warden.connection_lost", "warden.resume"])
+      assert.strictEqual(events[1]?.[2]["warden.attempt"], 1)
+      const threads = named("warden.thread")
+      for (const thread of threads) assert.strictEqual(thread.parent._tag === "Some" ? thread.parent.value.spanId : undefined, workItem?.spanId)
+      assert.strictEqual((yield* Metric.value(Metric.tagged(Telemetry.Metrics.losses, "warden.reason", "Exited"))).count - lossesBefore, 1)
+      assert.isAtLeast((yield* Metric.value(Metric.tagged(Telemetry.Metrics.restarts, "warden.slot", "0"))).count, 1)
+      assert.isAtLeast((yield* Metric.value(Metric.taggedWithLabels(Telemetry.Metrics.requestLatency, [
+        MetricLabel.make("rpc.method", "thread/resume"),
+        MetricLabel.make("warden.outcome", "ok")
+      ]))).count, 1)
     }))
 })

@@ -48,6 +48,13 @@ export interface Connection {
    * that must answer inside a synchronous step (a card settling, the read loop).
    */
   readonly trySend: (frame: JsonObject) => SendResult
+  /**
+   * When the oldest frame not yet taken arrived (`performance.now()`, milliseconds), forgetting
+   * it: a reader calls it right after `incoming.takeAll` to measure how long frames waited for it
+   * (Warden's `warden.read_loop.lag`). Undefined when nothing is waiting or the peer does not say
+   * (the in-memory transport).
+   */
+  readonly takeArrival?: () => number | undefined
   /** Synchronous view of liveness: false from the instant the end is known. */
   readonly isOpen: () => boolean
   /**

@@ -17,6 +17,7 @@
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
 import { Cause, Clock, Duration, Effect, Either, Exit, Fiber, Scope } from "effect"
+import type { Tracer } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CardView, Outcome, Settlement, Source } from "../Card.js"
 import { describeSource } from "../Card.js"
@@ -290,6 +291,8 @@ export interface RaceOptions {
   readonly timer: DeadlineTimer
   /** The desk's cards by parent scope. */
   readonly parents: ParentCards
+  /** The card's span, when the desk made it already (telemetry on: a child of its turn's span). */
+  readonly span?: Tracer.Span | undefined
 }
 
 /**
@@ -306,12 +309,7 @@ export const race = (card: LiveCard, parent: Scope.Scope, options: RaceOptions):
   Effect.gen(function*() {
     if (card.settlement) return
     // The card's span lasts from here to its settlement.
-    const clock = yield* Effect.clock
-    const span = yield* Effect.makeSpan("warden.card", spanOptions(card))
-    card.onSettle(() => {
-      span.attribute("warden.outcome", card.settlement?.outcome ?? "")
-      span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-    })
+    const span = options.span ?? (yield* startSpan(card, undefined))
 
     card.onSettle(options.timer.add(options.deadline, () => {
       card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)
@@ -354,6 +352,60 @@ const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | unde
   }
   return Effect.fail(`the handler returned ${returned === null ? "null" : typeof returned}, not an Effect or a Promise`)
 }
+
+/**
+ * Open the card's span (`warden.card`), ended when the card settles.
+ *
+ * Without a `parent` (telemetry off) the span is a child of the caller's and only says the
+ * outcome, ended synchronously in the settlement. With one (the turn's span, telemetry on) and
+ * `fork`, the settlement is described on it (source, decision, latency, whether the answer was
+ * written, the card's kind and masked title: never the request itself) and a log record is written
+ * in it, by a fiber of `fork`'s, off the read loop: building the masked summary of a large patch
+ * and running the logger are not the loop's work. The span's end time is the settlement's.
+ */
+export const startSpan = (
+  card: LiveCard,
+  parent: Tracer.AnySpan | undefined,
+  fork?: (effect: Effect.Effect<void>) => void
+): Effect.Effect<Tracer.Span> =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const span = yield* Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent })
+    card.onSettle(() => {
+      const settlement = card.settlement
+      span.attribute("warden.outcome", settlement?.outcome ?? "")
+      const endTime = clock.unsafeCurrentTimeNanos()
+      if (parent === undefined || fork === undefined || settlement === undefined) return span.end(endTime, Exit.void)
+      fork(describeSettled(card, settlement, span, endTime))
+    })
+    return span
+  })
+
+/** A settled card's span described and ended, and its log record written (telemetry on; its own fiber). */
+const describeSettled = (card: LiveCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const source = describeSource(settlement.source)
+    span.attribute("warden.source", source)
+    if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
+    span.attribute("warden.latency_ms", settlement.latencyMs)
+    span.attribute("warden.written", settlement.written)
+    // The masked summary (built once, shared with the board, the audit and the ledger).
+    span.attribute("warden.card.kind", card.view.summary.kind)
+    span.attribute("warden.card.title", card.view.title)
+    if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
+    span.end(endTime, Exit.void)
+    return Effect.logInfo(`card ${settlement.outcome}`).pipe(
+      Effect.annotateLogs({
+        cardId: card.view.id,
+        method: card.view.method,
+        threadId: card.view.threadId ?? "",
+        turnId: card.view.turnId ?? "",
+        outcome: settlement.outcome,
+        source
+      }),
+      Effect.withParentSpan(span)
+    )
+  })
 
 const cardAttributes = (card: LiveCard) => ({
   "warden.card_id": card.view.id,

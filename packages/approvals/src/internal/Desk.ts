@@ -9,10 +9,10 @@
 import type { JsonRpc, ServerRequests } from "@warden/protocol"
 import { ServerRequests as SR } from "@warden/protocol"
 import { Duration, Effect } from "effect"
-import type { Scope } from "effect"
+import type { Scope, Tracer } from "effect"
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import type { CloseReason, Handler, Line } from "./CardRace.js"
-import { LiveCard, parentCards, race } from "./CardRace.js"
+import { LiveCard, parentCards, race, startSpan } from "./CardRace.js"
 import * as CardSummary from "./CardSummary.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
@@ -40,6 +40,12 @@ export interface OpenOptions {
   readonly context?: CardContext
   /** What closing `parent` means for the card (default: the thread was stopped). */
   readonly onParentClose?: CloseReason
+  /**
+   * The span the card's span is a child of (its turn's), given when telemetry is on: then every
+   * card gets a span (also those a rule settles at once), describing how it settled. Without it,
+   * only a card that waits for a decision has a span, a child of the caller's.
+   */
+  readonly traceParent?: Tracer.AnySpan
 }
 
 /**
@@ -146,6 +152,22 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       hub.register(card)
       hub.publish({ _tag: "CardOpened", card: view })
 
+      const traceParent = options.traceParent
+      return traceParent === undefined
+        ? decide(card, request, options, context, deadline, undefined)
+        : Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => decide(card, request, options, context, deadline, span))
+    })
+
+  const decide = (
+    card: LiveCard,
+    request: ServerRequests.DecodedRequest,
+    options: OpenOptions,
+    context: CardContext,
+    deadline: Duration.Duration,
+    span: Tracer.Span | undefined
+  ): Effect.Effect<OpenResult> =>
+    Effect.suspend(() => {
+      const view = card.view
       // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
       if (request._tag === "Unknown") {
         return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`)))
@@ -186,7 +208,8 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
         handler: config.handler,
         onParentClose: options.onParentClose ?? { _tag: "ThreadStopped" },
         timer,
-        parents
+        parents,
+        span
       }).pipe(
         // Settled only if the card was already (the parent scope had closed).
         Effect.map((): OpenResult => card.settlement ? { _tag: "Settled", settlement: card.settlement } : { _tag: "Opened", card: view })

@@ -20,6 +20,7 @@ import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
+import { labelsOf, Metrics } from "../Telemetry.js"
 import * as Admission from "./Admission.js"
 import * as PendingRequests from "./PendingRequests.js"
 import type { ThreadRoute } from "./ThreadRoute.js"
@@ -113,6 +114,12 @@ export const threadIdOf = (method: string, params: unknown): string | undefined 
   return undefined
 }
 
+/** What the connection measures when telemetry is on (`Telemetry`); nothing when undefined. */
+export interface Instrumentation {
+  /** Record `warden.read_loop.lag` (a clock read and a histogram update per batch of frames). */
+  readonly readLoopLag: boolean
+}
+
 let connectionCounter = 0
 
 const firstLine = (text: string): string => {
@@ -150,7 +157,8 @@ export const make = (
   approvals: Approvals.ApprovalsShape,
   config: ConnectionConfig = {},
   /** Codex said it is under pressure (an overload answer, a rate limit reached): for adaptive admission. */
-  pressure: (reason: string) => void = () => {}
+  pressure: (reason: string) => void = () => {},
+  telemetry: Instrumentation | undefined = undefined
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
@@ -277,6 +285,7 @@ export const make = (
       const fileChanges = route && typeof itemId === "string" ? route.fileChanges.get(itemId) : undefined
       return desk.open(decoded, {
         parent: route?.cardScope,
+        ...(route?.traceParent !== undefined ? { traceParent: route.traceParent } : {}),
         context: {
           ...(fileChanges ? { fileChanges } : {}),
           ...(route?.workItem !== undefined ? { workItem: route.workItem } : {})
@@ -325,9 +334,12 @@ export const make = (
       }
     }
 
+    const measureLag = telemetry?.readLoopLag === true && connection.takeArrival !== undefined
     const reader = Effect.gen(function*() {
       while (true) {
         const [frames, done] = yield* connection.incoming.takeAll
+        // Read in the same synchronous step as takeAll: no chunk can arrive in between.
+        const arrivedAt = measureLag ? connection.takeArrival!() : undefined
         for (const frame of frames) {
           if (aborted) break
           let effect: Effect.Effect<void> | undefined
@@ -338,6 +350,7 @@ export const make = (
           }
           if (effect) yield* effect
         }
+        if (arrivedAt !== undefined) Metrics.readLoopLag.unsafeUpdate(performance.now() - arrivedAt, [])
         if (done || aborted) break
       }
       const ended = yield* connection.ended
@@ -439,7 +452,7 @@ export const make = (
       return go(0)
     }
 
-    const request = <M extends ClientMethods.ClientMethod>(
+    const decoded = <M extends ClientMethods.ClientMethod>(
       method: M,
       params: ClientMethods.ParamsOf<M>,
       options?: RequestOptions
@@ -449,6 +462,37 @@ export const make = (
           ClientMethods.decodeResult(method, raw),
           (invalid) => new UnexpectedResult({ method, detail: Json.describeParseError(invalid.cause) })
         ))
+
+    /**
+     * With telemetry on, each request is a `warden.request` span (kind client; its error, if any,
+     * is the span's status: the typed error, whose messages are masked) and one sample of
+     * `warden.request.duration` by method and outcome. Our requests run in the callers' fibers,
+     * never on the read loop.
+     */
+    const instrumented = <M extends ClientMethods.ClientMethod>(
+      method: M,
+      params: ClientMethods.ParamsOf<M>,
+      options?: RequestOptions
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> =>
+      Effect.suspend(() => {
+        const start = clock.unsafeCurrentTimeMillis()
+        return decoded(method, params, options).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              const outcome = Exit.isSuccess(exit) ? "ok" : exit.cause._tag === "Fail" ? exit.cause.error._tag : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+              Metrics.requestLatency.unsafeUpdate(clock.unsafeCurrentTimeMillis() - start, byRequest(method, outcome))
+            })
+          ),
+          Effect.withSpan("warden.request", {
+            kind: "client",
+            attributes: { "rpc.system": "jsonrpc", "rpc.method": method, "warden.connection": id },
+            captureStackTrace: false
+          })
+        )
+      })
+
+    const byRequest = labelsOf(["rpc.method", "warden.outcome"])
+    const request = telemetry === undefined ? decoded : instrumented
 
     const notify = (method: string, params?: unknown) =>
       Effect.suspend(() => (writeNow(JsonRpc.notification(method, params)) ? Effect.void : Effect.fail(lostError())))

@@ -5,7 +5,7 @@
  * `item/started`, which the approval request itself does not carry).
  */
 import type { Card } from "@warden/approvals"
-import type { Mailbox, Scope } from "effect"
+import type { Mailbox, Scope, Tracer } from "effect"
 import type { ConnectionLost } from "../Errors.js"
 
 export type ThreadSignal =
@@ -22,6 +22,11 @@ export interface ThreadRoute {
   readonly fileChanges: Map<string, ReadonlyArray<Card.FileChange>>
   /** Commands running now (commandExecution items started and not completed): the stall watchdog waits for them. */
   readonly runningCommands: Set<string>
+  /**
+   * The span this thread's cards are children of (the current turn's, else the thread's); set
+   * only when telemetry is on (`Telemetry`), read by the read loop when a card opens.
+   */
+  traceParent?: Tracer.AnySpan | undefined
   /** Number of frames routed here; the read loop bumps it (cheap activity clock for tests and stall checks). */
   routed: number
 }

@@ -7,19 +7,22 @@
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
  * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Duration, Effect, Mailbox, Option } from "effect"
+import { Duration, Effect, Mailbox, Metric, MetricLabel, Option } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
 import type { TurnError, TurnResult, WorkEvent, WorkItem } from "../WorkItem.js"
 import { Json } from "@warden/protocol"
+import { Metrics } from "../Telemetry.js"
 
 export interface RunnerConfig {
   /** No event for this long, while no card is open and no command runs: the turn is stalled. */
   readonly stallTimeout: Duration.Duration
   /** How long turn/interrupt may take before the connection is suspect and recycled. */
   readonly interruptTimeout: Duration.Duration
+  /** Telemetry on (`Telemetry`): cards are parented to their turn's span, turns and tokens counted. */
+  readonly telemetry: boolean
 }
 
 /** What the work item's handle can reach while the runner works (steer, interrupt). */
@@ -99,8 +102,12 @@ export const run = (
         workItem: item.id,
         fileChanges: new Map(),
         runningCommands: new Set(),
+        traceParent: undefined,
         routed: 0
       }
+      const threadSpan = config.telemetry ? yield* Effect.currentSpan.pipe(Effect.option) : Option.none()
+      if (Option.isSome(threadSpan)) route.traceParent = threadSpan.value
+      let model = item.model
       session.server = server
       // Thread scope close: unregister, then refuse what is still open for this thread.
       yield* Effect.addFinalizer(() =>
@@ -142,6 +149,7 @@ export const run = (
           }
           threadId = resumeThreadId
           resumed = true
+          model = outcome.result.model ?? model
         } else {
           route.threadId = undefined
           emit({ _tag: "ThreadStartedFresh", item: item.id, missingThreadId: resumeThreadId, detail: outcome.detail })
@@ -159,21 +167,52 @@ export const run = (
         })
         // Decoded: result.thread.id is a non-empty string (the route was registered from it above).
         threadId = started.thread.id
+        model = started.model ?? model
       }
       session.threadId = threadId
       yield* Effect.annotateCurrentSpan("warden.thread_id", threadId)
       emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
+      if (config.telemetry) yield* Effect.annotateCurrentSpan("warden.model", model ?? "")
       for (const prompt of prompts) {
-        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config).pipe(
-          Effect.withSpan("warden.turn", { attributes: { "warden.thread_id": threadId } }),
+        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config, model ?? "").pipe(
+          Effect.withSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) } }),
           Effect.annotateLogs({ threadId })
         )
+        if (Option.isSome(threadSpan)) route.traceParent = threadSpan.value
+        if (config.telemetry) yield* Metric.increment(Metric.tagged(Metrics.turns, "warden.status", turn.status))
         onTurn(turn)
         if (turn.status !== "completed") break
       }
     })
-  ).pipe(Effect.withSpan("warden.thread", { attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined } }))
+  ).pipe(Effect.withSpan("warden.thread", {
+    attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
+    captureStackTrace: false
+  }))
+
+const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
+
+/** Tokens of one turn, summed from its `thread/tokenUsage/updated` (each update's `last`). */
+interface TurnTokens {
+  input: number
+  output: number
+  cached: number
+}
+
+/**
+ * `thread/tokenUsage/updated`'s latest usage into `warden.tokens` (input, output, cached), by
+ * model, and into the turn's sums (the turn span's `warden.tokens.*`: which item burns tokens).
+ */
+const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): Effect.Effect<void> => {
+  const last = record(record(tokenUsage)?.["last"])
+  if (!last) return Effect.void
+  const count = (type: keyof TurnTokens, value: unknown) => {
+    if (typeof value !== "number" || !(value > 0)) return Effect.void
+    turn[type] += value
+    return Metric.incrementBy(Metric.taggedWithLabels(Metrics.tokens, [MetricLabel.make("warden.token.type", type), MetricLabel.make("warden.model", model)]), value)
+  }
+  return Effect.all([count("input", last["inputTokens"]), count("output", last["outputTokens"]), count("cached", last["cachedInputTokens"])], { discard: true })
+}
 
 /**
  * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
@@ -190,18 +229,26 @@ const runTurn = (
   item: WorkItem,
   session: Session,
   emit: (event: WorkEvent) => void,
-  config: RunnerConfig
+  config: RunnerConfig,
+  model: string
 ): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
   // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
   // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
   Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
+    // Before turn/start: the server sends the turn's first approval right behind its answer.
+    if (config.telemetry) {
+      const span = yield* Effect.option(Effect.currentSpan)
+      if (Option.isSome(span)) route.traceParent = span.value
+    }
     const started = yield* server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] })
     const turnId = started.turn.id
     session.turnId = turnId
     yield* Effect.annotateCurrentSpan("warden.turn_id", turnId)
+    if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
     const items: Array<Record<string, unknown>> = []
+    const tokens: TurnTokens = { input: 0, output: 0, cached: 0 }
     const errors: Array<TurnError> = []
     let finalMessage: string | undefined
 
@@ -241,6 +288,7 @@ const runTurn = (
           }
           case "thread/tokenUsage/updated":
             session.usage = p?.["tokenUsage"]
+            if (config.telemetry) yield* countTokens(p?.["tokenUsage"], model, tokens)
             break
           case "error": {
             const error = turnErrorOf(p?.["error"])
@@ -260,6 +308,15 @@ const runTurn = (
               errors
             }
             session.turnId = undefined
+            if (config.telemetry) {
+              yield* Effect.annotateCurrentSpan({
+                "warden.status": status,
+                "warden.tokens.input": tokens.input,
+                "warden.tokens.output": tokens.output,
+                "warden.tokens.cached": tokens.cached
+              })
+              yield* Effect.logInfo(`turn ${status}`).pipe(Effect.annotateLogs({ turnId }))
+            }
             emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
             return result
           }

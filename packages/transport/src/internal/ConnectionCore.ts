@@ -115,6 +115,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
     let stdoutOpen = true
     let stderrOpen = true
     let stdinEnded = false
+    let arrivedAt: number | undefined
 
     const report = (): void => {
       if (ended !== undefined || reason === undefined) return
@@ -143,7 +144,10 @@ export const make = (options: Options): Effect.Effect<Core> =>
       stdoutData: (bytes) => {
         if (ended !== undefined || reason?._tag === "Protocol") return // still drained, never parsed
         const batch = decoder.push(bytes)
-        if (batch.frames.length > 0) incoming.unsafeOfferAll(batch.frames)
+        if (batch.frames.length > 0) {
+          arrivedAt ??= performance.now() // the oldest chunk not yet taken (read-loop lag)
+          incoming.unsafeOfferAll(batch.frames)
+        }
         if (batch.fault !== undefined) decide({ _tag: "Protocol", detail: batch.fault.detail })
       },
       stdoutEnd: () => {
@@ -301,6 +305,11 @@ export const make = (options: Options): Effect.Effect<Core> =>
             if (typeof text !== "string") return "unencodable"
             outbox.unsafeOffer(text)
             return "queued"
+          },
+          takeArrival: () => {
+            const at = arrivedAt
+            arrivedAt = undefined
+            return at
           },
           isOpen: () => reason === undefined,
           ended: Deferred.await(reported),

@@ -1,0 +1,170 @@
+/**
+ * Warden's traces, metrics and logs, exported over OTLP/HTTP (JSON) to a collector.
+ *
+ * `Observability.layer` is the whole of it: provide it to the supervisor's layer and everything the
+ * supervisor does is exported (docs/observability.md lists every span, attribute and metric):
+ *
+ * - traces: one per work item (`warden.workItem` → `warden.thread` → `warden.turn` → `warden.card`,
+ *   and `warden.request` for each client request); each app-server connection is a trace of its own;
+ * - metrics: the `warden.*` instruments of `Telemetry.Metrics` (open cards, card latency, cards
+ *   settled, work items, turns, tokens, restarts, losses, request latency, read-loop lag);
+ * - logs: Effect's log records, with their annotations (thread, turn, card ids) and the trace and
+ *   span they were written in.
+ *
+ * The exporters are `@effect/opentelemetry`'s OTLP modules over `@effect/platform`'s fetch client:
+ * no OpenTelemetry SDK. Nothing is sent from the connection's read loop: spans and log records are
+ * buffered and sent by background fibers (every few seconds, and once more when the layer's scope
+ * closes, bounded by `shutdownTimeout`). A collector that cannot be reached never fails or holds up
+ * the run: the batch is dropped, the exporter rests for a minute, and the failure is reported once
+ * (`onExportError`, masked).
+ *
+ * @packageDocumentation
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientError from "@effect/platform/HttpClientError"
+import * as Otlp from "@effect/opentelemetry/Otlp"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import { SecretMask } from "@warden/approvals"
+import { Telemetry } from "@warden/supervisor"
+import { Duration, Effect, Layer } from "effect"
+
+/** Where and how to export; only `endpoint` is required. */
+export interface Options {
+  /**
+   * The collector's OTLP/HTTP base URL (`http://localhost:4318`): traces go to `/v1/traces`, metrics
+   * to `/v1/metrics`, logs to `/v1/logs` under it (as `OTEL_EXPORTER_OTLP_ENDPOINT` means).
+   */
+  readonly endpoint: string
+  /** `service.name` of everything exported (default `warden`). */
+  readonly serviceName?: string
+  /** `service.version` (default: none). */
+  readonly serviceVersion?: string
+  /** More resource attributes (`deployment.environment`, ...). */
+  readonly attributes?: Readonly<Record<string, string>>
+  /** Headers of every export request (a collector's API key: never reported, never logged). */
+  readonly headers?: Readonly<Record<string, string>>
+  /** How often spans and metrics are sent (default 5 seconds; logs every second). */
+  readonly exportInterval?: Duration.DurationInput
+  /** How long the layer's close may wait for the last export of each signal (default 3 seconds). */
+  readonly shutdownTimeout?: Duration.DurationInput
+  /** Record `warden.read_loop.lag` (default true). */
+  readonly readLoopLag?: boolean
+  /**
+   * Told once, with a masked message, the first time an export fails (the collector refused the
+   * connection, answered an error status, ...); later failures are not reported. Default: a
+   * warning through Effect's logger.
+   */
+  readonly onExportError?: (message: string) => Effect.Effect<void>
+}
+
+/**
+ * The OTLP/HTTP endpoint and service name from the standard environment variables, or undefined
+ * when `OTEL_EXPORTER_OTLP_ENDPOINT` is not set.
+ *
+ * Reads `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_SERVICE_NAME` from `env` (default `process.env`).
+ */
+export const fromEnv = (env: Readonly<Record<string, string | undefined>> = process.env): Options | undefined => {
+  const endpoint = env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim()
+  if (endpoint === undefined || endpoint.length === 0) return undefined
+  const serviceName = env["OTEL_SERVICE_NAME"]?.trim()
+  return { endpoint, ...(serviceName !== undefined && serviceName.length > 0 ? { serviceName } : {}) }
+}
+
+/** The endpoint as it may be shown: a user, a password or a query value in the URL is masked. */
+export const describeEndpoint = (endpoint: string): string => SecretMask.maskText(endpoint)
+
+/**
+ * Export Warden's traces, metrics and logs to an OTLP/HTTP collector, and turn the supervisor's
+ * instrumentation on (`Telemetry.Telemetry`).
+ *
+ * Provide it below `Supervisor.layer` (the supervisor reads the switch when it is built, and its
+ * fibers inherit the tracer and the logger). Building it never fails and sends nothing; closing it
+ * sends what is left (bounded by `shutdownTimeout`). Without it, Warden exports nothing and
+ * records no metric.
+ *
+ * @example
+ * ```ts
+ * import { Observability } from "@warden/observability"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Layer } from "effect"
+ *
+ * const WardenLive = Supervisor.layer({ concurrency: 4 }).pipe(
+ *   Layer.provide(CodexCommand.transportLayer({ command: "codex" })),
+ *   Layer.provide(Observability.layer({ endpoint: "http://localhost:4318", serviceName: "warden-ci" }))
+ * )
+ * ```
+ */
+export const layer = (options: Options): Layer.Layer<Telemetry.Telemetry> => {
+  const report = options.onExportError ?? ((message: string) => Effect.logWarning(message))
+  const interval = options.exportInterval ?? Duration.seconds(5)
+  const exporters = Otlp.layer({
+    baseUrl: options.endpoint,
+    resource: {
+      serviceName: options.serviceName ?? "warden",
+      ...(options.serviceVersion !== undefined ? { serviceVersion: options.serviceVersion } : {}),
+      ...(options.attributes !== undefined ? { attributes: { ...options.attributes } } : {})
+    },
+    ...(options.headers !== undefined ? { headers: { ...options.headers } } : {}),
+    tracerExportInterval: interval,
+    metricsExportInterval: interval,
+    loggerExportInterval: Duration.min(Duration.decode(interval), Duration.seconds(1)),
+    shutdownTimeout: options.shutdownTimeout ?? Duration.seconds(3)
+  })
+  return Layer.merge(
+    exporters.pipe(
+      Layer.provide(OtlpSerialization.layerJson),
+      Layer.provide(reportingClient(options.endpoint, report))
+    ),
+    Layer.succeed(Telemetry.Telemetry, { readLoopLag: options.readLoopLag ?? true })
+  )
+}
+
+/**
+ * The exporters' HTTP client: fetch, with the first failure reported (masked) and a collector that
+ * cannot be reached failing at once instead of being retried (the exporter's retries would hold a
+ * closing run for `shutdownTimeout`; it drops the batch and rests for a minute instead).
+ */
+const reportingClient = (endpoint: string, report: (message: string) => Effect.Effect<void>) =>
+  Layer.effect(
+    HttpClient.HttpClient,
+    Effect.map(HttpClient.HttpClient, (client) => {
+      let reported = false
+      const once = (what: string) =>
+        Effect.suspend(() => {
+          if (reported) return Effect.void
+          reported = true
+          return report(
+            SecretMask.maskText(`warden: exporting telemetry to ${describeEndpoint(endpoint)} failed (${what}); it is dropped while that lasts (reported once)`)
+          )
+        })
+      return client.pipe(
+        HttpClient.tap((response) => (response.status >= 200 && response.status < 300 ? Effect.void : once(`the collector answered ${response.status}`))),
+        HttpClient.transformResponse((response) =>
+          response.pipe(
+            Effect.tapError((error) => once(describeError(error))),
+            Effect.mapError((error) =>
+              // Not "Transport": the exporter's retry policy would try three more times, a second apart.
+              error._tag === "RequestError" && error.reason === "Transport"
+                ? new HttpClientError.RequestError({ request: error.request, reason: "Encode", cause: error.cause, description: "the collector cannot be reached" })
+                : error
+            )
+          )
+        )
+      )
+    })
+  ).pipe(
+    Layer.provide(FetchHttpClient.layer),
+    // An export is sent to its end (or for 10 seconds at most) even when the exporter's fiber is
+    // interrupted meanwhile: the periodic export that is in flight when the layer closes would
+    // otherwise be aborted, and its spans and records lost (the final flush sends only what came
+    // after it).
+    Layer.provide(Layer.succeed(FetchHttpClient.Fetch, (input, init) =>
+      globalThis.fetch(input, { ...init, signal: AbortSignal.timeout(10_000) })))
+  )
+
+const describeError = (error: HttpClientError.HttpClientError): string => {
+  const cause = error.cause as { readonly cause?: { readonly code?: unknown; readonly message?: unknown }; readonly message?: unknown } | undefined
+  const code = cause?.cause?.code ?? cause?.cause?.message ?? cause?.message
+  return typeof code === "string" ? code : error.message
+}
