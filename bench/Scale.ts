@@ -24,6 +24,7 @@ import { requestFrames } from "./ApprovalRoundTrip.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import { CHUNK_BYTES } from "./support/Mix.js"
 import type { BenchResult } from "./support/Report.js"
+import { medianOfRuns } from "./support/Report.js"
 import { heapAfterGc, macrotask, nowMs, round } from "./support/Stats.js"
 
 export interface Options {
@@ -58,7 +59,7 @@ const heapOfLog = async (frames: ReadonlyArray<unknown>): Promise<number> => {
   return after - before
 }
 
-export const run = async (options: Options): Promise<BenchResult> => {
+const runOnce = async (options: Options): Promise<BenchResult> => {
   const threads = options.quick ? 100 : 1_000
   const cardsPerThread = 10
   const cards = threads * cardsPerThread
@@ -218,8 +219,11 @@ export const run = async (options: Options): Promise<BenchResult> => {
       },
       ratios: {},
       targets: [
-        { name: "peer exit → every card settled, engine clock (ms)", target: "< 100 ms", value: round(engineSettledMs, 3), met: engineSettledMs < 100 },
-        { name: "peer exit → every settlement seen and every caller failed (ms)", target: "< 100 ms", value: round(settleMs, 3), met: settleMs < 100 }
+        { name: "peer exit → every card settled, engine clock (ms)", target: "<= 100 ms", value: round(engineSettledMs, 3), met: engineSettledMs <= 100 },
+        { name: "peer exit → every settlement seen and every caller failed, caller's clock (ms)", target: "<= 100 ms", value: round(settleMs, 3), met: settleMs <= 100 },
+        { name: "heap per open card (KiB)", target: "<= 2 KiB", value: round(kib(perCard), 3), met: kib(perCard) <= 2 },
+        { name: "heap per idle thread (KiB)", target: "<= 16 KiB", value: round(kib(perThread), 3), met: kib(perThread) <= 16 },
+        { name: "heap per pending request (KiB)", target: "<= 4 KiB", value: round(kib(perRequest), 3), met: kib(perRequest) <= 4 }
       ],
       tables: [
         {
@@ -248,4 +252,16 @@ export const run = async (options: Options): Promise<BenchResult> => {
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }
+}
+
+/** The benchmark, run 3 times (once in quick mode): every target is the median of the runs, with their spread. */
+export const run = async (options: Options): Promise<BenchResult> => {
+  const runs = options.quick ? 1 : 3
+  const results: Array<BenchResult> = []
+  for (let i = 0; i < runs; i++) {
+    const result = await runOnce(options)
+    options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
+    results.push(result)
+  }
+  return medianOfRuns(results)
 }
