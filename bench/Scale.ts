@@ -30,6 +30,31 @@ import { heapAfterGc, macrotask, nowMs, round } from "./support/Stats.js"
 export interface Options {
   readonly quick: boolean
   readonly log: (line: string) => void
+  /** `--profile DIR`: a CPU profile of the window from the peer's exit to every caller failed (scale-loss-N.cpuprofile). */
+  readonly profile?: string | undefined
+}
+
+let profiles = 0
+/** Profile `window` with the inspector (this process), written to `dir` when given. */
+const profiled = async <A>(dir: string | undefined, window: () => Promise<A>): Promise<A> => {
+  if (dir === undefined) return window()
+  const { Session } = await import("node:inspector")
+  const { mkdirSync, writeFileSync } = await import("node:fs")
+  const session = new Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  await post("Profiler.enable")
+  await post("Profiler.setSamplingInterval", { interval: 100 })
+  await post("Profiler.start")
+  try {
+    return await window()
+  } finally {
+    const { profile } = await post("Profiler.stop")
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(`${dir}/scale-loss-${++profiles}.cpuprofile`, JSON.stringify(profile))
+    session.disconnect()
+  }
 }
 
 const WAIT_LIMIT_MS = 120_000
@@ -159,12 +184,14 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     settleTarget = counts.settled + cards
     const exitWall = Date.now()
     const t4 = nowMs()
-    Effect.runSync(peer.memory.peer.exit(1))
-    await until(
-      "every card and request to settle",
-      () => allCardsSettledAt > 0 && allRequestsFailedAt > 0,
-      () => `${counts.settled}/${cards} cards settled, ${steersFailed}/${threads} requests failed`
-    )
+    await profiled(options.profile, async () => {
+      Effect.runSync(peer.memory.peer.exit(1))
+      await until(
+        "every card and request to settle",
+        () => allCardsSettledAt > 0 && allRequestsFailedAt > 0,
+        () => `${counts.settled}/${cards} cards settled, ${steersFailed}/${threads} requests failed`
+      )
+    })
     // Decided: the engine's own record of when the last card settled (its clock, 1 ms resolution).
     const engineSettledMs = lastSettledAt - exitWall
     // Seen: the moment a subscriber saw the last settlement, and a caller saw its request fail.
