@@ -259,7 +259,13 @@ const runTurn = (
           )
         }
         lastTaken = clock.unsafeCurrentTimeMillis()
-        if (signal._tag === "ConnectionLost") return yield* Effect.fail(signal.error)
+        if (signal._tag === "ConnectionLost") {
+          // Every runner of the connection wakes in the same scheduler round as the callers whose
+          // requests just failed; unwinding a work item is long, so each steps aside once and the
+          // callers (a Promise's reactions wait for the round's end) hear of the loss first.
+          yield* Effect.yieldNow()
+          return yield* Effect.fail(signal.error)
+        }
         const { method, params } = signal
         const p = record(params)
         const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
