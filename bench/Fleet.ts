@@ -129,7 +129,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
     },
     ratios: { wardenCpuVsCodexCpu: ratio, wardenCpuVsCodexCpuMin: min(ratios), wardenCpuVsCodexCpuMax: max(ratios) },
     targets: [
-      { name: `fleet of ${items}: Warden CPU ÷ codex CPU`, target: "≤ 0.10", value: round(ratio, 3), met: ratio <= 0.1 && allSettled },
+      { name: `fleet of ${items}: Warden CPU ÷ codex CPU`, target: "≤ 0.10", value: round(ratio, 3), met: ratio <= 0.1 && allSettled, spread: { min: min(ratios), max: max(ratios), runs } },
       { name: `fleet of ${items}: items completed and cards accepted, fewest of the runs`, target: `${items} each`, value: Math.min(...outputs.map((o) => Math.min(o.completed, o.accepted))), met: allSettled }
     ],
     tables: [

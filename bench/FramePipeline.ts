@@ -39,7 +39,7 @@ import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"
 import { PlainClient, rawLimit, rawLimitBytes } from "./support/PlainReader.js"
 import type { BenchResult } from "./support/Report.js"
-import { ratioCell } from "./support/Report.js"
+import { medianOfRuns, ratioCell } from "./support/Report.js"
 import { collect, macrotask, max, median, min, nowMs, round } from "./support/Stats.js"
 
 export interface Options {
@@ -195,7 +195,7 @@ export const rawRunner = (mix: Mix.Mix, make: typeof rawLimit = rawLimit): Runne
   close: async () => {}
 })
 
-export const run = async (options: Options): Promise<BenchResult> => {
+const runOnce = async (options: Options): Promise<BenchResult> => {
   const shape = options.quick ? { threads: 4, turnsPerThread: 4, largeDiffEvery: 4 } : { threads: 8, turnsPerThread: 24 }
   const mix = Mix.build(shape)
   // The same turns without their approval requests: how much of the difference the cards make.
@@ -378,4 +378,16 @@ export const run = async (options: Options): Promise<BenchResult> => {
       `CPU-time column: the same ratio from process.cpuUsage() per pass, less sensitive to other processes (load average ${loadavg()[0]?.toFixed(2)} at the end of this benchmark).`
     ]
   }
+}
+
+/** The benchmark, run 3 times (once in quick mode): every target is the median of the runs, with their spread. */
+export const run = async (options: Options): Promise<BenchResult> => {
+  const runs = options.quick ? 1 : 3
+  const results: Array<BenchResult> = []
+  for (let i = 0; i < runs; i++) {
+    const result = await runOnce(options)
+    options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
+    results.push(result)
+  }
+  return medianOfRuns(results)
 }

@@ -10,6 +10,8 @@ export interface Target {
   readonly target: string
   readonly value: number
   readonly met: boolean
+  /** When the value is the median of several runs: their smallest and largest, and how many. */
+  readonly spread?: { readonly min: number; readonly max: number; readonly runs: number }
 }
 
 export interface Table {
@@ -102,11 +104,86 @@ export const markdown = (table: Table): string => {
 
 export const targetsTable = (results: ReadonlyArray<BenchResult>): Table => ({
   title: "Targets",
-  columns: ["benchmark", "measure", "target", "value", "met"],
+  columns: ["benchmark", "measure", "target", "value", "runs: min–max", "met"],
   rows: results.flatMap((r) =>
-    r.targets.map((t) => [r.name, t.name, t.target, t.name.includes("ratio") || t.target.includes("x") ? ratioCell(t.value) : t.value, t.met ? "yes" : "NO"])
+    r.targets.map((t) => {
+      const show = (v: number) => (t.name.includes("ratio") || t.target.includes("x") ? ratioCell(v) : cell(v))
+      const spread = t.spread === undefined || t.spread.runs < 2 ? "1 run" : `${t.spread.runs}: ${show(t.spread.min)}–${show(t.spread.max)}`
+      return [r.name, t.name, t.target, show(t.value), spread, t.met ? "yes" : "NO"]
+    })
   )
 })
+
+/**
+ * Whether `value` meets a target written as `>= 1.0x`, `<= 5x`, `< 100 ms`, `≤ 2 KiB`, `≤ 0.10`:
+ * the comparison and the first number of the string (its unit is the value's).
+ */
+export const meets = (target: string, value: number): boolean => {
+  const m = /^\s*(>=|<=|≥|≤|<|>)\s*([\d.,]+)/.exec(target)
+  if (m === null) throw new Error(`cannot read the target ${JSON.stringify(target)}`)
+  const bound = Number(m[2]!.replace(/,/g, ""))
+  switch (m[1]) {
+    case ">=":
+    case "≥":
+      return value >= bound
+    case "<=":
+    case "≤":
+      return value <= bound
+    case "<":
+      return value < bound
+    default:
+      return value > bound
+  }
+}
+
+const medianOf = (values: ReadonlyArray<number>): number => {
+  const s = [...values].sort((a, b) => a - b)
+  const mid = s.length >> 1
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+}
+
+/**
+ * Several runs of one benchmark as one result: every target's value is the median of the runs
+ * (met judged on the median, with the runs' min and max beside it), every metric and ratio the
+ * median of the runs; the tables are those of the run whose first target is the median one, and
+ * a table of every run's target values is added.
+ */
+export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
+  const first = runs[0]
+  if (first === undefined) throw new Error("medianOfRuns: no run")
+  if (runs.length === 1) return { ...first, targets: first.targets.map((t) => ({ ...t, spread: { min: t.value, max: t.value, runs: 1 } })) }
+  const keyed = (pick: (r: BenchResult) => Readonly<Record<string, number>>) => {
+    const out: Record<string, number> = {}
+    for (const key of Object.keys(pick(first))) out[key] = medianOf(runs.map((r) => pick(r)[key] ?? Number.NaN))
+    return out
+  }
+  const targets = first.targets.map((t, i) => {
+    const values = runs.map((r) => r.targets[i]!.value)
+    const value = medianOf(values)
+    // A target that also requires something the runs verify (every item completed) stays unmet if any run missed it.
+    const verified = runs.every((r) => r.targets[i]!.met || !meets(r.targets[i]!.target, r.targets[i]!.value))
+    return { ...t, value, met: meets(t.target, value) && verified, spread: { min: Math.min(...values), max: Math.max(...values), runs: runs.length } }
+  })
+  const firstValues = runs.map((r) => r.targets[0]?.value ?? 0)
+  const mid = medianOf(firstValues)
+  const representative = runs[firstValues.findIndex((v) => v === mid)] ?? runs[Math.floor(runs.length / 2)]!
+  return {
+    ...representative,
+    params: { ...representative.params, runs: runs.length },
+    metrics: keyed((r) => r.metrics),
+    ratios: keyed((r) => r.ratios),
+    targets,
+    tables: [
+      {
+        title: `Every run (${runs.length}): the target values; the value above is their median`,
+        columns: ["measure", ...runs.map((_, i) => `run ${i + 1}`), "median"],
+        rows: targets.map((t, i) => [t.name, ...runs.map((r) => r.targets[i]!.value), t.value])
+      },
+      ...representative.tables
+    ],
+    notes: [`Median of ${runs.length} runs; the tables below the first are those of the run whose first target value is the median.`, ...representative.notes]
+  }
+}
 
 export const render = (result: BenchResult): string =>
   [

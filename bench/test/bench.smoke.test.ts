@@ -32,7 +32,7 @@ describe("pnpm bench --quick", () => {
       const out = join(dir, "quick.json")
       const { code, stderr, stdout } = await runQuick(out)
       assert.strictEqual(code, 0, stderr)
-      for (const title of ["1. Frame pipeline throughput", "2. Approval round trip", "3. Scale on one connection", "4. Real codex overhead", "5. Adversarial frames", "6. Fleet on one real app-server", "7. Start-up", "8. Telemetry cost on the read loop", "**Targets**"]) {
+      for (const title of ["1. Frame pipeline throughput", "2. Approval round trip", "3. Scale on one connection", "4. Real codex overhead", "5. Adversarial frames", "6. Fleet on one real app-server", "7. Start-up", "8. Telemetry cost on the read loop", "9. Flat memory under a long run", "**Targets**"]) {
         assert.include(stdout, title)
       }
 
@@ -46,7 +46,7 @@ describe("pnpm bench --quick", () => {
       assert.match(results.machine.node, /^v\d+/)
       assert.isTrue(Number.isFinite(results.machine.loadAvgStart) && Number.isFinite(results.machine.loadAvgEnd))
 
-      assert.sameMembers(Object.keys(results.benchmarks), ["framePipeline", "approvalRoundTrip", "scale", "realCodexOverhead", "adversarialFrames", "fleet", "startup", "telemetry"])
+      assert.sameMembers(Object.keys(results.benchmarks), ["framePipeline", "approvalRoundTrip", "scale", "realCodexOverhead", "adversarialFrames", "fleet", "startup", "telemetry", "flatMemory"])
       for (const [name, bench] of Object.entries<any>(results.benchmarks)) {
         assert.strictEqual(bench.name, name)
         assert.isAbove(Object.keys(bench.metrics).length, 0, name)
@@ -78,6 +78,10 @@ describe("pnpm bench --quick", () => {
       assert.isAbove(results.benchmarks.startup.metrics.versionMsMedian, 0)
       assert.isAbove(results.benchmarks.startup.metrics.runToSpawnMsMedian, 0)
       assert.isBoolean(results.benchmarks.startup.params.codeCacheAccepted)
+      assert.isAbove(results.benchmarks.flatMemory.ratios.heapLastVsFirst, 0)
+      for (const [name, bench] of Object.entries<any>(results.benchmarks)) {
+        for (const target of bench.targets) assert.isTrue(Number.isFinite(target.spread?.min) && Number.isFinite(target.spread?.max), `${name} ${target.name}: spread`)
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

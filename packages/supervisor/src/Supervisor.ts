@@ -397,11 +397,22 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       slots.push({ index, state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }), threads: 0 })
     }
 
+    // Set by the shutdown finalizer, before the slots' fibers are interrupted; a slot loop ends by
+    // itself when it sees it (after a connection ended, before its back-off). An interruption that
+    // reaches a slot fiber while it closes its connection's scope (waiting, uninterruptibly, for
+    // the transport's stopper) is erased when that finalizer ends (Effect 3.22's `addFinalizer`
+    // puts the fiber's FiberRefs back, `currentInterruptedCause` included): the slot would sleep
+    // its back-off and restart the app-server while the supervisor's close waits for it, forever.
+    // See docs/performance.md (the stall watchdog).
+    let isStopping = false
+    const stopped = () => isStopping
+
     const slotLoop = (slot: Slot) =>
       Effect.gen(function*() {
         let consecutive = 0
         let restarts = 0 // how many times this slot started its app-server again (the connection span's warden.restart)
         while (true) {
+          if (stopped()) return
           let readyAt: number | undefined
           const outcome = yield* Effect.scoped(
             Effect.gen(function*() {
@@ -448,6 +459,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
               yield* SubscriptionRef.set(slot.state, { _tag: "Ready", server })
               publish({ _tag: "ConnectionReady", slot: slot.index, connection: server.id, init: server.init })
               const ended = yield* server.ended
+              if (stopped()) return "the supervisor is stopping"
               yield* SubscriptionRef.set(slot.state, { _tag: "Starting" })
               publish({
                 _tag: "ConnectionLost",
@@ -469,6 +481,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
                 : Effect.as(Effect.logError("app-server connection failed with a defect", cause), `Warden failed while connecting: ${Cause.squash(cause)}`)
             )
           )
+          if (stopped()) return
           const endedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
           // Only a connection that got through the handshake and then stayed up counts as stable.
           consecutive = readyAt !== undefined && endedAt - readyAt >= stableAfter ? 1 : consecutive + 1
@@ -511,10 +524,12 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
 
     // Runs before the slots' scopes close: refuse open cards while the children can hear it.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(slots, (slot) =>
+      Effect.zipRight(Effect.sync(() => {
+        isStopping = true
+      }), Effect.forEach(slots, (slot) =>
         Effect.map(SubscriptionRef.get(slot.state), (state) => {
           if (state._tag === "Ready") state.server.desk.closeWhere(() => true, { _tag: "Shutdown" })
-        }), { discard: true })
+        }), { discard: true }))
     )
 
     /** The slot's server once ready (skipping `notId`, a connection known dead); fails when the slot is down. */

@@ -142,6 +142,9 @@ describe("a defect while handling a frame ends the connection, and the slot reco
       assert.strictEqual(settlement.outcome, "connection-lost")
       const failed = yield* Effect.flip(handle.await)
       assert.strictEqual(failed.reason, "connection-lost")
+      // The work item may fail before the child is told to stop (the runner learns of the loss at
+      // once); the slot stops it (its connection's scope closes) before it announces the restart.
+      yield* waitFor(events, (e): e is Extract<typeof e, { _tag: "ConnectionRestarting" }> => e._tag === "ConnectionRestarting")
       assert.include(fake.peer.signals(), "SIGTERM", "the child is stopped")
       // The slot restarts and serves a new work item (no wedge).
       yield* advance("1 second")

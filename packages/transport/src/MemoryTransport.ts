@@ -28,6 +28,11 @@ export interface Options {
   readonly drainGrace?: Duration.DurationInput | undefined
   /** Every `connect` fails with `SpawnFailed` carrying this detail (as a missing binary would). */
   readonly spawnFailure?: string | undefined
+  /**
+   * Keep every frame the client wrote for `writtenSoFar` (default true). A long benchmark turns it
+   * off, so the test double's log does not count as the client's memory (`writtenSoFar` is then empty).
+   */
+  readonly keepLog?: boolean | undefined
   /** Runs for each connection, in the connection's scope, as the peer's "process". */
   readonly program?: ((peer: Peer) => Effect.Effect<void>) | undefined
 }
@@ -90,7 +95,7 @@ export interface MemoryTransport {
 const encoder = new TextEncoder()
 const bytesOf = (data: string | Uint8Array): Uint8Array => (typeof data === "string" ? encoder.encode(data) : data)
 
-const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject>) => {
+const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject>, keepLog: boolean) => {
   const log: Array<JsonObject> = []
   const signals: Array<ConnectionCore.Signal> = []
   let stdoutOpen = true
@@ -106,7 +111,7 @@ const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject
     for (const line of text.split("\n")) {
       if (line.length === 0) continue
       const frame = JSON.parse(line) as JsonObject
-      log.push(frame)
+      if (keepLog) log.push(frame)
       written.unsafeOffer(frame)
     }
   }
@@ -250,7 +255,7 @@ export const make = (options: Options = {}): MemoryTransport => {
         }
         const core = yield* ConnectionCore.make(options)
         const written = yield* Mailbox.make<JsonObject>()
-        const { control, peer } = makePeer(core, written)
+        const { control, peer } = makePeer(core, written, options.keepLog ?? true)
         const connection = yield* core.start(control)
         current = peer
         connections++

@@ -95,6 +95,13 @@ export interface AppServer {
   readonly close: Effect.Effect<void>
   readonly pendingCount: () => number
   readonly routeCount: () => number
+  /**
+   * Call `expire` once `after` has passed, unless the returned canceller runs first. It runs on the
+   * connection's deadline timer (the one fiber that keeps our requests' deadlines, in the
+   * connection's scope: it ends with the connection), synchronously: it must be cheap and must
+   * not wait. Keep to a few distinct lengths: the timer keeps one ordered set per length.
+   */
+  readonly after: (after: Duration.Duration, expire: () => void) => () => void
 }
 
 export const DefaultRequestTimeout = Duration.minutes(2)
@@ -526,6 +533,7 @@ export const make = (
       abort,
       close: connection.close,
       pendingCount: pending.size,
-      routeCount: () => routes.size
+      routeCount: () => routes.size,
+      after: requestTimer.add
     }
   })

@@ -11,6 +11,8 @@ import type { ConnectionLost } from "../Errors.js"
 export type ThreadSignal =
   | { readonly _tag: "Notification"; readonly method: string; readonly params: unknown }
   | { readonly _tag: "ConnectionLost"; readonly error: ConnectionLost }
+  /** The stall watchdog of the turn `turn` found nothing for the stall timeout (see ThreadRunner). */
+  | { readonly _tag: "StallCheck"; readonly turn: object }
 
 export interface ThreadRoute {
   /** Set when thread/start's response is read (before the next frame), or up front for resume. */

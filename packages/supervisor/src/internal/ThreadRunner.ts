@@ -254,13 +254,47 @@ const runTurn = (
 
     const idle = () => route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
 
+    // The stall watchdog: one deadline per turn on the connection's timer, not a timeout (a fiber
+    // and a timer) per event. The runner notes when it last took a signal; when the deadline
+    // passes, the check below re-arms it for the time left (rounded up to a sixteenth of the
+    // timeout, so the timer keeps a few deadline lengths), or for a whole timeout while a card is
+    // open or a command runs (waiting is not stalling), or tells the runner through the mailbox.
+    const clock = yield* Effect.clock
+    const stallMs = Duration.toMillis(config.stallTimeout)
+    const step = stallMs / 16
+    const token = {}
+    const stallCheck: ThreadSignal = { _tag: "StallCheck", turn: token }
+    let lastTaken = clock.unsafeCurrentTimeMillis()
+    let cancelWatchdog: (() => void) | undefined
+    let watching = true
+    const watch = (ms: number) => {
+      if (watching) cancelWatchdog = server.after(Duration.millis(ms), check)
+    }
+    const check = () => {
+      cancelWatchdog = undefined
+      const quiet = clock.unsafeCurrentTimeMillis() - lastTaken
+      const queued = route.signals.unsafeSize()
+      if (queued._tag === "Some" && queued.value > 0) return watch(stallMs) // the runner is behind, not stalled
+      if (quiet < stallMs) return watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
+      if (!idle()) return watch(stallMs)
+      route.signals.unsafeOffer(stallCheck)
+    }
+    const stopWatching = Effect.sync(() => {
+      watching = false
+      cancelWatchdog?.()
+      cancelWatchdog = undefined
+    })
+
     const body = Effect.gen(function*() {
+      if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
       while (true) {
-        const next = yield* Effect.timeoutOption(route.signals.take, config.stallTimeout).pipe(
-          Effect.catchAll(() => Effect.succeed(Option.none<ThreadSignal>()))
-        )
-        if (Option.isNone(next)) {
-          if (!idle()) continue // a card is open or a command runs: waiting is not stalling
+        const signal = yield* Effect.catchAll(route.signals.take, () => Effect.succeed(stallCheck))
+        if (signal._tag === "StallCheck") {
+          if (signal.turn !== token) continue // a check of an earlier turn, left in the mailbox
+          if (!idle()) {
+            watch(stallMs)
+            continue // a card opened or a command started meanwhile
+          }
           emit({ _tag: "Stalled", item: item.id, threadId, turnId })
           yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
           return yield* Effect.fail(
@@ -271,8 +305,14 @@ const runTurn = (
             })
           )
         }
-        const signal = next.value
-        if (signal._tag === "ConnectionLost") return yield* Effect.fail(signal.error)
+        lastTaken = clock.unsafeCurrentTimeMillis()
+        if (signal._tag === "ConnectionLost") {
+          // Every runner of the connection wakes in the same scheduler round as the callers whose
+          // requests just failed; unwinding a work item is long, so each steps aside once and the
+          // callers (a Promise's reactions wait for the round's end) hear of the loss first.
+          yield* Effect.yieldNow()
+          return yield* Effect.fail(signal.error)
+        }
         const { method, params } = signal
         const p = record(params)
         const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
@@ -327,6 +367,7 @@ const runTurn = (
     // Stopping the work item mid-turn: interrupt the turn best-effort, bounded; the thread scope
     // then refuses the cards still open.
     return yield* restore(body).pipe(
+      Effect.ensuring(stopWatching),
       Effect.onInterrupt(() =>
         session.turnId === turnId && server.isOpen() ? interruptTurn(server, threadId, turnId, config.interruptTimeout) : Effect.void
       )
