@@ -11,7 +11,7 @@ import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import { Approvals } from "./Approvals.js"
-import type { CardView } from "./Card.js"
+import type { CardView, Source } from "./Card.js"
 import { describeSource } from "./Card.js"
 import * as SecretMask from "./SecretMask.js"
 
@@ -19,8 +19,9 @@ import * as SecretMask from "./SecretMask.js"
  * One line of the audit trail, flat, with `null` for what does not apply to its type.
  *
  * Its `type` is `card.opened`, `card.settled` or `card.late`. `summary` is the card's masked title;
- * `source` is `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...); `ts` is
- * ISO 8601.
+ * `source` is `Card.describeSource` (`rule:<id>`, `handler`, `person`, `deadline`, ...);
+ * `channel` is where a person's decision came from (`terminal`, `stdin`, `web`, `link`; null for
+ * any other source, or a person through the plain inbox); `ts` is ISO 8601.
  */
 export interface AuditRecord {
   readonly type: "card.opened" | "card.settled" | "card.late"
@@ -34,6 +35,7 @@ export interface AuditRecord {
   readonly summary: string
   readonly decision: string | null
   readonly source: string | null
+  readonly channel: string | null
   readonly outcome: string | null
   readonly written: boolean | null
   readonly latencyMs: number | null
@@ -53,6 +55,8 @@ const cardFields = (c: CardView) => ({
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+const channelOf = (source: Source): string | null => (source._tag === "Person" ? source.channel ?? null : null)
+
 /**
  * The audit record of an approval event, before masking (pure, never fails). It copies only the
  * card's masked fields; what is written is `record`, which passes every string through
@@ -67,6 +71,7 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         ...cardFields(event.card),
         decision: null,
         source: null,
+        channel: null,
         outcome: null,
         written: null,
         latencyMs: null,
@@ -80,6 +85,7 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         ...cardFields(s.card),
         decision: s.decision ?? null,
         source: describeSource(s.source),
+        channel: channelOf(s.source),
         outcome: s.outcome,
         written: s.written,
         latencyMs: s.latencyMs,
@@ -93,6 +99,7 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
         ...cardFields(event.card),
         decision: event.decision,
         source: describeSource(event.source),
+        channel: channelOf(event.source),
         outcome: event.outcome,
         written: false,
         latencyMs: null,
@@ -132,6 +139,7 @@ export const record = (event: ApprovalEvent): AuditRecord => {
     summary: summaryOf(card),
     decision: masked(r.decision),
     source: masked(r.source),
+    channel: masked(r.channel),
     outcome: masked(r.outcome),
     written: r.written,
     latencyMs: r.latencyMs,

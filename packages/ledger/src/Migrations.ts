@@ -148,9 +148,17 @@ const initial = Effect.gen(function*() {
   yield* sql`CREATE INDEX ledger_late_card ON ledger_late_decisions (run_id, card_id)`
 })
 
+/** Where a person's decision came from (`terminal`, `stdin`, `web`, `link`), beside its source. */
+const channel = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE ledger_settlements ADD COLUMN channel text`
+  yield* sql`ALTER TABLE ledger_late_decisions ADD COLUMN channel text`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "1_initial": initial
+  "1_initial": initial,
+  "2_channel": channel
 }
 
 /**

@@ -193,8 +193,8 @@ describe("recording", () => {
         yield* run.attach(s.source)
         yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
         const asked = yield* s.open(command, commandParams("thr_1", "turn_1", `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'`))
-        yield* s.approvals.answer(asked.id, Decision.Accept)
-        yield* s.approvals.answer(asked.id, Decision.Decline) // late
+        yield* s.approvals.answer(asked.id, Decision.Accept, "web")
+        yield* s.approvals.answer(asked.id, Decision.Decline, "link") // late
         yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc './deploy.sh'"))
         yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'npm publish'")) // left open
         yield* ledger.flush
@@ -226,14 +226,18 @@ describe("recording", () => {
         if (line.type === "card.settled") {
           const st = card.settlement!
           assert.deepStrictEqual(
-            [line.outcome, line.source, line.decision, line.written, line.detail, line.latencyMs, line.ts],
-            [st.outcome, st.source, st.decision ?? null, st.written, st.detail ?? null, st.latencyMs ?? null, new Date(st.settledAt).toISOString()]
+            [line.outcome, line.source, line.channel, line.decision, line.written, line.detail, line.latencyMs, line.ts],
+            [st.outcome, st.source, st.channel ?? null, st.decision ?? null, st.written, st.detail ?? null, st.latencyMs ?? null, new Date(st.settledAt).toISOString()]
           )
         }
         if (line.type === "card.late") {
-          assert.deepStrictEqual([line.decision, line.source, line.outcome], [late[0]!.decision, late[0]!.source, late[0]!.outcome])
+          assert.deepStrictEqual([line.decision, line.source, line.channel, line.outcome], [late[0]!.decision, late[0]!.source, late[0]!.channel ?? null, late[0]!.outcome])
         }
       }
+      // Who decided, and through which channel (the person's answer on the page, the late one by a link).
+      assert.deepStrictEqual([byId.get("c2")!.settlement!.source, byId.get("c2")!.settlement!.channel], ["person", "web"])
+      assert.deepStrictEqual([late[0]!.source, late[0]!.channel], ["person", "link"])
+      assert.isUndefined(byId.get("c1")!.settlement!.channel)
       // The handler's refusal quotes its error, masked the same way in both.
       assert.match(byId.get("c3")!.settlement!.detail ?? "", /the deploy service said no \(token •••\)/)
       assert.include(byId.get("c2")!.title, "Authorization: •••")

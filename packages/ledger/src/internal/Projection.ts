@@ -253,12 +253,12 @@ const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: A
     insertCard(sql, runId, s.card),
     // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
     // one settlement; what really happened is kept as a late decision, never lost.
-    sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
-      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, 'stranded', ${s.settledAt}
+    sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
+      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, ${r.channel}, 'stranded', ${s.settledAt}
       FROM ledger_settlements
       WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`,
-    sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
-      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${r.decision},
+    sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, channel, decision, written, detail, settled_at, latency_ms)
+      VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${r.channel}, ${r.decision},
         ${Store.bool(s.written)}, ${r.detail}, ${s.settledAt}, ${s.latencyMs})
       ON CONFLICT (run_id, card_id) DO NOTHING`
   )
@@ -274,9 +274,9 @@ const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEve
       const r = auditRecord(event)
       return all(
         insertCard(sql, runId, event.card),
-        sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, outcome, at)
+        sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
           VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${r.decision ?? ""},
-            ${r.source ?? ""}, ${event.outcome}, ${event.at})`
+            ${r.source ?? ""}, ${r.channel}, ${event.outcome}, ${event.at})`
       )
     }
   }

@@ -127,6 +127,7 @@ const toCard = (r: Row): Records.CardRecord => {
       outcome: outcome as Card.Outcome | "stranded",
       source: String(r["source"]),
       sourceKind: String(r["source_kind"]),
+      channel: str(r["channel"]),
       decision: str(r["decision"]),
       written: num(r["written"]) === 1,
       detail: str(r["detail"]),
@@ -173,7 +174,7 @@ const toRule = (r: Row): Remembered.RememberedRule | undefined => {
 
 const CardColumns = (sql: Sql) =>
   sql`c.run_id, c.card_id, c.request_id, c.method, c.thread_id, c.turn_id, c.item_key, c.kind, c.title, c.summary, c.facts,
-    c.offers, c.opened_at, c.deadline_at, s.outcome, s.source, s.source_kind, s.decision, s.written, s.detail, s.settled_at, s.latency_ms`
+    c.offers, c.opened_at, c.deadline_at, s.outcome, s.source, s.source_kind, s.channel, s.decision, s.written, s.detail, s.settled_at, s.latency_ms`
 
 const CardOrder = (sql: Sql) => sql`c.opened_at, c.run_id, length(c.card_id), c.card_id`
 
@@ -257,6 +258,7 @@ export const lateDecisions = (sql: Sql, filter: { readonly runId?: string; reado
         cardId: String(r["card_id"]),
         decision: String(r["decision"]),
         source: String(r["source"]),
+        channel: str(r["channel"]),
         outcome: String(r["outcome"]),
         at: num(r["at"]) ?? 0
       }))

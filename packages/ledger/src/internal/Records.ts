@@ -123,6 +123,8 @@ export interface TurnRecord {
 
 /** How a card settled, as the ledger recorded it (once, or `stranded` by recovery). */
 export interface SettlementRecord extends Replay.RecordedSettlement {
+  /** Where a person's decision came from (`terminal`, `stdin`, `web`, `link`); undefined otherwise. */
+  readonly channel: string | undefined
   /** An answer (a decision or a refusal) was written back to the app-server. */
   readonly written: boolean
   /** Why a decision was refused or nothing was written, if it was (masked). */
@@ -154,6 +156,8 @@ export interface LateDecisionRecord {
   readonly cardId: string
   readonly decision: string
   readonly source: string
+  /** Where a person's late decision came from, if said. */
+  readonly channel: string | undefined
   /** The outcome that had already won. */
   readonly outcome: string
   readonly at: number
