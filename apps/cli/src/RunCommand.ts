@@ -214,7 +214,8 @@ export const execute = (args: Common, plan: Plan) =>
     }
     const items = planned.items.map((item) => ({
       ...item,
-      ...(worktree !== undefined ? { worktree } : {}),
+      // A resumed item keeps the worktree it ran in (taken up again); the others get --worktree's.
+      ...(worktree !== undefined && item.worktree === undefined ? { worktree } : {}),
       ...(Object.keys(budget).length > 0 ? { budget } : {})
     }))
     const flags = codexFlags ?? { config: args.config, enable: args.enable, disable: args.disable }

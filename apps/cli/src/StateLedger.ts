@@ -12,7 +12,7 @@ import type { Card } from "@warden/approvals"
 import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Context, Effect, Either, Layer } from "effect"
+import { Context, Duration, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
 import * as Os from "node:os"
 import * as ExitCodes from "./ExitCodes.js"
@@ -225,6 +225,19 @@ export const resume = (
         skipped.push(`item ${item.item}: not resumed: its config or thread params held a secret and were stored masked, so they cannot be sent again as given`)
         continue
       }
+      // Its worktree: the one it ran in (the same branch and path: taken up as it is, with its work),
+      // else as it was asked for (a new branch of this run). Its budget, as it was given.
+      const asked = typeof o["worktree"] === "object" && o["worktree"] !== null ? o["worktree"] as Record<string, unknown> : undefined
+      const worktreeOptions = asked === undefined ? undefined : {
+        ...(typeof asked["base"] === "string" && !isMasked(asked["base"]) ? { base: asked["base"] } : {}),
+        ...(asked["keep"] === "always" ? { keep: "always" as const } : {}),
+        ...(item.worktree !== undefined && !isMasked(item.worktree) ? { branch: item.worktree.branch, path: item.worktree.path } : {})
+      }
+      const budgetAsked = typeof o["budget"] === "object" && o["budget"] !== null ? o["budget"] as Record<string, unknown> : undefined
+      const budget = budgetAsked === undefined ? undefined : {
+        ...(typeof budgetAsked["maxTokens"] === "number" ? { maxTokens: budgetAsked["maxTokens"] } : {}),
+        ...(typeof budgetAsked["maxTurnTimeMs"] === "number" ? { maxTurnTime: Duration.millis(budgetAsked["maxTurnTimeMs"]) } : {})
+      }
       const [prompt, ...followUps] = item.remainingPrompts
       const id = index++
       recovered.set(String(id), { runId: target.runId, item: item.item })
@@ -238,7 +251,9 @@ export const resume = (
         ...str("approvalPolicy"),
         ...str("sandbox"),
         ...obj("config"),
-        ...obj("threadParams")
+        ...obj("threadParams"),
+        ...(worktreeOptions !== undefined ? { worktree: worktreeOptions } : {}),
+        ...(budget !== undefined ? { budget } : {})
       })
     }
     return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags: flags.right })

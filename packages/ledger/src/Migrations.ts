@@ -155,10 +155,18 @@ const channel = Effect.gen(function*() {
   yield* sql`ALTER TABLE ledger_late_decisions ADD COLUMN channel text`
 })
 
+/** The worktree a work item ran in (`WorkItem.worktree`), so that `warden resume` takes it up again. */
+const worktree = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE ledger_work_items ADD COLUMN worktree_branch text`
+  yield* sql`ALTER TABLE ledger_work_items ADD COLUMN worktree_path text`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "1_initial": initial,
-  "2_channel": channel
+  "2_channel": channel,
+  "3_worktree": worktree
 }
 
 /**

@@ -13,7 +13,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import { Audit } from "@warden/approvals"
 import type { ApprovalEvent, Card as CardTypes } from "@warden/approvals"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Cause, Effect, Option } from "effect"
+import { Cause, Duration, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import * as CardFacts from "../CardFacts.js"
 import type { ItemOrigin, LedgerEvent } from "../LedgerEvent.js"
@@ -69,6 +69,15 @@ const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
   if (item.sandbox !== undefined) out["sandbox"] = item.sandbox
   if (item.config !== undefined) out["config"] = item.config
   if (item.threadParams !== undefined) out["threadParams"] = item.threadParams
+  if (item.worktree !== undefined && item.worktree !== false) out["worktree"] = item.worktree === true ? {} : { ...item.worktree }
+  if (item.budget !== undefined) {
+    const budget: Record<string, unknown> = {}
+    if (item.budget.maxTokens !== undefined) budget["maxTokens"] = item.budget.maxTokens
+    // As milliseconds: a Duration does not survive JSON. One that does not decode is not kept.
+    const turnTime = item.budget.maxTurnTime === undefined ? undefined : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
+    if (turnTime !== undefined) budget["maxTurnTimeMs"] = Duration.toMillis(turnTime)
+    out["budget"] = budget
+  }
   return out
 }
 
@@ -128,10 +137,12 @@ const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEven
         sql`UPDATE ledger_work_items SET resumes = ${event.attempt} WHERE run_id = ${runId} AND item_key = ${item}`
       )
     }
+    case "WorktreeReady": // where it works, for warden resume to take it up again
+      return Effect.asVoid(sql`UPDATE ledger_work_items SET worktree_branch = ${Store.text(event.branch)}, worktree_path = ${Store.text(event.path)}
+        WHERE run_id = ${runId} AND item_key = ${item}`)
     case "Notification":
     case "Stalled":
     case "ThreadStartedFresh": // the ThreadReady that follows records the new thread
-    case "WorktreeReady": // the worktree is the item's cwd (its options record --worktree)
     case "WorktreeFinished": // not recorded: the branch and its worktree are in git
       return Effect.void
   }

@@ -65,7 +65,10 @@ const toItem = (r: Row): Records.WorkItemRecord => {
     failureReason: str(r["failure_reason"]),
     failureDetail: str(r["failure_detail"]),
     from: fromRun !== undefined && fromItem !== undefined ? { runId: fromRun, item: fromItem } : undefined,
-    handedTo: str(r["handed_to"])
+    handedTo: str(r["handed_to"]),
+    worktree: str(r["worktree_branch"]) !== undefined && str(r["worktree_path"]) !== undefined
+      ? { branch: str(r["worktree_branch"])!, path: str(r["worktree_path"])! }
+      : undefined
   }
 }
 

@@ -61,7 +61,7 @@ export interface WorkItemRecord {
   readonly prompt: string
   /** Its follow-up prompts (masked). */
   readonly followUps: ReadonlyArray<string>
-  /** cwd, model, approvalPolicy, sandbox, config, threadParams, threadId: masked JSON. */
+  /** cwd, model, approvalPolicy, sandbox, config, threadParams, threadId, worktree, budget (`maxTokens`, `maxTurnTimeMs`): masked JSON. */
   readonly options: Readonly<Record<string, unknown>>
   /** Masking changed a prompt: resuming it would not send what was asked. */
   readonly promptsMasked: boolean
@@ -71,6 +71,8 @@ export interface WorkItemRecord {
   readonly turnsDone: number
   /** How many times its thread was resumed on a restarted app-server (from its result). */
   readonly resumes: number
+  /** The git worktree it ran in (`WorkItem.worktree`), once it was made (masked). */
+  readonly worktree: { readonly branch: string; readonly path: string } | undefined
   readonly submittedAt: number
   readonly startedAt: number | undefined
   readonly finishedAt: number | undefined
