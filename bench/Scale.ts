@@ -24,7 +24,7 @@ import { requestFrames } from "./ApprovalRoundTrip.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import { CHUNK_BYTES } from "./support/Mix.js"
 import type { BenchResult } from "./support/Report.js"
-import { medianOfRuns } from "./support/Report.js"
+import { repeated } from "./support/Report.js"
 import { heapAfterGc, macrotask, nowMs, round } from "./support/Stats.js"
 
 export interface Options {
@@ -282,13 +282,4 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
 }
 
 /** The benchmark, run 3 times (once in quick mode): every target is the median of the runs, with their spread. */
-export const run = async (options: Options): Promise<BenchResult> => {
-  const runs = options.quick ? 1 : 3
-  const results: Array<BenchResult> = []
-  for (let i = 0; i < runs; i++) {
-    const result = await runOnce(options)
-    options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
-    results.push(result)
-  }
-  return medianOfRuns(results)
-}
+export const run = repeated(runOnce)

@@ -185,6 +185,24 @@ export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
   }
 }
 
+/**
+ * A benchmark run 3 times (once in quick mode): every target is the median of the runs, with their
+ * spread; each run's targets are logged as it ends.
+ */
+export const repeated = <O extends { readonly quick: boolean; readonly log: (line: string) => void }>(
+  runOnce: (options: O) => Promise<BenchResult>
+) =>
+async (options: O): Promise<BenchResult> => {
+  const runs = options.quick ? 1 : 3
+  const results: Array<BenchResult> = []
+  for (let i = 0; i < runs; i++) {
+    const result = await runOnce(options)
+    options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
+    results.push(result)
+  }
+  return medianOfRuns(results)
+}
+
 export const render = (result: BenchResult): string =>
   [
     `### ${result.title}`,

@@ -10,6 +10,7 @@
  *
  * A command handler ends with `CliExit` to choose its code; bin.ts turns it into the process's.
  */
+import type { Errors } from "@warden/supervisor"
 import { Data } from "effect"
 
 export const Ok = 0
@@ -26,19 +27,15 @@ export class CliExit extends Data.TaggedError("CliExit")<{
 /** A usage error a person can fix: printed on stderr, exit 2. */
 export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })
 
-/** How a work item ended, as reported in `item.finished.status` and `run.finished.items`. */
+/**
+ * How a work item ended, as reported in `item.finished.status` and `run.finished.items`: its last
+ * turn's status, or why it failed (`WorkItemFailed`'s reasons, one list kept in the supervisor).
+ */
 export type ItemStatus =
   | "completed"
   | "interrupted"
   | "failed"
-  | "connection-lost"
-  | "stalled"
-  | "start-failed"
-  | "turn-failed-to-start"
-  | "interrupt-timeout"
-  | "resume-failed"
-  | "worktree-failed"
-  | "budget-exhausted"
+  | Errors.WorkItemFailed["reason"]
   | (string & {})
 
 /** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */
