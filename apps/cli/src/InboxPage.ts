@@ -51,7 +51,7 @@ export const html = (title: string): string => `<!doctype html>
 <table><thead><tr><th>item</th><th>status</th><th>tokens</th><th>elapsed</th><th>activity</th></tr></thead><tbody id="items"></tbody></table>
 <h2>Decided</h2>
 <ul id="decided"></ul>
-<script type="module" src="/inbox.js"></script>
+<script type="module" src="inbox.js"></script>
 </body>
 </html>
 `
@@ -111,7 +111,7 @@ async function decide(card, decision, errorNode) {
   card.pending = true
   card.heard = undefined
   try {
-    const { status, body } = await api("/api/cards/" + encodeURIComponent(card.id) + "/decision", { method: "POST", body: JSON.stringify({ decision }) })
+    const { status, body } = await api("api/cards/" + encodeURIComponent(card.id) + "/decision", { method: "POST", body: JSON.stringify({ decision }) })
     if (status === 200) {
       noteDecided(card.id, body.settlement.outcome + " by " + body.settlement.by + " (you)", "mine")
       removeCard(card.id)
@@ -157,7 +157,7 @@ function addCard(brief) {
   const toggle = el("button", { type: "button", "data-action": "details", text: "details", onclick: async () => {
     if (!details.hidden) { details.hidden = true; toggle.textContent = "details"; return }
     try {
-      const { status, body } = await api("/api/cards/" + encodeURIComponent(brief.id))
+      const { status, body } = await api("api/cards/" + encodeURIComponent(brief.id))
       details.textContent = status === 200 ? body.details.join("\n") : "(not available)"
     } catch (e) { details.textContent = "(not available: " + e.message + ")" }
     details.hidden = false
@@ -243,7 +243,7 @@ function onMessage(event, data) {
 async function listen() {
   for (;;) {
     try {
-      const res = await fetch("/api/events", { headers: { "x-warden-token": token }, cache: "no-store" })
+      const res = await fetch("api/events", { headers: { "x-warden-token": token }, cache: "no-store" })
       if (res.status === 401) { setStatus("denied", "wrong or missing token: open the link Warden printed"); return }
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       let buffer = ""

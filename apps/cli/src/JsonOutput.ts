@@ -20,7 +20,8 @@
  * - `item.finished {item, threadId, status, finalMessage, error, worktree}` (`worktree`: null, or
  *   `{path, branch, base, head, changed, kept, diffstat, files, insertions, deletions, error}`;
  *   `base` and `head` are commit ids abbreviated to 12 hex digits)
- * - `inbox.listening {url}` (`--inbox`: where the web inbox listens; the token is not in it)
+ * - `inbox.listening {url, publicUrl?}` (`--inbox`: where the web inbox listens, and with
+ *   `--inbox-public-url` where people reach it; the token is not in it)
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"

@@ -205,6 +205,15 @@ export const inboxAllowRemote = Options.boolean("inbox-allow-remote").pipe(
   Options.withDescription("let --inbox bind to an address other than loopback (anyone who reaches it with the token decides cards; prefer an SSH tunnel)")
 )
 
+export const inboxPublicUrl = Options.text("inbox-public-url").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "with --inbox: the inbox's address as people reach it (a TLS reverse proxy or a tunnel, e.g. https://ci.example/warden): " +
+      "the printed link and the --notify links use it; the inbox still listens on --inbox's address"
+  ),
+  Options.optional
+)
+
 export const notify = Options.text("notify").pipe(
   Options.withPseudoName("URL"),
   Options.withDescription(

@@ -13,16 +13,13 @@ import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
 import * as CodexBinary from "./CodexBinary.js"
 import * as ExitCodes from "./ExitCodes.js"
+import { isLoopback, publicOrigin } from "./InboxAddress.js"
 import * as Opts from "./Options.js"
 import * as Screen from "./Screen.js"
 import * as Session from "./Session.js"
 import * as StatePath from "./StatePath.js"
 import * as Summary from "./Summary.js"
 import { version } from "./Version.js"
-
-/** Whether `host` names this machine only (127.0.0.0/8, ::1, localhost); WebInbox.isLoopback, without loading the server. */
-const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
 
 const prompts = Args.text({ name: "PROMPT" }).pipe(
   Args.withDescription("one work item per PROMPT, each on its own thread"),
@@ -61,6 +58,7 @@ export const options = {
   noState: Opts.noState,
   inbox: Opts.inbox,
   inboxAllowRemote: Opts.inboxAllowRemote,
+  inboxPublicUrl: Opts.inboxPublicUrl,
   notify: Opts.notify,
   notifySecret: Opts.notifySecret,
   prompts
@@ -166,6 +164,11 @@ export const execute = (args: Common, plan: Plan) =>
     if (args.notify.length > 0 && notifySecret === "") {
       return yield* ExitCodes.usage("--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET")
     }
+    if (Option.isSome(args.inboxPublicUrl)) {
+      if (Option.isNone(args.inbox)) return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
+      const checked = publicOrigin(args.inboxPublicUrl.value)
+      if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
+    }
     if (Option.isSome(args.inbox) && !args.inboxAllowRemote && !isLoopback(args.inbox.value.host)) {
       return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
     }
@@ -236,7 +239,14 @@ export const execute = (args: Common, plan: Plan) =>
       screen,
       ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {}),
       ...(Option.isSome(args.inbox)
-        ? { inbox: { ...args.inbox.value, allowRemote: args.inboxAllowRemote, ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {}) } }
+        ? {
+          inbox: {
+            ...args.inbox.value,
+            allowRemote: args.inboxAllowRemote,
+            ...(Option.isSome(args.inboxPublicUrl) ? { publicUrl: args.inboxPublicUrl.value } : {}),
+            ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {})
+          }
+        }
         : {}),
       ...(telemetry ? { telemetry } : {})
     })

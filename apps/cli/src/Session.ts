@@ -70,6 +70,8 @@ export interface Options {
     readonly host: string
     readonly port: number
     readonly allowRemote: boolean
+    /** `--inbox-public-url`: the inbox's address as people reach it (links and the printed link). */
+    readonly publicUrl?: string
     /** `--notify URL...` and the secret that signs them. */
     readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
   }
@@ -191,6 +193,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           host: options.inbox.host,
           port: options.inbox.port,
           allowRemote: options.inbox.allowRemote,
+          ...(options.inbox.publicUrl !== undefined ? { publicUrl: options.inbox.publicUrl } : {}),
           title: options.title,
           items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
           ...(always ? { always } : {}),
@@ -201,7 +204,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         }
         // The token is printed here, once, and goes through nothing Warden records (not the logger, not --json, not the ledger).
         screen.err(`warden: inbox at ${Redacted.value(inbox.link)}`)
-        emit({ type: "inbox.listening", url: inbox.url })
+        emit({ type: "inbox.listening", url: inbox.url, ...(inbox.publicUrl !== inbox.url ? { publicUrl: inbox.publicUrl } : {}) })
       }
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => {

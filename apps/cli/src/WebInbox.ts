@@ -29,6 +29,7 @@ import type { Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as InboxBoard from "./InboxBoard.js"
+import * as InboxAddress from "./InboxAddress.js"
 import * as InboxApi from "./InboxApi.js"
 import * as InboxLinks from "./InboxLinks.js"
 import * as InboxPage from "./InboxPage.js"
@@ -46,6 +47,13 @@ export interface WebInboxConfig {
   readonly allowRemote?: boolean
   /** The page's title (default `warden`). */
   readonly title?: string
+  /**
+   * Where people reach the inbox when that is not its own address (a TLS reverse proxy, a tunnel):
+   * an absolute `http(s)` URL, optionally with a path prefix the proxy strips (`https://ci.example/warden`),
+   * without query or fragment. The notifications' links and the printed link use it; the server
+   * still listens on `host`:`port`. Checked by {@link publicOrigin} (a bad one is `WebInboxError` `PublicUrl`).
+   */
+  readonly publicUrl?: string
   /** `always`: remember an allow scoped to the card, then accept it (the CLI's ledger); without it `always` is not offered. */
   readonly always?: RememberAlways
   /** Work items known before they start (shown queued). */
@@ -69,27 +77,35 @@ export interface WebInbox {
   /** The address the server is bound to. */
   readonly host: string
   readonly port: number
-  /** The page's URL, without the token. */
+  /** The page's URL, without the token (the listening address). */
   readonly url: string
+  /** The page's URL as people reach it: `publicUrl` when given, else `url`. */
+  readonly publicUrl: string
   /** The access token. Show it to the person who decides, and to nothing that records. */
   readonly token: Redacted.Redacted<string>
-  /** The page's URL with the token in its fragment (never sent to the server, never in its logs). */
+  /** The page's public URL with the token in its fragment (never sent to the server, never in its logs). */
   readonly link: Redacted.Redacted<string>
 }
 
 /** The `WebInbox` service tag, provided by {@link layer}. */
 export class WebInboxService extends Context.Tag("@warden/cli/WebInbox")<WebInboxService, WebInbox>() {}
 
-/** The inbox could not start: the address is refused (`NotLoopback`) or cannot be bound (`Listen`). */
-export class WebInboxError extends Data.TaggedError("WebInboxError")<{ readonly reason: "NotLoopback" | "Listen"; readonly detail: string }> {
+/** The inbox could not start: the address is refused (`NotLoopback`), cannot be bound (`Listen`), or `publicUrl` is not an absolute http(s) URL without query or fragment (`PublicUrl`). */
+export class WebInboxError extends Data.TaggedError("WebInboxError")<{ readonly reason: "NotLoopback" | "Listen" | "PublicUrl"; readonly detail: string }> {
   override get message() {
     return this.detail
   }
 }
 
 /** Whether `host` names this machine only (127.0.0.0/8, ::1, localhost). */
-export const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+export const isLoopback: (host: string) => boolean = InboxAddress.isLoopback
+
+/**
+ * The origin (with any path prefix, no trailing slash) that links are built on, from a public URL:
+ * `https://ci.example/warden/` gives `https://ci.example/warden`. Left: why it is not one (not
+ * absolute, not http(s), has credentials, a query or a fragment).
+ */
+export const publicOrigin: (text: string) => Either.Either<string, string> = InboxAddress.publicOrigin
 
 /** A new random access token (32 bytes, base64url). */
 export const newToken = (): string => Crypto.randomBytes(32).toString("base64url")
@@ -127,6 +143,8 @@ export const make = (
         detail: `the inbox binds to ${host}, which is not a loopback address: allow it explicitly (--inbox-allow-remote), or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
       })
     }
+    const published = config.publicUrl === undefined ? undefined : publicOrigin(config.publicUrl)
+    if (published !== undefined && Either.isLeft(published)) return yield* new WebInboxError({ reason: "PublicUrl", detail: published.left })
     const token = config.token ?? newToken()
     const signer = InboxLinks.makeSigner()
     const always = config.always
@@ -369,7 +387,8 @@ export const make = (
     const port = address._tag === "TcpAddress" ? address.port : 0
     const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
     const url = `http://${urlHost}:${port}/`
-    origin = `http://${urlHost}:${port}`
+    origin = published !== undefined ? published.right : `http://${urlHost}:${port}`
+    const publicUrl = `${origin}/`
 
     // The pumps start once the address is known (the links need it); the subscriptions, made at
     // the start, kept every event meanwhile.
@@ -393,7 +412,7 @@ export const make = (
       Effect.forkScoped
     )
 
-    return { host, port, url, token: Redacted.make(token), link: Redacted.make(`${url}#token=${token}`) }
+    return { host, port, url, publicUrl, token: Redacted.make(token), link: Redacted.make(`${publicUrl}#token=${token}`) }
   })
 
 const describeServeError = (error: unknown): string => {

@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Effect, Either, Exit, Redacted, Scope } from "effect"
 import * as Crypto from "node:crypto"
+import * as Http from "node:http"
 import * as InboxLinks from "../src/InboxLinks.js"
 import * as Options from "../src/Options.js"
 import * as WebInbox from "../src/WebInbox.js"
@@ -52,7 +53,7 @@ describe("web inbox API", () => {
       // The page itself needs no token (it holds no data) and forbids everything it does not need.
       const page = yield* Inbox.call(base)
       assert.strictEqual(page.status, 200)
-      assert.include(page.text, "<script type=\"module\" src=\"/inbox.js\">")
+      assert.include(page.text, "<script type=\"module\" src=\"inbox.js\">")
       assert.include(page.headers.get("content-security-policy") ?? "", "default-src 'none'")
       assert.strictEqual(page.headers.get("referrer-policy"), "no-referrer")
       assert.isNull(page.headers.get("set-cookie"))
@@ -269,6 +270,74 @@ describe("web inbox API", () => {
       assert.strictEqual(JSON.parse(first!.body).card.id, cardId, "the first message is the open card's: the denied one was never announced")
     }))
 
+  it.scopedLive("behind a reverse proxy with a path prefix (publicUrl): the page, its script and API work through the proxy, the notification's links point at it and decide once", () =>
+    Effect.gen(function*() {
+      const receiver = yield* Inbox.receiver([])
+      // The proxy strips /warden and forwards to the inbox; its own port is known before the inbox starts.
+      const target = { port: 0 }
+      const proxy = yield* Effect.acquireRelease(
+        Effect.async<Http.Server>((resume) => {
+          const server = Http.createServer((req, res) => {
+            if (!req.url?.startsWith("/warden/")) {
+              res.writeHead(404).end()
+              return
+            }
+            const forwarded = Http.request(
+              { host: "127.0.0.1", port: target.port, method: req.method, path: req.url.slice("/warden".length), headers: req.headers },
+              (answer) => {
+                res.writeHead(answer.statusCode ?? 502, answer.headers)
+                answer.pipe(res)
+              }
+            )
+            forwarded.on("error", () => res.writeHead(502).end())
+            req.pipe(forwarded)
+          })
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => { server.close(); server.closeAllConnections() })
+      )
+      const address = proxy.address()
+      const proxyPort = typeof address === "object" && address !== null ? address.port : 0
+      const publicUrl = `http://127.0.0.1:${proxyPort}/warden/`
+      const t = yield* Inbox.setup({ publicUrl, notify: { urls: [receiver.url], secret: "s" } })
+      target.port = t.inbox.port
+      assert.strictEqual(t.inbox.publicUrl, publicUrl)
+      assert.strictEqual(Redacted.value(t.inbox.link), `${publicUrl}#token=${t.token}`)
+      assert.notStrictEqual(t.inbox.url, publicUrl, "it still listens on its own address")
+
+      // The page names its script and API relative to itself: under the prefix they resolve through the proxy.
+      const page = yield* Inbox.call(publicUrl)
+      assert.strictEqual(page.status, 200)
+      const script = /<script[^>]*src="([^"]+)"/.exec(page.text)?.[1]
+      assert.isDefined(script)
+      assert.strictEqual((yield* Inbox.call(new URL(script!, publicUrl).href)).status, 200)
+      const requestId = yield* t.openCommand("echo proxied", "call_1")
+      const cardId = yield* t.cardFor(requestId)
+      const cards = yield* Inbox.call(new URL("api/cards", publicUrl).href, json(t.token))
+      assert.strictEqual(cards.status, 200)
+      assert.include(cards.text, cardId)
+
+      const [delivered] = yield* receiver.waitFor(1)
+      const message = JSON.parse(delivered!.body)
+      assert.strictEqual(message.inbox, publicUrl)
+      assert.isTrue(message.links.accept.startsWith(`${publicUrl}l/`), message.links.accept)
+      const used = yield* Inbox.call(message.links.accept, { method: "POST" })
+      assert.strictEqual(used.status, 200, used.text)
+      assert.deepStrictEqual((yield* t.fake.answerTo(requestId))["result"], { decision: "accept" })
+      assert.strictEqual((yield* Inbox.call(message.links.accept, { method: "POST" })).status, 410)
+    }))
+
+  it.scopedLive("a public URL that is not an absolute http(s) URL without query or fragment is refused before anything listens", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      for (const bad of ["ci.example", "ftp://ci.example/", "https://u:p@ci.example/", "https://ci.example/?a=1", "https://ci.example/#x"]) {
+        const result = yield* Effect.either(WebInbox.make(t.supervisor, { port: 0, publicUrl: bad }))
+        assert.isTrue(Either.isLeft(result) && result.left.reason === "PublicUrl", bad)
+      }
+      assert.deepStrictEqual(WebInbox.publicOrigin("https://ci.example/warden/"), Either.right("https://ci.example/warden"))
+      assert.deepStrictEqual(WebInbox.publicOrigin("https://ci.example"), Either.right("https://ci.example"))
+    }))
+
   it("links: a used or expired link is gone; a changed part is forged", () => {
     const signer = InboxLinks.makeSigner()
     const parts = (path: string) => path.split("/").slice(2).map(decodeURIComponent)
@@ -327,7 +396,11 @@ describe("web inbox API", () => {
         [["--inbox", "0", "--notify", "http://127.0.0.1:9/hook"], "--notify needs a secret"],
         [["--notify", "http://127.0.0.1:9/hook", "--notify-secret", "x"], "--notify needs --inbox"],
         [["--approvals", "inbox"], "--approvals inbox needs --inbox"],
-        [["--inbox", "0", "--approvals", "deny"], "--inbox has nothing to answer"]
+        [["--inbox", "0", "--approvals", "deny"], "--inbox has nothing to answer"],
+        [["--inbox-public-url", "https://ci.example/warden"], "--inbox-public-url needs --inbox"],
+        [["--inbox", "0", "--inbox-public-url", "ci.example/warden"], "not an absolute URL"],
+        [["--inbox", "0", "--inbox-public-url", "https://ci.example/warden?x=1"], "must not have a query"],
+        [["--inbox", "0", "--inbox-public-url", "ftp://ci.example/"], "must be http(s)"]
       ]
       for (const [flags, message] of cases) {
         const result = yield* CliProcess.runToEnd(["run", "--codex", process.execPath, "--no-state", ...flags, "hello"], { env: { WARDEN_NOTIFY_SECRET: "" } })
