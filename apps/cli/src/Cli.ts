@@ -1,5 +1,5 @@
 /**
- * The `warden` command: `run`, `demo`, `doctor`, `audit`, `rules` and `resume`, with @effect/cli's built-ins (`--help`,
+ * The `warden` command: `run`, `serve`, `demo`, `doctor`, `audit`, `rules` and `resume`, with @effect/cli's built-ins (`--help`,
  * `--version`, `--completions bash|zsh|fish|sh`).
  */
 import * as CommandTree from "./CommandTree.js"
@@ -8,7 +8,8 @@ import * as DoctorCommand from "./DoctorCommand.js"
 import * as LedgerCommands from "./LedgerCommands.js"
 import * as ResumeCommand from "./ResumeCommand.js"
 import * as RunCommand from "./RunCommand.js"
+import * as ServeCommand from "./ServeCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 
-export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command])
+export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, ServeCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command])

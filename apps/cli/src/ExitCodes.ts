@@ -3,7 +3,7 @@
  *
  * | code | meaning |
  * | --- | --- |
- * | 0 | every work item completed |
+ * | 0 | every work item completed; `warden serve`: stopped by SIGINT/SIGTERM (its normal end) |
  * | 1 | a work item failed, was interrupted (including by Ctrl-C) or stalled; or another runtime failure |
  * | 2 | usage error: bad or missing arguments, an unreadable rules file, no codex binary |
  * | 3 | the app-server connection was lost and could not be recovered |
@@ -25,6 +25,20 @@ export class CliExit extends Data.TaggedError("CliExit")<{
 }> {}
 
 /** A usage error a person can fix: printed on stderr, exit 2. */
+let stopped: number = Failed
+
+/**
+ * The exit code of a command stopped by SIGINT/SIGTERM (its main fiber interrupted, its scopes
+ * closed): 1, unless the command said a stop is its normal end (`warden serve`, once it has
+ * reported everything: 0). Read by Main.ts when the process ends.
+ */
+export const whenStopped = (): number => stopped
+
+/** Says how a stop ends this process (see {@link whenStopped}). */
+export const stopEndsWith = (code: number): void => {
+  stopped = code
+}
+
 export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })
 
 /**

@@ -90,6 +90,15 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("Inva
 /** `always` could not be remembered (no ledger, or no scope for this card); the card stays open. */
 export class NotRemembered extends Schema.TaggedError<NotRemembered>()("NotRemembered", { reason: Schema.String }, HttpApiSchema.annotations({ status: 422 })) {}
 
+/** This inbox takes no work items (`warden run`'s are given on its command line; only `warden serve` takes them). */
+export class NotAccepting extends Schema.TaggedError<NotAccepting>()("NotAccepting", { reason: Schema.String }, HttpApiSchema.annotations({ status: 405 })) {}
+
+/** A work item as submitted (`warden serve`): its prompt, non-empty, at most 64 KiB. */
+export const Submission = Schema.Struct({
+  prompt: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(65_536))
+})
+export type Submission = typeof Submission.Type
+
 /** The access token check, for the OpenAPI document and as a second check behind the server's own. */
 export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@warden/cli/InboxApi/Authorization", {
   failure: HttpApiError.Unauthorized,
@@ -106,7 +115,9 @@ export class InboxGroup extends HttpApiGroup.make("inbox")
       always: Schema.Boolean,
       /** The server's clock (epoch ms), so a page can correct its countdowns. */
       now: Schema.Number,
-      title: Schema.String
+      title: Schema.String,
+      /** Whether work items can be submitted (`POST /api/items`: `warden serve`). */
+      accepting: Schema.Boolean
     }))
   )
   .add(HttpApiEndpoint.get("cards", "/api/cards").addSuccess(Schema.Struct({ cards: Schema.Array(CardBrief), now: Schema.Number })))
@@ -124,6 +135,13 @@ export class InboxGroup extends HttpApiGroup.make("inbox")
       .addError(NotRemembered)
   )
   .add(HttpApiEndpoint.get("items", "/api/items").addSuccess(Schema.Struct({ items: Schema.Array(ItemJson), now: Schema.Number })))
+  .add(
+    HttpApiEndpoint.post("submit", "/api/items")
+      .setPayload(Submission)
+      /** The new item's id; it runs as soon as admission lets it (its events follow on the stream). */
+      .addSuccess(Schema.Struct({ item: Schema.Union(Schema.String, Schema.Number) }), { status: 202 })
+      .addError(NotAccepting)
+  )
   .middleware(Authorization)
 {}
 

@@ -31,6 +31,8 @@ export interface Board {
   /** Applies a supervisor event; returns the item it changed, if one. */
   readonly onSupervisorEvent: (event: Supervisor.SupervisorEvent, now: number) => ItemJson | undefined
   readonly items: () => ReadonlyArray<ItemJson>
+  /** A work item submitted after the start (`warden serve`), queued until it starts; its row. */
+  readonly add: (id: string | number, prompt: string) => ItemJson
 }
 
 const keyOf = (id: string | number) => String(id)
@@ -130,7 +132,13 @@ export const make = (known: ReadonlyArray<{ readonly id: string | number; readon
     }
     return json(item)
   }
-  return { onSupervisorEvent, items: () => Array.from(items.values(), json) }
+  const add = (id: string | number, prompt: string) => {
+    const state = items.get(keyOf(id)) ?? fresh(id, prompt)
+    state.prompt = prompt
+    items.set(keyOf(id), state)
+    return json(state)
+  }
+  return { onSupervisorEvent, items: () => Array.from(items.values(), json), add }
 }
 
 /** Who decided, as a phrase: `person (web)`, `deadline`, `rule:no-rm`. */

@@ -6,6 +6,7 @@
  * - `connection.lost {slot, reason, message, stderrTail}` (the app-server ended, or never came up)
  * - `connection.restarting {slot, attempt, delayMs}`, `connection.gave-up {slot, detail}`
  * - `admission.changed {limit, max, reason}` (adaptive admission: at most `limit` of `max` items run now)
+ * - `item.submitted {item, prompt}` (`warden serve`: a work item submitted through the inbox; numbered after the last)
  * - `item.started {item, prompt, threadId}` (`item` is the 0-based PROMPT index)
  * - `item.resumed {item, threadId}` (its thread resumed on a restarted app-server; the interrupted turn runs again)
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`

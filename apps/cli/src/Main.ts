@@ -75,7 +75,9 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
     // above is the only one: stderr, masked.
     disablePrettyLogger: true,
     teardown: (exit, onExit) => {
-      const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : ExitCodes.Failed
+      const code = Exit.isSuccess(exit) && typeof exit.value === "number"
+        ? exit.value
+        : Exit.isInterrupted(exit) ? ExitCodes.whenStopped() : ExitCodes.Failed
       // Nothing should be left running; if something is, it must not keep the process alive.
       setTimeout(() => process.exit(code), 3_000).unref()
       process.exitCode = code

@@ -101,11 +101,12 @@ const recorderFor = (
   path: string | undefined,
   runId: string,
   info: unknown,
-  audit: string | undefined
+  audit: string | undefined,
+  label: string
 ): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
-    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label: "warden run", info }, audit))
+    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label, info }, audit))
 
 /** A new run's id, as the ledger makes them (`r` + base-36 time + 8 hex digits): known before the ledger opens. */
 const newRunId = () => `r${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
@@ -118,6 +119,8 @@ export type Common = Omit<Parsed, "prompts" | "state" | "noState">
 /** What to run, decided once the options were checked (so that a usage error changes nothing in the ledger). */
 export interface Plan {
   readonly title: string
+  /** `warden serve`: work items are also submitted through the inbox until the process is stopped. */
+  readonly serve?: boolean
   /**
    * Opens the ledger (in the command's scope, which encloses the supervisor's) and says what to
    * run. `items` empty: nothing is started, `message` says why.
@@ -150,6 +153,9 @@ export const execute = (args: Common, plan: Plan) =>
     }
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
+    if (plan.serve === true && Option.isNone(args.inbox)) {
+      return yield* ExitCodes.usage("warden serve needs --inbox [HOST:]PORT (work items are submitted there: POST /api/items)")
+    }
     const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal, Option.isSome(args.inbox)))
     if (mode === "inbox" && Option.isNone(args.inbox)) {
       return yield* ExitCodes.usage("--approvals inbox needs --inbox [HOST:]PORT")
@@ -215,15 +221,16 @@ export const execute = (args: Common, plan: Plan) =>
       ...(Option.isSome(args.maxTokens) ? { maxTokens: args.maxTokens.value } : {}),
       ...(Option.isSome(args.maxTurnTime) ? { maxTurnTime: args.maxTurnTime.value } : {})
     }
-    const items = planned.items.map((item) => ({
+    const decorate = (item: WorkItem.WorkItem): WorkItem.WorkItem => ({
       ...item,
       // A resumed item keeps the worktree it ran in (taken up again); the others get --worktree's.
       ...(worktree !== undefined && item.worktree === undefined ? { worktree } : {}),
       ...(Object.keys(budget).length > 0 ? { budget } : {})
-    }))
+    })
+    const items = planned.items.map(decorate)
     const flags = codexFlags ?? { config: args.config, enable: args.enable, disable: args.disable }
     const screen = Screen.make()
-    if (items.length === 0) {
+    if (items.length === 0 && plan.serve !== true) {
       screen.err(`warden: ${message ?? "nothing to run"}`)
       return
     }
@@ -248,7 +255,8 @@ export const execute = (args: Common, plan: Plan) =>
           }
         }
         : {}),
-      ...(telemetry ? { telemetry } : {})
+      ...(telemetry ? { telemetry } : {}),
+      ...(plan.serve === true ? { serve: { item: (prompt: string) => decorate(itemFor(args, cwd, prompt)) } } : {})
     })
     if (!args.json) for (const line of Summary.lines(result.tally, result.exitCode)) screen.out(line)
     if (result.exitCode !== ExitCodes.Ok) return yield* new ExitCodes.CliExit({ code: result.exitCode })
@@ -275,18 +283,39 @@ const telemetryFor = (flag: string | undefined, screen: Screen.Screen) => {
   )
 }
 
+/** A work item of this command line (`warden run`'s PROMPTs, `warden serve`'s submissions). */
+const itemFor = (args: Common, cwd: string, prompt: string): WorkItem.WorkItem => ({
+  prompt,
+  cwd,
+  approvalPolicy: args.approvalPolicy,
+  ...(Option.isSome(args.model) ? { model: args.model.value } : {}),
+  ...(Option.isSome(args.sandbox) ? { sandbox: args.sandbox.value } : {})
+})
+
 const handlerScoped = (args: Parsed) =>
+  Effect.flatMap(checkPrompts(args.prompts, process.argv), () => startRun(args, args.prompts, { title: "warden run", serve: false }))
+
+/**
+ * A new run of this command line's items (`warden run`: its PROMPTs; `warden serve`: none, then
+ * whatever is submitted), recorded in the ledger unless `--no-state`.
+ */
+export const startRun = (
+  args: Omit<Parsed, "prompts">,
+  prompts: ReadonlyArray<string>,
+  how: { readonly title: string; readonly serve: boolean }
+) =>
   Effect.gen(function*() {
-    yield* checkPrompts(args.prompts, process.argv)
     const state = yield* StatePath.forRun(args.state, args.noState)
     const runId = newRunId()
     return yield* execute(args, {
-      title: "warden run",
+      title: how.title,
+      serve: how.serve,
       open: ({ cwd, mode }) =>
         Effect.map(
           // Not opened here: Session.run opens it once codex was spawned (in this handler's scope).
           Effect.map(Effect.scope, (scope) => Scope.extend(recorderFor(state, runId, {
-            prompts: args.prompts.length,
+            prompts: prompts.length,
+            ...(how.serve ? { serve: true } : {}),
             cwd,
             approvals: mode,
             rules: Option.getOrUndefined(args.rules),
@@ -294,18 +323,12 @@ const handlerScoped = (args: Parsed) =>
             concurrency: args.concurrency,
             // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
             codex: { config: args.config, enable: args.enable, disable: args.disable }
-          }, Option.getOrUndefined(args.audit)), scope)),
+          }, Option.getOrUndefined(args.audit), how.title), scope)),
           (recorder) => ({
             recorder,
             recording: state !== undefined,
             runId,
-            items: args.prompts.map((prompt) => ({
-              prompt,
-              cwd,
-              approvalPolicy: args.approvalPolicy,
-              ...(Option.isSome(args.model) ? { model: args.model.value } : {}),
-              ...(Option.isSome(args.sandbox) ? { sandbox: args.sandbox.value } : {})
-            }))
+            items: prompts.map((prompt) => itemFor(args, cwd, prompt))
           })
         )
     })

@@ -76,6 +76,12 @@ export interface Options {
     readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
   }
   /**
+   * `warden serve`: besides `items`, work items are submitted through the inbox (`POST /api/items`,
+   * needs `inbox`), each made from its prompt by `item` and numbered after the last; the run lasts
+   * until it is stopped (SIGINT/SIGTERM), which is then its normal end (exit 0).
+   */
+  readonly serve?: { readonly item: (prompt: string) => WorkItem.WorkItem }
+  /**
    * `--otlp`: the exporters (`Observability.layer`), built before everything else of the run and
    * closed after it, so that what the run's close settles is exported too (the last flush).
    */
@@ -129,8 +135,13 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           // A ledger that could not be opened: nothing ran, nothing is reported (the error says why).
           if (queues.approvals && !aborted) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
           if (queues.supervisor && !aborted) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
-          // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile.
-          exitCode = Exit.isInterrupted(exit) ? ExitCodes.Failed : ExitCodes.forItems(Tally.finalStatuses(tally))
+          // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile; but a stop is
+          // how `warden serve` ends.
+          exitCode = Exit.isInterrupted(exit)
+            ? (options.serve !== undefined && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
+            : ExitCodes.forItems(Tally.finalStatuses(tally))
+          // The process ends with this code too (Main.ts), though the command itself was interrupted.
+          if (Exit.isInterrupted(exit)) ExitCodes.stopEndsWith(exitCode)
           if (!aborted) {
             emit(JsonOutput.runFinished(tally, exitCode))
             board.finish()
@@ -185,6 +196,18 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           break
       }
 
+      const start = (item: WorkItem.WorkItem) => {
+        recorder?.submitted(item)
+        return FiberSet.run(itemFibers, supervisor.run(item).pipe(Effect.exit))
+      }
+      const serve = options.serve
+      const submit = serve === undefined ? undefined : ({ prompt }: { readonly prompt: string }) =>
+        Effect.suspend(() => {
+          const index = Tally.add(tally, prompt)
+          emit({ type: "item.submitted", item: index, prompt })
+          return Effect.as(start({ ...serve.item(prompt), id: index }), index)
+        })
+
       if (options.inbox !== undefined) {
         // Loaded only when asked for: a run without --inbox never loads the HTTP server.
         const WebInbox = yield* Effect.promise(() => import("./WebInbox.js"))
@@ -196,6 +219,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           ...(options.inbox.publicUrl !== undefined ? { publicUrl: options.inbox.publicUrl } : {}),
           title: options.title,
           items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
+          ...(submit ? { submit } : {}),
           ...(always ? { always } : {}),
           ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})
         }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
@@ -207,11 +231,9 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         emit({ type: "inbox.listening", url: inbox.url, ...(inbox.publicUrl !== inbox.url ? { publicUrl: inbox.publicUrl } : {}) })
       }
 
-      const fibers = yield* Effect.forEach(options.items, (item, index) => {
-        const numbered = { ...item, id: index }
-        recorder?.submitted(numbered)
-        return FiberSet.run(itemFibers, supervisor.run(numbered).pipe(Effect.exit))
-      })
+      const fibers = yield* Effect.forEach(options.items, (item, index) => start({ ...item, id: index }))
+      // `warden serve` takes items until it is stopped; `warden run` ends with its items.
+      if (serve !== undefined) return yield* Effect.never
       yield* Effect.forEach(fibers, Fiber.await, { discard: true })
     })
   ).pipe(

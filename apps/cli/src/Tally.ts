@@ -44,27 +44,36 @@ export interface Tally {
   admission: { readonly limit: number; readonly max: number } | undefined
 }
 
+const queued = (index: number, prompt: string): ItemState => ({
+  index,
+  prompt,
+  status: "queued",
+  threadId: undefined,
+  activity: "waiting for a slot",
+  tokens: undefined,
+  startedAt: undefined,
+  finishedAt: undefined,
+  finalMessage: undefined,
+  error: undefined,
+  turns: 0,
+  worktree: undefined
+})
+
 export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
   startedAt: now,
-  items: prompts.map((prompt, index) => ({
-    index,
-    prompt,
-    status: "queued",
-    threadId: undefined,
-    activity: "waiting for a slot",
-    tokens: undefined,
-    startedAt: undefined,
-    finishedAt: undefined,
-    finalMessage: undefined,
-    error: undefined,
-    turns: 0,
-    worktree: undefined
-  })),
+  items: prompts.map((prompt, index) => queued(index, prompt)),
   openCards: new Map(),
   settled: [],
   connection: { _tag: "Starting" },
   admission: undefined
 })
+
+/** A work item submitted after the start (`warden serve`), queued; its index (the next one). */
+export const add = (tally: Tally, prompt: string): number => {
+  const index = tally.items.length
+  ;(tally.items as Array<ItemState>).push(queued(index, prompt))
+  return index
+}
 
 /** How a finished work item is reported: its status, final message and error. */
 export interface ItemOutcome {

@@ -56,6 +56,11 @@ export interface WebInboxConfig {
   readonly publicUrl?: string
   /** `always`: remember an allow scoped to the card, then accept it (the CLI's ledger); without it `always` is not offered. */
   readonly always?: RememberAlways
+  /**
+   * Takes work items (`POST /api/items`, `warden serve`): starts one and says its id, or why not
+   * (the reason is sent back: `405 NotAccepting`). Without it the inbox takes none (405).
+   */
+  readonly submit?: (submission: InboxApi.Submission) => Effect.Effect<string | number, string>
   /** Work items known before they start (shown queued). */
   readonly items?: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }>
   /**
@@ -265,7 +270,7 @@ export const make = (
 
     const InboxLive = HttpApiBuilder.group(InboxApi.InboxApi, "inbox", (handlers) =>
       handlers
-        .handle("info", () => Effect.succeed({ always: always !== undefined, now: Date.now(), title }))
+        .handle("info", () => Effect.succeed({ always: always !== undefined, now: Date.now(), title, accepting: config.submit !== undefined }))
         .handle("cards", () =>
           Effect.map(supervisor.approvals.openCards, (cards) => ({
             cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
@@ -280,7 +285,19 @@ export const make = (
             return yield* new InboxApi.UnknownCard({ cardId: path.cardId })
           }))
         .handle("decide", ({ path, payload }) => decide(path.cardId, payload.decision))
-        .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() }))))
+        .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() })))
+        .handle("submit", ({ payload }) => {
+          const submit = config.submit
+          if (submit === undefined) return Effect.fail(new InboxApi.NotAccepting({ reason: "this inbox takes no work items (only warden serve does)" }))
+          return submit(payload).pipe(
+            Effect.mapError((reason) => new InboxApi.NotAccepting({ reason: SecretMask.maskText(reason) })),
+            Effect.map((item) => {
+              // Shown queued at once; its events follow (a row made by an early event keeps them).
+              messages.unsafeOffer(sse("item.updated", board.add(item, payload.prompt)))
+              return { item }
+            })
+          )
+        }))
 
     const eventStream = Effect.gen(function*() {
       const queue = yield* PubSub.subscribe(messages)

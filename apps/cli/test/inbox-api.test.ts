@@ -338,6 +338,37 @@ describe("web inbox API", () => {
       assert.deepStrictEqual(WebInbox.publicOrigin("https://ci.example"), Either.right("https://ci.example"))
     }))
 
+  it.scopedLive("work items: an inbox without a submit function (warden run) takes none: 405 NotAccepting, info says so", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup()
+      const info = yield* Inbox.call(`${t.inbox.url}api/info`, json(t.token))
+      assert.strictEqual(JSON.parse(info.text).accepting, false)
+      const refused = yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token, { prompt: "more work" }))
+      assert.strictEqual(refused.status, 405)
+      assert.strictEqual(JSON.parse(refused.text)._tag, "NotAccepting")
+      const items = JSON.parse((yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token))).text).items
+      assert.deepStrictEqual(items.map((i: { item: number }) => i.item), [0], "only the item that was running")
+    }))
+
+  it.scopedLive("work items: with a submit function, a submission is 202 with its id and appears on the board at once; a refusal's reason is masked and sent back", () =>
+    Effect.gen(function*() {
+      const submitted: Array<string> = []
+      const t = yield* Inbox.setup({
+        submit: ({ prompt }) =>
+          prompt.includes("refuse") ? Effect.fail("stopping; token=ghp_abcdefghijklmnopqrstuvwxyz0123456789") : Effect.sync(() => (submitted.push(prompt), 7))
+      })
+      const accepted = yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token, { prompt: "more work" }))
+      assert.strictEqual(accepted.status, 202, accepted.text)
+      assert.deepStrictEqual(JSON.parse(accepted.text), { item: 7 })
+      assert.deepStrictEqual(submitted, ["more work"])
+      const items = JSON.parse((yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token))).text).items
+      assert.deepInclude(items.find((i: { item: number }) => i.item === 7), { prompt: "more work", status: "queued" })
+      const refused = yield* Inbox.call(`${t.inbox.url}api/items`, json(t.token, { prompt: "refuse this" }))
+      assert.strictEqual(refused.status, 405)
+      assert.notInclude(refused.text, "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+      assert.include(JSON.parse(refused.text).reason, "stopping")
+    }))
+
   it("links: a used or expired link is gone; a changed part is forged", () => {
     const signer = InboxLinks.makeSigner()
     const parts = (path: string) => path.split("/").slice(2).map(decodeURIComponent)
