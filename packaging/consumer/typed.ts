@@ -5,6 +5,8 @@
  * tarballs with npm; it is never compiled in the workspace.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
+import { Ledger } from "@warden/ledger"
+import { Observability } from "@warden/observability"
 import { Decision } from "@warden/protocol"
 import type { Config, Errors, WorkItem } from "@warden/supervisor"
 import { CodexCommand, createSupervisor, Facade, Supervisor } from "@warden/supervisor"
@@ -54,6 +56,17 @@ export const runEffectApi: Effect.Effect<WorkItem.TurnStatus, unknown> = Effect.
   })
 )
 
+// ---- The ledger and the exporters, as docs/ledger.md and docs/observability.md show them -----------
+
+/** The supervisor recorded in a SQLite ledger, its telemetry exported over OTLP. */
+export const recordedAndExported = (codex: CodexCommand.CodexCommand, filename: string) =>
+  Layer.mergeAll(
+    layer(codex),
+    Ledger.layerSqlite({ filename }),
+    Observability.layer({ endpoint: "http://127.0.0.1:4318", serviceName: "my-service" })
+  )
+export const ledgerFails: Layer.Layer<Ledger.Ledger, Ledger.LedgerError> = Ledger.layerSqlite({ filename: "/tmp/warden.db" })
+
 // ---- The promise facade ---------------------------------------------------------------------
 
 export const runFacade = async (codex: CodexCommand.CodexCommand): Promise<string | undefined> => {
@@ -97,4 +110,6 @@ export const typeErrors = async (warden: Facade.WardenSupervisor): Promise<void>
   // @ts-expect-error the supervisor's layer needs a Transport
   const noTransport: Layer.Layer<Supervisor.Supervisor, Config.ConfigError> = Supervisor.layer({})
   void noTransport
+  // @ts-expect-error the exporters need an endpoint
+  Observability.layer({ serviceName: "no-endpoint" })
 }

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
@@ -136,6 +137,9 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
 
   it.live("usage errors exit 2 with a message that says what to fix", () =>
     Effect.gen(function*() {
+      // A rules file that decodes as YAML but not as rules: the configuration is decoded before anything starts.
+      const badRules = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-bad-rules-")), "rules.yaml")
+      Fs.writeFileSync(badRules, "rules:\n  - id: maybe-rm\n    effect: maybe\n    match: { command: { argvPrefix: [rm] } }\n")
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
         [["run"], "Missing argument <PROMPT>"],
         [["run", "--approval-timeout", "soon", "x"], "invalid duration"],
@@ -143,6 +147,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
         [["run", "--codex", process.execPath, "--approvals", "rules", "x"], "--approvals rules needs --rules FILE"],
         [["run", "--codex", process.execPath, "--approvals", "prompt", "x"], "needs a terminal on stdin"],
         [["run", "--no-such-option", "x"], "unknown option --no-such-option"],
+        [["run", "--codex", process.execPath, "--rules", badRules, "x"], "effect"],
         [["run", "--codex", process.execPath, "--approvals", "deny", "--audit", "/nonexistent/dir/audit.jsonl", "x"], "--audit /nonexistent/dir/audit.jsonl: cannot append"]
       ]
       const results = yield* Effect.forEach(cases, ([args]) => CliProcess.runToEnd(args), { concurrency: 2 })
@@ -152,6 +157,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
         assert.include(result.stderr, message, args.join(" "))
         assert.deepStrictEqual(result.stdout, [], "nothing on stdout")
       })
+      Fs.rmSync(Path.dirname(badRules), { recursive: true, force: true })
     }), 60_000)
 
   it.live("no codex on PATH: exit 2 and how to install the tested version", () =>

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
@@ -160,5 +161,28 @@ describe("warden run --json (real codex 0.171.0)", () => {
       assert.deepInclude(byItem.get(1)!, { outcome: "refused", source: "handler" })
       assert.include(byItem.get(1)!.detail, "no rule decides this card")
       assert.deepStrictEqual(lines[lines.length - 1]!.items, [{ item: 0, status: "completed" }, { item: 1, status: "completed" }])
+    }), 60_000)
+
+  it.scopedLive("--approvals rules: a deny rule sees through a nested shell whose options take an argument (bash -o errexit -c), even beside an allow for bash", () =>
+    Effect.gen(function*() {
+      const target = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-nested-")), "keep")
+      Fs.writeFileSync(target, "still here\n")
+      const codex = yield* Codex.setup({ lanes: escalated("nested", `bash -o errexit -c 'echo hi; rm -rf ${target}'`) })
+      const rules = Path.join(codex.launch.home, "rules.yaml")
+      Fs.writeFileSync(
+        rules,
+        "rules:\n  - id: bash-ok\n    effect: allow\n    match: { command: { argvPrefix: [bash] } }\n" +
+          "  - id: no-rm\n    effect: deny\n    match: { command: { argvPrefix: [rm] } }\n"
+      )
+      const result = yield* CliProcess.runToEnd(
+        ["run", ...codex.flags, "--json", "--approvals", "rules", "--rules", rules, `${ScriptedModel.laneMarker("nested")} clean up`],
+        { env: codex.env }
+      )
+      assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
+      const settled = result.json().find((l) => l.type === "card.settled")!
+      assert.include(result.json().find((l) => l.type === "card.opened")!.summary, "errexit")
+      assert.deepInclude(settled, { outcome: "declined", source: "rule:no-rm" })
+      assert.isTrue(Fs.existsSync(target), "the command never ran")
+      Fs.rmSync(Path.dirname(target), { recursive: true, force: true })
     }), 60_000)
 })

@@ -22,7 +22,12 @@ const shapes: ReadonlyArray<readonly [secret: string, written: string]> = [
   ["AbCdEfGhIjKlMnOpQrStUvWxYz012345", "{\"api_key\": \"AbCdEfGhIjKlMnOpQrStUvWxYz012345\"}"],
   ["S3cretMy5qlPw", "mysql -uroot -pS3cretMy5qlPw appdb"],
   ["Curl-P4ss-9xyz", "curl -u admin:Curl-P4ss-9xyz https://api.example.com"],
-  ["Ssh-P4ss-77abc", "sshpass -p Ssh-P4ss-77abc ssh deploy@host"]
+  ["Ssh-P4ss-77abc", "sshpass -p Ssh-P4ss-77abc ssh deploy@host"],
+  ["D0cker-Pw-123x", "docker login -u me -p D0cker-Pw-123x registry.example.com"],
+  ["Red1s-Pw-456xy", "redis-cli -a Red1s-Pw-456xy ping"],
+  ["Ossl-Pw-789xyz", "openssl enc -aes-256-cbc -k Ossl-Pw-789xyz -in notes.txt"],
+  ["AwsSecretKey123456789xyz", "aws configure set aws_secret_access_key AwsSecretKey123456789xyz"],
+  ["User-Pw-654xyz", "curl --user me:User-Pw-654xyz https://api.example.com"]
 ]
 
 const fakeCodex = (all: string) => `#!${process.execPath}

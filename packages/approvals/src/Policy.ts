@@ -58,7 +58,7 @@ import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { readFile, stat } from "node:fs/promises"
 import { extname } from "node:path"
 import * as posix from "node:path/posix"
-import { PermissionsGrant, ServerRequests } from "@warden/protocol"
+import { Json, PermissionsGrant, ServerRequests } from "@warden/protocol"
 import * as YAML from "yaml"
 import type { CardContext } from "./Card.js"
 import { OmittedChanges } from "./Card.js"
@@ -354,16 +354,13 @@ const globBase = (pattern: string): string => {
   return head.slice(0, head.lastIndexOf("/") + 1) || "."
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /**
  * How many paths and entries a permissions request lists, counted on the raw request without
  * reading them (reading checks every item, and costs more than the count says is worth it).
  */
 export const askedPathCount = (permissions: unknown): number => {
-  const fs = isRecord(permissions) ? permissions["fileSystem"] : undefined
-  if (!isRecord(fs)) return 0
+  const fs = Json.isRecord(permissions) ? permissions["fileSystem"] : undefined
+  if (!Json.isRecord(fs)) return 0
   let count = 0
   for (const key of ["read", "write", "entries"]) {
     const list = fs[key]
