@@ -162,7 +162,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
         }
       ],
       notes: [
-        `The settled-card history keeps the last settlements (default 10,000) so a late answer learns which outcome won; see docs/performance.md for what one entry holds.`,
+        `The settled-card history keeps the last settlements (default 1,000: Approvals.DefaultSettledHistory) so a late answer learns which outcome won; see docs/performance.md for what one entry holds.`,
         "One run; the checkpoints after the first give the spread of the ratio along the run."
       ]
     }

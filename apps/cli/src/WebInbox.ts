@@ -21,7 +21,7 @@
 import { HttpApiBuilder, HttpApiError, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { SecretMask } from "@warden/approvals"
+import { Approvals, SecretMask } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import { Context, Data, Deferred, Effect, Either, Exit, FiberId, FiberSet, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
@@ -158,7 +158,8 @@ export const make = (
     const recent = new Map<Card.CardId, Card.Settlement>()
     const remember = (settlement: Card.Settlement) => {
       recent.set(settlement.card.id, settlement)
-      if (recent.size > 10_000) recent.delete(recent.keys().next().value!)
+      // As many as the engine remembers for late answers (the most recent).
+      if (recent.size > Approvals.DefaultSettledHistory) recent.delete(recent.keys().next().value!)
     }
     const messages = yield* PubSub.unbounded<string>()
 

@@ -28,9 +28,17 @@ export type { FiberOwner } from "./internal/Hub.js"
  * {@link layer}; a bad value is a `ConfigError`.
  */
 export interface ApprovalsConfig extends Desk.DeskConfig {
-  /** How many settled cards are remembered so a late answer can say which outcome won (default 10,000). */
+  /**
+   * How many settled cards are remembered so a late answer can say which outcome won (default
+   * 1,000, the most recent ones): an answer to a card settled longer ago is `UnknownCard`, and
+   * decides nothing either. Each remembered settlement keeps its card's view (~3 KiB), so this
+   * bounds what a long run holds (docs/performance.md, flat memory).
+   */
   readonly settledHistory?: number
 }
+
+/** How many settled cards are remembered for late answers unless `settledHistory` says otherwise. */
+export const DefaultSettledHistory = 1_000
 
 /**
  * What `answer` did with a decision.
@@ -122,7 +130,7 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
     const runFork = yield* FiberSet.makeRuntime<never>()
     const open = new Map<CardId, LiveCard>()
     const settled = new Map<CardId, Settlement>()
-    const historyLimit = config.settledHistory ?? 10_000
+    const historyLimit = config.settledHistory ?? DefaultSettledHistory
     let counter = 0
 
     const hub: Hub = {

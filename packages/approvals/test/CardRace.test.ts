@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Effect, Exit, Scope, TestClock } from "effect"
+import { Approvals } from "../src/index.js"
 import { captured, deskSetup } from "./support.js"
 
 const command = () => captured("item/commandExecution/requestApproval")
@@ -70,6 +71,23 @@ describe("card race", () => {
       yield* TestClock.adjust("1 hour")
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "accept" } }])
       assert.deepStrictEqual(yield* approvals.answer("c999", Decision.Accept), { _tag: "UnknownCard", cardId: "c999" })
+    }))
+
+  it.scoped("the settled history is bounded (settledHistory): the most recent settlements answer late, an older card is unknown; neither writes", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, wire, thread } = yield* setup({ settledHistory: 2 })
+      const ids: Array<string> = []
+      for (let i = 0; i < 3; i++) {
+        const opened = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, i), { parent: thread })
+        const cardId = opened._tag === "Opened" ? opened.card.id : ""
+        ids.push(cardId)
+        assert.strictEqual((yield* approvals.answer(cardId, Decision.Decline))._tag, "Settled")
+      }
+      assert.deepStrictEqual(yield* approvals.answer(ids[0]!, Decision.Accept), { _tag: "UnknownCard", cardId: ids[0]! })
+      assert.strictEqual((yield* approvals.answer(ids[1]!, Decision.Accept))._tag, "AlreadySettled")
+      assert.strictEqual((yield* approvals.answer(ids[2]!, Decision.Accept))._tag, "AlreadySettled")
+      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }, { decision: "decline" }, { decision: "decline" }])
+      assert.strictEqual(Approvals.DefaultSettledHistory, 1_000)
     }))
 
   it.scoped("a decision the method cannot express is refused, not coerced", () =>
