@@ -429,11 +429,7 @@ export const make = (
         )
       })
 
-    const isOverload = (error: RequestError) => {
-      const overloaded = error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
-      if (overloaded) pressure("the app-server is overloaded (-32001)")
-      return overloaded
-    }
+    const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
     const maxRetries = config.overloadRetries ?? 5
     const firstBackoff = Duration.toMillis(Duration.decode(config.overloadBackoff ?? "100 millis"))
 
@@ -446,6 +442,8 @@ export const make = (
     const requestRaw = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
       const go = (retry: number): Effect.Effect<unknown, RequestError> =>
         attempt(method, params, options).pipe(
+          // Every -32001 is pressure for adaptive admission, retried or not.
+          Effect.tapError((error) => (isOverload(error) ? Effect.sync(() => pressure("the app-server is overloaded (-32001)")) : Effect.void)),
           Effect.catchIf(
             (error) => isOverload(error) && retry < maxRetries,
             () =>

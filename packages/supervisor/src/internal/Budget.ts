@@ -66,6 +66,11 @@ export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker>
             requestedSchema: { type: "object", properties: {} },
             _meta: null
           })
+          // Warden's own question: one that does not decode is a bug of Warden's, a defect that
+          // names it, not a refusal that would end the item as if a person had said no.
+          if (request._tag === "Malformed" || request._tag === "Unknown") {
+            return yield* Effect.dieMessage(`Warden's budget question did not decode as an elicitation: ${request._tag === "Malformed" ? request.detail : request.method}`)
+          }
           const scope = yield* Effect.scope
           yield* desk.open(request, {
             parent: scope,
