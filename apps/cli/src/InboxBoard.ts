@@ -8,23 +8,16 @@
 import type { ApprovalEvent, Card } from "@warden/approvals"
 import { Card as CardNs, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
-import { Json } from "@warden/protocol"
 import * as CardText from "./CardText.js"
 import type { CardBrief, CardFull, ItemJson, SettlementJson } from "./InboxApi.js"
 import * as JsonOutput from "./JsonOutput.js"
 import * as Tally from "./Tally.js"
 
-interface ItemState {
-  item: string | number
+/** An item's row: its id, its prompt when known, and the tally's progress fields (one reducer: `Tally.applyItemEvent`). */
+interface Row {
+  readonly item: string | number
   prompt: string | null
-  status: string
-  threadId: string | null
-  activity: string
-  tokens: number | null
-  startedAt: number | null
-  finishedAt: number | null
-  finalMessage: string | null
-  error: string | null
+  readonly progress: Tally.ItemState
 }
 
 export interface Board {
@@ -39,106 +32,46 @@ const keyOf = (id: string | number) => String(id)
 
 /** A board, with the items known in advance (queued until they start). */
 export const make = (known: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }> = []): Board => {
-  const items = new Map<string, ItemState>()
-  const fresh = (item: string | number, prompt: string | null): ItemState => ({
-    item,
-    prompt,
-    status: "queued",
-    threadId: null,
-    activity: "waiting for a slot",
-    tokens: null,
-    startedAt: null,
-    finishedAt: null,
-    finalMessage: null,
-    error: null
-  })
-  for (const k of known) items.set(keyOf(k.id), fresh(k.id, k.prompt))
-  const itemOf = (id: string | number | undefined): ItemState | undefined => {
+  const rows = new Map<string, Row>()
+  const fresh = (item: string | number, prompt: string | null): Row => ({ item, prompt, progress: Tally.queuedItem(-1, prompt ?? "") })
+  for (const k of known) rows.set(keyOf(k.id), fresh(k.id, k.prompt))
+  const rowOf = (id: string | number | undefined): Row | undefined => {
     if (id === undefined) return undefined
-    let state = items.get(keyOf(id))
-    if (state === undefined) {
-      state = fresh(id, null)
-      items.set(keyOf(id), state)
+    let row = rows.get(keyOf(id))
+    if (row === undefined) {
+      row = fresh(id, null)
+      rows.set(keyOf(id), row)
     }
-    return state
+    return row
   }
   // Each text masked (not the record: `tokens` is a count, not a secret).
-  const text = (t: string | null) => (t === null ? null : SecretMask.maskText(t))
-  const json = (s: ItemState): ItemJson => ({
-    ...s,
-    prompt: text(s.prompt),
-    activity: SecretMask.maskText(s.activity),
-    finalMessage: text(s.finalMessage),
-    error: text(s.error)
+  const text = (t: string | null | undefined) => (t === null || t === undefined ? null : SecretMask.maskText(t))
+  const json = ({ item, prompt, progress: p }: Row): ItemJson => ({
+    item,
+    prompt: text(prompt),
+    status: p.status,
+    threadId: p.threadId ?? null,
+    activity: SecretMask.maskText(p.activity),
+    tokens: p.tokens ?? null,
+    startedAt: p.startedAt ?? null,
+    finishedAt: p.finishedAt ?? null,
+    finalMessage: text(p.finalMessage),
+    error: text(p.error)
   })
   const onSupervisorEvent = (event: Supervisor.SupervisorEvent, now: number): ItemJson | undefined => {
-    if (event._tag === "ItemFinished") {
-      const item = itemOf(event.item)
-      if (!item) return undefined
-      const outcome = Tally.outcomeOf(event.exit)
-      item.status = outcome.status
-      item.threadId = outcome.threadId ?? item.threadId
-      item.finalMessage = outcome.finalMessage ?? null
-      item.error = outcome.error ?? null
-      item.finishedAt = now
-      item.activity = outcome.status === "completed" ? "done" : outcome.error ?? outcome.status
-      return json(item)
-    }
-    if (event._tag !== "Work") return undefined
-    const work = event.event
-    const item = itemOf(work.item)
-    if (!item) return undefined
-    switch (work._tag) {
-      case "ThreadReady":
-        item.threadId = work.threadId
-        item.status = "running"
-        item.startedAt ??= now
-        item.activity = work.resumed ? "resumed" : "starting"
-        break
-      case "TurnStarted":
-        item.prompt ??= work.prompt
-        item.activity = "thinking"
-        break
-      case "TurnCompleted":
-        item.activity = `turn ${work.turn.status}`
-        break
-      case "Stalled":
-        item.activity = "stalled"
-        break
-      case "ConnectionLost":
-        item.activity = "connection lost"
-        break
-      case "Resumed":
-        item.activity = `resumed (attempt ${work.attempt})`
-        break
-      case "ThreadStartedFresh":
-        item.activity = "starting a new thread"
-        break
-      case "Notification": {
-        const params = Json.asRecord(work.params)
-        if (work.method === "thread/tokenUsage/updated") {
-          const total = Json.asRecord(Json.asRecord(params?.["tokenUsage"])?.["total"])?.["totalTokens"]
-          if (typeof total !== "number" || total === item.tokens) return undefined
-          item.tokens = total
-          break
-        }
-        if (work.method === "item/started") {
-          const type = Json.asRecord(params?.["item"])?.["type"]
-          item.activity = type === "commandExecution" ? "running a command" : typeof type === "string" ? type : "working"
-          break
-        }
-        return undefined
-      }
-    }
-    return json(item)
+    if (event._tag !== "ItemFinished" && event._tag !== "Work") return undefined
+    const row = rowOf(event._tag === "ItemFinished" ? event.item : event.event.item)
+    if (!row) return undefined
+    if (event._tag === "Work" && event.event._tag === "TurnStarted") row.prompt ??= event.event.prompt
+    return Tally.applyItemEvent(row.progress, event, now) ? json(row) : undefined
   }
   const add = (id: string | number, prompt: string) => {
-    const state = items.get(keyOf(id)) ?? fresh(id, prompt)
-    state.prompt = prompt
-    items.set(keyOf(id), state)
-    return json(state)
+    const row = rows.get(keyOf(id)) ?? fresh(id, prompt)
+    row.prompt = prompt
+    rows.set(keyOf(id), row)
+    return json(row)
   }
-  return { onSupervisorEvent, items: () => Array.from(items.values(), json), add }
+  return { onSupervisorEvent, items: () => Array.from(rows.values(), json), add }
 }
 
 /** Who decided, as a phrase: `person (web)`, `deadline`, `rule:no-rm`. */

@@ -23,15 +23,13 @@ const flat = (text: string, max: number) => {
 export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<string> => {
   const statuses = Tally.finalStatuses(tally)
   const itemRows = tally.items.map((item, i) => {
-    const cards = tally.settled.filter((s) => Tally.itemIndexOf(s.card.workItem) === i)
-    const counts = new Map<string, number>()
-    for (const s of cards) counts.set(s.outcome, (counts.get(s.outcome) ?? 0) + 1)
+    const counts = tally.outcomes.get(i) ?? new Map<string, number>()
     const elapsed = item.startedAt === undefined ? "-" : Durations.short((item.finishedAt ?? Date.now()) - item.startedAt)
     const result = item.finalMessage ?? item.error ?? ""
     return [
       String(i),
       statuses[i] ?? "?",
-      cards.length === 0 ? "-" : [...counts].map(([o, n]) => `${n} ${o}`).join(", "),
+      counts.size === 0 ? "-" : [...counts].map(([o, n]) => `${n} ${o}`).join(", "),
       Board.tokens(item.tokens),
       elapsed,
       flat(result, 100)
@@ -51,6 +49,9 @@ export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<strin
       flat(s.card.title, 90)
     ])
     out.push("", ...table(["CARD", "ITEM", "KIND", "OUTCOME", "DECIDED BY", "SUMMARY"], cardRows))
+    if (tally.settledCount > tally.settled.length) {
+      out.push(`(the last ${tally.settled.length.toLocaleString("en-US")} of ${tally.settledCount.toLocaleString("en-US")} cards; warden audit lists them all)`)
+    }
   }
   const worktreeRows = tally.items.flatMap((item, i) => {
     const w = item.worktree

@@ -38,13 +38,19 @@ export interface Tally {
   readonly items: ReadonlyArray<ItemState>
   /** Open cards in the order they opened. */
   readonly openCards: Map<Card.CardId, Card.CardView>
+  /** The last {@link SettledKept} settlements, oldest first (the summary's card table). */
   readonly settled: Array<Card.Settlement>
+  /** Every settlement counted, by item index and outcome (the summary's CARDS column). */
+  readonly outcomes: Map<number, Map<string, number>>
+  /** How many cards settled in all (`settled` keeps the last ones). */
+  settledCount: number
   connection: ConnectionState
   /** Adaptive admission, once it moved: at most `limit` of `max` items run now. */
   admission: { readonly limit: number; readonly max: number } | undefined
 }
 
-const queued = (index: number, prompt: string): ItemState => ({
+/** A queued item's row (numbered `index`, `-1` where the row is keyed otherwise). */
+export const queuedItem = (index: number, prompt: string): ItemState => ({
   index,
   prompt,
   status: "queued",
@@ -59,11 +65,16 @@ const queued = (index: number, prompt: string): ItemState => ({
   worktree: undefined
 })
 
+/** How many settlements the tally keeps for the summary's card table (the most recent). */
+export const SettledKept = 1_000
+
 export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
   startedAt: now,
-  items: prompts.map((prompt, index) => queued(index, prompt)),
+  items: prompts.map((prompt, index) => queuedItem(index, prompt)),
   openCards: new Map(),
   settled: [],
+  outcomes: new Map(),
+  settledCount: 0,
   connection: { _tag: "Starting" },
   admission: undefined
 })
@@ -71,7 +82,7 @@ export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
 /** A work item submitted after the start (`warden serve`), queued; its index (the next one). */
 export const add = (tally: Tally, prompt: string): number => {
   const index = tally.items.length
-  ;(tally.items as Array<ItemState>).push(queued(index, prompt))
+  ;(tally.items as Array<ItemState>).push(queuedItem(index, prompt))
   return index
 }
 
@@ -144,6 +155,88 @@ const waitingActivity = (tally: Tally, item: ItemState): string | undefined => {
   return ids.length > 0 ? `waiting for approval (${ids.join(", ")})` : undefined
 }
 
+/**
+ * What a work item's own events change in its row: the one reducer of an item's status, activity,
+ * tokens, times and worktree, for the CLI's tally and the web inbox's board alike. `waiting` says
+ * what the item waits for when a card of its is open (the tally knows its open cards), else
+ * undefined. Returns whether the row changed (a token count that did not move, or a notification
+ * that says nothing about the item, changes nothing).
+ */
+export const applyItemEvent = (
+  item: ItemState,
+  event: Supervisor.SupervisorEvent & { readonly _tag: "ItemFinished" | "Work" },
+  now: number,
+  waiting: (item: ItemState) => string | undefined = () => undefined
+): boolean => {
+  if (event._tag === "ItemFinished") {
+    const outcome = outcomeOf(event.exit)
+    item.status = outcome.status
+    item.threadId = outcome.threadId ?? item.threadId
+    item.finalMessage = outcome.finalMessage
+    item.error = outcome.error
+    item.finishedAt = now
+    item.activity = outcome.status === "completed" ? "done" : outcome.error ?? outcome.status
+    return true
+  }
+  const work = event.event
+  switch (work._tag) {
+    case "ThreadReady":
+      item.threadId = work.threadId
+      item.status = "running"
+      item.startedAt ??= now
+      item.activity = work.resumed ? "resumed" : "starting"
+      return true
+    case "TurnStarted":
+      item.activity = "thinking"
+      return true
+    case "TurnCompleted":
+      item.turns++
+      item.activity = `turn ${work.turn.status}`
+      return true
+    case "Stalled":
+      item.activity = "stalled"
+      return true
+    case "WorktreeReady":
+      item.worktree = { path: work.path, branch: work.branch }
+      item.activity = `in worktree ${work.branch}`
+      return true
+    case "WorktreeFinished":
+      item.worktree = work.worktree
+      return true
+    case "ConnectionLost":
+      item.activity = "connection lost"
+      return true
+    case "Resumed":
+      item.activity = `resumed (attempt ${work.attempt})`
+      return true
+    case "ThreadStartedFresh":
+      item.activity = "starting a new thread"
+      return true
+    case "Notification": {
+      const params = record(work.params)
+      if (work.method === "thread/tokenUsage/updated") {
+        const total = record(record(params?.["tokenUsage"])?.["total"])?.["totalTokens"]
+        if (typeof total !== "number" || total === item.tokens) return false
+        item.tokens = total
+        return true
+      }
+      if (work.method === "item/started") {
+        const started = record(params?.["item"])
+        if (!started) return false
+        item.activity = waiting(item) ?? activityOfItem(started)
+        return true
+      }
+      if (work.method === "item/completed") {
+        item.activity = waiting(item) ?? "working"
+        return true
+      }
+      return false
+    }
+    default:
+      return false
+  }
+}
+
 export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorEvent, now: number): void => {
   switch (event._tag) {
     case "ConnectionReady":
@@ -166,68 +259,13 @@ export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorE
       return
     case "ItemFinished": {
       const item = itemOf(tally, event.item)
-      if (!item) return
-      const outcome = outcomeOf(event.exit)
-      item.status = outcome.status
-      item.threadId = outcome.threadId ?? item.threadId
-      item.finalMessage = outcome.finalMessage
-      item.error = outcome.error
-      item.finishedAt = now
-      item.activity = outcome.status === "completed" ? "done" : outcome.error ?? outcome.status
+      if (item) applyItemEvent(item, event, now)
       return
     }
     case "Work": {
-      const work = event.event
-      const item = itemOf(tally, work.item)
-      if (!item) return
-      switch (work._tag) {
-        case "ThreadReady":
-          item.threadId = work.threadId
-          item.status = "running"
-          item.startedAt ??= now
-          item.activity = work.resumed ? "resumed" : "starting"
-          return
-        case "TurnStarted":
-          item.activity = "thinking"
-          return
-        case "TurnCompleted":
-          item.turns++
-          item.activity = `turn ${work.turn.status}`
-          return
-        case "Stalled":
-          item.activity = "stalled"
-          return
-        case "WorktreeReady":
-          item.worktree = { path: work.path, branch: work.branch }
-          item.activity = `in worktree ${work.branch}`
-          return
-        case "WorktreeFinished":
-          item.worktree = work.worktree
-          return
-        case "ConnectionLost":
-          item.activity = "connection lost"
-          return
-        case "Resumed":
-          item.activity = `resumed (attempt ${work.attempt})`
-          return
-        case "Notification": {
-          const params = record(work.params)
-          if (work.method === "thread/tokenUsage/updated") {
-            const total = record(record(params?.["tokenUsage"])?.["total"])?.["totalTokens"]
-            if (typeof total === "number") item.tokens = total
-            return
-          }
-          if (work.method === "item/started") {
-            const started = record(params?.["item"])
-            if (started) item.activity = waitingActivity(tally, item) ?? activityOfItem(started)
-            return
-          }
-          if (work.method === "item/completed") {
-            item.activity = waitingActivity(tally, item) ?? "working"
-          }
-          return
-        }
-      }
+      const item = itemOf(tally, event.event.item)
+      if (item) applyItemEvent(item, event, now, (i) => waitingActivity(tally, i))
+      return
     }
   }
 }
@@ -244,6 +282,15 @@ export const applyApprovalEvent = (tally: Tally, event: ApprovalEvent.ApprovalEv
       const card = event.settlement.card
       tally.openCards.delete(card.id)
       tally.settled.push(event.settlement)
+      // Bounded: a long run (warden serve) keeps counts, not every settlement.
+      if (tally.settled.length > SettledKept) tally.settled.splice(0, tally.settled.length - SettledKept)
+      tally.settledCount++
+      const index = itemIndexOf(card.workItem)
+      if (index !== null) {
+        const counts = tally.outcomes.get(index) ?? new Map<string, number>()
+        counts.set(event.settlement.outcome, (counts.get(event.settlement.outcome) ?? 0) + 1)
+        tally.outcomes.set(index, counts)
+      }
       const item = itemOf(tally, card.workItem)
       if (item && item.finishedAt === undefined) item.activity = waitingActivity(tally, item) ?? `card ${card.id} ${event.settlement.outcome}`
       return

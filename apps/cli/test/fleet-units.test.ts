@@ -1,8 +1,9 @@
 /** The CLI's fleet pieces without a process: stdin group lines, the summary's worktree table, the board's grouped cards. */
 import { assert, describe, it } from "@effect/vitest"
 import type { Card } from "@warden/approvals"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import * as Board from "../src/Board.js"
+import * as InboxBoard from "../src/InboxBoard.js"
 import * as StdinDecisions from "../src/StdinDecisions.js"
 import * as Summary from "../src/Summary.js"
 import * as Tally from "../src/Tally.js"
@@ -69,4 +70,50 @@ describe("cli fleet units", () => {
       assert.match(cardLines[0]!, /^ c1 +3 items command +closes in +1:00 +run: pnpm test — 3 items \(0, 2, 3\)$/)
       assert.match(cardLines[1]!, /^ c2 +item 1 +command +closes in +1:00 +run: make lint$/)
     }))
+
+  it("the summary keeps the last settlements (Tally.SettledKept) but counts every card per item, and says what it left out", () => {
+    const tally = Tally.make(["a", "b"], 0)
+    const total = Tally.SettledKept + 5
+    for (let i = 0; i < total; i++) {
+      const card = commandCard(`c${i}`, i % 2, "echo x")
+      Tally.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
+      Tally.applyApprovalEvent(tally, {
+        _tag: "CardSettled",
+        settlement: { card, outcome: i % 2 === 0 ? "accepted" : "declined", source: { _tag: "Deadline" }, written: true, settledAt: 1, latencyMs: 1 }
+      } as never)
+    }
+    assert.strictEqual(tally.settled.length, Tally.SettledKept)
+    assert.strictEqual(tally.settled[0]!.card.id, "c5", "the oldest went first")
+    assert.strictEqual(tally.settledCount, total)
+    const lines = Summary.lines(tally, 0)
+    assert.match(lines.find((l) => l.startsWith("0 "))!, / 503 accepted /)
+    assert.match(lines.find((l) => l.startsWith("1 "))!, / 502 declined /)
+    assert.include(lines, `(the last 1,000 of 1,005 cards; warden audit lists them all)`)
+  })
+
+  it("one reducer for an item's row: the inbox's board and the tally agree on status, activity, tokens and times", () => {
+    const tally = Tally.make(["fix it"], 0)
+    const board = InboxBoard.make([{ id: 0, prompt: "fix it" }])
+    const events: ReadonlyArray<Parameters<typeof Tally.applySupervisorEvent>[1]> = [
+      { _tag: "Work", event: { _tag: "ThreadReady", item: 0, threadId: "thr_1", resumed: false } } as never,
+      { _tag: "Work", event: { _tag: "TurnStarted", item: 0, threadId: "thr_1", turnId: "t1", prompt: "fix it" } } as never,
+      { _tag: "Work", event: { _tag: "Notification", item: 0, threadId: "thr_1", method: "item/started", params: { item: { type: "commandExecution", command: "pnpm test" } } } } as never,
+      { _tag: "Work", event: { _tag: "Notification", item: 0, threadId: "thr_1", method: "thread/tokenUsage/updated", params: { tokenUsage: { total: { totalTokens: 1234 } } } } } as never,
+      { _tag: "Work", event: { _tag: "ThreadStartedFresh", item: 0, threadId: "thr_2" } } as never
+    ]
+    events.forEach((event, i) => {
+      Tally.applySupervisorEvent(tally, event, 100 + i)
+      const row = board.onSupervisorEvent(event, 100 + i)
+      assert.isDefined(row, `event ${i} changed the row`)
+      const item = tally.items[0]!
+      assert.deepInclude(row!, { status: item.status, threadId: item.threadId ?? null, activity: item.activity, tokens: item.tokens ?? null, startedAt: item.startedAt ?? null })
+    })
+    assert.strictEqual(tally.items[0]!.activity, "starting a new thread")
+    // The same token count again changes nothing (no event for the page).
+    assert.isUndefined(board.onSupervisorEvent(events[3]!, 200))
+    const finished = { _tag: "ItemFinished", item: 0, exit: Exit.interrupt(0 as never) } as never
+    Tally.applySupervisorEvent(tally, finished, 300)
+    assert.deepInclude(board.onSupervisorEvent(finished, 300)!, { status: "interrupted", finishedAt: 300, error: "the work item was stopped" })
+    assert.strictEqual(tally.items[0]!.status, "interrupted")
+  })
 })
