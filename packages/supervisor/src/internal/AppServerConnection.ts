@@ -19,7 +19,7 @@ import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
 import type { RequestError } from "../Errors.js"
-import { ConnectionLost, RemoteError, RequestTimeout, UnexpectedResult } from "../Errors.js"
+import { ConnectionLost, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import { labelsOf, Metrics } from "../Telemetry.js"
 import * as Admission from "./Admission.js"
 import * as PendingRequests from "./PendingRequests.js"
@@ -391,42 +391,48 @@ export const make = (
 
     // --- requests -------------------------------------------------------------------------
 
+    const noCancel = () => {}
+
     const timeoutFor = (method: string, options?: RequestOptions) =>
       options?.timeout !== undefined
         ? Duration.decode(options.timeout)
         : requestTimeouts.get(method) ?? defaultRequestTimeout
 
+    /**
+     * One request: written, then waited for as one `Effect.async` (the caller's fiber holds no
+     * Deferred, scope or extra frames while it waits). The entry exists only once the writer
+     * accepted the frame: a frame that cannot be written leaves nothing behind. The deadline
+     * resumes the caller itself, so it holds for callers that cannot be interrupted (turn/start;
+     * turn/interrupt while a work item stops); an interruption that can happen removes the entry
+     * and the deadline.
+     */
     const attempt = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
-      Effect.suspend(() => {
-        if (handledEnd || !connection.isOpen()) return Effect.fail(lostError())
+      Effect.async<unknown, RequestError>((resume) => {
+        if (handledEnd || !connection.isOpen()) return resume(Effect.fail(lostError()))
+        const requestId = pending.nextId()
+        const sent = connection.trySend(JsonRpc.request(requestId, method, params))
+        if (sent === "unencodable") {
+          return resume(Effect.fail(new UnexpectedResult({ method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" })))
+        }
+        if (sent === "closed") return resume(Effect.fail(lostError()))
         const timeout = timeoutFor(method, options)
-        return Effect.acquireUseRelease(
-          Effect.flatMap(Deferred.make<unknown, RemoteError | ConnectionLost | RequestTimeout>(), (deferred) =>
-            Effect.suspend((): Effect.Effect<{ readonly requestId: number; readonly deferred: typeof deferred }, RequestError> => {
-              // The entry exists only once the writer accepted the frame: a frame that cannot be
-              // written leaves nothing behind.
-              const requestId = pending.nextId()
-              const sent = handledEnd === undefined ? connection.trySend(JsonRpc.request(requestId, method, params)) : "closed"
-              if (sent === "unencodable") {
-                return Effect.fail(new UnexpectedResult({ method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" }))
-              }
-              if (sent === "closed") return Effect.fail(lostError())
-              pending.add(requestId, { method, deferred, ...(options?.onResult ? { onResult: options.onResult } : {}) })
-              return Effect.succeed({ requestId, deferred })
-            })),
-          // The deadline settles the Deferred itself, so it holds for callers that cannot be
-          // interrupted (turn/start; turn/interrupt while a work item stops). `timeoutFail` would
-          // race the wait and then wait for the loser, forever if the wait is uninterruptible.
-          ({ deferred, requestId }) =>
-            Effect.suspend(() => {
-              const cancel = requestTimer.add(timeout, () => {
-                pending.remove(requestId)
-                Deferred.unsafeDone(deferred, Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
-              })
-              return Effect.ensuring(Deferred.await(deferred), Effect.sync(cancel))
-            }),
-          ({ requestId }) => Effect.sync(() => pending.remove(requestId))
-        )
+        let cancelDeadline = noCancel
+        pending.add(requestId, {
+          method,
+          settle: (outcome) => {
+            cancelDeadline()
+            resume(outcome)
+          },
+          ...(options?.onResult ? { onResult: options.onResult } : {})
+        })
+        cancelDeadline = requestTimer.add(timeout, () => {
+          pending.remove(requestId)
+          resume(Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
+        })
+        return Effect.sync(() => {
+          cancelDeadline()
+          pending.remove(requestId)
+        })
       })
 
     const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
@@ -441,19 +447,17 @@ export const make = (
      */
     const requestRaw = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
       const go = (retry: number): Effect.Effect<unknown, RequestError> =>
-        attempt(method, params, options).pipe(
-          // Every -32001 is pressure for adaptive admission, retried or not.
-          Effect.tapError((error) => (isOverload(error) ? Effect.sync(() => pressure("the app-server is overloaded (-32001)")) : Effect.void)),
-          Effect.catchIf(
-            (error) => isOverload(error) && retry < maxRetries,
-            () =>
-              Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) =>
-                Effect.raceFirst(
-                  Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
-                  Deferred.await(endSignal).pipe(Effect.interruptible)
-                )).pipe(Effect.zipRight(go(retry + 1)))
-          )
-        )
+        // One frame on the caller's stack while it waits; every -32001 is pressure for adaptive
+        // admission, retried or not.
+        Effect.catchIf(attempt(method, params, options), isOverload, (error) => {
+          pressure("the app-server is overloaded (-32001)")
+          if (retry >= maxRetries) return Effect.fail(error)
+          return Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) =>
+            Effect.raceFirst(
+              Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
+              Deferred.await(endSignal).pipe(Effect.interruptible)
+            )).pipe(Effect.zipRight(go(retry + 1)))
+        })
       return go(0)
     }
 

@@ -1,16 +1,17 @@
 /**
- * Our requests in flight, correlated by id. Each entry is a Deferred settled by the read loop
- * (synchronously, from the response frame). An optional hook runs in the read loop too, before
+ * Our requests in flight, correlated by id. Each entry resumes its caller, once, from the read loop
+ * (synchronously, from the response frame) or from the connection's end. An optional hook runs in the read loop too, before
  * the next frame is looked at: thread/start and thread/resume register the thread's route there.
  */
 import { SecretMask } from "@warden/approvals"
-import { Deferred, Effect } from "effect"
+import { Effect } from "effect"
 import type { ConnectionLost, RequestTimeout } from "../Errors.js"
 import { RemoteError } from "../Errors.js"
 
 export interface Entry {
   readonly method: string
-  readonly deferred: Deferred.Deferred<unknown, RemoteError | ConnectionLost | RequestTimeout>
+  /** Resumes the caller, once: the response, the server's error, or the connection's end. */
+  readonly settle: (outcome: Effect.Effect<unknown, RemoteError | ConnectionLost | RequestTimeout>) => void
   readonly onResult?: (result: unknown) => void
 }
 
@@ -46,14 +47,13 @@ export const make = (): PendingRequests => {
       const entry = take(id)
       if (!entry) return false
       entry.onResult?.(result)
-      Deferred.unsafeDone(entry.deferred, Effect.succeed(result))
+      entry.settle(Effect.succeed(result))
       return true
     },
     reject: (id, error) => {
       const entry = take(id)
       if (!entry) return false
-      Deferred.unsafeDone(
-        entry.deferred,
+      entry.settle(
         // The server's words are shown (errors, events, logs): masked like everything that leaves.
         Effect.fail(new RemoteError({ method: entry.method, code: error.code, detail: SecretMask.maskText(error.message), ...(error.data !== undefined ? { data: error.data } : {}) }))
       )
@@ -62,7 +62,7 @@ export const make = (): PendingRequests => {
     failAll: (error) => {
       const all = Array.from(entries.values())
       entries.clear()
-      for (const entry of all) Deferred.unsafeDone(entry.deferred, Effect.fail(error))
+      for (const entry of all) entry.settle(Effect.fail(error))
       return all.length
     },
     size: () => entries.size
