@@ -7,7 +7,6 @@ import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig, Worktree } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option, Scope } from "effect"
-import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
@@ -109,7 +108,9 @@ const recorderFor = (
     : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label, info }, audit))
 
 /** A new run's id, as the ledger makes them (`r` + base-36 time + 8 hex digits): known before the ledger opens. */
-const newRunId = () => `r${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
+const newRunId = () =>
+  // Unique, not secret: Math.random (seeded per process) spares loading node:crypto before the spawn.
+  `r${Date.now().toString(36).padStart(9, "0")}-${(Math.floor(Math.random() * 2 ** 32) >>> 0).toString(16).padStart(8, "0")}`
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
