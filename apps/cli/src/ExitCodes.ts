@@ -24,7 +24,6 @@ export class CliExit extends Data.TaggedError("CliExit")<{
   readonly message?: string
 }> {}
 
-/** A usage error a person can fix: printed on stderr, exit 2. */
 let stopped: number = Failed
 
 /**
@@ -39,6 +38,7 @@ export const stopEndsWith = (code: number): void => {
   stopped = code
 }
 
+/** A usage error a person can fix: printed on stderr, exit 2. */
 export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })
 
 /**

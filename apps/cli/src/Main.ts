@@ -77,7 +77,7 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
     teardown: (exit, onExit) => {
       const code = Exit.isSuccess(exit) && typeof exit.value === "number"
         ? exit.value
-        : Exit.isInterrupted(exit) ? ExitCodes.whenStopped() : ExitCodes.Failed
+        : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? ExitCodes.whenStopped() : ExitCodes.Failed
       // Nothing should be left running; if something is, it must not keep the process alive.
       setTimeout(() => process.exit(code), 3_000).unref()
       process.exitCode = code

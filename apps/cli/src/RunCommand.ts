@@ -161,7 +161,8 @@ export const execute = (args: Common, plan: Plan) =>
     if (mode === "inbox" && Option.isNone(args.inbox)) {
       return yield* ExitCodes.usage("--approvals inbox needs --inbox [HOST:]PORT")
     }
-    if (Option.isSome(args.inbox) && (mode === "deny" || mode === "rules")) {
+    // warden serve's inbox takes work items, so it has a use even when every card is decided at once.
+    if (Option.isSome(args.inbox) && (mode === "deny" || mode === "rules") && plan.serve !== true) {
       return yield* ExitCodes.usage(`--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`)
     }
     const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")

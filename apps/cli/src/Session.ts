@@ -20,7 +20,7 @@ import { Supervisor } from "@warden/supervisor"
 import type { Telemetry } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
 import { Transport } from "@warden/transport"
-import { Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
+import { Cause, Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
 import * as Board from "./Board.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import * as ExitCodes from "./ExitCodes.js"
@@ -137,11 +137,12 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           if (queues.supervisor && !aborted) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile; but a stop is
           // how `warden serve` ends.
+          const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
           exitCode = Exit.isInterrupted(exit)
-            ? (options.serve !== undefined && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
+            ? (options.serve !== undefined && stopped && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
             : ExitCodes.forItems(Tally.finalStatuses(tally))
           // The process ends with this code too (Main.ts), though the command itself was interrupted.
-          if (Exit.isInterrupted(exit)) ExitCodes.stopEndsWith(exitCode)
+          if (stopped) ExitCodes.stopEndsWith(exitCode)
           if (!aborted) {
             emit(JsonOutput.runFinished(tally, exitCode))
             board.finish()
@@ -228,7 +229,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         }
         // The token is printed here, once, and goes through nothing Warden records (not the logger, not --json, not the ledger).
         screen.err(`warden: inbox at ${Redacted.value(inbox.link)}`)
-        emit({ type: "inbox.listening", url: inbox.url, ...(inbox.publicUrl !== inbox.url ? { publicUrl: inbox.publicUrl } : {}) })
+        emit({ type: "inbox.listening", url: inbox.url, ...(options.inbox.publicUrl !== undefined ? { publicUrl: inbox.publicUrl } : {}) })
       }
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => start({ ...item, id: index }))

@@ -50,7 +50,7 @@ export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<strin
     ])
     out.push("", ...table(["CARD", "ITEM", "KIND", "OUTCOME", "DECIDED BY", "SUMMARY"], cardRows))
     if (tally.settledCount > tally.settled.length) {
-      out.push(`(the last ${tally.settled.length.toLocaleString("en-US")} of ${tally.settledCount.toLocaleString("en-US")} cards; warden audit lists them all)`)
+      out.push(`(the last ${tally.settled.length.toLocaleString("en-US")} of ${tally.settledCount.toLocaleString("en-US")} cards; the ledger has them all: warden audit)`)
     }
   }
   const worktreeRows = tally.items.flatMap((item, i) => {

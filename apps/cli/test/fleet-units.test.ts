@@ -88,7 +88,7 @@ describe("cli fleet units", () => {
     const lines = Summary.lines(tally, 0)
     assert.match(lines.find((l) => l.startsWith("0 "))!, / 503 accepted /)
     assert.match(lines.find((l) => l.startsWith("1 "))!, / 502 declined /)
-    assert.include(lines, `(the last 1,000 of 1,005 cards; warden audit lists them all)`)
+    assert.include(lines, `(the last 1,000 of 1,005 cards; the ledger has them all: warden audit)`)
   })
 
   it("one reducer for an item's row: the inbox's board and the tally agree on status, activity, tokens and times", () => {

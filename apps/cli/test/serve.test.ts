@@ -7,12 +7,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 import * as Inbox from "./support/Inbox.js"
 
 const linkOf = (cli: CliProcess.Cli) =>
-  Effect.map(cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t)), (text) => {
+  Effect.map(cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "90 seconds"), (text) => {
     const link = /inbox at (http:\/\/\S+#token=\S+)/.exec(text)![1]!
     return { url: link.slice(0, link.indexOf("#")), token: link.slice(link.indexOf("#token=") + 7) }
   })
@@ -35,7 +37,7 @@ describe("warden serve (real codex 0.171.0)", () => {
       })
       const cli = yield* CliProcess.spawn(["serve", ...codex.flags, "--json", "--no-state", "--inbox", "0"], { env: codex.env, stdin: "ignore" })
       const { url, token } = yield* linkOf(cli)
-      yield* cli.waitForJson("connection.ready", (l) => l.type === "connection.ready")
+      yield* cli.waitForJson("connection.ready", (l) => l.type === "connection.ready", "90 seconds")
       const info = yield* Inbox.call(`${url}api/info`, { headers: { "x-warden-token": token } })
       assert.strictEqual(JSON.parse(info.text).accepting, true)
 
@@ -50,11 +52,11 @@ describe("warden serve (real codex 0.171.0)", () => {
       const second = yield* post(`${url}api/items`, token, { prompt: `${ScriptedModel.laneMarker("plain")} just answer` })
       assert.deepStrictEqual(JSON.parse(second.text), { item: 1 })
 
-      const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
+      const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened", "90 seconds")
       assert.strictEqual(opened.item, 0)
       const decided = yield* post(`${url}api/cards/${opened.cardId}/decision`, token, { decision: "accept" })
       assert.strictEqual(decided.status, 200, decided.text)
-      const finished = yield* Effect.forEach([0, 1], (item) => cli.waitForJson(`item ${item} finished`, (l) => l.type === "item.finished" && l.item === item))
+      const finished = yield* Effect.forEach([0, 1], (item) => cli.waitForJson(`item ${item} finished`, (l) => l.type === "item.finished" && l.item === item, "90 seconds"))
       assert.deepStrictEqual(finished.map((l) => l.status), ["completed", "completed"])
       assert.strictEqual(finished[0]!.finalMessage, "cmd done")
       assert.strictEqual(finished[1]!.finalMessage, "plain done")
@@ -69,7 +71,7 @@ describe("warden serve (real codex 0.171.0)", () => {
       const [node] = ProcessTree.find(cli.pid, CliProcess.bin)
       assert.isDefined(node, "tsx runs the CLI in a node child")
       process.kill(node!, "SIGTERM")
-      const exited = yield* cli.exited()
+      const exited = yield* cli.exited("90 seconds")
       assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
       const lines = cli.json()
       assert.deepStrictEqual(lines.filter((l) => l.type === "item.submitted").map((l) => [l.item, l.prompt]), [
@@ -83,7 +85,38 @@ describe("warden serve (real codex 0.171.0)", () => {
         items: [{ item: 0, status: "completed" }, { item: 1, status: "completed" }]
       })
       assert.deepStrictEqual(tree.filter(ProcessTree.isAlive), [], "nothing the server started is left")
-    }), 120_000)
+    }), 240_000)
+
+  it.scopedLive("with --approvals rules nobody is asked: a rule accepts the card; a secret in a submitted prompt is masked in --json and the API", () =>
+    Effect.gen(function*() {
+      const secret = "ghp_4f8Gk2Lm9Qz1Xw7Vb3Nc6Rt0Ys5Hu8Jp2Ke1"
+      const codex = yield* Codex.setup({
+        lanes: { cmd: [Step.execCommand({ cmd: "echo ruled-by-serve", escalated: true, justification: "test serve rules" }), Step.message("ruled")] }
+      })
+      const rules = Path.join(codex.launch.home, "rules.yaml")
+      Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n")
+      const cli = yield* CliProcess.spawn(
+        ["serve", ...codex.flags, "--json", "--no-state", "--inbox", "0", "--approvals", "rules", "--rules", rules],
+        { env: codex.env, stdin: "ignore" }
+      )
+      const { url, token } = yield* linkOf(cli)
+      const submitted = yield* post(`${url}api/items`, token, { prompt: `${ScriptedModel.laneMarker("cmd")} use token ${secret} to run it` })
+      assert.strictEqual(submitted.status, 202, submitted.text)
+      const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled", "90 seconds")
+      assert.deepInclude(settled, { outcome: "accepted", source: "rule:echo-ok" })
+      const finished = yield* cli.waitForJson("item.finished", (l) => l.type === "item.finished", "90 seconds")
+      assert.strictEqual(finished.status, "completed")
+      const items = (yield* Inbox.call(`${url}api/items`, { headers: { "x-warden-token": token } })).text
+      assert.include(items, "use token")
+      assert.notInclude(items, secret)
+      const [node] = ProcessTree.find(cli.pid, CliProcess.bin)
+      process.kill(node!, "SIGTERM")
+      assert.deepStrictEqual(yield* cli.exited("90 seconds"), { code: 0, signal: null }, cli.stderr())
+      const line = cli.json().find((l) => l.type === "item.submitted")!
+      assert.include(line.prompt, "use token")
+      assert.notInclude(cli.lines().join("\n"), secret)
+      assert.notInclude(cli.stderr(), secret)
+    }), 240_000)
 
   it.scopedLive("usage: without --inbox it is exit 2 and nothing starts", () =>
     Effect.gen(function*() {

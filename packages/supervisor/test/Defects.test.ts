@@ -8,7 +8,7 @@ import { Approvals, ApprovalEvent } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { FakeAppServer } from "@warden/testkit"
 import { Transport } from "@warden/transport"
-import { Duration, Effect, Exit, Fiber, Option, Queue, Tracer } from "effect"
+import { Duration, Effect, Exit, Fiber, Mailbox, Option, Queue, Scope, TestClock, Tracer } from "effect"
 import * as AppServerConnection from "../src/internal/AppServerConnection.js"
 import { Supervisor } from "../src/index.js"
 import { advance, commandApproval, supervise, waitFor } from "./support.js"
@@ -291,5 +291,64 @@ describe("payloads JSON cannot carry", () => {
       const settlement = yield* settledOf(approvals)
       assert.strictEqual(settlement.outcome, "refused")
       assert.include(settlement.detail ?? "", "content.n", "the refusal names the field")
+    }))
+})
+
+describe("requests of ours: exactly one resume, nothing left behind", () => {
+  const silentConnection = Effect.gen(function*() {
+    const fake = FakeAppServer.make({ behaviour: { "thread/start": () => Effect.succeed("silence" as const) } })
+    const connection = yield* fake.memory.transport.connect
+    const server = yield* AppServerConnection.make(connection, yield* Approvals.make())
+    return { fake, server }
+  })
+
+  it.scoped("an interrupted request leaves no pending entry; its late response is ignored (no hook runs)", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      let hooked = 0
+      const fiber = yield* Effect.fork(server.request("thread/start", {}, { onResult: () => void hooked++ }))
+      const sent = yield* fake.nextRequest("thread/start")
+      assert.strictEqual(server.pendingCount(), 1)
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(server.pendingCount(), 0)
+      yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
+      // The read loop handles frames in order: once a later request's answer is read, so was the late one.
+      yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
+      assert.strictEqual(hooked, 0)
+      assert.isTrue(server.isOpen())
+    }))
+
+  it.scoped("a request past its deadline fails RequestTimeout once, frees its entry, and a late response runs no hook", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      let hooked = 0
+      const fiber = yield* Effect.fork(server.request("thread/start", {}, { timeout: "2 seconds", onResult: () => void hooked++ }))
+      const sent = yield* fake.nextRequest("thread/start")
+      yield* TestClock.adjust("2 seconds")
+      const error = yield* Fiber.join(fiber).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "RequestTimeout")
+      assert.strictEqual(server.pendingCount(), 0)
+      yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
+      // The read loop handles frames in order: once a later request's answer is read, so was the late one.
+      yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
+      assert.strictEqual(hooked, 0)
+    }))
+
+  it.scoped("a thread route whose scope has closed is never registered (a late thread/start response routes nothing)", () =>
+    Effect.gen(function*() {
+      const { server } = yield* silentConnection
+      const route = {
+        threadId: "thr_1",
+        signals: yield* Mailbox.make<never>(),
+        cardScope: yield* Scope.make(),
+        workItem: 0,
+        fileChanges: new Map(),
+        runningCommands: new Set<string>(),
+        routed: 0
+      }
+      server.registerThread({ ...route, closed: true } as never)
+      assert.strictEqual(server.routeCount(), 0)
+      server.registerThread(route as never)
+      assert.strictEqual(server.routeCount(), 1)
     }))
 })

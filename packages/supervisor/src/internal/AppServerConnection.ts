@@ -2,8 +2,8 @@
  * The connection actor: one `codex app-server` (or any peer behind a Transport connection).
  *
  * It owns the read loop, our pending requests, the desk of open cards, and the thread routes.
- * The read loop handles every frame synchronously and never awaits a handler: responses settle
- * Deferreds (and thread/start|resume register the thread's route right there), notifications are
+ * The read loop handles every frame synchronously and never awaits a handler: responses resume
+ * their callers (and thread/start|resume register the thread's route right there), notifications are
  * offered to unbounded mailboxes, server requests open cards whose races run in their own fibers.
  *
  * The connection's end is handled in one place (`endWith`): pending requests fail with the typed
@@ -409,13 +409,13 @@ export const make = (
     const attempt = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
       Effect.async<unknown, RequestError>((resume) => {
         if (handledEnd || !connection.isOpen()) return resume(Effect.fail(lostError()))
+        const timeout = timeoutFor(method, options)
         const requestId = pending.nextId()
         const sent = connection.trySend(JsonRpc.request(requestId, method, params))
         if (sent === "unencodable") {
           return resume(Effect.fail(new UnexpectedResult({ method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" })))
         }
         if (sent === "closed") return resume(Effect.fail(lostError()))
-        const timeout = timeoutFor(method, options)
         let cancelDeadline = noCancel
         pending.add(requestId, {
           method,
@@ -520,7 +520,7 @@ export const make = (
       request,
       notify,
       registerThread: (route) => {
-        if (route.threadId !== undefined) routes.set(route.threadId, route)
+        if (route.threadId !== undefined && route.closed !== true) routes.set(route.threadId, route)
       },
       hasThread: (threadId) => routes.has(threadId),
       unregisterThread: (route) => {

@@ -66,10 +66,12 @@ export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker>
             requestedSchema: { type: "object", properties: {} },
             _meta: null
           })
-          // Warden's own question: one that does not decode is a bug of Warden's, a defect that
-          // names it, not a refusal that would end the item as if a person had said no.
+          // Warden's own question: one that does not decode is a bug of Warden's. It is logged as
+          // one, naming it, and counts as a refusal (the budget holds: deny is the default), never
+          // as a defect, which the budget's watchers would drop (the item would run on unbounded).
           if (request._tag === "Malformed" || request._tag === "Unknown") {
-            return yield* Effect.dieMessage(`Warden's budget question did not decode as an elicitation: ${request._tag === "Malformed" ? request.detail : request.method}`)
+            yield* Effect.logError(`warden bug: the budget question did not decode as an elicitation (${request._tag === "Malformed" ? request.detail : request.method}); continuing is refused`)
+            return false
           }
           const scope = yield* Effect.scope
           yield* desk.open(request, {

@@ -46,8 +46,13 @@ export const make = (): PendingRequests => {
     resolve: (id, result) => {
       const entry = take(id)
       if (!entry) return false
-      entry.onResult?.(result)
-      entry.settle(Effect.succeed(result))
+      // The caller is resumed even if the hook throws (the throw still ends the connection: it
+      // happens on the read loop); its entry is gone already, so nothing else would resume it.
+      try {
+        entry.onResult?.(result)
+      } finally {
+        entry.settle(Effect.succeed(result))
+      }
       return true
     },
     reject: (id, error) => {

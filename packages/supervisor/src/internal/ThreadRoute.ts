@@ -29,6 +29,11 @@ export interface ThreadRoute {
    * only when telemetry is on (`Telemetry`), read by the read loop when a card opens.
    */
   traceParent?: Tracer.AnySpan | undefined
+  /**
+   * Set by the thread's scope when it closes: a route that is closed is never registered again (a
+   * late thread/start response must not route a stopped item's thread).
+   */
+  closed?: boolean
   /** Number of frames routed here; the read loop bumps it (cheap activity clock for tests and stall checks). */
   routed: number
 }

@@ -112,6 +112,7 @@ export const run = (
       // Thread scope close: unregister, then refuse what is still open for this thread.
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
+          route.closed = true
           server.unregisterThread(route)
           if (route.threadId !== undefined) {
             const threadId = route.threadId
