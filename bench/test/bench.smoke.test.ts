@@ -15,7 +15,7 @@ const runQuick = (out: string) =>
     execFile(
       tsx,
       ["--expose-gc", join(root, "bench/run.ts"), "--quick", "--out", out],
-      { cwd: root, timeout: 240_000, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024 },
+      { cwd: root, timeout: 600_000, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr })
       }
@@ -26,7 +26,7 @@ const isFiniteRecord = (value: unknown): boolean =>
   typeof value === "object" && value !== null && Object.values(value).every((v) => typeof v === "number" && Number.isFinite(v))
 
 describe("pnpm bench --quick", () => {
-  it("runs every benchmark and writes finite numbers in the results shape", { timeout: 270_000 }, async () => {
+  it("runs every benchmark and writes finite numbers in the results shape", { timeout: 630_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "warden-bench-"))
     try {
       const out = join(dir, "quick.json")

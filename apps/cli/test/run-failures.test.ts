@@ -158,7 +158,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
         assert.deepStrictEqual(result.stdout, [], "nothing on stdout")
       })
       Fs.rmSync(Path.dirname(badRules), { recursive: true, force: true })
-    }), 60_000)
+    }), 180_000)
 
   it.live("no codex on PATH: exit 2 and how to install the tested version", () =>
     Effect.gen(function*() {
