@@ -107,17 +107,23 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
       const card = head.value
       // Cards asking the same thing, open and not answered here yet: `g` answers them all.
       const group = CardGroup.groupOf(card)
-      const members = group === undefined
-        ? [card]
-        : (yield* SubscriptionRef.get(open)).filter((c) => !answered.has(c.id) && CardGroup.groupOf(c) === group)
+      const membersOf = (cards: ReadonlyArray<Card.CardView>) =>
+        group === undefined ? [card] : cards.filter((c) => !answered.has(c.id) && CardGroup.groupOf(c) === group)
+      const members = membersOf(yield* SubscriptionRef.get(open))
+      // A card of the same group that opens (or leaves) while the prompt is shown: the prompt is
+      // asked again, so that `[g] accept all N` counts what is open now.
+      const regrouped = group === undefined
+        ? Effect.never
+        : open.changes.pipe(Stream.filter((cards) => membersOf(cards).length !== members.length), Stream.runHead)
       const answer = yield* Prompt.run(CardPrompt.make(card, always, Math.max(1, members.length))).pipe(
         Effect.provide(promptEnv),
-        Effect.map(Option.some),
+        Effect.map((a): Option.Option<CardPrompt.Answer> | "regroup" => Option.some(a)),
         Effect.catchAll(() => Effect.succeed(Option.none())),
-        Effect.raceFirst(Effect.as(settled(card), Option.none()))
+        Effect.raceFirst(Effect.as(settled(card), Option.none())),
+        Effect.raceFirst(Effect.as(regrouped, "regroup" as const))
       )
       board.setPrompt(undefined)
-      if (Option.isNone(answer)) return
+      if (answer === "regroup" || Option.isNone(answer)) return
       if (answer.value._tag === "DecideGroup" && group !== undefined) {
         for (const member of members) answered.add(member.id)
         const result = yield* supervisor.approvals.answerGroup(group, answer.value.decision, "terminal")
