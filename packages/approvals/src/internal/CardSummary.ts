@@ -253,10 +253,16 @@ const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
   // Fields are read up to FieldsRead, shown up to Bounds.fields. A larger form is not enumerated (its
   // size is known) and shows no field: the safety filter refuses it (more than `maxQuestions`).
   const names = Json.keysWithin(properties, FieldsRead).keys?.slice(0, Bounds.fields) ?? []
-  // One pass over `required`, however long, for the shown fields only.
+  // One pass over `required`, however long, for the shown fields only (none shown: not read; all found: done).
   const shown = new Set(names)
   const required = new Set<string>()
-  if (Array.isArray(schema["required"])) for (const r of schema["required"]) if (typeof r === "string" && shown.has(r)) required.add(r)
+  const list = schema["required"]
+  if (names.length > 0 && Array.isArray(list)) {
+    for (const r of list) {
+      if (typeof r === "string" && shown.has(r)) required.add(r)
+      if (required.size === shown.size) break
+    }
+  }
   return names.map((name): FormField => {
     const field = properties[name]
     const f = isRecord(field) ? field : {}
