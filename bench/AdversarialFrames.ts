@@ -7,8 +7,10 @@
  * patches, huge forms; 16 MiB frames, the transport's limit) goes through the same synchronous path
  * as `AppServerConnection` and `Desk.open` take it: `JSON.parse` of the frame (and of the
  * `item/started` whose file changes the request is about, then `CardSummary.fileChangesOf`),
- * `ServerRequests.decode`, `CardSummary.summarize`, `Policy.evaluate` (deny and allow rules of
- * every kind), `SafetyFilter.check`.
+ * the transport's census of the frame's large objects (`JsonCensus`, part of what its FrameDecoder
+ * does per line, timed beyond the parse), `ServerRequests.decode`, `ServerRequests.offersFor`,
+ * `CardSummary.summarize`, `Policy.evaluate` (deny and allow rules of every kind),
+ * `SafetyFilter.check`.
  *
  * Baseline: `JSON.parse` of the same frame, timed in the same pass (nothing can read a frame for
  * less). Each shape is measured in several rounds from a collected heap (`global.gc`, untimed);
@@ -24,6 +26,7 @@ import * as SafetyFilter from "@warden/approvals/internal/SafetyFilter"
 import type { Card } from "@warden/approvals"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
+import * as JsonCensus from "@warden/transport/JsonCensus"
 import { Either } from "effect"
 import * as Mix from "./support/Mix.js"
 import type { BenchResult } from "./support/Report.js"
@@ -58,6 +61,8 @@ const rules = (() => {
 
 interface Timing {
   readonly parseMs: number
+  /** Part of `decodeMs`: the transport's census of the frame's large objects (JsonCensus). */
+  readonly censusMs: number
   readonly decodeMs: number
   readonly approvalsMs: number
   readonly verdict: Policy.Verdict
@@ -68,16 +73,22 @@ interface Timing {
 const pass = (frame: string, itemStarted: string | undefined): Timing => {
   const t0 = nowMs()
   const message = JSON.parse(frame) as { id: number | string; method: string; params: unknown }
-  const item = itemStarted !== undefined ? (JSON.parse(itemStarted) as { params: { item: unknown } }).params.item : undefined
+  const started = itemStarted !== undefined ? (JSON.parse(itemStarted) as { params: { item: unknown } }) : undefined
   const t1 = nowMs()
-  const context: Card.CardContext = item !== undefined ? { fileChanges: CardSummary.fileChangesOf(item) } : {}
+  // the rest of what the transport's FrameDecoder does per line (JsonCensus.parse): the census
+  JsonCensus.census(frame, message)
+  if (started !== undefined) JsonCensus.census(itemStarted!, started)
+  const tc = nowMs()
+  const context: Card.CardContext = started !== undefined ? { fileChanges: CardSummary.fileChangesOf(started.params.item) } : {}
   const request = ServerRequests.decode(message.id, message.method, message.params)
   const t2 = nowMs()
+  // Desk.open: the card's offers, then (summary on first read) rules and the safety filter
+  if (request._tag === "Known") ServerRequests.offersFor(request)
   CardSummary.summarize(request, context)
   const verdict = Policy.evaluate(rules, request, context)
   const safety = SafetyFilter.check(request)._tag
   const t3 = nowMs()
-  return { parseMs: t1 - t0, decodeMs: t2 - t1, approvalsMs: t3 - t2, verdict, safety }
+  return { parseMs: t1 - t0, censusMs: tc - t1, decodeMs: t2 - t1, approvalsMs: t3 - t2, verdict, safety }
 }
 
 const verdictText = (v: Policy.Verdict) => (v._tag === "NoMatch" ? "no match" : `${v._tag.toLowerCase()} (${v.ruleId})`)
@@ -98,6 +109,7 @@ interface Row {
   readonly target: string
   readonly mib: number
   readonly parseMs: number
+  readonly censusMs: number
   readonly decodeMs: number
   readonly approvalsMs: number
   /** Per round: decode + approvals. */
@@ -131,6 +143,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
       target: shape.target,
       mib: (shape.frame.length + (shape.itemStarted?.length ?? 0)) / 2 ** 20,
       parseMs: median(timings.map((t) => t.parseMs)),
+      censusMs: median(timings.map((t) => t.censusMs)),
       decodeMs: median(timings.map((t) => t.decodeMs)),
       approvalsMs: median(timings.map((t) => t.approvalsMs)),
       beyond: timings.map((t) => t.decodeMs + t.approvalsMs),
@@ -182,6 +195,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
     metrics: {
       worstBeyondParseMs: worstBeyondMs,
       worstApprovalsMs,
+      worstCensusMs: max(rows.map((row) => row.censusMs)),
       worstCommandMs,
       worstTotalMs: worstTotal.parseMs + beyondMedian(worstTotal),
       worstTotalParseMs: worstTotal.parseMs,
@@ -207,7 +221,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
     tables: [
       {
         title: `Adversarial frames: ${rows.length} shapes of up to ${(frameBytes / 2 ** 20).toFixed(1)} MiB (commands ${Math.round(65_000 / 1000)} KB), ms per frame, median of ${rounds} rounds from a collected heap`,
-        columns: ["shape", "kind", "MiB", "JSON.parse (baseline)", "decode", "summary + rules + filter", "beyond parse", "min", "max", "total ÷ parse", "verdict", "filter"],
+        columns: ["shape", "kind", "MiB", "JSON.parse (baseline)", "census + decode", "(census)", "offers + summary + rules + filter", "beyond parse", "min", "max", "total ÷ parse", "verdict", "filter"],
         rows: [...rows]
           .sort((a, b) => beyondMedian(b) - beyondMedian(a))
           .map((row) => [
@@ -216,6 +230,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
             row.mib,
             row.parseMs,
             row.decodeMs,
+            row.censusMs,
             row.approvalsMs,
             beyondMedian(row),
             min(row.beyond),
@@ -235,7 +250,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
       }
     ],
     notes: [
-      "beyond parse: decode (ServerRequests.decode, and CardSummary.fileChangesOf of the item/started) + CardSummary.summarize + Policy.evaluate + SafetyFilter.check; the frame's own JSON.parse is the baseline no reader avoids.",
+      "beyond parse: the census (JsonCensus: the transport's scan of a frame of 64 KiB or more that registers its large objects' key counts) + decode (ServerRequests.decode, and CardSummary.fileChangesOf of the item/started) + ServerRequests.offersFor + CardSummary.summarize + Policy.evaluate + SafetyFilter.check; the frame's own JSON.parse is the baseline no reader avoids.",
       `deep shapes nest at most ${Adversarial.MaxNesting.toLocaleString("en-US")} levels: deeper only measures JSON.parse (about a second per million levels); command shapes are ~64 KB, just under Policy.MaxCommandLength (a longer line is not read).`,
       `verdicts are checked: every command shape hiding \`${Adversarial.Payload}\` is denied by no-rm, every file shape by etc (a path outside the repository); a wrong verdict fails the benchmark.`
     ]

@@ -74,6 +74,7 @@ describe("pnpm bench --quick", () => {
       assert.isAbove(results.benchmarks.realCodexOverhead.ratios.wardenVsDirect, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.worstBeyondParseMs, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.mixBeyondParseUs, 0)
+      assert.isTrue(Number.isFinite(results.benchmarks.adversarialFrames.metrics.worstCensusMs))
       assert.isAbove(results.benchmarks.startup.metrics.baselineMsMedian, 0)
       assert.isAbove(results.benchmarks.startup.metrics.versionMsMedian, 0)
       assert.isAbove(results.benchmarks.startup.metrics.runToSpawnMsMedian, 0)

@@ -330,7 +330,9 @@ const contextPaths = (context: CardContext): Bounded<PathFacts> => {
 const legacyPaths = (fileChanges: unknown): Bounded<PathFacts> | undefined => {
   if (typeof fileChanges !== "object" || fileChanges === null || Array.isArray(fileChanges)) return undefined
   const record = fileChanges as Record<string, unknown>
-  const keys = Object.keys(record)
+  // Read only up to MaxPaths keys: a larger record is not enumerated (its size is known), it is incomplete.
+  const keys = Json.keysWithin(record, MaxPaths).keys
+  if (keys === undefined) return { items: [], complete: false }
   if (keys.length === 0) return undefined
   const items: Array<PathFacts> = []
   const moved: Array<PathFacts> = []
@@ -338,7 +340,10 @@ const legacyPaths = (fileChanges: unknown): Bounded<PathFacts> | undefined => {
     if (items.length + moved.length >= MaxPaths) return { items: [...items, ...moved], complete: false }
     items.push(pathFacts(key))
     const change = record[key]
-    const body = typeof change === "object" && change !== null ? Object.values(change)[0] : undefined
+    // a change is `{add|delete|update: ...}`: one with more keys than that cannot be read (its move target could hide there)
+    const kinds = typeof change === "object" && change !== null ? Json.keysWithin(change, 16).keys : []
+    if (kinds === undefined) return { items: [...items, ...moved], complete: false }
+    const body = typeof change === "object" && change !== null && kinds.length > 0 ? (change as Record<string, unknown>)[kinds[0]!] : undefined
     const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
     if (typeof move === "string") moved.push(pathFacts(move))
   }
@@ -509,10 +514,7 @@ const matchPermissions = (under: string, facts: Facts, effect: Effect_): boolean
   })
 }
 
-const isEmptyRecord = (value: object): boolean => {
-  for (const key in value) if (Object.prototype.hasOwnProperty.call(value, key)) return false
-  return true
-}
+const isEmptyRecord = (value: object): boolean => Json.isEmpty(value)
 
 const isToolCallApproval = (p: ServerRequests.ElicitationParams): boolean => {
   if (p._meta?.["codex_approval_kind"] !== "mcp_tool_call" || p.mode !== "form") return false

@@ -25,7 +25,12 @@
  * once left to right without re-reading a match (a quoted value's closing quote is searched from
  * past the previous one, at most 4 096 characters on; command words are read once, `ArgReader`),
  * and a masked copy stops scanning once its value and character budgets are spent (`MaskOptions`).
+ * Objects' keys are read within a budget too (`maxKeys`): in V8, reading any of an object's keys
+ * reads all of them, so a copy asks an object's size first (`Json.keysWithin`) and leaves a larger
+ * one unread.
  */
+
+import { Json } from "@warden/protocol"
 
 /** What stands for a masked secret in every masked text and copy. */
 export const Mask = "•••"
@@ -47,9 +52,15 @@ export interface MaskOptions {
   readonly maxValues?: number
   /** Characters of string values shown in all; later strings are cut to what is left, then `Elided` (default 100 000). */
   readonly maxTotal?: number
+  /**
+   * Object keys read in all (default 20 000). Reading an object's keys costs time in ALL of them,
+   * however few are copied (`Json.keysWithin`), so an object with more keys than are left is not
+   * read: its copy is `{ "…": "N more keys" }`.
+   */
+  readonly maxKeys?: number
 }
 
-const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000, maxValues: 2_000, maxTotal: 100_000 } as const
+const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000, maxValues: 2_000, maxTotal: 100_000, maxKeys: 20_000 } as const
 
 /** What stands for a value left out of a masked copy because the copy was full (see `MaskOptions`). */
 export const Elided = "…"
@@ -906,9 +917,10 @@ const settings = (options: MaskOptions | undefined) => ({
   maxDepth: options?.maxDepth ?? Defaults.maxDepth,
   maxEntries: options?.maxEntries ?? Defaults.maxEntries,
   maxString: options?.maxString ?? Defaults.maxString,
-  /** What is left of `maxValues` and `maxTotal` while one copy is made. */
+  /** What is left of `maxValues`, `maxTotal` and `maxKeys` while one copy is made. */
   values: options?.maxValues ?? Defaults.maxValues,
-  chars: options?.maxTotal ?? Defaults.maxTotal
+  chars: options?.maxTotal ?? Defaults.maxTotal,
+  keys: options?.maxKeys ?? Defaults.maxKeys
 })
 
 type Settings = ReturnType<typeof settings>
@@ -968,7 +980,15 @@ const maskAny = (value: unknown, depth: number, ancestors: Array<object>, s: Set
     const proto = Object.getPrototypeOf(value)
     if (proto !== Object.prototype && proto !== null) return Mask
     const out: Record<string, unknown> = {}
-    const keys = Object.keys(value)
+    // Read only when its keys fit in what is left of the budget (a large object of a frame is not
+    // enumerated at all: its size is known), and charged whole: reading costs every key.
+    const read = Json.keysWithin(value, s.keys)
+    if (read.keys === undefined) {
+      define(out, "…", `${read.count} more keys`)
+      return out
+    }
+    s.keys -= read.count
+    const keys = read.keys
     let n = 0
     for (const key of keys) {
       if (n >= s.maxEntries || s.values <= 0) {

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
+import * as JsonCensus from "@warden/transport/JsonCensus"
 import type { CardContext } from "../src/Card.js"
 import { MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
@@ -289,7 +290,7 @@ describe("masking hostile text: linear, and the secrets inside still masked", ()
       assert.isBelow(JSON.stringify(masked).length, 1_000)
     }
     const wide = JSON.parse(`{${Adversarial.upTo(2_000_000, (i) => `"k${i}":{"a":[1,2,3],"token":"x"}`)}}`) as Record<string, unknown>
-    const copy = JSON.stringify(SecretMask.maskRecord(wide, { maxEntries: 1_000_000 }))
+    const copy = JSON.stringify(SecretMask.maskRecord(wide, { maxEntries: 1_000_000, maxKeys: 1_000_000 }))
     assert.isBelow(copy.length, 200_000, "maxValues: 2 000 values in all")
     assert.notInclude(copy, "\"token\":\"x\"")
 
@@ -304,5 +305,127 @@ describe("masking hostile text: linear, and the secrets inside still masked", ()
     })
     assert.strictEqual(SafetyFilter.check(form)._tag, "Unsafe")
     assert.strictEqual(CardSummary.summarize(form, {}).summary.kind, "elicitation")
+  })
+})
+
+describe("objects' keys: read within budgets, a frame's large object never enumerated", () => {
+  // In V8 reading any key of an object reads all of them (even a for...in that stops at once): the
+  // 1.85 million keys of a 16 MiB frame's object cost a second. What is counted here is every read
+  // of a key list: a Proxy's `ownKeys` runs for Object.keys, for...in, Object.entries/values,
+  // getOwnPropertyNames and JSON.stringify alike. Its size is registered as the transport's census
+  // registers a frame's large objects (JsonCensus).
+  const counted = (n: number, value: (i: number) => unknown = () => 1) => {
+    const target: Record<string, unknown> = {}
+    for (let i = 0; i < n; i++) target[`k${i}`] = value(i)
+    let reads = 0
+    const proxy = new Proxy(target, {
+      ownKeys: (t) => {
+        reads += n
+        return Reflect.ownKeys(t)
+      }
+    })
+    JsonCensus.note(proxy, n)
+    return { proxy, reads: () => reads }
+  }
+  const Many = 200_000
+  const toolCall = (toolParams: unknown) =>
+    known("mcpServer/elicitation/request", {
+      threadId: "t",
+      serverName: "probe",
+      mode: "form",
+      message: "Allow the probe server to run tool \"poke\"?",
+      requestedSchema: { type: "object", properties: {} },
+      _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params: toolParams }
+    })
+  const form = (schema: unknown) => known("mcpServer/elicitation/request", { threadId: "t", serverName: "s", mode: "form", message: "Fill in", requestedSchema: schema })
+  /** Everything Desk.open runs on the read loop for a request (the summary as on first read). */
+  const all = (request: ServerRequests.ServerRequest) => ({
+    offers: ServerRequests.offersFor(request),
+    summary: CardSummary.summarize(request, {}),
+    denyFirst: Policy.evaluate(withDeny, request, {}),
+    allowOnly: Policy.evaluate(allowOnly, request, {}),
+    safety: SafetyFilter.check(request)
+  })
+
+  it("tool arguments, dynamic tool arguments, permissions: a copy of the large object says how many keys, unread", () => {
+    const params = counted(Many)
+    const tool = all(toolCall(params.proxy))
+    assert.strictEqual(params.reads(), 0)
+    assert.deepStrictEqual(tool.summary.summary.kind === "mcpToolCall" && tool.summary.summary.inputs, { "…": `${Many} more keys` })
+    assert.deepStrictEqual(tool.denyFirst, { _tag: "Allow", ruleId: "probe" }) // the server rule reads no argument
+
+    const args = counted(Many)
+    const dynamic = all(known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: args.proxy }))
+    assert.strictEqual(args.reads(), 0)
+    assert.deepStrictEqual(dynamic.summary.summary.kind === "dynamicTool" && dynamic.summary.summary.arguments, { "…": `${Many} more keys` })
+
+    const network = counted(Many)
+    all(known("item/permissions/requestApproval", { ...ids, cwd: "/", permissions: { fileSystem: { write: ["/work/repo/a"] }, extra: network.proxy } }))
+    assert.strictEqual(network.reads(), 0)
+  })
+
+  it("legacy patches: a record of more paths than rules read, or a change of many keys, is never enumerated and never allowed", () => {
+    const paths = counted(Many, () => ({ add: { content: "" } }))
+    const legacy = all(known("applyPatchApproval", { conversationId: "c", callId: "x", fileChanges: paths.proxy }))
+    assert.strictEqual(paths.reads(), 0)
+    assert.deepStrictEqual(legacy.denyFirst, Deny("etc"))
+    assert.deepStrictEqual(legacy.allowOnly, NoMatch)
+    assert.include(legacy.summary.title, "changes not known")
+    const shown = legacy.summary.summary.kind === "fileChange" ? legacy.summary.summary.changes : []
+    assert.deepStrictEqual(shown.map((c) => c.path), [`… ${Many} more changes`])
+
+    // one path inside the repository whose change hides its move target among many keys
+    const change = counted(Many, () => ({ move_path: "/etc/passwd" }))
+    const moved = all(known("applyPatchApproval", { conversationId: "c", callId: "x", fileChanges: { "/work/repo/a": change.proxy } }))
+    assert.strictEqual(change.reads(), 0)
+    assert.deepStrictEqual(moved.denyFirst, Deny("etc"))
+    assert.deepStrictEqual(moved.allowOnly, NoMatch)
+  })
+
+  it("forms: too many fields, or a field schema of many keys, refused by the filter unread", () => {
+    const fields = counted(Many, () => ({ type: "string" }))
+    const wide = all(form({ type: "object", properties: fields.proxy }))
+    assert.strictEqual(fields.reads(), 0)
+    assert.deepStrictEqual(wide.safety, { _tag: "Unsafe", reason: `form has ${Many} fields (limit 8)` })
+    assert.notInclude(wide.offers, "Accept") // a form with fields is not answered by a bare accept
+
+    const field = counted(Many)
+    const one = all(form({ type: "object", properties: { f: field.proxy } }))
+    assert.strictEqual(field.reads(), 0)
+    assert.strictEqual(one.safety._tag, "Unsafe")
+    const schema = counted(Many)
+    assert.strictEqual(all(form(schema.proxy)).safety._tag, "Unsafe")
+    assert.strictEqual(schema.reads(), 0)
+  })
+
+  it("a masked copy reads at most maxKeys keys in all, however many objects it visits", () => {
+    const objects = Array.from({ length: 30 }, () => counted(5_000))
+    const copy = SecretMask.maskRecord({ list: objects.map((o) => o.proxy) })
+    const reads = objects.reduce((sum, o) => sum + o.reads(), 0)
+    assert.isAtMost(reads, 20_000, "the default maxKeys")
+    assert.isAbove(reads, 0, "objects within the budget are read")
+    const list = copy["list"] as ReadonlyArray<Record<string, unknown>>
+    assert.include(list.map((o) => o["…"]), "5000 more keys")
+  })
+
+  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: 60_000 }, () => {
+    const pass = (shape: Adversarial.Shape, parse: (text: string) => unknown) => {
+      const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
+      const context: CardContext = shape.itemStarted !== undefined
+        ? { fileChanges: CardSummary.fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+        : {}
+      const request = ServerRequests.decode(frame.id, frame.method, frame.params)
+      return JSON.stringify({
+        request: request._tag,
+        offers: request._tag === "Known" ? ServerRequests.offersFor(request) : [],
+        summary: CardSummary.summarize(request, context),
+        denyFirst: Policy.evaluate(withDeny, request, context),
+        allowOnly: Policy.evaluate(allowOnly, request, context),
+        safety: SafetyFilter.check(request)
+      })
+    }
+    for (const shape of Adversarial.shapes({ frameBytes: 1024 * 1024 })) {
+      assert.strictEqual(pass(shape, JsonCensus.parse), pass(shape, JSON.parse), shape.name)
+    }
   })
 })

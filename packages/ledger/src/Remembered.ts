@@ -24,7 +24,7 @@
  */
 import { Policy, SecretMask, ShellCommand } from "@warden/approvals"
 import type { Card } from "@warden/approvals"
-import { PermissionsGrant } from "@warden/protocol"
+import { Json, PermissionsGrant } from "@warden/protocol"
 import type { ServerRequests } from "@warden/protocol"
 import { Either, ParseResult, Schema } from "effect"
 import * as posix from "node:path/posix"
@@ -366,12 +366,21 @@ const commonRoot = (paths: ReadonlyArray<string>): string => {
   return `/${first.slice(0, n).join("/")}`
 }
 
-const legacyPaths = (fileChanges: unknown): ReadonlyArray<string> | undefined => {
+/** The paths of a legacy patch (and its move targets); "unreadable" when it has more than are read. */
+const legacyPaths = (fileChanges: unknown): ReadonlyArray<string> | "unreadable" | undefined => {
   if (typeof fileChanges !== "object" || fileChanges === null || Array.isArray(fileChanges)) return undefined
+  const record = fileChanges as Record<string, unknown>
+  // never enumerated past what is read (a frame's large object is not enumerated at all)
+  const paths = Json.keysWithin(record, Policy.MaxPaths).keys
+  if (paths === undefined) return "unreadable"
   const out: Array<string> = []
-  for (const [path, change] of Object.entries(fileChanges as Record<string, unknown>)) {
+  for (const path of paths) {
     out.push(path)
-    const body = typeof change === "object" && change !== null ? Object.values(change)[0] : undefined
+    const change = record[path]
+    if (typeof change !== "object" || change === null) continue
+    const kinds = Json.keysWithin(change, 16).keys
+    if (kinds === undefined) return "unreadable"
+    const body = kinds.length > 0 ? (change as Record<string, unknown>)[kinds[0]!] : undefined
     const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
     if (typeof move === "string") out.push(move)
   }
@@ -433,7 +442,9 @@ export const scopeFor = (request: ServerRequests.DecodedRequest, context: Card.C
         return Either.map(filesRoot(changes.map((c) => c.path), request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
       }
       case "applyPatchApproval": {
-        const changed = legacyPaths(request.params.fileChanges) ?? (context.fileChanges ?? []).map((c) => c.path)
+        const legacy = legacyPaths(request.params.fileChanges)
+        if (legacy === "unreadable") return Either.left("too many changes to place")
+        const changed = legacy ?? (context.fileChanges ?? []).map((c) => c.path)
         return Either.map(filesRoot(changed, request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
       }
       case "item/permissions/requestApproval": {

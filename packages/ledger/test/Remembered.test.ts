@@ -191,6 +191,13 @@ describe("remembered rules: matching", () => {
     assert.isTrue(Either.isLeft(scope(decode("item/permissions/requestApproval", permissionsParams("t", "u", { network: { enabled: true } })))))
     assert.deepStrictEqual(scope(decode("mcpServer/elicitation/request", mcpToolCallParams("t", "u", "probe", "poke", {}))), Either.right({ _tag: "Mcp", server: "probe", tool: "poke" }))
     assert.isTrue(Either.isLeft(scope(decode("item/tool/requestUserInput", { threadId: "t", turnId: "u", itemId: "i", questions: [] }))))
+    // a legacy patch is read within the bounds the rules read (Json.keysWithin): more paths, or a change of many keys, cannot be placed
+    const legacy = (fileChanges: unknown) => decode("applyPatchApproval", { conversationId: "t", callId: "c", fileChanges })
+    assert.deepStrictEqual(scope(legacy({ "/repo/src/a.ts": { add: { content: "" } } })), Either.right({ _tag: "Path", root: "/repo/src", target: "files" }))
+    const many = Object.fromEntries(Array.from({ length: Policy.MaxPaths + 1 }, (_, i) => [`/repo/f${i}`, { add: { content: "" } }]))
+    assert.deepStrictEqual(scope(legacy(many)), Either.left("too many changes to place"))
+    const wideChange = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, { move_path: "/etc/passwd" }]))
+    assert.deepStrictEqual(scope(legacy({ "/repo/a.ts": wideChange })), Either.left("too many changes to place"))
   })
 })
 

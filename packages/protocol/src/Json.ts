@@ -5,7 +5,22 @@
  * This is the one place for the guards every package needs (a frame's params, an item, a result
  * read on the read loop), and the one way a Schema failure is told to a person.
  */
-import { ParseResult } from "effect"
+import { Option, ParseResult, SchemaAST } from "effect"
+import * as JsonCensus from "@warden/transport/JsonCensus"
+
+/**
+ * The keys of a JSON object when it has at most `max`, else `undefined` and how many it has,
+ * without enumerating a large object of a frame (the transport's census knows its size: in V8 even
+ * a `for...in` that stops at once reads every key first). Every walk over a request's objects
+ * reads keys through this (or `isEmpty`), so its work is bounded by what it asks for.
+ */
+export const keysWithin: (value: object, max: number) => JsonCensus.Keys = JsonCensus.keysWithin
+
+/** Has this object no own enumerable key? Constant time for a large object of a frame. */
+export const isEmpty: (value: object) => boolean = JsonCensus.isEmpty
+
+/** What `keysWithin` gives. */
+export type Keys = JsonCensus.Keys
 
 /** A JSON object (not null, not an array), for a type guard. */
 export const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
@@ -35,13 +50,55 @@ export const asString = (value: unknown): string | undefined => (typeof value ==
  * most `max` of them (default 5), then how many more there were.
  */
 export const describeParseError = (error: ParseResult.ParseError, max = 5): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const shown = issues.slice(0, max).map((issue) => {
-    const path = issue.path.length > 0 ? issue.path.map(String).join(".") : "the value"
+  const issues: Array<Leaf> = []
+  leaves(error.issue, [], issues)
+  const shown = issues.slice(0, max).map(({ issue, path: at }) => {
+    const path = at.length > 0 ? at.map(String).join(".") : "the value"
     if (issue._tag === "Missing") return `${path} is missing`
     if (issue._tag === "Unexpected") return `${path} is not expected`
-    const expected = (issue.message.split("\n", 1)[0] ?? "").replace(/,?\s*actual[\s\S]*$/i, "").trim()
-    return /^expected /i.test(expected) ? `${path}: ${expected.replace(/^expected/i, "expected")}` : `${path} is not what the protocol says (${issue._tag})`
+    const expected = issue._tag === "Type" ? expectedOf(issue) : undefined
+    return expected !== undefined ? `${path}: ${expected}` : `${path} is not what the protocol says (${issue._tag})`
   })
   return shown.join("; ") + (issues.length > max ? `; and ${issues.length - max} more` : "")
+}
+
+/** A failure where it happened. */
+interface Leaf {
+  readonly issue: ParseResult.ParseIssue
+  readonly path: ReadonlyArray<PropertyKey>
+}
+
+/**
+ * The failures of a Schema issue tree with their paths, as `ArrayFormatter` lists them, read from
+ * the tree itself: the formatter writes every message with the value it read ("Expected null,
+ * actual [...]"), and formatting a value is linear in it (seconds for a 16 MiB frame's array, once
+ * per member of a union it failed).
+ */
+const leaves = (issue: ParseResult.ParseIssue, path: ReadonlyArray<PropertyKey>, out: Array<Leaf>): void => {
+  switch (issue._tag) {
+    case "Pointer":
+      return leaves(issue.issue, [...path, ...(Array.isArray(issue.path) ? issue.path : [issue.path])], out)
+    case "Composite":
+      for (const inner of Array.isArray(issue.issues) ? issue.issues : [issue.issues]) leaves(inner, path, out)
+      return
+    case "Refinement":
+    case "Transformation":
+      return leaves(issue.issue, path, out)
+    default:
+      out.push({ issue, path })
+  }
+}
+
+/** `expected T` for a failed type, from the schema (its message annotation or its description), never from the value. */
+const expectedOf = (issue: ParseResult.Type): string | undefined => {
+  let text = `Expected ${String(issue.ast)}`
+  const annotation = SchemaAST.getMessageAnnotation(issue.ast)
+  if (issue.message !== undefined) text = issue.message
+  else if (Option.isSome(annotation)) {
+    const message = annotation.value(issue)
+    if (typeof message === "string") text = message
+    else if (typeof message === "object" && "message" in message && typeof message.message === "string") text = message.message
+  }
+  const expected = (text.split("\n", 1)[0] ?? "").replace(/,?\s*actual[\s\S]*$/i, "").trim()
+  return /^expected /i.test(expected) ? expected.replace(/^expected/i, "expected") : undefined
 }

@@ -11,7 +11,7 @@ import { Either, Schema } from "effect"
 import type { Decision, DecisionTag } from "./Decision.js"
 import type { RequestId, RpcErrorBody } from "./JsonRpc.js"
 import * as PermissionsGrant from "./PermissionsGrant.js"
-import { describeParseError } from "./Json.js"
+import { describeParseError, isEmpty } from "./Json.js"
 
 /**
  * The ten server-to-client request methods Warden knows, as listed in the 0.171.0 stable schema.
@@ -110,6 +110,27 @@ const UnknownRecord = Schema.declare(
   { identifier: "UnknownRecord", message: () => "Expected an object" }
 )
 
+/** The most items an array of objects in a request's params may have (`BoundedArray`). */
+export const MaxItems = 1_000
+
+/**
+ * An array of objects, decoded only when it has at most `MaxItems` items (its length is checked
+ * before any item is): `Schema.Array` of a struct costs ~2 µs per item, so a 16 MiB frame of small
+ * objects (~110,000 questions, ~600,000 network amendments) held the read loop for a quarter to a
+ * whole second. A longer one fails to decode: the request is malformed, and refused. (No reader
+ * takes that many: the safety filter shows 8 questions of 32 choices.)
+ */
+const BoundedArray = <S extends Schema.Schema.Any>(item: S) =>
+  Schema.compose(
+    Schema.declare((u: unknown): u is ReadonlyArray<unknown> => Array.isArray(u) && u.length <= MaxItems, {
+      identifier: "BoundedArray",
+      message: () => `Expected an array of at most ${MaxItems} items`
+    }),
+    Schema.Array(item),
+    { strict: false }
+  )
+
+
 const NetworkAmendment = Schema.Struct({ host: Schema.String, action: Schema.String })
 
 /**
@@ -131,7 +152,7 @@ export const CommandApprovalParams = Schema.Struct({
   cwd: Nullable(Schema.String),
   commandActions: Nullable(UnknownArray),
   proposedExecpolicyAmendment: Nullable(StringArray),
-  proposedNetworkPolicyAmendments: Nullable(Schema.Array(NetworkAmendment)),
+  proposedNetworkPolicyAmendments: Nullable(BoundedArray(NetworkAmendment)),
   availableDecisions: Nullable(UnknownArray),
   networkApprovalContext: Nullable(Schema.Unknown)
 })
@@ -204,7 +225,7 @@ export const UserInputQuestion = Schema.Struct({
   question: Schema.String,
   isOther: Schema.optional(Schema.Boolean),
   isSecret: Schema.optional(Schema.Boolean),
-  options: Nullable(Schema.Array(Schema.Struct({ label: Schema.String, description: Schema.String })))
+  options: Nullable(BoundedArray(Schema.Struct({ label: Schema.String, description: Schema.String })))
 })
 export type UserInputQuestion = typeof UserInputQuestion.Type
 
@@ -219,7 +240,7 @@ export const UserInputParams = Schema.Struct({
   turnId: Schema.String,
   itemId: Schema.String,
   isBlocking: Schema.optional(Schema.Boolean),
-  questions: Schema.Array(UserInputQuestion)
+  questions: BoundedArray(UserInputQuestion)
 })
 export type UserInputParams = typeof UserInputParams.Type
 
@@ -482,7 +503,7 @@ const formContent = (p: ElicitationParams, content: unknown): Either.Either<Reco
   const requiredList = typeof p.requestedSchema === "object" && p.requestedSchema !== null ? (p.requestedSchema as Record<string, unknown>)["required"] : undefined
   const required = Array.isArray(requiredList) ? requiredList.filter((x): x is string => typeof x === "string") : []
   if (content === undefined) {
-    return Object.keys(props).length === 0 ? Either.right({}) : Either.left("accepting this form needs content")
+    return isEmpty(props) ? Either.right({}) : Either.left("accepting this form needs content")
   }
   if (typeof content !== "object" || content === null || Array.isArray(content) || Object.getPrototypeOf(content) !== Object.prototype) {
     return Either.left("content is not a plain object")
@@ -536,7 +557,7 @@ const elicitation: MethodSpec<ElicitationParams> = {
     }
   },
   offers: (p) => [
-    ...(p.mode === "url" || Object.keys(schemaProperties(p.requestedSchema)).length === 0 ? ["Accept" as const] : []),
+    ...(p.mode === "url" || isEmpty(schemaProperties(p.requestedSchema)) ? ["Accept" as const] : []),
     "Elicitation",
     "Decline",
     "Cancel"

@@ -204,6 +204,9 @@ export const lazyShapes = (options?: Options): ReadonlyArray<LazyShape> => {
   commandFrame("command-actions", "a short command with `commandActions`, an array of ~8 million numbers (decode)", () => "ls", () => ({
     commandActions: "__ACTIONS__"
   }), () => ({ "__ACTIONS__": `[${fill("1,", room - 256)}1]` }))
+  commandFrame("network-amendments", "a short command whose `proposedNetworkPolicyAmendments` are ~600,000 objects (decode)", () => "ls", () => ({
+    proposedNetworkPolicyAmendments: "__AMENDMENTS__"
+  }), () => ({ "__AMENDMENTS__": `[${fill("{\"host\":\"a\",\"action\":\"allow\"},", room - 256)}{"host":"b","action":"allow"}]` }))
   shape("legacy-exec-argv", "shell", "execCommandApproval with an argv of the whole frame (~3.3 million words)", (id) => ({
     frame: frameOf(id, "execCommandApproval", {
       conversationId: ThreadId,
@@ -250,6 +253,10 @@ export const lazyShapes = (options?: Options): ReadonlyArray<LazyShape> => {
   mcpToolCall("mcp-deep-object", `MCP tool arguments nested ${objects.toLocaleString("en-US")} objects deep`, () => deepObject(objects), "structure")
   mcpToolCall("mcp-deep-array", `MCP tool arguments nested ${arrays.toLocaleString("en-US")} arrays deep`, () => deepArray(arrays), "structure")
   mcpToolCall("mcp-wide-object", "MCP tool arguments with as many keys as fill the frame", () => `{${upTo(room - 2, (i) => `"${i.toString(36)}":1`)}}`, "structure")
+  mcpToolCall("mcp-many-wide", "MCP tool arguments: an array of objects of 20,000 keys each, as many as fill the frame (each costs its keys to read)", () => {
+    const one = `{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":1`).join(",")}}`
+    return `[${upTo(room - 2, () => one)}]`
+  }, "structure")
   mcpToolCall("mcp-wide-array", "MCP tool arguments: an array of ~8 million numbers", () => `[${fill("1,", room - 2)}1]`, "structure")
   mcpToolCall("mcp-wide-nested", "100 keys of 100 keys of 100 keys..., every leaf a short string, as many as fill the frame", () => {
     let level = JSON.stringify("a")
@@ -311,6 +318,11 @@ export const lazyShapes = (options?: Options): ReadonlyArray<LazyShape> => {
       "__CHANGES__": `{${upTo(room - 256, (i) => `"/work/repo/f${i}":{"add":{"content":""}}`)},"/etc/passwd":{"add":{"content":""}}}`
     })
   }))
+  shape("legacy-patch-wide-change", "fileChange", "applyPatchApproval of /etc/passwd whose change has as many keys as fill the frame", (id) => ({
+    frame: frameOf(id, "applyPatchApproval", { conversationId: ThreadId, callId: ItemId, fileChanges: "__CHANGES__", reason: null, grantRoot: null }, {
+      "__CHANGES__": `{"/etc/passwd":{${upTo(room - 256, (i) => `"${i.toString(36)}":{"move_path":"/work/repo/f"}`)}}}`
+    })
+  }))
   shape("permissions-many-paths", "fileChange", "a permissions request for as many paths as fill the frame (the last is /etc)", (id) => ({
     frame: frameOf(id, "item/permissions/requestApproval", {
       threadId: ThreadId,
@@ -339,6 +351,16 @@ export const lazyShapes = (options?: Options): ReadonlyArray<LazyShape> => {
     message: "Pick",
     requestedSchema: "__SCHEMA__"
   }, () => ({ "__SCHEMA__": `{"type":"object","properties":{"colour":{"type":"string","oneOf":[${fill("{\"const\":\"a\"},", room - 64)}{"const":"b"}]}}}` }))
+  elicitation("form-wide-field", "a form of one field whose schema has as many keys as fill the frame", {
+    mode: "form",
+    message: "Fill in",
+    requestedSchema: "__SCHEMA__"
+  }, () => ({ "__SCHEMA__": `{"type":"object","properties":{"f":{"type":"string",${upTo(room - 128, (i) => `"${i.toString(36)}":1`)}}}}` }))
+  shape("user-input-options", "filter", "one question with as many options as fill the frame (decode)", (id) => ({
+    frame: frameOf(id, "item/tool/requestUserInput", { threadId: ThreadId, turnId: TurnId, itemId: ItemId, questions: "__QUESTIONS__" }, {
+      "__QUESTIONS__": `[{"id":"q","header":"h","question":"pick","options":[${fill("{\"label\":\"l\",\"description\":\"d\"},", room - 256)}{"label":"z","description":"d"}]}]`
+    })
+  }))
   elicitation("url-many-params", "a URL elicitation whose URL is the whole frame of query parameters", { mode: "url", message: "Open", url: "__URL__" }, () => ({
     "__URL__": JSON.stringify(`https://example.com/?${fill("a=b&", room - 64)}c=d`)
   }))

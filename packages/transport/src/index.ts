@@ -4,6 +4,8 @@
  * - {@link ChildProcessTransport}: spawn the child and speak to it over its stdio (the real thing).
  * - {@link MemoryTransport}: an in-memory peer with the same contract, for fast deterministic tests.
  * - {@link Transport}: the contract both implement (the `Transport` service, `Connection`).
+ * - {@link JsonCensus}: `JSON.parse` that also counts the keys of a frame's large objects, so a
+ *   bounded walk knows an object's size before it enumerates it (`keyCount`).
  * - {@link ConnectionEnded}: why a connection ended, as a typed reason, and the typed errors
  *   (`ConnectionEnded`, `ConnectionClosed`, `SpawnFailed`, `UnencodableFrame`).
  *
@@ -11,5 +13,6 @@
  */
 export * as ChildProcessTransport from "./ChildProcessTransport.js"
 export * as ConnectionEnded from "./ConnectionEnded.js"
+export * as JsonCensus from "./JsonCensus.js"
 export * as MemoryTransport from "./MemoryTransport.js"
 export * as Transport from "./Transport.js"

@@ -4,12 +4,13 @@
  * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
  *
  * The work is bounded too, whatever the request's size: a text is scanned over what can be shown
- * (`SecretMask.maskShown`), lists are read up to what is shown (and counted), tool arguments are
- * copied within `SecretMask`'s value and character budgets, diffs share one budget
+ * (`SecretMask.maskShown`), lists are read up to what is shown (and counted), an object's keys
+ * only when it has few enough (`Json.keysWithin`: in V8 reading one key of an object reads them
+ * all), tool arguments are copied within `SecretMask`'s value, character and key budgets, diffs share one budget
  * (`Bounds.diffTotal`), a URL is parsed over its first `Bounds.urlParse` characters.
  */
 import { Either } from "effect"
-import { PermissionsGrant, type ServerRequests } from "@warden/protocol"
+import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
 import { MaxFileChanges, OmittedChanges } from "../Card.js"
 import * as Policy from "../Policy.js"
@@ -138,7 +139,10 @@ export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
 const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   if (!isRecord(fileChanges)) return []
   const out: Array<FileChange> = []
-  const keys = Object.keys(fileChanges)
+  // as many as rules read (Policy.MaxPaths); a larger record is not enumerated (its size is known)
+  const read = Json.keysWithin(fileChanges, Policy.MaxPaths)
+  if (read.keys === undefined) return [omittedEntry(read.count)]
+  const keys = read.keys
   for (let i = 0; i < keys.length; i++) {
     if (out.length >= Bounds.changes) {
       out.push(omittedEntry(keys.length - i))
@@ -150,12 +154,9 @@ const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
       out.push({ path, kind: "unknown" })
       continue
     }
-    let kind = "unknown"
-    for (const k in change) {
-      kind = k
-      break
-    }
-    const body = change[kind]
+    const kinds = Json.keysWithin(change, 16).keys
+    const kind = kinds !== undefined && kinds.length > 0 ? kinds[0]! : "unknown"
+    const body = kinds !== undefined && kinds.length > 0 ? change[kind] : undefined
     const diff = isRecord(body) ? str(body["unified_diff"]) ?? str(body["content"]) : undefined
     const movePath = isRecord(body) ? str(body["move_path"]) : undefined
     out.push({ path, kind: movePath ? "move-from" : kind, ...(diff !== undefined ? { diff } : {}) })
@@ -243,18 +244,25 @@ export const permissionsAsked = (permissions: unknown): ReadonlyArray<string> | 
 /** The first `n` items of a list (never the whole list copied). */
 const first = (list: ReadonlyArray<unknown>, n: number): ReadonlyArray<unknown> => (list.length > n ? list.slice(0, n) : list)
 
+/** A form with more fields than this shows none (the safety filter refuses it). */
+const FieldsRead = 10_000
+
 const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
   if (!isRecord(schema) || !isRecord(schema["properties"])) return []
   const properties = schema["properties"]
-  const names: Array<string> = []
-  for (const name in properties) {
-    if (names.length >= Bounds.fields) break
-    if (Object.prototype.hasOwnProperty.call(properties, name)) names.push(name)
-  }
-  // One pass over `required`, however long, for the shown fields only.
+  // Fields are read up to FieldsRead, shown up to Bounds.fields. A larger form is not enumerated (its
+  // size is known) and shows no field: the safety filter refuses it (more than `maxQuestions`).
+  const names = Json.keysWithin(properties, FieldsRead).keys?.slice(0, Bounds.fields) ?? []
+  // One pass over `required`, however long, for the shown fields only (none shown: not read; all found: done).
   const shown = new Set(names)
   const required = new Set<string>()
-  if (Array.isArray(schema["required"])) for (const r of schema["required"]) if (typeof r === "string" && shown.has(r)) required.add(r)
+  const list = schema["required"]
+  if (names.length > 0 && Array.isArray(list)) {
+    for (const r of list) {
+      if (typeof r === "string" && shown.has(r)) required.add(r)
+      if (required.size === shown.size) break
+    }
+  }
   return names.map((name): FormField => {
     const field = properties[name]
     const f = isRecord(field) ? field : {}

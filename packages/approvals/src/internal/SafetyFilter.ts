@@ -25,7 +25,7 @@
  * server wrote. The word lists are English plus a few common translations of "password": a filter,
  * not a guarantee.
  */
-import type { ServerRequests } from "@warden/protocol"
+import { Json, type ServerRequests } from "@warden/protocol"
 import * as SecretMask from "../SecretMask.js"
 
 export type Verdict = { readonly _tag: "Safe" } | { readonly _tag: "Unsafe"; readonly reason: string }
@@ -170,6 +170,17 @@ const FieldKeys = new Set([
 const FieldTypes = new Set(["string", "number", "integer", "boolean", "array"])
 const StringFormats = new Set(["email", "uri", "date", "date-time"])
 
+/**
+ * The keys of a schema object the filter reads, when it has at most `max` (else refused, unread:
+ * in V8 reading one key of an object reads them all, and a frame's large object has a known size).
+ */
+const keysOf = (value: object, max: number, what: string): ReadonlyArray<string> => {
+  const read = Json.keysWithin(value, max)
+  return read.keys ?? refuse(`${what} has ${read.count} keys (more than a schema may have)`)
+}
+/** Keys that no schema object the filter reads may exceed (each allows at most 15 different keys). */
+const MaxSchemaKeys = 64
+
 const checkChoices = (values: unknown, name: string, l: Required<Limits>, titled: boolean): void => {
   if (!Array.isArray(values) || values.length === 0) refuse(`${name} has malformed choices`)
   const list = values as ReadonlyArray<unknown>
@@ -179,7 +190,7 @@ const checkChoices = (values: unknown, name: string, l: Required<Limits>, titled
     if (typeof value !== "string" && typeof value !== "number") refuse(`${name} choice ${i + 1} is malformed`)
     checkText(String(value), `${name} choice ${i + 1}`, l.maxLabelLength, false)
     if (titled && isPlainRecord(v)) {
-      if (Object.keys(v).some((k) => k !== "const" && k !== "title")) refuse(`${name} choice ${i + 1} has unsupported keys`)
+      if (keysOf(v, MaxSchemaKeys, `${name} choice ${i + 1}`).some((k) => k !== "const" && k !== "title")) refuse(`${name} choice ${i + 1} has unsupported keys`)
       checkText(own(v, "title"), `${name} choice ${i + 1} title`, l.maxLabelLength, true)
     }
   })
@@ -190,7 +201,7 @@ const checkField = (fieldName: string, field: unknown, l: Required<Limits>): voi
   if (!isPlainRecord(field)) refuse(`${name} is not a schema object`)
   const f = field as Record<string, unknown>
   if (own(f, "isSecret") === true || own(f, "writeOnly") === true || own(f, "format") === "password") refuse(`${name} is marked secret`)
-  const extra = Object.keys(f).find((k) => !FieldKeys.has(k))
+  const extra = keysOf(f, MaxSchemaKeys, name).find((k) => !FieldKeys.has(k))
   if (extra !== undefined) refuse(`${name} has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
   const type = own(f, "type")
   if (typeof type !== "string" || !FieldTypes.has(type)) refuse(`${name} has no supported type`)
@@ -218,7 +229,7 @@ const checkField = (fieldName: string, field: unknown, l: Required<Limits>): voi
   if (type === "array") {
     if (!isPlainRecord(items)) refuse(`${name} is an array without choices`)
     const it = items as Record<string, unknown>
-    if (Object.keys(it).some((k) => k !== "type" && k !== "enum" && k !== "anyOf")) refuse(`${name} items have unsupported keys`)
+    if (keysOf(it, MaxSchemaKeys, `${name} items`).some((k) => k !== "type" && k !== "enum" && k !== "anyOf")) refuse(`${name} items have unsupported keys`)
     if (own(it, "type") !== undefined && own(it, "type") !== "string") refuse(`${name} items are not strings`)
     const itemEnum = own(it, "enum")
     const anyOf = own(it, "anyOf")
@@ -238,14 +249,15 @@ const checkForm = (p: ServerRequests.ElicitationParams, l: Required<Limits>): vo
   const schema = p.requestedSchema
   if (!isPlainRecord(schema)) refuse("form elicitation has no schema object")
   const s = schema as Record<string, unknown>
-  const extra = Object.keys(s).find((k) => !SchemaKeys.has(k))
+  const extra = keysOf(s, MaxSchemaKeys, "form schema").find((k) => !SchemaKeys.has(k))
   if (extra !== undefined) refuse(`form schema has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
   if (own(s, "type") !== "object") refuse("form schema is not of type object")
   const properties = own(s, "properties") ?? {}
   if (!isPlainRecord(properties)) refuse("form schema properties is not an object")
   const props = properties as Record<string, unknown>
-  const names = Object.keys(props)
-  if (names.length > l.maxQuestions) refuse(`form has ${names.length} fields (limit ${l.maxQuestions})`)
+  const fields = Json.keysWithin(props, l.maxQuestions)
+  if (fields.keys === undefined) return refuse(`form has ${fields.count} fields (limit ${l.maxQuestions})`)
+  const names = fields.keys
   const required = own(s, "required")
   if (required !== undefined) {
     if (!Array.isArray(required) || !required.every((r) => typeof r === "string" && Object.prototype.hasOwnProperty.call(props, r))) {

@@ -26,12 +26,14 @@
  *   waiting for its end and never holds more than the bound plus one chunk.
  *
  * Hot path: one `indexOf(0x0A)` per line over the chunk's bytes, one `toString` + `JSON.parse` per
- * frame, one array per chunk that yields frames. The residue (a line still open at the end of a
+ * frame (`JsonCensus.parse`: a line of 64 KiB or more is also scanned once, so that what reads its
+ * large objects knows their sizes without enumerating them), one array per chunk that yields frames. The residue (a line still open at the end of a
  * chunk) is kept as copied byte pieces and joined once when its newline arrives: linear in the
  * line's length however many chunks it spans. No regex, no per-frame objects of our own.
  */
 import { Buffer } from "node:buffer"
 import { Data } from "effect"
+import * as JsonCensus from "../JsonCensus.js"
 import type { JsonObject } from "../Transport.js"
 
 /** 16 MiB: generous (a `turn/diff/updated` carries a whole turn's diff), but bounded. */
@@ -188,7 +190,7 @@ class Decoder implements FrameDecoder {
     const line = this.text(bytes, start, end)
     let value: unknown
     try {
-      value = JSON.parse(line)
+      value = JsonCensus.parse(line)
     } catch {
       if (isBlank(line)) return undefined
       return `unreadable frame: not valid JSON (${MAYBE_APPROVAL}): ${preview(line)}`
