@@ -1142,7 +1142,13 @@ export class World {
       if (!connectionAlive) inst.state = "mute"
       if (!known) this.settle(inst, [Oracle.refusal(method)], "unknown method")
       else if (step.params === "malformed") this.settle(inst, [Oracle.refusal(method)], "malformed params")
-      else if (!routed) this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
+      else if (!routed && connectionAlive) this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
+      else if (!routed) {
+        // The end is decided (writes fail): a work item may have registered this thread's route for
+        // a thread/resume whose frame never reached the wire, so the engine may open the card (and
+        // settle it connection-lost) or refuse it at once; either way nothing can be written. Mute.
+        this.notes.push(`${label} (no route the model knows, on a connection whose end is decided: mute)`)
+      }
       else if (ruled) {
         this.settle(inst, [step.command === "allowed" ? Oracle.expectedFor(method, "accept") : Oracle.expectedFor(method, "decline")], `rule ${step.command === "allowed" ? "git-status (allow)" : "no-rm (deny)"}`)
       } else if (!safe) this.settle(inst, [Oracle.refusal(method)], "safety filter")
