@@ -53,8 +53,13 @@ export const make = Effect.gen(function*() {
   /** This incarnation's open cards of the item: global id → line. */
   const openCards = new Map<string, Record<string, unknown>>()
 
-  const publish = (line: Record<string, unknown>) =>
-    hub.unsafeOffer(new Wire.ItemEvent({ seq: seq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } }))
+  /** Every line of this activation, replayed to each new subscriber (a re-sent `Events` misses nothing). */
+  const history: Array<Wire.ItemEvent> = []
+  const publish = (line: Record<string, unknown>) => {
+    const event = new Wire.ItemEvent({ seq: seq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } })
+    history.push(event)
+    hub.unsafeOffer(event)
+  }
 
   // Approval events of this item: written to storage first, then published (so what a client saw is stored).
   const onApproval = (event: ApprovalEvent.ApprovalEvent) =>
@@ -232,15 +237,17 @@ export const make = Effect.gen(function*() {
           const subscription = yield* PubSub.subscribe(hub)
           const status = yield* liveStatus
           const snapshot = new Wire.ItemEvent({
-            seq: seq,
+            seq: -1,
             incarnation: info.runId,
             runner: info.address,
             line: { type: "item.snapshot", item: itemId, status: status.status, threadId: status.threadId, openCards: [...openCards.values()] }
           })
-          if (!running && final(status.status)) return Stream.make(snapshot)
+          const past = history.slice()
+          if (!running && final(status.status)) return Stream.make(snapshot, ...past)
+          if (past.some((e) => e.line["type"] === "item.finished")) return Stream.make(snapshot, ...past)
           return Stream.concat(
-            Stream.make(snapshot),
-            Stream.fromQueue(subscription).pipe(Stream.takeUntil((e) => e.line["type"] === "item.finished"))
+            Stream.make(snapshot, ...past),
+            Stream.fromQueue(subscription).pipe(Stream.filter((e) => e.seq >= past.length), Stream.takeUntil((e) => e.line["type"] === "item.finished"))
           )
         })
       ),
