@@ -1,7 +1,8 @@
 /**
- * The `warden` command: `run`, `demo`, `doctor`, `audit`, `rules` and `resume`, with @effect/cli's built-ins (`--help`,
+ * The `warden` command: `run`, `demo`, `doctor`, `audit`, `rules`, `resume`, and the fleet's `runner`, `submit`, `fleet`, with @effect/cli's built-ins (`--help`,
  * `--version`, `--completions bash|zsh|fish|sh`).
  */
+import * as ClusterCommands from "./ClusterCommands.js"
 import * as CommandTree from "./CommandTree.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DoctorCommand from "./DoctorCommand.js"
@@ -11,4 +12,4 @@ import * as RunCommand from "./RunCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 
-export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command])
+export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command, ClusterCommands.runner, ClusterCommands.submit, ClusterCommands.fleet])
