@@ -15,6 +15,8 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Supervisor } from "@warden/supervisor"
 import { Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Handlers from "./internal/Handlers.js"
 import * as ItemStore from "./internal/ItemStore.js"
 import { WorkItemEntity } from "./WorkItemEntity.js"
@@ -80,16 +82,36 @@ export const layer = (
   SqlClient.SqlClient | Transport.Transport
 > => {
   const runId = options.runId ?? newRunId()
-  const info = Layer.succeed(Handlers.RunnerInfo, { runId, address: `${options.host}:${options.port}` })
-  const entity = WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" })
   const sharding = NodeClusterSocket.layer({
     storage: "sql",
     shardingConfig: shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)
   })
-  return entity.pipe(
-    Layer.provide(ItemStore.layer),
-    Layer.provideMerge(info),
+  return entityLayer({ runId, address: `${options.host}:${options.port}` }).pipe(
     Layer.provideMerge(Supervisor.layer({ ...options.supervisor, runId })),
     Layer.provideMerge(sharding)
   )
 }
+
+/**
+ * The work item entity alone, registered with the `Sharding` in context over the `Supervisor` and
+ * `SqlClient` in context: what `layer` builds on, for a runner with a sharding of its own making
+ * (`TestRunner.layer` in tests, `SingleRunner.layer`, another transport). `host` defaults to this
+ * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`.
+ */
+export const entityLayer = (info: {
+  readonly runId: string
+  readonly address: string
+  readonly host?: string
+  readonly codexHome?: string
+}): Layer.Layer<Handlers.RunnerInfo, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
+  WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" }).pipe(
+    Layer.provide(ItemStore.layer),
+    Layer.provideMerge(
+      Layer.succeed(Handlers.RunnerInfo, {
+        runId: info.runId,
+        address: info.address,
+        host: info.host ?? Os.hostname(),
+        codexHome: info.codexHome ?? process.env["CODEX_HOME"] ?? Path.join(Os.homedir(), ".codex")
+      })
+    )
+  )

@@ -26,6 +26,9 @@ import { ItemStore } from "./ItemStore.js"
 export interface RunnerInfoShape {
   readonly runId: string
   readonly address: string
+  /** This machine (`os.hostname()`) and the codex home its app-servers use: where threads live. */
+  readonly host: string
+  readonly codexHome: string
 }
 
 export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<RunnerInfo, RunnerInfoShape>() {}
@@ -45,6 +48,7 @@ export const make = Effect.gen(function*() {
   const store = yield* ItemStore
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
+  const holder = { incarnation: info.runId, runner: info.address, host: info.host, codexHome: info.codexHome }
   let seq = 0
   let handle: Supervisor.WorkHandle | undefined
   let running = false
@@ -132,8 +136,25 @@ export const make = Effect.gen(function*() {
         const stranded = yield* store.strand(itemId, info.runId)
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
         publish({ type: "item.moved", from: before.runner, to: info.address, stranded })
+        // The thread lives in the codex home of the runner that started it: another host (or
+        // another codex home) cannot resume it, and starting a fresh thread would hide that.
+        const elsewhere = before.threadId !== null && before.host !== null &&
+          (before.host !== info.host || before.codexHome !== info.codexHome)
+        if (elsewhere) {
+          yield* store.claim(itemId, holder)
+          return yield* finish(
+            new Wire.Failed({
+              reason: "thread-unreachable",
+              detail: SecretMask.maskText(
+                `thread ${before.threadId} lives in the codex home ${before.codexHome} of runner ${before.runner} on host ${before.host}; ` +
+                  `this runner (host ${info.host}, codex home ${info.codexHome}) cannot resume it`
+              ),
+              threadId: before.threadId
+            })
+          )
+        }
       }
-      yield* store.claim(itemId, info.runId, info.address)
+      yield* store.claim(itemId, holder)
       const moves = (before?.moves ?? 0) + (before?.incarnation != null && before.incarnation !== info.runId ? 1 : 0)
       publish({ type: "item.placed", runner: info.address, incarnation: info.runId })
       const turnsDone = before?.turnsDone ?? 0

@@ -18,6 +18,9 @@ export interface ItemRow {
   readonly id: string
   readonly incarnation: string | null
   readonly runner: string | null
+  /** The host and codex home of the incarnation that holds (or last held) the item: where its thread lives. */
+  readonly host: string | null
+  readonly codexHome: string | null
   readonly threadId: string | null
   readonly turnsDone: number
   readonly moves: number
@@ -38,7 +41,7 @@ export interface CardRow {
 export interface ItemStoreShape {
   readonly get: (id: string) => Effect.Effect<ItemRow | undefined>
   /** Take the item for this incarnation (creates the row); returns the row as it was before. */
-  readonly claim: (id: string, incarnation: string, runner: string) => Effect.Effect<ItemRow | undefined>
+  readonly claim: (id: string, holder: { readonly incarnation: string; readonly runner: string; readonly host: string; readonly codexHome: string }) => Effect.Effect<ItemRow | undefined>
   readonly setThread: (id: string, threadId: string) => Effect.Effect<void>
   readonly turnDone: (id: string) => Effect.Effect<void>
   readonly finish: (id: string, status: string, result: string) => Effect.Effect<void>
@@ -62,6 +65,8 @@ const toItem = (r: Record<string, unknown>): ItemRow => ({
   id: String(r["id"]),
   incarnation: str(r["incarnation"]),
   runner: str(r["runner"]),
+  host: str(r["host"]),
+  codexHome: str(r["codex_home"]),
   threadId: str(r["thread_id"]),
   turnsDone: num(r["turns_done"]),
   moves: num(r["moves"]),
@@ -85,6 +90,8 @@ const migrate = (sql: SqlClient.SqlClient) =>
       id VARCHAR(255) PRIMARY KEY,
       incarnation VARCHAR(255),
       runner VARCHAR(255),
+      host VARCHAR(255),
+      codex_home TEXT,
       thread_id VARCHAR(255),
       turns_done INTEGER NOT NULL DEFAULT 0,
       moves INTEGER NOT NULL DEFAULT 0,
@@ -117,17 +124,17 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
     )
   const shape: ItemStoreShape = {
     get,
-    claim: (id, incarnation, runner) =>
+    claim: (id, { codexHome, host, incarnation, runner }) =>
       sql.withTransaction(
         Effect.gen(function*() {
           const before = yield* get(id)
           if (before === undefined) {
-            yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, status, updated_at)
-              VALUES (${id}, ${incarnation}, ${runner}, 'running', ${now()})`
+            yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at)
+              VALUES (${id}, ${incarnation}, ${runner}, ${host}, ${codexHome}, 'running', ${now()})`
           } else {
             const moved = before.incarnation !== null && before.incarnation !== incarnation ? 1 : 0
-            yield* sql`UPDATE warden_cluster_items SET incarnation = ${incarnation}, runner = ${runner},
-              moves = moves + ${moved}, updated_at = ${now()} WHERE id = ${id}`
+            yield* sql`UPDATE warden_cluster_items SET incarnation = ${incarnation}, runner = ${runner}, host = ${host},
+              codex_home = ${codexHome}, moves = moves + ${moved}, updated_at = ${now()} WHERE id = ${id}`
           }
           return before
         })
