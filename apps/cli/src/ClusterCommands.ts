@@ -133,10 +133,21 @@ export const submit = Command.make(
     model: Opts.model,
     sandbox: Opts.sandbox,
     approvalPolicy: Opts.approvalPolicy,
+    allowSecrets: Options.boolean("allow-secrets-in-storage").pipe(
+      Options.withDescription("submit a PROMPT that holds something secret-looking anyway (the fleet's database stores prompts verbatim)")
+    ),
     prompts: Args.text({ name: "PROMPT" }).pipe(Args.atLeast(1))
   },
   (o) =>
     Effect.gen(function*() {
+      // The persisted Run payload must be runnable again, so the fleet's database stores prompts
+      // verbatim: a secret-looking prompt is refused unless the caller says so.
+      const secret = o.prompts.findIndex((p) => SecretMask.maskText(p) !== p)
+      if (secret >= 0 && !o.allowSecrets) {
+        return yield* Effect.fail(
+          ExitCodes.usage(`PROMPT ${secret + 1} holds something that looks secret, and the fleet stores prompts verbatim: remove it, or pass --allow-secrets-in-storage`)
+        )
+      }
       const context = yield* Layer.build(ClusterClient.layer().pipe(Layer.provide(Storage.layer(o.cluster))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`

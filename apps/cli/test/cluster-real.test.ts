@@ -11,7 +11,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Storage } from "@warden/cluster"
+import { Invariants, Storage } from "@warden/cluster"
 import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import * as Net from "node:net"
@@ -35,11 +35,14 @@ const freePort = Effect.async<number>((resume) => {
 })
 
 /** Bounded wait on state spread over several processes' output (no single event to wait on). */
-const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds") =>
+const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds", context: () => string = () => "") =>
   Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
     Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
+    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
   )
+
+/** The end of a process's output, for a failure message. */
+const tail = (name: string, cli: CliProcess.Cli) => `--- ${name} stdout:\n${cli.lines().slice(-15).join("\n")}\n--- ${name} stderr:\n${cli.stderr().slice(-2000)}`
 
 const sharding = [
   "shardLockExpiration=10 seconds",
@@ -110,7 +113,7 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       yield* until("submit's run.finished", () => {
         Effect.runSync(answerOpenCards)
         return submit.json().some((l) => l.type === "run.finished")
-      }, "420 seconds")
+      }, "420 seconds", () => [tail("submit", submit), ...runners.map((r, i) => tail(`runner ${i}`, r.cli))].join("\n"))
       const ended = Date.now()
       const stranded = submit.json().find((l) => l.type === "card.settled" && l["outcome"] === "stranded")
       assert.isDefined(stranded, "a stranded settlement was reported")
@@ -134,29 +137,36 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const resumedItems = new Set(lines.filter((l) => l.type === "thread.resumed").map((l) => l["item"]))
       for (const m of moved) assert.isTrue(resumedItems.has(m["item"]), `item ${m["item"]} resumed its thread`)
 
-      // Every card the victim opened was open when it died (none was answered before): all stranded.
-      const victimCards = lines.filter((l) => l.type === "card.opened" && l["runner"] === victim.address).map((l) => String(l["card"]))
-      assert.isAtLeast(victimCards.length, openAtKill.length)
-      for (const card of victimCards) assert.isTrue(card.startsWith(`${victim.runId}:`), card)
-
-      // Storage: every card opened has exactly one settlement; the victim's open cards stranded.
+      // Storage: every card has exactly one settlement. Every card the victim recorded (including
+      // one it recorded just before the SIGKILL, which no one saw open) is stranded; none was answered.
       const context = yield* Layer.build(Storage.layer(pg.url))
       const sql = Context.get(context, SqlClient.SqlClient)
-      const rows = yield* sql<{ id: string; outcome: string | null; source: string | null }>`SELECT id, outcome, source FROM warden_cluster_cards`
+      const rows = yield* sql<{ id: string; incarnation: string; outcome: string | null; source: string | null }>`SELECT id, incarnation, outcome, source FROM warden_cluster_cards`
       const opened = new Set(lines.filter((l) => l.type === "card.opened").map((l) => String(l["card"])))
-      assert.deepStrictEqual(new Set(rows.map((r) => r.id)), opened)
+      for (const card of opened) assert.isTrue(rows.some((r) => r.id === card), `card ${card} is stored`)
+      const victimCards = rows.filter((r) => r.incarnation === victim.runId).map((r) => r.id)
+      assert.isAtLeast(victimCards.length, openAtKill.length)
       for (const r of rows) {
         assert.isNotNull(r.outcome, r.id)
-        if (victimCards.includes(r.id)) assert.strictEqual(r.outcome, "stranded", r.id)
-        else assert.strictEqual(r.outcome, decisions.get(r.id) === "accept" ? "accepted" : "declined", r.id)
+        if (r.incarnation === victim.runId) assert.strictEqual(r.outcome, "stranded", r.id)
+        else {
+          assert.isTrue(opened.has(r.id), `a survivor's card ${r.id} was seen open`)
+          assert.strictEqual(r.outcome, decisions.get(r.id) === "accept" ? "accepted" : "declined", r.id)
+        }
       }
-      // Invariants over the recorded lines: one settlement per card; no acceptance but a person's accept.
+      // The property-test invariants over the recorded lines (1: one settlement per card, stranded
+      // only for the dead runner's; 2: no acceptance without an accepting decision; 4: typed ends).
       const settled = lines.filter((l) => l.type === "card.settled")
-      for (const card of opened) assert.strictEqual(settled.filter((l) => l["card"] === card).length, 1, card)
-      for (const l of settled.filter((l) => l["outcome"] === "accepted")) {
-        assert.strictEqual(l["source"], "person")
-        assert.strictEqual(decisions.get(String(l["card"])), "accept")
-      }
+      assert.deepStrictEqual(
+        Invariants.check({
+          lines,
+          decisions: new Map([...decisions].map(([card, d]) => [card, d === "accept" ? "Accept" : "Decline"])),
+          dead: [victim.runId],
+          items: results.map((r) => Number(r["item"]))
+        }),
+        []
+      )
+      for (const l of settled.filter((l) => l["outcome"] === "accepted")) assert.strictEqual(l["source"], "person")
       // The model saw each accepted command's output, and no declined command's.
       const requests = yield* codex.model.requests
       for (const l of settled.filter((l) => (l["outcome"] === "accepted" || l["outcome"] === "declined") && !victimCards.includes(String(l["card"])))) {
@@ -173,6 +183,18 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
           `failover: all ended ${ended - killedAt} ms after the SIGKILL; ${moved.length} moved, ${victimCards.length} stranded; ` +
           `card latency (opened → settled) median ${latencies[Math.floor(latencies.length / 2)]} ms, max ${latencies[latencies.length - 1]} ms`
       )
+
+      // `warden fleet`: the runners that registered, every item completed, no open card.
+      const fleet = yield* CliProcess.runToEnd(["fleet", "--cluster", pg.url, "--json"], { env: codex.env })
+      assert.deepStrictEqual(fleet.exited, { code: 0, signal: null }, fleet.stderr)
+      const view = JSON.parse(fleet.stdout.join("\n"))
+      assert.includeMembers(view.runners.map((r: { address: string }) => r.address), runners.slice(0, 2).map((r) => r.address))
+      assert.strictEqual(view.items.filter((r: { status: string }) => r.status === "completed").reduce((n: number, r: { count: number }) => n + r.count, 0), ITEMS)
+      assert.deepStrictEqual(view.openCards, [])
+      // A secret-looking prompt is refused before anything is stored (exit 2).
+      const refused = yield* CliProcess.runToEnd(["submit", "--cluster", pg.url, "--json", "deploy with token ghp_0123456789abcdefghijABCDEFGHIJ012345"], { env: codex.env })
+      assert.strictEqual(refused.exited.code, 2, refused.stderr)
+      assert.include(refused.stderr, "--allow-secrets-in-storage")
 
       // No process left behind: the victim's codex ended with it; the survivors stop on SIGTERM.
       yield* until("the victim's codex gone", () => victim.codexPids.every((pid) => !ProcessTree.isAlive(pid)), "60 seconds")

@@ -22,3 +22,6 @@ export * as ClusterClient from "./Client.js"
 
 /** The fleet's SQL client from a `--cluster` URL (`Storage.layer`). */
 export * as Storage from "./Storage.js"
+
+/** The property-test invariants (1, 2, 4) checked over what a fleet recorded: lines seen and decisions given. */
+export * as Invariants from "./Invariants.js"

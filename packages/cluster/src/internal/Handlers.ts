@@ -17,7 +17,7 @@ import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
-import { Cause, Context, Effect, Exit, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Stream } from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
@@ -33,6 +33,12 @@ export interface RunnerInfoShape {
 
 export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<RunnerInfo, RunnerInfoShape>() {}
 
+/**
+ * The runs in progress on this runner, by item id, shared by every activation of every item's
+ * entity (an entity rebuilt after a defect is a new activation on the same runner).
+ */
+export class InflightRuns extends Context.Tag("@warden/cluster/InflightRuns")<InflightRuns, Map<string, Deferred.Deferred<Wire.RunResult>>>() {}
+
 const final = (status: string) => status === "completed" || status === "failed" || status === "stopped"
 
 const encodeResult = Schema.encodeSync(Schema.parseJson(Wire.RunResult))
@@ -46,6 +52,7 @@ export const make = Effect.gen(function*() {
   const itemId = address.entityId
   const info = yield* RunnerInfo
   const store = yield* ItemStore
+  const inflight = yield* InflightRuns
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
   const holder = { incarnation: info.runId, runner: info.address, host: info.host, codexHome: info.codexHome }
@@ -222,6 +229,31 @@ export const make = Effect.gen(function*() {
       )
     })
 
+  /**
+   * One run per activation: a `Run` delivered again while the first runs (the engine may deliver a
+   * persisted request again, e.g. after its shard was re-acquired) joins the first instead of
+   * resuming the thread a second time. A run that did not succeed (interrupted) lets the next
+   * delivery start afresh.
+   */
+  const runOnce = (spec: Wire.ItemSpec): Effect.Effect<Wire.RunResult> =>
+    Effect.suspend(() => {
+      const running = inflight.get(itemId)
+      if (running !== undefined) {
+        publish({ type: "item.redelivered" })
+        return Deferred.await(running)
+      }
+      const done = Deferred.unsafeMake<Wire.RunResult>(FiberId.none)
+      inflight.set(itemId, done)
+      return run(spec).pipe(
+        Effect.onExit((exit) =>
+          Effect.suspend(() => {
+            if (inflight.get(itemId) === done) inflight.delete(itemId)
+            return Deferred.done(done, exit)
+          })
+        )
+      )
+    })
+
   const notActive = (detail: string) => new Wire.ItemNotActive({ itemId, detail })
 
   const liveStatus = Effect.gen(function*() {
@@ -237,7 +269,7 @@ export const make = Effect.gen(function*() {
   })
 
   return WorkItemEntity.of({
-    Run: (request) => run(request.payload.spec),
+    Run: (request) => runOnce(request.payload.spec),
     Steer: (request) =>
       handle === undefined
         ? Effect.fail(notActive("not running on this runner"))
