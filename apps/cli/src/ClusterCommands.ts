@@ -30,6 +30,12 @@ const cluster = Options.text("cluster").pipe(
   Options.withDescription("the fleet's PostgreSQL database (postgres://USER@HOST/DB; a unix socket: postgres://USER@/DB?host=DIR&port=N)")
 )
 
+const shardingOption = Options.text("sharding").pipe(
+  Options.withPseudoName("KEY=VALUE"),
+  Options.withDescription("override a ShardingConfig key of the engine (repeatable; e.g. shardLockExpiration=10s); give a submitter the runners' timings so it notices a dead runner as soon as they do"),
+  Options.repeated
+)
+
 const say = (line: Record<string, unknown>) =>
   Effect.sync(() => {
     process.stdout.write(`${JSON.stringify(SecretMask.maskJson({ ts: new Date().toISOString(), ...line }))}\n`)
@@ -89,11 +95,7 @@ export const runner = Command.make(
     disable: Opts.disable,
     concurrency: Options.integer("concurrency").pipe(Options.withDefault(4), Options.withDescription("work items running at once on this runner (default 4)")),
     pool: Options.integer("pool").pipe(Options.withDefault(1), Options.withDescription("app-server processes of this runner (default 1)")),
-    sharding: Options.text("sharding").pipe(
-      Options.withPseudoName("KEY=VALUE"),
-      Options.withDescription("override a ShardingConfig key of the engine (repeatable; e.g. shardLockExpiration=10s)"),
-      Options.repeated
-    )
+    sharding: shardingOption
   },
   (o) =>
     Effect.gen(function*() {
@@ -133,6 +135,7 @@ export const submit = Command.make(
     model: Opts.model,
     sandbox: Opts.sandbox,
     approvalPolicy: Opts.approvalPolicy,
+    sharding: shardingOption,
     allowSecrets: Options.boolean("allow-secrets-in-storage").pipe(
       Options.withDescription("submit a PROMPT that holds something secret-looking anyway (the fleet's database stores prompts verbatim)")
     ),
@@ -148,7 +151,9 @@ export const submit = Command.make(
           ExitCodes.usage(`PROMPT ${secret + 1} holds something that looks secret, and the fleet stores prompts verbatim: remove it, or pass --allow-secrets-in-storage`)
         )
       }
-      const context = yield* Layer.build(ClusterClient.layer().pipe(Layer.provide(Storage.layer(o.cluster))))
+      const sharding = parseSharding(o.sharding)
+      if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+      const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
       const ids = o.prompts.map((_, i) => `${submission}-${i + 1}`)
@@ -160,6 +165,8 @@ export const submit = Command.make(
         o.json ? say(line) : Console.log(`item ${String(line["item"] ?? "")}: ${String(line["type"])} ${JSON.stringify(SecretMask.maskJson({ ...line, type: undefined, item: undefined }))}`)
       const answer = (itemId: string, cardId: string, decision: Parameters<typeof client.answer>[2]) =>
         client.answer(itemId, cardId, decision).pipe(
+          // While the card's runner is dead and not yet replaced, the engine retries; bounded here.
+          Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => ({ _tag: "runner unreachable" }) }),
           Effect.flatMap((result) => out({ type: "card.answer", item: indexOf.get(itemId), card: cardId, result: result._tag, ...("outcome" in result ? { outcome: result.outcome } : {}) })),
           Effect.catchAll((e) => Console.error(`warden submit: the decision for ${cardId} was not delivered (${e._tag}); nothing was written`))
         )

@@ -79,7 +79,7 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const prompts = Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`i${i}`)} run the command`)
       const started = Date.now()
       const submit = yield* CliProcess.spawn(
-        ["submit", "--cluster", pg.url, "--json", "--approvals", "stdin", "--cwd", codex.launch.workspace, "--sandbox", "workspace-write", ...prompts],
+        ["submit", "--cluster", pg.url, "--json", "--approvals", "stdin", "--cwd", codex.launch.workspace, "--sandbox", "workspace-write", ...sharding, ...prompts],
         { env: codex.env }
       )
       const decisions = new Map<string, "accept" | "decline">()

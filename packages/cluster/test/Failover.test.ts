@@ -16,6 +16,15 @@ import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"
 import { spawnTsx } from "./support/Proc.js"
 
+const tuning = {
+  shardLockExpiration: "10 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "3 seconds",
+  entityMessagePollInterval: "2 seconds",
+  entityTerminationTimeout: "5 seconds"
+} as const
+
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
 /** Every process group this file started, SIGKILLed in afterAll whatever happened. */
@@ -74,7 +83,8 @@ describe("a fleet of two runners on PostgreSQL", () => {
       yield* until("the shards split between a and b", () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300)
       const runners = [a, b]
 
-      const context = yield* Layer.build(ClusterClient.layer().pipe(Layer.provideMerge(Storage.layer(pg.url))))
+      // The client notices a dead runner on the runners' timings (see fixtures/runner.ts).
+      const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)
 
@@ -218,5 +228,87 @@ describe("a fleet of two runners on PostgreSQL", () => {
       const exit = yield* survivor.proc.stop
       expect(exit.signal === null || exit.signal === "SIGTERM").toBe(true)
       for (const r of runners) expect(ProcessTree.isAlive(r.proc.pid)).toBe(false)
+    }).pipe(Effect.scoped), 300_000)
+
+  it.live("SIGTERM of a runner with open cards: it refuses them itself, its items move and complete, nothing is stranded", () =>
+    Effect.gen(function*() {
+      const pg = yield* Postgres.start()
+      started.add(pg.pid)
+      const a = yield* runner(pg.url, "a", yield* freePort)
+      yield* a.proc.waitForJson("a holds every shard", (l) => l.type === "runner.shards" && l.count === 300, "120 seconds")
+      const b = yield* runner(pg.url, "b", yield* freePort)
+      yield* until("the shards split between a and b", () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300)
+      const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
+      const client = Context.get(context, ClusterClient.ClusterClient)
+      const sql = Context.get(context, SqlClient.SqlClient)
+
+      const items = Array.from({ length: 6 }, (_, i) => `drain-${i}`)
+      const seen = new Map<string, Map<string, Wire.ItemEvent>>(items.map((id) => [id, new Map()]))
+      const lines = (id: string) => [...seen.get(id)!.values()].map((e) => e.line)
+      const all = () => items.flatMap((id) => lines(id))
+      const answered = new Map<string, string>()
+      let leavingAddress: string | undefined
+      let stopped = false
+      const answer = (id: string, card: string) =>
+        Effect.gen(function*() {
+          if (answered.has(card)) return
+          answered.set(card, "Accept")
+          yield* client.answer(id, card, { _tag: "Accept" })
+        })
+      const followers = yield* Effect.forEach(items, (id) =>
+        client.events(id).pipe(
+          Stream.runForEach((event) =>
+            Effect.gen(function*() {
+              if (event.seq < 0) return
+              const key = `${event.incarnation}/${event.seq}`
+              if (seen.get(id)!.has(key)) return
+              seen.get(id)!.set(key, event)
+              if (event.line["type"] !== "card.opened") return
+              if (!stopped && (leavingAddress === undefined || event.line["runner"] === leavingAddress)) return
+              yield* answer(id, String(event.line["card"]))
+            })
+          ),
+          Effect.retry(Schedule.spaced("1 second")),
+          Effect.fork
+        ))
+      const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))
+      yield* until("a card open on every item", () => items.every((id) => lines(id).some((l) => l["type"] === "card.opened")))
+      const placement = new Map(items.map((id) => [id, String(lines(id).find((l) => l["type"] === "card.opened")!["runner"])]))
+      const count = (address: string) => [...placement.values()].filter((r) => r === address).length
+      const leaving = count(a.address) >= count(b.address) ? a : b
+      const staying = leaving === a ? b : a
+      leavingAddress = leaving.address
+      const leavingItems = items.filter((id) => placement.get(id) === leaving.address)
+      for (const id of items.filter((id) => placement.get(id) === staying.address)) {
+        for (const l of lines(id)) if (l["type"] === "card.opened") yield* answer(id, String(l["card"]))
+      }
+      const leavingCards = leavingItems.map((id) => String(lines(id).find((l) => l["type"] === "card.opened")!["card"]))
+
+      // SIGTERM to the runner (tsx passes it on to the runner's node process once).
+      stopped = true
+      process.kill(leaving.proc.pid, "SIGTERM")
+      const exit = yield* leaving.proc.exited.pipe(Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => new Error(`the runner did not stop\n${leaving.proc.stderr().slice(-3000)}`) }))
+      expect(exit.signal === null || exit.signal === "SIGTERM", JSON.stringify(exit)).toBe(true)
+
+      const results = yield* Effect.forEach(runs, (f) => Fiber.join(f))
+      yield* Effect.forEach(followers, (f) => Fiber.join(f))
+      for (const [i, result] of results.entries()) {
+        expect(result._tag, `${items[i]}: ${JSON.stringify(result)}`).toBe("Completed")
+        if (result._tag === "Completed") expect(result.moves).toBe(leavingItems.includes(items[i]!) ? 1 : 0)
+      }
+      // The leaving runner refused its own cards before it went; the move found nothing to strand.
+      const rows = yield* sql<{ id: string; outcome: string | null }>`SELECT id, outcome FROM warden_cluster_cards`
+      for (const card of leavingCards) {
+        const outcome = rows.find((r) => r.id === card)?.outcome
+        expect(["refused", "shutdown"], `${card}: ${outcome}`).toContain(outcome)
+      }
+      for (const id of leavingItems) {
+        const moved = lines(id).filter((l) => l["type"] === "item.moved")
+        expect(moved.map((l) => l["stranded"])).toEqual([[]])
+      }
+      expect(rows.filter((r) => r.outcome === "stranded")).toEqual([])
+      expect(Invariants.check({ lines: all(), decisions: answered, dead: [], items })).toEqual([])
+      yield* staying.proc.stop
+      for (const r of [a, b]) expect(ProcessTree.isAlive(r.proc.pid)).toBe(false)
     }).pipe(Effect.scoped), 300_000)
 })
