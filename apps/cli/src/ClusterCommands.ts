@@ -201,7 +201,7 @@ export const submit = Command.make(
         )
       }
       const followers = yield* Effect.forEach(ids, (id) =>
-        client.events(id).pipe(Stream.runForEach((e) => onEvent(id, e)), Effect.retry(Schedule.spaced("1 second")), Effect.ignore, Effect.fork))
+        client.follow(id).pipe(Stream.runForEach((e) => onEvent(id, e)), Effect.fork))
       const verdicts = yield* Effect.forEach(
         ids,
         (id, i) =>

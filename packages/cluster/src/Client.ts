@@ -24,8 +24,14 @@ export interface ClusterClientShape {
    * is how it moves). A second call with the same id returns the first one's stored result.
    */
   readonly run: (id: string, spec: Partial<ItemSpec> & { readonly prompt: string }) => Effect.Effect<Wire.RunResult, ClusterFailure>
-  /** The item's event lines: a snapshot, then live lines until it ends. */
+  /** The item's event lines: a snapshot, then live lines until it ends (one subscription; see `follow`). */
   readonly events: (id: string) => Stream.Stream<Wire.ItemEvent, ClusterFailure>
+  /**
+   * Every line of the item once (by incarnation and seq), across runners, until it ends: the
+   * subscription is made again (after a second) whenever it fails or ends before the item did
+   * (its runner died, or stopped and handed the item over). Snapshots are not passed on.
+   */
+  readonly follow: (id: string) => Stream.Stream<Wire.ItemEvent>
   /** Answer a card by its fleet-wide id, through the item's entity (never another process). */
   readonly answer: (itemId: string, cardId: string, decision: Decision.Decision) => Effect.Effect<Wire.AnswerWire, ClusterFailure>
   /** Where the item stands. */
@@ -37,12 +43,36 @@ export interface ClusterClientShape {
 /** The `ClusterClient` service tag. */
 export class ClusterClient extends Context.Tag("@warden/cluster/ClusterClient")<ClusterClient, ClusterClientShape>() {}
 
+const finalStatuses = new Set(["completed", "failed", "stopped"])
+
 /** A client over the `Sharding` in context (a runner's, or a client-only node's). */
 export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function*() {
   const client = yield* WorkItemEntity.client
   return {
     run: (id, spec) => client(id).Run({ id, spec: new ItemSpec(spec) }),
     events: (id) => client(id).Events(),
+    follow: (id) => {
+      const seen = new Set<string>()
+      let finished = false
+      const pass = Stream.suspend(() => client(id).Events()).pipe(
+        Stream.filter((e) => {
+          if (e.seq < 0) {
+            // A snapshot: an item that ended before this activation has no lines left to show.
+            if (finalStatuses.has(String(e.line["status"]))) finished = true
+            return false
+          }
+          const key = `${e.incarnation}/${e.seq}`
+          if (seen.has(key)) return false
+          seen.add(key)
+          if (e.line["type"] === "item.finished") finished = true
+          return true
+        }),
+        Stream.catchAllCause(() => Stream.empty)
+      )
+      const loop = (): Stream.Stream<Wire.ItemEvent> =>
+        Stream.concat(pass, Stream.suspend(() => (finished ? Stream.empty : Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep("1 second"))), loop()))))
+      return loop()
+    },
     answer: (itemId, cardId, decision) => client(itemId).Answer({ cardId, decision: decision as never }),
     status: (id) => client(id).Status(),
     stop: (id) => client(id).Stop()

@@ -26,7 +26,8 @@ const typedEnds = new Set(["completed", "interrupted", "failed", "stopped"])
  *
  * - 1: every card opened has exactly one settlement; `stranded` only for a card of a dead
  *   incarnation; none settles twice. (A card a runner recorded and then died before its
- *   `card.opened` reached anyone shows up only as its `stranded` settlement.)
+ *   `card.opened` reached anyone shows up only as its `stranded` settlement; a settlement a later
+ *   runner tells again, marked `replayed`, must agree with the first.)
  * - 2: no acceptance unless a person's (or rule's) accepting decision was given for that card.
  * - 4: every item ended, with a typed cause (`completed`, a `WorkItemFailed` reason,
  *   `thread-unreachable`, `stopped`), from its `item.finished` or `item.result` line.
@@ -42,7 +43,10 @@ export const check = (recorded: Recorded): ReadonlyArray<string> => {
   }
   for (const card of opened) {
     const s = settlements.get(card) ?? []
-    if (s.length !== 1) violations.push(`invariant 1: card ${card} has ${s.length} settlements`)
+    // A settlement told again by a later runner (`replayed`) repeats one: it must agree with it.
+    const outcomes = new Set(s.map((l) => String(l["outcome"])))
+    const told = s.filter((l) => l["replayed"] !== true).length
+    if (outcomes.size !== 1 || told > 1) violations.push(`invariant 1: card ${card} has ${outcomes.size} outcomes in ${s.length} settlements`)
   }
   for (const [card, s] of settlements) {
     // A card its runner recorded and then died before anyone saw it open is reported only as stranded.

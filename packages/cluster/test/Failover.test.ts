@@ -125,12 +125,8 @@ describe("a fleet of two runners on PostgreSQL", () => {
         })
 
       const followers = yield* Effect.forEach(items, (id) =>
-        client.events(id).pipe(
-          Stream.runForEach((e) => onEvent(id, e)),
-          // A stream cut by its runner's death is followed again (the history is replayed).
-          Effect.retry(Schedule.spaced("1 second")),
-          Effect.fork
-        ))
+        // Followed across runners: a stream cut by its runner's death is made again (the history is replayed).
+        client.follow(id).pipe(Stream.runForEach((e) => onEvent(id, e)), Effect.fork))
       const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))
 
       // Every item has its first card open (the fake completes a turn only once its card is answered).
@@ -256,7 +252,7 @@ describe("a fleet of two runners on PostgreSQL", () => {
           yield* client.answer(id, card, { _tag: "Accept" })
         })
       const followers = yield* Effect.forEach(items, (id) =>
-        client.events(id).pipe(
+        client.follow(id).pipe(
           Stream.runForEach((event) =>
             Effect.gen(function*() {
               if (event.seq < 0) return
@@ -268,7 +264,6 @@ describe("a fleet of two runners on PostgreSQL", () => {
               yield* answer(id, String(event.line["card"]))
             })
           ),
-          Effect.retry(Schedule.spaced("1 second")),
           Effect.fork
         ))
       const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))

@@ -141,6 +141,13 @@ export const make = Effect.gen(function*() {
       }
       if (before?.incarnation != null && before.incarnation !== info.runId) {
         const stranded = yield* store.strand(itemId, info.runId)
+        // What the earlier incarnations settled themselves (e.g. refused while shutting down) may
+        // never have reached a subscriber: told again, marked replayed.
+        for (const card of yield* store.cards({ itemId })) {
+          if (card.incarnation !== info.runId && card.outcome !== null && !stranded.includes(card.id)) {
+            publish({ type: "card.settled", card: card.id, outcome: card.outcome, source: card.source, replayed: true })
+          }
+        }
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
         publish({ type: "item.moved", from: before.runner, to: info.address, stranded })
         // The thread lives in the codex home of the runner that started it: another host (or
