@@ -27,7 +27,7 @@ import * as StdinDecisions from "./StdinDecisions.js"
 
 const cluster = Options.text("cluster").pipe(
   Options.withPseudoName("URL"),
-  Options.withDescription("the fleet's PostgreSQL database (postgres://USER@HOST/DB; a unix socket: postgres://USER@/DB?host=DIR&port=N)")
+  Options.withDescription("the fleet's database: PostgreSQL (postgres://USER@HOST/DB; a unix socket: postgres://USER@/DB?host=DIR&port=N), or sqlite:PATH for one host")
 )
 
 const shardingOption = Options.text("sharding").pipe(
