@@ -104,7 +104,7 @@ export const runner = (o: RunnerInput) =>
       const sharding = parseSharding(o.sharding)
       if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
       const live = report.pipe(
-        Layer.provideMerge(Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding })),
+        Layer.provideMerge(Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding, ledger: true })),
         Layer.provide(CodexCommand.transportLayer({ command: o.codex, config: o.config, enable: o.enable, disable: o.disable })),
         Layer.provide(Storage.layer(o.cluster))
       )

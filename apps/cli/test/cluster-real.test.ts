@@ -12,6 +12,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Invariants, Storage } from "@warden/cluster"
+import { Ledger } from "@warden/ledger"
 import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import * as Net from "node:net"
@@ -167,6 +168,16 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         []
       )
       for (const l of settled.filter((l) => l["outcome"] === "accepted")) assert.strictEqual(l["source"], "person")
+      // The ledger on the same database (each runner is one ledger run): no card left open in any
+      // run; the victim's recorded cards are all stranded, once; the survivors' match the inbox.
+      const ledgerContext = yield* Layer.build(Ledger.layer().pipe(Layer.provide(Storage.layer(pg.url))))
+      const ledger = Context.get(ledgerContext, Ledger.Ledger)
+      const victimLedger = yield* ledger.cards({ runId: victim.runId })
+      assert.isAbove(victimLedger.length, 0)
+      for (const c of victimLedger) assert.strictEqual(c.settlement?.outcome, "stranded", `${c.cardId} in the ledger`)
+      for (const c of victimLedger) assert.isTrue(victimCards.includes(`${victim.runId}:${c.cardId}`), c.cardId)
+      assert.strictEqual((yield* ledger.accounting(victim.runId)).open, 0)
+
       // The model saw each accepted command's output, and no declined command's.
       const requests = yield* codex.model.requests
       for (const l of settled.filter((l) => (l["outcome"] === "accepted" || l["outcome"] === "declined") && !victimCards.includes(String(l["card"])))) {
@@ -203,6 +214,15 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         process.kill(-r.cli.pid, "SIGTERM")
         const e = yield* r.cli.exited("60 seconds")
         assert.notStrictEqual(e.signal, "SIGKILL")
+      }
+      // Stopped runners flushed their ledger runs: every card they opened settled there once, as stored.
+      for (const r of runners.slice(0, 2)) {
+        const cards = yield* ledger.cards({ runId: r.runId })
+        assert.strictEqual((yield* ledger.accounting(r.runId)).open, 0, r.runId)
+        for (const c of cards) {
+          const row = rows.find((x) => x.id === `${r.runId}:${c.cardId}`)
+          assert.strictEqual(c.settlement?.outcome, row?.outcome, `${r.runId}:${c.cardId}`)
+        }
       }
       yield* until("every runner's codex gone", () => runners.every((r) => r.codexPids.every((pid) => !ProcessTree.isAlive(pid))), "60 seconds")
     }), 900_000)

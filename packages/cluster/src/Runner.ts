@@ -13,7 +13,8 @@ import type { Transport } from "@warden/transport"
 import type { ConfigError } from "effect"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Supervisor } from "@warden/supervisor"
-import { Layer, Option } from "effect"
+import { Ledger } from "@warden/ledger"
+import { Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -35,6 +36,12 @@ export interface RunnerOptions {
   readonly runId?: string
   /** The local supervisor's configuration (its `runId` is set to the runner's). */
   readonly supervisor?: Supervisor.SupervisorConfig
+  /**
+   * Record this runner in `@warden/ledger` on the fleet's database (default false): one ledger run
+   * per runner process (its run id), every work item, thread, turn, card and settlement, and a
+   * moved item's open cards `stranded` there too (`Ledger.layer()` on the same `SqlClient`).
+   */
+  readonly ledger?: boolean
   /**
    * Overrides of the engine's `ShardingConfig` (failover timings and the like). Every key that
    * matters is passed: the engine also reads `HOST`, `PORT`, ... from the environment.
@@ -86,10 +93,32 @@ export const layer = (
     storage: "sql",
     shardingConfig: shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)
   })
-  return entityLayer({ runId, address: `${options.host}:${options.port}` }).pipe(
-    Layer.provideMerge(Supervisor.layer({ ...options.supervisor, runId })),
-    Layer.provideMerge(sharding)
+  const address = `${options.host}:${options.port}`
+  const supervisor = Supervisor.layer({ ...options.supervisor, runId })
+  if (options.ledger !== true) {
+    return entityLayer({ runId, address }).pipe(Layer.provideMerge(supervisor), Layer.provideMerge(sharding))
+  }
+  // The ledger is built before the supervisor and closed after it, so that the refusals the
+  // supervisor writes while it stops are recorded (docs/ledger.md).
+  const recording = Layer.scoped(
+    Handlers.LedgerRecording,
+    Effect.gen(function*() {
+      const ledger = yield* Ledger.Ledger
+      const run = yield* ledger.beginRun({ id: runId, label: `runner ${address}`, info: { address } })
+      yield* run.attach(yield* Supervisor.Supervisor)
+      return { ledger, run }
+    })
   )
+  return entityLayer({ runId, address }).pipe(
+    Layer.provide(recording),
+    Layer.provideMerge(supervisor),
+    Layer.provideMerge(Layer.orDie(Ledger.layer())),
+    Layer.provideMerge(sharding)
+  ) as Layer.Layer<
+    Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo,
+    Config.ConfigError | ConfigError.ConfigError | SocketServerError,
+    SqlClient.SqlClient | Transport.Transport
+  >
 }
 
 /**

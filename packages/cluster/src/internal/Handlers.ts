@@ -15,6 +15,7 @@
 import { Entity } from "@effect/cluster"
 import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
+import { Ledger, LedgerEvent } from "@warden/ledger"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Stream } from "effect"
@@ -37,6 +38,15 @@ export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<Runner
  * The runs in progress on this runner, by item id, shared by every activation of every item's
  * entity (an entity rebuilt after a defect is a new activation on the same runner).
  */
+/**
+ * The runner's ledger run, when the runner records one (`Runner.layer({ ledger: true })`): the
+ * ledger and this process's run in it (run id = the runner's run id).
+ */
+export class LedgerRecording extends Context.Tag("@warden/cluster/LedgerRecording")<LedgerRecording, {
+  readonly ledger: Ledger.LedgerShape
+  readonly run: Ledger.Run
+}>() {}
+
 export class InflightRuns extends Context.Tag("@warden/cluster/InflightRuns")<InflightRuns, Map<string, Deferred.Deferred<Wire.RunResult>>>() {}
 
 const final = (status: string) => status === "completed" || status === "failed" || status === "stopped"
@@ -53,6 +63,7 @@ export const make = Effect.gen(function*() {
   const info = yield* RunnerInfo
   const store = yield* ItemStore
   const inflight = yield* InflightRuns
+  const recording = Option.getOrUndefined(yield* Effect.serviceOption(LedgerRecording))
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
   const holder = { incarnation: info.runId, runner: info.address, host: info.host, codexHome: info.codexHome }
@@ -149,6 +160,12 @@ export const make = Effect.gen(function*() {
           }
         }
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
+        // The audit trail says the same: the earlier incarnation's open cards of this item, stranded once.
+        if (recording !== undefined) {
+          yield* recording.ledger.markStrandedItem(before.incarnation, itemId).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`))
+          )
+        }
         publish({ type: "item.moved", from: before.runner, to: info.address, stranded })
         // The thread lives in the codex home of the runner that started it: another host (or
         // another codex home) cannot resume it, and starting a fresh thread would hide that.
@@ -187,6 +204,7 @@ export const make = Effect.gen(function*() {
         ...(spec.approvalPolicy !== undefined ? { approvalPolicy: spec.approvalPolicy } : {}),
         ...(spec.sandbox !== undefined ? { sandbox: spec.sandbox } : {})
       }
+      recording?.run.record(LedgerEvent.itemSubmitted(work))
       return yield* Effect.scoped(
         Effect.gen(function*() {
           const approvals = yield* supervisor.subscribeApprovals
