@@ -61,6 +61,8 @@ describe("a runner on SQLite (one host)", () => {
           return { proc: p, runId: String(ready["runId"]) }
         })
       const first = yield* spawnRunner("first")
+      /** The first runner's cards are left open; every other card is accepted as it arrives. */
+      const firstRunId = first.runId
       const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)
@@ -68,7 +70,6 @@ describe("a runner on SQLite (one host)", () => {
       const lines: Array<Wire.ItemEvent["line"]> = []
       const decisions = new Map<string, string>()
       let cardsOpened = 0
-      let answerFrom: string | undefined
       let wake: (() => void) | undefined
       const follower = yield* client.follow("solo").pipe(
         Stream.runForEach((e) =>
@@ -77,7 +78,7 @@ describe("a runner on SQLite (one host)", () => {
             if (e.line["type"] !== "card.opened") return
             cardsOpened++
             wake?.()
-            if (answerFrom === undefined || e.incarnation !== answerFrom) return
+            if (e.incarnation === firstRunId) return
             decisions.set(String(e.line["card"]), "Accept")
             yield* client.answer("solo", String(e.line["card"]), { _tag: "Accept" })
           })
@@ -93,9 +94,10 @@ describe("a runner on SQLite (one host)", () => {
       yield* first.proc.kill
 
       const second = yield* spawnRunner("second")
-      answerFrom = second.runId
-      const result = yield* Fiber.join(run)
-      yield* Fiber.join(follower)
+      const result = yield* Fiber.join(run).pipe(
+        Effect.timeoutFail({ duration: "180 seconds", onTimeout: () => new Error(`the item did not end\n${JSON.stringify(lines)}\n${second.proc.stderr().slice(-2000)}`) })
+      )
+      yield* Fiber.join(follower).pipe(Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`the item's lines did not end\n${JSON.stringify(lines)}`) }))
       expect(result._tag, JSON.stringify(result)).toBe("Completed")
       if (result._tag === "Completed") {
         expect(result.moves).toBe(1)
