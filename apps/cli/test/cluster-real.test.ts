@@ -104,6 +104,15 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         return openVictimCards().length >= 2
       })
       const openAtKill = openVictimCards()
+      // The ledger's writer is asynchronous: wait until the victim's open cards are in it, so the
+      // ledger's side of "stranded once" is checked too (a card it never got is the fleet table's only).
+      const ledgerContext = yield* Layer.build(Ledger.layer().pipe(Layer.provide(Storage.layer(pg.url))))
+      const ledger = Context.get(ledgerContext, Ledger.Ledger)
+      yield* ledger.cards({ runId: victim.runId }).pipe(
+        Effect.flatMap((cards) => (cards.length >= openAtKill.length ? Effect.void : Effect.fail("not yet"))),
+        Effect.retry(Schedule.spaced("250 millis")),
+        Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("the victim's ledger never recorded its open cards") })
+      )
       victim.codexPids.push(...ProcessTree.descendants(victim.cli.pid))
       killed = true
       const killedAt = Date.now()
@@ -135,8 +144,15 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const moved = lines.filter((l) => l.type === "item.moved")
       assert.isAbove(moved.length, 0)
       for (const m of moved) assert.strictEqual(m["from"], victim.address)
-      const resumedItems = new Set(lines.filter((l) => l.type === "thread.resumed").map((l) => l["item"]))
-      for (const m of moved) assert.isTrue(resumedItems.has(m["item"]), `item ${m["item"]} resumed its thread`)
+      // A moved item whose thread existed on the victim resumed that thread (one that moved before
+      // its thread was made starts one on the survivor).
+      for (const m of moved) {
+        const before = lines.find((l) => l.type === "thread.ready" && l["item"] === m["item"] && l["incarnation"] === victim.runId)
+        if (before === undefined) continue
+        const resumed = lines.filter((l) => l.type === "thread.resumed" && l["item"] === m["item"])
+        assert.deepStrictEqual(resumed.map((l) => l["threadId"]), [before["threadId"]], `item ${m["item"]} resumed its thread`)
+      }
+      assert.isTrue(moved.some((m) => lines.some((l) => l.type === "thread.resumed" && l["item"] === m["item"])), "some moved item resumed its thread")
 
       // Storage: every card has exactly one settlement. Every card the victim recorded (including
       // one it recorded just before the SIGKILL, which no one saw open) is stranded; none was answered.
@@ -170,10 +186,8 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       for (const l of settled.filter((l) => l["outcome"] === "accepted")) assert.strictEqual(l["source"], "person")
       // The ledger on the same database (each runner is one ledger run): no card left open in any
       // run; the victim's recorded cards are all stranded, once; the survivors' match the inbox.
-      const ledgerContext = yield* Layer.build(Ledger.layer().pipe(Layer.provide(Storage.layer(pg.url))))
-      const ledger = Context.get(ledgerContext, Ledger.Ledger)
       const victimLedger = yield* ledger.cards({ runId: victim.runId })
-      assert.isAbove(victimLedger.length, 0)
+      assert.isAtLeast(victimLedger.length, openAtKill.length)
       for (const c of victimLedger) assert.strictEqual(c.settlement?.outcome, "stranded", `${c.cardId} in the ledger`)
       for (const c of victimLedger) assert.isTrue(victimCards.includes(`${victim.runId}:${c.cardId}`), c.cardId)
       assert.strictEqual((yield* ledger.accounting(victim.runId)).open, 0)
