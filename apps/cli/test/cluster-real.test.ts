@@ -11,7 +11,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Invariants, Storage } from "@warden/cluster"
+import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import { Ledger } from "@warden/ledger"
 import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
@@ -45,14 +45,15 @@ const until = (what: string, condition: () => boolean, timeout: Duration.Duratio
 /** The end of a process's output, for a failure message. */
 const tail = (name: string, cli: CliProcess.Cli) => `--- ${name} stdout:\n${cli.lines().slice(-15).join("\n")}\n--- ${name} stderr:\n${cli.stderr().slice(-2000)}`
 
-const sharding = [
-  "shardLockExpiration=10 seconds",
-  "shardLockRefreshInterval=3 seconds",
-  "refreshAssignmentsInterval=1 second",
-  "runnerHealthCheckInterval=3 seconds",
-  "entityMessagePollInterval=2 seconds",
-  "entityTerminationTimeout=5 seconds"
-].flatMap((kv) => ["--sharding", kv])
+const tuning = {
+  shardLockExpiration: "10 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "3 seconds",
+  entityMessagePollInterval: "2 seconds",
+  entityTerminationTimeout: "5 seconds"
+} as const
+const sharding = Object.entries(tuning).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
 
 const lastShards = (cli: CliProcess.Cli) => {
   const lines = cli.json().filter((l) => l.type === "runner.shards")
@@ -127,11 +128,18 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const ended = Date.now()
       const stranded = submit.json().find((l) => l.type === "card.settled" && l["outcome"] === "stranded")
       assert.isDefined(stranded, "a stranded settlement was reported")
-      // The one inbox: a decision for a stranded card is AlreadySettled, nothing is written.
-      yield* submit.write(`${JSON.stringify({ cardId: stranded!["card"], decision: "accept" })}\n`)
-      const late = yield* submit.waitForJson("the answer for the stranded card", (l) => l.type === "card.answer" && l["card"] === stranded!["card"], "60 seconds")
-      assert.strictEqual(late["result"], "AlreadySettled")
-      assert.strictEqual(late["outcome"], "stranded")
+      // The one inbox: the victim's cards were answered right after the SIGKILL, routed to the
+      // item's new owner before or after the move: UnknownCard or AlreadySettled, never Settled.
+      for (const l of submit.json().filter((l) => l.type === "card.answer" && String(l["card"]).startsWith(`${victim.runId}:`))) {
+        assert.include(["UnknownCard", "AlreadySettled"], l["result"], `a decision for the dead runner's card ${l["card"]}`)
+      }
+      // A decision for a stranded card now, from another client of the fleet: AlreadySettled, nothing written.
+      const clientContext = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provide(Storage.layer(pg.url))))
+      const client = Context.get(clientContext, ClusterClient.ClusterClient)
+      const late = yield* client.answer(String(stranded!["itemId"]), String(stranded!["card"]), { _tag: "Accept" })
+      assert.deepStrictEqual(late, new Wire.AlreadySettled({ outcome: "stranded" }))
+      const madeUp = yield* client.answer(String(stranded!["itemId"]), `${victim.runId}:c9999`, { _tag: "Accept" })
+      assert.strictEqual(madeUp._tag, "UnknownCard")
       yield* submit.endStdin
       const exit = yield* submit.exited("60 seconds")
       const lines = submit.json()
