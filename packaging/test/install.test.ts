@@ -27,7 +27,7 @@ import * as Outside from "./support/Outside.js"
 const { repoRoot } = Outside
 
 /** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
-const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
 
 /** Test-only tools that must never reach a user's node_modules. */
 const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite", "playwright-core"]

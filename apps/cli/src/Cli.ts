@@ -1,7 +1,8 @@
 /**
- * The `warden` command: `run`, `serve`, `demo`, `doctor`, `audit`, `rules` and `resume`, with @effect/cli's built-ins (`--help`,
+ * The `warden` command: `run`, `serve`, `demo`, `doctor`, `audit`, `rules`, `resume`, and the fleet's `runner`, `submit`, `fleet`, with @effect/cli's built-ins (`--help`,
  * `--version`, `--completions bash|zsh|fish|sh`).
  */
+import * as ClusterCommands from "./ClusterCommands.js"
 import * as CommandTree from "./CommandTree.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DoctorCommand from "./DoctorCommand.js"
@@ -12,4 +13,4 @@ import * as ServeCommand from "./ServeCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 
-export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, ServeCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command])
+export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, ServeCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command, ClusterCommands.runner, ClusterCommands.submit, ClusterCommands.fleet])

@@ -209,6 +209,14 @@ export interface LedgerShape {
    */
   readonly markStranded: (runId: string) => Effect.Effect<number, LedgerError>
   /**
+   * Record the open cards of one work item of a run `stranded`, as `markStranded` does for a whole
+   * run, but leave the run's status alone: for a cluster, where an item moves to another runner
+   * while the runner that opened its cards is dead (or gave the item up). Returns how many it
+   * stranded; idempotent (a second call returns 0). Fails with `LedgerError`: `LiveRun` for a run
+   * this ledger is recording, `Sql` when the transaction fails.
+   */
+  readonly markStrandedItem: (runId: string, item: string | number) => Effect.Effect<number, LedgerError>
+  /**
    * Strand a dead run's open cards (as `markStranded`) and hand its unfinished work items to
    * `intoRunId`, in one transaction; the items become `handed-over` and are returned to exactly one
    * caller, once (a second `recover` returns none).
@@ -466,6 +474,8 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       unfinishedItems: (runId) => Queries.unfinishedItems(sql, runId),
       openCards: (runId) => Queries.openCards(sql, runId),
       markStranded: (runId) => Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStranded(sql, runId, now()))),
+      markStrandedItem: (runId, item) =>
+        Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now()))),
       recover: (deadRunId, intoRunId) => Effect.zipRight(guardDead(deadRunId), Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now()))),
       prune: (before) => Effect.suspend(() => Queries.prune(sql, before)),
       remember: (input) => Effect.suspend(() => Queries.remember(sql, input, now())),

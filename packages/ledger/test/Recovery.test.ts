@@ -143,6 +143,36 @@ describe("recovery", () => {
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 
+  it.scoped("markStrandedItem strands one item's open cards once, leaves its settled cards, other items and the run's status alone", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      const first = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        run.record(LedgerEvent.itemSubmitted({ id: "a", prompt: "p" }))
+        run.record(LedgerEvent.itemSubmitted({ id: "b", prompt: "q" }))
+        const a1 = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make a"), { context: { workItem: "a" } })
+        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make b"), { context: { workItem: "a" } })
+        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_2", "turn_2", "make c"), { context: { workItem: "b" } })
+        yield* s.approvals.answer(a1.id, Decision.Decline)
+        yield* ledger.flush
+        assert.strictEqual((yield* Effect.flip(ledger.markStrandedItem(run.id, "a"))).reason, "LiveRun")
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 1)
+        assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 0)
+        const cards = yield* ledger.cards({ runId: first })
+        assert.deepStrictEqual(cards.map((c) => [c.cardId, c.settlement?.outcome]), [["c1", "declined"], ["c2", "stranded"], ["c3", undefined]])
+        const [run] = yield* ledger.runs()
+        assert.strictEqual(run!.status, "ended")
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
+
   it.scoped("a settlement recorded after the card was stranded does not replace it (one settlement per card) and is kept as a late decision", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tempDir, "ledger.db")

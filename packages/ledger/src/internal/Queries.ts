@@ -321,6 +321,28 @@ const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, Sql
 export const markStranded = (sql: Sql, runId: string, now: number) =>
   sql.withTransaction(strand(sql, runId, now)).pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
 
+/**
+ * Record the open cards of one work item of `runId` `stranded` (each once), without touching the
+ * run's status: its process may be alive and have handed the item over (a cluster's shard moved).
+ */
+export const markStrandedItem = (sql: Sql, runId: string, itemKey: string, now: number) =>
+  sql.withTransaction(
+    Effect.gen(function*() {
+      const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
+        AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
+      const count = num(open[0]?.["n"]) ?? 0
+      if (count > 0) {
+        yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+          SELECT c.run_id, c.card_id, 'stranded', 'stranded', 'stranded', NULL, 0, 'open when its runner died or gave the item up; never answered', ${now}, NULL
+          FROM ledger_cards c
+          WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
+            AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
+          ON CONFLICT (run_id, card_id) DO NOTHING`
+      }
+      return count
+    })
+  ).pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
+
 export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: number) =>
   sql.withTransaction(
     Effect.gen(function*() {

@@ -1,0 +1,251 @@
+/**
+ * Issue 19's done-when, on this machine: a throwaway PostgreSQL, three `warden runner` processes
+ * (each a supervisor over the pinned codex 0.171.0, one shared CODEX_HOME) and one `warden submit
+ * --json --approvals stdin` with 30 work items against the ScriptedModel. Each item's lane is
+ * `[exec, message]`: one command approval, answered through the one inbox (the submitter's
+ * stdin), accepted on even items and declined on odd ones. One runner's cards are left open and
+ * that runner is SIGKILLed: its items move to the survivors (the persisted `Run` redelivered),
+ * resume their threads and complete (the re-run turn gets the lane's message); its open cards are
+ * `stranded` exactly once, and a decision for one of them is `AlreadySettled`, written nowhere.
+ * At the end: every item completed, every card exactly one settlement, no process left behind.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
+import { Ledger } from "@warden/ledger"
+import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import * as Net from "node:net"
+import * as CliProcess from "./support/CliProcess.js"
+import * as Codex from "./support/Codex.js"
+
+const ITEMS = 30
+const lanes = Object.fromEntries(
+  Array.from({ length: ITEMS }, (_, i) => [
+    `i${i}`,
+    [Step.execCommand({ cmd: `echo warden-cluster-${i}`, escalated: true, justification: "cluster test" }), Step.message(`done ${i}`)]
+  ])
+)
+
+const freePort = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** Bounded wait on state spread over several processes' output (no single event to wait on). */
+const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds", context: () => string = () => "") =>
+  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
+    Effect.retry(Schedule.spaced("250 millis")),
+    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
+  )
+
+/** The end of a process's output, for a failure message. */
+const tail = (name: string, cli: CliProcess.Cli) => `--- ${name} stdout:\n${cli.lines().slice(-15).join("\n")}\n--- ${name} stderr:\n${cli.stderr().slice(-2000)}`
+
+const tuning = {
+  shardLockExpiration: "10 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "3 seconds",
+  entityMessagePollInterval: "2 seconds",
+  entityTerminationTimeout: "5 seconds"
+} as const
+const sharding = Object.entries(tuning).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
+
+const lastShards = (cli: CliProcess.Cli) => {
+  const lines = cli.json().filter((l) => l.type === "runner.shards")
+  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
+}
+
+describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", () => {
+  it.scopedLive("30 items, one approval each through the one inbox, a runner SIGKILLed with open cards: every item completes, every card settles once", () =>
+    Effect.gen(function*() {
+      const codex = yield* Codex.setup({ lanes })
+      const pg = yield* Postgres.start()
+      const runnerFlags = ["--codex", codex.launch.command, ...Codex.flagsOf(codex.launch), ...sharding, "--concurrency", "12"]
+      const runners: Array<{ cli: CliProcess.Cli; runId: string; address: string; codexPids: Array<number> }> = []
+      for (let i = 0; i < 3; i++) {
+        const port = yield* freePort
+        const cli = yield* CliProcess.spawn(["runner", "--cluster", pg.url, "--listen", `127.0.0.1:${port}`, ...runnerFlags], { env: codex.env, stdin: "ignore" })
+        const ready = yield* cli.waitForJson(`runner ${i} ready`, (l) => l.type === "runner.ready", "120 seconds")
+        runners.push({ cli, runId: String(ready["runId"]), address: String(ready["address"]), codexPids: [] })
+        // One at a time: each joins once the ones before it hold every shard between them.
+        yield* until(`${i + 1} runner(s) holding the 300 shards`, () =>
+          runners.every((r) => lastShards(r.cli) > 0) && runners.reduce((n, r) => n + lastShards(r.cli), 0) === 300)
+      }
+      const victim = runners[2]!
+
+      const prompts = Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`i${i}`)} run the command`)
+      const started = Date.now()
+      const submit = yield* CliProcess.spawn(
+        ["submit", "--cluster", pg.url, "--json", "--approvals", "stdin", "--cwd", codex.launch.workspace, "--sandbox", "workspace-write", ...sharding, ...prompts],
+        { env: codex.env }
+      )
+      const decisions = new Map<string, "accept" | "decline">()
+      let killed = false
+      const answerOpenCards = Effect.gen(function*() {
+        for (const line of submit.json()) {
+          if (line.type !== "card.opened") continue
+          const card = String(line["card"])
+          if (decisions.has(card)) continue
+          if (!killed && line["runner"] === victim.address) continue // left open until the SIGKILL
+          const decision = Number(line["item"]) % 2 === 0 ? "accept" : "decline"
+          decisions.set(card, decision)
+          yield* submit.write(`${JSON.stringify({ cardId: card, decision })}\n`)
+        }
+      })
+      const openVictimCards = () =>
+        submit.json().filter((l) => l.type === "card.opened" && l["runner"] === victim.address).map((l) => String(l["card"]))
+      // Answer the others' cards as they open, until the victim holds at least two open cards.
+      yield* until("two open cards on the victim", () => {
+        Effect.runSync(answerOpenCards)
+        return openVictimCards().length >= 2
+      })
+      const openAtKill = openVictimCards()
+      // The ledger's writer is asynchronous: wait until the victim's open cards are in it, so the
+      // ledger's side of "stranded once" is checked too (a card it never got is the fleet table's only).
+      const ledgerContext = yield* Layer.build(Ledger.layer().pipe(Layer.provide(Storage.layer(pg.url))))
+      const ledger = Context.get(ledgerContext, Ledger.Ledger)
+      yield* ledger.cards({ runId: victim.runId }).pipe(
+        Effect.flatMap((cards) => (cards.length >= openAtKill.length ? Effect.void : Effect.fail("not yet"))),
+        Effect.retry(Schedule.spaced("250 millis")),
+        Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("the victim's ledger never recorded its open cards") })
+      )
+      victim.codexPids.push(...ProcessTree.descendants(victim.cli.pid))
+      killed = true
+      const killedAt = Date.now()
+      process.kill(-victim.cli.pid, "SIGKILL")
+      yield* victim.cli.exited("30 seconds")
+
+      // Every new card (the survivors', the moved items') is answered; wait for the end.
+      yield* until("submit's run.finished", () => {
+        Effect.runSync(answerOpenCards)
+        return submit.json().some((l) => l.type === "run.finished")
+      }, "420 seconds", () => [tail("submit", submit), ...runners.map((r, i) => tail(`runner ${i}`, r.cli))].join("\n"))
+      const ended = Date.now()
+      const stranded = submit.json().find((l) => l.type === "card.settled" && l["outcome"] === "stranded")
+      assert.isDefined(stranded, "a stranded settlement was reported")
+      // The one inbox: the victim's cards were answered right after the SIGKILL, routed to the
+      // item's new owner before or after the move: UnknownCard or AlreadySettled, never Settled.
+      for (const l of submit.json().filter((l) => l.type === "card.answer" && String(l["card"]).startsWith(`${victim.runId}:`))) {
+        assert.include(["UnknownCard", "AlreadySettled"], l["result"], `a decision for the dead runner's card ${l["card"]}`)
+      }
+      // A decision for a stranded card now, from another client of the fleet: AlreadySettled, nothing written.
+      const clientContext = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provide(Storage.layer(pg.url))))
+      const client = Context.get(clientContext, ClusterClient.ClusterClient)
+      const late = yield* client.answer(String(stranded!["itemId"]), String(stranded!["card"]), { _tag: "Accept" })
+      assert.deepStrictEqual(late, new Wire.AlreadySettled({ outcome: "stranded" }))
+      const madeUp = yield* client.answer(String(stranded!["itemId"]), `${victim.runId}:c9999`, { _tag: "Accept" })
+      assert.strictEqual(madeUp._tag, "UnknownCard")
+      yield* submit.endStdin
+      const exit = yield* submit.exited("60 seconds")
+      const lines = submit.json()
+      assert.deepStrictEqual(exit, { code: 0, signal: null }, submit.stderr())
+
+      // Every item completed, on its thread; the victim's moved once and resumed theirs.
+      const results = lines.filter((l) => l.type === "item.result")
+      assert.strictEqual(results.length, ITEMS)
+      for (const r of results) assert.strictEqual(r["status"], "completed", JSON.stringify(r))
+      const moved = lines.filter((l) => l.type === "item.moved")
+      assert.isAbove(moved.length, 0)
+      for (const m of moved) assert.strictEqual(m["from"], victim.address)
+      // A moved item whose thread existed on the victim resumed that thread (one that moved before
+      // its thread was made starts one on the survivor).
+      for (const m of moved) {
+        const before = lines.find((l) => l.type === "thread.ready" && l["item"] === m["item"] && l["incarnation"] === victim.runId)
+        if (before === undefined) continue
+        const resumed = lines.filter((l) => l.type === "thread.resumed" && l["item"] === m["item"])
+        assert.deepStrictEqual(resumed.map((l) => l["threadId"]), [before["threadId"]], `item ${m["item"]} resumed its thread`)
+      }
+      assert.isTrue(moved.some((m) => lines.some((l) => l.type === "thread.resumed" && l["item"] === m["item"])), "some moved item resumed its thread")
+
+      // Storage: every card has exactly one settlement. Every card the victim recorded (including
+      // one it recorded just before the SIGKILL, which no one saw open) is stranded; none was answered.
+      const context = yield* Layer.build(Storage.layer(pg.url))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const rows = yield* sql<{ id: string; incarnation: string; outcome: string | null; source: string | null }>`SELECT id, incarnation, outcome, source FROM warden_cluster_cards`
+      const opened = new Set(lines.filter((l) => l.type === "card.opened").map((l) => String(l["card"])))
+      for (const card of opened) assert.isTrue(rows.some((r) => r.id === card), `card ${card} is stored`)
+      const victimCards = rows.filter((r) => r.incarnation === victim.runId).map((r) => r.id)
+      assert.isAtLeast(victimCards.length, openAtKill.length)
+      for (const r of rows) {
+        assert.isNotNull(r.outcome, r.id)
+        if (r.incarnation === victim.runId) assert.strictEqual(r.outcome, "stranded", r.id)
+        else {
+          assert.isTrue(opened.has(r.id), `a survivor's card ${r.id} was seen open`)
+          assert.strictEqual(r.outcome, decisions.get(r.id) === "accept" ? "accepted" : "declined", r.id)
+        }
+      }
+      // The property-test invariants over the recorded lines (1: one settlement per card, stranded
+      // only for the dead runner's; 2: no acceptance without an accepting decision; 4: typed ends).
+      const settled = lines.filter((l) => l.type === "card.settled")
+      assert.deepStrictEqual(
+        Invariants.check({
+          lines,
+          decisions: new Map([...decisions].map(([card, d]) => [card, d === "accept" ? "Accept" : "Decline"])),
+          dead: [victim.runId],
+          items: results.map((r) => Number(r["item"]))
+        }),
+        []
+      )
+      for (const l of settled.filter((l) => l["outcome"] === "accepted")) assert.strictEqual(l["source"], "person")
+      // The ledger on the same database (each runner is one ledger run): no card left open in any
+      // run; the victim's recorded cards are all stranded, once; the survivors' match the inbox.
+      const victimLedger = yield* ledger.cards({ runId: victim.runId })
+      assert.isAtLeast(victimLedger.length, openAtKill.length)
+      for (const c of victimLedger) assert.strictEqual(c.settlement?.outcome, "stranded", `${c.cardId} in the ledger`)
+      for (const c of victimLedger) assert.isTrue(victimCards.includes(`${victim.runId}:${c.cardId}`), c.cardId)
+      assert.strictEqual((yield* ledger.accounting(victim.runId)).open, 0)
+
+      // The model saw each accepted command's output, and no declined command's.
+      const requests = yield* codex.model.requests
+      for (const l of settled.filter((l) => (l["outcome"] === "accepted" || l["outcome"] === "declined") && !victimCards.includes(String(l["card"])))) {
+        const item = Number(l["item"]) - 1
+        const outputs = requests.filter((r) => r.lane === `i${item}`).flatMap((r) => ScriptedModel.functionCallOutputs(r).map((o) => JSON.stringify(o)))
+        const ran = outputs.some((o) => o.includes(`warden-cluster-${item}`))
+        assert.strictEqual(ran, l["outcome"] === "accepted", `item ${item + 1}: ${l["outcome"]}`)
+      }
+
+      // Measurements for docs/scaling.md.
+      const latencies = settled.filter((l) => typeof l["latencyMs"] === "number").map((l) => Number(l["latencyMs"])).sort((a, b) => a - b)
+      yield* Effect.log(
+        `cluster-real: ${ITEMS} items in ${ended - started} ms (${(ITEMS / ((ended - started) / 60_000)).toFixed(1)} items/min); ` +
+          `failover: all ended ${ended - killedAt} ms after the SIGKILL; ${moved.length} moved, ${victimCards.length} stranded; ` +
+          `card latency (opened → settled) median ${latencies[Math.floor(latencies.length / 2)]} ms, max ${latencies[latencies.length - 1]} ms`
+      )
+
+      // `warden fleet`: the runners that registered, every item completed, no open card.
+      const fleet = yield* CliProcess.runToEnd(["fleet", "--cluster", pg.url, "--json"], { env: codex.env })
+      assert.deepStrictEqual(fleet.exited, { code: 0, signal: null }, fleet.stderr)
+      const view = JSON.parse(fleet.stdout.join("\n"))
+      assert.includeMembers(view.runners.map((r: { address: string }) => r.address), runners.slice(0, 2).map((r) => r.address))
+      assert.strictEqual(view.items.filter((r: { status: string }) => r.status === "completed").reduce((n: number, r: { count: number }) => n + r.count, 0), ITEMS)
+      assert.deepStrictEqual(view.openCards, [])
+      // A secret-looking prompt is refused before anything is stored (exit 2).
+      const refused = yield* CliProcess.runToEnd(["submit", "--cluster", pg.url, "--json", "deploy with token ghp_0123456789abcdefghijABCDEFGHIJ012345"], { env: codex.env })
+      assert.strictEqual(refused.exited.code, 2, refused.stderr)
+      assert.include(refused.stderr, "--allow-secrets-in-storage")
+
+      // No process left behind: the victim's codex ended with it; the survivors stop on SIGTERM.
+      yield* until("the victim's codex gone", () => victim.codexPids.every((pid) => !ProcessTree.isAlive(pid)), "60 seconds")
+      for (const r of runners.slice(0, 2)) {
+        r.codexPids.push(...ProcessTree.descendants(r.cli.pid))
+        process.kill(-r.cli.pid, "SIGTERM")
+        const e = yield* r.cli.exited("60 seconds")
+        assert.notStrictEqual(e.signal, "SIGKILL")
+      }
+      // Stopped runners flushed their ledger runs: every card they opened settled there once, as stored.
+      for (const r of runners.slice(0, 2)) {
+        const cards = yield* ledger.cards({ runId: r.runId })
+        assert.strictEqual((yield* ledger.accounting(r.runId)).open, 0, r.runId)
+        for (const c of cards) {
+          const row = rows.find((x) => x.id === `${r.runId}:${c.cardId}`)
+          assert.strictEqual(c.settlement?.outcome, row?.outcome, `${r.runId}:${c.cardId}`)
+        }
+      }
+      yield* until("every runner's codex gone", () => runners.every((r) => r.codexPids.every((pid) => !ProcessTree.isAlive(pid))), "60 seconds")
+    }), 900_000)
+})

@@ -1,0 +1,89 @@
+/**
+ * A client of the fleet: submits work items, follows their events, answers their cards (the one
+ * inbox), asks their status, stops them. It is a client-only cluster node: it reads the runners
+ * from storage and routes to the runner that owns each item's shard, but never owns shards.
+ */
+import { Sharding } from "@effect/cluster"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Decision } from "@warden/protocol"
+import { Context, Effect, Layer, Option, Stream } from "effect"
+import type { ShardingConfig } from "@effect/cluster"
+import { shardingConfig } from "./Runner.js"
+import { WorkItemEntity } from "./WorkItemEntity.js"
+import type * as Wire from "./Wire.js"
+import { ItemSpec } from "./Wire.js"
+
+/** A cluster failure a client call can meet (the engine's `MailboxFull`, `AlreadyProcessingMessage`, `PersistenceError`). */
+export type ClusterFailure = Effect.Effect.Error<ReturnType<ReturnType<Effect.Effect.Success<typeof WorkItemEntity.client>>["Status"]>>
+
+/** What a fleet client offers; every call goes to the runner that holds the item now. */
+export interface ClusterClientShape {
+  /**
+   * Run a work item to its end (persisted: it survives the death of the runner running it, which
+   * is how it moves). A second call with the same id returns the first one's stored result.
+   */
+  readonly run: (id: string, spec: Partial<ItemSpec> & { readonly prompt: string }) => Effect.Effect<Wire.RunResult, ClusterFailure>
+  /** The item's event lines: a snapshot, then live lines until it ends (one subscription; see `follow`). */
+  readonly events: (id: string) => Stream.Stream<Wire.ItemEvent, ClusterFailure>
+  /**
+   * Every line of the item once (by incarnation and seq), across runners, until it ends: the
+   * subscription is made again (after a second) whenever it fails or ends before the item did
+   * (its runner died, or stopped and handed the item over). Snapshots are not passed on.
+   */
+  readonly follow: (id: string) => Stream.Stream<Wire.ItemEvent>
+  /** Answer a card by its fleet-wide id, through the item's entity (never another process). */
+  readonly answer: (itemId: string, cardId: string, decision: Decision.Decision) => Effect.Effect<Wire.AnswerWire, ClusterFailure>
+  /** Where the item stands. */
+  readonly status: (id: string) => Effect.Effect<Wire.ItemStatus, ClusterFailure>
+  /** Stop the item (idempotent). */
+  readonly stop: (id: string) => Effect.Effect<void, ClusterFailure>
+}
+
+/** The `ClusterClient` service tag. */
+export class ClusterClient extends Context.Tag("@warden/cluster/ClusterClient")<ClusterClient, ClusterClientShape>() {}
+
+const finalStatuses = new Set(["completed", "failed", "stopped"])
+
+/** A client over the `Sharding` in context (a runner's, or a client-only node's). */
+export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function*() {
+  const client = yield* WorkItemEntity.client
+  return {
+    run: (id, spec) => client(id).Run({ id, spec: new ItemSpec(spec) }),
+    events: (id) => client(id).Events(),
+    follow: (id) => {
+      const seen = new Set<string>()
+      let finished = false
+      const pass = Stream.suspend(() => client(id).Events()).pipe(
+        Stream.filter((e) => {
+          if (e.seq < 0) {
+            // A snapshot: an item that ended before this activation has no lines left to show.
+            if (finalStatuses.has(String(e.line["status"]))) finished = true
+            return false
+          }
+          const key = `${e.incarnation}/${e.seq}`
+          if (seen.has(key)) return false
+          seen.add(key)
+          if (e.line["type"] === "item.finished") finished = true
+          return true
+        }),
+        Stream.catchAllCause(() => Stream.empty)
+      )
+      const loop = (): Stream.Stream<Wire.ItemEvent> =>
+        Stream.concat(pass, Stream.suspend(() => (finished ? Stream.empty : Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep("1 second"))), loop()))))
+      return loop()
+    },
+    answer: (itemId, cardId, decision) => client(itemId).Answer({ cardId, decision: decision as never }),
+    status: (id) => client(id).Status(),
+    stop: (id) => client(id).Stop()
+  }
+})
+
+/**
+ * A client-only cluster node on the `SqlClient` provided (see `Storage.layer`): no listener, no
+ * shards, the same routing as the runners.
+ */
+export const layer = (options: { readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> } = {}) =>
+  Layer.effect(ClusterClient, make).pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(Option.none(), options.sharding) }))
+  ) satisfies Layer.Layer<ClusterClient | Sharding.Sharding, unknown, SqlClient.SqlClient>

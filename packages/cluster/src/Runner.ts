@@ -1,0 +1,147 @@
+/**
+ * A runner: one process of the fleet. It owns one local `Supervisor` (its app-server pool,
+ * admission, restarts, deadlines: the engine's promises hold inside it unchanged) and hosts the
+ * work item entities whose shards the cluster assigns it. Runners find each other, own shards and
+ * keep durable messages through the engine's SQL storage; they talk over TCP sockets.
+ */
+import { RunnerAddress, ShardingConfig } from "@effect/cluster"
+import type { Sharding } from "@effect/cluster"
+import type { SocketServerError } from "@effect/platform/SocketServer"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Config } from "@warden/supervisor"
+import type { Transport } from "@warden/transport"
+import type { ConfigError } from "effect"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import { Supervisor } from "@warden/supervisor"
+import { Ledger } from "@warden/ledger"
+import { Effect, Layer, Option } from "effect"
+import { randomBytes } from "node:crypto"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Handlers from "./internal/Handlers.js"
+import * as ItemStore from "./internal/ItemStore.js"
+import { WorkItemEntity } from "./WorkItemEntity.js"
+
+/** Who a runner process is: its run id (the incarnation of every item it runs) and its address. */
+export const RunnerInfo = Handlers.RunnerInfo
+/** The shape of {@link RunnerInfo}. */
+export type RunnerInfoShape = Handlers.RunnerInfoShape
+
+/** A runner's options. */
+export interface RunnerOptions {
+  /** The address other runners reach this one at (advertised and listened on). */
+  readonly host: string
+  readonly port: number
+  /** This process's run id (default: a new time-ordered one); card ids are `<runId>:<card id>`. */
+  readonly runId?: string
+  /** The local supervisor's configuration (its `runId` is set to the runner's). */
+  readonly supervisor?: Supervisor.SupervisorConfig
+  /**
+   * Record this runner in `@warden/ledger` on the fleet's database (default false): one ledger run
+   * per runner process (its run id), every work item, thread, turn, card and settlement, and a
+   * moved item's open cards `stranded` there too (`Ledger.layer()` on the same `SqlClient`).
+   */
+  readonly ledger?: boolean
+  /**
+   * Overrides of the engine's `ShardingConfig` (failover timings and the like). Every key that
+   * matters is passed: the engine also reads `HOST`, `PORT`, ... from the environment.
+   */
+  readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]>
+}
+
+/** A new run id: time-ordered, then random (letters, digits and `-`, no `:`). */
+export const newRunId = (): string => `r${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`
+
+/** The engine's settings for a runner (or a client, `runnerAddress: None`), with Warden's defaults. */
+export const shardingConfig = (
+  address: Option.Option<RunnerAddress.RunnerAddress>,
+  overrides: Partial<ShardingConfig.ShardingConfig["Type"]> = {}
+): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
+  runnerAddress: address,
+  runnerListenAddress: Option.none(),
+  shardsPerGroup: 300,
+  ...overrides
+})
+
+/**
+ * The runner: the work item entity registered with sharding, over the local supervisor (built
+ * from the `Transport` provided: `CodexCommand.transportLayer` in production, a fake in tests)
+ * and the engine's socket and SQL layers (on the `SqlClient` provided, see `Storage.layer`).
+ *
+ * Release order follows the graph: the entity registration closes first (every running item is
+ * interrupted; its `Run` has no stored reply, so the next owner of its shard runs it again), then
+ * the supervisor (cards still open are refused `shutdown`), then sharding and SQL.
+ *
+ * @example
+ * ```ts
+ * const RunnerLive = Runner.layer({ host: "10.0.0.5", port: 34431, supervisor: { pool: 2 } }).pipe(
+ *   Layer.provide(CodexCommand.transportLayer({ command: "codex" })),
+ *   Layer.provide(Storage.layer("postgres://warden@db/warden"))
+ * )
+ * Layer.launch(RunnerLive).pipe(NodeRuntime.runMain)
+ * ```
+ */
+export const layer = (
+  options: RunnerOptions
+): Layer.Layer<
+  Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo,
+  Config.ConfigError | ConfigError.ConfigError | SocketServerError,
+  SqlClient.SqlClient | Transport.Transport
+> => {
+  const runId = options.runId ?? newRunId()
+  const sharding = NodeClusterSocket.layer({
+    storage: "sql",
+    shardingConfig: shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)
+  })
+  const address = `${options.host}:${options.port}`
+  const supervisor = Supervisor.layer({ ...options.supervisor, runId })
+  if (options.ledger !== true) {
+    return entityLayer({ runId, address }).pipe(Layer.provideMerge(supervisor), Layer.provideMerge(sharding))
+  }
+  // The ledger is built before the supervisor and closed after it, so that the refusals the
+  // supervisor writes while it stops are recorded (docs/ledger.md).
+  const recording = Layer.scoped(
+    Handlers.LedgerRecording,
+    Effect.gen(function*() {
+      const ledger = yield* Ledger.Ledger
+      const run = yield* ledger.beginRun({ id: runId, label: `runner ${address}`, info: { address } })
+      yield* run.attach(yield* Supervisor.Supervisor)
+      return { ledger, run }
+    })
+  )
+  return entityLayer({ runId, address }).pipe(
+    Layer.provide(recording),
+    Layer.provideMerge(supervisor),
+    Layer.provideMerge(Layer.orDie(Ledger.layer())),
+    Layer.provideMerge(sharding)
+  ) as Layer.Layer<
+    Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo,
+    Config.ConfigError | ConfigError.ConfigError | SocketServerError,
+    SqlClient.SqlClient | Transport.Transport
+  >
+}
+
+/**
+ * The work item entity alone, registered with the `Sharding` in context over the `Supervisor` and
+ * `SqlClient` in context: what `layer` builds on, for a runner with a sharding of its own making
+ * (`TestRunner.layer` in tests, `SingleRunner.layer`, another transport). `host` defaults to this
+ * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`.
+ */
+export const entityLayer = (info: {
+  readonly runId: string
+  readonly address: string
+  readonly host?: string
+  readonly codexHome?: string
+}): Layer.Layer<Handlers.RunnerInfo, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
+  WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" }).pipe(
+    Layer.provide(ItemStore.layer),
+    Layer.provide(Layer.sync(Handlers.InflightRuns, () => new Map())),
+    Layer.provideMerge(
+      Layer.succeed(Handlers.RunnerInfo, {
+        runId: info.runId,
+        address: info.address,
+        host: info.host ?? Os.hostname(),
+        codexHome: info.codexHome ?? process.env["CODEX_HOME"] ?? Path.join(Os.homedir(), ".codex")
+      })
+    )
+  )

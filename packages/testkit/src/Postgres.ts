@@ -1,0 +1,137 @@
+/**
+ * A throwaway PostgreSQL server for tests, from the Debian package's binaries.
+ *
+ * `start` runs `initdb` in a new temp directory (as the `postgres` user when this process is
+ * root: `initdb` refuses root), starts the server listening only on a unix socket in that
+ * directory (no TCP: nothing is exposed and no port can collide), creates a database, and stops
+ * the server and removes the directory when the scope closes, however the test ends. A missing
+ * installation fails with `PostgresMissing` saying which package to install; it never skips.
+ */
+import { Data, Effect } from "effect"
+import type { Scope } from "effect"
+import { execFile, execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+/** No PostgreSQL server binaries were found (PATH, `pg_config --bindir`, `/usr/lib/postgresql/N/bin`). */
+export class PostgresMissing extends Data.TaggedError("PostgresMissing")<{ readonly message: string }> {}
+
+/** A PostgreSQL command failed while the server was being set up (its output in `message`). */
+export class PostgresFailed extends Data.TaggedError("PostgresFailed")<{ readonly message: string }> {}
+
+/** A running throwaway server: how to connect, where it lives, and its postmaster's pid. */
+export interface Server {
+  /** The unix-socket directory, the `host` for node-postgres (a host starting with `/`). */
+  readonly host: string
+  /** The port (it only names the socket file: the server has no TCP listener). */
+  readonly port: number
+  readonly username: string
+  readonly database: string
+  /** `postgres://USER@/DB?host=DIR&port=PORT`. */
+  readonly url: string
+  /** The temp directory holding the data, the socket and `server.log`. */
+  readonly dir: string
+  /** The postmaster's pid (for tests that check nothing is left behind). */
+  readonly pid: number
+}
+
+const binDir = (): string | undefined => {
+  const onPath = (name: string) =>
+    (process.env["PATH"] ?? "").split(":").some((dir) => dir !== "" && Fs.existsSync(Path.join(dir, name)))
+  if (onPath("initdb") && onPath("pg_ctl")) return undefined // use PATH
+  try {
+    const dir = execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim()
+    if (Fs.existsSync(Path.join(dir, "initdb"))) return dir
+  } catch {
+    // no pg_config
+  }
+  const root = "/usr/lib/postgresql"
+  const versions = Fs.existsSync(root)
+    ? Fs.readdirSync(root).filter((v) => Fs.existsSync(Path.join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a))
+    : []
+  if (versions[0] !== undefined) return Path.join(root, versions[0], "bin")
+  throw new PostgresMissing({
+    message: "PostgreSQL server binaries not found (initdb, pg_ctl): install the Debian package: apt-get install postgresql"
+  })
+}
+
+const run = (command: string, args: ReadonlyArray<string>, asPostgres: boolean) =>
+  Effect.async<string, PostgresFailed>((resume) => {
+    const [file, argv] = asPostgres ? ["runuser", ["-u", "postgres", "--", command, ...args]] : [command, [...args]]
+    const child = execFile(file, argv, { encoding: "utf8", timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error) resume(Effect.fail(new PostgresFailed({ message: `${command} ${args.join(" ")}: ${error.message}\n${stderr}` })))
+      else resume(Effect.succeed(stdout))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+let counter = 0
+
+/**
+ * Start a throwaway server in the caller's scope; closing the scope stops it (`pg_ctl stop -m
+ * fast`, then SIGKILL of the postmaster if it is still alive) and removes its directory.
+ *
+ * @example
+ * ```ts
+ * const pg = yield* Postgres.start()
+ * // PgClient.layer({ host: pg.host, port: pg.port, username: pg.username, database: pg.database })
+ * ```
+ */
+export const start = (options: { readonly database?: string } = {}): Effect.Effect<Server, PostgresMissing | PostgresFailed, Scope.Scope> =>
+  Effect.gen(function*() {
+    const bin = yield* Effect.try({ try: binDir, catch: (e) => e instanceof PostgresMissing ? e : new PostgresMissing({ message: String(e) }) })
+    const tool = (name: string) => (bin === undefined ? name : Path.join(bin, name))
+    const asPostgres = process.getuid?.() === 0
+    const port = 54_000 + ((process.pid * 7 + ++counter) % 900)
+    const database = options.database ?? "warden_test"
+    const username = "warden"
+    const server = yield* Effect.acquireRelease(
+      Effect.gen(function*() {
+        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "wpg."))
+        Fs.chmodSync(dir, 0o755)
+        if (asPostgres) execFileSync("chown", ["postgres:", dir])
+        return { dir }
+      }),
+      ({ dir }) =>
+        Effect.gen(function*() {
+          const data = Path.join(dir, "data")
+          if (Fs.existsSync(Path.join(data, "postmaster.pid"))) {
+            yield* run(tool("pg_ctl"), ["-D", data, "-m", "fast", "-w", "-t", "20", "stop"], asPostgres).pipe(Effect.ignore)
+          }
+          // Safety net: the postmaster recorded in its pid file, if it is still there.
+          try {
+            const pid = Number(Fs.readFileSync(Path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
+            if (pid > 0) process.kill(pid, "SIGKILL")
+          } catch {
+            // stopped, or never started
+          }
+          Fs.rmSync(dir, { recursive: true, force: true })
+        })
+    )
+    const data = Path.join(server.dir, "data")
+    yield* run(tool("initdb"), ["-D", data, "-U", username, "--auth=trust", "-E", "UTF8", "--no-sync"], asPostgres)
+    yield* run(tool("pg_ctl"), [
+      "-D",
+      data,
+      "-l",
+      Path.join(server.dir, "server.log"),
+      "-w",
+      "-t",
+      "60",
+      "-o",
+      `-k ${server.dir} -p ${port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+      "start"
+    ], asPostgres)
+    yield* run(tool("createdb"), ["-h", server.dir, "-p", String(port), "-U", username, database], false)
+    const pid = Number(Fs.readFileSync(Path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
+    return {
+      host: server.dir,
+      port,
+      username,
+      database,
+      url: `postgres://${username}@/${database}?host=${encodeURIComponent(server.dir)}&port=${port}`,
+      dir: server.dir,
+      pid
+    }
+  })
