@@ -27,6 +27,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import { Context, Data, Duration, Effect, FiberSet, Layer, Option, Schema, Stream, SubscriptionRef } from "effect"
 import type { Scope } from "effect"
+import { Json } from "@warden/protocol"
 import * as Step from "./Step.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -93,8 +94,7 @@ export interface RecordedRequest {
   readonly receivedAtMs: number
 }
 
-const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
+const isRecord = Json.isRecord
 
 /** The request's `input` items (empty if there are none). */
 export const inputItems = (request: RecordedRequest): ReadonlyArray<unknown> =>

@@ -36,7 +36,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Decision, ServerRequests } from "@warden/protocol"
+import { Decision, Json, ServerRequests } from "@warden/protocol"
 import type { Decision as DecisionNs } from "@warden/protocol"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
 import { MemoryTransport } from "@warden/transport"
@@ -101,8 +101,7 @@ export const loadAll = (dir: string = fixturesDir): ReadonlyArray<Transcript> =>
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isRecord = Json.isRecord
 
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 

@@ -42,8 +42,7 @@ export const Bounds = {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isRecord = Json.isRecord
 
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
