@@ -143,7 +143,9 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       yield* submit.endStdin
       const exit = yield* submit.exited("60 seconds")
       const lines = submit.json()
-      assert.deepStrictEqual(exit, { code: 0, signal: null }, submit.stderr())
+      // On failure, say which items did not complete and how the run ended (stderr is often empty).
+      const notCompleted = lines.filter((l) => (l.type === "item.result" || l.type === "item.finished") && l["status"] !== "completed")
+      assert.deepStrictEqual(exit, { code: 0, signal: null }, `${submit.stderr()}\n${JSON.stringify(notCompleted)}\n${JSON.stringify(lines.find((l) => l.type === "run.finished"))}`)
 
       // Every item completed, on its thread; the victim's moved once and resumed theirs.
       const results = lines.filter((l) => l.type === "item.result")

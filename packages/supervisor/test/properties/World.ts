@@ -170,6 +170,8 @@ interface Item {
   stopRequested: boolean
   /** The thread this item's route serves (set by ThreadReady, or up front by a resume). */
   thread: string | undefined
+  /** The thread it was started to resume, if any (its route may exist before the model sees thread/resume). */
+  readonly resumes: string | undefined
   turnActive: boolean
   /** Notification keys sent to this item's route, in wire order; and the ones its events carried. */
   readonly sent: Array<string>
@@ -654,6 +656,11 @@ export class World {
   // -------------------------------------------------------------------------------------------
   // Model queries
 
+  /** Whether a live item was started to resume `thread` (its route may be registered before its thread/resume frame is seen). */
+  private resumingUnseen(thread: string | undefined): boolean {
+    return thread !== undefined && this.items.some((i) => i.exit === undefined && i.resumes === thread)
+  }
+
   private routeOwner(thread: string | undefined): Item | undefined {
     if (thread === undefined) return undefined
     return this.items.find((i) => i.exit === undefined && !i.routeDropped && i.thread === thread)
@@ -756,6 +763,7 @@ export class World {
       exit: undefined,
       stopRequested: this.stopFiber !== undefined,
       thread: undefined,
+      resumes: resumeThread,
       turnActive: false,
       sent: [],
       emitted: [],
@@ -1142,11 +1150,12 @@ export class World {
       if (!connectionAlive) inst.state = "mute"
       if (!known) this.settle(inst, [Oracle.refusal(method)], "unknown method")
       else if (step.params === "malformed") this.settle(inst, [Oracle.refusal(method)], "malformed params")
-      else if (!routed && connectionAlive) this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
+      else if (!routed && (connectionAlive || !this.resumingUnseen(inst.threadId))) this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
       else if (!routed) {
-        // The end is decided (writes fail): a work item may have registered this thread's route for
-        // a thread/resume whose frame never reached the wire, so the engine may open the card (and
-        // settle it connection-lost) or refuse it at once; either way nothing can be written. Mute.
+        // The end is decided (writes fail) and a live item was started to resume this thread: it
+        // may have registered the route for a thread/resume whose frame never reached the wire, so
+        // the engine may open the card (and settle it connection-lost) or refuse it at once; either
+        // way nothing can be written. Mute.
         this.notes.push(`${label} (no route the model knows, on a connection whose end is decided: mute)`)
       }
       else if (ruled) {
