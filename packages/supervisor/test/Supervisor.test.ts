@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, Fiber, Metric, MetricLabel, Option, Queue, Stream, Tracer } from "effect"
+import { Chunk, Effect, Exit, Fiber, Metric, MetricLabel, Option, Queue, Stream, TestClock, Tracer } from "effect"
 import { Telemetry } from "../src/index.js"
 import { advance, advanceUntilDone, commandApproval, supervise, waitFor } from "./support.js"
 
@@ -334,6 +334,38 @@ describe("Supervisor failure paths", () => {
       assert.deepInclude(ready, { _tag: "ThreadReady", threadId: result.threadId, resumed: false })
       // The resume was asked once per item, then thread/start for the second.
       assert.deepStrictEqual(fake.requestsSoFar().map((r) => r.method).filter((m) => m.startsWith("thread/")), ["thread/resume", "thread/resume", "thread/start"])
+    }))
+
+  it.scoped("a thread another app-server process still writes (a dead runner's, until it exits) is asked again for up to 30 s, then refused", () =>
+    Effect.gen(function*() {
+      let held = 3
+      const heldThenFree = (params: { threadId: string }) =>
+        held-- > 0
+          ? { error: { code: -32600, message: `thread ${params.threadId} already has an active writer` } }
+          : { result: { thread: { id: params.threadId }, model: "m" } }
+      const { fake, supervisor } = yield* supervise({}, { behaviour: { "thread/resume": heldThenFree } })
+      const fiber = yield* Effect.fork(supervisor.run(item("x", { threadId: "thr_held" })))
+      for (let i = 0; i < 3; i++) {
+        yield* fake.nextRequest("thread/resume")
+        yield* TestClock.adjust("500 millis")
+      }
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.threadId, "thr_held")
+      assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/resume").length, 4)
+
+      const always = yield* supervise({}, { behaviour: { "thread/resume": (params: { threadId: string }) => ({ error: { code: -32600, message: `thread ${params.threadId} already has an active writer` } }) } })
+      const stuck = yield* Effect.fork(Effect.exit(always.supervisor.run(item("y", { threadId: "thr_stuck" }))))
+      yield* always.fake.nextRequest("thread/resume")
+      for (let i = 0; i < 60; i++) {
+        yield* TestClock.adjust("500 millis")
+        yield* always.fake.nextRequest("thread/resume")
+      }
+      const exit = yield* Fiber.join(stuck)
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual(error?.reason, "resume-failed")
+      assert.match(error?.detail ?? "", /active writer/)
+      assert.strictEqual(always.fake.requestsSoFar().filter((r) => r.method === "thread/resume").length, 61)
     }))
 
   it.scoped("ifThreadMissing start does not hide another refusal of the resume", () =>

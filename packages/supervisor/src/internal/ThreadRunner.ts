@@ -7,7 +7,7 @@
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
  * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Duration, Effect, Mailbox, Metric, MetricLabel, Option } from "effect"
+import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
@@ -135,6 +135,9 @@ export const run = (
         route.threadId = resumeThreadId
         server.registerThread(route)
         const outcome = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
+          // Another process still holds the thread (the app-server of a runner or a run that just
+          // died, on the same codex home, until it exits): asked again for a while, then refused.
+          Effect.retry({ while: isHeldElsewhere, schedule: heldElsewhereRetries }),
           Effect.tapError(() => Effect.sync(() => server.unregisterThread(route))),
           Effect.map((result) => ({ _tag: "Resumed" as const, result })),
           // A thread codex never persisted: start a new one, if the item asked for that.
@@ -219,6 +222,13 @@ const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): Effe
  * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
  * `-32600 "no rollout found for thread id …"`).
  */
+/** codex 0.171.0's refusal to resume a thread another app-server process still writes. */
+const isHeldElsewhere = (error: { readonly _tag: string }): boolean =>
+  error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /already has an active writer/i.test((error as RemoteError).detail)
+
+/** Every 500 ms for up to 30 s: long enough for a dead process's app-server to notice and exit. */
+const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(60)))
+
 const isMissingThread = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
 
