@@ -15,15 +15,8 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"
 import { spawnTsx } from "./support/Proc.js"
+import { tuning } from "./support/Tuning.js"
 
-const tuning = {
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "3 seconds",
-  refreshAssignmentsInterval: "1 second",
-  runnerHealthCheckInterval: "3 seconds",
-  entityMessagePollInterval: "2 seconds",
-  entityTerminationTimeout: "5 seconds"
-} as const
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

@@ -14,16 +14,9 @@ import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { spawnTsx } from "./support/Proc.js"
+import { tuning } from "./support/Tuning.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
-const tuning = {
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "3 seconds",
-  refreshAssignmentsInterval: "1 second",
-  runnerHealthCheckInterval: "3 seconds",
-  entityMessagePollInterval: "2 seconds",
-  entityTerminationTimeout: "5 seconds"
-} as const
 
 const started = new Set<number>()
 afterAll(() => {
