@@ -129,7 +129,7 @@ export interface FakeAppServer {
  *     const threadId = yield* handle.threadId // "thr_1"
  *     yield* fake.nextRequest("turn/start") // answered with turn "turn_1"
  *     const id = yield* fake.request("item/commandExecution/requestApproval", {
- *       threadId, turnId: "turn_1", itemId: "call_1", command: "rm -rf /tmp/x", cwd: "/tmp"
+ *       threadId, turnId: "turn_1", itemId: "call_1", command: "rm -rf /tmp/scratch", cwd: "/tmp"
  *     })
  *     const answer = yield* fake.answerTo(id) // { id: 0, result: { decision: "decline" } }
  *     yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
