@@ -4,11 +4,16 @@
  * That is instead of a sleeping fiber (and a timer) per card: a desk with 10,000 open cards holds no
  * fiber for them, and settling them (a connection loss) has nothing to interrupt.
  *
- * Entries are kept in one insertion-ordered set per deadline length. Within a set, an entry added
+ * Entries are kept in one insertion-ordered list per deadline length. Within a list, an entry added
  * later is due later (the clock is monotonic), so the next deadline is the first entry of one of
- * the sets (there are as many sets as configured deadline lengths: a handful). Adding and removing
+ * the lists (there are as many lists as configured deadline lengths: a handful). Adding and removing
  * are O(1). Time is the Clock's nanoseconds (`unsafeCurrentTimeNanos`: monotonic; the TestClock in
  * tests), and the fiber sleeps with `Effect.sleep`, so the TestClock decides when deadlines pass.
+ *
+ * The lists are intrusive: an entry is a {@link Timed} object carrying its own links, so an
+ * object that already exists per deadline (a card) can be the entry itself and a deadline costs
+ * no allocation (`schedule` / `cancel`). `add` wraps a callback in a small entry for callers
+ * without such an object (our requests).
  *
  * The fiber is started when an entry is due earlier than anything the timer is asleep for (a
  * newer fiber replaces the older one, which is interrupted; a generation number makes a late
@@ -33,17 +38,53 @@ export interface Options {
   readonly onDefect?: (defect: unknown) => void
 }
 
+/**
+ * Something with a deadline, kept in place by the timer (`schedule`, `cancel`): the `timer*`
+ * fields are the timer's own links, never to be written by anyone else; `onDeadline` is called
+ * once, from the timer's fiber, when the deadline passes (it is no longer scheduled then).
+ */
+export abstract class Timed {
+  /** When it is due: the Clock's nanoseconds since the timer was made (managed by the timer). */
+  timerDue = 0
+  /** The list it is in while scheduled (managed by the timer). */
+  timerList: TimedList | undefined = undefined
+  timerPrev: Timed | undefined = undefined
+  timerNext: Timed | undefined = undefined
+  /** The deadline passed: called once, from the timer's fiber. */
+  abstract onDeadline(): void
+}
+
+/** One deadline length's entries, oldest first (internal to the timer). */
+export interface TimedList {
+  readonly length: number
+  head: Timed | undefined
+  tail: Timed | undefined
+}
+
 /** Many deadlines kept by one fiber (`add` one, call its remover to cancel it). */
 export interface DeadlineTimer {
   /** Call `expire` once `after` has passed (measured from now), unless the returned remover runs first. */
   readonly add: (after: Duration.Duration, expire: () => void) => () => void
+  /**
+   * Call `entry.onDeadline()` once `after` has passed (measured from now), unless `cancel(entry)`
+   * runs first. No allocation: the entry carries its links. An entry already scheduled is moved
+   * to its new deadline; an infinite `after` schedules nothing (returns false).
+   */
+  readonly schedule: (entry: Timed, after: Duration.Duration) => boolean
+  /** Take `entry` off the timer (nothing if it is not scheduled). */
+  readonly cancel: (entry: Timed) => void
   /** Entries waiting (for tests and diagnostics). */
   readonly size: () => number
 }
 
-interface Entry {
-  readonly due: bigint
-  readonly expire: () => void
+/** An entry for `add`: a callback and nothing else. */
+class Callback extends Timed {
+  constructor(readonly expire: () => void) {
+    super()
+  }
+  onDeadline(): void {
+    this.expire()
+  }
 }
 
 /**
@@ -62,38 +103,56 @@ interface Entry {
  * ```
  */
 export const make = (options: Options): DeadlineTimer => {
-  /** One set per deadline length (nanoseconds), entries in the order they were added. */
-  const byLength = new Map<bigint, Set<Entry>>()
+  // Times are kept as numbers of nanoseconds since this origin: exact integers for 104 days
+  // (2^53 ns), and no BigInt per entry.
+  const origin = options.nanos()
+  const now = (): number => Number(options.nanos() - origin)
+  /** One list per deadline length (nanoseconds), entries in the order they were added. */
+  const byLength = new Map<number, TimedList>()
   let size = 0
   let generation = 0
   /** When the running fiber wakes next; undefined when no fiber runs. */
-  let armedUntil: bigint | undefined
+  let armedUntil: number | undefined
   let fiber: Fiber.RuntimeFiber<void> | undefined
 
-  const earliest = (): Entry | undefined => {
-    let best: Entry | undefined
-    for (const set of byLength.values()) {
-      const first = set.values().next().value
-      if (first !== undefined && (best === undefined || first.due < best.due)) best = first
+  const unlink = (entry: Timed, list: TimedList): void => {
+    const prev = entry.timerPrev
+    const next = entry.timerNext
+    if (prev === undefined) list.head = next
+    else prev.timerNext = next
+    if (next === undefined) list.tail = prev
+    else next.timerPrev = prev
+    entry.timerPrev = undefined
+    entry.timerNext = undefined
+    entry.timerList = undefined
+    size--
+    if (list.head === undefined && byLength.get(list.length) === list) byLength.delete(list.length)
+  }
+
+  const earliest = (): Timed | undefined => {
+    let best: Timed | undefined
+    for (const list of byLength.values()) {
+      const first = list.head
+      if (first !== undefined && (best === undefined || first.timerDue < best.timerDue)) best = first
     }
     return best
   }
 
   /** Expire what is due; returns what the callbacks threw (they never stop the others). */
-  const expireDue = (now: bigint): Array<unknown> | undefined => {
+  const expireDue = (at: number): Array<unknown> | undefined => {
     let defects: Array<unknown> | undefined
-    for (const [length, set] of Array.from(byLength)) {
-      for (const entry of set) {
-        if (entry.due > now) break
-        set.delete(entry)
-        size--
+    for (const list of Array.from(byLength.values())) {
+      let entry = list.head
+      while (entry !== undefined && entry.timerDue <= at) {
+        unlink(entry, list)
         try {
-          entry.expire()
+          entry.onDeadline()
         } catch (defect) {
           ;(defects ??= []).push(defect)
         }
+        // A callback may have cancelled or scheduled others: read the list again.
+        entry = list.head
       }
-      if (set.size === 0 && byLength.get(length) === set) byLength.delete(length)
     }
     return defects
   }
@@ -116,8 +175,8 @@ export const make = (options: Options): DeadlineTimer => {
   const loop = (mine: number): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (mine !== generation) return Effect.void // replaced by a fiber that wakes earlier
-      const now = options.nanos()
-      const defects = expireDue(now)
+      const at = now()
+      const defects = expireDue(at)
       const next = earliest()
       if (next === undefined || mine !== generation) {
         if (mine === generation) {
@@ -126,13 +185,11 @@ export const make = (options: Options): DeadlineTimer => {
         }
         return report(defects)
       }
-      armedUntil = next.due
-      return Effect.zipRight(report(defects), Effect.zipRight(Effect.sleep(Duration.nanos(next.due - now)), loop(mine)))
+      armedUntil = next.timerDue
+      return Effect.zipRight(report(defects), Effect.zipRight(Effect.sleep(Duration.nanos(BigInt(next.timerDue - at))), loop(mine)))
     })
 
-
-
-  const arm = (due: bigint): void => {
+  const arm = (due: number): void => {
     if (armedUntil !== undefined && armedUntil <= due) return
     const replaced = fiber
     const mine = ++generation
@@ -150,29 +207,43 @@ export const make = (options: Options): DeadlineTimer => {
     if (replaced !== undefined) options.fork(Effect.asVoid(Fiber.interrupt(replaced)))
   }
 
+  const cancel = (entry: Timed): void => {
+    const list = entry.timerList
+    if (list !== undefined) unlink(entry, list)
+    // Not stopped when the last entry leaves: the fiber ends by itself when it wakes to nothing,
+    // and an entry added meanwhile reuses it (interrupting and starting a fiber per card was most
+    // of what a card decided at once cost: bench/, issue 11).
+  }
+
+  const schedule = (entry: Timed, after: Duration.Duration): boolean => {
+    cancel(entry)
+    if (!Duration.isFinite(after)) return false // never due
+    const length = Number(Duration.unsafeToNanos(after))
+    let list = byLength.get(length)
+    if (list === undefined) {
+      list = { length, head: undefined, tail: undefined }
+      byLength.set(length, list)
+    }
+    entry.timerDue = now() + length
+    entry.timerList = list
+    entry.timerPrev = list.tail
+    entry.timerNext = undefined
+    if (list.tail === undefined) list.head = entry
+    else list.tail.timerNext = entry
+    list.tail = entry
+    size++
+    arm(entry.timerDue)
+    return true
+  }
+
   return {
     add: (after, expire) => {
-      if (!Duration.isFinite(after)) return () => {} // never due
-      const length = Duration.unsafeToNanos(after)
-      const entry: Entry = { due: options.nanos() + length, expire }
-      let set = byLength.get(length)
-      if (set === undefined) {
-        set = new Set()
-        byLength.set(length, set)
-      }
-      set.add(entry)
-      size++
-      arm(entry.due)
-      return () => {
-        const owner = byLength.get(length)
-        if (owner === undefined || !owner.delete(entry)) return
-        size--
-        if (owner.size === 0) byLength.delete(length)
-        // Not stopped when the last entry leaves: the fiber ends by itself when it wakes to nothing,
-        // and a card opened meanwhile reuses it (interrupting and starting a fiber per card was most
-        // of what a card decided at once cost: bench/, issue 11).
-      }
+      const entry = new Callback(expire)
+      if (!schedule(entry, after)) return () => {}
+      return () => cancel(entry)
     },
+    schedule,
+    cancel,
     size: () => size
   }
 }

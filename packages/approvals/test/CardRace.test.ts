@@ -30,6 +30,23 @@ describe("card race", () => {
       assert.strictEqual(wire.written.length, 1)
     }))
 
+  it.scoped("a card's view: summary and title are its own enumerable properties (JSON, spreads and Object.keys see them), built once", () =>
+    Effect.gen(function*() {
+      const { desk, thread } = yield* setup()
+      const opened = yield* desk.open(command(), { parent: thread, context: { workItem: 7 } })
+      assert.strictEqual(opened._tag, "Opened")
+      const card = opened._tag === "Opened" ? opened.card : undefined
+      assert.deepStrictEqual(Object.keys(card!), ["id", "requestId", "method", "threadId", "turnId", "workItem", "summary", "title", "offers", "openedAt", "deadlineAt"])
+      const json = JSON.parse(JSON.stringify(card))
+      assert.strictEqual(json.summary.kind, "command")
+      assert.strictEqual(json.title, card!.title)
+      assert.strictEqual(json.workItem, 7)
+      assert.strictEqual({ ...card! }.summary, card!.summary, "a spread copies the (same) summary")
+      assert.strictEqual(card!.summary, card!.summary, "built once")
+      // Nothing of the request beyond the masked summary is enumerable.
+      assert.notInclude(JSON.stringify(card), "proposedExecpolicyAmendment")
+    }))
+
   it.scoped("deadlines are configurable per supervisor and per method", () =>
     Effect.gen(function*() {
       const { desk, wire, thread } = yield* setup({

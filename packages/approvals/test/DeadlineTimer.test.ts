@@ -59,6 +59,44 @@ describe("DeadlineTimer", () => {
       assert.deepStrictEqual(expired, ["later"])
     }))
 
+  it.scoped("an entry that carries its own links (schedule, cancel): rescheduling moves it, cancelling twice is harmless", () =>
+    Effect.gen(function*() {
+      const { expired, timer } = yield* setup
+      class Card extends DeadlineTimer.Timed {
+        constructor(readonly name: string) {
+          super()
+        }
+        override onDeadline() {
+          expired.push(this.name)
+          // A callback may schedule more (here: the next card, due later).
+          if (this.name === "a") timer.schedule(new Card("from a"), Duration.seconds(1))
+        }
+      }
+      const a = new Card("a")
+      const b = new Card("b")
+      const c = new Card("c")
+      assert.isTrue(timer.schedule(a, Duration.seconds(2)))
+      assert.isTrue(timer.schedule(b, Duration.seconds(2)))
+      assert.isTrue(timer.schedule(c, Duration.seconds(2)))
+      assert.isFalse(timer.schedule(new Card("never"), Duration.infinity))
+      timer.cancel(b)
+      timer.cancel(b)
+      yield* TestClock.adjust("1 second")
+      assert.isTrue(timer.schedule(c, Duration.seconds(5)), "moved: now due at 6 s")
+      assert.strictEqual(timer.size(), 2)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(expired, ["a"])
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(expired, ["a", "from a"])
+      yield* TestClock.adjust("2999 millis")
+      assert.deepStrictEqual(expired, ["a", "from a"])
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(expired, ["a", "from a", "c"])
+      assert.strictEqual(timer.size(), 0)
+      timer.cancel(c) // no longer scheduled: nothing
+      assert.strictEqual(timer.size(), 0)
+    }))
+
   it.scoped("an infinite deadline never expires and holds no entry", () =>
     Effect.gen(function*() {
       const { expired, timer } = yield* setup

@@ -13,15 +13,23 @@
  * (`ParentCards`). Only a handler runs in a fiber of its own (never on the read loop; interrupted when its card settles).
  * So 10,000 open cards cost memory, not fibers, and settling them all (a connection loss) is a
  * loop of synchronous steps with nothing left to interrupt (measured in bench/, issue 8).
+ *
+ * A card is one object (`LiveCard`) and its view: it is its own deadline entry and its own link in
+ * its parent's list, and what every card of a desk shares (the line, the registries, the timer) is
+ * one object per desk (`DeskShared`), so an open card allocates no closure, array or map of its
+ * own (issue 14: heap per open card). A card gets a span only when someone can see it: with
+ * telemetry (a turn's span to hang it under) or under a tracer other than Effect's built-in one.
  */
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
-import { Cause, Clock, Duration, Effect, Either, Exit, Fiber, Scope } from "effect"
-import type { Tracer } from "effect"
+import { Cause, Clock, Context, DefaultServices, Duration, Effect, Either, Exit, FiberId, Runtime, Scope, Tracer } from "effect"
+import type { Fiber } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
-import type { CardView, Outcome, Settlement, Source } from "../Card.js"
+import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
 import { describeSource } from "../Card.js"
 import type { DeadlineTimer } from "../DeadlineTimer.js"
+import { Timed } from "../DeadlineTimer.js"
+import * as CardSummary from "./CardSummary.js"
 
 /** Where a card's answer goes, written synchronously without blocking (false when nothing could be written). */
 export interface Line {
@@ -37,9 +45,18 @@ export type CloseReason =
   | { readonly _tag: "TurnEnded" }
   | { readonly _tag: "Shutdown" }
 
-/** Shared bookkeeping the card reports to (the desk and the supervisor-wide inbox). */
-export interface CardHooks {
-  readonly onSettled: (card: LiveCard, settlement: Settlement) => void
+/**
+ * What every card of one desk shares: one object per desk, so that a card holds one reference
+ * instead of a closure per hook.
+ */
+export interface DeskShared {
+  readonly line: Line
+  /** Wall-clock time (epoch milliseconds): what cards show. */
+  readonly now: () => number
+  /** The desk's deadlines (a card is its own entry). */
+  readonly timer: DeadlineTimer
+  /** The card settled: leave the desk and the inbox. */
+  readonly onSettled: (card: LiveCard) => void
   readonly publish: (event: ApprovalEvent) => void
   /** Fork an effect into a long-lived owner (never a root fiber nobody owns), after the caller's step. */
   readonly fork: (effect: Effect.Effect<void>) => void
@@ -80,40 +97,158 @@ const outcomeOf = (decision: DecisionNs.Decision): Outcome => {
   }
 }
 
-export class LiveCard {
-  private result: Settlement | undefined
-  /** What to undo when the card settles: its deadline, its parent's entry, its span. */
-  private cleanups: Array<() => void> | undefined
-  /** The handler's fiber while it is deciding. */
-  private handler: Fiber.RuntimeFiber<void> | undefined
+/** A card's view: its own accessors `summary` and `title` build the masked summary on first read. */
+class View implements CardView {
+  readonly id: CardView["id"]
+  readonly requestId: CardView["requestId"]
+  readonly method: string
+  readonly threadId: string | undefined
+  readonly turnId: string | undefined
+  readonly workItem: string | number | undefined
+  declare readonly summary: CardSummaryT
+  declare readonly title: string
+  // Assigned after `summary` and `title` are defined, so the keys keep the order they always had.
+  declare readonly offers: CardView["offers"]
+  declare readonly openedAt: number
+  declare readonly deadlineAt: number
+  // The request and context, for the summary only: a view (kept in the settled history) holds
+  // nothing of the connection.
+  readonly #request: ServerRequests.DecodedRequest
+  readonly #context: CardContext
+  #summarized: CardSummary.Summarized | undefined
 
   constructor(
-    readonly view: CardView,
+    id: CardView["id"],
+    request: ServerRequests.DecodedRequest,
+    context: CardContext,
+    offers: CardView["offers"],
+    openedAt: number,
+    deadlineAt: number
+  ) {
+    this.id = id
+    this.requestId = request.id
+    this.method = request.method
+    this.threadId = SR.threadIdFor(request)
+    this.turnId = SR.turnIdFor(request)
+    this.workItem = context.workItem
+    this.#request = request
+    this.#context = context
+    this.#summarized = undefined
+    // Own, enumerable accessors (as an object literal's getters were: JSON, spreads and
+    // Object.keys see `summary` and `title`), shared by every view so the object stays compact.
+    Object.defineProperty(this, "summary", summaryProperty)
+    Object.defineProperty(this, "title", titleProperty)
+    ;(this as { offers: CardView["offers"] }).offers = offers
+    ;(this as { openedAt: number }).openedAt = openedAt
+    ;(this as { deadlineAt: number }).deadlineAt = deadlineAt
+  }
+
+  /** The masked summary, built once, on first read (an inbox, the audit, a UI, a handler that looks). */
+  static summarized(view: View): CardSummary.Summarized {
+    return (view.#summarized ??= CardSummary.summarize(view.#request, view.#context))
+  }
+}
+
+const summaryProperty: PropertyDescriptor = {
+  get(this: View) {
+    return View.summarized(this).summary
+  },
+  enumerable: true,
+  configurable: true
+}
+const titleProperty: PropertyDescriptor = {
+  get(this: View) {
+    return View.summarized(this).title
+  },
+  enumerable: true,
+  configurable: true
+}
+
+/** The offers of a card, shared between cards that offer the same (a handful of distinct lists). */
+const offerLists: Array<ReadonlyArray<DecisionNs.DecisionTag>> = []
+const sharedOffers = (offers: ReadonlyArray<DecisionNs.DecisionTag>): ReadonlyArray<DecisionNs.DecisionTag> => {
+  for (const known of offerLists) {
+    if (known.length === offers.length && known.every((tag, i) => tag === offers[i])) return known
+  }
+  const kept = Object.freeze([...offers])
+  if (offerLists.length < 64) offerLists.push(kept)
+  return kept
+}
+const declineOnly: ReadonlyArray<DecisionNs.DecisionTag> = Object.freeze(["Decline"])
+
+const DeadlineSource: Source = { _tag: "Deadline" }
+const HandlerSource: Source = { _tag: "Handler" }
+
+/** A card's span and the clock that ends it (only for cards that have one). */
+interface SpanState {
+  readonly span: Tracer.Span
+  readonly clock: Clock.Clock
+  /** Telemetry on: describe the settlement on the span, by a fiber of `fork`'s. */
+  readonly fork: ((effect: Effect.Effect<void>) => void) | undefined
+}
+
+export class LiveCard extends Timed {
+  readonly view: CardView
+  private result: Settlement | undefined = undefined
+  /** The handler's fiber while it is deciding. */
+  private handler: Fiber.RuntimeFiber<unknown, unknown> | undefined = undefined
+  private spanState: SpanState | undefined = undefined
+  /** Its parent's list of open cards (see `parentCards`), and why closing that parent closes it. */
+  parentGroup: ParentGroup | undefined = undefined
+  parentPrev: LiveCard | undefined = undefined
+  parentNext: LiveCard | undefined = undefined
+  closeReason: CloseReason | undefined = undefined
+
+  constructor(
+    private readonly desk: DeskShared,
     readonly request: ServerRequests.DecodedRequest,
-    private readonly line: Line,
-    private readonly hooks: CardHooks,
-    private readonly now: () => number
-  ) {}
+    context: CardContext,
+    id: CardView["id"],
+    /** How long it waits (the timeout's detail names it). */
+    readonly deadline: Duration.Duration
+  ) {
+    super()
+    const openedAt = desk.now()
+    this.view = new View(
+      id,
+      request,
+      context,
+      request._tag === "Known" ? sharedOffers(SR.offersFor(request)) : declineOnly,
+      openedAt,
+      openedAt + Duration.toMillis(deadline)
+    )
+  }
 
   get settlement(): Settlement | undefined {
     return this.result
   }
 
-  /** Run `cleanup` when the card settles (at once if it already has). */
-  onSettle(cleanup: () => void): void {
-    if (this.result) cleanup()
-    else (this.cleanups ??= []).push(cleanup)
+  /** The card's span, ended (or described) when it settles. */
+  attachSpan(span: Tracer.Span, clock: Clock.Clock, fork: ((effect: Effect.Effect<void>) => void) | undefined): void {
+    this.spanState = { span, clock, fork }
   }
 
   /** The handler's fiber: interrupted if the card settles while it still runs. */
-  attachHandler(fiber: Fiber.RuntimeFiber<void>): void {
-    if (this.result) this.hooks.fork(Effect.asVoid(Fiber.interrupt(fiber)))
+  attachHandler(fiber: Fiber.RuntimeFiber<unknown, unknown>): void {
+    if (this.result) fiber.unsafeInterruptAsFork(FiberId.none)
     else this.handler = fiber
   }
 
-  /** The handler is done deciding (its fiber is about to end): nothing to interrupt. */
-  detachHandler(): void {
-    this.handler = undefined
+  /** The handler's fiber ended: what its exit means for the card (a decision, no opinion, a refusal). */
+  handlerEnded(exit: Exit.Exit<DecisionNs.Decision | undefined, unknown>): void {
+    this.handler = undefined // nothing to interrupt any more
+    try {
+      settleFromHandler(this, exit)
+    } catch (defect) {
+      // Settling is ours and does not throw; if it did, the card must not be left open.
+      this.desk.fork(Effect.logError("settling a handler's decision threw", Cause.die(defect)))
+      this.refuse("refused", HandlerSource, "the handler's decision could not be settled")
+    }
+  }
+
+  /** The deadline passed (called by the desk's timer). */
+  override onDeadline(): void {
+    this.refuse("timeout", DeadlineSource, `no decision within ${Duration.format(this.deadline)}`)
   }
 
   /**
@@ -122,13 +257,13 @@ export class LiveCard {
    */
   decide(decision: DecisionNs.Decision, source: Source): Settlement {
     if (this.result) {
-      this.hooks.publish({
+      this.desk.publish({
         _tag: "LateDecision",
         card: this.view,
         decision: Decision.describe(decision),
         source,
         outcome: this.result.outcome,
-        at: this.now()
+        at: this.desk.now()
       })
       return this.result
     }
@@ -152,7 +287,7 @@ export class LiveCard {
       return this.refuse("refused", source, `the decision cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`, Decision.describe(decision))
     }
     const outcome = outcomeOf(decision)
-    const saysNo = outcome === "accepted" && text === JSON.stringify(SR.refusalFor(request))
+    const saysNo = outcome === "accepted" && text === refusalText(request)
     return this.finish(saysNo ? "declined" : outcome, source, encoded.right, Decision.describe(decision), undefined)
   }
 
@@ -187,11 +322,12 @@ export class LiveCard {
     detail: string | undefined
   ): Settlement {
     if (this.result) return this.result
+    const desk = this.desk
     let written = false
     let finalOutcome = outcome
     let finalDetail = detail
     if (reply !== undefined) {
-      if (this.line.isOpen() && this.line.write(SR.replyFrame(this.view.requestId, reply))) {
+      if (desk.line.isOpen() && desk.line.write(SR.replyFrame(this.view.requestId, reply))) {
         written = true
       } else {
         // Nothing can be written on a dead line; the card still settles so nobody waits on it.
@@ -199,7 +335,7 @@ export class LiveCard {
         finalDetail = detail ? `${detail}; the connection could not carry the answer` : "the connection could not carry the answer"
       }
     }
-    const settledAt = this.now()
+    const settledAt = desk.now()
     const settlement: Settlement = {
       card: this.view,
       outcome: finalOutcome,
@@ -212,37 +348,56 @@ export class LiveCard {
       latencyMs: Math.max(0, settledAt - this.view.openedAt)
     }
     this.result = settlement
-    const cleanups = this.cleanups
-    this.cleanups = undefined
-    // Whatever a cleanup does (a tracer ending the span is the embedder's code), the card leaves
-    // every registry and its settlement is published: a throw here is reported, not propagated.
-    if (cleanups) for (const cleanup of cleanups) guarded(cleanup, this.hooks)
-    guarded(() => this.hooks.onSettled(this, settlement), this.hooks)
-    this.hooks.publish({ _tag: "CardSettled", settlement })
+    // It leaves every registry: its deadline, its parent's list (ours, they cannot throw), then
+    // its span, the desk and the inbox. Whatever a step does (a tracer ending the span is the
+    // embedder's code), the card leaves every registry and its settlement is published: a throw
+    // here is reported, not propagated.
+    desk.timer.cancel(this)
+    unlinkParent(this)
+    const spanState = this.spanState
+    if (spanState !== undefined) {
+      this.spanState = undefined
+      guarded(() => endSpan(this, settlement, spanState), desk)
+    }
+    guarded(() => desk.onSettled(this), desk)
+    desk.publish({ _tag: "CardSettled", settlement })
     const handler = this.handler
     this.handler = undefined
-    if (handler) this.hooks.fork(Effect.asVoid(Fiber.interrupt(handler)))
+    // An interruption signal, sent now; nobody waits for the handler to end.
+    if (handler) handler.unsafeInterruptAsFork(FiberId.none)
     return settlement
   }
 }
 
-const guarded = (run: () => void, hooks: CardHooks): void => {
+/** The refusal of a known or malformed request as JSON, once per method (it never changes). */
+const refusalTexts = new Map<string, string>()
+const refusalText = (request: ServerRequests.DecodedRequest): string => {
+  if (request._tag === "Unknown") return JSON.stringify(SR.refusalFor(request))
+  let text = refusalTexts.get(request.method)
+  if (text === undefined) {
+    text = JSON.stringify(SR.refusalFor(request))
+    refusalTexts.set(request.method, text)
+  }
+  return text
+}
+
+const guarded = (run: () => void, desk: DeskShared): void => {
   try {
     run()
   } catch (defect) {
-    hooks.fork(Effect.logError("a card's settlement step threw", Cause.die(defect)))
+    desk.fork(Effect.logError("a card's settlement step threw", Cause.die(defect)))
   }
 }
 
 /** What a handler's exit means for the card: its decision, no opinion, or a refusal. */
 const settleFromHandler = (card: LiveCard, exit: Exit.Exit<DecisionNs.Decision | undefined, unknown>): void => {
   if (Exit.isSuccess(exit)) {
-    if (exit.value !== undefined) card.decide(exit.value, { _tag: "Handler" })
+    if (exit.value !== undefined) card.decide(exit.value, HandlerSource)
     return
   }
   if (Exit.isInterrupted(exit) && card.settlement) return
   // A handler that fails or dies is a refusal, never a silent hang.
-  card.refuse("refused", { _tag: "Handler" }, `the handler failed: ${Cause.pretty(exit.cause).split("\n")[0]}`)
+  card.refuse("refused", HandlerSource, `the handler failed: ${Cause.pretty(exit.cause).split("\n")[0]}`)
 }
 
 // Card spans capture no call-site stack trace: it would always point here, and capturing it (an
@@ -250,49 +405,105 @@ const settleFromHandler = (card: LiveCard, exit: Exit.Exit<DecisionNs.Decision |
 // each card's cost (bench/, issue 8).
 const spanOptions = (card: LiveCard) => ({ attributes: cardAttributes(card), captureStackTrace: false })
 
+/** The cards of one parent scope that are still open, in a list through the cards themselves. */
+export interface ParentGroup {
+  head: LiveCard | undefined
+}
+
+const unlinkParent = (card: LiveCard): void => {
+  const group = card.parentGroup
+  if (group === undefined) return
+  const prev = card.parentPrev
+  const next = card.parentNext
+  if (prev === undefined) group.head = next
+  else prev.parentNext = next
+  if (next !== undefined) next.parentPrev = prev
+  card.parentGroup = undefined
+  card.parentPrev = undefined
+  card.parentNext = undefined
+}
+
 /**
  * A desk's registry of cards by parent scope: the first card under a parent adds ONE finalizer to
  * it, which settles that parent's open cards when it closes (the thread stopped, the supervisor
  * shuts down). A settled card leaves the registry at once.
  */
 export interface ParentCards {
-  readonly add: (parent: Scope.Scope, card: LiveCard, reason: CloseReason) => Effect.Effect<void>
+  /**
+   * Register `card` under `parent` (closing it closes the card with `reason`). Synchronous for
+   * every card but a parent's first, for which it returns the effect that adds the finalizer (run
+   * it before anything else waits on the card: added to a scope already closed, it settles the
+   * card at once).
+   */
+  readonly add: (parent: Scope.Scope, card: LiveCard, reason: CloseReason) => Effect.Effect<void> | undefined
 }
 
 export const parentCards = (): ParentCards => {
-  const byParent = new WeakMap<Scope.Scope, Map<LiveCard, CloseReason>>()
+  const byParent = new WeakMap<Scope.Scope, ParentGroup>()
   return {
-    add: (parent, card, reason) =>
-      Effect.suspend(() => {
-        let cards = byParent.get(parent)
-        const first = cards === undefined
-        if (cards === undefined) {
-          cards = new Map()
-          byParent.set(parent, cards)
-        }
-        const mine = cards
-        mine.set(card, reason)
-        card.onSettle(() => mine.delete(card))
-        if (!first) return Effect.void
-        // Added to a scope that is already closed, a finalizer runs at once: the card settles.
-        return Scope.addFinalizer(parent, Effect.sync(() => {
-          byParent.delete(parent) // a card opened under it later settles at once (see above)
-          for (const [open, why] of Array.from(mine)) open.close(why)
-        }))
-      })
+    add: (parent, card, reason) => {
+      let group = byParent.get(parent)
+      const first = group === undefined
+      if (group === undefined) {
+        group = { head: undefined }
+        byParent.set(parent, group)
+      }
+      const mine = group
+      card.closeReason = reason
+      card.parentGroup = mine
+      card.parentPrev = undefined
+      card.parentNext = mine.head
+      if (mine.head !== undefined) mine.head.parentPrev = card
+      mine.head = card
+      if (!first) return undefined
+      // Added to a scope that is already closed, a finalizer runs at once: the card settles.
+      return Scope.addFinalizer(parent, Effect.sync(() => {
+        byParent.delete(parent) // a card opened under it later settles at once (see above)
+        const open: Array<LiveCard> = []
+        for (let c = mine.head; c !== undefined; c = c.parentNext) open.push(c)
+        for (const c of open) c.close(c.closeReason ?? { _tag: "ThreadStopped" })
+      }))
+    }
   }
 }
 
+/** How a desk starts a card's handler: a fiber of its own, its own root (see `race`). */
+export type SpawnHandler = (effect: Effect.Effect<DecisionNs.Decision | undefined, unknown>) => Fiber.RuntimeFiber<DecisionNs.Decision | undefined, unknown>
+
+/**
+ * The handler's fibers start from the runtime of the fiber that opens the card (the read loop's:
+ * its services, clock and tracer), as roots: after the caller's step, never on its stack, and in
+ * no scope (see `race`). Cached per calling fiber.
+ */
+export const handlerSpawner = () => {
+  let cachedFor: unknown
+  let cachedFork: SpawnHandler | undefined
+  return (fiber: Fiber.RuntimeFiber<unknown, unknown>, runtime: () => Runtime.Runtime<never>): SpawnHandler => {
+    if (cachedFor !== fiber || cachedFork === undefined) {
+      const run = Runtime.runFork(runtime())
+      cachedFork = (effect) => run(effect, { immediate: false })
+      cachedFor = fiber
+    }
+    return cachedFork
+  }
+}
+
+/** Effect's own tracer, whose spans nobody sees: cards make none under it (unless telemetry asks). */
+const nativeTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
+
+/** Whether a span made by `fiber` can be seen by anyone (its tracer is not Effect's built-in one). */
+export const tracesVisibly = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
+  Context.get(fiber.getFiberRef(DefaultServices.currentServices), Tracer.Tracer) !== nativeTracer
+
 export interface RaceOptions {
-  readonly deadline: Duration.Duration
   readonly handler: Handler | undefined
   readonly onParentClose: CloseReason
-  /** The desk's deadlines. */
-  readonly timer: DeadlineTimer
   /** The desk's cards by parent scope. */
   readonly parents: ParentCards
-  /** The card's span, when the desk made it already (telemetry on: a child of its turn's span). */
-  readonly span?: Tracer.Span | undefined
+  /** Start the handler's fiber. */
+  readonly spawn: SpawnHandler
+  /** The card's span, when it has one (a child of its turn's with telemetry, else of the caller's). */
+  readonly span: Tracer.Span | undefined
 }
 
 /**
@@ -301,42 +512,42 @@ export interface RaceOptions {
  * handler.
  *
  * Nothing of the handler runs here (this is called from the connection's read loop): it is
- * called inside its own fiber, so a handler that throws, returns something that is
- * not an Effect or a Promise, dies, blocks, or never returns costs only its card (refused, or
- * settled by the deadline or the parent's close), never the loop.
+ * called inside its own fiber, started after the loop's step, so a handler that throws, returns
+ * something that is not an Effect or a Promise, dies, blocks, or never returns costs only its card
+ * (refused, or settled by the deadline or the parent's close), never the loop.
+ *
+ * Returns an effect only for a parent's first card (its finalizer is added); otherwise everything
+ * happens here, synchronously.
  */
-export const race = (card: LiveCard, parent: Scope.Scope, options: RaceOptions): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    if (card.settlement) return
-    // The card's span lasts from here to its settlement.
-    const span = options.span ?? (yield* startSpan(card, undefined))
+export const race = (card: LiveCard, parent: Scope.Scope, timer: DeadlineTimer, options: RaceOptions): Effect.Effect<void> | undefined => {
+  if (card.settlement) return undefined
+  timer.schedule(card, card.deadline)
+  const registered = options.parents.add(parent, card, options.onParentClose)
+  if (registered === undefined) {
+    startHandler(card, options)
+    return undefined
+  }
+  return Effect.map(registered, () => startHandler(card, options))
+}
 
-    card.onSettle(options.timer.add(options.deadline, () => {
-      card.refuse("timeout", { _tag: "Deadline" }, `no decision within ${Duration.format(options.deadline)}`)
-    }))
-    yield* options.parents.add(parent, card, options.onParentClose)
-
-    const handler = options.handler
-    if (handler && !card.settlement) {
-      const fiber = yield* Effect.suspend(() => decisionOf(handler(card.view))).pipe(
-        Effect.withSpan("warden.card.handler", { ...spanOptions(card), parent: span }),
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.sync(() => {
-            card.detachHandler()
-            settleFromHandler(card, exit)
-          })
-        ),
-        Effect.interruptible,
-        // Not in `parent`: closing a scope waits for its fibers, and a handler that will not be
-        // interrupted (an uninterruptible region that never ends) would wedge the thread's close.
-        // Its life is bounded by its card instead: whatever settles the card (a decision, the
-        // deadline, the parent's close, the connection's end) interrupts it, and nobody waits.
-        Effect.forkDaemon
-      )
-      card.attachHandler(fiber)
-    }
-  })
+const startHandler = (card: LiveCard, options: RaceOptions): void => {
+  const handler = options.handler
+  if (handler === undefined || card.settlement) return
+  const decided = Effect.suspend(() => decisionOf(handler(card.view)))
+  const span = options.span
+  const fiber = options.spawn(
+    // Not in `parent`, nor in any scope: closing a scope waits for its fibers, and a handler that
+    // will not be interrupted (an uninterruptible region that never ends) would wedge the
+    // thread's close. Its life is bounded by its card instead: whatever settles the card (a
+    // decision, the deadline, the parent's close, the connection's end) interrupts it, and nobody
+    // waits.
+    Effect.interruptible(span === undefined ? decided : Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span }))
+  )
+  // How it ended decides (an observer: it runs when the fiber ends, whatever ended it, also an
+  // interruption before it started).
+  fiber.addObserver((exit) => card.handlerEnded(exit))
+  card.attachHandler(fiber)
+}
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
@@ -356,30 +567,33 @@ const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | unde
 /**
  * Open the card's span (`warden.card`), ended when the card settles.
  *
- * Without a `parent` (telemetry off) the span is a child of the caller's and only says the
- * outcome, ended synchronously in the settlement. With one (the turn's span, telemetry on) and
- * `fork`, the settlement is described on it (source, decision, latency, whether the answer was
- * written, the card's kind and masked title: never the request itself) and a log record is written
- * in it, by a fiber of `fork`'s, off the read loop: building the masked summary of a large patch
- * and running the logger are not the loop's work. The span's end time is the settlement's.
+ * Without a `parent` (telemetry off, under an embedder's tracer) the span is a child of the
+ * caller's and only says the outcome, ended synchronously in the settlement. With one (the turn's
+ * span, telemetry on) and `fork`, the settlement is described on it (source, decision, latency,
+ * whether the answer was written, the card's kind and masked title: never the request itself) and
+ * a log record is written in it, by a fiber of `fork`'s, off the read loop: building the masked
+ * summary of a large patch and running the logger are not the loop's work. The span's end time is
+ * the settlement's.
  */
 export const startSpan = (
   card: LiveCard,
   parent: Tracer.AnySpan | undefined,
   fork?: (effect: Effect.Effect<void>) => void
 ): Effect.Effect<Tracer.Span> =>
-  Effect.gen(function*() {
-    const clock = yield* Effect.clock
-    const span = yield* Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent })
-    card.onSettle(() => {
-      const settlement = card.settlement
-      span.attribute("warden.outcome", settlement?.outcome ?? "")
-      const endTime = clock.unsafeCurrentTimeNanos()
-      if (parent === undefined || fork === undefined || settlement === undefined) return span.end(endTime, Exit.void)
-      fork(describeSettled(card, settlement, span, endTime))
-    })
-    return span
-  })
+  Effect.flatMap(Effect.clock, (clock) =>
+    Effect.map(Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent }), (span) => {
+      card.attachSpan(span, clock, parent === undefined ? undefined : fork)
+      return span
+    }))
+
+/** The card settled: its span says so and ends (described by a fiber of `fork`'s with telemetry). */
+const endSpan = (card: LiveCard, settlement: Settlement, state: SpanState): void => {
+  const span = state.span
+  span.attribute("warden.outcome", settlement.outcome)
+  const endTime = state.clock.unsafeCurrentTimeNanos()
+  if (state.fork === undefined) return span.end(endTime, Exit.void)
+  state.fork(describeSettled(card, settlement, span, endTime))
+}
 
 /** A settled card's span described and ended, and its log record written (telemetry on; its own fiber). */
 const describeSettled = (card: LiveCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): Effect.Effect<void> =>

@@ -7,17 +7,17 @@
  * `Duplicate`: one answer cannot settle two requests, so the connection must go down.
  */
 import type { JsonRpc, ServerRequests } from "@warden/protocol"
-import { ServerRequests as SR } from "@warden/protocol"
-import { Duration, Effect } from "effect"
-import type { Scope, Tracer } from "effect"
+import { Effect } from "effect"
+import type { Fiber, Scope, Tracer } from "effect"
 import type { CardContext, CardView, Settlement } from "../Card.js"
-import type { CloseReason, Handler, Line } from "./CardRace.js"
-import { LiveCard, parentCards, race, startSpan } from "./CardRace.js"
-import * as CardSummary from "./CardSummary.js"
+import type { CloseReason, DeskShared, Handler, Line } from "./CardRace.js"
+import { handlerSpawner, LiveCard, parentCards, race, startSpan, tracesVisibly } from "./CardRace.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
 import type { FiberOwner, Hub } from "./Hub.js"
 import * as Policy from "../Policy.js"
+import { Runtime } from "effect"
+import type { RuntimeFlags } from "effect"
 import * as SafetyFilter from "./SafetyFilter.js"
 
 /**
@@ -94,16 +94,30 @@ export interface DeskConfig {
   readonly safety?: SafetyFilter.Limits
 }
 
+const NoContext: CardContext = {}
+const ThreadStopped: CloseReason = { _tag: "ThreadStopped" }
+
 /**
  * A desk answering through `line`. Its deadline timer and the small fibers its cards schedule
  * live in `owner` (the connection's scope, so they end with it; the hub's by default).
  */
 export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner = hub): Desk => {
   const byRequestId = new Map<JsonRpc.RequestId, LiveCard>()
-  const now = hub.now
   // One fiber for every deadline of this desk, one finalizer per parent scope: see CardRace.
   const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: owner.spawn, fork: owner.fork })
   const parents = parentCards()
+  const spawner = handlerSpawner()
+  const shared: DeskShared = {
+    line,
+    now: hub.now,
+    timer,
+    onSettled: (c) => {
+      if (byRequestId.get(c.view.requestId) === c) byRequestId.delete(c.view.requestId)
+      hub.unregister(c)
+    },
+    publish: hub.publish,
+    fork: owner.fork
+  }
 
   const settleNow = (card: LiveCard, settle: (card: LiveCard) => Settlement): OpenResult => ({
     _tag: "Settled",
@@ -111,51 +125,25 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
   })
 
   const open = (request: ServerRequests.DecodedRequest, options: OpenOptions): Effect.Effect<OpenResult> =>
-    Effect.suspend(() => {
+    Effect.withFiberRuntime((fiber, status) => {
       const existing = byRequestId.get(request.id)
       if (existing) {
         return Effect.succeed<OpenResult>({ _tag: "Duplicate", requestId: request.id, open: existing.view })
       }
-      const context = options.context ?? {}
-      // The masked summary is built on first read (an inbox, the audit, a UI, a handler that looks):
-      // a card a rule or a quick handler settles with nobody watching never pays for it.
-      let summarized: CardSummary.Summarized | undefined
-      const summarize = () => (summarized ??= CardSummary.summarize(request, context))
-      const openedAt = now()
-      const deadline = Deadlines.forMethod(config.deadlines, request.method)
-      const view: CardView = {
-        id: hub.nextCardId(),
-        requestId: request.id,
-        method: request.method,
-        threadId: SR.threadIdFor(request),
-        turnId: SR.turnIdFor(request),
-        workItem: context.workItem,
-        get summary() {
-          return summarize().summary
-        },
-        get title() {
-          return summarize().title
-        },
-        offers: request._tag === "Known" ? SR.offersFor(request) : ["Decline"],
-        openedAt,
-        deadlineAt: openedAt + Duration.toMillis(deadline)
-      }
-      const card = new LiveCard(view, request, line, {
-        onSettled: (c) => {
-          if (byRequestId.get(c.view.requestId) === c) byRequestId.delete(c.view.requestId)
-          hub.unregister(c)
-        },
-        publish: hub.publish,
-        fork: owner.fork
-      }, now)
+      // The masked summary is built on first read of the view's `summary` or `title` (an inbox,
+      // the audit, a UI, a handler that looks): a card a rule or a quick handler settles with
+      // nobody watching never pays for it.
+      const context = options.context ?? NoContext
+      const card = new LiveCard(shared, request, context, hub.nextCardId(), Deadlines.forMethod(config.deadlines, request.method))
       byRequestId.set(request.id, card)
       hub.register(card)
-      hub.publish({ _tag: "CardOpened", card: view })
+      hub.publish({ _tag: "CardOpened", card: card.view })
 
       const traceParent = options.traceParent
-      return traceParent === undefined
-        ? decide(card, request, options, context, deadline, undefined)
-        : Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => decide(card, request, options, context, deadline, span))
+      if (traceParent !== undefined) {
+        return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => decide(card, request, options, context, fiber, status.runtimeFlags, span))
+      }
+      return decide(card, request, options, context, fiber, status.runtimeFlags, undefined)
     })
 
   const decide = (
@@ -163,58 +151,65 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
     request: ServerRequests.DecodedRequest,
     options: OpenOptions,
     context: CardContext,
-    deadline: Duration.Duration,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    runtimeFlags: RuntimeFlags.RuntimeFlags,
     span: Tracer.Span | undefined
-  ): Effect.Effect<OpenResult> =>
-    Effect.suspend(() => {
-      const view = card.view
-      // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
-      if (request._tag === "Unknown") {
-        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`)))
+  ): Effect.Effect<OpenResult> => {
+    // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
+    if (request._tag === "Unknown") {
+      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`)))
+    }
+    if (request._tag === "Malformed") {
+      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail)))
+    }
+    const parent = options.parent
+    if (parent === undefined) {
+      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs")))
+    }
+    if (config.rules) {
+      const verdict = Policy.evaluate(config.rules, request, context)
+      if (verdict._tag === "Deny") {
+        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId })))
       }
-      if (request._tag === "Malformed") {
-        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail)))
+      if (verdict._tag === "Allow") {
+        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Rule", ruleId: verdict.ruleId })))
       }
-      if (options.parent === undefined) {
-        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs")))
+    }
+    const safety = SafetyFilter.check(request, config.safety)
+    if (safety._tag === "Unsafe") {
+      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason)))
+    }
+    if (config.remembered !== undefined) {
+      let hit: { readonly ruleId: string } | undefined
+      try {
+        hit = config.remembered(request, context)
+      } catch {
+        hit = undefined // a broken lookup never accepts
       }
-      if (config.rules) {
-        const verdict = Policy.evaluate(config.rules, request, context)
-        if (verdict._tag === "Deny") {
-          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId })))
-        }
-        if (verdict._tag === "Allow") {
-          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Rule", ruleId: verdict.ruleId })))
-        }
+      if (hit !== undefined && typeof hit.ruleId === "string") {
+        const ruleId = hit.ruleId
+        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Remembered", ruleId })))
       }
-      const safety = SafetyFilter.check(request, config.safety)
-      if (safety._tag === "Unsafe") {
-        return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason)))
-      }
-      if (config.remembered !== undefined) {
-        let hit: { readonly ruleId: string } | undefined
-        try {
-          hit = config.remembered(request, context)
-        } catch {
-          hit = undefined // a broken lookup never accepts
-        }
-        if (hit !== undefined && typeof hit.ruleId === "string") {
-          const ruleId = hit.ruleId
-          return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Remembered", ruleId })))
-        }
-      }
-      return race(card, options.parent, {
-        deadline,
+    }
+    // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
+    // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
+    const raceWith = (cardSpan: Tracer.Span | undefined): Effect.Effect<OpenResult> => {
+      const registered = race(card, parent, timer, {
         handler: config.handler,
-        onParentClose: options.onParentClose ?? { _tag: "ThreadStopped" },
-        timer,
+        onParentClose: options.onParentClose ?? ThreadStopped,
         parents,
-        span
-      }).pipe(
-        // Settled only if the card was already (the parent scope had closed).
-        Effect.map((): OpenResult => card.settlement ? { _tag: "Settled", settlement: card.settlement } : { _tag: "Opened", card: view })
-      )
-    })
+        spawn: spawner(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+        span: cardSpan
+      })
+      // Settled only if the card was already (the parent scope had closed).
+      return registered === undefined ? Effect.succeed(resultOf(card)) : Effect.map(registered, () => resultOf(card))
+    }
+    if (span === undefined && tracesVisibly(fiber)) return Effect.flatMap(startSpan(card, undefined), raceWith)
+    return raceWith(span)
+  }
+
+  const resultOf = (card: LiveCard): OpenResult =>
+    card.settlement ? { _tag: "Settled", settlement: card.settlement } : { _tag: "Opened", card: card.view }
 
   const withdraw = (requestId: JsonRpc.RequestId) => {
     const card = byRequestId.get(requestId)
