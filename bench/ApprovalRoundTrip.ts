@@ -4,10 +4,12 @@
  * The real Supervisor (approvals engine, connection actor, thread runner, desk) on the in-memory
  * transport, with `approvals.handler: () => Effect.succeed(Decision.Accept)`. A BenchPeer plays
  * the server: one work item's thread is started and its turn is running; then, one at a time,
- * the peer writes an `item/commandExecution/requestApproval` (a real 0.171.0 frame, re-addressed)
- * and the clock runs until the client's answer reaches the peer (the writer handed it over);
- * then the peer sends `serverRequest/resolved`, as codex does, and the next request follows.
- * Live clock (every card also arms its real 15-minute deadline timer).
+ * each in its own macrotask (as a pipe delivers it), the peer writes an
+ * `item/commandExecution/requestApproval` (a real 0.171.0 frame, re-addressed) and the clock runs
+ * from the moment the bytes reach the transport's `data` handler (`unsafeSendRaw`) until the
+ * client's answer reaches the peer (the writer handed it to the pipe: `onClientWrite`); then the
+ * peer sends `serverRequest/resolved`, as codex does, and the next request follows. Live clock
+ * (every card also arms its real 15-minute deadline timer).
  *
  * Ledger on: the same supervisor with a ledger (SQLite in a temp file, as `warden run --state`)
  * built before it and attached to it, recording every card, settlement and work event; its writer
@@ -15,7 +17,18 @@
  * contender's block.
  *
  * Reference, in the same run, in blocks interleaved with Warden's: the plain-callback client
- * (bench/support/PlainReader.ts) answering the same bytes from its callback, synchronously.
+ * (bench/support/PlainReader.ts) answering the same bytes from its callback, synchronously, each
+ * request in its own macrotask too (its clock from the `data` call to its `write`).
+ *
+ * What the clock covers was fixed in issue 14 (docs/performance.md): the plain client ran its
+ * round trips back to back in one synchronous loop (hot caches: 3.7 µs, against 5.3 µs one per
+ * macrotask, as Warden's arrive), Warden's clock started before the test double's
+ * `Effect.runSync(peer.sendRaw(...))` (a fiber of the bench's own) and stopped when the test
+ * double's program fiber got to read the answer (a scheduler hop of the peer's, after the pipe
+ * had it).
+ *
+ * `--profile DIR`: after the measured blocks, a CPU profile of 5,000 more round trips of the
+ * Warden contender (ledger off), untimed (approval-round-trip-N.cpuprofile in DIR).
  */
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
@@ -31,6 +44,8 @@ import { macrotask, max, mean, nowMs, nowUs, percentile, round } from "./support
 export interface Options {
   readonly quick: boolean
   readonly log: (line: string) => void
+  /** `--profile DIR`: a CPU profile of Warden's round trips after the measurement. */
+  readonly profile?: string | undefined
 }
 
 const encoder = new TextEncoder()
@@ -83,7 +98,8 @@ export const startWarden = async (options?: { readonly ledger?: boolean }): Prom
       p.done(at)
     }
   }
-  const send = (bytes: Uint8Array) => Effect.runSync(peer.memory.peer.sendRaw(bytes))
+  // Synchronous, as a pipe's data event: the bytes are in the transport's decoder when it returns.
+  const send = (bytes: Uint8Array) => peer.memory.peer.unsafeSendRaw(bytes)
   return {
     roundTrip: async (id) => {
       const bytes = frames.request(id)
@@ -105,7 +121,7 @@ export const startWarden = async (options?: { readonly ledger?: boolean }): Prom
   }
 }
 
-/** The hand-written client on the same bytes: callback answers, synchronously. */
+/** The hand-written client on the same bytes: callback answers, synchronously (time one with `roundTrip` after a macrotask). */
 export const startPlain = () => {
   const frames = requestFrames("thr_1", "turn_1")
   let answeredAt = 0
@@ -133,6 +149,28 @@ export const startPlain = () => {
   }
 }
 
+let profiles = 0
+/** Profile `window` with the inspector (this process), written to `dir`. */
+const profiled = async (dir: string, window: () => Promise<void>): Promise<void> => {
+  const { Session } = await import("node:inspector")
+  const { mkdirSync, writeFileSync } = await import("node:fs")
+  const session = new Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  await post("Profiler.enable")
+  await post("Profiler.setSamplingInterval", { interval: 50 })
+  await post("Profiler.start")
+  try {
+    await window()
+  } finally {
+    const { profile } = await post("Profiler.stop")
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(`${dir}/approval-round-trip-${++profiles}.cpuprofile`, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
 const runOnce = async (options: Options): Promise<BenchResult> => {
   const cards = options.quick ? 500 : 10_000
   const warmup = options.quick ? 200 : 2_000
@@ -145,12 +183,18 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const ledgerUs: Array<number> = []
   const plainUs: Array<number> = []
   let id = 0
+  let profiledCards = 0
   const started = nowMs()
   try {
+    // Every contender gets each request in a macrotask of its own (Warden's roundTrip waits one).
+    const plainRoundTrip = async (n: number) => {
+      await macrotask()
+      return plain.roundTrip(n)
+    }
     for (let i = 0; i < warmup; i++) {
       await warden.roundTrip(id++)
       await withLedger.roundTrip(id++)
-      plain.roundTrip(id++)
+      await plainRoundTrip(id++)
     }
     await withLedger.flush()
     for (let done = 0; done < cards; done += block) {
@@ -161,16 +205,22 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       for (let i = 0; i < n; i++) ledgerUs.push(await withLedger.roundTrip(id++))
       await withLedger.flush()
       if (!first) for (let i = 0; i < n; i++) wardenUs.push(await warden.roundTrip(id++))
-      for (let i = 0; i < n; i++) plainUs.push(plain.roundTrip(id++))
+      for (let i = 0; i < n; i++) plainUs.push(await plainRoundTrip(id++))
+    }
+    if (options.profile !== undefined) {
+      await profiled(options.profile, async () => {
+        for (let i = 0; i < 5_000; i++) await warden.roundTrip(id++)
+      })
+      profiledCards += 5_000
     }
   } finally {
     await warden.close()
     await withLedger.close()
   }
   const elapsedS = (nowMs() - started) / 1000
-  for (const w of [warden, withLedger]) {
-    if (w.answersAccepted() !== warmup + cards) {
-      throw new Error(`expected ${warmup + cards} accept answers, the peer saw ${w.answersAccepted()}`)
+  for (const [w, extra] of [[warden, profiledCards], [withLedger, 0]] as const) {
+    if (w.answersAccepted() !== warmup + cards + extra) {
+      throw new Error(`expected ${warmup + cards + extra} accept answers, the peer saw ${w.answersAccepted()}`)
     }
   }
   const summary = (xs: ReadonlyArray<number>) => ({

@@ -5,7 +5,9 @@
  * It answers `initialize`, `thread/start` (then `thread/started`), `turn/start` (then
  * `turn/started`) and `turn/interrupt` (then `turn/completed` interrupted) as codex 0.171.0 does,
  * stays silent on every other client request (so they stay pending), and reports each answer to a
- * server request through `onAnswer`, synchronously, the moment the client's writer hands it over.
+ * server request through `onAnswer`, synchronously, the moment the client's writer hands it over
+ * (`MemoryTransport`'s `onClientWrite`: a pipe carries the answer then; the peer's own fiber reads
+ * it a scheduler hop later, and that hop is the test double's, not the client's).
  * Unlike the test kit's FakeAppServer it keeps no searchable history of answers (a linear `find`
  * per card would be measured too).
  */
@@ -46,6 +48,14 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
     turnOf: (threadId) => turnOf.get(threadId),
     silent: (method) => silent.get(method) ?? 0
   }
+  // Answers to server requests (a frame with an id and no method), as the writer hands them over.
+  const onClientWrite = (frame: JsonObject) => {
+    const id = frame["id"] as number | string | undefined
+    if (frame["method"] === undefined && id !== undefined) {
+      answers++
+      self.onAnswer(id, frame)
+    }
+  }
   const program = (peer: MemoryTransport.Peer): Effect.Effect<void> =>
     Effect.gen(function*() {
       while (true) {
@@ -54,13 +64,7 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
         for (const frame of frames) {
           const id = frame["id"] as number | string | undefined
           const method = frame["method"] as string | undefined
-          if (method === undefined) {
-            if (id !== undefined) {
-              answers++
-              self.onAnswer(id, frame)
-            }
-            continue
-          }
+          if (method === undefined) continue // an answer: reported by onClientWrite
           if (id === undefined) continue // initialized
           const params = frame["params"] as Record<string, any> | undefined
           switch (method) {
@@ -97,6 +101,6 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
         if (done) return
       }
     })
-  ;(self as { memory: MemoryTransport.MemoryTransport }).memory = MemoryTransport.make({ ...options, program })
+  ;(self as { memory: MemoryTransport.MemoryTransport }).memory = MemoryTransport.make({ ...options, program, onClientWrite })
   return self
 }

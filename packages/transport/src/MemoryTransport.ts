@@ -35,6 +35,12 @@ export interface Options {
   readonly keepLog?: boolean | undefined
   /** Runs for each connection, in the connection's scope, as the peer's "process". */
   readonly program?: ((peer: Peer) => Effect.Effect<void>) | undefined
+  /**
+   * Called with each frame the client writes, synchronously, the moment its writer hands the
+   * text to the "pipe" (before `written` offers it to the peer's reader). For benchmarks that stop
+   * their clock when an answer reaches the peer, not when the peer's own fiber gets to read it.
+   */
+  readonly onClientWrite?: ((frame: JsonObject) => void) | undefined
 }
 
 /** The far end of one in-memory connection, doing on demand what a child process could do. */
@@ -43,6 +49,12 @@ export interface Peer {
   readonly sendFrame: (frame: JsonObject) => Effect.Effect<void>
   /** Write raw bytes or text to the client's stdout decoder (garbage, partial lines, split UTF-8). */
   readonly sendRaw: (data: string | Uint8Array) => Effect.Effect<void>
+  /**
+   * `sendRaw`, synchronously, outside Effect: the bytes reach the client's decoder during this
+   * call, as a pipe's `data` event does (throws after stdout closed). For benchmarks that time
+   * from the moment the bytes arrive.
+   */
+  readonly unsafeSendRaw: (data: string | Uint8Array) => void
   /** Write to the peer's stderr (kept in the connection's stderr tail). */
   readonly writeStderr: (data: string | Uint8Array) => Effect.Effect<void>
   /** Close stdout (EOF) without exiting. */
@@ -95,7 +107,12 @@ export interface MemoryTransport {
 const encoder = new TextEncoder()
 const bytesOf = (data: string | Uint8Array): Uint8Array => (typeof data === "string" ? encoder.encode(data) : data)
 
-const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject>, keepLog: boolean) => {
+const makePeer = (
+  core: ConnectionCore.Core,
+  written: Mailbox.Mailbox<JsonObject>,
+  keepLog: boolean,
+  onClientWrite: ((frame: JsonObject) => void) | undefined
+) => {
   const log: Array<JsonObject> = []
   const signals: Array<ConnectionCore.Signal> = []
   let stdoutOpen = true
@@ -112,6 +129,7 @@ const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject
       if (line.length === 0) continue
       const frame = JSON.parse(line) as JsonObject
       if (keepLog) log.push(frame)
+      if (onClientWrite !== undefined) onClientWrite(frame)
       written.unsafeOffer(frame)
     }
   }
@@ -175,13 +193,14 @@ const makePeer = (core: ConnectionCore.Core, written: Mailbox.Mailbox<JsonObject
     anyAlive: () => !exited
   }
 
+  const sendNow = (data: string | Uint8Array) => {
+    requireStdout("sendRaw")
+    core.stdoutData(bytesOf(data))
+  }
   const peer: Peer = {
     sendFrame: (frame) => peer.sendRaw(JSON.stringify(frame) + "\n"),
-    sendRaw: (data) =>
-      Effect.sync(() => {
-        requireStdout("sendRaw")
-        core.stdoutData(bytesOf(data))
-      }),
+    sendRaw: (data) => Effect.sync(() => sendNow(data)),
+    unsafeSendRaw: sendNow,
     writeStderr: (data) => Effect.sync(() => core.stderrData(bytesOf(data))),
     closeStdout: Effect.sync(closeStdout),
     exit: (code, signal = null, options) => Effect.sync(() => exit(code, signal, options?.drain ?? true)),
@@ -255,7 +274,7 @@ export const make = (options: Options = {}): MemoryTransport => {
         }
         const core = yield* ConnectionCore.make(options)
         const written = yield* Mailbox.make<JsonObject>()
-        const { control, peer } = makePeer(core, written, options.keepLog ?? true)
+        const { control, peer } = makePeer(core, written, options.keepLog ?? true, options.onClientWrite)
         const connection = yield* core.start(control)
         current = peer
         connections++
@@ -271,6 +290,7 @@ export const make = (options: Options = {}): MemoryTransport => {
   const peer: Peer = {
     sendFrame: (frame) => Effect.suspend(() => latest().sendFrame(frame)),
     sendRaw: (data) => Effect.suspend(() => latest().sendRaw(data)),
+    unsafeSendRaw: (data) => latest().unsafeSendRaw(data),
     writeStderr: (data) => Effect.suspend(() => latest().writeStderr(data)),
     closeStdout: Effect.suspend(() => latest().closeStdout),
     exit: (code, signal, opts) => Effect.suspend(() => latest().exit(code, signal, opts)),
