@@ -69,6 +69,29 @@ describe("MemoryTransport", () => {
       assert.isTrue(connection.isOpen())
     }))
 
+  it.scoped("a frame sent while nothing is queued is handed to the pipe during the send; after a write reports backpressure, later frames wait for the drain, in order", () =>
+    Effect.gen(function*() {
+      const handed: Array<Transport.JsonObject> = []
+      const { connection, peer } = yield* setup({ onClientWrite: (frame) => handed.push(frame) })
+      yield* settle // the writer waits for frames
+      assert.strictEqual(connection.trySend({ n: 1 }), "queued")
+      assert.deepStrictEqual(handed, [{ n: 1 }], "written in the sender's step")
+      yield* peer.holdWrites
+      connection.trySend({ n: 2 }) // written, but the pipe says: wait for drain
+      connection.trySend({ n: 3 }) // so this one is queued
+      yield* connection.send({ n: 4 })
+      yield* settle
+      assert.deepStrictEqual(peer.writtenSoFar(), [{ n: 1 }])
+      yield* peer.releaseWrites
+      assert.deepStrictEqual(peer.writtenSoFar(), [{ n: 1 }, { n: 2 }], "the held write, then the drain")
+      yield* settle
+      assert.deepStrictEqual(peer.writtenSoFar(), [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }], "the queued frames after the drain, in one write")
+      connection.trySend({ n: 5 })
+      assert.deepStrictEqual(handed.at(-1), { n: 5 }, "direct again once the writer is idle")
+      assert.deepStrictEqual(yield* Effect.map(peer.written.takeN(5), ([frames]) => Chunk.toReadonlyArray(frames)), [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }])
+      assert.isTrue(connection.isOpen())
+    }))
+
   describe("a broken pipe ends the connection", () => {
     it.scoped("a write whose callback reports an error: WriteFailed", () =>
       Effect.gen(function*() {

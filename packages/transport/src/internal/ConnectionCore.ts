@@ -6,6 +6,12 @@
  * A transport feeds it events synchronously (the `Core` sinks, called from stream callbacks) and
  * gives it a `PeerControl` to write, end stdin and send signals. Internal: not re-exported.
  *
+ * Writing, in order, one frame after another: a frame sent while nothing is queued or being
+ * written, and stdin is not waiting to drain, is handed to the pipe at once, in the sender's
+ * synchronous step (a card's answer reaches the peer without a scheduler hop: issue 14); otherwise
+ * it is queued for the writer fiber, which writes everything queued in one write once stdin can
+ * take it. A direct write that reports backpressure makes every later frame wait for the drain.
+ *
  * The end, in two steps:
  * - DECIDED by the first cause (exit, protocol fault, write/read failure, abort, close), at once
  *   and synchronously: `isOpen()` is false from then on, `send` fails, later causes are ignored.
@@ -116,6 +122,13 @@ export const make = (options: Options): Effect.Effect<Core> =>
     let stderrOpen = true
     let stdinEnded = false
     let arrivedAt: number | undefined
+    /** The writer fiber waits in `outbox.takeAll` and nothing is queued: a frame may be written at once. */
+    let writerIdle = false
+    /** Frames offered to the outbox that the writer has not taken yet. */
+    let queued = 0
+    /** A direct write reported backpressure: nothing more is written until stdin drains. */
+    let draining = false
+    let drainWaiter: ((effect: Effect.Effect<void>) => void) | undefined
 
     const report = (): void => {
       if (ended !== undefined || reason === undefined) return
@@ -137,6 +150,8 @@ export const make = (options: Options): Effect.Effect<Core> =>
       if (!stdoutOpen && !stderrOpen) Deferred.unsafeDone(pipesClosed, Exit.void)
       reportIfComplete()
     }
+    /** Hand a frame's text to the pipe now if it can be (set by `start`, once the pipe exists). */
+    let writeNow: (text: string) => boolean = () => false
     /** stdout reached its end; if the peer has not exited within drainGrace, that is the end. */
     const stdoutEof = yield* Deferred.make<void>()
 
@@ -192,14 +207,54 @@ export const make = (options: Options): Effect.Effect<Core> =>
             return Effect.sync(control.onDrain(() => resume(Effect.void)))
           })
 
+        // A direct write reported backpressure: the writer waits for the drain before its next write.
+        const drained = Effect.async<void>((resume) => {
+          if (!draining) return resume(Effect.void)
+          drainWaiter = resume
+          return Effect.sync(() => {
+            if (drainWaiter === resume) drainWaiter = undefined
+          })
+        })
+
+        // Write `text` now, in the sender's step, if nothing is queued or being written (see the
+        // module's doc); false when it must be queued for the writer instead.
+        writeNow = (text) => {
+          if (!writerIdle || queued > 0 || draining || stdinEnded) return false
+          let flowing: boolean
+          try {
+            flowing = control.write(text, (error) => {
+              if (error) decide({ _tag: "WriteFailed", detail: describeError(error) })
+            })
+          } catch (error) {
+            decide({ _tag: "WriteFailed", detail: describeError(error) })
+            return true
+          }
+          if (!flowing) {
+            draining = true
+            control.onDrain(() => {
+              draining = false
+              const waiter = drainWaiter
+              drainWaiter = undefined
+              if (waiter !== undefined) waiter(Effect.void)
+            })
+          }
+          return true
+        }
+
         // The single long-lived writer: one `write` per batch of queued frames, in order.
         const writer = Effect.gen(function*() {
           while (true) {
+            writerIdle = true
             const [frames, done] = yield* outbox.takeAll
+            writerIdle = false
+            queued = 0
             if (stdinEnded || (reason !== undefined && reason._tag !== "ClosedByUs")) return
             let text = ""
             for (const frame of frames) text += frame
-            if (text.length > 0) yield* writeText(text)
+            if (text.length > 0) {
+              if (draining) yield* drained
+              yield* writeText(text)
+            }
             if (done) return
           }
         })
@@ -276,6 +331,12 @@ export const make = (options: Options): Effect.Effect<Core> =>
           Effect.forkScoped
         )
 
+        const enqueue = (text: string): void => {
+          if (writeNow(text)) return
+          queued++
+          outbox.unsafeOffer(text)
+        }
+
         const close = Effect.suspend(() => {
           decide({ _tag: "ClosedByUs" })
           return Deferred.await(stopped)
@@ -296,14 +357,14 @@ export const make = (options: Options): Effect.Effect<Core> =>
               // Serialised here, at the call: an unserialisable frame is the caller's failure, not the wire's.
               const text = encodeFrame(frame)
               if (typeof text !== "string") return Effect.fail(text)
-              outbox.unsafeOffer(text)
+              enqueue(text)
               return Effect.void
             }),
           trySend: (frame): SendResult => {
             if (reason !== undefined) return "closed"
             const text = encodeFrame(frame)
             if (typeof text !== "string") return "unencodable"
-            outbox.unsafeOffer(text)
+            enqueue(text)
             return "queued"
           },
           takeArrival: () => {
