@@ -28,7 +28,7 @@
  * the exit. Worst case about 3 x killGrace; a child that ignores SIGTERM costs one killGrace.
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Mailbox, Option } from "effect"
-import type { Scope } from "effect"
+import type { Scheduler, Scope } from "effect"
 import { ConnectionClosed, ConnectionEnded, UnencodableFrame } from "../ConnectionEnded.js"
 import type { EndReason } from "../ConnectionEnded.js"
 import * as FrameDecoder from "./FrameDecoder.js"
@@ -100,13 +100,24 @@ export const describeError = (error: unknown): string =>
       : error.message)
     : String(error)
 
+/**
+ * How `incoming` wakes its reader: in the offering call (the `data` callback), not in a scheduler
+ * task of its own. Waking is only a resumption message to the reader's fiber, which its own
+ * scheduler runs after the callback returns; a Mailbox's default scheduler added a task (a
+ * microtask round) before that message was even sent, for every chunk (issue 14).
+ */
+const wakeInTheCall: Scheduler.Scheduler = {
+  scheduleTask: (task) => task(),
+  shouldYield: () => false
+}
+
 export const make = (options: Options): Effect.Effect<Core> =>
   Effect.gen(function*() {
     const decoder = FrameDecoder.make({ maxFrameBytes: options.maxFrameBytes })
     const tail = StderrTail.make(options.stderrTailBytes)
     const killGrace = Duration.decode(options.killGrace ?? DEFAULT_KILL_GRACE)
     const drainGrace = Duration.decode(options.drainGrace ?? DEFAULT_DRAIN_GRACE)
-    const incoming = yield* Mailbox.make<JsonObject>()
+    const incoming = yield* Mailbox.make<JsonObject>().pipe(Effect.withScheduler(wakeInTheCall))
     const outbox = yield* Mailbox.make<string>() // serialised frames, newline included
     const decided = yield* Deferred.make<void>()
     const exitSeen = yield* Deferred.make<void>()
