@@ -7,8 +7,9 @@
  * `Duplicate`: one answer cannot settle two requests, so the connection must go down.
  */
 import type { JsonRpc, ServerRequests } from "@warden/protocol"
+import { ServerRequests as SR } from "@warden/protocol"
 import { Effect } from "effect"
-import type { Fiber, Scope, Tracer } from "effect"
+import type { Duration, Fiber, Scope, Tracer } from "effect"
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import type { CloseReason, DeskShared, Handler, Line } from "./CardRace.js"
 import { handlerSpawner, LiveCard, parentCards, race, startSpan, tracesVisibly } from "./CardRace.js"
@@ -107,6 +108,17 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
   const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: owner.spawn, fork: owner.fork })
   const parents = parentCards()
   const spawner = handlerSpawner()
+  // Each method's deadline, read from the configuration once.
+  const deadlines = new Map<string, Duration.Duration>()
+  const deadlineOf = (method: string): Duration.Duration => {
+    let deadline = deadlines.get(method)
+    if (deadline === undefined) {
+      deadline = Deadlines.forMethod(config.deadlines, method)
+      // Unknown methods are the peer's words: remember only the ones we know (a bounded set).
+      if (SR.isServerRequestMethod(method)) deadlines.set(method, deadline)
+    }
+    return deadline
+  }
   const shared: DeskShared = {
     line,
     now: hub.now,
@@ -134,7 +146,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       // the audit, a UI, a handler that looks): a card a rule or a quick handler settles with
       // nobody watching never pays for it.
       const context = options.context ?? NoContext
-      const card = new LiveCard(shared, request, context, hub.nextCardId(), Deadlines.forMethod(config.deadlines, request.method))
+      const card = new LiveCard(shared, request, context, hub.nextCardId(), deadlineOf(request.method))
       byRequestId.set(request.id, card)
       hub.register(card)
       hub.publish({ _tag: "CardOpened", card: card.view })

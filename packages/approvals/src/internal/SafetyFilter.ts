@@ -313,14 +313,13 @@ const checkElicitation = (p: ServerRequests.ElicitationParams, l: Required<Limit
 export const check = (request: ServerRequests.DecodedRequest, limits?: Limits): Verdict => {
   if (request._tag === "Unknown") return unsafe("unknown method")
   if (request._tag === "Malformed") return unsafe("params do not decode")
-  const l: Required<Limits> = { ...defaultLimits, ...definedOnly(limits) }
   try {
     switch (request.method) {
       case "mcpServer/elicitation/request":
-        checkElicitation(request.params, l)
+        checkElicitation(request.params, limitsOf(limits))
         return Safe
       case "item/tool/requestUserInput":
-        checkUserInput(request.params, l)
+        checkUserInput(request.params, limitsOf(limits))
         return Safe
       default:
         return Safe
@@ -329,6 +328,9 @@ export const check = (request: ServerRequests.DecodedRequest, limits?: Limits): 
     return unsafe(error instanceof Refused ? error.reason : "the request could not be read")
   }
 }
+
+/** The limits in force (only the methods the filter reads need them). */
+const limitsOf = (limits: Limits | undefined): Required<Limits> => ({ ...defaultLimits, ...definedOnly(limits) })
 
 const definedOnly = (limits: Limits | undefined): Partial<Required<Limits>> =>
   limits === undefined

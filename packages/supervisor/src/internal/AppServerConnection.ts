@@ -284,6 +284,20 @@ export const make = (
       connectionEvents.unsafeOffer({ method, params })
     }
 
+    // A card's context without file changes is its route's work item only: one object per route,
+    // held by every card of it (an open card is kept small: docs/performance.md, issue 14).
+    const contexts = new WeakMap<ThreadRoute, Card.CardContext>()
+    const noContext: Card.CardContext = {}
+    const contextOf = (route: ThreadRoute | undefined): Card.CardContext => {
+      if (route === undefined || route.workItem === undefined) return noContext
+      let context = contexts.get(route)
+      if (context === undefined) {
+        context = { workItem: route.workItem }
+        contexts.set(route, context)
+      }
+      return context
+    }
+
     const openCard = (requestId: JsonRpc.RequestId, method: string, params: unknown) => {
       const decoded = ServerRequests.decode(requestId, method, params)
       const threadId = ServerRequests.threadIdFor(decoded)
@@ -293,10 +307,9 @@ export const make = (
       return desk.open(decoded, {
         parent: route?.cardScope,
         ...(route?.traceParent !== undefined ? { traceParent: route.traceParent } : {}),
-        context: {
-          ...(fileChanges ? { fileChanges } : {}),
-          ...(route?.workItem !== undefined ? { workItem: route.workItem } : {})
-        }
+        context: fileChanges
+          ? { fileChanges, ...(route?.workItem !== undefined ? { workItem: route.workItem } : {}) }
+          : contextOf(route)
       }).pipe(
         Effect.flatMap((opened) =>
           opened._tag === "Duplicate"
