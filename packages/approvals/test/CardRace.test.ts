@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Effect, Exit, Scope, TestClock } from "effect"
+import { Effect, Exit, FiberId, FiberRef, Scope, TestClock } from "effect"
 import { Approvals } from "../src/index.js"
 import { captured, deskSetup } from "./support.js"
 
@@ -142,6 +142,38 @@ describe("card race", () => {
         assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
         assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
       }
+    }))
+
+  it.scoped("a handler's fiber waits for the next card once it has decided: the next handler sees none of its FiberRefs; one interrupted with its card is replaced", () =>
+    Effect.gen(function*() {
+      const mark = FiberRef.unsafeMake("untouched")
+      const seen: Array<{ readonly fiber: string; readonly mark: string }> = []
+      let call = 0
+      const handler = () =>
+        Effect.gen(function*() {
+          const n = ++call
+          seen.push({ fiber: FiberId.threadName(yield* Effect.fiberId), mark: yield* FiberRef.get(mark) })
+          yield* FiberRef.set(mark, `set by handler ${n}`)
+          if (n === 2) return yield* Effect.never // decided by a person: interrupted with its card
+          return Decision.Accept
+        })
+      const { approvals, desk, wire, thread } = yield* setup({ handler })
+      const written = (n: number) => Effect.gen(function*() {
+        for (let i = 0; i < 100 && wire.written.length < n; i++) yield* Effect.yieldNow()
+        assert.strictEqual(wire.written.length, n)
+      })
+      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread })
+      yield* written(1)
+      const second = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 2), { parent: thread })
+      for (let i = 0; i < 100 && seen.length < 2; i++) yield* Effect.yieldNow()
+      yield* approvals.answer(second._tag === "Opened" ? second.card.id : "", Decision.Decline)
+      yield* written(2)
+      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 3), { parent: thread })
+      yield* written(3)
+      assert.deepStrictEqual(wire.written.map((f) => [f["id"], f["result"]]), [[1, { decision: "accept" }], [2, { decision: "decline" }], [3, { decision: "accept" }]])
+      assert.deepStrictEqual(seen.map((s) => s.mark), ["untouched", "untouched", "untouched"], "no handler sees what another set")
+      assert.strictEqual(seen[1]!.fiber, seen[0]!.fiber, "the first handler's fiber ran the second card's")
+      assert.notStrictEqual(seen[2]!.fiber, seen[1]!.fiber, "the interrupted one was replaced")
     }))
 
   it.scoped("a handler with no opinion leaves the card to the person and the deadline", () =>

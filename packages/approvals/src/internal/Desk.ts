@@ -12,7 +12,7 @@ import { Effect } from "effect"
 import type { Duration, Fiber, Scope, Tracer } from "effect"
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import type { CloseReason, DeskShared, Handler, Line } from "./CardRace.js"
-import { handlerSpawner, LiveCard, parentCards, race, startSpan, tracesVisibly } from "./CardRace.js"
+import { handlerPool, LiveCard, parentCards, race, startSpan, tracesVisibly } from "./CardRace.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
 import type { FiberOwner, Hub } from "./Hub.js"
@@ -107,7 +107,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
   // One fiber for every deadline of this desk, one finalizer per parent scope: see CardRace.
   const timer = DeadlineTimer.make({ nanos: hub.nanos, spawn: owner.spawn, fork: owner.fork })
   const parents = parentCards()
-  const spawner = handlerSpawner()
+  const handlers = handlerPool(owner)
   // Each method's deadline, read from the configuration once.
   const deadlines = new Map<string, Duration.Duration>()
   const deadlineOf = (method: string): Duration.Duration => {
@@ -210,7 +210,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
         handler: config.handler,
         onParentClose: options.onParentClose ?? ThreadStopped,
         parents,
-        spawn: spawner(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+        runHandler: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
         span: cardSpan
       })
       // Settled only if the card was already (the parent scope had closed).
