@@ -15,7 +15,7 @@ export type JsonObject = { readonly [key: string]: unknown }
 /**
  * What `trySend` did, as a string (so the hot path allocates nothing).
  *
- * `queued` for the writer; `closed`, nothing queued because the connection has ended;
+ * `queued`: written, or queued for the writer (in order either way); `closed`, nothing queued because the connection has ended;
  * `unencodable`, nothing queued because `JSON.stringify` refused the frame (a BigInt, a cycle).
  */
 export type SendResult = "queued" | "closed" | "unencodable"
@@ -38,14 +38,16 @@ export interface Connection {
    */
   readonly incoming: Mailbox.ReadonlyMailbox<JsonObject>
   /**
-   * Enqueue one frame for the single long-lived writer. Fails with `ConnectionClosed` when
-   * the connection has already ended (checked synchronously, at the call), and with
-   * `UnencodableFrame` when the frame cannot be written as JSON (nothing is queued).
+   * Write one frame, in order with every other: handed to the pipe during the call when nothing
+   * is queued or being written and the pipe is not waiting to drain, else queued for the single
+   * long-lived writer. Fails with `ConnectionClosed` when the connection has already ended
+   * (checked synchronously, at the call), and with `UnencodableFrame` when the frame cannot be
+   * written as JSON (nothing is queued).
    */
   readonly send: (frame: JsonObject) => Effect.Effect<void, ConnectionClosed | UnencodableFrame>
   /**
-   * The same enqueue as `send`, synchronously, without an Effect, and never throwing. For callers
-   * that must answer inside a synchronous step (a card settling, the read loop).
+   * The same as `send`, synchronously, without an Effect, and never throwing. For callers that
+   * must answer inside a synchronous step (a card settling, the read loop).
    */
   readonly trySend: (frame: JsonObject) => SendResult
   /**

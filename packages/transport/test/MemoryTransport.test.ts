@@ -114,6 +114,19 @@ describe("MemoryTransport", () => {
         })
       }))
 
+    it.scoped("a write that throws while the writer is idle: the frame is refused as closed (nothing was written), the end is WriteFailed", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* settle // the writer waits: the next frame is written in the call
+        yield* peer.breakWrites("EPIPE")
+        assert.strictEqual(connection.trySend({ answer: "decline" }), "closed")
+        assert.isFalse(connection.isOpen())
+        const failed = yield* Effect.flip(connection.send({ answer: "accept" }))
+        assert.strictEqual(failed._tag, "ConnectionClosed")
+        assert.deepStrictEqual((yield* connection.ended).reason, { _tag: "WriteFailed", detail: "EPIPE" })
+        assert.deepStrictEqual(peer.writtenSoFar(), [])
+      }))
+
     it.scoped("an error event on stdin: WriteFailed", () =>
       Effect.gen(function*() {
         const { connection, peer } = yield* setup()

@@ -162,7 +162,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
       reportIfComplete()
     }
     /** Hand a frame's text to the pipe now if it can be (set by `start`, once the pipe exists). */
-    let writeNow: (text: string) => boolean = () => false
+    let writeNow: (text: string) => "written" | "failed" | "queue" = () => "queue"
     /** stdout reached its end; if the peer has not exited within drainGrace, that is the end. */
     const stdoutEof = yield* Deferred.make<void>()
 
@@ -228,9 +228,10 @@ export const make = (options: Options): Effect.Effect<Core> =>
         })
 
         // Write `text` now, in the sender's step, if nothing is queued or being written (see the
-        // module's doc); false when it must be queued for the writer instead.
+        // module's doc): "written", or "failed" (the pipe threw: nothing was written and the
+        // connection has ended), or "queue" when it must be queued for the writer instead.
         writeNow = (text) => {
-          if (!writerIdle || queued > 0 || draining || stdinEnded) return false
+          if (!writerIdle || queued > 0 || draining || stdinEnded) return "queue"
           let flowing: boolean
           try {
             flowing = control.write(text, (error) => {
@@ -238,7 +239,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
             })
           } catch (error) {
             decide({ _tag: "WriteFailed", detail: describeError(error) })
-            return true
+            return "failed"
           }
           if (!flowing) {
             draining = true
@@ -249,7 +250,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
               if (waiter !== undefined) waiter(Effect.void)
             })
           }
-          return true
+          return "written"
         }
 
         // The single long-lived writer: one `write` per batch of queued frames, in order.
@@ -342,10 +343,14 @@ export const make = (options: Options): Effect.Effect<Core> =>
           Effect.forkScoped
         )
 
-        const enqueue = (text: string): void => {
-          if (writeNow(text)) return
+        /** Written or queued ("queued"), or not ("closed": a direct write threw, and that ended the connection). */
+        const enqueue = (text: string): "queued" | "closed" => {
+          const now = writeNow(text)
+          if (now === "failed") return "closed"
+          if (now === "written") return "queued"
           queued++
           outbox.unsafeOffer(text)
+          return "queued"
         }
 
         const close = Effect.suspend(() => {
@@ -368,15 +373,14 @@ export const make = (options: Options): Effect.Effect<Core> =>
               // Serialised here, at the call: an unserialisable frame is the caller's failure, not the wire's.
               const text = encodeFrame(frame)
               if (typeof text !== "string") return Effect.fail(text)
-              enqueue(text)
+              if (enqueue(text) === "closed") return Effect.fail(new ConnectionClosed({ ended: ended ?? new ConnectionEnded({ reason: reason!, stderrTail: tail.text() }) }))
               return Effect.void
             }),
           trySend: (frame): SendResult => {
             if (reason !== undefined) return "closed"
             const text = encodeFrame(frame)
             if (typeof text !== "string") return "unencodable"
-            enqueue(text)
-            return "queued"
+            return enqueue(text)
           },
           takeArrival: () => {
             const at = arrivedAt
