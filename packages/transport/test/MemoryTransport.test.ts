@@ -127,6 +127,15 @@ describe("MemoryTransport", () => {
         assert.deepStrictEqual(peer.writtenSoFar(), [])
       }))
 
+    it.scoped("a write whose callback reports an error in the call, while the writer is idle: refused as closed, the end is WriteFailed", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        yield* settle
+        yield* peer.failNextWrite("EPIPE")
+        assert.strictEqual(connection.trySend({ answer: "decline" }), "closed")
+        assert.deepStrictEqual((yield* connection.ended).reason, { _tag: "WriteFailed", detail: "EPIPE" })
+      }))
+
     it.scoped("an error event on stdin: WriteFailed", () =>
       Effect.gen(function*() {
         const { connection, peer } = yield* setup()

@@ -241,6 +241,9 @@ export const make = (options: Options): Effect.Effect<Core> =>
             decide({ _tag: "WriteFailed", detail: describeError(error) })
             return "failed"
           }
+          // A pipe may report the failure in the call itself (its callback, at once): then too
+          // nothing was written, and the end is decided.
+          if (reason !== undefined) return "failed"
           if (!flowing) {
             draining = true
             control.onDrain(() => {
