@@ -195,6 +195,21 @@ const lazyWorkspaceModules = (files) => ({
   }
 })
 
+/**
+ * An esbuild plugin: the CLI's version (apps/cli/src/Version.ts reads it from package.json at run
+ * time) written into the bundles as a constant, read from package.json at the build, which runs
+ * whenever the package is packed: no file read and no node:fs namespace at start-up.
+ */
+const inlineVersion = {
+  name: "inline-version",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]Version\.ts$/, namespace: "file" }, () => {
+      const { version } = JSON.parse(Fs.readFileSync(Path.join(cliDir, "package.json"), "utf8"))
+      return { contents: `export const version = ${JSON.stringify(version)}`, loader: "ts" }
+    })
+  }
+}
+
 // Version.ts and bin.ts find files from their own URL: in a CommonJS output, the output file's.
 const commonJs = {
   bundle: true,
@@ -261,7 +276,7 @@ export const bundleCli = async () => {
   const lazy = ["./Main.js", "./Cli.js", "./RunCli.js"]
   const binfile = Path.join(cliDir, "dist", "bin.cjs")
   writeOutput(
-    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy }),
+    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy, plugins: [inlineVersion] }),
     binfile,
     { external: lazy, mode: 0o755 }
   )
@@ -280,7 +295,7 @@ export const bundleCli = async () => {
       minify: true,
       keepNames: true,
       legalComments: "eof",
-      plugins: [deepImports, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
+      plugins: [inlineVersion, deepImports, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
       external: native
     }),
     outfile,
