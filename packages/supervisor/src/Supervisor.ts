@@ -668,7 +668,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         Effect.annotateLogs({ workItem: String(given.id ?? "") }),
         // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
         telemetry === undefined
-          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
+          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") }, captureStackTrace: false })
           : (effect) =>
             Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
               Effect.withSpan(effect, "warden.workItem", {
