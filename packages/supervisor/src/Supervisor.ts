@@ -31,7 +31,7 @@ import {
   SubscriptionRef,
   FiberSet
 } from "effect"
-import type { Scope } from "effect"
+import { Scope } from "effect"
 import * as AppServerConnection from "./internal/AppServerConnection.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
@@ -612,7 +612,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         const { emit, exhausted } = yield* withBudget(item, session, emitOuter)
         const slot = yield* pickSlot
         slot.threads++
-        yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
+        yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(() => slot.threads--)))
         const turns: Array<TurnResult> = []
         let remaining = [item.prompt, ...(item.followUps ?? [])]
         let threadId = item.threadId

@@ -7,7 +7,7 @@
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
  * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule } from "effect"
+import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule, Scope } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
@@ -109,8 +109,10 @@ export const run = (
       if (Option.isSome(threadSpan)) route.traceParent = threadSpan.value
       let model = item.model
       session.server = server
-      // Thread scope close: unregister, then refuse what is still open for this thread.
-      yield* Effect.addFinalizer(() =>
+      // Thread scope close: unregister, then refuse what is still open for this thread. A plain
+      // scope finalizer: `Effect.addFinalizer` would also put back this fiber's FiberRefs around
+      // it (two diffs and a patch of every FiberRef per work item on a connection loss).
+      yield* Scope.addFinalizer(threadScope,
         Effect.sync(() => {
           route.closed = true
           server.unregisterThread(route)
