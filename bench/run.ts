@@ -5,7 +5,7 @@
  *   pnpm bench                     the full run (a few minutes on 2 cores)
  *   pnpm bench -- --quick          smoke mode, seconds (also BENCH_QUICK=1)
  *   pnpm bench -- --only framePipeline,approvalRoundTrip
- *   pnpm bench -- --out /tmp/x.json   write the JSON elsewhere (the smoke test does)
+ *   pnpm bench -- --out /tmp/results.json   write the JSON elsewhere (the smoke test does)
  *   pnpm bench -- --only fleet --fleet 50 --profile /tmp/prof   the fleet's size; CPU profiles of its Warden process
  *   pnpm bench -- --only scale --heap-snapshots /tmp/snaps      heap snapshots after each of the scale row's phases
  *
