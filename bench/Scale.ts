@@ -32,6 +32,26 @@ export interface Options {
   readonly log: (line: string) => void
   /** `--profile DIR`: a CPU profile of the window from the peer's exit to every caller failed (scale-loss-N.cpuprofile). */
   readonly profile?: string | undefined
+  /**
+   * `--heap-snapshots DIR`: a V8 heap snapshot right after each heap measurement (connected,
+   * threads, cards, requests, after the failure), as DIR/scale-N-PHASE.heapsnapshot, to see by
+   * constructor where the bytes of a phase went (first run only). Written after the figure was
+   * taken: not measured.
+   */
+  readonly heapSnapshots?: string | undefined
+}
+
+let snapshotRuns = 0
+/** Write a heap snapshot of this phase when `--heap-snapshots` asked for them. */
+const snapshotter = (dir: string | undefined) => {
+  const run = ++snapshotRuns
+  return async (phase: string): Promise<void> => {
+    if (dir === undefined || run !== 1) return
+    const { mkdirSync } = await import("node:fs")
+    const { writeHeapSnapshot } = await import("node:v8")
+    mkdirSync(dir, { recursive: true })
+    writeHeapSnapshot(`${dir}/scale-${run}-${phase}.heapsnapshot`)
+  }
 }
 
 let profiles = 0
@@ -90,6 +110,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const cards = threads * cardsPerThread
   options.log(`scale: ${threads} threads, ${cards} open cards, ${threads} pending requests`)
 
+  const snapshot = snapshotter(options.heapSnapshots)
   const peer = BenchPeer.make()
   const scope = Effect.runSync(Scope.make())
   const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.runPromise(Scope.extend(effect, scope))
@@ -128,6 +149,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     )
 
     const heap0 = await heapAfterGc()
+    await snapshot("0-connected")
 
     // 1. Threads.
     const t1 = nowMs()
@@ -137,6 +159,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     await until("every turn to start", () => peer.turnsStarted() >= threads, () => `${peer.turnsStarted()}/${threads} turns`)
     const threadsMs = nowMs() - t1
     const heap1 = await heapAfterGc()
+    await snapshot("1-threads")
     const threadLog = await heapOfLog(peer.memory.peer.writtenSoFar())
 
     // 2. Cards: 10 per thread, interleaved across threads, as pipe chunks. The bytes are made in a
@@ -168,11 +191,13 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     const openCards = (await Effect.runPromise(supervisor.inbox.open)).length
     if (openCards !== cards) throw new Error(`scale: ${openCards} open cards in the inbox, expected ${cards}`)
     const heap2 = await heapAfterGc()
+    await snapshot("2-cards")
 
     // 3. Requests of ours in flight: one turn/steer per work item, never answered.
     const steers = handles.map((h) => Effect.runPromise(Effect.either(h.steer("bench steer"))))
     await until("every steer to reach the peer", () => peer.silent("turn/steer") >= threads, () => `${peer.silent("turn/steer")}/${threads}`)
     const heap3 = await heapAfterGc()
+    await snapshot("3-requests")
     const steerLog = (await heapOfLog(peer.memory.peer.writtenSoFar())) - threadLog
 
     // 4. The peer exits.
@@ -212,6 +237,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     const itemsFailed = results.filter((failed) => failed).length
     const itemsMs = nowMs() - t4
     const heap4 = await heapAfterGc()
+    await snapshot("4-failed")
 
     const verified = counts.connectionLost === cards && counts.otherOutcomes === 0 && steersConnectionLost === threads &&
       stillOpen === 0 && itemsFailed === threads

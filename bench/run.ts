@@ -5,8 +5,9 @@
  *   pnpm bench                     the full run (a few minutes on 2 cores)
  *   pnpm bench -- --quick          smoke mode, seconds (also BENCH_QUICK=1)
  *   pnpm bench -- --only framePipeline,approvalRoundTrip
- *   pnpm bench -- --out /tmp/x.json   write the JSON elsewhere (the smoke test does)
+ *   pnpm bench -- --out /tmp/results.json   write the JSON elsewhere (the smoke test does)
  *   pnpm bench -- --only fleet --fleet 50 --profile /tmp/prof   the fleet's size; CPU profiles of its Warden process
+ *   pnpm bench -- --only scale --heap-snapshots /tmp/snaps      heap snapshots after each of the scale row's phases
  *
  * framePipeline, approvalRoundTrip and scale run 3 times in a full run (once in quick mode): each
  * target is the median of the runs, with their min and max (`spread`).
@@ -51,6 +52,7 @@ interface Args {
   readonly out: string
   readonly fleet: number | undefined
   readonly profile: string | undefined
+  readonly heapSnapshots: string | undefined
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -61,6 +63,7 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
   let out: string | undefined
   let fleet: number | undefined
   let profile: string | undefined
+  let heapSnapshots: string | undefined
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === "--") continue
@@ -82,10 +85,13 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
     } else if (arg === "--profile") {
       profile = argv[++i]
       if (profile === undefined) throw new Error("--profile needs a directory")
-    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR)`)
+    } else if (arg === "--heap-snapshots") {
+      heapSnapshots = argv[++i]
+      if (heapSnapshots === undefined) throw new Error("--heap-snapshots needs a directory")
+    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR, --heap-snapshots DIR)`)
   }
   // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
-  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json"), fleet, profile }
+  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json"), fleet, profile, heapSnapshots }
 }
 
 export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
@@ -100,7 +106,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   const results: Record<string, BenchResult> = {}
   for (const name of args.only) {
     const t0 = nowMs()
-    const result = await benchmarks[name]({ quick: args.quick, log, fleet: args.fleet, profile: args.profile })
+    const result = await benchmarks[name]({ quick: args.quick, log, fleet: args.fleet, profile: args.profile, heapSnapshots: args.heapSnapshots })
     results[name] = {
       ...result,
       metrics: finiteRecord(result.metrics),

@@ -86,7 +86,7 @@ const deepImports = {
       const exports = barrels.get(resolved.path)
       return exports === undefined ? undefined : { file: resolved.path, exports }
     }
-    build.onLoad({ filter: /\.ts$/ }, async (args) => {
+    build.onLoad({ filter: /\.ts$/, namespace: "file" }, async (args) => {
       if (args.path.includes(`${Path.sep}node_modules${Path.sep}`)) return undefined
       const source = await Fs.promises.readFile(args.path, "utf8")
       const resolveDir = Path.dirname(args.path)
@@ -150,6 +150,66 @@ const lazyModules = (specifiers) => ({
   }
 })
 
+/** The value exports of a TypeScript module of ours (`export const|let|function|class NAME`, `export { a, b as c }`); types are left out. */
+const valueExports = (file) => {
+  const text = stripComments(Fs.readFileSync(file, "utf8"))
+  const names = new Set()
+  for (const m of text.matchAll(/^export\s+(?:declare\s+)?(?:const|let|var|async\s+function\*?|function\*?|class|abstract\s+class)\s+([\w$]+)/gm)) names.add(m[1])
+  for (const m of text.matchAll(/^export\s*\{([^}]*)\}/gm)) {
+    for (const spec of m[1].split(",").map((x) => x.trim()).filter((x) => x.length > 0 && !x.startsWith("type "))) names.add(spec.split(/\s+as\s+/).pop())
+  }
+  if (/^export\s+(?:\*|default|enum|namespace)/m.test(text)) throw new Error(`build: ${Path.relative(root, file)} has an export the lazy stand-in does not know`)
+  return [...names]
+}
+
+/**
+ * An esbuild plugin: Warden's own modules whose top level builds much (Schema definitions) and that
+ * `warden run` does not use before codex is spawned are evaluated on first use. An import of one
+ * gets a stand-in whose exports (the same names, read from tsc's output of the module) are getters
+ * that require the real module, bundled as usual, when first read. Only for modules whose top level
+ * has no effect beyond defining their exports.
+ */
+const lazyWorkspaceModules = (files) => ({
+  name: "lazy-workspace-modules",
+  setup(build) {
+    const lazy = new Set(files.map((f) => Path.join(root, f)))
+    build.onResolve({ filter: /^\.{0,2}\// }, async (args) => {
+      if (args.kind !== "import-statement" || args.namespace !== "file" || args.pluginData?.lazyReal === true) return undefined
+      const resolved = await build.resolve(args.path, { resolveDir: args.resolveDir, kind: args.kind, importer: args.importer, pluginData: { lazyReal: true } })
+      if (resolved.errors.length > 0 || !lazy.has(resolved.path)) return undefined
+      return { path: resolved.path, namespace: "lazy-workspace" }
+    })
+    build.onLoad({ filter: /.*/, namespace: "lazy-workspace" }, async (args) => {
+      const names = valueExports(args.path)
+      return {
+        resolveDir: Path.dirname(args.path),
+        loader: "js",
+        contents: [
+          "let real",
+          // Which ran, for scripts/code-cache.mjs: it fails the build if one ran before the spawn.
+          `const load = () => real ??= ((globalThis.__wardenLazyLoaded ??= []).push(${JSON.stringify(Path.relative(root, args.path))}), require(${JSON.stringify(args.path)}))`,
+          `for (const name of ${JSON.stringify(names)}) Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] })`
+        ].join("\n")
+      }
+    })
+  }
+})
+
+/**
+ * An esbuild plugin: the CLI's version (apps/cli/src/Version.ts reads it from package.json at run
+ * time) written into the bundles as a constant, read from package.json at the build, which runs
+ * whenever the package is packed: no file read and no node:fs namespace at start-up.
+ */
+const inlineVersion = {
+  name: "inline-version",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]Version\.ts$/, namespace: "file" }, () => {
+      const { version } = JSON.parse(Fs.readFileSync(Path.join(cliDir, "package.json"), "utf8"))
+      return { contents: `export const version = ${JSON.stringify(version)}`, loader: "ts" }
+    })
+  }
+}
+
 // Version.ts and bin.ts find files from their own URL: in a CommonJS output, the output file's.
 const commonJs = {
   bundle: true,
@@ -196,12 +256,27 @@ const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
  *   reads it as Latin-1). Then scripts/code-cache.mjs writes the cache, `warden-run.cjs.v8cache`
  *   (again at every build: it belongs to the Node that built it).
  */
+/**
+ * Warden's modules `warden run` evaluates on first use (lazyWorkspaceModules above): the protocol's
+ * schemas of client methods, server requests, events and items, about a tenth of the start-up's
+ * work, are first needed after codex is spawned (the handshake, the first frame). The code-cache
+ * step fails the build if one of them runs before the spawn.
+ */
+const lazyWorkspace = [
+  "packages/protocol/src/ClientMethods.ts",
+  "packages/protocol/src/Events.ts",
+  "packages/protocol/src/ServerRequests.ts",
+  "packages/protocol/src/Thread.ts",
+  "packages/protocol/src/ThreadItem.ts",
+  "packages/protocol/src/Turn.ts"
+]
+
 export const bundleCli = async () => {
   const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
   const lazy = ["./Main.js", "./Cli.js", "./RunCli.js"]
   const binfile = Path.join(cliDir, "dist", "bin.cjs")
   writeOutput(
-    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy }),
+    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy, plugins: [inlineVersion] }),
     binfile,
     { external: lazy, mode: 0o755 }
   )
@@ -220,7 +295,7 @@ export const bundleCli = async () => {
       minify: true,
       keepNames: true,
       legalComments: "eof",
-      plugins: [deepImports, lazyModules(["yaml", "toml", "ini", "node:crypto"])],
+      plugins: [inlineVersion, deepImports, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
       external: native
     }),
     outfile,

@@ -27,7 +27,14 @@ const RunCli = CodeCache.evaluate(script, bundle)
 const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-code-cache-"))
 
 let written = false
+let refused = false
 ChildProcess.prototype.spawn = function () {
+  const early = globalThis.__wardenLazyLoaded ?? []
+  if (early.length > 0) {
+    process.stderr.write(`code-cache: ${early.join(", ")} ran before codex was spawned, but the build loads it on first use to spare the start-up (scripts/build.mjs, lazyWorkspace): use it later, or take it off that list\n`)
+    refused = true
+    process.exit(1)
+  }
   const file = CodeCache.cacheFile(bundle)
   const partial = `${file}.${process.pid}.partial`
   Fs.writeFileSync(partial, script.createCachedData())
@@ -37,8 +44,8 @@ ChildProcess.prototype.spawn = function () {
   process.exit(0)
 }
 process.on("exit", () => {
-  if (written) return
   Fs.rmSync(cwd, { recursive: true, force: true })
+  if (written || refused) return
   process.stderr.write(`code-cache: warden run ended before it spawned codex; no cache written for ${bundle}\n`)
   process.exitCode = 1
 })

@@ -75,9 +75,11 @@ const shownActual = (actual: unknown): string => {
   }
 }
 
-const Method = Schema.Literal(...ServerRequests.ServerRequestMethods).annotations({
-  message: (issue) => ({ message: `${shownActual(issue.actual)} is not a server-request method; use one of: ${ServerRequests.ServerRequestMethods.join(", ")}`, override: true })
-})
+const Method = Schema.suspend((): Schema.Schema<ServerRequests.ServerRequestMethod> =>
+  Schema.Literal(...ServerRequests.ServerRequestMethods).annotations({
+    message: (issue) => ({ message: `${shownActual(issue.actual)} is not a server-request method; use one of: ${ServerRequests.ServerRequestMethods.join(", ")}`, override: true })
+  })
+)
 
 const AbsolutePath = Schema.String.pipe(
   Schema.filter((s) => (s.startsWith("/") && !s.includes("\u0000") ? undefined : "must be an absolute path (starting with /)"))

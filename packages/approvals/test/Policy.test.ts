@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit } from "effect"
+import { ServerRequests } from "@warden/protocol"
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -266,6 +267,13 @@ describe("Policy rules schema", () => {
     assert.include(error({ rules: [{ id: "x", effect: "allow", match: { command: { argvPrefix: [] } } }] }), "argvPrefix")
     assert.include(error({ rules: [{ id: "x", effect: "allow", match: { path: { under: "relative/dir" } } }] }), "absolute path")
     assert.include(error({ rules: [{ id: "x", effect: "allow", match: { method: "item/nope", mcp: { server: "s" } } }] }), "method")
+  })
+
+  it("an unknown method is named, with every method there is (the method list is read on first use)", () => {
+    const message = error({ rules: [{ id: "x", effect: "deny", match: { method: "item/nope", mcp: { server: "s" } } }] })
+    assert.include(message, "\"item/nope\" is not a server-request method; use one of: ")
+    for (const method of ServerRequests.ServerRequestMethods) assert.include(message, method)
+    assert.isTrue(Either.isRight(Policy.decodeRules({ rules: [{ id: "x", effect: "deny", match: { method: "mcpServer/elicitation/request", mcp: { server: "s" } } }] })))
   })
 })
 

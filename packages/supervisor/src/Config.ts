@@ -7,7 +7,7 @@
  * fault, never a defect later on the read loop.
  */
 import { Config as ApprovalsConfig } from "@warden/approvals"
-import { ClientMethods } from "@warden/protocol"
+import type { ClientMethods } from "@warden/protocol"
 import { Either, Schema } from "effect"
 import type { SupervisorConfig } from "./Supervisor.js"
 
@@ -24,9 +24,24 @@ export const ConfigError = ApprovalsConfig.ConfigError
 const { Count, DurationSetting, PositiveCount } = ApprovalsConfig
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
+/**
+ * The schema of `SupervisorConfig.connection.clientInfo`: who we are in `initialize` (`name` must
+ * be a valid HTTP header value). The shape of the protocol's `ClientMethods.ClientInfo` (the
+ * compiler checks they are the same), defined here so that checking a configuration does not build
+ * the protocol's client-method schemas: `warden run` checks its configuration before codex is
+ * spawned, and they are not needed until the handshake (docs/performance.md, "Start-up").
+ */
+const ClientInfoSetting = Schema.Struct({
+  name: Schema.String,
+  title: Schema.optional(Schema.String),
+  version: Schema.String
+})
+const sameAsProtocol: Schema.Schema<typeof ClientMethods.ClientInfo.Type, typeof ClientMethods.ClientInfo.Encoded> = ClientInfoSetting
+void sameAsProtocol
+
 /** The schema of `SupervisorConfig.connection` (client info, request deadlines, overload retries, capabilities). */
 export const ConnectionSetting = Schema.Struct({
-  clientInfo: optional(ClientMethods.ClientInfo),
+  clientInfo: optional(ClientInfoSetting),
   requestTimeout: optional(DurationSetting),
   requestTimeouts: optional(Schema.Record({ key: Schema.String, value: DurationSetting })),
   overloadRetries: optional(Count),

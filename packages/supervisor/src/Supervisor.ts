@@ -31,7 +31,7 @@ import {
   SubscriptionRef,
   FiberSet
 } from "effect"
-import type { Scope } from "effect"
+import { Scope } from "effect"
 import * as AppServerConnection from "./internal/AppServerConnection.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
@@ -612,7 +612,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         const { emit, exhausted } = yield* withBudget(item, session, emitOuter)
         const slot = yield* pickSlot
         slot.threads++
-        yield* Effect.addFinalizer(() => Effect.sync(() => slot.threads--))
+        yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(() => slot.threads--)))
         const turns: Array<TurnResult> = []
         let remaining = [item.prompt, ...(item.followUps ?? [])]
         let threadId = item.threadId
@@ -668,7 +668,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         Effect.annotateLogs({ workItem: String(given.id ?? "") }),
         // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
         telemetry === undefined
-          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") } })
+          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") }, captureStackTrace: false })
           : (effect) =>
             Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
               Effect.withSpan(effect, "warden.workItem", {

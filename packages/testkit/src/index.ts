@@ -6,6 +6,8 @@ export * as FakeAppServer from "./FakeAppServer.js"
 export * as TranscriptReplay from "./TranscriptReplay.js"
 export * as PinnedSchema from "./PinnedSchema.js"
 export * as ProcessTree from "./ProcessTree.js"
+/** A real child process for a test, in its own process group, its output watched, stopped with what it started. */
+export * as TestProcess from "./TestProcess.js"
 export * as Adversarial from "./Adversarial.js"
 export * as OtlpReceiver from "./OtlpReceiver.js"
 export * as Postgres from "./Postgres.js"

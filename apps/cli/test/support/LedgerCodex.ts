@@ -8,6 +8,7 @@
  * `readLedger`, which reads a ledger file through the Ledger API.
  */
 import { Ledger } from "@warden/ledger"
+import type { TestProcess } from "@warden/testkit"
 import type * as CliProcess from "./CliProcess.js"
 import { Context, Effect, Layer, Schedule } from "effect"
 import * as Fs from "node:fs"
@@ -81,7 +82,11 @@ export const readLedger = <A, E>(filename: string, f: (ledger: Ledger.LedgerShap
  * turns (written off the read loop, soon after the CLI reports them), then SIGKILLs the CLI's
  * process group, as a crash would; the dead run's id.
  */
-export const crashOnceRecorded = (cli: CliProcess.Cli, filename: string, want: { readonly cards: number; readonly turns: number }) =>
+export const crashOnceRecorded = (
+  cli: CliProcess.Cli,
+  filename: string,
+  want: { readonly cards: number; readonly turns: number }
+): Effect.Effect<{ readonly runId: string; readonly signal: NodeJS.Signals | null }, TestProcess.TestProcessError> =>
   Effect.gen(function*() {
     const runId = yield* readLedger(filename, (ledger) =>
       Effect.gen(function*() {

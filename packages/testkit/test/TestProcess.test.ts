@@ -1,0 +1,62 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ProcessTree, TestProcess } from "@warden/testkit"
+import { Effect, Exit, Schedule } from "effect"
+
+/** A node child that prints a line that is not JSON and one that is, writes to stderr, then waits for `quit` on stdin. */
+const script = [
+  "console.log('not json')",
+  "console.log(JSON.stringify({ type: 'ready' }))",
+  "console.error('to stderr')",
+  "process.stdin.on('data', (d) => { if (String(d).includes('quit')) process.exit(7) })"
+].join("\n")
+
+/** The same, starting a grandchild in a process group of its own (as codex runs) that would outlive it, and printing its pid. */
+const withGrandchild = [
+  "const { spawn } = require('node:child_process')",
+  "const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', detached: true })",
+  "console.log(JSON.stringify({ type: 'grandchild', pid: g.pid }))",
+  script
+].join("\n")
+
+describe("TestProcess", () => {
+  it.live("waits on output (skipping lines that are not JSON), writes stdin, and reports the exit", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
+      const ready = yield* child.waitForJson("ready", (l) => l.type === "ready")
+      assert.strictEqual(ready.type, "ready")
+      yield* child.waitForStderr("the stderr line", (t) => t.includes("to stderr"))
+      assert.deepStrictEqual(child.lines().slice(0, 2), ["not json", "{\"type\":\"ready\"}"])
+      yield* child.write("quit\n")
+      const exited = yield* child.exited()
+      assert.deepStrictEqual(exited, { code: 7, signal: null })
+    })))
+
+  it.live("a wait that times out fails with the output's last lines", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
+      yield* child.waitForJson("ready", (l) => l.type === "ready")
+      const failed = yield* Effect.exit(child.waitForJson("a line that never comes", (l) => l.type === "never", "200 millis"))
+      assert.isTrue(Exit.isFailure(failed))
+      const error = Exit.isFailure(failed) ? String(failed.cause) : ""
+      assert.include(error, "timed out waiting for a line that never comes")
+      assert.include(error, "not json")
+    })))
+
+  it.live("closing the scope stops the child and what it started, even a grandchild outside its group's reach", () =>
+    Effect.gen(function*() {
+      const pids = yield* Effect.scoped(Effect.gen(function*() {
+        const child = yield* TestProcess.spawn(process.execPath, ["-e", withGrandchild])
+        const line = yield* child.waitForJson("the grandchild's pid", (l) => l.type === "grandchild")
+        const grandchild = line["pid"] as number
+        assert.isTrue(ProcessTree.isAlive(grandchild))
+        return { child: child.pid, grandchild }
+      }))
+      assert.isFalse(ProcessTree.isAlive(pids.child), "the child")
+      // SIGKILLed when the scope closed; the kernel reaps it on its own schedule: asked again, bounded.
+      const gone = yield* Effect.suspend(() => ProcessTree.isAlive(pids.grandchild) ? Effect.fail("alive") : Effect.succeed(true)).pipe(
+        Effect.retry(Schedule.spaced("10 millis")),
+        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error(`the grandchild ${pids.grandchild} is still running`) })
+      )
+      assert.isTrue(gone, "the grandchild")
+    }))
+})
