@@ -127,9 +127,10 @@ describe("the fast decode of server requests' params", () => {
         { numRuns: 1_500 }
       )
     }
-    // Both paths were exercised (else the test proves nothing about one of them).
-    assert.isAbove(tally.fast, 500)
-    assert.isAbove(tally.miss, 500)
+    // Both paths were exercised (else the test proves nothing about one of them). The split varies
+    // with the seed (the fast path took 461 of the 15,000 in one CI run): the floor says "many", not a share.
+    assert.isAbove(tally.fast, 100, `fast ${tally.fast}, miss ${tally.miss}`)
+    assert.isAbove(tally.miss, 100, `fast ${tally.fast}, miss ${tally.miss}`)
   })
 
   it("captured requests with one field replaced by any value, or removed: the fast path agrees or leaves it to Schema", () => {
