@@ -237,8 +237,11 @@ const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): Effe
 const isHeldElsewhere = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /already has an active writer/i.test((error as RemoteError).detail)
 
-/** Every 500 ms for up to 30 s: long enough for a dead process's app-server to notice and exit. */
-const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(60)))
+/**
+ * Every 500 ms for up to 60 s: long enough for a dead process's app-server to notice its stdin
+ * closed and exit, also under load (30 s was not, once, in a full test suite's run).
+ */
+const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(120)))
 
 const isMissingThread = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
