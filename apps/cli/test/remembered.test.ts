@@ -123,12 +123,19 @@ describe("warden run: remembered decisions", () => {
       assert.include(first, "[r] always: command echo hi")
       assert.match(first, /^ +a\/(s\/)?r\/d\/v, or ←\/→ and Enter$/m, first)
       yield* pane.sendKeys("r")
-      const second = yield* pane.waitFor("the compound command's prompt", (s) => {
-        const m = header.exec(s)
-        return m !== null && m[1] !== firstId
-      })
-      assert.include(second, "echo a; echo b")
-      assert.notInclude(second, "[r]", "a compound command cannot be remembered: no [r]")
+      // The compound command's prompt, from its header on, once drawn to its keys line. Not just
+      // the next header: a CI run caught a frame with another card's prompt offering [r], most
+      // likely item 1's `echo hi` card, opened (and published) before the remembered rule settles
+      // it in the same step. What this asserts is the compound command's own prompt.
+      const compoundPrompt = (s: string): string | undefined => {
+        const last = [...s.matchAll(new RegExp(header.source, "g"))].at(-1)
+        if (last === undefined || last[1] === firstId) return undefined
+        const block = s.slice(last.index)
+        return block.includes("echo a; echo b") && /^ +a\/(s\/)?(r\/)?d\/v, or ←\/→ and Enter$/m.test(block) ? block : undefined
+      }
+      const screen = yield* pane.waitFor("the compound command's prompt", (s) => compoundPrompt(s) !== undefined)
+      const second = compoundPrompt(screen)!
+      assert.notInclude(second, "[r]", `a compound command cannot be remembered: no [r]\n${screen}`)
       yield* pane.sendKeys("d")
       assert.strictEqual(yield* pane.exitStatus(), 0, yield* pane.history)
       const all = yield* pane.history
