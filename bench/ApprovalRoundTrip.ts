@@ -40,6 +40,7 @@ import { PlainClient } from "./support/PlainReader.js"
 import type { BenchResult } from "./support/Report.js"
 import { repeated, ratioCell } from "./support/Report.js"
 import { macrotask, max, mean, nowMs, nowUs, percentile, round } from "./support/Stats.js"
+import { profiled } from "./support/Profile.js"
 
 export interface Options {
   readonly quick: boolean
@@ -149,28 +150,6 @@ export const startPlain = () => {
   }
 }
 
-let profiles = 0
-/** Profile `window` with the inspector (this process), written to `dir`. */
-const profiled = async (dir: string, window: () => Promise<void>): Promise<void> => {
-  const { Session } = await import("node:inspector")
-  const { mkdirSync, writeFileSync } = await import("node:fs")
-  const session = new Session()
-  session.connect()
-  const post = (method: string, params?: object) =>
-    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
-  await post("Profiler.enable")
-  await post("Profiler.setSamplingInterval", { interval: 50 })
-  await post("Profiler.start")
-  try {
-    await window()
-  } finally {
-    const { profile } = await post("Profiler.stop")
-    mkdirSync(dir, { recursive: true })
-    writeFileSync(`${dir}/approval-round-trip-${++profiles}.cpuprofile`, JSON.stringify(profile))
-    session.disconnect()
-  }
-}
-
 const runOnce = async (options: Options): Promise<BenchResult> => {
   const cards = options.quick ? 500 : 10_000
   const warmup = options.quick ? 200 : 2_000
@@ -208,7 +187,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       for (let i = 0; i < n; i++) plainUs.push(await plainRoundTrip(id++))
     }
     if (options.profile !== undefined) {
-      await profiled(options.profile, async () => {
+      await profiled(options.profile, "approval-round-trip", 50, async () => {
         for (let i = 0; i < 5_000; i++) await warden.roundTrip(id++)
       })
       profiledCards += 5_000

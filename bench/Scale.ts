@@ -26,6 +26,7 @@ import { CHUNK_BYTES } from "./support/Mix.js"
 import type { BenchResult } from "./support/Report.js"
 import { repeated } from "./support/Report.js"
 import { heapAfterGc, macrotask, nowMs, round } from "./support/Stats.js"
+import { profiled } from "./support/Profile.js"
 
 export interface Options {
   readonly quick: boolean
@@ -51,29 +52,6 @@ const snapshotter = (dir: string | undefined) => {
     const { writeHeapSnapshot } = await import("node:v8")
     mkdirSync(dir, { recursive: true })
     writeHeapSnapshot(`${dir}/scale-${run}-${phase}.heapsnapshot`)
-  }
-}
-
-let profiles = 0
-/** Profile `window` with the inspector (this process), written to `dir` when given. */
-const profiled = async <A>(dir: string | undefined, window: () => Promise<A>): Promise<A> => {
-  if (dir === undefined) return window()
-  const { Session } = await import("node:inspector")
-  const { mkdirSync, writeFileSync } = await import("node:fs")
-  const session = new Session()
-  session.connect()
-  const post = (method: string, params?: object) =>
-    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
-  await post("Profiler.enable")
-  await post("Profiler.setSamplingInterval", { interval: 100 })
-  await post("Profiler.start")
-  try {
-    return await window()
-  } finally {
-    const { profile } = await post("Profiler.stop")
-    mkdirSync(dir, { recursive: true })
-    writeFileSync(`${dir}/scale-loss-${++profiles}.cpuprofile`, JSON.stringify(profile))
-    session.disconnect()
   }
 }
 
@@ -214,7 +192,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     settleTarget = counts.settled + cards
     const exitWall = Date.now()
     const t4 = nowMs()
-    await profiled(options.profile, async () => {
+    await profiled(options.profile, "scale-loss", 100, async () => {
       Effect.runSync(peer.memory.peer.exit(1))
       await until(
         "every card and request to settle",
