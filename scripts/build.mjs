@@ -259,8 +259,10 @@ const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
 /**
  * Warden's modules `warden run` evaluates on first use (lazyWorkspaceModules above): the protocol's
  * schemas of client methods, server requests, events and items, about a tenth of the start-up's
- * work, are first needed after codex is spawned (the handshake, the first frame). The code-cache
- * step fails the build if one of them runs before the spawn.
+ * work, are first needed after codex is spawned (the handshake, the first frame); the approvals'
+ * rules (read before the spawn only when a configuration has rules), the secret masking (first
+ * needed by a log line or a card) and the safety filter (a card) likewise. The code-cache step
+ * fails the build if one of them runs before the spawn (on `warden run` without rules).
  */
 const lazyWorkspace = [
   "packages/protocol/src/ClientMethods.ts",
@@ -268,7 +270,10 @@ const lazyWorkspace = [
   "packages/protocol/src/ServerRequests.ts",
   "packages/protocol/src/Thread.ts",
   "packages/protocol/src/ThreadItem.ts",
-  "packages/protocol/src/Turn.ts"
+  "packages/protocol/src/Turn.ts",
+  "packages/approvals/src/Policy.ts",
+  "packages/approvals/src/SecretMask.ts",
+  "packages/approvals/src/internal/SafetyFilter.ts"
 ]
 
 export const bundleCli = async () => {
@@ -292,7 +297,9 @@ export const bundleCli = async () => {
       ...commonJs,
       entryPoints: [Path.join(cliDir, "src", "RunCli.ts")],
       outfile,
-      minify: true,
+      // WARDEN_UNMINIFIED=1: readable, with a `// path` comment before each module (for profiling
+      // the start-up by module); the published bundle is always minified.
+      minify: process.env.WARDEN_UNMINIFIED !== "1",
       keepNames: true,
       legalComments: "eof",
       plugins: [inlineVersion, deepImports, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],

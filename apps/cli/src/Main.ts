@@ -23,7 +23,7 @@ import * as ExitCodes from "./ExitCodes.js"
  * started, a card settled) are for the collector, not the terminal.
  */
 const stderrLogger = Logger.filterLogLevel(
-  Logger.withConsoleError(Logger.map(Logger.stringLogger, SecretMask.maskText)),
+  Logger.withConsoleError(Logger.map(Logger.stringLogger, (line) => SecretMask.maskText(line))),
   LogLevel.greaterThanEqual(LogLevel.Warning)
 )
 

@@ -93,7 +93,9 @@ export const SafetyLimitsSetting = Schema.Struct({
 /** The approvals engine's configuration (see `ApprovalsConfig`). */
 export const ApprovalsSetting = Schema.Struct({
   deadlines: optional(DeadlinesSetting),
-  rules: optional(Policy.Rules),
+  // Read when a configuration has rules: the published `warden run` builds Policy's schemas on
+  // first use, after codex is spawned when no rules are given (docs/performance.md, "Start-up").
+  rules: optional(Schema.suspend((): Schema.Schema<Policy.Rules, typeof Policy.Rules.Encoded> => Policy.Rules)),
   handler: optional(fn),
   remembered: optional(fn),
   safety: optional(SafetyLimitsSetting),
