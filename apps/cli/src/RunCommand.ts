@@ -63,7 +63,8 @@ export const options = {
   prompts
 }
 
-type Parsed = Command.Command.ParseConfig<typeof options>
+/** What the `run` handler is given: each option's value and the PROMPTs. */
+export type Parsed = Command.Command.ParseConfig<typeof options>
 
 /** The directory, absolute, or a usage error. */
 export const directory = (dir: string) =>
