@@ -15,7 +15,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { CardGroup } from "@warden/approvals"
-import type { Card } from "@warden/approvals"
+import type { Approvals, Card } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Decision } from "@warden/protocol"
 import { Effect, Either, Layer, Mailbox, Option, Stream, SubscriptionRef } from "effect"
@@ -25,23 +25,38 @@ import * as CardPrompt from "./CardPrompt.js"
 
 const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "")
 
-/** Open cards, oldest first, from the inbox's snapshot-then-changes stream. */
-const openCardsRef = (supervisor: Supervisor.SupervisorShape) =>
+/**
+ * The open cards, oldest first, after one batch of inbox updates, applied together: a card opened
+ * and settled in the same batch (a remembered rule settled it as it opened) is never among them.
+ */
+export const afterUpdates = (cards: ReadonlyArray<Card.CardView>, updates: Iterable<Approvals.InboxUpdate>): ReadonlyArray<Card.CardView> => {
+  let next = cards
+  for (const update of updates) {
+    switch (update._tag) {
+      case "Snapshot":
+        next = [...update.cards].sort((a, b) => a.openedAt - b.openedAt)
+        break
+      case "Opened":
+        if (!next.some((c) => c.id === update.card.id)) next = [...next, update.card]
+        break
+      case "Settled":
+        next = next.filter((c) => c.id !== update.settlement.card.id)
+        break
+    }
+  }
+  return next
+}
+
+/**
+ * The open cards, oldest first, from the inbox's snapshot-then-changes stream: one change of the
+ * ref per chunk of updates (the inbox's chunks are what was published in one step), so the prompt
+ * never asks about a card that was settled in the step that opened it.
+ */
+export const openCards = (updates: Stream.Stream<Approvals.InboxUpdate>) =>
   Effect.gen(function*() {
     const ref = yield* SubscriptionRef.make<ReadonlyArray<Card.CardView>>([])
-    yield* supervisor.inbox.updates.pipe(
-      Stream.runForEach((update) =>
-        SubscriptionRef.update(ref, (cards) => {
-          switch (update._tag) {
-            case "Snapshot":
-              return [...update.cards].sort((a, b) => a.openedAt - b.openedAt)
-            case "Opened":
-              return cards.some((c) => c.id === update.card.id) ? cards : [...cards, update.card]
-            case "Settled":
-              return cards.filter((c) => c.id !== update.settlement.card.id)
-          }
-        })
-      ),
+    yield* updates.pipe(
+      Stream.runForEachChunk((chunk) => SubscriptionRef.update(ref, (cards) => afterUpdates(cards, chunk))),
       Effect.interruptible,
       Effect.forkScoped
     )
@@ -91,7 +106,7 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
     })
     const promptEnv = Layer.mergeAll(Layer.succeed(Terminal.Terminal, terminal), NodeFileSystem.layer, NodePath.layer)
 
-    const open = yield* openCardsRef(supervisor)
+    const open = yield* openCards(supervisor.inbox.updates)
     // Answered here: skipped even before the inbox reports them settled.
     const answered = new Set<string>()
     const firstOpen = open.changes.pipe(

@@ -4,7 +4,7 @@
  */
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
-import { CodexCommand, Config as SupervisorConfig, Worktree } from "@warden/supervisor"
+import { CodexCommand, Config as SupervisorConfig, RunId, Worktree } from "@warden/supervisor"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option, Scope } from "effect"
 import * as Fs from "node:fs"
@@ -107,11 +107,6 @@ const recorderFor = (
   path === undefined
     ? Effect.succeed(undefined)
     : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label, info }, audit))
-
-/** A new run's id, as the ledger makes them (`r` + base-36 time + 8 hex digits): known before the ledger opens. */
-const newRunId = () =>
-  // Unique, not secret: Math.random (seeded per process) spares loading node:crypto before the spawn.
-  `r${Date.now().toString(36).padStart(9, "0")}-${(Math.floor(Math.random() * 2 ** 32) >>> 0).toString(16).padStart(8, "0")}`
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
@@ -309,7 +304,8 @@ export const startRun = (
 ) =>
   Effect.gen(function*() {
     const state = yield* StatePath.forRun(args.state, args.noState)
-    const runId = newRunId()
+    // Made here, in the ledger's format: known before the ledger opens (after codex was spawned).
+    const runId = RunId.make()
     return yield* execute(args, {
       title: how.title,
       serve: how.serve,

@@ -16,6 +16,7 @@ import { Ledger } from "@warden/ledger"
 import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import * as Net from "node:net"
+import { shardingTimings } from "../../../packages/cluster/test/support/ShardingTimings.js"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 
@@ -45,15 +46,7 @@ const until = (what: string, condition: () => boolean, timeout: Duration.Duratio
 /** The end of a process's output, for a failure message. */
 const tail = (name: string, cli: CliProcess.Cli) => `--- ${name} stdout:\n${cli.lines().slice(-15).join("\n")}\n--- ${name} stderr:\n${cli.stderr().slice(-2000)}`
 
-const tuning = {
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "3 seconds",
-  refreshAssignmentsInterval: "1 second",
-  runnerHealthCheckInterval: "3 seconds",
-  entityMessagePollInterval: "2 seconds",
-  entityTerminationTimeout: "5 seconds"
-} as const
-const sharding = Object.entries(tuning).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
+const sharding = Object.entries(shardingTimings).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
 
 const lastShards = (cli: CliProcess.Cli) => {
   const lines = cli.json().filter((l) => l.type === "runner.shards")
@@ -134,7 +127,7 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         assert.include(["UnknownCard", "AlreadySettled"], l["result"], `a decision for the dead runner's card ${l["card"]}`)
       }
       // A decision for a stranded card now, from another client of the fleet: AlreadySettled, nothing written.
-      const clientContext = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provide(Storage.layer(pg.url))))
+      const clientContext = yield* Layer.build(ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provide(Storage.layer(pg.url))))
       const client = Context.get(clientContext, ClusterClient.ClusterClient)
       const late = yield* client.answer(String(stranded!["itemId"]), String(stranded!["card"]), { _tag: "Accept" })
       assert.deepStrictEqual(late, new Wire.AlreadySettled({ outcome: "stranded" }))

@@ -1,8 +1,10 @@
 /** The CLI's small pure pieces: durations, the stdin decision protocol, exit codes, prompt checks. */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Option } from "effect"
+import type { Approvals, Card } from "@warden/approvals"
+import { Chunk, Deferred, Duration, Effect, Either, Exit, Option, Stream } from "effect"
 import * as Durations from "../src/Durations.js"
 import * as ExitCodes from "../src/ExitCodes.js"
+import * as Prompting from "../src/Prompting.js"
 import * as RunCommand from "../src/RunCommand.js"
 import * as Screen from "../src/Screen.js"
 import * as StatePath from "../src/StatePath.js"
@@ -88,4 +90,38 @@ describe("cli units", () => {
         Fs.rmSync(dir, { recursive: true, force: true })
       }
     }))
+
+  describe("the terminal prompt's open cards", () => {
+    const card = (id: string, openedAt: number) => ({ id, openedAt }) as unknown as Card.CardView
+    const opened = (c: Card.CardView): Approvals.InboxUpdate => ({ _tag: "Opened", card: c })
+    const settled = (c: Card.CardView) => ({ _tag: "Settled", settlement: { card: c } }) as unknown as Approvals.InboxUpdate
+    const ids = (cards: ReadonlyArray<Card.CardView>) => cards.map((c) => c.id)
+    const c1 = card("c1", 1)
+    const c2 = card("c2", 2)
+    const c3 = card("c3", 3)
+
+    it("a batch is applied whole: a card opened and settled in one batch is never open", () => {
+      const snapshot = Prompting.afterUpdates([], [{ _tag: "Snapshot", cards: [c2, c1] }])
+      assert.deepStrictEqual(ids(snapshot), ["c1", "c2"], "oldest first")
+      assert.deepStrictEqual(ids(Prompting.afterUpdates(snapshot, [opened(c3), settled(c3)])), ["c1", "c2"])
+      assert.deepStrictEqual(ids(Prompting.afterUpdates(snapshot, [opened(c2), opened(c3), settled(c1)])), ["c2", "c3"], "an Opened of a card already there adds nothing")
+    })
+
+    it.scoped("the prompt's state changes once per chunk of inbox updates: it never holds a card opened and settled in one chunk", () =>
+      Effect.gen(function*() {
+        const go = yield* Deferred.make<void>()
+        const updates = Stream.fromChunks(
+          Chunk.of<Approvals.InboxUpdate>({ _tag: "Snapshot", cards: [c1] }),
+          Chunk.make(opened(c2), settled(c2)),
+          Chunk.of(settled(c1))
+        )
+        const open = yield* Prompting.openCards(Stream.concat(Stream.drain(Stream.fromEffect(Deferred.await(go))), updates))
+        const states: Array<ReadonlyArray<string>> = []
+        yield* open.changes.pipe(Stream.runForEach((cards) => Effect.sync(() => states.push(ids(cards)))), Effect.forkScoped)
+        yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => states.length > 0, times: 100 }))
+        yield* Deferred.succeed(go, undefined)
+        yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => states.length >= 4, times: 100 }))
+        assert.deepStrictEqual(states, [[], ["c1"], ["c1"], []])
+      }))
+  })
 })

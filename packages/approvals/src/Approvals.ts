@@ -4,7 +4,7 @@
  * and on shutdown settles whatever is still open with a refusal.
  */
 import type { Decision } from "@warden/protocol"
-import { Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
+import { Cause, Chunk, Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
 import type { CardId, CardView, Settlement, Source } from "./Card.js"
@@ -70,12 +70,29 @@ export interface GroupAnswer {
  * What an inbox sees, starting with a snapshot of the open cards.
  *
  * First a `Snapshot` of the cards open when it started, then every card that opens (`Opened`) and
- * every settlement (`Settled`), whoever decided it.
+ * every settlement (`Settled`), whoever decided it. Updates published in one step arrive in one
+ * chunk of the `inbox` stream (a card a rule or a remembered rule settles as it opens: its `Opened`
+ * and `Settled` together), so an inbox that applies a chunk at a time never shows that card open.
  */
 export type InboxUpdate =
   | { readonly _tag: "Snapshot"; readonly cards: ReadonlyArray<CardView> }
   | { readonly _tag: "Opened"; readonly card: CardView }
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
+
+/**
+ * A queue as a stream of drained batches: waits for one element, then takes every one queued
+ * behind it, as one chunk (`Stream.fromQueue` hands a waiting taker the first element alone). Ends
+ * when the queue is shut down.
+ */
+const drainedBatches = <A>(queue: Queue.Dequeue<A>): Stream.Stream<A> =>
+  Stream.repeatEffectChunkOption(
+    Queue.take(queue).pipe(
+      Effect.flatMap((first) => Effect.map(Queue.takeAll(queue), (rest) => Chunk.prepend(rest, first))),
+      Effect.catchAllCause((cause) =>
+        Effect.flatMap(Queue.isShutdown(queue), (down) => (down && Cause.isInterruptedOnly(cause) ? Effect.fail(Option.none()) : Effect.failCause(cause)))
+      )
+    )
+  )
 
 /**
  * The approvals engine, as the `Approvals` service provides it.
@@ -108,7 +125,10 @@ export interface ApprovalsShape {
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
   readonly events: Stream.Stream<ApprovalEvent>
-  /** The open cards now, then every change (an Opened may repeat a card of the snapshot). */
+  /**
+   * The open cards now, then every change (an Opened may repeat a card of the snapshot); each
+   * chunk is every update published since the last one was taken (see {@link InboxUpdate}).
+   */
   readonly inbox: Stream.Stream<InboxUpdate>
 }
 
@@ -195,7 +215,7 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
       Effect.map(subscribe, (queue) =>
         Stream.concat(
           Stream.sync((): InboxUpdate => ({ _tag: "Snapshot", cards: Array.from(open.values(), (c) => c.view) })),
-          Stream.fromQueue(queue).pipe(
+          drainedBatches(queue).pipe(
             Stream.filterMap((event): Option.Option<InboxUpdate> => {
               switch (event._tag) {
                 case "CardOpened":

@@ -10,7 +10,7 @@ import * as SafetyFilter from "../src/internal/SafetyFilter.js"
 import * as SecretMask from "../src/SecretMask.js"
 import * as ShellCommand from "../src/ShellCommand.js"
 import { known } from "./Captured.js"
-import { allowCmd, denyCmd, rules } from "./support.js"
+import { allowCmd, allowPath, denyCmd, denyPath, rules } from "./PolicyRules.js"
 
 // Everything Warden does per server request runs on the connection's read loop, and a model writes
 // the commands and the arguments. These inputs took minutes (and gigabytes) before the work was made
@@ -21,16 +21,14 @@ import { allowCmd, denyCmd, rules } from "./support.js"
 const { Mask } = SecretMask
 const ids = { threadId: Adversarial.ThreadId, turnId: Adversarial.TurnId, itemId: Adversarial.ItemId }
 
-const under = (id: string, effect: "allow" | "deny", root: string) => ({ id, effect, match: { path: { under: root } } })
-
 /** Allow rules for the first word of every command shape (none may match: all are compound or too long). */
 const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) => allowCmd(`allow-${w}`, w))
-const withDeny = rules(denyCmd("no-rm", "rm"), under("etc", "deny", "/etc"), ...allowFirstWords, under("repo", "allow", "/work/repo"), {
+const withDeny = rules(denyCmd("no-rm", "rm"), denyPath("etc", "/etc"), ...allowFirstWords, allowPath("repo", "/work/repo"), {
   id: "probe",
   effect: "allow",
   match: { mcp: { server: "probe" } }
 })
-const allowOnly = rules(...allowFirstWords, under("repo", "allow", "/work/repo"))
+const allowOnly = rules(...allowFirstWords, allowPath("repo", "/work/repo"))
 
 const Deny = (ruleId: string): Policy.Verdict => ({ _tag: "Deny", ruleId })
 const NoMatch: Policy.Verdict = { _tag: "NoMatch" }
@@ -181,8 +179,8 @@ describe("a bound never turns a deny into a miss", () => {
 })
 
 describe("a bound never turns a path deny into an allow", () => {
-  const repo = rules(under("repo", "allow", "/work/repo"))
-  const elsewhere = rules(under("secrets", "deny", "/srv/secrets"), under("repo", "allow", "/work/repo"))
+  const repo = rules(allowPath("repo", "/work/repo"))
+  const elsewhere = rules(denyPath("secrets", "/srv/secrets"), allowPath("repo", "/work/repo"))
   const fc = known("item/fileChange/requestApproval", ids)
   const changesItem = (paths: ReadonlyArray<string>) => ({ type: "fileChange", id: "i", changes: paths.map((path) => ({ path, kind: { type: "add" }, diff: "" })) })
 
@@ -191,7 +189,7 @@ describe("a bound never turns a path deny into an allow", () => {
     const context = { fileChanges: CardSummary.fileChangesOf(changesItem(paths)) }
     assert.lengthOf(context.fileChanges, 201)
     assert.deepStrictEqual(Policy.evaluate(repo, fc, context), NoMatch)
-    assert.deepStrictEqual(Policy.evaluate(rules(under("etc", "deny", "/etc")), fc, context), Deny("etc"))
+    assert.deepStrictEqual(Policy.evaluate(rules(denyPath("etc", "/etc")), fc, context), Deny("etc"))
   })
 
   it("more changes than are kept: never allowed, and a path deny matches whatever it names", () => {

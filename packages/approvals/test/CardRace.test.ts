@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Effect, Exit, FiberId, FiberRef, Scope, TestClock } from "effect"
+import { Chunk, Effect, Exit, FiberId, FiberRef, Scope, Stream, TestClock } from "effect"
 import { Approvals } from "../src/index.js"
 import { captured, deskSetup } from "./support.js"
 
@@ -312,5 +312,22 @@ describe("card race", () => {
       assert.strictEqual(open[0]!.method, "item/commandExecution/requestApproval")
       assert.include(open[0]!.offers, "Decline")
       assert.strictEqual(open[0]!.deadlineAt - open[0]!.openedAt, 15 * 60_000)
+    }))
+
+  it.scoped("a card settled as it opens (a remembered rule) reaches the inbox in one chunk with its opening", () =>
+    Effect.gen(function*() {
+      const { approvals, desk, thread } = yield* setup({ remembered: () => ({ ruleId: "m1" }) })
+      const chunks: Array<ReadonlyArray<string>> = []
+      yield* approvals.inbox.pipe(
+        Stream.runForEachChunk((chunk) => Effect.sync(() => chunks.push(Chunk.toArray(chunk).map((u) => u._tag)))),
+        Effect.forkScoped
+      )
+      // The snapshot taken, the inbox waits for the next update (the case that split them).
+      yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => chunks.length > 0, times: 100 }))
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      const opened = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(opened._tag, "Settled")
+      yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => chunks.length > 1, times: 100 }))
+      assert.deepStrictEqual(chunks, [["Snapshot"], ["Opened", "Settled"]])
     }))
 })

@@ -8,7 +8,7 @@ import type { CardContext } from "../src/Card.js"
 import * as Policy from "../src/Policy.js"
 import { quote } from "../src/ShellCommand.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
-import { allowCmd, denyCmd, rules } from "./support.js"
+import { allowCmd, denyCmd, rules } from "./PolicyRules.js"
 
 const ids = { threadId: "t", turnId: "u", itemId: "i" }
 

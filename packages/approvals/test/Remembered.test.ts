@@ -8,7 +8,8 @@ import { ServerRequests } from "@warden/protocol"
 import { Effect, TestClock } from "effect"
 import type { Approvals } from "../src/index.js"
 import type { Settlement } from "../src/Card.js"
-import { allowCmd, denyCmd, deskSetup, rules } from "./support.js"
+import { allowCmd, denyCmd, rules } from "./PolicyRules.js"
+import { deskSetup } from "./support.js"
 
 const commandRequest = (command: string, id = 0) =>
   ServerRequests.decode(id, "item/commandExecution/requestApproval", {

@@ -1,10 +1,9 @@
 import { ServerRequests } from "@warden/protocol"
 import { readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
-import { Effect, Either, Scope } from "effect"
+import { Effect, Scope } from "effect"
 import type { ApprovalEvent } from "../src/ApprovalEvent.js"
 import { Approvals } from "../src/index.js"
-import * as Policy from "../src/Policy.js"
 
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
@@ -37,15 +36,6 @@ export const recordingLine = () => {
   }
   return { line, written, cut: () => { open = false } }
 }
-
-/** Rules from plain data (a test's own, so a bad one throws). */
-export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
-  const decoded = Policy.decodeRules({ rules: list })
-  if (Either.isLeft(decoded)) throw new Error(decoded.left)
-  return decoded.right
-}
-export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
-export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
 
 /** An approvals engine, a desk on a recording line, and a thread scope, in the test's scope. */
 export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>

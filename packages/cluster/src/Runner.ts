@@ -12,10 +12,9 @@ import type { Config } from "@warden/supervisor"
 import type { Transport } from "@warden/transport"
 import type { ConfigError } from "effect"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import { Supervisor } from "@warden/supervisor"
+import { RunId, Supervisor } from "@warden/supervisor"
 import { Ledger } from "@warden/ledger"
 import { Effect, Layer, Option } from "effect"
-import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Handlers from "./internal/Handlers.js"
@@ -32,7 +31,7 @@ export interface RunnerOptions {
   /** The address other runners reach this one at (advertised and listened on). */
   readonly host: string
   readonly port: number
-  /** This process's run id (default: a new time-ordered one); card ids are `<runId>:<card id>`. */
+  /** This process's run id (default: a new one, `RunId.make` of `@warden/supervisor`); card ids are `<runId>:<card id>`. */
   readonly runId?: string
   /** The local supervisor's configuration (its `runId` is set to the runner's). */
   readonly supervisor?: Supervisor.SupervisorConfig
@@ -48,9 +47,6 @@ export interface RunnerOptions {
    */
   readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]>
 }
-
-/** A new run id: time-ordered, then random (letters, digits and `-`, no `:`). */
-export const newRunId = (): string => `r${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`
 
 /** The engine's settings for a runner (or a client, `runnerAddress: None`), with Warden's defaults. */
 export const shardingConfig = (
@@ -88,7 +84,7 @@ export const layer = (
   Config.ConfigError | ConfigError.ConfigError | SocketServerError,
   SqlClient.SqlClient | Transport.Transport
 > => {
-  const runId = options.runId ?? newRunId()
+  const runId = options.runId ?? RunId.make()
   const sharding = NodeClusterSocket.layer({
     storage: "sql",
     shardingConfig: shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)

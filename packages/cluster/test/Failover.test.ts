@@ -15,7 +15,7 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"
 import { spawnTsx } from "./support/Proc.js"
-import { tuning } from "./support/Tuning.js"
+import { shardingTimings } from "./support/ShardingTimings.js"
 
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
@@ -76,8 +76,8 @@ describe("a fleet of two runners on PostgreSQL", () => {
       yield* until("the shards split between a and b", () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300)
       const runners = [a, b]
 
-      // The client notices a dead runner on the runners' timings (see fixtures/runner.ts).
-      const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
+      // The client notices a dead runner on the runners' timings (support/ShardingTimings.ts, theirs too).
+      const context = yield* Layer.build(ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)
 
@@ -227,7 +227,7 @@ describe("a fleet of two runners on PostgreSQL", () => {
       yield* a.proc.waitForJson("a holds every shard", (l) => l.type === "runner.shards" && l.count === 300, "120 seconds")
       const b = yield* runner(pg.url, "b", yield* freePort)
       yield* until("the shards split between a and b", () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300)
-      const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
+      const context = yield* Layer.build(ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)
 

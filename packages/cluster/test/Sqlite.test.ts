@@ -14,7 +14,7 @@ import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { spawnTsx } from "./support/Proc.js"
-import { tuning } from "./support/Tuning.js"
+import { shardingTimings } from "./support/ShardingTimings.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
@@ -56,7 +56,7 @@ describe("a runner on SQLite (one host)", () => {
       const first = yield* spawnRunner("first")
       /** The first runner's cards are left open; every other card is accepted as it arrives. */
       const firstRunId = first.runId
-      const context = yield* Layer.build(ClusterClient.layer({ sharding: tuning }).pipe(Layer.provideMerge(Storage.layer(url))))
+      const context = yield* Layer.build(ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provideMerge(Storage.layer(url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)
 

@@ -18,12 +18,12 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { ApprovalEvent } from "@warden/approvals"
+import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
 import { Context, Effect, ExecutionStrategy, FiberSet, Layer, Queue, Scope, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { randomBytes } from "node:crypto"
 import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
@@ -56,7 +56,7 @@ export type { Pruned, RuleListOptions } from "./internal/Queries.js"
 
 /** What a run says about itself when it begins. */
 export interface RunInfo {
-  /** The run's id (default: a new one, time-ordered). */
+  /** The run's id (default: a new one, `RunId.make` of `@warden/supervisor`: ordered by time). */
   readonly id?: string
   /** A short label for listings (masked). */
   readonly label?: string
@@ -336,8 +336,6 @@ const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.O
       })
   )
 
-const newRunId = (now: number): string => `r${now.toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`
-
 /**
  * Build the ledger on the `SqlClient` in context, in the caller's scope.
  *
@@ -405,7 +403,7 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
     const beginRun = (info: RunInfo = {}): Effect.Effect<Run> =>
       Effect.sync(() => {
         const startedAt = now()
-        const runId = Store.id(info.id ?? newRunId(startedAt))
+        const runId = Store.id(info.id ?? RunId.make(startedAt))
         live.add(runId)
         offer({
           _tag: "RunStarted",

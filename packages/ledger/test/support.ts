@@ -2,11 +2,11 @@
  * Test support: a temporary directory per test (removed by its scope), a scripted event source
  * (the real approvals engine for cards, a PubSub for supervisor events), request builders.
  */
-import { Approvals, Policy } from "@warden/approvals"
+import { Approvals } from "@warden/approvals"
 import type { ApprovalEvent, Card } from "@warden/approvals"
 import { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Effect, Either, Exit, PubSub, Scope } from "effect"
+import { Effect, Exit, PubSub, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -25,17 +25,8 @@ export const fileBytes = (filename: string): string =>
     .map((f) => Fs.readFileSync(Path.join(Path.dirname(filename), f)).toString("latin1"))
     .join("\n")
 
-/** Rules from plain data (a bad one throws). */
-export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
-  const decoded = Policy.decodeRules({ rules: list })
-  if (Either.isLeft(decoded)) throw new Error(decoded.left)
-  return decoded.right
-}
-export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
-export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
-export const allowPath = (id: string, under: string) => ({ id, effect: "allow", match: { path: { under } } })
-export const denyPath = (id: string, under: string) => ({ id, effect: "deny", match: { path: { under } } })
-export const allowMcp = (id: string, server: string, tool?: string) => ({ id, effect: "allow", match: { mcp: tool === undefined ? { server } : { server, tool } } })
+/** The policy-rule builders the approvals' tests use (one definition, shared by path). */
+export { allowCmd, allowMcp, allowPath, denyCmd, denyPath, rules } from "../../approvals/test/PolicyRules.js"
 
 // ---------------------------------------------------------------------------------------------
 // Requests (params as codex 0.171.0 sends them)

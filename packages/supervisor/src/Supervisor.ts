@@ -41,6 +41,7 @@ import * as Admission from "./internal/Admission.js"
 import * as Budget from "./internal/Budget.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
+import * as RunId from "./RunId.js"
 import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 import type { WorktreeSummary } from "./Worktree.js"
@@ -108,7 +109,8 @@ export interface SupervisorConfig {
   readonly runBudget?: { readonly maxTokens: number }
   /**
    * This run's name in the branches of work items with a `worktree` (`warden/<runId>/<item id>`):
-   * letters, digits, `.`, `_`, `-`, at most 64 (default: 8 random hex digits, new for every supervisor).
+   * letters, digits, `.`, `_`, `-`, at most 64 (default: a new run id, `RunId.make`, for every
+   * supervisor; the CLI passes its ledger run's id, a cluster runner its own run id).
    */
   readonly runId?: string
 }
@@ -572,7 +574,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       })
     }
 
-    const runId = config.runId ?? crypto.randomUUID().slice(0, 8)
+    const runId = config.runId ?? RunId.make()
     let unnamedItems = 0
 
     /**

@@ -12,6 +12,7 @@
  * - {@link Telemetry}: the `warden.*` metrics, span and attribute names, and the switch that turns
  *   them on (`@warden/observability` exports them over OTLP).
  * - {@link Worktree}: a git worktree per work item (`WorkItem.worktree`), its options and summary.
+ * - {@link RunId}: run ids (`r` + start time + random), ordered by time, one format for every run.
  *
  * @packageDocumentation
  */
@@ -20,6 +21,7 @@ export * as Config from "./Config.js"
 export * as Errors from "./Errors.js"
 export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
+export * as RunId from "./RunId.js"
 export * as Supervisor from "./Supervisor.js"
 export * as Telemetry from "./Telemetry.js"
 export * as WorkItem from "./WorkItem.js"

@@ -23,6 +23,7 @@ import * as ChildProcess from "node:child_process"
 import type { Duration } from "effect"
 import { Data, Deferred, Effect } from "effect"
 import type { Scope } from "effect"
+import * as WokenWait from "./internal/WokenWait.js"
 import * as ProcessTree from "./ProcessTree.js"
 
 /** A wait timed out, or the process did not exit in time; `detail` ends with the output's last lines. */
@@ -110,10 +111,7 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
     const stdoutLines: Array<string> = []
     let stderrText = ""
     const stderrLimit = options.stderrLimit ?? 1_000_000
-    const waiters = new Set<() => void>()
-    const wake = () => {
-      for (const w of [...waiters]) w()
-    }
+    const waits = WokenWait.make()
     const exit = yield* Deferred.make<Exited>()
     /** Every process seen under the child, so that what outlives it (a reparented grandchild) is killed too. */
     const tree = new Set<number>()
@@ -155,7 +153,7 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
     child.stdin?.on("error", () => {})
     child.on("exit", (code, signal) => {
       Deferred.unsafeDone(exit, Effect.succeed({ code, signal }))
-      wake()
+      waits.wake()
     })
     let partial = ""
     child.stdout!.setEncoding("utf8")
@@ -163,35 +161,19 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
       const parts = (partial + chunk).split("\n")
       partial = parts.pop()!
       stdoutLines.push(...parts)
-      wake()
+      waits.wake()
     })
     child.stderr!.setEncoding("utf8")
     child.stderr!.on("data", (chunk: string) => {
       stderrText += chunk
       if (stderrText.length > stderrLimit) stderrText = stderrText.slice(-stderrLimit)
-      wake()
+      waits.wake()
     })
 
     const outputTail = () => `stdout:\n${stdoutLines.slice(-20).join("\n")}\nstderr:\n${stderrText.slice(-3000)}`
 
     const waitUntil = <A>(what: string, probe: () => A | undefined, timeout: Duration.DurationInput = "30 seconds") =>
-      Effect.async<A>((resume) => {
-        const check = () => {
-          const found = probe()
-          if (found !== undefined) {
-            waiters.delete(check)
-            resume(Effect.succeed(found))
-          }
-        }
-        waiters.add(check)
-        check()
-        return Effect.sync(() => waiters.delete(check))
-      }).pipe(
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` })
-        })
-      )
+      waits.until(probe, timeout, () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` }))
 
     return {
       pid: child.pid!,

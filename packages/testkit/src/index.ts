@@ -8,6 +8,8 @@ export * as PinnedSchema from "./PinnedSchema.js"
 export * as ProcessTree from "./ProcessTree.js"
 /** A real child process for a test, in its own process group, its output watched, stopped with what it started. */
 export * as TestProcess from "./TestProcess.js"
+/** Bounded waits woken by what they wait on (`wake()`), for a test's state changed by callbacks. */
+export * as WokenWait from "./WokenWait.js"
 export * as Adversarial from "./Adversarial.js"
 export * as OtlpReceiver from "./OtlpReceiver.js"
 export * as Postgres from "./Postgres.js"

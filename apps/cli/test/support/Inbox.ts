@@ -2,7 +2,7 @@
  * The web inbox in tests: a supervisor on the fake app-server with the inbox mounted on it, plain
  * `fetch` against the real server, and an event-stream reader whose events can be waited for.
  */
-import { FakeAppServer } from "@warden/testkit"
+import { FakeAppServer, WokenWait } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
 import { Data, Deferred, Effect, Exit, Option, Redacted, Stream } from "effect"
 import type { Scope } from "effect"
@@ -122,7 +122,7 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
     })
     const seen: Array<SseEvent> = []
     const ended = yield* Deferred.make<void>()
-    const waiters = new Set<() => void>()
+    const waits = WokenWait.make()
     if (res.status === 200 && res.body) {
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       let buffer = ""
@@ -144,7 +144,7 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
               }
               if (data !== "") seen.push({ event, data: JSON.parse(data) })
             }
-            for (const w of [...waiters]) w()
+            waits.wake()
           }
         } catch {
           // aborted, or the connection was cut
@@ -162,22 +162,10 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
         Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new InboxTestError({ detail: "the event stream did not end" }) })
       ),
       waitFor: (what, predicate) =>
-        Effect.async<SseEvent>((resume) => {
-          const check = () => {
-            const found = seen.find(predicate)
-            if (found) {
-              waiters.delete(check)
-              resume(Effect.succeed(found))
-            }
-          }
-          waiters.add(check)
-          check()
-          return Effect.sync(() => waiters.delete(check))
-        }).pipe(
-          Effect.timeoutFail({
-            duration: "15 seconds",
-            onTimeout: () => new InboxTestError({ detail: `no ${what} on the event stream; saw ${JSON.stringify(seen).slice(0, 2000)}` })
-          })
+        waits.until(
+          () => seen.find(predicate),
+          "15 seconds",
+          () => new InboxTestError({ detail: `no ${what} on the event stream; saw ${JSON.stringify(seen).slice(0, 2000)}` })
         )
     }
   })
@@ -194,7 +182,7 @@ export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
 }, never, Scope.Scope> =>
   Effect.gen(function*() {
     const deliveries: Array<Delivery> = []
-    const waiters = new Set<() => void>()
+    const waits = WokenWait.make()
     const server = yield* Effect.acquireRelease(
       Effect.async<Http.Server>((resume) => {
         const server = Http.createServer((req, res) => {
@@ -205,7 +193,7 @@ export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
             res.statusCode = statuses[deliveries.length] ?? 200
             deliveries.push({ body, signature: req.headers["x-warden-signature"] as string | undefined })
             res.end()
-            for (const w of [...waiters]) w()
+            waits.wake()
           })
         })
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
@@ -216,16 +204,10 @@ export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
     return {
       url: `http://127.0.0.1:${port}/hook`,
       waitFor: (n) =>
-        Effect.async<ReadonlyArray<Delivery>>((resume) => {
-          const check = () => {
-            if (deliveries.length >= n) {
-              waiters.delete(check)
-              resume(Effect.succeed(deliveries.slice(0, n)))
-            }
-          }
-          waiters.add(check)
-          check()
-          return Effect.sync(() => waiters.delete(check))
-        }).pipe(Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new InboxTestError({ detail: `fewer than ${n} notifications arrived` }) }))
+        waits.until(
+          () => (deliveries.length >= n ? deliveries.slice(0, n) : undefined),
+          "15 seconds",
+          () => new InboxTestError({ detail: `fewer than ${n} notifications arrived` })
+        )
     }
   })

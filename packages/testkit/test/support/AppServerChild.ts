@@ -11,6 +11,7 @@ import * as Fs from "node:fs"
 import * as Readline from "node:readline"
 import { Data, Deferred, Duration, Effect } from "effect"
 import type { Scope } from "effect"
+import { WokenWait } from "../../src/index.js"
 import type { RealCodex } from "../../src/index.js"
 
 export type Frame = Readonly<Record<string, unknown>> & {
@@ -122,9 +123,9 @@ export const spawn = (
   options?: { readonly graceMs?: number }
 ): Effect.Effect<AppServerChild, DriverError, Scope.Scope> =>
   Effect.gen(function*() {
-    // plain array + waiters: callbacks from node streams push synchronously, in order
+    // plain array + woken waits: callbacks from node streams push synchronously, in order
     const frames: Array<Frame> = []
-    const waiters = new Set<() => void>()
+    const waits = WokenWait.make()
     const exitedDeferred = yield* Deferred.make<Exited>()
     const stderr: Array<string> = []
     const grace = Duration.millis(options?.graceMs ?? 3_000)
@@ -176,7 +177,7 @@ export const spawn = (
         frame = { __unparsed: line }
       }
       frames.push(frame)
-      for (const wake of [...waiters]) wake()
+      waits.wake()
     })
 
     let nextId = 1
@@ -188,31 +189,22 @@ export const spawn = (
     const stderrTail = () => stderr.slice(-15).join("\n")
 
     const waitFor = (what: string, predicate: (frame: Frame) => boolean, timeout: Duration.DurationInput = "20 seconds") =>
-      Effect.async<Frame>((resume) => {
-        let scanned = 0
-        const check = () => {
-          for (; scanned < frames.length; scanned++) {
-            if (predicate(frames[scanned]!)) {
-              waiters.delete(check)
-              resume(Effect.succeed(frames[scanned]!))
-              return
-            }
-          }
-        }
-        waiters.add(check)
-        check()
-        return Effect.sync(() => waiters.delete(check))
-      }).pipe(
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () =>
+      Effect.suspend(() => {
+        let scanned = 0 // frames before it did not match: each wake reads only the new ones
+        return waits.until(
+          () => {
+            for (; scanned < frames.length; scanned++) if (predicate(frames[scanned]!)) return frames[scanned]!
+            return undefined
+          },
+          timeout,
+          () =>
             new DriverError({
               detail: `timed out waiting for ${what}\nlast frames:\n` +
                 frames.slice(-8).map((f) => JSON.stringify(f).slice(0, 300)).join("\n") +
                 `\nstderr tail:\n${stderrTail()}`
             })
-        })
-      )
+        )
+      })
 
     const request = (method: string, params?: unknown) =>
       Effect.suspend(() => {
