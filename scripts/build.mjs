@@ -18,7 +18,7 @@ import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import { builtinModules, createRequire } from "node:module"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -75,6 +75,33 @@ const barrelExports = (file) => {
  * is only read by property, and not one reached through a barrel's `export * as`: through the
  * barrels the bundle kept every export of Schema, Effect, ... and ran their whole top level.
  */
+/**
+ * An esbuild plugin: @effect/cli's prompt modules each render the terminal bell at their top level
+ * (`Doc.render(Doc.beep, { style: "pretty" })`, a document layout run through Effect: six of them
+ * at every start of `warden run`, which prompts for nothing through them). The result is a
+ * constant string: the build renders it once with the same @effect/printer-ansi and writes it in.
+ * A prompt module that renders the bell in another way (another @effect/cli) fails the build, so
+ * the fold is never silently wrong.
+ */
+const foldedBell = {
+  name: "folded-bell",
+  setup(build) {
+    const rendered = /const renderBeep = \/\*#__PURE__\*\/Doc\.render\(Doc\.beep, \{\s*style: "pretty"\s*\}\);/
+    let bell
+    build.onLoad({ filter: /[\\/]@effect[\\/]cli[\\/]dist[\\/]esm[\\/]internal[\\/]prompt[\\/][^\\/]+\.js$/, namespace: "file" }, async (args) => {
+      const text = Fs.readFileSync(args.path, "utf8")
+      if (!text.includes("renderBeep")) return undefined
+      if (!rendered.test(text)) throw new Error(`${args.path}: renders the bell in a way the folded-bell plugin (scripts/build.mjs) does not know`)
+      if (bell === undefined) {
+        const Doc = await import(pathToFileURL(createRequire(args.path).resolve("@effect/printer-ansi/AnsiDoc")).href)
+        bell = Doc.render(Doc.beep, { style: "pretty" })
+        if (typeof bell !== "string") throw new Error("folded-bell: the rendered bell is not a string")
+      }
+      return { contents: text.replace(rendered, `const renderBeep = ${JSON.stringify(bell)};`), loader: "js", resolveDir: Path.dirname(args.path) }
+    })
+  }
+}
+
 const deepImports = {
   name: "deep-imports",
   setup(build) {
@@ -302,7 +329,7 @@ export const bundleCli = async () => {
       minify: process.env.WARDEN_UNMINIFIED !== "1",
       keepNames: true,
       legalComments: "eof",
-      plugins: [inlineVersion, deepImports, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
+      plugins: [inlineVersion, deepImports, foldedBell, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
       external: native
     }),
     outfile,
