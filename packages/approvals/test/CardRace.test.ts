@@ -144,6 +144,53 @@ describe("card race", () => {
       }
     }))
 
+  it.scoped("a handler is called after the opener's step, never in it, also one whose answer is already decided (then no fiber runs it); a throw or a non-Effect is a refusal", () =>
+    Effect.gen(function*() {
+      for (const [returned, expected, outcome, detail] of [
+        [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+        [() => Exit.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+        [() => Effect.fail("no"), { decision: "decline" }, "refused", "no"],
+        [() => { throw new Error("thrown in the call") }, { decision: "decline" }, "refused", "thrown in the call"],
+        [() => 42, { decision: "decline" }, "refused", "the handler returned number"]
+      ] as const) {
+        let opening = false
+        const calls: Array<boolean> = []
+        const handler = (() => {
+          calls.push(opening)
+          return returned()
+        }) as unknown as Approvals.Handler
+        const { desk, wire, thread, drained } = yield* setup({ handler })
+        // The opener's step: from the open to the tap, with nothing in between that yields.
+        yield* Effect.sync(() => { opening = true }).pipe(
+          Effect.zipRight(desk.open(command(), { parent: thread })),
+          Effect.tap(() => Effect.sync(() => {
+            assert.deepStrictEqual(calls, [], "not called in the opener's step")
+            assert.deepStrictEqual(wire.written, [])
+            opening = false
+          }))
+        )
+        for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
+        assert.deepStrictEqual(calls, [false], "called once, after the opener's step")
+        assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
+        const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
+        if (detail !== undefined) assert.include(s?._tag === "CardSettled" ? s.settlement.detail : "", detail)
+      }
+    }))
+
+  it.scoped("a card settled before its handler is called (withdrawn in the same step) never calls it", () =>
+    Effect.gen(function*() {
+      let called = 0
+      const { desk, wire, thread } = yield* setup({ handler: () => Effect.sync(() => { called++ }).pipe(Effect.as(Decision.Accept)) })
+      const opened = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(opened._tag, "Opened")
+      if (opened._tag === "Opened") desk.withdraw(opened.card.requestId)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+      assert.strictEqual(called, 0)
+      assert.deepStrictEqual(wire.written, [])
+    }))
+
   it.scoped("a handler's fiber waits for the next card once it has decided: the next handler sees none of its FiberRefs; one interrupted with its card is replaced", () =>
     Effect.gen(function*() {
       const mark = FiberRef.unsafeMake("untouched")

@@ -210,7 +210,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
         handler: config.handler,
         onParentClose: options.onParentClose ?? ThreadStopped,
         parents,
-        runHandler: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+        handlers: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
         span: cardSpan
       })
       // Settled only if the card was already (the parent scope had closed).
