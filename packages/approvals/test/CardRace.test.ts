@@ -311,6 +311,27 @@ describe("card race", () => {
       assert.notStrictEqual(again._tag === "Opened" && again.card.id, first._tag === "Opened" && first.card.id)
     }))
 
+  it.scoped("openNow opens in the caller's step: an effect only for a thread's first card (its finalizer), a result otherwise; duplicates too", () =>
+    Effect.gen(function*() {
+      const { desk, thread } = yield* setup()
+      const [fiber, flags] = yield* Effect.withFiberRuntime<readonly [any, any]>((f, status) => Effect.succeed([f, status.runtimeFlags] as const))
+      const first = desk.openNow(command(), { parent: thread }, fiber, flags)
+      assert.isTrue(Effect.isEffect(first), "the thread's first card adds its finalizer: an effect")
+      assert.strictEqual(desk.size(), 1, "registered in the call, before the effect runs")
+      const firstResult = yield* (first as Effect.Effect<Approvals.OpenResult>)
+      assert.strictEqual(firstResult._tag, "Opened")
+      const second = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
+      assert.isFalse(Effect.isEffect(second))
+      assert.strictEqual((second as Approvals.OpenResult)._tag, "Opened")
+      const dup = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
+      assert.strictEqual((dup as Approvals.OpenResult)._tag, "Duplicate")
+      const noThread = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 2), { parent: undefined }, fiber, flags)
+      assert.strictEqual((noThread as Approvals.OpenResult)._tag, "Settled", "refused at once, in the call")
+      // The thread's close settles what openNow opened, as for open.
+      yield* Scope.close(thread, Exit.void)
+      assert.strictEqual(desk.size(), 0)
+    }))
+
   it.scoped("connection lost: every open card settles at once, nothing written", () =>
     Effect.gen(function*() {
       const { desk, wire, thread } = yield* setup()
