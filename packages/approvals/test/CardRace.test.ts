@@ -144,6 +144,53 @@ describe("card race", () => {
       }
     }))
 
+  it.scoped("a handler is called after the opener's step, never in it, also one whose answer is already decided (then no fiber runs it); a throw or a non-Effect is a refusal", () =>
+    Effect.gen(function*() {
+      for (const [returned, expected, outcome, detail] of [
+        [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+        [() => Exit.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+        [() => Effect.fail("no"), { decision: "decline" }, "refused", "no"],
+        [() => { throw new Error("thrown in the call") }, { decision: "decline" }, "refused", "thrown in the call"],
+        [() => 42, { decision: "decline" }, "refused", "the handler returned number"]
+      ] as const) {
+        let opening = false
+        const calls: Array<boolean> = []
+        const handler = (() => {
+          calls.push(opening)
+          return returned()
+        }) as unknown as Approvals.Handler
+        const { desk, wire, thread, drained } = yield* setup({ handler })
+        // The opener's step: from the open to the tap, with nothing in between that yields.
+        yield* Effect.sync(() => { opening = true }).pipe(
+          Effect.zipRight(desk.open(command(), { parent: thread })),
+          Effect.tap(() => Effect.sync(() => {
+            assert.deepStrictEqual(calls, [], "not called in the opener's step")
+            assert.deepStrictEqual(wire.written, [])
+            opening = false
+          }))
+        )
+        for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
+        assert.deepStrictEqual(calls, [false], "called once, after the opener's step")
+        assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
+        const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
+        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
+        if (detail !== undefined) assert.include(s?._tag === "CardSettled" ? s.settlement.detail : "", detail)
+      }
+    }))
+
+  it.scoped("a card settled before its handler is called (withdrawn in the same step) never calls it", () =>
+    Effect.gen(function*() {
+      let called = 0
+      const { desk, wire, thread } = yield* setup({ handler: () => Effect.sync(() => { called++ }).pipe(Effect.as(Decision.Accept)) })
+      const opened = yield* desk.open(command(), { parent: thread })
+      assert.strictEqual(opened._tag, "Opened")
+      if (opened._tag === "Opened") desk.withdraw(opened.card.requestId)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+      assert.strictEqual(called, 0)
+      assert.deepStrictEqual(wire.written, [])
+    }))
+
   it.scoped("a handler's fiber waits for the next card once it has decided: the next handler sees none of its FiberRefs; one interrupted with its card is replaced", () =>
     Effect.gen(function*() {
       const mark = FiberRef.unsafeMake("untouched")
@@ -262,6 +309,27 @@ describe("card race", () => {
       const again = yield* desk.open(command(), { parent: thread })
       assert.strictEqual(again._tag, "Opened")
       assert.notStrictEqual(again._tag === "Opened" && again.card.id, first._tag === "Opened" && first.card.id)
+    }))
+
+  it.scoped("openNow opens in the caller's step: an effect only for a thread's first card (its finalizer), a result otherwise; duplicates too", () =>
+    Effect.gen(function*() {
+      const { desk, thread } = yield* setup()
+      const [fiber, flags] = yield* Effect.withFiberRuntime<readonly [any, any]>((f, status) => Effect.succeed([f, status.runtimeFlags] as const))
+      const first = desk.openNow(command(), { parent: thread }, fiber, flags)
+      assert.isTrue(Effect.isEffect(first), "the thread's first card adds its finalizer: an effect")
+      assert.strictEqual(desk.size(), 1, "registered in the call, before the effect runs")
+      const firstResult = yield* (first as Effect.Effect<Approvals.OpenResult>)
+      assert.strictEqual(firstResult._tag, "Opened")
+      const second = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
+      assert.isFalse(Effect.isEffect(second))
+      assert.strictEqual((second as Approvals.OpenResult)._tag, "Opened")
+      const dup = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
+      assert.strictEqual((dup as Approvals.OpenResult)._tag, "Duplicate")
+      const noThread = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 2), { parent: undefined }, fiber, flags)
+      assert.strictEqual((noThread as Approvals.OpenResult)._tag, "Settled", "refused at once, in the call")
+      // The thread's close settles what openNow opened, as for open.
+      yield* Scope.close(thread, Exit.void)
+      assert.strictEqual(desk.size(), 0)
     }))
 
   it.scoped("connection lost: every open card settles at once, nothing written", () =>

@@ -166,6 +166,10 @@ describe("a defect while handling a frame ends the connection, and the slot reco
             ...desk,
             open: () => {
               throw new Error("injected: the desk broke")
+            },
+            // What the read loop calls (opening in its own step).
+            openNow: () => {
+              throw new Error("injected: the desk broke")
             }
           }
         }

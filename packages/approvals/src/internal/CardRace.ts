@@ -10,7 +10,8 @@
  *
  * A waiting card holds no fiber, scope or timer of its own: the desk's `DeadlineTimer` keeps every
  * deadline with one fiber, and a parent scope settles its cards with one finalizer
- * (`ParentCards`). Only a handler runs in a fiber of its own (never on the read loop; interrupted when its card settles).
+ * (`ParentCards`). Only a handler runs in a fiber of its own (never on the read loop; interrupted
+ * when its card settles), and only when what it returned has something left to run.
  * So 10,000 open cards cost memory, not fibers, and settling them all (a connection loss) is a
  * loop of synchronous steps with nothing left to interrupt (measured in bench/, issue 8).
  *
@@ -23,7 +24,7 @@
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
 import { Cause, Clock, Context, DefaultServices, Duration, Effect, Either, Exit, FiberId, Runtime, Scope, Tracer } from "effect"
-import type { Fiber } from "effect"
+import type { Fiber, Scheduler } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
 import { describeSource } from "../Card.js"
@@ -68,9 +69,12 @@ export interface DeskShared {
  * It returns the decision, or `undefined` for no opinion (a person through `answer`, or the
  * deadline, decides then).
  *
- * It is called in a fiber of its own, never on the connection's read loop, after the rules and
- * the safety filter, and is interrupted when its card settles without it. A Promise is accepted as
- * well as an Effect. A failure, a defect, a synchronous throw, a rejection, or a return that is
+ * It is never called on the connection's read loop: it is called after the loop's step (a task of
+ * the loop's scheduler), after the rules and the safety filter, and what it returns runs in a fiber
+ * of its own, interrupted when its card settles without it. An Effect that is already its own
+ * result (`Effect.succeed(…)`, `Effect.fail(…)`) settles the card at once, without a fiber. With
+ * telemetry (or an embedder's tracer) the call itself runs in that fiber, in the card's
+ * `warden.card.handler` span. A Promise is accepted as well as an Effect. A failure, a defect, a synchronous throw, a rejection, or a return that is
  * neither an Effect nor a Promise refuses that card alone (outcome `refused`, source `handler`);
  * one that never returns leaves the card to its deadline or its thread's close.
  *
@@ -470,6 +474,23 @@ export const parentCards = (): ParentCards => {
 /** What runs a handler for a card: the job is the handler's effect; the card learns how it ended. */
 export type RunHandler = (card: LiveCard, job: Effect.Effect<DecisionNs.Decision | undefined, unknown>) => void
 
+/**
+ * The handlers of the cards opened by one fiber (a desk's `handlerPool`): `call` calls a handler
+ * after the caller's step, `run` runs an effect in a handler fiber.
+ */
+export interface HandlerRunner {
+  /** Run the handler's effect in a fiber of the pool (woken or started after the caller's step). */
+  readonly run: RunHandler
+  /**
+   * Call `handler` with the card's view after the caller's step (a task of the caller's
+   * scheduler, as a fiber's start is: never on its stack). What it returns decides as if run in a fiber (`decisionOf`): an Effect that is
+   * already its own result (`Effect.succeed(…)`, `Effect.fail(…)`, an `Exit`: nothing left to
+   * run) settles the card right there, without a fiber; any other is run by `run`. A throw is a
+   * defect of the handler (its card is refused).
+   */
+  readonly call: (card: LiveCard, handler: Handler) => void
+}
+
 /** How many handler fibers of a desk wait for the next card at most; more end when done. */
 export const MaxIdleHandlerFibers = 8
 
@@ -482,8 +503,11 @@ interface Worker {
 }
 
 /**
- * The fibers that run a desk's handlers. Every handler runs in a fiber of its own, never the read
- * loop's, started or woken after the loop's step (never on its stack): a root fiber from the
+ * The fibers that run a desk's handlers. A handler is called after the loop's step (`call`: a task
+ * of the loop's scheduler, never on its stack); one that returns an Effect already settled
+ * (`Effect.succeed`) decides its card right there, without a fiber (a fiber's wake-up and its
+ * FiberRefs' reset were ~4–5 µs of a 30 µs round trip, issue 14, perf-rt). Everything else runs in a
+ * fiber of its own, never the read loop's, started or woken after the loop's step: a root fiber from the
  * runtime of the fiber that opens the card (the read loop's: its services, clock and tracer), in
  * no scope, so that no scope's close waits for a handler (see `race`). A fiber whose handler has
  * returned waits for the desk's next card instead of ending (at most `MaxIdleHandlerFibers`
@@ -494,16 +518,18 @@ interface Worker {
  */
 export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>) => void }) => {
   let runtimeOf: unknown
-  let runFork: ((effect: Effect.Effect<void>, options: { readonly immediate: false }) => Fiber.RuntimeFiber<void, never>) | undefined
+  let runner: HandlerRunner | undefined
   let idle: Array<Worker> = []
   let closed = false
   let watching = false
+  /** Handlers to call in the scheduler's next task (`HandlerRunner.call`), in the order their cards opened. */
+  let calls: Array<QueuedCall> = []
 
   const retire = (workers: Array<Worker>) => {
     for (const w of workers) w.fiber?.unsafeInterruptAsFork(FiberId.none)
   }
 
-  const start = (w: Worker, run: NonNullable<typeof runFork>): void => {
+  const start = (w: Worker, run: (effect: Effect.Effect<void>, options: { readonly immediate: false }) => Fiber.RuntimeFiber<void, never>): void => {
     const mine = idle
     const park = Effect.async<void>((resume) => {
       w.wake = resume
@@ -540,17 +566,46 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
     })
   }
 
+  const callQueued = (): void => {
+    const batch = calls
+    calls = []
+    for (const queued of batch) callOne(queued)
+  }
+  const callOne = ({ card, handler, run }: QueuedCall): void => {
+    if (card.settlement || closed) return
+    try {
+      let job: Effect.Effect<DecisionNs.Decision | undefined, unknown>
+      try {
+        job = decisionOf(handler(card.view))
+      } catch (defect) {
+        job = Exit.die(defect) // as a throw inside the handler's fiber would end it
+      }
+      if (Exit.isExit(job)) card.handlerEnded(job as Exit.Exit<DecisionNs.Decision | undefined, unknown>)
+      else run(card, Effect.interruptible(job))
+    } catch (defect) {
+      // Ours, and it does not throw; if it did, the card is refused rather than left to wait.
+      card.handlerEnded(Exit.die(defect))
+    }
+  }
+
   /** A runner for handlers opened from `fiber` (its runtime is made once per calling fiber). */
-  return (fiber: Fiber.RuntimeFiber<unknown, unknown>, runtime: () => Runtime.Runtime<never>): RunHandler => {
-    if (runtimeOf !== fiber || runFork === undefined) {
+  return (fiber: Fiber.RuntimeFiber<unknown, unknown>, runtime: () => Runtime.Runtime<never>): HandlerRunner => {
+    if (runtimeOf !== fiber || runner === undefined) {
       retire(idle.splice(0)) // another caller's fibers: not this one's
       idle = []
       const fork = Runtime.runFork(runtime())
-      runFork = (effect, options) => fork(effect, options)
       runtimeOf = fiber
+      runner = runnerOf((effect, options) => fork(effect, options), fiber.currentScheduler)
     }
-    const run = runFork
-    return (card, job) => {
+    return runner
+  }
+
+  function runnerOf(
+    runFork: (effect: Effect.Effect<void>, options: { readonly immediate: false }) => Fiber.RuntimeFiber<void, never>,
+    /** The opener's scheduler: a call is a task of it, as a handler fiber's start or wake-up is. */
+    scheduler: Scheduler.Scheduler
+  ): HandlerRunner {
+    const run: RunHandler = (card, job) => {
       if (card.settlement || closed) return
       if (!watching) {
         watching = true
@@ -572,10 +627,23 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
         return
       }
       const fresh: Worker = { fiber: undefined, card, job, wake: undefined }
-      start(fresh, run)
+      start(fresh, runFork)
       card.attachHandler(fresh.fiber!)
     }
+    const call = (card: LiveCard, handler: Handler): void => {
+      if (card.settlement || closed) return
+      if (calls.length === 0) scheduler.scheduleTask(callQueued, 0)
+      calls.push({ card, handler, run })
+    }
+    return { run, call }
   }
+}
+
+/** A handler to call after the opener's step, and the runner for what it returns. */
+interface QueuedCall {
+  readonly card: LiveCard
+  readonly handler: Handler
+  readonly run: RunHandler
 }
 
 /** Effect's own tracer, whose spans nobody sees: cards make none under it (unless telemetry asks). */
@@ -590,8 +658,8 @@ export interface RaceOptions {
   readonly onParentClose: CloseReason
   /** The desk's cards by parent scope. */
   readonly parents: ParentCards
-  /** Run the handler in a fiber of its own (the desk's `handlerPool`). */
-  readonly runHandler: RunHandler
+  /** Call the handler and run what it returns (the desk's `handlerPool`). */
+  readonly handlers: HandlerRunner
   /** The card's span, when it has one (a child of its turn's with telemetry, else of the caller's). */
   readonly span: Tracer.Span | undefined
 }
@@ -623,17 +691,17 @@ export const race = (card: LiveCard, parent: Scope.Scope, timer: DeadlineTimer, 
 const startHandler = (card: LiveCard, options: RaceOptions): void => {
   const handler = options.handler
   if (handler === undefined || card.settlement) return
-  const decided = Effect.suspend(() => decisionOf(handler(card.view)))
   const span = options.span
+  // No span to run it in: called after this step, and what it returns runs in a fiber only if
+  // there is something left to run (`HandlerRunner.call`).
+  if (span === undefined) return options.handlers.call(card, handler)
+  const decided = Effect.suspend(() => decisionOf(handler(card.view)))
   // Not in `parent`, nor in any scope: closing a scope waits for its fibers, and a handler that
   // will not be interrupted (an uninterruptible region that never ends) would wedge the thread's
   // close. Its life is bounded by its card instead: whatever settles the card (a decision, the
   // deadline, the parent's close, the connection's end) interrupts it, and nobody waits. How it
   // ended decides (`LiveCard.handlerEnded`).
-  options.runHandler(
-    card,
-    Effect.interruptible(span === undefined ? decided : Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span }))
-  )
+  options.handlers.run(card, Effect.interruptible(Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span })))
 }
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>

@@ -63,6 +63,19 @@ export interface Desk {
    * decision.
    */
   readonly open: (request: ServerRequests.DecodedRequest, options: OpenOptions) => Effect.Effect<OpenResult>
+  /**
+   * `open` for a caller in the middle of a fiber's synchronous step (the connection's read loop):
+   * the same card, opened the same way, where `fiber` (with its `runtimeFlags`) is the fiber
+   * running the caller, as `open` would have found it. Returns the result, or the effect to run
+   * for it when something must wait (a thread's first card adds its finalizer, a card's span is
+   * made): the read loop pays for no effect per card otherwise.
+   */
+  readonly openNow: (
+    request: ServerRequests.DecodedRequest,
+    options: OpenOptions,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    runtimeFlags: RuntimeFlags.RuntimeFlags
+  ) => OpenResult | Effect.Effect<OpenResult>
   /** `serverRequest/resolved`: the server moved on; settle as withdrawn, write nothing. */
   readonly withdraw: (requestId: JsonRpc.RequestId) => Settlement | undefined
   /** Settle every open card that matches (thread stop, turn end, shutdown): refuse if the line is alive. */
@@ -96,6 +109,9 @@ export interface DeskConfig {
 }
 
 const NoContext: CardContext = {}
+
+const asEffect = (result: OpenResult | Effect.Effect<OpenResult>): Effect.Effect<OpenResult> =>
+  Effect.isEffect(result) ? result : Effect.succeed(result)
 const ThreadStopped: CloseReason = { _tag: "ThreadStopped" }
 
 /**
@@ -137,26 +153,33 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
   })
 
   const open = (request: ServerRequests.DecodedRequest, options: OpenOptions): Effect.Effect<OpenResult> =>
-    Effect.withFiberRuntime((fiber, status) => {
-      const existing = byRequestId.get(request.id)
-      if (existing) {
-        return Effect.succeed<OpenResult>({ _tag: "Duplicate", requestId: request.id, open: existing.view })
-      }
-      // The masked summary is built on first read of the view's `summary` or `title` (an inbox,
-      // the audit, a UI, a handler that looks): a card a rule or a quick handler settles with
-      // nobody watching never pays for it.
-      const context = options.context ?? NoContext
-      const card = new LiveCard(shared, request, context, hub.nextCardId(), deadlineOf(request.method))
-      byRequestId.set(request.id, card)
-      hub.register(card)
-      hub.publish({ _tag: "CardOpened", card: card.view })
+    Effect.withFiberRuntime((fiber, status) => asEffect(openNow(request, options, fiber, status.runtimeFlags)))
 
-      const traceParent = options.traceParent
-      if (traceParent !== undefined) {
-        return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => decide(card, request, options, context, fiber, status.runtimeFlags, span))
-      }
-      return decide(card, request, options, context, fiber, status.runtimeFlags, undefined)
-    })
+  const openNow = (
+    request: ServerRequests.DecodedRequest,
+    options: OpenOptions,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    runtimeFlags: RuntimeFlags.RuntimeFlags
+  ): OpenResult | Effect.Effect<OpenResult> => {
+    const existing = byRequestId.get(request.id)
+    if (existing) {
+      return { _tag: "Duplicate", requestId: request.id, open: existing.view }
+    }
+    // The masked summary is built on first read of the view's `summary` or `title` (an inbox,
+    // the audit, a UI, a handler that looks): a card a rule or a quick handler settles with
+    // nobody watching never pays for it.
+    const context = options.context ?? NoContext
+    const card = new LiveCard(shared, request, context, hub.nextCardId(), deadlineOf(request.method))
+    byRequestId.set(request.id, card)
+    hub.register(card)
+    hub.publish({ _tag: "CardOpened", card: card.view })
+
+    const traceParent = options.traceParent
+    if (traceParent !== undefined) {
+      return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => asEffect(decide(card, request, options, context, fiber, runtimeFlags, span)))
+    }
+    return decide(card, request, options, context, fiber, runtimeFlags, undefined)
+  }
 
   const decide = (
     card: LiveCard,
@@ -166,30 +189,30 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     runtimeFlags: RuntimeFlags.RuntimeFlags,
     span: Tracer.Span | undefined
-  ): Effect.Effect<OpenResult> => {
+  ): OpenResult | Effect.Effect<OpenResult> => {
     // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
     if (request._tag === "Unknown") {
-      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`)))
+      return settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`))
     }
     if (request._tag === "Malformed") {
-      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail)))
+      return settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail))
     }
     const parent = options.parent
     if (parent === undefined) {
-      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs")))
+      return settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs"))
     }
     if (config.rules) {
       const verdict = Policy.evaluate(config.rules, request, context)
       if (verdict._tag === "Deny") {
-        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId })))
+        return settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId }))
       }
       if (verdict._tag === "Allow") {
-        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Rule", ruleId: verdict.ruleId })))
+        return settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Rule", ruleId: verdict.ruleId }))
       }
     }
     const safety = SafetyFilter.check(request, config.safety)
     if (safety._tag === "Unsafe") {
-      return Effect.succeed(settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason)))
+      return settleNow(card, (c) => c.refuse("refused", { _tag: "SafetyFilter", reason: safety.reason }, safety.reason))
     }
     if (config.remembered !== undefined) {
       let hit: { readonly ruleId: string } | undefined
@@ -200,23 +223,23 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       }
       if (hit !== undefined && typeof hit.ruleId === "string") {
         const ruleId = hit.ruleId
-        return Effect.succeed(settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Remembered", ruleId })))
+        return settleNow(card, (c) => c.decide({ _tag: "Accept" }, { _tag: "Remembered", ruleId }))
       }
     }
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
-    const raceWith = (cardSpan: Tracer.Span | undefined): Effect.Effect<OpenResult> => {
+    const raceWith = (cardSpan: Tracer.Span | undefined): OpenResult | Effect.Effect<OpenResult> => {
       const registered = race(card, parent, timer, {
         handler: config.handler,
         onParentClose: options.onParentClose ?? ThreadStopped,
         parents,
-        runHandler: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+        handlers: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
         span: cardSpan
       })
       // Settled only if the card was already (the parent scope had closed).
-      return registered === undefined ? Effect.succeed(resultOf(card)) : Effect.map(registered, () => resultOf(card))
+      return registered === undefined ? resultOf(card) : Effect.map(registered, () => resultOf(card))
     }
-    if (span === undefined && tracesVisibly(fiber)) return Effect.flatMap(startSpan(card, undefined), raceWith)
+    if (span === undefined && tracesVisibly(fiber)) return Effect.flatMap(startSpan(card, undefined), (cardSpan) => asEffect(raceWith(cardSpan)))
     return raceWith(span)
   }
 
@@ -236,6 +259,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
 
   return {
     open,
+    openNow,
     withdraw,
     closeWhere,
     connectionLost,

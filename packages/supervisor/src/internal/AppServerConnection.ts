@@ -18,6 +18,7 @@ import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
 import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
+import type { Fiber, RuntimeFlags } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import { labelsOf, Metrics } from "../Telemetry.js"
@@ -304,20 +305,26 @@ export const make = (
       const route = threadId !== undefined ? routes.get(threadId) : undefined
       const itemId = record(params)?.["itemId"]
       const fileChanges = route && typeof itemId === "string" ? route.fileChanges.get(itemId) : undefined
-      return desk.open(decoded, {
+      const options: Approvals.OpenOptions = {
         parent: route?.cardScope,
         ...(route?.traceParent !== undefined ? { traceParent: route.traceParent } : {}),
         context: fileChanges
           ? { fileChanges, ...(route?.workItem !== undefined ? { workItem: route.workItem } : {}) }
           : contextOf(route)
-      }).pipe(
-        Effect.flatMap((opened) =>
-          opened._tag === "Duplicate"
-            ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
-            : Effect.void
-        )
-      )
+      }
+      // Opened in the read loop's own step (`openNow`): an effect only when something must wait.
+      const opened = reading === undefined
+        ? desk.open(decoded, options)
+        : desk.openNow(decoded, options, reading.fiber, reading.runtimeFlags)
+      const duplicate = (result: Approvals.OpenResult) =>
+        result._tag === "Duplicate"
+          ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
+          : undefined
+      return Effect.isEffect(opened) ? Effect.flatMap(opened, (result) => duplicate(result) ?? Effect.void) : duplicate(opened)
     }
+
+    /** The read loop's fiber (cards are opened in its steps), once it runs. */
+    let reading: { readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; readonly runtimeFlags: RuntimeFlags.RuntimeFlags } | undefined
 
     let aborted = false
     const abort = (detail: string) =>
@@ -356,6 +363,7 @@ export const make = (
 
     const measureLag = telemetry?.readLoopLag === true && connection.takeArrival !== undefined
     const reader = Effect.gen(function*() {
+      reading = yield* Effect.withFiberRuntime<typeof reading>((fiber, status) => Effect.succeed({ fiber, runtimeFlags: status.runtimeFlags }))
       while (true) {
         const [frames, done] = yield* connection.incoming.takeAll
         // Read in the same synchronous step as takeAll: no chunk can arrive in between.
