@@ -12,7 +12,6 @@
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
-import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 
 /** The cache file of a bundle. */
@@ -68,19 +67,5 @@ export const load = (bundle: string): Loaded | undefined => {
   }
   const cachedData = readOptional(cacheFile(bundle))
   const script = compile(source, bundle, cachedData)
-  growYoungGenerationFaster()
   return { exports: evaluate(script, bundle), cached: cachedData !== undefined && script.cachedDataRejected !== true }
-}
-
-/**
- * Nearly everything the bundle allocates at start-up lives on (the modules' definitions, the
- * program), and V8's young generation starts small and doubles after each collection that finds
- * it mostly alive: the start-up paid five scavenges, each copying the same objects again. Growing
- * it 8x at a time, it pays two (about half the collection time before codex is spawned;
- * docs/performance.md, "Start-up"). The flag is one number V8 reads when a scavenge ends to size
- * the next young generation (its limit is unchanged); it is set after the code cache was checked,
- * because V8's check of a cache includes the flags (scripts/code-cache.mjs writes it without).
- */
-const growYoungGenerationFaster = (): void => {
-  V8.setFlagsFromString("--semi-space-growth-factor=8")
 }
