@@ -302,20 +302,66 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
     return { fake, server }
   })
 
-  it.scoped("an interrupted request leaves no pending entry; its late response is ignored (no hook runs)", () =>
+  it.scoped("an interrupted request leaves no pending entry and no deadline; its late response is ignored (no hook runs)", () =>
     Effect.gen(function*() {
       const { fake, server } = yield* silentConnection
       let hooked = 0
       const fiber = yield* Effect.fork(server.request("thread/start", {}, { onResult: () => void hooked++ }))
       const sent = yield* fake.nextRequest("thread/start")
       assert.strictEqual(server.pendingCount(), 1)
+      assert.strictEqual(server.deadlineCount(), 1)
       yield* Fiber.interrupt(fiber)
+      // Removed by the interruption itself, not later (the deadline is 2 minutes away).
       assert.strictEqual(server.pendingCount(), 0)
+      assert.strictEqual(server.deadlineCount(), 0)
       yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
       // The read loop handles frames in order: once a later request's answer is read, so was the late one.
       yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
       assert.strictEqual(hooked, 0)
       assert.isTrue(server.isOpen())
+    }))
+
+  it.scoped("a caller interrupted while it waits in a larger program: the entry and the deadline go at once, the program's finalizers run", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      let finalized = 0
+      const fiber = yield* Effect.fork(
+        server.request("thread/start", {}).pipe(
+          Effect.asVoid,
+          Effect.either,
+          Effect.ensuring(Effect.sync(() => void finalized++))
+        )
+      )
+      yield* fake.nextRequest("thread/start")
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [1, 1])
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount(), finalized], [0, 0, 1])
+    }))
+
+  it.scoped("an uninterruptible caller's request is not cut short by an interruption: it ends at its deadline, leaving nothing", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const fiber = yield* Effect.fork(Effect.uninterruptible(Effect.either(server.request("thread/start", {}, { timeout: "2 seconds" }))))
+      yield* fake.nextRequest("thread/start")
+      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      // Let the interruption reach the waiting fiber (an interruptible wait would end here).
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow()
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [1, 1], "still waiting")
+      yield* TestClock.adjust("2 seconds")
+      const exit = yield* Fiber.join(interrupting)
+      // The request ended by its deadline; the interruption then took effect (nothing after it ran).
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+    }))
+
+  it.scoped("a request interrupted before it is sent sends nothing and registers nothing", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const exit = yield* Effect.exit(Effect.zipRight(Effect.interrupt, server.request("thread/start", {})))
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+      assert.isUndefined(fake.requestsSoFar().find((r) => r.method === "thread/start"))
     }))
 
   it.scoped("a request past its deadline fails RequestTimeout once, frees its entry, and a late response runs no hook", () =>
@@ -328,6 +374,7 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       const error = yield* Fiber.join(fiber).pipe(Effect.flip)
       assert.strictEqual(error._tag, "RequestTimeout")
       assert.strictEqual(server.pendingCount(), 0)
+      assert.strictEqual(server.deadlineCount(), 0)
       yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
       // The read loop handles frames in order: once a later request's answer is read, so was the late one.
       yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
