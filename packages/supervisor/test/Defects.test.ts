@@ -10,6 +10,7 @@ import { FakeAppServer } from "@warden/testkit"
 import { Transport } from "@warden/transport"
 import { Duration, Effect, Exit, Fiber, Mailbox, Option, Queue, Scope, TestClock, Tracer } from "effect"
 import * as AppServerConnection from "../src/internal/AppServerConnection.js"
+import type { ThreadSignal } from "../src/internal/ThreadRoute.js"
 import { Supervisor } from "../src/index.js"
 import { advance, commandApproval, supervise, waitFor } from "./support.js"
 
@@ -379,6 +380,61 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       // The read loop handles frames in order: once a later request's answer is read, so was the late one.
       yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
       assert.strictEqual(hooked, 0)
+    }))
+
+  it.scopedLive("on the connection's end, a Promise caller of a pending request hears ConnectionLost before any thread route is told; then every route is told and `ended` resolves", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const order: Array<string> = []
+      const signals = yield* Mailbox.make<ThreadSignal>()
+      server.registerThread({
+        threadId: "thr_1",
+        signals,
+        cardScope: yield* Scope.make(),
+        workItem: 0,
+        fileChanges: new Map(),
+        runningCommands: new Set<string>(),
+        routed: 0
+      } as never)
+      // A runner stand-in: records when it takes the route's signal.
+      const runner = yield* Effect.fork(Effect.map(signals.take, (signal) => void order.push(`route told: ${signal._tag}`)))
+      // A caller as the facade and `runPromise` callers are: a root fiber and its Promise.
+      const caller = Effect.runPromise(Effect.either(server.request("thread/start", {}))).then((result) => {
+        order.push(`caller failed: ${result._tag === "Left" ? result.left._tag : "answered"}`)
+      })
+      yield* fake.nextRequest("thread/start")
+      yield* fake.peer.exit(1)
+      const ended = yield* server.ended
+      yield* Fiber.join(runner)
+      yield* Effect.promise(() => caller)
+      // Told in the same step as the callers failed, the route's runner woke two Promise
+      // reactions before the caller heard (docs/performance.md, issue 14, third pass).
+      assert.deepStrictEqual(order, ["caller failed: ConnectionLost", "route told: ConnectionLost"])
+      assert.strictEqual(ended.reason._tag, "Exited")
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+    }))
+
+  // Live: the deferral is a real timer, which the scope's close interrupts before it fires.
+  it.scopedLive("closing the connection's scope (a stop) still tells every thread route, once, and resolves `ended`", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make()
+      const scope = yield* Scope.make()
+      const connection = yield* Scope.extend(fake.memory.transport.connect, scope)
+      const server = yield* Scope.extend(AppServerConnection.make(connection, yield* Approvals.make()), scope)
+      const signals = yield* Mailbox.make<ThreadSignal>()
+      server.registerThread({
+        threadId: "thr_1",
+        signals,
+        cardScope: yield* Scope.make(),
+        workItem: 0,
+        fileChanges: new Map(),
+        runningCommands: new Set<string>(),
+        routed: 0
+      } as never)
+      yield* Scope.close(scope, Exit.void)
+      const told = yield* signals.takeAll.pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(Array.from(told[0], (signal) => signal._tag), ["ConnectionLost"])
+      assert.strictEqual((yield* server.ended).reason._tag, "ClosedByUs")
     }))
 
   it.scoped("a thread route whose scope has closed is never registered (a late thread/start response routes nothing)", () =>

@@ -7,7 +7,8 @@
  * offered to unbounded mailboxes, server requests open cards whose races run in their own fibers.
  *
  * The connection's end is handled in one place (`endWith`): pending requests fail with the typed
- * cause, open cards settle as connection-lost, every thread route is told, `ended` resolves. It is
+ * cause, open cards settle as connection-lost, then (once the microtasks that queued have run)
+ * every thread route is told and `ended` resolves. It is
  * reached however the read loop ends: the peer's end (read to the last frame), a defect in the
  * loop or in handling one frame (the connection is aborted as `InternalDefect`, naming what
  * died), an interruption, or the scope's close.
@@ -157,6 +158,13 @@ export class FrameHandlingDefect extends Error {
   }
 }
 
+/**
+ * Resumes after every microtask queued before it, Promise reactions included: a sleep of zero,
+ * which the live Clock keeps with a timer (a macrotask), and a virtual clock (the TestClock, the
+ * property tests' StepClock) ends at once, so deterministic schedules stay deterministic.
+ */
+export const afterQueuedMicrotasks: Effect.Effect<void> = Effect.sleep(Duration.zero)
+
 /** What a {@link Call} reaches: the connection's pending requests and its deadline timer. */
 interface Calls {
   readonly pending: PendingRequests.PendingRequests
@@ -273,8 +281,36 @@ export const make = (
         pending.failAll(error)
         desk.connectionLost(ended.message)
       } finally {
-        for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
-        Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+        tellRoutesLater(error, ended)
+      }
+    }
+
+    /**
+     * Every thread route is told of the end, then `ended` resolves, once the microtasks queued
+     * by the end have run (`afterQueuedMicrotasks`: a macrotask on the live clock, at once on a
+     * virtual one). Told in the same step, 1,000 runners woke in the microtasks right behind the
+     * failed callers' fibers, and a Promise's caller (`runPromise`, the facade), which hears of
+     * its fiber's end two Promise reactions later, heard behind all of them (docs/performance.md,
+     * issue 14, third pass). However the deferring fiber ends (its scope closing with the
+     * connection's, interrupted before it ran), its observer tells the routes: they are told
+     * exactly once.
+     */
+    const tellRoutesLater = (error: ConnectionLost, ended: ConnectionEnded) => {
+      let told = false
+      const tell = () => {
+        if (told) return
+        told = true
+        try {
+          for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
+        } finally {
+          Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+        }
+      }
+      try {
+        fibers.spawn(afterQueuedMicrotasks).addObserver(tell)
+      } catch (defect) {
+        tell() // no fiber to defer with: tell now
+        throw defect
       }
     }
 

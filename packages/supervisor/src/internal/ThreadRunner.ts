@@ -9,6 +9,7 @@
  */
 import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule, Scope } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
+import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
@@ -197,13 +198,6 @@ export const run = (
     attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
     captureStackTrace: false
   }))
-
-/**
- * Resumes after every microtask queued before it, Promise reactions included: a sleep of zero,
- * which the live Clock keeps with a timer (a macrotask), and a virtual clock (the TestClock, the
- * property tests' StepClock) ends at once, so deterministic schedules stay deterministic.
- */
-const afterQueuedMicrotasks: Effect.Effect<void> = Effect.sleep(Duration.zero)
 
 const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
 
