@@ -8,7 +8,9 @@
  * 2. open 10,000 cards (10 per thread): the peer writes 10,000 `item/commandExecution/requestApproval`
  *    frames, cut into 64 KiB chunks, one per macrotask; no handler, so every card waits for a
  *    person (its 15-minute deadline armed);
- * 3. put 1,000 requests of ours in flight (one `turn/steer` per work item; the peer never answers);
+ * 3. put 1,000 requests of ours in flight (one `turn/steer` per work item; the peer never answers),
+ *    then measure as many callers of the same shape waiting on nothing of Warden's (released
+ *    before the exit): a pending request's heap is given with its caller, and as Warden's part;
  * 4. the peer exits: time until every card has settled `connection-lost` (nothing written), every
  *    pending request has failed with ConnectionLost, and the desk is empty.
  * The heap is measured after full collections (`global.gc`, node --expose-gc) between phases.

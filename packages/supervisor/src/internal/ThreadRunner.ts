@@ -326,12 +326,12 @@ const runTurn = (
         }
         lastTaken = clock.unsafeCurrentTimeMillis()
         if (signal._tag === "ConnectionLost") {
-          // Every runner of the connection wakes right behind the callers whose requests just
-          // failed, each fiber in a microtask of its own; unwinding a work item is long, and a
-          // Promise's caller (`runPromise`, the facade) hears of its failure a microtask or two
-          // after its fiber ended, behind whatever was queued meanwhile. So the runner steps aside
-          // until the microtasks queued now have run (a macrotask on the live clock), and the
-          // callers hear of the loss first (`Effect.yieldNow` stepped aside for one microtask only).
+          // Every runner of the connection wakes in the same wave (the connection tells the
+          // routes once the failed callers' microtasks have run: `tellRoutesLater`), each fiber
+          // in a microtask of its own; unwinding a work item is long, and a Promise's caller
+          // (`runPromise`, the facade) hears of anything a microtask or two after its fiber
+          // ended, behind whatever was queued meanwhile. So the runner steps aside until the
+          // microtasks queued now have run (a macrotask on the live clock) before unwinding.
           yield* afterQueuedMicrotasks
           return yield* Effect.fail(signal.error)
         }
