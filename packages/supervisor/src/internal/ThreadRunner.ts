@@ -9,6 +9,7 @@
  */
 import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule, Scope } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
+import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
@@ -198,13 +199,6 @@ export const run = (
     captureStackTrace: false
   }))
 
-/**
- * Resumes after every microtask queued before it, Promise reactions included: a sleep of zero,
- * which the live Clock keeps with a timer (a macrotask), and a virtual clock (the TestClock, the
- * property tests' StepClock) ends at once, so deterministic schedules stay deterministic.
- */
-const afterQueuedMicrotasks: Effect.Effect<void> = Effect.sleep(Duration.zero)
-
 const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
 
 /** Tokens of one turn, summed from its `thread/tokenUsage/updated` (each update's `last`). */
@@ -332,12 +326,12 @@ const runTurn = (
         }
         lastTaken = clock.unsafeCurrentTimeMillis()
         if (signal._tag === "ConnectionLost") {
-          // Every runner of the connection wakes right behind the callers whose requests just
-          // failed, each fiber in a microtask of its own; unwinding a work item is long, and a
-          // Promise's caller (`runPromise`, the facade) hears of its failure a microtask or two
-          // after its fiber ended, behind whatever was queued meanwhile. So the runner steps aside
-          // until the microtasks queued now have run (a macrotask on the live clock), and the
-          // callers hear of the loss first (`Effect.yieldNow` stepped aside for one microtask only).
+          // Every runner of the connection wakes in the same wave (the connection tells the
+          // routes once the failed callers' microtasks have run: `tellRoutesLater`), each fiber
+          // in a microtask of its own; unwinding a work item is long, and a Promise's caller
+          // (`runPromise`, the facade) hears of anything a microtask or two after its fiber
+          // ended, behind whatever was queued meanwhile. So the runner steps aside until the
+          // microtasks queued now have run (a macrotask on the live clock) before unwinding.
           yield* afterQueuedMicrotasks
           return yield* Effect.fail(signal.error)
         }
