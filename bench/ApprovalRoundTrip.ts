@@ -152,10 +152,9 @@ export const startPlain = () => {
 
 const runOnce = async (options: Options): Promise<BenchResult> => {
   const cards = options.quick ? 500 : 10_000
-  // A fresh process's engine gets faster over its first ~6,000 round trips (the JIT; measured in
-  // issue 14's third pass): the warm-up outlasts that, so the row measures the steady state
-  // (`wardenP50FirstBlockUs` and `wardenP50LastBlockUs` show whether it did).
-  const warmup = options.quick ? 200 : 8_000
+  // `wardenP50FirstBlockUs` and `wardenP50LastBlockUs` below show whether the measured blocks are
+  // alike (a warm-up too short, or an engine that slows down over a run, would show there).
+  const warmup = options.quick ? 200 : 2_000
   const block = options.quick ? 250 : 1_000
   options.log(`approval round trip: ${warmup} warm-up cards, then ${cards} measured, in blocks of ${block}`)
   const warden = await startWarden()
