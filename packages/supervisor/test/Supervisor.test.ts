@@ -336,7 +336,7 @@ describe("Supervisor failure paths", () => {
       assert.deepStrictEqual(fake.requestsSoFar().map((r) => r.method).filter((m) => m.startsWith("thread/")), ["thread/resume", "thread/resume", "thread/start"])
     }))
 
-  it.scoped("a thread another app-server process still writes (a dead runner's, until it exits) is asked again for up to 60 s, then refused", () =>
+  it.scoped("a thread another app-server process still writes (a dead runner's, until it exits) is asked again for up to 180 s, then refused", () =>
     Effect.gen(function*() {
       let held = 3
       const heldThenFree = (params: { threadId: string }) =>
@@ -357,7 +357,7 @@ describe("Supervisor failure paths", () => {
       const always = yield* supervise({}, { behaviour: { "thread/resume": (params: { threadId: string }) => ({ error: { code: -32600, message: `thread ${params.threadId} already has an active writer` } }) } })
       const stuck = yield* Effect.fork(Effect.exit(always.supervisor.run(item("y", { threadId: "thr_stuck" }))))
       yield* always.fake.nextRequest("thread/resume")
-      for (let i = 0; i < 120; i++) {
+      for (let i = 0; i < 360; i++) {
         yield* TestClock.adjust("500 millis")
         yield* always.fake.nextRequest("thread/resume")
       }
@@ -365,7 +365,7 @@ describe("Supervisor failure paths", () => {
       const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
       assert.strictEqual(error?.reason, "resume-failed")
       assert.match(error?.detail ?? "", /active writer/)
-      assert.strictEqual(always.fake.requestsSoFar().filter((r) => r.method === "thread/resume").length, 121)
+      assert.strictEqual(always.fake.requestsSoFar().filter((r) => r.method === "thread/resume").length, 361)
     }))
 
   it.scoped("ifThreadMissing start does not hide another refusal of the resume", () =>
