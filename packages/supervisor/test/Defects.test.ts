@@ -386,13 +386,12 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       assert.strictEqual(hooked, 0)
     }))
 
-  it.scopedLive("on the connection's end, a Promise caller of a pending request hears ConnectionLost before any thread route is told; then every route is told and `ended` resolves", () =>
+  /** A thread route registered on `server`, as a runner registers one: its signals. */
+  const routeOf = (server: { readonly registerThread: (route: never) => void }, threadId: string) =>
     Effect.gen(function*() {
-      const { fake, server } = yield* silentConnection
-      const order: Array<string> = []
       const signals = yield* Mailbox.make<ThreadSignal>()
       server.registerThread({
-        threadId: "thr_1",
+        threadId,
         signals,
         cardScope: yield* Scope.make(),
         workItem: 0,
@@ -400,6 +399,14 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
         runningCommands: new Set<string>(),
         routed: 0
       } as never)
+      return signals
+    })
+
+  it.scopedLive("on the connection's end, a Promise caller of a pending request hears ConnectionLost before any thread route is told; then every route is told and `ended` resolves", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* silentConnection
+      const order: Array<string> = []
+      const signals = yield* routeOf(server, "thr_1")
       // A runner stand-in: records when it takes the route's signal.
       const runner = yield* Effect.fork(Effect.map(signals.take, (signal) => void order.push(`route told: ${signal._tag}`)))
       // A caller as the facade and `runPromise` callers are: a root fiber and its Promise.
@@ -425,16 +432,7 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       const scope = yield* Scope.make()
       const connection = yield* Scope.extend(fake.memory.transport.connect, scope)
       const server = yield* Scope.extend(AppServerConnection.make(connection, yield* Approvals.make()), scope)
-      const signals = yield* Mailbox.make<ThreadSignal>()
-      server.registerThread({
-        threadId: "thr_1",
-        signals,
-        cardScope: yield* Scope.make(),
-        workItem: 0,
-        fileChanges: new Map(),
-        runningCommands: new Set<string>(),
-        routed: 0
-      } as never)
+      const signals = yield* routeOf(server, "thr_1")
       yield* Scope.close(scope, Exit.void)
       const told = yield* signals.takeAll.pipe(Effect.timeout("5 seconds"))
       assert.deepStrictEqual(Array.from(told[0], (signal) => signal._tag), ["ConnectionLost"])
