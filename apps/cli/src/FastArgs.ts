@@ -117,9 +117,16 @@ const valueOf = (node: Node, leaves: Map<string, Leaf>): unknown | Missing | Dec
     case "Map": {
       const inner = valueOf(node["options"] as Node, leaves)
       if (inner === Missing || inner === Declined) return inner
-      const mapped = (node["f"] as (a: unknown) => Effect.Effect<unknown, unknown>)(inner)
+      // Runs outside any fiber (the program is built before it runs): a check that throws declines,
+      // and @effect/cli then meets the same throw inside the runtime, where Main reports defects.
+      let mapped: unknown
+      try {
+        mapped = (node["f"] as (a: unknown) => unknown)(inner)
+      } catch {
+        return Declined
+      }
       if (!Effect.isEffect(mapped)) return Declined
-      const exit = Effect.runSyncExit(mapped)
+      const exit = Effect.runSyncExit(mapped as Effect.Effect<unknown, unknown>)
       return Exit.isSuccess(exit) ? exit.value : Declined
     }
     case "WithDefault": {
