@@ -33,7 +33,7 @@ import { Decision } from "@warden/protocol"
 // The connection itself, below the public surface (a workspace-only subpath: not published).
 import * as AppServerConnection from "@warden/supervisor/internal/AppServerConnection"
 import type * as ThreadRoute from "@warden/supervisor/internal/ThreadRoute"
-import { Effect, ExecutionStrategy, Exit, Logger, Mailbox, PubSub, Scope } from "effect"
+import { Effect, ExecutionStrategy, Exit, Logger, PubSub, Scope } from "effect"
 import * as BenchLedger from "./support/BenchLedger.js"
 import * as BenchPeer from "./support/BenchPeer.js"
 import * as Mix from "./support/Mix.js"
@@ -75,6 +75,7 @@ export const wardenRunner = async (
   options: { readonly ledger?: boolean; readonly telemetry?: boolean } = {}
 ): Promise<Runner & { readonly answers: () => number }> => {
   const scope = Effect.runSync(Scope.make())
+  const keptSignals: Array<Array<ThreadRoute.ThreadSignal>> = []
   const peer = BenchPeer.make()
   const { routes, server, ledger } = await Effect.runPromise(
     Scope.extend(
@@ -91,9 +92,13 @@ export const wardenRunner = async (
         const traceParent = options.telemetry === true ? yield* Effect.makeSpan("bench.thread") : undefined
         const routes: Array<ThreadRoute.ThreadRoute> = []
         for (const threadId of mix.threadIds) {
+          // What a runner keeps between turns (a thread with no turn watched keeps its signals):
+          // the runners' own bookkeeping is not part of this row, as before (their mailboxes).
+          const kept: Array<ThreadRoute.ThreadSignal> = []
+          keptSignals.push(kept)
           const route: ThreadRoute.ThreadRoute = {
             threadId,
-            signals: yield* Mailbox.make<ThreadRoute.ThreadSignal>(),
+            receive: (signal) => void kept.push(signal),
             cardScope: yield* Scope.fork(scope, ExecutionStrategy.sequential),
             workItem: threadId,
             fileChanges: new Map(),
@@ -132,8 +137,8 @@ export const wardenRunner = async (
         }
         await macrotask()
       }
-      // The thread runners' side, untimed: empty the routes' mailboxes.
-      for (const route of routes) Effect.runSync(route.signals.clear)
+      // The thread runners' side, untimed: empty what the routes kept.
+      for (const kept of keptSignals) kept.length = 0
     },
     close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
     answers: peer.answers,

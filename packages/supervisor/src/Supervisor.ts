@@ -18,9 +18,11 @@ import {
   Deferred,
   Duration,
   Effect,
+  ExecutionStrategy,
   Exit,
   Fiber,
   FiberId,
+  FiberRef,
   Layer,
   Mailbox,
   Metric,
@@ -607,14 +609,39 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         }
       })
 
-    const execute = (given: WorkItem, session: ThreadRunner.Session, emitOuter: (event: WorkEvent) => void) =>
+    /**
+     * The work item, in `scope` (its item scope: `runWith` closes it with the item's exit). What
+     * it holds is a finalizer of that scope, not a wrapper around the program: the admission
+     * permit, the running count, its span, its worktree and budget, its slot's count, and one
+     * thread scope per attempt (ThreadRunner). So a work item idling in a turn is a fiber parked
+     * on one callback with a shallow stack (docs/performance.md, "idle thread").
+     */
+    const execute = (given: WorkItem, session: ThreadRunner.Session, emitOuter: (event: WorkEvent) => void, scope: Scope.Scope) =>
       Effect.gen(function*() {
+        yield* admission.acquire(scope)
+        if (telemetry !== undefined) {
+          yield* countRunning(1)
+          yield* Scope.addFinalizer(scope, countRunning(-1))
+        }
+        const itemAttributes = { "warden.item": String(given.id ?? "") }
+        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
+        const caller = telemetry === undefined ? Option.none() : yield* Effect.option(Effect.currentSpan)
+        const span = yield* ThreadRunner.spanIn(scope, "warden.workItem", {
+          attributes: itemAttributes,
+          captureStackTrace: false,
+          ...(telemetry === undefined ? {} : {
+            root: true,
+            links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
+          })
+        })
+        yield* ThreadRunner.enterSpan(span)
+        yield* ThreadRunner.annotateLogsFromNow("workItem", String(given.id ?? ""))
         yield* runGate
-        const { finish: finishWorktree, work: item } = yield* withWorktree(given, emitOuter)
-        const { emit, exhausted } = yield* withBudget(item, session, emitOuter)
+        const { finish: finishWorktree, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
+        const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
         const slot = yield* pickSlot
         slot.threads++
-        yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(() => slot.threads--)))
+        yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
         const turns: Array<TurnResult> = []
         let remaining = [item.prompt, ...(item.followUps ?? [])]
         let threadId = item.threadId
@@ -622,10 +649,13 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         let deadServer: number | undefined
         while (true) {
           const server = yield* serverOf(slot, deadServer)
+          const threadScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
           const exit = yield* ThreadRunner.run(server, item, remaining, threadId, session, emit, runnerConfig, (turn) => {
             turns.push(turn)
             remaining = remaining.slice(1)
-          }).pipe(Effect.exit)
+          }, threadScope).pipe(Effect.exit)
+          yield* Scope.close(threadScope, exit)
+          yield* ThreadRunner.enterSpan(span)
           if (Exit.isSuccess(exit)) break
           const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
           threadId = session.threadId ?? threadId
@@ -665,33 +695,31 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           resumes
         }
         return result
-      }).pipe(
-        Effect.scoped,
-        Effect.annotateLogs({ workItem: String(given.id ?? "") }),
-        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
-        telemetry === undefined
-          ? Effect.withSpan("warden.workItem", { attributes: { "warden.item": String(given.id ?? "") }, captureStackTrace: false })
-          : (effect) =>
-            Effect.flatMap(Effect.option(Effect.currentSpan), (caller) =>
-              Effect.withSpan(effect, "warden.workItem", {
-                attributes: { "warden.item": String(given.id ?? "") },
-                root: true,
-                links: Option.isSome(caller) ? [{ _tag: "SpanLink", span: caller.value, attributes: {} }] : [],
-                captureStackTrace: false
-              }))
-      )
+      })
 
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
 
     let running = 0
     const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
-    const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
-      admission.withPermit(
-        telemetry === undefined
-          ? Effect.suspend(() => execute(item, session, emit))
-          : Effect.acquireUseRelease(countRunning(1), () => execute(item, session, emit), () => countRunning(-1))
-      ).pipe(
-        Effect.onExit((exit) => Effect.sync(() => publish({ _tag: "ItemFinished", item: item.id, exit })))
+    /**
+     * A work item in the caller's fiber: its item scope is made here and closed with the item's
+     * exit, however the item ends (the only interruptible part is the item itself); then the
+     * fiber's current span and log annotations are the caller's again, and `ItemFinished` is
+     * published.
+     */
+    const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void): Effect.Effect<WorkResult, WorkItemFailed> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const context = yield* FiberRef.get(FiberRef.currentContext)
+          const annotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
+          const scope = yield* Scope.make()
+          const exit = yield* Effect.exit(restore(execute(item, session, emit, scope)))
+          yield* Scope.close(scope, exit)
+          yield* FiberRef.set(FiberRef.currentContext, context)
+          yield* FiberRef.set(FiberRef.currentLogAnnotations, annotations)
+          publish({ _tag: "ItemFinished", item: item.id, exit })
+          return yield* exit
+        })
       )
 
     const emitter = (extra?: (event: WorkEvent) => void) => (event: WorkEvent) => {

@@ -392,7 +392,7 @@ describe("requests of ours: exactly one resume, nothing left behind", () => {
       const signals = yield* Mailbox.make<ThreadSignal>()
       server.registerThread({
         threadId,
-        signals,
+        receive: (signal: ThreadSignal) => void signals.unsafeOffer(signal),
         cardScope: yield* Scope.make(),
         workItem: 0,
         fileChanges: new Map(),

@@ -10,8 +10,7 @@
  * controller fiber in the supervisor's scope reads it and moves the limit. Every move is reported
  * through `changed`.
  */
-import { Clock, Duration, Effect, Option, Queue } from "effect"
-import type { Scope } from "effect"
+import { Clock, Duration, Effect, Option, Queue, Scope } from "effect"
 
 export interface AdmissionSettings {
   readonly max: number
@@ -28,8 +27,8 @@ export interface AdmissionChange {
 }
 
 export interface Admission {
-  /** Run `effect` once admitted (FIFO), holding one permit while it runs. */
-  readonly withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Wait to be admitted (FIFO), then hold one permit until `scope` closes. */
+  readonly acquire: (scope: Scope.Scope) => Effect.Effect<void>
   /** Codex said it is under pressure (`reason`, for people); ignored when admission is fixed. */
   readonly pressure: (reason: string) => void
   /** The current limit. */
@@ -75,7 +74,11 @@ export const make = (
     }
 
     return {
-      withPermit: (effect) => semaphore.withPermits(1)(effect),
+      // Uninterruptible once the permit is taken: it is in the scope before anything can stop us.
+      acquire: (scope) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(restore(semaphore.take(1)), Scope.addFinalizer(scope, semaphore.release(1)))
+        ),
       pressure: settings.adaptive ? (reason) => void Queue.unsafeOffer(signals, reason) : () => {},
       limit: () => limit
     }

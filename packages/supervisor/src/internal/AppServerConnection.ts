@@ -302,7 +302,15 @@ export const make = (
         if (told) return
         told = true
         try {
-          for (const route of routes.values()) route.signals.unsafeOffer({ _tag: "ConnectionLost", error })
+          // Each route is told, whatever another one does (`receive` must not throw; a runner's
+          // own bookkeeping is guarded, see ThreadRunner).
+          for (const route of routes.values()) {
+            try {
+              route.receive({ _tag: "ConnectionLost", error })
+            } catch {
+              // nothing to do here: the route's runner failed its own work item
+            }
+          }
         } finally {
           Deferred.unsafeDone(endSignal, Effect.succeed(ended))
         }
@@ -361,7 +369,7 @@ export const make = (
           desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), { _tag: "TurnEnded" })
         }
         route.routed++
-        route.signals.unsafeOffer({ _tag: "Notification", method, params })
+        route.receive({ _tag: "Notification", method, params })
         return
       }
       if (method === "account/rateLimits/updated") {

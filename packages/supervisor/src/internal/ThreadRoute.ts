@@ -1,23 +1,26 @@
 /**
- * A thread's route on a connection: where the read loop puts the thread's notifications (an
- * unbounded mailbox: the reader never blocks on a slow thread), the scope its cards live in,
- * and what the read loop remembers for the thread's cards (file changes announced by
- * `item/started`, which the approval request itself does not carry).
+ * A thread's route on a connection: where the read loop hands the thread's notifications (a
+ * synchronous call of the thread's runner, which does a turn's bookkeeping there, linear and
+ * Warden's own, and keeps what comes between turns for the next one: the reader never waits on a
+ * thread), the scope its cards live in, and what the read loop remembers for the thread's cards
+ * (file changes announced by `item/started`, which the approval request itself does not carry).
  */
 import type { Card } from "@warden/approvals"
-import type { Mailbox, Scope, Tracer } from "effect"
+import type { Scope, Tracer } from "effect"
 import type { ConnectionLost } from "../Errors.js"
 
 export type ThreadSignal =
   | { readonly _tag: "Notification"; readonly method: string; readonly params: unknown }
   | { readonly _tag: "ConnectionLost"; readonly error: ConnectionLost }
-  /** The stall watchdog of the turn `turn` found nothing for the stall timeout (see ThreadRunner). */
-  | { readonly _tag: "StallCheck"; readonly turn: object }
 
 export interface ThreadRoute {
   /** Set when thread/start's response is read (before the next frame), or up front for resume. */
   threadId: string | undefined
-  readonly signals: Mailbox.Mailbox<ThreadSignal>
+  /**
+   * The thread's signals, in order: called by the read loop (notifications) and by the
+   * connection's end (once). It must not throw and must not run anything of the embedder's.
+   */
+  readonly receive: (signal: ThreadSignal) => void
   /** Parent scope of this thread's cards: closing it refuses them (thread stopped). */
   readonly cardScope: Scope.Scope
   readonly workItem: string | number | undefined

@@ -1,13 +1,14 @@
 /**
  * The thread actor: runs one work item's thread on one connection. It registers the thread's
  * route (synchronously, in the read loop, when thread/start's response is read; up front for a
- * resume, rolled back if the server refuses), runs turns one after another, consumes the thread's
- * signals in order, and ends each turn on `turn/completed`.
+ * resume, rolled back if the server refuses), runs turns one after another, takes the thread's
+ * signals in order (on the read loop, through the route: see `run`), and ends each turn on
+ * `turn/completed`.
  *
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
  * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Duration, Effect, Mailbox, Metric, MetricLabel, Option, Schedule, Scope } from "effect"
+import { Cause, Context, Duration, Effect, ExecutionStrategy, Exit, FiberRef, HashMap, Metric, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
@@ -15,7 +16,7 @@ import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
 import type { TurnError, TurnResult, WorkEvent, WorkItem } from "../WorkItem.js"
 import { Json } from "@warden/protocol"
-import { Metrics } from "../Telemetry.js"
+import { Attributes, labelsOf, Metrics } from "../Telemetry.js"
 
 export interface RunnerConfig {
   /** No event for this long, while no card is open and no command runs: the turn is stalled. */
@@ -78,9 +79,35 @@ export const interruptTurn = (server: AppServer, threadId: string, turnId: strin
   )
 
 /**
- * Run `prompts` on the item's thread on `server`. `resumeThreadId` resumes instead of starting.
- * Fails with ConnectionLost when the connection ends under it (the caller may restart+resume),
- * or with WorkItemFailed for what no restart fixes.
+ * The fiber's current span (what `Effect.withSpan` would provide), set for the rest of the
+ * fiber's run instead of around an effect: a work item idles in a turn with no wrapper of its own
+ * on its stack (see `run`). The supervisor puts the caller's back when the item ends.
+ */
+export const enterSpan = (span: Tracer.AnySpan): Effect.Effect<void> =>
+  FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span))
+
+/** A log annotation for the rest of the fiber's run (as `enterSpan`, for `Effect.annotateLogs`). */
+export const annotateLogsFromNow = (key: string, value: unknown): Effect.Effect<void> =>
+  FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(key, value))
+
+/** A span child of the current one, ended with the exit `scope` closes with. */
+export const spanIn = (scope: Scope.Scope, name: string, options: Tracer.SpanOptions): Effect.Effect<Tracer.Span> =>
+  Effect.makeSpanScoped(name, options).pipe(Scope.extend(scope))
+
+/**
+ * Run `prompts` on the item's thread on `server`, in `threadScope` (the caller opens it and closes
+ * it with the run's exit: that unregisters the route, refuses the thread's open cards, ends the
+ * thread's and the turn's spans and, when the run was interrupted mid-turn, interrupts the turn
+ * first). `resumeThreadId` resumes instead of starting. Fails with ConnectionLost when the
+ * connection ends under it (the caller may restart+resume), or with WorkItemFailed for what no
+ * restart fixes.
+ *
+ * While a turn runs, the fiber waits on one callback and holds nothing else: the read loop hands
+ * the thread's notifications to the route (`receive`), which does the turn's bookkeeping there
+ * and wakes the fiber once, when the turn ends (completed, the connection lost, stalled). What
+ * arrives between turns is kept for the next turn, in order. The spans and the log annotations
+ * are set on the fiber (`enterSpan`, `annotateLogsFromNow`), not wrapped around the turn: an
+ * idle work item is a parked fiber with a shallow stack, its scopes and spans plain objects.
  */
 export const run = (
   server: AppServer,
@@ -90,114 +117,115 @@ export const run = (
   session: Session,
   emit: (event: WorkEvent) => void,
   config: RunnerConfig,
-  onTurn: (turn: TurnResult) => void
+  onTurn: (turn: TurnResult) => void,
+  threadScope: Scope.Scope
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const threadScope = yield* Effect.scope
-      const signals = yield* Mailbox.make<ThreadSignal>()
-      const route: ThreadRoute = {
-        threadId: undefined,
-        signals,
-        cardScope: threadScope,
-        workItem: item.id,
-        fileChanges: new Map(),
-        runningCommands: new Set(),
-        traceParent: undefined,
-        routed: 0
-      }
-      const threadSpan = config.telemetry ? yield* Effect.currentSpan.pipe(Effect.option) : Option.none()
-      if (Option.isSome(threadSpan)) route.traceParent = threadSpan.value
-      let model = item.model
-      session.server = server
-      // Thread scope close: unregister, then refuse what is still open for this thread. A plain
-      // scope finalizer: `Effect.addFinalizer` would also put back this fiber's FiberRefs around
-      // it (two diffs and a patch of every FiberRef per work item on a connection loss).
-      yield* Scope.addFinalizer(threadScope,
-        Effect.sync(() => {
-          route.closed = true
-          server.unregisterThread(route)
-          if (route.threadId !== undefined) {
-            const threadId = route.threadId
-            server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
-          }
-        })
-      )
-
-      let threadId: string | undefined
-      let resumed = false
-      if (resumeThreadId !== undefined) {
-        // One thread, one work item: a second one would steal the first one's route (its events
-        // and cards), so it is refused instead.
-        if (server.hasThread(resumeThreadId)) {
-          return yield* Effect.fail(
-            new WorkItemFailed({ reason: "resume-failed", detail: `thread ${resumeThreadId} is already run by another work item`, threadId: resumeThreadId })
-          )
-        }
-        // Watch first: the server replays pending requests right behind the resume response.
-        route.threadId = resumeThreadId
-        server.registerThread(route)
-        const outcome = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
-          // Another process still holds the thread (the app-server of a runner or a run that just
-          // died, on the same codex home, until it exits): asked again for a while, then refused.
-          Effect.retry({ while: isHeldElsewhere, schedule: heldElsewhereRetries }),
-          Effect.tapError(() => Effect.sync(() => server.unregisterThread(route))),
-          Effect.map((result) => ({ _tag: "Resumed" as const, result })),
-          // A thread codex never persisted: start a new one, if the item asked for that.
-          Effect.catchIf(
-            (error) => item.ifThreadMissing === "start" && isMissingThread(error),
-            (error) => Effect.succeed({ _tag: "Missing" as const, detail: error.message })
-          )
-        )
-        if (outcome._tag === "Resumed") {
-          if (outcome.result.thread.id !== resumeThreadId) {
-            server.unregisterThread(route)
-            return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
-          }
-          threadId = resumeThreadId
-          resumed = true
-          model = outcome.result.model ?? model
-        } else {
-          route.threadId = undefined
-          emit({ _tag: "ThreadStartedFresh", item: item.id, missingThreadId: resumeThreadId, detail: outcome.detail })
-        }
-      }
-      if (threadId === undefined) {
-        const started = yield* server.request("thread/start", threadParams(item), {
-          onResult: (result) => {
-            const id = threadIdOfResult(result)
-            if (id !== undefined) {
-              route.threadId = id
-              server.registerThread(route)
-            }
-          }
-        })
-        // Decoded: result.thread.id is a non-empty string (the route was registered from it above).
-        threadId = started.thread.id
-        model = started.model ?? model
-      }
-      session.threadId = threadId
-      yield* Effect.annotateCurrentSpan("warden.thread_id", threadId)
-      emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
-
-      if (config.telemetry) yield* Effect.annotateCurrentSpan("warden.model", model ?? "")
-      for (const prompt of prompts) {
-        const turn = yield* runTurn(server, route, threadId, prompt, item, session, emit, config, model ?? "").pipe(
-          // No call-site stack trace: formatting it (through source maps under tsx) when the span
-          // ends failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
-          Effect.withSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false }),
-          Effect.annotateLogs({ threadId })
-        )
-        if (Option.isSome(threadSpan)) route.traceParent = threadSpan.value
-        if (config.telemetry) yield* Metric.increment(Metric.tagged(Metrics.turns, "warden.status", turn.status))
-        onTurn(turn)
-        if (turn.status !== "completed") break
-      }
+  Effect.gen(function*() {
+    const threadSpan = yield* spanIn(threadScope, "warden.thread", {
+      attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
+      captureStackTrace: false
     })
-  ).pipe(Effect.withSpan("warden.thread", {
-    attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
-    captureStackTrace: false
-  }))
+    yield* enterSpan(threadSpan)
+    // The cards' parent, made first so that it closes last: a stop interrupts the turn (the
+    // turn's scope, made later, closes first), then the finalizer below refuses the cards.
+    const cardScope = yield* Scope.fork(threadScope, ExecutionStrategy.sequential)
+    const inbox = new ThreadInbox()
+    const route: ThreadRoute = {
+      threadId: undefined,
+      receive: (signal) => inbox.receive(signal),
+      cardScope,
+      workItem: item.id,
+      fileChanges: new Map(),
+      runningCommands: new Set(),
+      traceParent: config.telemetry ? threadSpan : undefined,
+      routed: 0
+    }
+    let model = item.model
+    session.server = server
+    // Thread scope close: unregister, then refuse what is still open for this thread. A plain
+    // scope finalizer: `Effect.addFinalizer` would also put back this fiber's FiberRefs around
+    // it (two diffs and a patch of every FiberRef per work item on a connection loss).
+    yield* Scope.addFinalizer(threadScope,
+      Effect.sync(() => {
+        route.closed = true
+        server.unregisterThread(route)
+        if (route.threadId !== undefined) {
+          const threadId = route.threadId
+          server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
+        }
+      })
+    )
+
+    let threadId: string | undefined
+    let resumed = false
+    if (resumeThreadId !== undefined) {
+      // One thread, one work item: a second one would steal the first one's route (its events
+      // and cards), so it is refused instead.
+      if (server.hasThread(resumeThreadId)) {
+        return yield* Effect.fail(
+          new WorkItemFailed({ reason: "resume-failed", detail: `thread ${resumeThreadId} is already run by another work item`, threadId: resumeThreadId })
+        )
+      }
+      // Watch first: the server replays pending requests right behind the resume response.
+      route.threadId = resumeThreadId
+      server.registerThread(route)
+      const outcome = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
+        // Another process still holds the thread (the app-server of a runner or a run that just
+        // died, on the same codex home, until it exits): asked again for a while, then refused.
+        Effect.retry({ while: isHeldElsewhere, schedule: heldElsewhereRetries }),
+        Effect.tapError(() => Effect.sync(() => server.unregisterThread(route))),
+        Effect.map((result) => ({ _tag: "Resumed" as const, result })),
+        // A thread codex never persisted: start a new one, if the item asked for that.
+        Effect.catchIf(
+          (error) => item.ifThreadMissing === "start" && isMissingThread(error),
+          (error) => Effect.succeed({ _tag: "Missing" as const, detail: error.message })
+        )
+      )
+      if (outcome._tag === "Resumed") {
+        if (outcome.result.thread.id !== resumeThreadId) {
+          server.unregisterThread(route)
+          return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
+        }
+        threadId = resumeThreadId
+        resumed = true
+        model = outcome.result.model ?? model
+      } else {
+        route.threadId = undefined
+        emit({ _tag: "ThreadStartedFresh", item: item.id, missingThreadId: resumeThreadId, detail: outcome.detail })
+      }
+    }
+    if (threadId === undefined) {
+      const started = yield* server.request("thread/start", threadParams(item), {
+        onResult: (result) => {
+          const id = threadIdOfResult(result)
+          if (id !== undefined) {
+            route.threadId = id
+            server.registerThread(route)
+          }
+        }
+      })
+      // Decoded: result.thread.id is a non-empty string (the route was registered from it above).
+      threadId = started.thread.id
+      model = started.model ?? model
+    }
+    session.threadId = threadId
+    threadSpan.attribute("warden.thread_id", threadId)
+    yield* annotateLogsFromNow("threadId", threadId)
+    emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
+
+    if (config.telemetry) threadSpan.attribute("warden.model", model ?? "")
+    const thread: ThreadContext = { server, route, inbox, threadScope, threadSpan, threadId, item, session, emit, config, model: model ?? "" }
+    for (const prompt of prompts) {
+      const turn = yield* runTurn(thread, prompt)
+      yield* enterSpan(threadSpan)
+      if (config.telemetry) {
+        route.traceParent = threadSpan
+        yield* Metric.increment(Metric.tagged(Metrics.turns, "warden.status", turn.status))
+      }
+      onTurn(turn)
+      if (turn.status !== "completed") break
+    }
+  })
 
 const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
 
@@ -212,16 +240,20 @@ interface TurnTokens {
  * `thread/tokenUsage/updated`'s latest usage into `warden.tokens` (input, output, cached), by
  * model, and into the turn's sums (the turn span's `warden.tokens.*`: which item burns tokens).
  */
-const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): Effect.Effect<void> => {
+const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): void => {
   const last = record(record(tokenUsage)?.["last"])
-  if (!last) return Effect.void
+  if (!last) return
   const count = (type: keyof TurnTokens, value: unknown) => {
-    if (typeof value !== "number" || !(value > 0)) return Effect.void
+    if (typeof value !== "number" || !(value > 0)) return
     turn[type] += value
-    return Metric.incrementBy(Metric.taggedWithLabels(Metrics.tokens, [MetricLabel.make("warden.token.type", type), MetricLabel.make("warden.model", model)]), value)
+    Metrics.tokens.unsafeUpdate(value, tokenLabels(type, model))
   }
-  return Effect.all([count("input", last["inputTokens"]), count("output", last["outputTokens"]), count("cached", last["cachedInputTokens"])], { discard: true })
+  count("input", last["inputTokens"])
+  count("output", last["outputTokens"])
+  count("cached", last["cachedInputTokens"])
 }
+
+const tokenLabels = labelsOf([Attributes.tokenType, Attributes.model])
 
 /**
  * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
@@ -242,29 +274,119 @@ const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.interse
 const isMissingThread = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
 
-const runTurn = (
-  server: AppServer,
-  route: ThreadRoute,
-  threadId: string,
-  prompt: string,
-  item: WorkItem,
-  session: Session,
-  emit: (event: WorkEvent) => void,
-  config: RunnerConfig,
-  model: string
-): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
-  // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
-  // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
-  Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
-    // Before turn/start: the server sends the turn's first approval right behind its answer.
-    if (config.telemetry) {
-      const span = yield* Effect.option(Effect.currentSpan)
-      if (Option.isSome(span)) route.traceParent = span.value
+/** What a thread's turns share (see `run`). */
+interface ThreadContext {
+  readonly server: AppServer
+  readonly route: ThreadRoute
+  readonly inbox: ThreadInbox
+  readonly threadScope: Scope.Scope
+  readonly threadSpan: Tracer.Span
+  readonly threadId: string
+  readonly item: WorkItem
+  readonly session: Session
+  readonly emit: (event: WorkEvent) => void
+  readonly config: RunnerConfig
+  readonly model: string
+}
+
+/** How a turn ended, as the fiber learns it when it wakes. */
+type TurnEnd =
+  | { readonly _tag: "Completed"; readonly result: TurnResult }
+  | { readonly _tag: "ConnectionLost"; readonly error: ConnectionLost }
+  | { readonly _tag: "Stalled" }
+  /** The turn's bookkeeping threw (a bug of Warden's): this work item dies, the connection lives on. */
+  | { readonly _tag: "Defect"; readonly defect: unknown }
+
+/** The turn being watched: it takes the thread's signals until it ends. */
+interface TurnWatcher {
+  /** One signal; returns how the turn ended, or undefined while it runs. */
+  readonly take: (signal: ThreadSignal) => TurnEnd | undefined
+  /** Called once, with the end. */
+  readonly wake: (end: TurnEnd) => void
+}
+
+/**
+ * A thread's signals: handed to the turn being watched, in order, or kept until the next turn
+ * watches (between turns, and before a new turn's fiber is back from turn/start). Only what
+ * arrives between turns is kept: an idle turn keeps nothing.
+ */
+class ThreadInbox {
+  private kept: Array<ThreadSignal> = []
+  private watcher: TurnWatcher | undefined = undefined
+
+  receive(signal: ThreadSignal): void {
+    if (this.watcher === undefined) this.kept.push(signal)
+    else this.deliver(this.watcher, signal)
+  }
+
+  /** Watch with `watcher`: what was kept is taken first, in order (it may end the turn at once). */
+  watch(watcher: TurnWatcher): void {
+    this.watcher = watcher
+    if (this.kept.length === 0) return
+    const kept = this.kept
+    this.kept = []
+    let i = 0
+    while (i < kept.length && this.watcher === watcher) this.deliver(watcher, kept[i++]!)
+    // The turn ended before all was taken: the rest waits for the next turn, ahead of anything newer.
+    if (i < kept.length) this.kept = kept.slice(i).concat(this.kept)
+  }
+
+  /** Stop watching (the fiber was interrupted while it waited): later signals are kept. */
+  unwatch(watcher: TurnWatcher): void {
+    if (this.watcher === watcher) this.watcher = undefined
+  }
+
+  /** The watched turn ended by something else than a signal (the stall watchdog). */
+  endWith(watcher: TurnWatcher, end: TurnEnd): void {
+    if (this.watcher === watcher) this.end(watcher, end)
+  }
+
+  private deliver(watcher: TurnWatcher, signal: ThreadSignal): void {
+    let end: TurnEnd | undefined
+    try {
+      end = watcher.take(signal)
+    } catch (defect) {
+      end = { _tag: "Defect", defect }
     }
-    const started = yield* server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] })
-    const turnId = started.turn.id
-    session.turnId = turnId
-    yield* Effect.annotateCurrentSpan("warden.turn_id", turnId)
+    if (end !== undefined) this.end(watcher, end)
+  }
+
+  private end(watcher: TurnWatcher, end: TurnEnd): void {
+    this.watcher = undefined
+    watcher.wake(end)
+  }
+}
+
+/**
+ * One turn: turn/start, then the fiber waits for the turn's end while the route takes its signals
+ * (see `run`). The turn has a scope of its own in the thread's: its span, its stall watchdog, and,
+ * when it closes interrupted with the turn still running, turn/interrupt (bounded); the thread
+ * scope then refuses the cards still open.
+ */
+const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
+  Effect.gen(function*() {
+    const { config, emit, inbox, item, route, server, session, threadId } = thread
+    const turnScope = yield* Scope.fork(thread.threadScope, ExecutionStrategy.sequential)
+    // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
+    // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
+    const span = yield* spanIn(turnScope, "warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
+    yield* enterSpan(span)
+    // Before turn/start: the server sends the turn's first approval right behind its answer.
+    if (config.telemetry) route.traceParent = span
+    // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
+    // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
+    const turnId = yield* Effect.uninterruptible(Effect.map(
+      server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
+      (started) => (session.turnId = started.turn.id)
+    ))
+    // Stopped mid-turn: interrupt the turn best-effort, bounded (before the span ends and before
+    // the thread scope refuses the cards).
+    yield* Scope.addFinalizerExit(turnScope, (exit) =>
+      Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && session.turnId === turnId && server.isOpen()
+        ? interruptTurn(server, threadId, turnId, config.interruptTimeout)
+        : Effect.void
+    )
+    span.attribute("warden.turn_id", turnId)
     if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
@@ -276,15 +398,13 @@ const runTurn = (
     const idle = () => route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
 
     // The stall watchdog: one deadline per turn on the connection's timer, not a timeout (a fiber
-    // and a timer) per event. The runner notes when it last took a signal; when the deadline
+    // and a timer) per event. The route notes when it last took a signal; when the deadline
     // passes, the check below re-arms it for the time left (rounded up to a sixteenth of the
     // timeout, so the timer keeps a few deadline lengths), or for a whole timeout while a card is
-    // open or a command runs (waiting is not stalling), or tells the runner through the mailbox.
+    // open or a command runs (waiting is not stalling), or ends the turn as stalled.
     const clock = yield* Effect.clock
     const stallMs = Duration.toMillis(config.stallTimeout)
     const step = stallMs / 16
-    const token = {}
-    const stallCheck: ThreadSignal = { _tag: "StallCheck", turn: token }
     let lastTaken = clock.unsafeCurrentTimeMillis()
     let cancelWatchdog: (() => void) | undefined
     let watching = true
@@ -294,49 +414,28 @@ const runTurn = (
     const check = () => {
       cancelWatchdog = undefined
       const quiet = clock.unsafeCurrentTimeMillis() - lastTaken
-      const queued = route.signals.unsafeSize()
-      if (queued._tag === "Some" && queued.value > 0) return watch(stallMs) // the runner is behind, not stalled
       if (quiet < stallMs) return watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
       if (!idle()) return watch(stallMs)
-      route.signals.unsafeOffer(stallCheck)
+      inbox.endWith(watcher, { _tag: "Stalled" })
     }
-    const stopWatching = Effect.sync(() => {
+    yield* Scope.addFinalizer(turnScope, Effect.sync(() => {
       watching = false
       cancelWatchdog?.()
       cancelWatchdog = undefined
-    })
+    }))
 
-    const body = Effect.gen(function*() {
-      if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
-      while (true) {
-        const signal = yield* Effect.catchAll(route.signals.take, () => Effect.succeed(stallCheck))
-        if (signal._tag === "StallCheck") {
-          if (signal.turn !== token) continue // a check of an earlier turn, left in the mailbox
-          if (!idle()) {
-            watch(stallMs)
-            continue // a card opened or a command started meanwhile
-          }
-          emit({ _tag: "Stalled", item: item.id, threadId, turnId })
-          yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
-          return yield* Effect.fail(
-            new WorkItemFailed({
-              reason: "stalled",
-              detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
-              threadId
-            })
-          )
-        }
+    let wake: ((end: Effect.Effect<TurnEnd>) => void) | undefined
+    let ended: TurnEnd | undefined
+    const watcher: TurnWatcher = {
+      wake: (end) => {
+        ended = end
+        const resume = wake
+        wake = undefined
+        resume?.(Effect.succeed(end))
+      },
+      take: (signal) => {
         lastTaken = clock.unsafeCurrentTimeMillis()
-        if (signal._tag === "ConnectionLost") {
-          // Every runner of the connection wakes in the same wave (the connection tells the
-          // routes once the failed callers' microtasks have run: `tellRoutesLater`), each fiber
-          // in a microtask of its own; unwinding a work item is long, and a Promise's caller
-          // (`runPromise`, the facade) hears of anything a microtask or two after its fiber
-          // ended, behind whatever was queued meanwhile. So the runner steps aside until the
-          // microtasks queued now have run (a macrotask on the live clock) before unwinding.
-          yield* afterQueuedMicrotasks
-          return yield* Effect.fail(signal.error)
-        }
+        if (signal._tag === "ConnectionLost") return signal
         const { method, params } = signal
         const p = record(params)
         const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
@@ -348,53 +447,75 @@ const runTurn = (
               items.push(completed)
               if (completed["type"] === "agentMessage" && typeof completed["text"] === "string") finalMessage = completed["text"]
             }
-            break
+            return undefined
           }
           case "thread/tokenUsage/updated":
             session.usage = p?.["tokenUsage"]
-            if (config.telemetry) yield* countTokens(p?.["tokenUsage"], model, tokens)
-            break
+            if (config.telemetry) countTokens(p?.["tokenUsage"], thread.model, tokens)
+            return undefined
           case "error": {
             const error = turnErrorOf(p?.["error"])
             if (error) errors.push({ ...error, willRetry: p?.["willRetry"] === true })
-            break
+            return undefined
           }
           case "turn/completed": {
             const turn = record(p?.["turn"])
-            if (turn?.["id"] !== turnId) break
+            if (turn?.["id"] !== turnId) return undefined
             const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
-            const result: TurnResult = {
-              turnId,
-              status,
-              finalMessage,
-              items,
-              error: turnErrorOf(turn["error"]),
-              errors
-            }
+            const result: TurnResult = { turnId, status, finalMessage, items, error: turnErrorOf(turn["error"]), errors }
             session.turnId = undefined
             if (config.telemetry) {
-              yield* Effect.annotateCurrentSpan({
-                "warden.status": status,
-                "warden.tokens.input": tokens.input,
-                "warden.tokens.output": tokens.output,
-                "warden.tokens.cached": tokens.cached
-              })
-              yield* Effect.logInfo(`turn ${status}`).pipe(Effect.annotateLogs({ turnId }))
+              span.attribute("warden.status", status)
+              span.attribute("warden.tokens.input", tokens.input)
+              span.attribute("warden.tokens.output", tokens.output)
+              span.attribute("warden.tokens.cached", tokens.cached)
             }
             emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
-            return result
+            return { _tag: "Completed", result }
           }
+          default:
+            return undefined
         }
       }
+    }
+
+    if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
+    const end = yield* Effect.async<TurnEnd>((resume) => {
+      wake = resume
+      inbox.watch(watcher) // what came before is taken now: it may end the turn at once
+      if (ended !== undefined) return
+      return Effect.sync(() => {
+        wake = undefined
+        inbox.unwatch(watcher)
+      })
     })
-
-    // Stopping the work item mid-turn: interrupt the turn best-effort, bounded; the thread scope
-    // then refuses the cards still open.
-    return yield* restore(body).pipe(
-      Effect.ensuring(stopWatching),
-      Effect.onInterrupt(() =>
-        session.turnId === turnId && server.isOpen() ? interruptTurn(server, threadId, turnId, config.interruptTimeout) : Effect.void
-      )
-    )
-  }))
-
+    switch (end._tag) {
+      case "Completed": {
+        if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
+        yield* Scope.close(turnScope, Exit.succeed(end.result))
+        return end.result
+      }
+      case "ConnectionLost":
+        // Every runner of the connection wakes in the same wave (the connection tells the routes
+        // once the failed callers' microtasks have run: `tellRoutesLater`), each fiber in a
+        // microtask of its own; unwinding a work item is long, and a Promise's caller
+        // (`runPromise`, the facade) hears of anything a microtask or two after its fiber ended,
+        // behind whatever was queued meanwhile. So the runner steps aside until the microtasks
+        // queued now have run (a macrotask on the live clock) before unwinding.
+        yield* afterQueuedMicrotasks
+        return yield* Effect.fail(end.error)
+      case "Stalled": {
+        emit({ _tag: "Stalled", item: item.id, threadId, turnId })
+        yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
+        return yield* Effect.fail(
+          new WorkItemFailed({
+            reason: "stalled",
+            detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
+            threadId
+          })
+        )
+      }
+      case "Defect":
+        return yield* Effect.die(end.defect)
+    }
+  })
