@@ -24,7 +24,6 @@ import {
   FiberId,
   FiberRef,
   Layer,
-  Mailbox,
   Metric,
   Option,
   PubSub,
@@ -42,6 +41,7 @@ import { WorkItemFailed } from "./Errors.js"
 import * as Admission from "./internal/Admission.js"
 import * as Budget from "./internal/Budget.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
+import * as StartedItem from "./internal/StartedItem.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
 import * as RunId from "./RunId.js"
 import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
@@ -232,6 +232,46 @@ export interface SupervisorShape {
 
 /** The `Supervisor` service tag, provided by `layer`. */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
+
+/**
+ * `start`'s handle. Its effects are made when asked for (getters: an idle item holds no effect
+ * of its own), so a handle is a few fields; destructuring it works as for a plain object.
+ */
+class Handle implements WorkHandle {
+  constructor(
+    private readonly fiber: Fiber.RuntimeFiber<WorkResult, WorkItemFailed>,
+    private readonly session: ThreadRunner.Session,
+    private readonly itemEvents: StartedItem.ItemEvents,
+    private readonly threadIdLatch: StartedItem.ThreadIdLatch,
+    private readonly interruptTimeout: Duration.Duration
+  ) {}
+  get threadId() {
+    return this.threadIdLatch.await
+  }
+  get events() {
+    return this.itemEvents.stream
+  }
+  get steer() {
+    return (text: string) =>
+      Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) =>
+        server.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] }).pipe(Effect.asVoid))
+  }
+  get interrupt() {
+    return Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) => ThreadRunner.interruptTurn(server, threadId, turnId, this.interruptTimeout))
+  }
+  get await() {
+    return Fiber.join(this.fiber)
+  }
+  get stop() {
+    return Effect.asVoid(Fiber.interrupt(this.fiber))
+  }
+  private get activeTurn() {
+    return Effect.suspend(() => {
+      const { server, threadId, turnId } = this.session
+      return server && threadId && turnId ? Effect.succeed({ server, threadId, turnId }) : Effect.fail(new NoActiveTurn())
+    })
+  }
+}
 
 type SlotState =
   | { readonly _tag: "Starting" }
@@ -704,10 +744,15 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     /**
      * A work item in the caller's fiber: its item scope is made here and closed with the item's
      * exit, however the item ends (the only interruptible part is the item itself); then the
-     * fiber's current span and log annotations are the caller's again, and `ItemFinished` is
-     * published.
+     * fiber's current span and log annotations are the caller's again, `ItemFinished` is
+     * published and `ended` told (`start`'s handle).
      */
-    const runWith = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void): Effect.Effect<WorkResult, WorkItemFailed> =>
+    const runWith = (
+      item: WorkItem,
+      session: ThreadRunner.Session,
+      emit: (event: WorkEvent) => void,
+      ended?: (exit: Exit.Exit<WorkResult, WorkItemFailed>) => void
+    ): Effect.Effect<WorkResult, WorkItemFailed> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
           const context = yield* FiberRef.get(FiberRef.currentContext)
@@ -718,6 +763,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
           yield* FiberRef.set(FiberRef.currentContext, context)
           yield* FiberRef.set(FiberRef.currentLogAnnotations, annotations)
           publish({ _tag: "ItemFinished", item: item.id, exit })
+          ended?.(exit)
           return yield* exit
         })
       )
@@ -737,46 +783,26 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const run = (item: WorkItem) => runWith(item, newSession(), emitter())
 
     const start = (item: WorkItem): Effect.Effect<WorkHandle, never, Scope.Scope> =>
-      Effect.gen(function*() {
-        const mailbox = yield* Mailbox.make<WorkEvent>()
-        const threadReady = yield* Deferred.make<string, WorkItemFailed>()
+      Effect.suspend(() => {
+        const events = new StartedItem.ItemEvents()
+        const threadId = new StartedItem.ThreadIdLatch()
         const session = newSession()
         const emit = emitter((event) => {
-          mailbox.unsafeOffer(event)
-          if (event._tag === "ThreadReady") Deferred.unsafeDone(threadReady, Effect.succeed(event.threadId))
+          events.offer(event)
+          if (event._tag === "ThreadReady") threadId.done(Exit.succeed(event.threadId))
         })
-        const fiber = yield* runWith(item, session, emit).pipe(
-          Effect.onExit((exit) =>
-            Effect.sync(() => {
-              mailbox.unsafeDone(Exit.void)
-              if (Exit.isFailure(exit)) {
-                const failure = exit.cause._tag === "Fail"
-                  ? exit.cause.error
-                  : new WorkItemFailed({ reason: "start-failed", detail: "the work item was stopped", threadId: undefined })
-                Deferred.unsafeDone(threadReady, Effect.fail(failure))
-              }
-            })
-          ),
-          Effect.forkScoped
-        )
-        const activeTurn = Effect.suspend(() =>
-          session.server && session.threadId && session.turnId
-            ? Effect.succeed({ server: session.server, threadId: session.threadId, turnId: session.turnId })
-            : Effect.fail(new NoActiveTurn())
-        )
-        return {
-          threadId: Deferred.await(threadReady),
-          events: Mailbox.toStream(mailbox),
-          steer: (text) =>
-            Effect.flatMap(activeTurn, ({ server, threadId, turnId }) =>
-              server.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] }).pipe(Effect.asVoid)),
-          interrupt: Effect.flatMap(activeTurn, ({ server, threadId, turnId }) =>
-            ThreadRunner.interruptTurn(server, threadId, turnId, runnerConfig.interruptTimeout)),
-          await: Fiber.join(fiber),
-          stop: Fiber.interrupt(fiber).pipe(Effect.asVoid)
+        const ended = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => {
+          events.end()
+          if (Exit.isFailure(exit)) {
+            const failure = exit.cause._tag === "Fail"
+              ? exit.cause.error
+              : new WorkItemFailed({ reason: "start-failed", detail: "the work item was stopped", threadId: undefined })
+            threadId.done(Exit.fail(failure))
+          }
         }
+        return Effect.map(Effect.forkScoped(runWith(item, session, emit, ended)), (fiber) =>
+          new Handle(fiber, session, events, threadId, runnerConfig.interruptTimeout))
       })
-
     const ready = Effect.flatMap(pickSlot, (slot) => Effect.map(serverOf(slot), (server) => server.init))
 
     return {

@@ -156,6 +156,15 @@ export const run = (
       })
     )
 
+    // The turn in flight (one at a time): closing the thread scope mid-turn ends it (first: its
+    // turn/interrupt goes out before the cards are refused). Added last, so it runs first.
+    const turnSlot: TurnSlot = { current: undefined }
+    yield* Scope.addFinalizerExit(threadScope, (exit) => {
+      const turn = turnSlot.current
+      turnSlot.current = undefined
+      return turn === undefined ? Effect.void : turn.close(exit)
+    })
+
     let threadId: string | undefined
     let resumed = false
     if (resumeThreadId !== undefined) {
@@ -214,7 +223,7 @@ export const run = (
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
     if (config.telemetry) threadSpan.attribute("warden.model", model ?? "")
-    const thread: ThreadContext = { server, route, inbox, threadScope, threadSpan, threadId, item, session, emit, config, model: model ?? "" }
+    const thread: ThreadContext = { server, route, inbox, turnSlot, threadId, item, session, emit, config, model: model ?? "" }
     for (const prompt of prompts) {
       const turn = yield* runTurn(thread, prompt)
       yield* enterSpan(threadSpan)
@@ -279,8 +288,7 @@ interface ThreadContext {
   readonly server: AppServer
   readonly route: ThreadRoute
   readonly inbox: ThreadInbox
-  readonly threadScope: Scope.Scope
-  readonly threadSpan: Tracer.Span
+  readonly turnSlot: TurnSlot
   readonly threadId: string
   readonly item: WorkItem
   readonly session: Session
@@ -288,6 +296,20 @@ interface ThreadContext {
   readonly config: RunnerConfig
   readonly model: string
 }
+
+/** The thread's turn in flight, and how to end it when the thread scope closes under it. */
+interface TurnSlot {
+  current: { readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void> } | undefined
+}
+
+/** End `span` with `exit` (as `Effect.withSpan` does), unless it already ended. */
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.flatMap(FiberRef.get(FiberRef.currentTracerTimingEnabled), (timing) =>
+    Effect.clockWith((clock) =>
+      Effect.sync(() => {
+        if (span.status._tag !== "Ended") span.end(timing ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+      })
+    ))
 
 /** How a turn ended, as the fiber learns it when it wakes. */
 type TurnEnd =
@@ -366,26 +388,39 @@ class ThreadInbox {
 const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
   Effect.gen(function*() {
     const { config, emit, inbox, item, route, server, session, threadId } = thread
-    const turnScope = yield* Scope.fork(thread.threadScope, ExecutionStrategy.sequential)
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
     // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
-    const span = yield* spanIn(turnScope, "warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
+    const span = yield* Effect.makeSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
     yield* enterSpan(span)
+    let startedId: string | undefined // for the close below, once turn/start answered
+    const clock = yield* Effect.clock
+    let cancelWatchdog: (() => void) | undefined
+    let watching = true
+    const stopWatching = () => {
+      watching = false
+      cancelWatchdog?.()
+      cancelWatchdog = undefined
+    }
+    let watcher: TurnWatcher | undefined
+    thread.turnSlot.current = {
+      // Stopped mid-turn: interrupt the turn best-effort, bounded, then end the span.
+      close: (exit) => {
+        stopWatching()
+        if (watcher !== undefined) inbox.unwatch(watcher)
+        const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && startedId !== undefined && session.turnId === startedId && server.isOpen()
+          ? interruptTurn(server, threadId, startedId, config.interruptTimeout)
+          : Effect.void
+        return Effect.zipRight(interrupt, endSpan(span, exit))
+      }
+    }
     // Before turn/start: the server sends the turn's first approval right behind its answer.
     if (config.telemetry) route.traceParent = span
     // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
     // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
     const turnId = yield* Effect.uninterruptible(Effect.map(
       server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
-      (started) => (session.turnId = started.turn.id)
+      (started) => (startedId = session.turnId = started.turn.id)
     ))
-    // Stopped mid-turn: interrupt the turn best-effort, bounded (before the span ends and before
-    // the thread scope refuses the cards).
-    yield* Scope.addFinalizerExit(turnScope, (exit) =>
-      Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && session.turnId === turnId && server.isOpen()
-        ? interruptTurn(server, threadId, turnId, config.interruptTimeout)
-        : Effect.void
-    )
     span.attribute("warden.turn_id", turnId)
     if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
@@ -402,12 +437,9 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
     // passes, the check below re-arms it for the time left (rounded up to a sixteenth of the
     // timeout, so the timer keeps a few deadline lengths), or for a whole timeout while a card is
     // open or a command runs (waiting is not stalling), or ends the turn as stalled.
-    const clock = yield* Effect.clock
     const stallMs = Duration.toMillis(config.stallTimeout)
     const step = stallMs / 16
     let lastTaken = clock.unsafeCurrentTimeMillis()
-    let cancelWatchdog: (() => void) | undefined
-    let watching = true
     const watch = (ms: number) => {
       if (watching) cancelWatchdog = server.after(Duration.millis(ms), check)
     }
@@ -416,19 +448,11 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
       const quiet = clock.unsafeCurrentTimeMillis() - lastTaken
       if (quiet < stallMs) return watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
       if (!idle()) return watch(stallMs)
-      inbox.endWith(watcher, { _tag: "Stalled" })
+      if (watcher !== undefined) inbox.endWith(watcher, { _tag: "Stalled" })
     }
-    yield* Scope.addFinalizer(turnScope, Effect.sync(() => {
-      watching = false
-      cancelWatchdog?.()
-      cancelWatchdog = undefined
-    }))
-
     let wake: ((end: Effect.Effect<TurnEnd>) => void) | undefined
-    let ended: TurnEnd | undefined
-    const watcher: TurnWatcher = {
+    watcher = {
       wake: (end) => {
-        ended = end
         const resume = wake
         wake = undefined
         resume?.(Effect.succeed(end))
@@ -480,19 +504,19 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
     }
 
     if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
+    // No canceler: an interrupted wait leaves with the thread scope's close, which ends the turn
+    // (above) and stops watching; a canceler would be one more frame on every idle item's stack.
+    const watching_ = watcher
     const end = yield* Effect.async<TurnEnd>((resume) => {
       wake = resume
-      inbox.watch(watcher) // what came before is taken now: it may end the turn at once
-      if (ended !== undefined) return
-      return Effect.sync(() => {
-        wake = undefined
-        inbox.unwatch(watcher)
-      })
+      inbox.watch(watching_) // what came before is taken now: it may end the turn at once
     })
     switch (end._tag) {
       case "Completed": {
         if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
-        yield* Scope.close(turnScope, Exit.succeed(end.result))
+        thread.turnSlot.current = undefined
+        stopWatching()
+        yield* endSpan(span, Exit.succeed(end.result))
         return end.result
       }
       case "ConnectionLost":
