@@ -18,11 +18,11 @@ import {
   Deferred,
   Duration,
   Effect,
-  ExecutionStrategy,
   Exit,
   Fiber,
   FiberId,
   FiberRef,
+  HashMap,
   Layer,
   Metric,
   Option,
@@ -649,122 +649,134 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         }
       })
 
-    /**
-     * The work item, in `scope` (its item scope: `runWith` closes it with the item's exit). What
-     * it holds is a finalizer of that scope, not a wrapper around the program: the admission
-     * permit, the running count, its span, its worktree and budget, its slot's count, and one
-     * thread scope per attempt (ThreadRunner). So a work item idling in a turn is a fiber parked
-     * on one callback with a shallow stack (docs/performance.md, "idle thread").
-     */
-    const execute = (given: WorkItem, session: ThreadRunner.Session, emitOuter: (event: WorkEvent) => void, scope: Scope.Scope) =>
-      Effect.gen(function*() {
-        yield* admission.acquire(scope)
-        if (telemetry !== undefined) {
-          yield* countRunning(1)
-          yield* Scope.addFinalizer(scope, countRunning(-1))
-        }
-        const itemAttributes = { "warden.item": String(given.id ?? "") }
-        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
-        const caller = telemetry === undefined ? Option.none() : yield* Effect.option(Effect.currentSpan)
-        const span = yield* ThreadRunner.spanIn(scope, "warden.workItem", {
-          attributes: itemAttributes,
-          captureStackTrace: false,
-          ...(telemetry === undefined ? {} : {
-            root: true,
-            links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
-          })
-        })
-        yield* ThreadRunner.enterSpan(span)
-        yield* ThreadRunner.annotateLogsFromNow("workItem", String(given.id ?? ""))
-        yield* runGate
-        const { finish: finishWorktree, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
-        const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
-        const slot = yield* pickSlot
-        slot.threads++
-        yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
-        const turns: Array<TurnResult> = []
-        let remaining = [item.prompt, ...(item.followUps ?? [])]
-        let threadId = item.threadId
-        let resumes = 0
-        let deadServer: number | undefined
-        while (true) {
-          const server = yield* serverOf(slot, deadServer)
-          const threadScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-          const exit = yield* ThreadRunner.run(server, item, remaining, threadId, session, emit, runnerConfig, (turn) => {
-            turns.push(turn)
-            remaining = remaining.slice(1)
-          }, threadScope).pipe(Effect.exit)
-          yield* Scope.close(threadScope, exit)
-          yield* ThreadRunner.enterSpan(span)
-          if (Exit.isSuccess(exit)) break
-          const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-          threadId = session.threadId ?? threadId
-          if (failure === undefined) {
-            return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
-          }
-          if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
-          emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
-          if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
-          const lastTurn = turns[turns.length - 1]
-          const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
-          if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
-          deadServer = server.id
-          resumes++
-          if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
-          if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
-        }
-        const spent = exhausted()
-        if (spent !== undefined) {
-          return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
-        }
-        const last = turns[turns.length - 1]
-        if (!last || session.threadId === undefined) {
-          return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
-        }
-        const worktree = yield* finishWorktree
-        const result: WorkResult = {
-          ...(worktree !== undefined ? { worktree } : {}),
-          id: item.id,
-          threadId: session.threadId,
-          status: last.status,
-          finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
-          items: turns.flatMap((t) => t.items),
-          usage: session.usage,
-          errors: turns.flatMap((t) => t.errors),
-          turns,
-          resumes
-        }
-        return result
-      })
-
     const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
 
     let running = 0
     const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
+
     /**
-     * A work item in the caller's fiber: its item scope is made here and closed with the item's
-     * exit, however the item ends (the only interruptible part is the item itself); then the
+     * A work item, in the caller's fiber. Its item scope is made here and closed with the item's
+     * exit however the item ends (the item itself is the only interruptible part); then the
      * fiber's current span and log annotations are the caller's again, `ItemFinished` is
      * published and `ended` told (`start`'s handle).
+     *
+     * What the item holds is a finalizer of its scope, not a wrapper around its program: the
+     * admission permit, the running count, its span, its worktree and budget, its slot's count,
+     * and the thread's attempt in flight (ThreadRunner). So a work item idling in a turn is a
+     * fiber parked on one callback with a shallow stack (docs/performance.md, "idle thread").
      */
     const runWith = (
-      item: WorkItem,
+      given: WorkItem,
       session: ThreadRunner.Session,
-      emit: (event: WorkEvent) => void,
+      emitOuter: (event: WorkEvent) => void,
       ended?: (exit: Exit.Exit<WorkResult, WorkItemFailed>) => void
     ): Effect.Effect<WorkResult, WorkItemFailed> =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function*() {
-          const context = yield* FiberRef.get(FiberRef.currentContext)
-          const annotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
-          const scope = yield* Scope.make()
-          const exit = yield* Effect.exit(restore(execute(item, session, emit, scope)))
-          yield* Scope.close(scope, exit)
-          yield* FiberRef.set(FiberRef.currentContext, context)
-          yield* FiberRef.set(FiberRef.currentLogAnnotations, annotations)
-          publish({ _tag: "ItemFinished", item: item.id, exit })
-          ended?.(exit)
-          return yield* exit
+        Effect.flatMap(Scope.make(), (scope) => {
+          let callerContext: Context.Context<never> | undefined
+          let callerAnnotations: HashMap.HashMap<string, unknown> | undefined
+          const execute = Effect.gen(function*() {
+            callerContext = yield* FiberRef.get(FiberRef.currentContext)
+            callerAnnotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
+            yield* admission.acquire(scope)
+            if (telemetry !== undefined) {
+              yield* countRunning(1)
+              yield* Scope.addFinalizer(scope, countRunning(-1))
+            }
+            const traced = yield* ThreadRunner.tracesVisibly(telemetry !== undefined)
+            // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
+            const caller = telemetry === undefined ? Option.none() : yield* Effect.option(Effect.currentSpan)
+            const span = yield* ThreadRunner.spanIn(traced, scope, "warden.workItem", {
+              attributes: { "warden.item": String(given.id ?? "") },
+              captureStackTrace: false,
+              ...(telemetry === undefined ? {} : {
+                root: true,
+                links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
+              })
+            })
+            yield* ThreadRunner.enterSpan(span)
+            yield* ThreadRunner.annotateLogsFromNow("workItem", String(given.id ?? ""))
+            yield* runGate
+            const { finish: finishWorktree, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
+            const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
+            const slot = yield* pickSlot
+            slot.threads++
+            yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
+            // The attempt in flight, closed by the item scope if the item ends during it.
+            let attempt: ThreadRunner.Attempt | undefined
+            yield* Scope.addFinalizerExit(scope, (exit) => {
+              const open = attempt
+              attempt = undefined
+              return open === undefined ? Effect.void : ThreadRunner.closeAttempt(open, exit)
+            })
+            const turns: Array<TurnResult> = []
+            let remaining = [item.prompt, ...(item.followUps ?? [])]
+            let threadId = item.threadId
+            let resumes = 0
+            let deadServer: number | undefined
+            while (true) {
+              const server = yield* serverOf(slot, deadServer)
+              const current = attempt = yield* ThreadRunner.openAttempt
+              const exit = yield* ThreadRunner.run(server, item, remaining, threadId, session, emit, runnerConfig, (turn) => {
+                turns.push(turn)
+                remaining = remaining.slice(1)
+              }, current, traced).pipe(Effect.exit)
+              attempt = undefined
+              yield* ThreadRunner.closeAttempt(current, exit)
+              yield* ThreadRunner.enterSpan(span)
+              if (Exit.isSuccess(exit)) break
+              const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+              threadId = session.threadId ?? threadId
+              if (failure === undefined) {
+                return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
+              }
+              if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
+              emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
+              if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
+              const lastTurn = turns[turns.length - 1]
+              const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
+              if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
+              deadServer = server.id
+              resumes++
+              if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
+              if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
+            }
+            const spent = exhausted()
+            if (spent !== undefined) {
+              return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
+            }
+            const last = turns[turns.length - 1]
+            if (!last || session.threadId === undefined) {
+              return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
+            }
+            const worktree = yield* finishWorktree
+            const result: WorkResult = {
+              ...(worktree !== undefined ? { worktree } : {}),
+              id: item.id,
+              threadId: session.threadId,
+              status: last.status,
+              finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
+              items: turns.flatMap((t) => t.items),
+              usage: session.usage,
+              errors: turns.flatMap((t) => t.errors),
+              turns,
+              resumes
+            }
+            return result
+          })
+          return Effect.flatMap(Effect.exit(restore(execute)), (exit) =>
+            Effect.gen(function*() {
+              // A finalizer that dies (a defect of ours) joins the item's cause; the rest still runs.
+              const closed = yield* Effect.exit(Scope.close(scope, exit))
+              const final: Exit.Exit<WorkResult, WorkItemFailed> = Exit.isSuccess(closed)
+                ? exit
+                : Exit.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, closed.cause) : closed.cause)
+              if (callerContext !== undefined) yield* FiberRef.set(FiberRef.currentContext, callerContext)
+              if (callerAnnotations !== undefined) yield* FiberRef.set(FiberRef.currentLogAnnotations, callerAnnotations)
+              publish({ _tag: "ItemFinished", item: given.id, exit: final })
+              ended?.(final)
+              return yield* final
+            }))
         })
       )
 

@@ -8,7 +8,7 @@
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
  * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Cause, Context, Duration, Effect, ExecutionStrategy, Exit, FiberRef, HashMap, Metric, Schedule, Scope, Tracer } from "effect"
+import { Cause, Context, Duration, Effect, Exit, FiberRef, HashMap, Metric, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
@@ -83,16 +83,48 @@ export const interruptTurn = (server: AppServer, threadId: string, turnId: strin
  * fiber's run instead of around an effect: a work item idles in a turn with no wrapper of its own
  * on its stack (see `run`). The supervisor puts the caller's back when the item ends.
  */
-export const enterSpan = (span: Tracer.AnySpan): Effect.Effect<void> =>
-  FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span))
+export const enterSpan = (span: Tracer.AnySpan | undefined): Effect.Effect<void> =>
+  span === undefined ? Effect.void : FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span))
 
 /** A log annotation for the rest of the fiber's run (as `enterSpan`, for `Effect.annotateLogs`). */
 export const annotateLogsFromNow = (key: string, value: unknown): Effect.Effect<void> =>
   FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(key, value))
 
-/** A span child of the current one, ended with the exit `scope` closes with. */
-export const spanIn = (scope: Scope.Scope, name: string, options: Tracer.SpanOptions): Effect.Effect<Tracer.Span> =>
-  Effect.makeSpanScoped(name, options).pipe(Scope.extend(scope))
+/** Effect's own tracer, whose spans nobody sees (as the cards' `CardRace` tells it). */
+const nativeTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
+
+/**
+ * Whether a work item makes its spans: with telemetry, or under a tracer somebody sees (an
+ * embedder's). Under Effect's own tracer they would go nowhere (~0.6 KiB each, three per idle
+ * item), so there are none, as for cards.
+ */
+export const tracesVisibly = (telemetry: boolean): Effect.Effect<boolean> =>
+  telemetry ? Effect.succeed(true) : Effect.map(Effect.tracer, (tracer) => tracer !== nativeTracer)
+
+/** A span child of the current one, ended with the exit `scope` closes with; none when not `traced`. */
+export const spanIn = (traced: boolean, scope: Scope.Scope, name: string, options: Tracer.SpanOptions): Effect.Effect<Tracer.Span | undefined> =>
+  traced ? Effect.makeSpanScoped(name, options).pipe(Scope.extend(scope)) : Effect.succeed(undefined)
+
+/**
+ * One attempt at running the item's thread on a connection (a resume is a new attempt): its
+ * thread scope and the turn in flight. The supervisor closes it once, with the attempt's exit, or
+ * its item scope does (stopped, failed): the turn first (its turn/interrupt goes out before
+ * anything else), then the thread scope (the route unregistered, the open cards refused, the
+ * thread's span ended).
+ */
+export interface Attempt {
+  readonly scope: Scope.CloseableScope
+  readonly turn: TurnSlot
+}
+
+export const openAttempt: Effect.Effect<Attempt> = Effect.map(Scope.make(), (scope) => ({ scope, turn: { current: undefined } }))
+
+export const closeAttempt = (attempt: Attempt, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const turn = attempt.turn.current
+    attempt.turn.current = undefined
+    return turn === undefined ? Scope.close(attempt.scope, exit) : Effect.zipRight(turn.close(exit), Scope.close(attempt.scope, exit))
+  })
 
 /**
  * Run `prompts` on the item's thread on `server`, in `threadScope` (the caller opens it and closes
@@ -118,22 +150,21 @@ export const run = (
   emit: (event: WorkEvent) => void,
   config: RunnerConfig,
   onTurn: (turn: TurnResult) => void,
-  threadScope: Scope.Scope
+  attempt: Attempt,
+  traced: boolean
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
   Effect.gen(function*() {
-    const threadSpan = yield* spanIn(threadScope, "warden.thread", {
+    const threadScope = attempt.scope
+    const threadSpan = yield* spanIn(traced, threadScope, "warden.thread", {
       attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
       captureStackTrace: false
     })
     yield* enterSpan(threadSpan)
-    // The cards' parent, made first so that it closes last: a stop interrupts the turn (the
-    // turn's scope, made later, closes first), then the finalizer below refuses the cards.
-    const cardScope = yield* Scope.fork(threadScope, ExecutionStrategy.sequential)
     const inbox = new ThreadInbox()
     const route: ThreadRoute = {
       threadId: undefined,
       receive: (signal) => inbox.receive(signal),
-      cardScope,
+      cardScope: threadScope,
       workItem: item.id,
       fileChanges: new Map(),
       runningCommands: new Set(),
@@ -156,14 +187,7 @@ export const run = (
       })
     )
 
-    // The turn in flight (one at a time): closing the thread scope mid-turn ends it (first: its
-    // turn/interrupt goes out before the cards are refused). Added last, so it runs first.
-    const turnSlot: TurnSlot = { current: undefined }
-    yield* Scope.addFinalizerExit(threadScope, (exit) => {
-      const turn = turnSlot.current
-      turnSlot.current = undefined
-      return turn === undefined ? Effect.void : turn.close(exit)
-    })
+    const turnSlot = attempt.turn
 
     let threadId: string | undefined
     let resumed = false
@@ -218,12 +242,12 @@ export const run = (
       model = started.model ?? model
     }
     session.threadId = threadId
-    threadSpan.attribute("warden.thread_id", threadId)
+    threadSpan?.attribute("warden.thread_id", threadId)
     yield* annotateLogsFromNow("threadId", threadId)
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
-    if (config.telemetry) threadSpan.attribute("warden.model", model ?? "")
-    const thread: ThreadContext = { server, route, inbox, turnSlot, threadId, item, session, emit, config, model: model ?? "" }
+    if (config.telemetry) threadSpan?.attribute("warden.model", model ?? "")
+    const thread: ThreadContext = { server, route, inbox, turnSlot, traced, threadId, item, session, emit, config, model: model ?? "" }
     for (const prompt of prompts) {
       const turn = yield* runTurn(thread, prompt)
       yield* enterSpan(threadSpan)
@@ -289,6 +313,7 @@ interface ThreadContext {
   readonly route: ThreadRoute
   readonly inbox: ThreadInbox
   readonly turnSlot: TurnSlot
+  readonly traced: boolean
   readonly threadId: string
   readonly item: WorkItem
   readonly session: Session
@@ -297,8 +322,8 @@ interface ThreadContext {
   readonly model: string
 }
 
-/** The thread's turn in flight, and how to end it when the thread scope closes under it. */
-interface TurnSlot {
+/** The thread's turn in flight, and how to end it when its attempt closes under it. */
+export interface TurnSlot {
   current: { readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void> } | undefined
 }
 
@@ -390,7 +415,9 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
     const { config, emit, inbox, item, route, server, session, threadId } = thread
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
     // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
-    const span = yield* Effect.makeSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
+    const span = thread.traced
+      ? yield* Effect.makeSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
+      : undefined
     yield* enterSpan(span)
     let startedId: string | undefined // for the close below, once turn/start answered
     const clock = yield* Effect.clock
@@ -410,7 +437,7 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
         const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && startedId !== undefined && session.turnId === startedId && server.isOpen()
           ? interruptTurn(server, threadId, startedId, config.interruptTimeout)
           : Effect.void
-        return Effect.zipRight(interrupt, endSpan(span, exit))
+        return span === undefined ? interrupt : Effect.zipRight(interrupt, endSpan(span, exit))
       }
     }
     // Before turn/start: the server sends the turn's first approval right behind its answer.
@@ -421,7 +448,7 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
       server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
       (started) => (startedId = session.turnId = started.turn.id)
     ))
-    span.attribute("warden.turn_id", turnId)
+    span?.attribute("warden.turn_id", turnId)
     if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
 
@@ -488,7 +515,7 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
             const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
             const result: TurnResult = { turnId, status, finalMessage, items, error: turnErrorOf(turn["error"]), errors }
             session.turnId = undefined
-            if (config.telemetry) {
+            if (config.telemetry && span !== undefined) {
               span.attribute("warden.status", status)
               span.attribute("warden.tokens.input", tokens.input)
               span.attribute("warden.tokens.output", tokens.output)
@@ -516,7 +543,7 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
         if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
         thread.turnSlot.current = undefined
         stopWatching()
-        yield* endSpan(span, Exit.succeed(end.result))
+        if (span !== undefined) yield* endSpan(span, Exit.succeed(end.result))
         return end.result
       }
       case "ConnectionLost":
