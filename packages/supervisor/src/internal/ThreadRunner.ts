@@ -123,7 +123,8 @@ export const closeAttempt = (attempt: Attempt, exit: Exit.Exit<unknown, unknown>
   Effect.suspend(() => {
     const turn = attempt.turn.current
     attempt.turn.current = undefined
-    return turn === undefined ? Scope.close(attempt.scope, exit) : Effect.zipRight(turn.close(exit), Scope.close(attempt.scope, exit))
+    // The thread scope closes however the turn's end ends (a second stop interrupts a turn/interrupt in flight).
+    return turn === undefined ? Scope.close(attempt.scope, exit) : Effect.ensuring(turn.close(exit), Scope.close(attempt.scope, exit))
   })
 
 /**
@@ -437,7 +438,7 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
         const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && startedId !== undefined && session.turnId === startedId && server.isOpen()
           ? interruptTurn(server, threadId, startedId, config.interruptTimeout)
           : Effect.void
-        return span === undefined ? interrupt : Effect.zipRight(interrupt, endSpan(span, exit))
+        return span === undefined ? interrupt : Effect.ensuring(interrupt, endSpan(span, exit))
       }
     }
     // Before turn/start: the server sends the turn's first approval right behind its answer.
