@@ -151,11 +151,6 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
     const open = new Map<CardId, LiveCard>()
     const settled = new Map<CardId, Settlement>()
     const historyLimit = config.settledHistory ?? DefaultSettledHistory
-    // The settled history's ids in the order they settled, the oldest kept at `oldest`: forgetting
-    // it is O(1). (`settled.keys().next()` was not: a Map's iterator skips every entry deleted
-    // since the table was last rebuilt, ~0.5 µs per settlement at 1,000 kept; issue 14, fourth pass.)
-    let history: Array<CardId | undefined> = []
-    let oldest = 0
     let counter = 0
 
     const hub: Hub = {
@@ -166,21 +161,10 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
         open.set(card.view.id, card)
       },
       unregister: (card) => {
-        const id = card.view.id
-        open.delete(id)
+        open.delete(card.view.id)
         if (card.settlement) {
-          if (settled.has(id)) return void settled.set(id, card.settlement)
-          settled.set(id, card.settlement)
-          history.push(id)
-          if (settled.size > historyLimit) {
-            settled.delete(history[oldest]!)
-            history[oldest++] = undefined
-            // Drop the forgotten ids' slots once they are half the array (amortised O(1)).
-            if (oldest >= 1_024 && oldest * 2 >= history.length) {
-              history = history.slice(oldest)
-              oldest = 0
-            }
-          }
+          settled.set(card.view.id, card.settlement)
+          if (settled.size > historyLimit) settled.delete(settled.keys().next().value!)
         }
       },
       publish: (event) => {

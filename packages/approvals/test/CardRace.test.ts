@@ -107,24 +107,6 @@ describe("card race", () => {
       assert.strictEqual(Approvals.DefaultSettledHistory, 1_000)
     }))
 
-  it.scoped("the settled history forgets the oldest first over many settlements (its order kept beside it, compacted as it goes)", () =>
-    Effect.gen(function*() {
-      const { approvals, desk, thread } = yield* setup({ settledHistory: 3 })
-      const ids: Array<string> = []
-      for (let i = 0; i < 5_000; i++) {
-        const opened = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, i), { parent: thread })
-        const cardId = opened._tag === "Opened" ? opened.card.id : ""
-        ids.push(cardId)
-        assert.strictEqual((yield* approvals.answer(cardId, Decision.Decline))._tag, "Settled")
-      }
-      for (const i of [0, 1_023, 1_024, 2_048, 4_996]) {
-        assert.strictEqual((yield* approvals.answer(ids[i]!, Decision.Accept))._tag, "UnknownCard", `card ${i}`)
-      }
-      for (const i of [4_997, 4_998, 4_999]) {
-        assert.strictEqual((yield* approvals.answer(ids[i]!, Decision.Accept))._tag, "AlreadySettled", `card ${i}`)
-      }
-    }))
-
   it.scoped("a decision the method cannot express is refused, not coerced", () =>
     Effect.gen(function*() {
       const { approvals, desk, wire, thread } = yield* setup()
