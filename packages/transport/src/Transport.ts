@@ -32,7 +32,9 @@ export type SendResult = "queued" | "closed" | "unencodable"
 export interface Connection {
   /**
    * Frames in arrival order, batched: one `takeAll` returns every frame decoded from the
-   * chunks read so far, so a reader can process a whole chunk synchronously.
+   * chunks read so far, so a reader can process a whole chunk synchronously. (While a direct
+   * reader is set, `setDirectReader`, a chunk's frames go to it first, and only what it leaves
+   * comes here.)
    * The mailbox is ended (done) once the connection has ended and every frame read before
    * the end has been offered; frames after a protocol fault are never offered.
    */

@@ -6,6 +6,11 @@
  * A transport feeds it events synchronously (the `Core` sinks, called from stream callbacks) and
  * gives it a `PeerControl` to write, end stdin and send signals. Internal: not re-exported.
  *
+ * Reading: each chunk's frames go to the direct reader when one is set (the reader's fiber waits
+ * and `incoming` is empty: it handles them in the `data` call, issue 14), else to `incoming`.
+ * What the direct reader leaves goes to `incoming`, and from then on everything does, until the
+ * reader sets it again: no frame overtakes one that waits in `incoming`.
+ *
  * Writing, in order, one frame after another: a frame sent while nothing is queued or being
  * written, and stdin is not waiting to drain, is handed to the pipe at once, in the sender's
  * synchronous step (a card's answer reaches the peer without a scheduler hop: issue 14); otherwise
