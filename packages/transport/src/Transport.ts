@@ -32,7 +32,9 @@ export type SendResult = "queued" | "closed" | "unencodable"
 export interface Connection {
   /**
    * Frames in arrival order, batched: one `takeAll` returns every frame decoded from the
-   * chunks read so far, so a reader can process a whole chunk synchronously.
+   * chunks read so far, so a reader can process a whole chunk synchronously. (While a direct
+   * reader is set, `setDirectReader`, a chunk's frames go to it first, and only what it leaves
+   * comes here.)
    * The mailbox is ended (done) once the connection has ended and every frame read before
    * the end has been offered; frames after a protocol fault are never offered.
    */
@@ -57,6 +59,18 @@ export interface Connection {
    * (the in-memory transport).
    */
   readonly takeArrival?: () => number | undefined
+  /**
+   * Let a reader handle frames in the `data` callback itself while its fiber waits for them
+   * (issue 14): while a `DirectReader` is set, each chunk's frames are given to it, in order, as
+   * soon as they are decoded, instead of being offered to `incoming` (no wake-up of the reader's
+   * fiber). What it returns (the frames it did not handle, in order) is offered to `incoming`,
+   * and then the reader is unset: every later frame goes to `incoming` behind them, until the
+   * reader sets it again. Set it only while `incoming` holds nothing (right before
+   * `incoming.takeAll`, unsetting it when `takeAll` returns); `undefined` unsets it. Frames that
+   * arrive while the reader runs (a write it makes answered at once) are offered to `incoming`
+   * after what it returns. A reader that throws ends the connection (`InternalDefect`).
+   */
+  readonly setDirectReader?: (reader: DirectReader | undefined) => void
   /** Synchronous view of liveness: false from the instant the end is known. */
   readonly isOpen: () => boolean
   /**
@@ -78,6 +92,13 @@ export interface Connection {
   /** End the connection on purpose ("closed by us"); same stopping sequence as scope close. */
   readonly close: Effect.Effect<void>
 }
+
+/**
+ * A synchronous reader of decoded frames (`Connection.setDirectReader`): called in the `data`
+ * callback with one chunk's frames; returns the frames it leaves to `incoming` (in order; `undefined`
+ * or empty when it handled them all). It must not throw.
+ */
+export type DirectReader = (frames: ReadonlyArray<JsonObject>) => ReadonlyArray<JsonObject> | undefined
 
 /**
  * What a transport does, which is to open connections.

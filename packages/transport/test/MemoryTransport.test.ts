@@ -3,7 +3,7 @@
  * TestClock, backpressure, each way a pipe breaks, and the order rules of the end.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Mailbox, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Mailbox, Option, Stream, TestClock } from "effect"
 import { MemoryTransport } from "../src/index.js"
 import type { Transport } from "../src/index.js"
 
@@ -91,6 +91,99 @@ describe("MemoryTransport", () => {
       assert.deepStrictEqual(yield* Effect.map(peer.written.takeN(5), ([frames]) => Chunk.toReadonlyArray(frames)), [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }])
       assert.isTrue(connection.isOpen())
     }))
+
+  describe("a direct reader (setDirectReader) handles frames in the data call", () => {
+    const sizeOf = (connection: Transport.Connection) => Option.getOrElse(connection.incoming.unsafeSize(), () => -1)
+
+    it.scoped("while one is set, each chunk's frames go to it during the data call, in order, and not to incoming", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        const seen: Array<ReadonlyArray<Transport.JsonObject>> = []
+        connection.setDirectReader!((frames) => {
+          seen.push(frames)
+          return undefined
+        })
+        peer.unsafeSendRaw("{\"n\":1}\n{\"n\":2}\n{\"n\":")
+        assert.deepStrictEqual(seen, [[{ n: 1 }, { n: 2 }]], "given in the call")
+        peer.unsafeSendRaw("3}\n")
+        assert.deepStrictEqual(seen, [[{ n: 1 }, { n: 2 }], [{ n: 3 }]])
+        assert.strictEqual(sizeOf(connection), 0)
+        connection.setDirectReader!(undefined)
+        peer.unsafeSendRaw("{\"n\":4}\n")
+        assert.strictEqual(seen.length, 2, "unset: to incoming")
+        assert.deepStrictEqual(Chunk.toReadonlyArray((yield* connection.incoming.takeAll)[0]), [{ n: 4 }])
+      }))
+
+    it.scoped("what it leaves goes to incoming, and it is unset: later chunks queue behind what it left", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        let calls = 0
+        connection.setDirectReader!((frames) => {
+          calls++
+          return frames.slice(1)
+        })
+        peer.unsafeSendRaw("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n")
+        peer.unsafeSendRaw("{\"n\":4}\n")
+        assert.strictEqual(calls, 1)
+        assert.deepStrictEqual(Chunk.toReadonlyArray((yield* connection.incoming.takeAll)[0]), [{ n: 2 }, { n: 3 }, { n: 4 }])
+      }))
+
+    it.scoped("frames that arrive while it runs (a write of its own answered at once) come after what it leaves", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        let calls = 0
+        connection.setDirectReader!((frames) => {
+          calls++
+          peer.unsafeSendRaw("{\"answer\":1}\n") // as a peer that answers inside our write would
+          return frames.slice(1)
+        })
+        peer.unsafeSendRaw("{\"n\":1}\n{\"n\":2}\n")
+        assert.strictEqual(calls, 1, "not called again from inside itself")
+        assert.deepStrictEqual(Chunk.toReadonlyArray((yield* connection.incoming.takeAll)[0]), [{ n: 2 }, { answer: 1 }])
+        peer.unsafeSendRaw("{\"n\":3}\n")
+        assert.strictEqual(calls, 1, "unset, since frames were left to incoming")
+      }))
+
+    it.scoped("frames that arrive while it runs go to incoming even when it handled everything, and it is unset", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        let calls = 0
+        connection.setDirectReader!(() => {
+          if (calls++ === 0) peer.unsafeSendRaw("{\"answer\":1}\n")
+          return undefined
+        })
+        peer.unsafeSendRaw("{\"n\":1}\n")
+        peer.unsafeSendRaw("{\"n\":2}\n")
+        assert.strictEqual(calls, 1)
+        assert.deepStrictEqual(Chunk.toReadonlyArray((yield* connection.incoming.takeAll)[0]), [{ answer: 1 }, { n: 2 }])
+      }))
+
+    it.scoped("a direct reader that throws ends the connection (InternalDefect); the data call does not throw", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        connection.setDirectReader!(() => {
+          throw new Error("the reader broke")
+        })
+        peer.unsafeSendRaw("{\"n\":1}\n")
+        assert.isFalse(connection.isOpen())
+        const ended = yield* connection.ended
+        assert.deepStrictEqual(ended.reason, { _tag: "InternalDefect", detail: "the direct reader threw: the reader broke" })
+      }))
+
+    it.scoped("after a protocol fault nothing more reaches it", () =>
+      Effect.gen(function*() {
+        const { connection, peer } = yield* setup()
+        const seen: Array<Transport.JsonObject> = []
+        connection.setDirectReader!((frames) => {
+          seen.push(...frames)
+          return undefined
+        })
+        peer.unsafeSendRaw("{\"n\":1}\nnot json\n{\"n\":2}\n")
+        peer.unsafeSendRaw("{\"n\":3}\n")
+        assert.deepStrictEqual(seen, [{ n: 1 }])
+        assert.strictEqual((yield* connection.ended).reason._tag, "Protocol")
+      }))
+  })
 
   describe("a broken pipe ends the connection", () => {
     it.scoped("a write whose callback reports an error: WriteFailed", () =>

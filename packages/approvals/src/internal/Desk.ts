@@ -228,19 +228,31 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
     }
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
-    const raceWith = (cardSpan: Tracer.Span | undefined): OpenResult | Effect.Effect<OpenResult> => {
-      const registered = race(card, parent, timer, {
-        handler: config.handler,
-        onParentClose: options.onParentClose ?? ThreadStopped,
-        parents,
-        handlers: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
-        span: cardSpan
-      })
-      // Settled only if the card was already (the parent scope had closed).
-      return registered === undefined ? resultOf(card) : Effect.map(registered, () => resultOf(card))
+    if (span === undefined && tracesVisibly(fiber)) {
+      return Effect.flatMap(startSpan(card, undefined), (cardSpan) => asEffect(raceWith(card, parent, options, fiber, runtimeFlags, cardSpan)))
     }
-    if (span === undefined && tracesVisibly(fiber)) return Effect.flatMap(startSpan(card, undefined), (cardSpan) => asEffect(raceWith(cardSpan)))
-    return raceWith(span)
+    return raceWith(card, parent, options, fiber, runtimeFlags, span)
+  }
+
+  // Not a closure made per card: under esbuild's `keepNames` (the bundled `warden run`, tsx) every
+  // named inner function made costs a `defineProperty` of its name, ~0.5 µs (issue 14, fourth pass).
+  const raceWith = (
+    card: LiveCard,
+    parent: Scope.Scope,
+    options: OpenOptions,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    runtimeFlags: RuntimeFlags.RuntimeFlags,
+    cardSpan: Tracer.Span | undefined
+  ): OpenResult | Effect.Effect<OpenResult> => {
+    const registered = race(card, parent, timer, {
+      handler: config.handler,
+      onParentClose: options.onParentClose ?? ThreadStopped,
+      parents,
+      handlers: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+      span: cardSpan
+    })
+    // Settled only if the card was already (the parent scope had closed).
+    return registered === undefined ? resultOf(card) : Effect.map(registered, () => resultOf(card))
   }
 
   const resultOf = (card: LiveCard): OpenResult =>

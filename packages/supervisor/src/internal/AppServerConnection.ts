@@ -160,6 +160,15 @@ export class FrameHandlingDefect extends Error {
 }
 
 /**
+ * What the direct reader leaves the read loop's fiber in `incoming`, ahead of the frames it did not
+ * handle: the rest of a frame it began (the effect its handling returned, or its defect).
+ */
+class HandOver {
+  readonly [key: string]: unknown
+  constructor(readonly effect: Effect.Effect<void>) {}
+}
+
+/**
  * Resumes after every microtask queued before it, Promise reactions included: a sleep of zero,
  * which the live Clock keeps with a timer (a macrotask), and a virtual clock (the TestClock, the
  * property tests' StepClock) ends at once, so deterministic schedules stay deterministic.
@@ -410,12 +419,16 @@ export const make = (
       const opened = reading === undefined
         ? desk.open(decoded, options)
         : desk.openNow(decoded, options, reading.fiber, reading.runtimeFlags)
-      const duplicate = (result: Approvals.OpenResult) =>
-        result._tag === "Duplicate"
-          ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
-          : undefined
-      return Effect.isEffect(opened) ? Effect.flatMap(opened, (result) => duplicate(result) ?? Effect.void) : duplicate(opened)
+      return Effect.isEffect(opened)
+        ? Effect.flatMap(opened, (result) => duplicate(result, requestId, method) ?? Effect.void)
+        : duplicate(opened, requestId, method)
     }
+    // Not a closure per card: under esbuild's `keepNames` (the bundled `warden run`, tsx) a named
+    // inner function costs a `defineProperty` of its name each time it is made, ~0.5 µs (issue 14, fourth pass).
+    const duplicate = (result: Approvals.OpenResult, requestId: JsonRpc.RequestId, method: string) =>
+      result._tag === "Duplicate"
+        ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
+        : undefined
 
     /** The read loop's fiber (cards are opened in its steps), once it runs. */
     let reading: { readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; readonly runtimeFlags: RuntimeFlags.RuntimeFlags } | undefined
@@ -456,14 +469,45 @@ export const make = (
     }
 
     const measureLag = telemetry?.readLoopLag === true && connection.takeArrival !== undefined
+    /**
+     * The read loop, while its fiber waits for frames (`takeAll`, nothing buffered): the transport
+     * gives it each chunk's frames in the `data` callback (`setDirectReader`), and it handles them
+     * there, as the loop would, without waking its fiber (issue 14, fourth pass). At the first
+     * frame whose handling must run an effect (a thread's first card, a span, an abort) or throws,
+     * it hands the rest to the fiber: that effect (or the defect, `Effect.die`) first, then the
+     * frames it did not handle, through `incoming`, in order.
+     */
+    const readDirectly = (frames: ReadonlyArray<TransportNs.JsonObject>): ReadonlyArray<TransportNs.JsonObject> | undefined => {
+      const startedAt = measureLag ? performance.now() : undefined
+      for (let i = 0; i < frames.length; i++) {
+        const frame = frames[i]!
+        let effect: Effect.Effect<void> | undefined
+        try {
+          effect = handle(frame)
+        } catch (defect) {
+          effect = Effect.die(new FrameHandlingDefect(frame, defect))
+        }
+        if (effect !== undefined) return [new HandOver(effect), ...frames.slice(i + 1)]
+      }
+      if (startedAt !== undefined) Metrics.readLoopLag.unsafeUpdate(performance.now() - startedAt, [])
+      return undefined
+    }
+    const direct = connection.setDirectReader
     const reader = Effect.gen(function*() {
       reading = yield* Effect.withFiberRuntime<typeof reading>((fiber, status) => Effect.succeed({ fiber, runtimeFlags: status.runtimeFlags }))
       while (true) {
+        // Set only while `takeAll` waits with nothing buffered (unset in the step it returns in).
+        direct?.(readDirectly)
         const [frames, done] = yield* connection.incoming.takeAll
+        direct?.(undefined)
         // Read in the same synchronous step as takeAll: no chunk can arrive in between.
         const arrivedAt = measureLag ? connection.takeArrival!() : undefined
         for (const frame of frames) {
           if (aborted) break
+          if (frame instanceof HandOver) {
+            yield* frame.effect // a frame the direct reader began: its effect, or its defect
+            continue
+          }
           let effect: Effect.Effect<void> | undefined
           try {
             effect = handle(frame)
@@ -480,6 +524,7 @@ export const make = (
     })
     // Supervised: however the reader ends, the end path runs (see endByDefect).
     yield* reader.pipe(
+      Effect.ensuring(Effect.sync(() => direct?.(undefined))),
       Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : endByDefect(exit.cause))),
       Effect.interruptible,
       Effect.forkScoped

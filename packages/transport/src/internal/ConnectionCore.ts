@@ -6,6 +6,11 @@
  * A transport feeds it events synchronously (the `Core` sinks, called from stream callbacks) and
  * gives it a `PeerControl` to write, end stdin and send signals. Internal: not re-exported.
  *
+ * Reading: each chunk's frames go to the direct reader when one is set (the reader's fiber waits
+ * and `incoming` is empty: it handles them in the `data` call, issue 14), else to `incoming`.
+ * What the direct reader leaves goes to `incoming`, and from then on everything does, until the
+ * reader sets it again: no frame overtakes one that waits in `incoming`.
+ *
  * Writing, in order, one frame after another: a frame sent while nothing is queued or being
  * written, and stdin is not waiting to drain, is handed to the pipe at once, in the sender's
  * synchronous step (a card's answer reaches the peer without a scheduler hop: issue 14); otherwise
@@ -33,7 +38,7 @@ import { ConnectionClosed, ConnectionEnded, UnencodableFrame } from "../Connecti
 import type { EndReason } from "../ConnectionEnded.js"
 import * as FrameDecoder from "./FrameDecoder.js"
 import * as StderrTail from "./StderrTail.js"
-import type { Connection, JsonObject, SendResult } from "../Transport.js"
+import type { Connection, DirectReader, JsonObject, SendResult } from "../Transport.js"
 
 /** How long the peer gets after SIGTERM (and after ending stdin on close) before SIGKILL. */
 export const DEFAULT_KILL_GRACE: Duration.DurationInput = "2 seconds"
@@ -140,6 +145,10 @@ export const make = (options: Options): Effect.Effect<Core> =>
     /** A direct write reported backpressure: nothing more is written until stdin drains. */
     let draining = false
     let drainWaiter: ((effect: Effect.Effect<void>) => void) | undefined
+    /** Handles frames in the `data` callback while set (`setDirectReader`); `incoming` is empty meanwhile. */
+    let directReader: DirectReader | undefined
+    /** Frames decoded while the direct reader runs (a chunk its own write provoked): offered after what it returns. */
+    let arrivedWhileReading: Array<JsonObject> | undefined
 
     const report = (): void => {
       if (ended !== undefined || reason === undefined) return
@@ -161,6 +170,36 @@ export const make = (options: Options): Effect.Effect<Core> =>
       if (!stdoutOpen && !stderrOpen) Deferred.unsafeDone(pipesClosed, Exit.void)
       reportIfComplete()
     }
+    const offer = (frames: ReadonlyArray<JsonObject>): void => {
+      arrivedAt ??= performance.now() // the oldest chunk not yet taken (read-loop lag)
+      incoming.unsafeOfferAll(frames)
+    }
+    /**
+     * One chunk's frames to the direct reader (`setDirectReader`). What it leaves, and what arrived
+     * while it ran, go to `incoming` in that order; then it is unset, so nothing later overtakes them.
+     */
+    const readDirectly = (reader: DirectReader, frames: ReadonlyArray<JsonObject>): void => {
+      const later: Array<JsonObject> = []
+      arrivedWhileReading = later
+      let left: ReadonlyArray<JsonObject> | undefined
+      try {
+        left = reader(frames)
+      } catch (error) {
+        left = undefined
+        directReader = undefined
+        decide({ _tag: "InternalDefect", detail: `the direct reader threw: ${describeError(error)}` })
+      } finally {
+        arrivedWhileReading = undefined
+      }
+      if (left !== undefined && left.length > 0) {
+        directReader = undefined
+        offer(left)
+      }
+      if (later.length > 0) {
+        directReader = undefined
+        offer(later)
+      }
+    }
     /** Hand a frame's text to the pipe now if it can be (set by `start`, once the pipe exists). */
     let writeNow: (text: string) => "written" | "failed" | "queue" = () => "queue"
     /** stdout reached its end; if the peer has not exited within drainGrace, that is the end. */
@@ -171,8 +210,9 @@ export const make = (options: Options): Effect.Effect<Core> =>
         if (ended !== undefined || reason?._tag === "Protocol") return // still drained, never parsed
         const batch = decoder.push(bytes)
         if (batch.frames.length > 0) {
-          arrivedAt ??= performance.now() // the oldest chunk not yet taken (read-loop lag)
-          incoming.unsafeOfferAll(batch.frames)
+          if (arrivedWhileReading !== undefined) arrivedWhileReading.push(...batch.frames)
+          else if (directReader !== undefined) readDirectly(directReader, batch.frames)
+          else offer(batch.frames)
         }
         if (batch.fault !== undefined) decide({ _tag: "Protocol", detail: batch.fault.detail })
       },
@@ -389,6 +429,9 @@ export const make = (options: Options): Effect.Effect<Core> =>
             const at = arrivedAt
             arrivedAt = undefined
             return at
+          },
+          setDirectReader: (reader) => {
+            directReader = reader
           },
           isOpen: () => reason === undefined,
           ended: Deferred.await(reported),
