@@ -31,7 +31,15 @@ const connect = (approvals: Approvals.ApprovalsConfig = {}, hostile?: (desk: App
     // A route for thr_1, as a runner registers one.
     const signals = yield* Mailbox.make<ThreadSignal>()
     const cardScope = yield* Scope.make()
-    server.registerThread({ threadId: "thr_1", signals, cardScope, workItem: 0, fileChanges: new Map(), runningCommands: new Set<string>(), routed: 0 })
+    server.registerThread({
+      threadId: "thr_1",
+      receive: (signal) => void signals.unsafeOffer(signal),
+      cardScope,
+      workItem: 0,
+      fileChanges: new Map(),
+      runningCommands: new Set<string>(),
+      routed: 0
+    })
     yield* settle
     return { fake, server, signals, send: (text: string) => fake.memory.peer.unsafeSendRaw(text) }
   })
