@@ -6,8 +6,8 @@
  * not count). Each work item is one thread and one turn, as codex 0.171.0 plays it: thread/start
  * (+ thread/started), turn/start (+ turn/started), the agent message item streamed as 8 deltas,
  * a command approval request that a handler accepts, `serverRequest/resolved`, the command item,
- * token usage, the final message, turn/completed. Every turn opens and settles one card, so the
- * settled-card history fills as a fleet's would.
+ * token usage, the final message, turn/completed, and the item's thread/unsubscribe as it ends.
+ * Every turn opens and settles one card, so the settled-card history fills as a fleet's would.
  *
  * Measured: `heapUsed` after full collections (`global.gc`) after the first 1,000 turns and after
  * every further 1,000; the target is the last against the first (≤ 1.1x). The peer forgets a turn
@@ -88,6 +88,10 @@ const peer = () => {
               })
               break
             }
+            case "thread/unsubscribe":
+              // The work item's end: Warden lets go of its thread.
+              out += line({ id, result: { status: "unsubscribed" } })
+              break
             default:
               out += line({ id, error: { code: -32600, message: `the bench peer does not answer ${method}` } })
           }

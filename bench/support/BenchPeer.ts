@@ -3,11 +3,12 @@
  * core: the same FrameDecoder, writer and end rules as a child process).
  *
  * It answers `initialize`, `thread/start` (then `thread/started`), `turn/start` (then
- * `turn/started`) and `turn/interrupt` (then `turn/completed` interrupted) as codex 0.171.0 does,
- * stays silent on every other client request (so they stay pending), and reports each answer to a
- * server request through `onAnswer`, synchronously, the moment the client's writer hands it over
- * (`MemoryTransport`'s `onClientWrite`: a pipe carries the answer then; the peer's own fiber reads
- * it a scheduler hop later, and that hop is the test double's, not the client's).
+ * `turn/started`), `turn/interrupt` (then `turn/completed` interrupted) and `thread/unsubscribe` as
+ * codex 0.171.0 does, stays silent on every other client request (so they stay pending), and
+ * reports each answer to a server request through `onAnswer`, synchronously, the moment the
+ * client's writer hands it over (`MemoryTransport`'s `onClientWrite`: a pipe carries the answer
+ * then; the peer's own fiber reads it a scheduler hop later, and that hop is the test double's, not
+ * the client's).
  * Unlike the test kit's FakeAppServer it keeps no searchable history of answers (a linear `find`
  * per card would be measured too).
  */
@@ -84,6 +85,10 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
               out += JSON.stringify({ method: "turn/started", params: { threadId: params?.["threadId"], turn } }) + "\n"
               break
             }
+            case "thread/unsubscribe":
+              // A work item's end (Warden lets go of its thread): answered as 0.171.0 does.
+              out += JSON.stringify({ id, result: { status: "unsubscribed" } }) + "\n"
+              break
             case "turn/interrupt": {
               // As 0.171.0: the response, then the turn completes as interrupted.
               out += JSON.stringify({ id, result: {} }) + "\n"

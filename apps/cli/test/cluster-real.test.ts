@@ -7,6 +7,8 @@
  * that runner is SIGKILLed: its items move to the survivors (the persisted `Run` redelivered),
  * resume their threads and complete (the re-run turn gets the lane's message); its open cards are
  * `stranded` exactly once, and a decision for one of them is `AlreadySettled`, written nowhere.
+ * A few of the survivors' items may move between them too (the shards rebalance when a runner
+ * leaves): they resume their threads on the other survivor, which the first one let go of.
  * At the end: every item completed, every card exactly one settlement, no process left behind.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -140,22 +142,33 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const notCompleted = lines.filter((l) => (l.type === "item.result" || l.type === "item.finished") && l["status"] !== "completed")
       assert.deepStrictEqual(exit, { code: 0, signal: null }, `${submit.stderr()}\n${JSON.stringify(notCompleted)}\n${JSON.stringify(lines.find((l) => l.type === "run.finished"))}`)
 
-      // Every item completed, on its thread; the victim's moved once and resumed theirs.
+      // Every item completed, on its thread; the victim's moved and resumed theirs.
       const results = lines.filter((l) => l.type === "item.result")
       assert.strictEqual(results.length, ITEMS)
       for (const r of results) assert.strictEqual(r["status"], "completed", JSON.stringify(r))
       const moved = lines.filter((l) => l.type === "item.moved")
-      assert.isAbove(moved.length, 0)
-      for (const m of moved) assert.strictEqual(m["from"], victim.address)
-      // A moved item whose thread existed on the victim resumed that thread (one that moved before
-      // its thread was made starts one on the survivor).
+      assert.isTrue(moved.some((m) => m["from"] === victim.address), "items moved off the victim")
+      // Some may also move between the survivors: the engine caps each runner at 300/N shards
+      // (effect's HashRing.getShards), so when N changes a few shards move between live runners
+      // too. Such an item is stopped on the one survivor, which lets go of its thread there, and
+      // resumed on the other (docs/scaling.md, "Engine behaviour worth knowing").
+      for (const m of moved) assert.include(runners.map((r) => r.address), m["from"], JSON.stringify(m))
+      // A moved item whose thread existed on the runner it left resumed that thread on the one it
+      // went to (one that moved before its thread was made starts one on its new owner).
       for (const m of moved) {
-        const before = lines.find((l) => l.type === "thread.ready" && l["item"] === m["item"] && l["incarnation"] === victim.runId)
-        if (before === undefined) continue
-        const resumed = lines.filter((l) => l.type === "thread.resumed" && l["item"] === m["item"])
-        assert.deepStrictEqual(resumed.map((l) => l["threadId"]), [before["threadId"]], `item ${m["item"]} resumed its thread`)
+        const had = lines.find((l) => (l.type === "thread.ready" || l.type === "thread.resumed") && l["item"] === m["item"] && l["runner"] === m["from"])
+        if (had === undefined) continue
+        const resumed = lines.filter((l) => l.type === "thread.resumed" && l["item"] === m["item"] && l["runner"] === m["to"])
+        assert.isAbove(resumed.length, 0, `item ${m["item"]} resumed its thread on ${m["to"]}`)
+        for (const r of resumed) assert.strictEqual(r["threadId"], had["threadId"], `item ${m["item"]} resumed its own thread`)
       }
       assert.isTrue(moved.some((m) => lines.some((l) => l.type === "thread.resumed" && l["item"] === m["item"])), "some moved item resumed its thread")
+      /** Whether the card's item moved away from the runner that opened the card. */
+      const movedAwayFrom = (card: string, incarnation: string) => {
+        const item = lines.find((l) => l.type === "card.opened" && l["card"] === card)?.["item"]
+        const from = runners.find((r) => r.runId === incarnation)?.address
+        return moved.some((m) => m["item"] === item && m["from"] === from)
+      }
 
       // Storage: every card has exactly one settlement. Every card the victim recorded (including
       // one it recorded just before the SIGKILL, which no one saw open) is stranded; none was answered.
@@ -171,6 +184,9 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         if (r.incarnation === victim.runId) assert.strictEqual(r.outcome, "stranded", r.id)
         else {
           assert.isTrue(opened.has(r.id), `a survivor's card ${r.id} was seen open`)
+          // The card of an item that moved to the other survivor: refused there when its turn was
+          // interrupted (TurnEnded) or its thread stopped (ThreadStopped), whatever was decided.
+          if (r.outcome === "refused" && (r.source === "TurnEnded" || r.source === "ThreadStopped") && movedAwayFrom(r.id, r.incarnation)) continue
           assert.strictEqual(r.outcome, decisions.get(r.id) === "accept" ? "accepted" : "declined", r.id)
         }
       }

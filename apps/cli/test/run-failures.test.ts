@@ -110,6 +110,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   const m = JSON.parse(line)
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "stdout-closer/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_1" } } })
+  if (m.method === "thread/unsubscribe") out({ id: m.id, result: { status: "unsubscribed" } })
   if (m.method === "turn/start") {
     out({ id: m.id, result: { turn: { id: "turn_1", status: "inProgress", items: [] } } })
     out({ id: 0, method: "item/commandExecution/requestApproval", params: { threadId: "thr_1", turnId: "turn_1", itemId: "c1", startedAtMs: 0, command: "echo hi", cwd: "/tmp" } })

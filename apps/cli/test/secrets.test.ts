@@ -38,6 +38,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   const m = JSON.parse(line)
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "leaky/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_1" } } })
+  if (m.method === "thread/unsubscribe") out({ id: m.id, result: { status: "unsubscribed" } })
   if (m.method === "turn/start") {
     out({ id: m.id, result: { turn: { id: "turn_1", status: "inProgress", items: [] } } })
     // malformed: command must be a string

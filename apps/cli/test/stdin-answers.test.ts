@@ -35,6 +35,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   }
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "stdin-test/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: "thr_1" } } })
+  if (m.method === "thread/unsubscribe") out({ id: m.id, result: { status: "unsubscribed" } })
   if (m.method === "turn/start") {
     out({ id: m.id, result: { turn: { id: "turn_1", status: "inProgress", items: [] } } })
     const base = { threadId: "thr_1", turnId: "turn_1", cwd: "/repo", reason: "needs the repo" }

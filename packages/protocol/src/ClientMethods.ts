@@ -278,18 +278,35 @@ export const TurnInterruptParams = Schema.Struct({ threadId: Schema.String, turn
 export const TurnInterruptResult = Schema.Struct({})
 
 // ---------------------------------------------------------------------------------------------
+// thread/unsubscribe
+
+/**
+ * The params of `thread/unsubscribe`: this connection no longer wants the thread's events.
+ *
+ * The thread stays loaded (and codex keeps its writer lock, so no other app-server process on the
+ * same codex home can resume it) until it has had no subscriber and no activity for the thread's
+ * `thread_unload_delay_secs` (default 30 minutes); then codex unloads it, releases the lock and
+ * sends `thread/closed`. Measured on 0.171.0: unsubscribing alone, or a turn still running, keeps
+ * the lock.
+ */
+export const ThreadUnsubscribeParams = Schema.Struct({ threadId: Schema.String })
+/** The result of `thread/unsubscribe`: `unsubscribed`, `notSubscribed` or `notLoaded` (shown only). */
+export const ThreadUnsubscribeResult = Schema.Struct({ status: Schema.String })
+
+// ---------------------------------------------------------------------------------------------
 // The table
 
 /**
  * The client methods Warden sends, each with its params and result schema.
  *
- * `initialize`, `thread/start`, `thread/resume`, `turn/start`, `turn/steer` and `turn/interrupt`;
- * `ParamsOf` and `ResultOf` give their types, `typed` a sender that uses them.
+ * `initialize`, `thread/start`, `thread/resume`, `thread/unsubscribe`, `turn/start`, `turn/steer`
+ * and `turn/interrupt`; `ParamsOf` and `ResultOf` give their types, `typed` a sender that uses them.
  */
 export const ClientMethods = {
   "initialize": { params: InitializeParams, result: InitializeResult },
   "thread/start": { params: ThreadStartParams, result: ThreadResult },
   "thread/resume": { params: ThreadResumeParams, result: ThreadResult },
+  "thread/unsubscribe": { params: ThreadUnsubscribeParams, result: ThreadUnsubscribeResult },
   "turn/start": { params: TurnStartParams, result: TurnStartResult },
   "turn/steer": { params: TurnSteerParams, result: TurnSteerResult },
   "turn/interrupt": { params: TurnInterruptParams, result: TurnInterruptResult }

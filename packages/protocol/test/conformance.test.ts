@@ -61,6 +61,9 @@ describe("conformance with the pinned codex schema", () => {
         }
       }
       assert.isAbove(checked, 150)
+      // No transcript has thread/unsubscribe: its answer as measured on 0.171.0, and its params.
+      assert.deepStrictEqual(validator.clientRequestResult("thread/unsubscribe", { status: "unsubscribed" }), { _tag: "Valid" })
+      assert.notDeepEqual(validator.clientRequestResult("thread/unsubscribe", { status: "gone" }), { _tag: "Valid" })
     }))
 
   it.live("every frame the server sent in the transcripts matches the dump's ServerNotification / ServerRequest", () =>

@@ -35,7 +35,11 @@ export interface WorkItem {
   readonly approvalPolicy?: string
   /** e.g. "workspace-write", "read-only", "danger-full-access". */
   readonly sandbox?: string
-  /** `config` overrides sent with thread/start. */
+  /**
+   * `config` overrides sent with thread/start (and thread/resume). Warden adds
+   * `thread_unload_delay_secs: 0` unless this sets it: when the item ends, Warden unsubscribes from
+   * its thread and codex unloads it at once, so another app-server process can resume it.
+   */
   readonly config?: Readonly<Record<string, unknown>>
   /** Any further thread/start params (ephemeral, dynamicTools, ...), passed as given. */
   readonly threadParams?: Readonly<Record<string, unknown>>

@@ -243,6 +243,65 @@ describe("Supervisor failure paths", () => {
       assert.strictEqual((yield* supervisor.inbox.open).length, 0)
     }))
 
+  it.scoped("an item that ends lets go of its thread: thread/start asked codex to unload it once let go, the end sends thread/unsubscribe", () =>
+    Effect.gen(function*() {
+      // codex keeps a thread (and its writer lock) loaded until it has had no subscriber for
+      // thread_unload_delay_secs (30 minutes by default): meanwhile no other app-server process on
+      // the codex home can resume it (docs/scaling.md, "a moved item's thread held by a survivor").
+      const { fake, supervisor } = yield* supervise()
+      const result = yield* supervisor.run(item("x"))
+      const start = fake.requestsSoFar().find((r) => r.method === "thread/start")!
+      assert.deepStrictEqual(start.params.config, { thread_unload_delay_secs: 0 })
+      assert.deepStrictEqual(fake.requestsSoFar().map((r) => r.method).slice(-2), ["turn/start", "thread/unsubscribe"])
+      assert.deepStrictEqual(fake.requestsSoFar().at(-1)!.params, { threadId: result.threadId })
+    }))
+
+  it.scoped("the item's own config is kept and may set the unload delay itself; thread/resume carries it too", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise()
+      yield* supervisor.run(item("x", { config: { model_reasoning_effort: "low" }, threadParams: { config: { from_params: true } } }))
+      const start = fake.requestsSoFar().find((r) => r.method === "thread/start")!
+      assert.deepStrictEqual(start.params.config, { thread_unload_delay_secs: 0, from_params: true, model_reasoning_effort: "low" })
+      yield* supervisor.run(item("y", { threadId: "thr_1", config: { thread_unload_delay_secs: 60 } }))
+      const resume = fake.requestsSoFar().find((r) => r.method === "thread/resume")!
+      assert.deepStrictEqual(resume.params.config, { thread_unload_delay_secs: 60 })
+      assert.deepStrictEqual(
+        fake.requestsSoFar().filter((r) => r.method === "thread/unsubscribe").map((r) => r.params),
+        [{ threadId: "thr_1" }, { threadId: "thr_1" }]
+      )
+    }))
+
+  it.scoped("stopped mid-turn: the turn is interrupted and its card refused before the thread is let go", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+      const approvals = yield* supervisor.subscribeApprovals
+      const handle = yield* supervisor.start(item("x"))
+      const threadId = yield* handle.threadId
+      yield* fake.nextRequest("turn/start")
+      const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      yield* Queue.take(approvals)
+      yield* handle.stop
+      // codex unloads a thread only once no turn runs: the interrupt must come first (measured on 0.171.0).
+      const written = fake.peer.writtenSoFar()
+      const at = (match: (f: Record<string, unknown>) => boolean) => written.findIndex(match)
+      const interrupt = at((f) => f["method"] === "turn/interrupt")
+      const refusal = at((f) => f["id"] === id && f["method"] === undefined)
+      const unsubscribe = at((f) => f["method"] === "thread/unsubscribe")
+      assert.isTrue(interrupt >= 0 && refusal > interrupt && unsubscribe > refusal, JSON.stringify({ interrupt, refusal, unsubscribe }))
+      assert.deepStrictEqual(written[unsubscribe]!["params"], { threadId })
+    }))
+
+  it.scoped("an app-server that never answers thread/unsubscribe holds the item's end for interruptTimeout at most", () =>
+    Effect.gen(function*() {
+      const { fake, supervisor } = yield* supervise({ interruptTimeout: "5 seconds" }, { behaviour: { "thread/unsubscribe": () => "silence" } })
+      const running = yield* Effect.fork(supervisor.run(item("x")))
+      yield* fake.nextRequest("thread/unsubscribe")
+      assert.isNull(yield* Fiber.poll(running).pipe(Effect.map(Option.getOrNull)))
+      yield* advance("5 seconds")
+      const result = yield* Fiber.join(running)
+      assert.strictEqual(result.status, "completed")
+    }))
+
   it.scoped("stall watchdog: no event for the stall timeout interrupts the turn and fails the item as stalled", () =>
     Effect.gen(function*() {
       const { fake, supervisor } = yield* supervise({ stallTimeout: "10 minutes" }, { turns: "manual" })
@@ -332,8 +391,12 @@ describe("Supervisor failure paths", () => {
       assert.deepInclude(fresh, { _tag: "ThreadStartedFresh", missingThreadId: "thr_lost" })
       const ready = seen.filter((e) => e._tag === "ThreadReady").at(-1)
       assert.deepInclude(ready, { _tag: "ThreadReady", threadId: result.threadId, resumed: false })
-      // The resume was asked once per item, then thread/start for the second.
-      assert.deepStrictEqual(fake.requestsSoFar().map((r) => r.method).filter((m) => m.startsWith("thread/")), ["thread/resume", "thread/resume", "thread/start"])
+      // The resume was asked once per item, then thread/start for the second, whose thread is let
+      // go when it ends (the refused resumes never held one).
+      assert.deepStrictEqual(
+        fake.requestsSoFar().map((r) => r.method).filter((m) => m.startsWith("thread/")),
+        ["thread/resume", "thread/resume", "thread/start", "thread/unsubscribe"]
+      )
     }))
 
   it.scoped("a thread another app-server process still writes (a dead runner's, until it exits) is asked again for up to 180 s, then refused", () =>

@@ -3,7 +3,7 @@
  *
  * By default it answers the handshake and the thread/turn methods the way 0.171.0 does (thread id
  * at `result.thread.id`, `thread/started` right behind the response, turn/interrupt followed by
- * `turn/completed` interrupted). Tests override any method (answer, error, silence), push server
+ * `turn/completed` interrupted, thread/unsubscribe `unsubscribed`). Tests override any method (answer, error, silence), push server
  * requests and notifications, and read what the client answered. For misbehaviour, the
  * underlying `peer` writes garbage, oversized frames, split UTF-8, exits mid-frame, and so on.
  *
@@ -213,7 +213,8 @@ export const make = (options: Options = {}): FakeAppServer => {
         : { error: { code: -32600, message: `thread not found: ${params?.threadId}` } },
     "turn/start": () => ({ result: { turn: { id: `turn_${++turnCounter}`, status: "inProgress", items: [], error: null } } }),
     "turn/steer": (params) => ({ result: { turnId: params?.expectedTurnId } }),
-    "turn/interrupt": () => ({ result: {} })
+    "turn/interrupt": () => ({ result: {} }),
+    "thread/unsubscribe": () => ({ result: { status: "unsubscribed" } })
   }
 
   const program = (peer: Peer): Effect.Effect<void> =>

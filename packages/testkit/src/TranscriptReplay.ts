@@ -26,7 +26,9 @@
  * turn. When a process's script is over, a process that is not the last one exits (the client sees
  * its app-server go away and may restart it; the next connection plays the next process); the last
  * one keeps serving: client requests the transcript had no place for get a JSON-RPC error, answers
- * are recorded. Closing stdin ends the peer with exit code 0, as codex does on EOF.
+ * are recorded. A `thread/unsubscribe` (a work item's end, which no transcript recorded) is
+ * answered at once as 0.171.0 does (`unsubscribed`), whatever the process's script is at. Closing
+ * stdin ends the peer with exit code 0, as codex does on EOF.
  *
  * `violations` checks the answers the client wrote against invariants that hold whatever it
  * decided: at most one answer per server request id, no answer to an id never requested, every
@@ -570,6 +572,11 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
             const [frames, done] = yield* peer.written.takeAll
             for (const frame of frames) {
               clientFrames.push({ connection, frame })
+              // A work item's end: no transcript has a place for it; answered as 0.171.0 does.
+              if (frame["method"] === "thread/unsubscribe" && frame["id"] !== undefined) {
+                if (!peer.hasExited()) yield* peer.sendFrame({ id: frame["id"] as string | number, result: { status: "unsubscribed" } })
+                continue
+              }
               yield* Queue.offer(inbox, { _tag: "Frame", frame })
             }
             if (done) return yield* Queue.offer(inbox, { _tag: "StdinEnded" })

@@ -34,6 +34,7 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
   }
   if (m.method === "initialize") out({ id: m.id, result: { userAgent: "ledger-test/0.171.0", codexHome: "/tmp" } })
   if (m.method === "thread/start") out({ id: m.id, result: { thread: { id: (process.env.LEDGER_FAKE_LOST ? "fresh_" : "thr_") + ++threads } } })
+  if (m.method === "thread/unsubscribe") out({ id: m.id, result: { status: "unsubscribed" } })
   if (m.method === "thread/resume") {
     if (answers) require("node:fs").appendFileSync(answers, JSON.stringify({ method: m.method, threadId: m.params.threadId, params: m.params }) + "\\n")
     // codex 0.171.0's answer for a thread it never saved

@@ -6,7 +6,8 @@
  * `turn/completed`.
  *
  * Its scope is the thread scope: closing it (the work item ends or is stopped) unregisters the
- * route and refuses the thread's open cards; an interrupt mid-turn sends turn/interrupt first.
+ * route, refuses the thread's open cards and unsubscribes from the thread, so that the app-server
+ * unloads it and releases its writer lock; an interrupt mid-turn sends turn/interrupt first.
  */
 import { Cause, Context, Duration, Effect, Exit, FiberRef, HashMap, Metric, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
@@ -46,13 +47,21 @@ const turnErrorOf = (value: unknown): TurnError | undefined => {
   }
 }
 
+/**
+ * Every thread's config starts with `thread_unload_delay_secs = 0` (an item's own `config`, or
+ * `threadParams.config`, may set it otherwise): once Warden has unsubscribed from the thread
+ * (`releaseThread`, when its work item ends) and the thread is idle, codex unloads it at once
+ * instead of after 30 minutes, and so releases its writer lock for another app-server process.
+ */
+const unloadWhenReleased = { thread_unload_delay_secs: 0 }
+
 export const threadParams = (item: WorkItem): Record<string, unknown> => ({
   ...(item.threadParams ?? {}),
   ...(item.cwd !== undefined ? { cwd: item.cwd } : {}),
   ...(item.model !== undefined ? { model: item.model } : {}),
   approvalPolicy: item.approvalPolicy ?? "on-request",
   ...(item.sandbox !== undefined ? { sandbox: item.sandbox } : {}),
-  ...(item.config !== undefined ? { config: item.config } : {})
+  config: { ...unloadWhenReleased, ...record(item.threadParams?.["config"]), ...item.config }
 })
 
 /**
@@ -76,6 +85,21 @@ export const interruptTurn = (server: AppServer, threadId: string, turnId: strin
       server.abort(`turn/interrupt got no answer within ${Duration.format(timeout)}; recycling the app-server`)
     ),
     Effect.catchAll(() => Effect.void)
+  )
+
+/**
+ * Let go of the thread on this app-server: `thread/unsubscribe`, bounded, best-effort (the work
+ * item has ended either way). An app-server keeps every thread it has loaded, and the thread's
+ * writer lock (a `flock` on `$CODEX_HOME/thread-writer-locks/<id>.lock`), until the thread has had
+ * no subscriber and no activity for its `thread_unload_delay_secs`; while it does, every other
+ * app-server process on that codex home is refused `thread/resume` ("thread … already has an
+ * active writer"). With the delay at 0 (`threadParams`), codex 0.171.0 unloads the thread and
+ * releases the lock within milliseconds of the unsubscribe, once no turn runs (measured).
+ */
+const releaseThread = (server: AppServer, threadId: string, timeout: Duration.Duration): Effect.Effect<void> =>
+  server.request("thread/unsubscribe", { threadId }, { timeout }).pipe(
+    Effect.asVoid,
+    Effect.catchAll((error) => Effect.logDebug(`thread/unsubscribe of ${threadId} failed: ${error.message}`))
   )
 
 /**
@@ -174,17 +198,21 @@ export const run = (
     }
     let model = item.model
     session.server = server
-    // Thread scope close: unregister, then refuse what is still open for this thread. A plain
-    // scope finalizer: `Effect.addFinalizer` would also put back this fiber's FiberRefs around
-    // it (two diffs and a patch of every FiberRef per work item on a connection loss).
+    /** The app-server runs the thread for us (thread/start or thread/resume answered). */
+    let subscribed = false
+    // Thread scope close: unregister, refuse what is still open for this thread, then let go of
+    // the thread on a connection that is still open (after a running turn was interrupted: the
+    // attempt's close does that first). A plain scope finalizer: `Effect.addFinalizer` would also
+    // put back this fiber's FiberRefs around it (two diffs and a patch of every FiberRef per work
+    // item on a connection loss).
     yield* Scope.addFinalizer(threadScope,
-      Effect.sync(() => {
+      Effect.suspend(() => {
         route.closed = true
         server.unregisterThread(route)
-        if (route.threadId !== undefined) {
-          const threadId = route.threadId
-          server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
-        }
+        if (route.threadId === undefined) return Effect.void
+        const threadId = route.threadId
+        server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
+        return subscribed && server.isOpen() ? releaseThread(server, threadId, config.interruptTimeout) : Effect.void
       })
     )
 
@@ -204,8 +232,9 @@ export const run = (
       route.threadId = resumeThreadId
       server.registerThread(route)
       const outcome = yield* server.request("thread/resume", { ...threadParams(item), threadId: resumeThreadId }).pipe(
-        // Another process still holds the thread (the app-server of a runner or a run that just
-        // died, on the same codex home, until it exits): asked again for a while, then refused.
+        // Another app-server process on the same codex home still holds the thread: one of a
+        // runner or a run that just died (until it exits), or a live one whose work item on it
+        // just ended (until it has unloaded the thread): asked again for a while, then refused.
         Effect.retry({ while: isHeldElsewhere, schedule: heldElsewhereRetries }),
         Effect.tapError(() => Effect.sync(() => server.unregisterThread(route))),
         Effect.map((result) => ({ _tag: "Resumed" as const, result })),
@@ -222,6 +251,7 @@ export const run = (
         }
         threadId = resumeThreadId
         resumed = true
+        subscribed = true
         model = outcome.result.model ?? model
       } else {
         route.threadId = undefined
@@ -234,6 +264,7 @@ export const run = (
           const id = threadIdOfResult(result)
           if (id !== undefined) {
             route.threadId = id
+            subscribed = true
             server.registerThread(route)
           }
         }
@@ -290,21 +321,24 @@ const countTokens = (tokenUsage: unknown, model: string, turn: TurnTokens): void
 const tokenLabels = labelsOf([Attributes.tokenType, Attributes.model])
 
 /**
- * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
- * `-32600 "no rollout found for thread id …"`).
+ * codex 0.171.0's refusal to resume a thread another app-server process still holds (its writer
+ * lock: see `releaseThread`).
  */
-/** codex 0.171.0's refusal to resume a thread another app-server process still writes. */
 const isHeldElsewhere = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /already has an active writer/i.test((error as RemoteError).detail)
 
 /**
- * Every 500 ms for up to 180 s, for a dead process's app-server to notice its stdin closed and
- * exit (codex gives itself 45 s to shut down with a turn in flight). The cluster's done-when test
- * still loses an item this way now and then, with 30, 60 and 180 s alike: what holds the thread
- * that long is not known yet (docs/scaling.md). Waiting costs a moved item time, failing it the item.
+ * Every 500 ms for up to 180 s: for a dead process's app-server to notice its stdin closed and
+ * exit (codex gives itself 45 s to shut down with a turn in flight), or for a live one whose work
+ * item ended to interrupt its turn and unload the thread (`releaseThread`; milliseconds). Waiting
+ * costs a moved item time, failing it the item.
  */
 const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(360)))
 
+/**
+ * codex's answer to `thread/resume` for a thread it never persisted (measured on 0.171.0:
+ * `-32600 "no rollout found for thread id …"`).
+ */
 const isMissingThread = (error: { readonly _tag: string }): boolean =>
   error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
 

@@ -861,6 +861,9 @@ export class World {
         case "turn/steer":
           frames.push({ id: request.id, result: { turnId: p.expectedTurnId, note: Multibyte } })
           break
+        case "thread/unsubscribe":
+          frames.push({ id: request.id, result: { status: "unsubscribed", note: Multibyte } })
+          break
         case "turn/interrupt": {
           frames.push({ id: request.id, result: {} })
           // As 0.171.0 does: turn/completed interrupted, then serverRequest/resolved for what was pending.
@@ -1489,6 +1492,8 @@ export class World {
     let ownerItem: number | undefined
     if (method === "thread/start" || method === "thread/resume") ownerItem = fromCwd
     else if (method === "turn/start") ownerItem = this.routeOwner(params?.threadId)?.n
+    // An ending item lets go of its thread (its route is already gone): the item waits on it.
+    else if (method === "thread/unsubscribe") ownerItem = this.items.find((i) => i.exit === undefined && i.thread === params?.threadId)?.n
     if (method === "thread/resume" && ownerItem !== undefined) {
       const item = this.items[ownerItem]
       if (item && item.exit === undefined) {
@@ -1497,6 +1502,17 @@ export class World {
       }
     }
     if (ownerItem !== undefined) this.items[ownerItem]?.conns.add(this.conn.n)
+    if (method === "thread/unsubscribe" && ownerItem !== undefined) {
+      // Sent as the item's thread scope closes, right after the route was unregistered and the
+      // thread's cards still open were refused: a request for the thread now names no thread of ours.
+      const item = this.items[ownerItem]!
+      item.routeDropped = true
+      for (const inst of this.instances) {
+        if ((inst.state === "open" || inst.state === "mute") && inst.racing && inst.threadId !== undefined && inst.threadId === item.thread) {
+          this.settle(inst, [Oracle.refusal(inst.method)], `item #${item.n}'s thread scope closed`)
+        }
+      }
+    }
     // turn/steer comes only from a client steer; a turn/interrupt may come from a client interrupt,
     // a stop or the stall watchdog, indistinguishable on the wire: it is held to the recycle rule only.
     let ownerOp: number | undefined
@@ -1516,7 +1532,7 @@ export class World {
       method,
       params,
       at: this.sim.clock.now,
-      timeoutMs: method === "turn/interrupt" ? Timing.interruptTimeoutMs : Timing.requestTimeoutMs,
+      timeoutMs: method === "turn/interrupt" || method === "thread/unsubscribe" ? Timing.interruptTimeoutMs : Timing.requestTimeoutMs,
       answered: false,
       answeredAt: 0,
       overloaded: false,
