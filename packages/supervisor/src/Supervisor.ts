@@ -30,6 +30,7 @@ import {
   Queue,
   Stream,
   SubscriptionRef,
+  Tracer,
   FiberSet
 } from "effect"
 import { Scope } from "effect"
@@ -232,6 +233,24 @@ export interface SupervisorShape {
 
 /** The `Supervisor` service tag, provided by `layer`. */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
+
+/** A running work item's state between its steps (Supervisor's `runWith`). */
+interface ItemRun {
+  readonly item: WorkItem
+  readonly session: ThreadRunner.Session
+  readonly emit: (event: WorkEvent) => void
+  readonly exhausted: () => string | undefined
+  readonly finish: Effect.Effect<WorktreeSummary | undefined>
+  readonly slot: Slot
+  readonly span: Tracer.Span | undefined
+  readonly traced: boolean
+  attempt: ThreadRunner.Attempt | undefined
+  readonly turns: Array<TurnResult>
+  remaining: ReadonlyArray<string>
+  threadId: string | undefined
+  resumes: number
+  deadServer: number | undefined
+}
 
 /**
  * `start`'s handle. Its effects are made when asked for (getters: an idle item holds no effect
@@ -655,6 +674,76 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
 
     /**
+     * One attempt at the item's thread: true when the connection was lost under it and the
+     * restart policy resumes on a new one. An idle item is suspended in this small generator.
+     */
+    const attempt = (run: ItemRun) =>
+      Effect.gen(function*() {
+        const server = yield* serverOf(run.slot, run.deadServer)
+        const current = run.attempt = yield* ThreadRunner.openAttempt
+        const exit = yield* Effect.exit(ThreadRunner.run(server, run.item, run.remaining, run.threadId, run.session, run.emit, runnerConfig, (turn) => {
+          run.turns.push(turn)
+          run.remaining = run.remaining.slice(1)
+        }, current, run.traced))
+        return yield* afterAttempt(run, server.id, current, exit)
+      })
+
+    /** An attempt ended: closed; true to resume on a new connection, or how the item fails. */
+    const afterAttempt = (run: ItemRun, serverId: number, attempt: ThreadRunner.Attempt, exit: Exit.Exit<void, unknown>) =>
+      Effect.gen(function*() {
+        const { emit, item, session } = run
+        run.attempt = undefined
+        yield* ThreadRunner.closeAttempt(attempt, exit)
+        yield* ThreadRunner.enterSpan(run.span)
+        if (Exit.isSuccess(exit)) return false
+        const failure = exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag: string; readonly message: string }) : undefined
+        run.threadId = session.threadId ?? run.threadId
+        const threadId = run.threadId
+        if (failure === undefined) {
+          return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
+        }
+        if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
+        emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
+        if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
+        const lastTurn = run.turns[run.turns.length - 1]
+        const unfinished = run.remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
+        if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
+        run.deadServer = serverId
+        run.resumes++
+        if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: run.resumes })
+        if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": run.resumes, "warden.thread_id": threadId ?? "" })
+        return true
+      })
+
+    /** The item's result once its turns ran (its budget checked, its worktree finished). */
+    const finishItem = (run: ItemRun) =>
+      Effect.gen(function*() {
+        const { session, turns } = run
+        const spent = run.exhausted()
+        if (spent !== undefined) {
+          return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
+        }
+        const last = turns[turns.length - 1]
+        if (!last || session.threadId === undefined) {
+          return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
+        }
+        const worktree = yield* run.finish
+        const result: WorkResult = {
+          ...(worktree !== undefined ? { worktree } : {}),
+          id: run.item.id,
+          threadId: session.threadId,
+          status: last.status,
+          finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
+          items: turns.flatMap((t) => t.items),
+          usage: session.usage,
+          errors: turns.flatMap((t) => t.errors),
+          turns,
+          resumes: run.resumes
+        }
+        return result
+      })
+
+    /**
      * A work item, in the caller's fiber. Its item scope is made here and closed with the item's
      * exit however the item ends (the item itself is the only interruptible part); then the
      * fiber's current span and log annotations are the caller's again, `ItemFinished` is
@@ -675,7 +764,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         Effect.flatMap(Scope.make(), (scope) => {
           let callerContext: Context.Context<never> | undefined
           let callerAnnotations: HashMap.HashMap<string, unknown> | undefined
-          const execute = Effect.gen(function*() {
+          const setUp = Effect.gen(function*() {
             callerContext = yield* FiberRef.get(FiberRef.currentContext)
             callerAnnotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
             yield* admission.acquire(scope)
@@ -697,72 +786,42 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
             yield* ThreadRunner.enterSpan(span)
             yield* ThreadRunner.annotateLogsFromNow("workItem", String(given.id ?? ""))
             yield* runGate
-            const { finish: finishWorktree, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
+            const { finish, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
             const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
             const slot = yield* pickSlot
             slot.threads++
             yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
+            const run: ItemRun = {
+              item,
+              session,
+              emit,
+              exhausted,
+              finish,
+              slot,
+              span,
+              traced,
+              attempt: undefined,
+              turns: [],
+              remaining: [item.prompt, ...(item.followUps ?? [])],
+              threadId: item.threadId,
+              resumes: 0,
+              deadServer: undefined
+            }
             // The attempt in flight, closed by the item scope if the item ends during it.
-            let attempt: ThreadRunner.Attempt | undefined
             yield* Scope.addFinalizerExit(scope, (exit) => {
-              const open = attempt
-              attempt = undefined
+              const open = run.attempt
+              run.attempt = undefined
               return open === undefined ? Effect.void : ThreadRunner.closeAttempt(open, exit)
             })
-            const turns: Array<TurnResult> = []
-            let remaining = [item.prompt, ...(item.followUps ?? [])]
-            let threadId = item.threadId
-            let resumes = 0
-            let deadServer: number | undefined
-            while (true) {
-              const server = yield* serverOf(slot, deadServer)
-              const current = attempt = yield* ThreadRunner.openAttempt
-              const exit = yield* ThreadRunner.run(server, item, remaining, threadId, session, emit, runnerConfig, (turn) => {
-                turns.push(turn)
-                remaining = remaining.slice(1)
-              }, current, traced).pipe(Effect.exit)
-              attempt = undefined
-              yield* ThreadRunner.closeAttempt(current, exit)
-              yield* ThreadRunner.enterSpan(span)
-              if (Exit.isSuccess(exit)) break
-              const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-              threadId = session.threadId ?? threadId
-              if (failure === undefined) {
-                return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
-              }
-              if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
-              emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
-              if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
-              const lastTurn = turns[turns.length - 1]
-              const unfinished = remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
-              if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
-              deadServer = server.id
-              resumes++
-              if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: resumes })
-              if (telemetry !== undefined) yield* spanEvent("warden.resume", { "warden.attempt": resumes, "warden.thread_id": threadId ?? "" })
+            return run
+          })
+          // Small generators around the wait (see `attempt`): the large set-up is done by then.
+          const execute = Effect.gen(function*() {
+            const run = yield* setUp
+            while (yield* attempt(run)) {
+              // resumed on a new connection
             }
-            const spent = exhausted()
-            if (spent !== undefined) {
-              return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
-            }
-            const last = turns[turns.length - 1]
-            if (!last || session.threadId === undefined) {
-              return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
-            }
-            const worktree = yield* finishWorktree
-            const result: WorkResult = {
-              ...(worktree !== undefined ? { worktree } : {}),
-              id: item.id,
-              threadId: session.threadId,
-              status: last.status,
-              finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
-              items: turns.flatMap((t) => t.items),
-              usage: session.usage,
-              errors: turns.flatMap((t) => t.errors),
-              turns,
-              resumes
-            }
-            return result
+            return yield* finishItem(run)
           })
           return Effect.flatMap(Effect.exit(restore(execute)), (exit) =>
             Effect.gen(function*() {

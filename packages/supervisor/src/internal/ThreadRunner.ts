@@ -9,7 +9,7 @@
  * route, refuses the thread's open cards and unsubscribes from the thread, so that the app-server
  * unloads it and releases its writer lock; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Cause, Context, Duration, Effect, Exit, FiberRef, HashMap, Metric, Schedule, Scope, Tracer } from "effect"
+import { Cause, Context, Duration, Effect, Exit, FiberRef, HashMap, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
@@ -178,6 +178,35 @@ export const run = (
   attempt: Attempt,
   traced: boolean
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
+  // Two generators: the thread's start (large, done before the first turn) and the turns' loop
+  // (small): an idle item's stack keeps the suspended loop's registers, not the start's.
+  Effect.gen(function*() {
+    const thread = yield* openThread(server, item, resumeThreadId, session, emit, config, attempt, traced)
+    for (const prompt of prompts) {
+      const turn = yield* runTurn(thread, prompt)
+      yield* enterSpan(thread.threadSpan)
+      if (config.telemetry) {
+        thread.route.traceParent = thread.threadSpan
+        Metrics.turns.unsafeUpdate(1, turnLabels(turn.status))
+      }
+      onTurn(turn)
+      if (turn.status !== "completed") break
+    }
+  })
+
+const turnLabels = labelsOf([Attributes.status])
+
+/** The thread started or resumed on `server`, its route registered: what its turns share. */
+const openThread = (
+  server: AppServer,
+  item: WorkItem,
+  resumeThreadId: string | undefined,
+  session: Session,
+  emit: (event: WorkEvent) => void,
+  config: RunnerConfig,
+  attempt: Attempt,
+  traced: boolean
+): Effect.Effect<ThreadContext, ConnectionLost | WorkItemFailed | RequestError> =>
   Effect.gen(function*() {
     const threadScope = attempt.scope
     const threadSpan = yield* spanIn(traced, threadScope, "warden.thread", {
@@ -279,17 +308,8 @@ export const run = (
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
     if (config.telemetry) threadSpan?.attribute("warden.model", model ?? "")
-    const thread: ThreadContext = { server, route, inbox, turnSlot, traced, threadId, item, session, emit, config, model: model ?? "" }
-    for (const prompt of prompts) {
-      const turn = yield* runTurn(thread, prompt)
-      yield* enterSpan(threadSpan)
-      if (config.telemetry) {
-        route.traceParent = threadSpan
-        yield* Metric.increment(Metric.tagged(Metrics.turns, "warden.status", turn.status))
-      }
-      onTurn(turn)
-      if (turn.status !== "completed") break
-    }
+    const thread: ThreadContext = { server, route, inbox, turnSlot, traced, threadSpan, threadId, item, session, emit, config, model: model ?? "" }
+    return thread
   })
 
 const itemAttribute = (item: WorkItem) => (item.id !== undefined ? { "warden.item": String(item.id) } : {})
@@ -349,6 +369,7 @@ interface ThreadContext {
   readonly inbox: ThreadInbox
   readonly turnSlot: TurnSlot
   readonly traced: boolean
+  readonly threadSpan: Tracer.Span | undefined
   readonly threadId: string
   readonly item: WorkItem
   readonly session: Session
@@ -446,6 +467,20 @@ class ThreadInbox {
  * scope then refuses the cards still open.
  */
 const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
+  // Small on purpose: an idle item is suspended here, at the wait (see `run`).
+  Effect.gen(function*() {
+    const turn = yield* startTurn(thread, prompt)
+    const end = yield* Effect.async<TurnEnd>(turn.await)
+    return yield* turn.finish(end)
+  })
+
+/** A turn once turn/start answered: how to wait for its end, and what to do with it. */
+interface StartedTurn {
+  readonly await: (resume: (end: Effect.Effect<TurnEnd>) => void) => void
+  readonly finish: (end: TurnEnd) => Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed>
+}
+
+const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<StartedTurn, RequestError> =>
   Effect.gen(function*() {
     const { config, emit, inbox, item, route, server, session, threadId } = thread
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
@@ -566,42 +601,48 @@ const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResul
     }
 
     if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
-    // No canceler: an interrupted wait leaves with the thread scope's close, which ends the turn
-    // (above) and stops watching; a canceler would be one more frame on every idle item's stack.
-    const watching_ = watcher
-    const end = yield* Effect.async<TurnEnd>((resume) => {
-      wake = resume
-      inbox.watch(watching_) // what came before is taken now: it may end the turn at once
-    })
-    switch (end._tag) {
-      case "Completed": {
-        if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
-        thread.turnSlot.current = undefined
-        stopWatching()
-        if (span !== undefined) yield* endSpan(span, Exit.succeed(end.result))
-        return end.result
-      }
-      case "ConnectionLost":
-        // Every runner of the connection wakes in the same wave (the connection tells the routes
-        // once the failed callers' microtasks have run: `tellRoutesLater`), each fiber in a
-        // microtask of its own; unwinding a work item is long, and a Promise's caller
-        // (`runPromise`, the facade) hears of anything a microtask or two after its fiber ended,
-        // behind whatever was queued meanwhile. So the runner steps aside until the microtasks
-        // queued now have run (a macrotask on the live clock) before unwinding.
-        yield* afterQueuedMicrotasks
-        return yield* Effect.fail(end.error)
-      case "Stalled": {
-        emit({ _tag: "Stalled", item: item.id, threadId, turnId })
-        yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
-        return yield* Effect.fail(
-          new WorkItemFailed({
-            reason: "stalled",
-            detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
-            threadId
-          })
-        )
-      }
-      case "Defect":
-        return yield* Effect.die(end.defect)
-    }
+    const watched = watcher
+    return {
+      // No canceler: an interrupted wait leaves with the attempt's close, which ends the turn
+      // (above) and stops watching; a canceler would be one more frame on every idle item's stack.
+      await: (resume) => {
+        wake = resume
+        inbox.watch(watched) // what came before is taken now: it may end the turn at once
+      },
+      finish: (end) =>
+        Effect.gen(function*() {
+          switch (end._tag) {
+            case "Completed": {
+              if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
+              thread.turnSlot.current = undefined
+              stopWatching()
+              if (span !== undefined) yield* endSpan(span, Exit.succeed(end.result))
+              return end.result
+            }
+            case "ConnectionLost":
+              // Every runner of the connection wakes in the same wave (the connection tells the
+              // routes once the failed callers' microtasks have run: `tellRoutesLater`), each
+              // fiber in a microtask of its own; unwinding a work item is long, and a Promise's
+              // caller (`runPromise`, the facade) hears of anything a microtask or two after its
+              // fiber ended, behind whatever was queued meanwhile. So the runner steps aside
+              // until the microtasks queued now have run (a macrotask on the live clock) before
+              // unwinding.
+              yield* afterQueuedMicrotasks
+              return yield* Effect.fail(end.error)
+            case "Stalled": {
+              emit({ _tag: "Stalled", item: item.id, threadId, turnId })
+              yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
+              return yield* Effect.fail(
+                new WorkItemFailed({
+                  reason: "stalled",
+                  detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
+                  threadId
+                })
+              )
+            }
+            case "Defect":
+              return yield* Effect.die(end.defect)
+          }
+        })
+    } satisfies StartedTurn
   })
