@@ -45,6 +45,8 @@ describe("warden resume with --worktree", () => {
       assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
       const lines = resumed.json()
       const again = lines.find((l) => l.type === "item.worktree")!
+      // Seen once under two test suites at once (not reproduced since): say what the resume wrote.
+      assert.isDefined(again, `no item.worktree line; the resume wrote:\n${lines.map((l) => JSON.stringify(l)).join("\n")}\n${resumed.stderr}`)
       assert.deepStrictEqual([again.branch, again.path, again.reused], [first.branch, first.path, true])
       const finished = lines.find((l) => l.type === "item.finished")!
       assert.strictEqual(finished.status, "completed", resumed.stderr)
