@@ -11,6 +11,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Exit, Fiber, Stream } from "effect"
 import type { WorkItem } from "../src/index.js"
+import * as GitWorktree from "../src/internal/GitWorktree.js"
 import { supervise } from "./support.js"
 
 const git = (cwd: string, ...args: Array<string>) =>
@@ -208,5 +209,19 @@ describe("WorkItem.worktree: a git worktree per work item", () => {
       assert.isTrue(ready._tag === "Work" && ready.event._tag === "WorktreeReady" && ready.event.reused)
       assert.isTrue(result.worktree!.changed)
       assert.strictEqual(git(repo, "show", "warden/run6/r:before-crash.txt"), "from the first run")
+    }))
+})
+
+describe("GitWorktree: many items on one repository at once", () => {
+  it.scoped("24 worktrees made and 24 removed at once on one repository all succeed (git's worktree administration is serialized per repository)", () =>
+    Effect.gen(function*() {
+      const dir = yield* repository
+      const items = Array.from({ length: 24 }, (_, i) => `item-${i}`)
+      const made = yield* Effect.forEach(items, (item) => GitWorktree.create(dir, { run: "race", item }, {}), { concurrency: "unbounded" })
+      assert.strictEqual(new Set(made.map((m) => m.path)).size, items.length)
+      for (const m of made) assert.isTrue(Fs.existsSync(Path.join(m.path, "README")), m.path)
+      const finished = yield* Effect.forEach(made, (m) => GitWorktree.finish(m, {}, "nothing"), { concurrency: "unbounded" })
+      assert.deepStrictEqual(finished.filter((f) => f.error !== undefined || f.kept).map((f) => f.error ?? f.path), [])
+      assert.deepStrictEqual(branches(dir), ["main"])
     }))
 })

@@ -128,6 +128,23 @@ const worktreeOfBranch = (top: string, branch: string) =>
   })
 
 /**
+ * One repository's worktree administration at a time (in this process): `git worktree add`
+ * writes `.git/worktrees/<name>/` file by file, and a concurrent `worktree add`, `prune` or `list`
+ * that reads a half-written one fails ("failed to read .git/worktrees/<name>/commondir"); seen
+ * with three items starting at once on a busy machine.
+ */
+const repositoryLocks = new Map<string, Effect.Semaphore>()
+const inRepository = <A, E>(top: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    let lock = repositoryLocks.get(top)
+    if (lock === undefined) {
+      lock = Effect.unsafeMakeSemaphore(1)
+      repositoryLocks.set(top, lock)
+    }
+    return lock.withPermits(1)(effect)
+  })
+
+/**
  * Make the worktree of one work item: branch `branch` from `base` (default the HEAD of the
  * repository at `cwd`), checked out at `path` (default `<top>/.warden/worktrees/<run>/<item>`).
  * When the branch already has a worktree at that path (a crashed run), it is taken up as it is.
@@ -146,6 +163,11 @@ export const create = (
     const path = Path.resolve(top, options.path ?? Path.join(".warden", "worktrees", refSafe(names.run), refSafe(names.item)))
     const relative = Path.relative(top, Path.resolve(cwd))
     const itemCwd = relative.startsWith("..") ? path : Path.join(path, relative)
+    return yield* inRepository(top, addWorktree(top, path, itemCwd, branch, options))
+  })
+
+const addWorktree = (top: string, path: string, itemCwd: string, branch: string, options: WorktreeOptions): Effect.Effect<Made, GitError> =>
+  Effect.gen(function*() {
     yield* git(top, ["worktree", "prune"]).pipe(Effect.ignore)
     const existing = yield* worktreeOfBranch(top, branch)
     if (existing !== undefined) {
@@ -207,8 +229,7 @@ export const finish = (made: Made, options: WorktreeOptions, message: string): E
     const counts = changed ? shortstat(yield* git(path, ["diff", "--shortstat", base, head])) : { files: 0, insertions: 0, deletions: 0 }
     const keep = changed || options.keep === "always"
     if (!keep) {
-      yield* git(made.top, ["worktree", "remove", "--force", path])
-      yield* git(made.top, ["branch", "-D", branch])
+      yield* inRepository(made.top, Effect.zipRight(git(made.top, ["worktree", "remove", "--force", path]), git(made.top, ["branch", "-D", branch])))
     }
     return { path, branch, base, head, changed, kept: keep, diffstat, ...counts }
   }).pipe(
