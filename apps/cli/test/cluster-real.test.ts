@@ -187,7 +187,11 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
           // it may have been refused before the submitter's inbox saw it open.
           if (r.outcome === "refused" && (r.source === "TurnEnded" || r.source === "ThreadStopped") && movedAwayFrom(r.item_id, r.incarnation)) continue
           assert.isTrue(opened.has(r.id), `a survivor's card ${r.id} was seen open`)
-          assert.strictEqual(r.outcome, decisions.get(r.id) === "accept" ? "accepted" : "declined", r.id)
+          assert.strictEqual(
+            r.outcome,
+            decisions.get(r.id) === "accept" ? "accepted" : "declined",
+            `${r.id} (item ${r.item_id}, source ${r.source}, moves ${JSON.stringify(moved.filter((m) => String(m["item"]) === r.item_id))})`
+          )
         }
       }
       // The property-test invariants over the recorded lines (1: one settlement per card, stranded
