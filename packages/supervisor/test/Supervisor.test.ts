@@ -225,15 +225,21 @@ describe("Supervisor failure paths", () => {
       assert.isTrue(Exit.isFailure(exit))
     }))
 
+  /** A started item in its first turn (manual turns) with one command card open. */
+  const itemWithOpenCard = Effect.gen(function*() {
+    const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
+    const approvals = yield* supervisor.subscribeApprovals
+    const handle = yield* supervisor.start(item("x"))
+    const threadId = yield* handle.threadId
+    yield* fake.nextRequest("turn/start")
+    const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+    yield* Queue.take(approvals)
+    return { fake, handle, id, supervisor, threadId }
+  })
+
   it.scoped("stopping a work item mid-turn interrupts the turn and refuses its open card", () =>
     Effect.gen(function*() {
-      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
-      const approvals = yield* supervisor.subscribeApprovals
-      const handle = yield* supervisor.start(item("x"))
-      const threadId = yield* handle.threadId
-      yield* fake.nextRequest("turn/start")
-      const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
-      yield* Queue.take(approvals)
+      const { fake, handle, id, supervisor, threadId } = yield* itemWithOpenCard
       const stopping = yield* Effect.fork(handle.stop)
       const interrupt = yield* fake.nextRequest("turn/interrupt")
       assert.deepStrictEqual(interrupt.params, { threadId, turnId: "turn_1" })
@@ -273,13 +279,7 @@ describe("Supervisor failure paths", () => {
 
   it.scoped("stopped mid-turn: the turn is interrupted and its card refused before the thread is let go", () =>
     Effect.gen(function*() {
-      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
-      const approvals = yield* supervisor.subscribeApprovals
-      const handle = yield* supervisor.start(item("x"))
-      const threadId = yield* handle.threadId
-      yield* fake.nextRequest("turn/start")
-      const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
-      yield* Queue.take(approvals)
+      const { fake, handle, id, threadId } = yield* itemWithOpenCard
       yield* handle.stop
       // codex unloads a thread only once no turn runs: the interrupt must come first (measured on 0.171.0).
       const written = fake.peer.writtenSoFar()
