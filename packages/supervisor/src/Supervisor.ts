@@ -22,7 +22,6 @@ import {
   Fiber,
   FiberId,
   FiberRef,
-  HashMap,
   Layer,
   Metric,
   Option,
@@ -235,6 +234,15 @@ export interface SupervisorShape {
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
 
 /** A running work item's state between its steps (Supervisor's `runWith`). */
+/** What a work item's set-up starts from, and the caller's context to put back when it ends. */
+interface ItemStart {
+  readonly given: WorkItem
+  readonly session: ThreadRunner.Session
+  readonly emitOuter: (event: WorkEvent) => void
+  readonly scope: Scope.CloseableScope
+  callerContext: Context.Context<never> | undefined
+}
+
 interface ItemRun {
   readonly item: WorkItem
   readonly session: ThreadRunner.Session
@@ -674,19 +682,34 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
 
     /**
-     * One attempt at the item's thread: true when the connection was lost under it and the
-     * restart policy resumes on a new one. An idle item is suspended in this small generator.
+     * The item's attempts, one after another, while the connection is lost under one and the
+     * restart policy resumes on a new one; then its result. A loop of `flatMap`s: an idle item's
+     * stack keeps one frame here and one for its attempt (see `runWith`).
      */
-    const attempt = (run: ItemRun) =>
-      Effect.gen(function*() {
-        const server = yield* serverOf(run.slot, run.deadServer)
-        const current = run.attempt = yield* ThreadRunner.openAttempt
-        const exit = yield* Effect.exit(ThreadRunner.run(server, run.item, run.remaining, run.threadId, run.session, run.emit, runnerConfig, (turn) => {
-          run.turns.push(turn)
-          run.remaining = run.remaining.slice(1)
-        }, current, run.traced))
-        return yield* afterAttempt(run, server.id, current, exit)
-      })
+    const attempts = (run: ItemRun): Effect.Effect<WorkResult, WorkItemFailed> =>
+      Effect.flatMap(attempt(run), (again) => (again ? attempts(run) : finishItem(run)))
+
+    /**
+     * One attempt at the item's thread: true when the connection was lost under it and the
+     * restart policy resumes on a new one. Made when it runs (`suspend`): the frame above keeps
+     * this, not the program.
+     */
+    const attempt = (run: ItemRun): Effect.Effect<boolean, WorkItemFailed> =>
+      Effect.suspend(() =>
+        Effect.flatMap(serverOf(run.slot, run.deadServer), (server) =>
+          Effect.flatMap(ThreadRunner.openAttempt, (current) => {
+            run.attempt = current
+            const exited = (exit: Exit.Exit<void, unknown>) => afterAttempt(run, server.id, current, exit)
+            return Effect.matchCauseEffect(
+              Effect.suspend(() =>
+                ThreadRunner.run(server, run.item, run.remaining, run.threadId, run.session, run.emit, runnerConfig, (turn) => {
+                  run.turns.push(turn)
+                  run.remaining = run.remaining.slice(1)
+                }, current, run.traced)
+              ),
+              { onFailure: (cause) => exited(Exit.failCause(cause)), onSuccess: () => exited(Exit.void) }
+            )
+          })))
 
     /** An attempt ended: closed; true to resume on a new connection, or how the item fails. */
     const afterAttempt = (run: ItemRun, serverId: number, attempt: ThreadRunner.Attempt, exit: Exit.Exit<void, unknown>) =>
@@ -746,13 +769,14 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     /**
      * A work item, in the caller's fiber. Its item scope is made here and closed with the item's
      * exit however the item ends (the item itself is the only interruptible part); then the
-     * fiber's current span and log annotations are the caller's again, `ItemFinished` is
-     * published and `ended` told (`start`'s handle).
+     * fiber's current span is the caller's again, `ItemFinished` is published and `ended` told
+     * (`start`'s handle).
      *
      * What the item holds is a finalizer of its scope, not a wrapper around its program: the
      * admission permit, the running count, its span, its worktree and budget, its slot's count,
-     * and the thread's attempt in flight (ThreadRunner). So a work item idling in a turn is a
-     * fiber parked on one callback with a shallow stack (docs/performance.md, "idle thread").
+     * and the thread's attempt in flight (ThreadRunner). Its program is `flatMap`s made when they
+     * run, no generator: a work item idling in a turn is a fiber parked on one callback with a
+     * stack of seven small frames (docs/performance.md, "idle thread").
      */
     const runWith = (
       given: WorkItem,
@@ -762,82 +786,85 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     ): Effect.Effect<WorkResult, WorkItemFailed> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(Scope.make(), (scope) => {
-          let callerContext: Context.Context<never> | undefined
-          let callerAnnotations: HashMap.HashMap<string, unknown> | undefined
-          const setUp = Effect.gen(function*() {
-            callerContext = yield* FiberRef.get(FiberRef.currentContext)
-            callerAnnotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
-            yield* admission.acquire(scope)
-            if (telemetry !== undefined) {
-              yield* countRunning(1)
-              yield* Scope.addFinalizer(scope, countRunning(-1))
-            }
-            const traced = yield* ThreadRunner.tracesVisibly(telemetry !== undefined)
-            // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
-            const caller = telemetry === undefined ? Option.none() : yield* Effect.option(Effect.currentSpan)
-            const span = yield* ThreadRunner.spanIn(traced, scope, "warden.workItem", {
-              attributes: { "warden.item": String(given.id ?? "") },
-              captureStackTrace: false,
-              ...(telemetry === undefined ? {} : {
-                root: true,
-                links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
-              })
-            })
-            yield* ThreadRunner.enterSpan(span)
-            yield* ThreadRunner.annotateLogsFromNow("workItem", String(given.id ?? ""))
-            yield* runGate
-            const { finish, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
-            const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
-            const slot = yield* pickSlot
-            slot.threads++
-            yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
-            const run: ItemRun = {
-              item,
-              session,
-              emit,
-              exhausted,
-              finish,
-              slot,
-              span,
-              traced,
-              attempt: undefined,
-              turns: [],
-              remaining: [item.prompt, ...(item.followUps ?? [])],
-              threadId: item.threadId,
-              resumes: 0,
-              deadServer: undefined
-            }
-            // The attempt in flight, closed by the item scope if the item ends during it.
-            yield* Scope.addFinalizerExit(scope, (exit) => {
-              const open = run.attempt
-              run.attempt = undefined
-              return open === undefined ? Effect.void : ThreadRunner.closeAttempt(open, exit)
-            })
-            return run
+          const start: ItemStart = { given, session, emitOuter, scope, callerContext: undefined }
+          const end = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => endItem(start, exit, ended)
+          // Made when it runs (`suspend`): the frames kept while the item idles hold this, not the set-up's program.
+          return Effect.matchCauseEffect(restore(Effect.suspend(() => Effect.flatMap(setUp(start), attempts))), {
+            onFailure: (cause) => end(Exit.failCause(cause)),
+            onSuccess: (result) => end(Exit.succeed(result))
           })
-          // Small generators around the wait (see `attempt`): the large set-up is done by then.
-          const execute = Effect.gen(function*() {
-            const run = yield* setUp
-            while (yield* attempt(run)) {
-              // resumed on a new connection
-            }
-            return yield* finishItem(run)
-          })
-          return Effect.flatMap(Effect.exit(restore(execute)), (exit) =>
-            Effect.gen(function*() {
-              // A finalizer that dies (a defect of ours) joins the item's cause; the rest still runs.
-              const closed = yield* Effect.exit(Scope.close(scope, exit))
-              const final: Exit.Exit<WorkResult, WorkItemFailed> = Exit.isSuccess(closed)
-                ? exit
-                : Exit.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, closed.cause) : closed.cause)
-              if (callerContext !== undefined) yield* FiberRef.set(FiberRef.currentContext, callerContext)
-              if (callerAnnotations !== undefined) yield* FiberRef.set(FiberRef.currentLogAnnotations, callerAnnotations)
-              publish({ _tag: "ItemFinished", item: given.id, exit: final })
-              ended?.(final)
-              return yield* final
-            }))
         })
       )
+
+    /** The item's set-up in its scope: admission, span, worktree, budget, slot; what its attempts share. */
+    const setUp = (start: ItemStart) =>
+      Effect.gen(function*() {
+        const { emitOuter, given, scope, session } = start
+        start.callerContext = yield* FiberRef.get(FiberRef.currentContext)
+        yield* admission.acquire(scope)
+        if (telemetry !== undefined) {
+          yield* countRunning(1)
+          yield* Scope.addFinalizer(scope, countRunning(-1))
+        }
+        const traced = yield* ThreadRunner.tracesVisibly(telemetry !== undefined)
+        // With telemetry on, a work item is a trace of its own (root), linked to the caller's span if any.
+        const caller = telemetry === undefined ? Option.none() : yield* Effect.option(Effect.currentSpan)
+        const span = yield* ThreadRunner.spanIn(traced, scope, "warden.workItem", {
+          attributes: { "warden.item": String(given.id ?? "") },
+          captureStackTrace: false,
+          ...(telemetry === undefined ? {} : {
+            root: true,
+            links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
+          })
+        })
+        yield* ThreadRunner.enterSpan(span)
+        yield* runGate
+        const { finish, work: item } = yield* Scope.extend(withWorktree(given, emitOuter), scope)
+        const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
+        const slot = yield* pickSlot
+        slot.threads++
+        yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
+        const run: ItemRun = {
+          item,
+          session,
+          emit,
+          exhausted,
+          finish,
+          slot,
+          span,
+          traced,
+          attempt: undefined,
+          turns: [],
+          remaining: [item.prompt, ...(item.followUps ?? [])],
+          threadId: item.threadId,
+          resumes: 0,
+          deadServer: undefined
+        }
+        // The attempt in flight, closed by the item scope if the item ends during it.
+        yield* Scope.addFinalizerExit(scope, (exit) => {
+          const open = run.attempt
+          run.attempt = undefined
+          return open === undefined ? Effect.void : ThreadRunner.closeAttempt(open, exit)
+        })
+        return run
+      })
+
+    /**
+     * The item ended: its scope closed with its exit (a finalizer that dies, a defect of ours,
+     * joins the item's cause; the rest still runs), the caller's current span back on the fiber,
+     * `ItemFinished` published and `ended` told.
+     */
+    const endItem = (start: ItemStart, exit: Exit.Exit<WorkResult, WorkItemFailed>, ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined) =>
+      Effect.gen(function*() {
+        const closed = yield* Effect.exit(Scope.close(start.scope, exit))
+        const final: Exit.Exit<WorkResult, WorkItemFailed> = Exit.isSuccess(closed)
+          ? exit
+          : Exit.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, closed.cause) : closed.cause)
+        if (start.callerContext !== undefined) yield* FiberRef.set(FiberRef.currentContext, start.callerContext)
+        publish({ _tag: "ItemFinished", item: start.given.id, exit: final })
+        ended?.(final)
+        return yield* final
+      })
 
     const emitter = (extra?: (event: WorkEvent) => void) => (event: WorkEvent) => {
       if (event._tag === "Notification" && event.method === "error") {

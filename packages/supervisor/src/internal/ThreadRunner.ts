@@ -9,7 +9,7 @@
  * route, refuses the thread's open cards and unsubscribes from the thread, so that the app-server
  * unloads it and releases its writer lock; an interrupt mid-turn sends turn/interrupt first.
  */
-import { Cause, Context, Duration, Effect, Exit, FiberRef, HashMap, Schedule, Scope, Tracer } from "effect"
+import { Cause, type Clock, Context, Duration, Effect, Exit, FiberRef, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { afterQueuedMicrotasks } from "./AppServerConnection.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
@@ -96,10 +96,12 @@ export const interruptTurn = (server: AppServer, threadId: string, turnId: strin
  * active writer"). With the delay at 0 (`threadParams`), codex 0.171.0 unloads the thread and
  * releases the lock within milliseconds of the unsubscribe, once no turn runs (measured).
  */
-const releaseThread = (server: AppServer, threadId: string, timeout: Duration.Duration): Effect.Effect<void> =>
+const releaseThread = (server: AppServer, threadId: string, workItem: string, timeout: Duration.Duration): Effect.Effect<void> =>
   server.request("thread/unsubscribe", { threadId }, { timeout }).pipe(
     Effect.asVoid,
-    Effect.catchAll((error) => Effect.logDebug(`thread/unsubscribe of ${threadId} failed: ${error.message}`))
+    Effect.catchAll((error) =>
+      Effect.logDebug(`thread/unsubscribe of ${threadId} failed: ${error.message}`).pipe(Effect.annotateLogs({ workItem, threadId }))
+    )
   )
 
 /**
@@ -109,10 +111,6 @@ const releaseThread = (server: AppServer, threadId: string, timeout: Duration.Du
  */
 export const enterSpan = (span: Tracer.AnySpan | undefined): Effect.Effect<void> =>
   span === undefined ? Effect.void : FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span))
-
-/** A log annotation for the rest of the fiber's run (as `enterSpan`, for `Effect.annotateLogs`). */
-export const annotateLogsFromNow = (key: string, value: unknown): Effect.Effect<void> =>
-  FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(key, value))
 
 /** Effect's own tracer, whose spans nobody sees (as the cards' `CardRace` tells it). */
 const nativeTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
@@ -162,9 +160,11 @@ export const closeAttempt = (attempt: Attempt, exit: Exit.Exit<unknown, unknown>
  * While a turn runs, the fiber waits on one callback and holds nothing else: the read loop hands
  * the thread's notifications to the route (`receive`), which does the turn's bookkeeping there
  * and wakes the fiber once, when the turn ends (completed, the connection lost, stalled). What
- * arrives between turns is kept for the next turn, in order. The spans and the log annotations
- * are set on the fiber (`enterSpan`, `annotateLogsFromNow`), not wrapped around the turn: an
- * idle work item is a parked fiber with a shallow stack, its scopes and spans plain objects.
+ * arrives between turns is kept for the next turn, in order. The spans are set on the fiber
+ * (`enterSpan`), not wrapped around the turn, and the few log records of a work item are annotated
+ * where they are written (no log annotation on the fiber: its own copy of the fiber's FiberRefs,
+ * ~1.4 KiB per item). An idle work item is a parked fiber with a shallow stack (a frame per
+ * level, no suspended generator), its scopes, spans and turn plain objects.
  */
 export const run = (
   server: AppServer,
@@ -178,20 +178,27 @@ export const run = (
   attempt: Attempt,
   traced: boolean
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
-  // Two generators: the thread's start (large, done before the first turn) and the turns' loop
-  // (small): an idle item's stack keeps the suspended loop's registers, not the start's.
-  Effect.gen(function*() {
-    const thread = yield* openThread(server, item, resumeThreadId, session, emit, config, attempt, traced)
-    for (const prompt of prompts) {
-      const turn = yield* runTurn(thread, prompt)
-      yield* enterSpan(thread.threadSpan)
-      if (config.telemetry) {
-        thread.route.traceParent = thread.threadSpan
-        Metrics.turns.unsafeUpdate(1, turnLabels(turn.status))
-      }
-      onTurn(turn)
-      if (turn.status !== "completed") break
+  Effect.flatMap(openThread(server, item, resumeThreadId, session, emit, config, attempt, traced), (thread) => turnsFrom(thread, prompts, 0, onTurn))
+
+/**
+ * The thread's turns from `prompts[index]` on, one after another, until one does not complete. A
+ * loop of `flatMap`s, not a generator: an idle item's stack keeps one frame here (the turn, then
+ * what follows it) and no suspended generator.
+ */
+const turnsFrom = (
+  thread: ThreadContext,
+  prompts: ReadonlyArray<string>,
+  index: number,
+  onTurn: (turn: TurnResult) => void
+): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
+  index >= prompts.length ? Effect.void : Effect.flatMap(runTurn(thread, prompts[index]!), (turn) => {
+    if (thread.config.telemetry) {
+      thread.route.traceParent = thread.threadSpan
+      Metrics.turns.unsafeUpdate(1, turnLabels(turn.status))
     }
+    onTurn(turn)
+    const next = turn.status === "completed" ? turnsFrom(thread, prompts, index + 1, onTurn) : Effect.void
+    return thread.threadSpan === undefined ? next : Effect.zipRight(enterSpan(thread.threadSpan), next)
   })
 
 const turnLabels = labelsOf([Attributes.status])
@@ -241,7 +248,7 @@ const openThread = (
         if (route.threadId === undefined) return Effect.void
         const threadId = route.threadId
         server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
-        return subscribed && server.isOpen() ? releaseThread(server, threadId, config.interruptTimeout) : Effect.void
+        return subscribed && server.isOpen() ? releaseThread(server, threadId, String(item.id ?? ""), config.interruptTimeout) : Effect.void
       })
     )
 
@@ -304,7 +311,6 @@ const openThread = (
     }
     session.threadId = threadId
     threadSpan?.attribute("warden.thread_id", threadId)
-    yield* annotateLogsFromNow("threadId", threadId)
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
     if (config.telemetry) threadSpan?.attribute("warden.model", model ?? "")
@@ -461,188 +467,227 @@ class ThreadInbox {
 }
 
 /**
- * One turn: turn/start, then the fiber waits for the turn's end while the route takes its signals
- * (see `run`). The turn has a scope of its own in the thread's: its span, its stall watchdog, and,
- * when it closes interrupted with the turn still running, turn/interrupt (bounded); the thread
- * scope then refuses the cards still open.
+ * One turn: turn/start, then the fiber waits for the turn's end while the route hands its signals
+ * to the turn (see `run`). The turn has a scope of its own in the thread's, the attempt's turn
+ * slot: its span, its stall watchdog, and, when it closes interrupted with the turn still running,
+ * turn/interrupt (bounded); the thread scope then refuses the cards still open.
+ *
+ * An idle item is suspended here: one frame (the wait, then `finish`) over the turn's state, a
+ * plain object (`Turn`). The effect is made when it runs (`suspend`): the frame above it keeps
+ * only that, not turn/start's program.
  */
 const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
-  // Small on purpose: an idle item is suspended here, at the wait (see `run`).
-  Effect.gen(function*() {
-    const turn = yield* startTurn(thread, prompt)
-    const end = yield* Effect.async<TurnEnd>(turn.await)
-    return yield* turn.finish(end)
-  })
+  Effect.suspend(() => Effect.flatMap(startTurn(thread, prompt), awaitEnd))
 
-/** A turn once turn/start answered: how to wait for its end, and what to do with it. */
-interface StartedTurn {
-  readonly await: (resume: (end: Effect.Effect<TurnEnd>) => void) => void
-  readonly finish: (end: TurnEnd) => Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed>
-}
+const awaitEnd = (turn: Turn): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed> =>
+  // No canceler: an interrupted wait leaves with the attempt's close, which ends the turn
+  // (`Turn.close`) and stops watching; a canceler would be one more frame on every idle item's stack.
+  Effect.flatMap(Effect.async<TurnEnd>((resume) => turn.await(resume)), (end) => turn.finish(end))
 
-const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<StartedTurn, RequestError> =>
+const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, RequestError> =>
   Effect.gen(function*() {
-    const { config, emit, inbox, item, route, server, session, threadId } = thread
+    const { config, emit, item, route, server, session, threadId } = thread
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
     // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
     const span = thread.traced
       ? yield* Effect.makeSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
       : undefined
     yield* enterSpan(span)
-    let startedId: string | undefined // for the close below, once turn/start answered
-    const clock = yield* Effect.clock
-    let cancelWatchdog: (() => void) | undefined
-    let watching = true
-    const stopWatching = () => {
-      watching = false
-      cancelWatchdog?.()
-      cancelWatchdog = undefined
-    }
-    let watcher: TurnWatcher | undefined
-    thread.turnSlot.current = {
-      // Stopped mid-turn: interrupt the turn best-effort, bounded, then end the span.
-      close: (exit) => {
-        stopWatching()
-        if (watcher !== undefined) inbox.unwatch(watcher)
-        const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && startedId !== undefined && session.turnId === startedId && server.isOpen()
-          ? interruptTurn(server, threadId, startedId, config.interruptTimeout)
-          : Effect.void
-        return span === undefined ? interrupt : Effect.ensuring(interrupt, endSpan(span, exit))
-      }
-    }
+    const turn = new Turn(thread, span, yield* Effect.clock)
+    // Stopped mid-turn from now on: the attempt's close ends the turn (`Turn.close`).
+    thread.turnSlot.current = turn
     // Before turn/start: the server sends the turn's first approval right behind its answer.
     if (config.telemetry) route.traceParent = span
     // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
     // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
     const turnId = yield* Effect.uninterruptible(Effect.map(
       server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
-      (started) => (startedId = session.turnId = started.turn.id)
+      (started) => (turn.id = session.turnId = started.turn.id)
     ))
     span?.attribute("warden.turn_id", turnId)
-    if (config.telemetry) yield* Effect.logInfo("turn started").pipe(Effect.annotateLogs({ turnId }))
+    if (config.telemetry) yield* logTurn(thread, turnId, "turn started")
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
-
-    const items: Array<Record<string, unknown>> = []
-    const tokens: TurnTokens = { input: 0, output: 0, cached: 0 }
-    const errors: Array<TurnError> = []
-    let finalMessage: string | undefined
-
-    const idle = () => route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
-
-    // The stall watchdog: one deadline per turn on the connection's timer, not a timeout (a fiber
-    // and a timer) per event. The route notes when it last took a signal; when the deadline
-    // passes, the check below re-arms it for the time left (rounded up to a sixteenth of the
-    // timeout, so the timer keeps a few deadline lengths), or for a whole timeout while a card is
-    // open or a command runs (waiting is not stalling), or ends the turn as stalled.
-    const stallMs = Duration.toMillis(config.stallTimeout)
-    const step = stallMs / 16
-    let lastTaken = clock.unsafeCurrentTimeMillis()
-    const watch = (ms: number) => {
-      if (watching) cancelWatchdog = server.after(Duration.millis(ms), check)
-    }
-    const check = () => {
-      cancelWatchdog = undefined
-      const quiet = clock.unsafeCurrentTimeMillis() - lastTaken
-      if (quiet < stallMs) return watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
-      if (!idle()) return watch(stallMs)
-      if (watcher !== undefined) inbox.endWith(watcher, { _tag: "Stalled" })
-    }
-    let wake: ((end: Effect.Effect<TurnEnd>) => void) | undefined
-    watcher = {
-      wake: (end) => {
-        const resume = wake
-        wake = undefined
-        resume?.(Effect.succeed(end))
-      },
-      take: (signal) => {
-        lastTaken = clock.unsafeCurrentTimeMillis()
-        if (signal._tag === "ConnectionLost") return signal
-        const { method, params } = signal
-        const p = record(params)
-        const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
-        emit({ _tag: "Notification", item: item.id, threadId, turnId: eventTurnId, method, params })
-        switch (method) {
-          case "item/completed": {
-            const completed = record(p?.["item"])
-            if (completed && (eventTurnId === undefined || eventTurnId === turnId)) {
-              items.push(completed)
-              if (completed["type"] === "agentMessage" && typeof completed["text"] === "string") finalMessage = completed["text"]
-            }
-            return undefined
-          }
-          case "thread/tokenUsage/updated":
-            session.usage = p?.["tokenUsage"]
-            if (config.telemetry) countTokens(p?.["tokenUsage"], thread.model, tokens)
-            return undefined
-          case "error": {
-            const error = turnErrorOf(p?.["error"])
-            if (error) errors.push({ ...error, willRetry: p?.["willRetry"] === true })
-            return undefined
-          }
-          case "turn/completed": {
-            const turn = record(p?.["turn"])
-            if (turn?.["id"] !== turnId) return undefined
-            const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
-            const result: TurnResult = { turnId, status, finalMessage, items, error: turnErrorOf(turn["error"]), errors }
-            session.turnId = undefined
-            if (config.telemetry && span !== undefined) {
-              span.attribute("warden.status", status)
-              span.attribute("warden.tokens.input", tokens.input)
-              span.attribute("warden.tokens.output", tokens.output)
-              span.attribute("warden.tokens.cached", tokens.cached)
-            }
-            emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
-            return { _tag: "Completed", result }
-          }
-          default:
-            return undefined
-        }
-      }
-    }
-
-    if (Duration.isFinite(config.stallTimeout)) watch(stallMs)
-    const watched = watcher
-    return {
-      // No canceler: an interrupted wait leaves with the attempt's close, which ends the turn
-      // (above) and stops watching; a canceler would be one more frame on every idle item's stack.
-      await: (resume) => {
-        wake = resume
-        inbox.watch(watched) // what came before is taken now: it may end the turn at once
-      },
-      finish: (end) =>
-        Effect.gen(function*() {
-          switch (end._tag) {
-            case "Completed": {
-              if (config.telemetry) yield* Effect.logInfo(`turn ${end.result.status}`).pipe(Effect.annotateLogs({ turnId }))
-              thread.turnSlot.current = undefined
-              stopWatching()
-              if (span !== undefined) yield* endSpan(span, Exit.succeed(end.result))
-              return end.result
-            }
-            case "ConnectionLost":
-              // Every runner of the connection wakes in the same wave (the connection tells the
-              // routes once the failed callers' microtasks have run: `tellRoutesLater`), each
-              // fiber in a microtask of its own; unwinding a work item is long, and a Promise's
-              // caller (`runPromise`, the facade) hears of anything a microtask or two after its
-              // fiber ended, behind whatever was queued meanwhile. So the runner steps aside
-              // until the microtasks queued now have run (a macrotask on the live clock) before
-              // unwinding.
-              yield* afterQueuedMicrotasks
-              return yield* Effect.fail(end.error)
-            case "Stalled": {
-              emit({ _tag: "Stalled", item: item.id, threadId, turnId })
-              yield* interruptTurn(server, threadId, turnId, config.interruptTimeout)
-              return yield* Effect.fail(
-                new WorkItemFailed({
-                  reason: "stalled",
-                  detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
-                  threadId
-                })
-              )
-            }
-            case "Defect":
-              return yield* Effect.die(end.defect)
-          }
-        })
-    } satisfies StartedTurn
+    turn.arm()
+    return turn
   })
+
+/** A turn's log record (telemetry on), annotated with its work item, thread and turn. */
+const logTurn = (thread: ThreadContext, turnId: string, message: string): Effect.Effect<void> =>
+  Effect.logInfo(message).pipe(Effect.annotateLogs({ workItem: String(thread.item.id ?? ""), threadId: thread.threadId, turnId }))
+
+/**
+ * A turn's state: what it collected (items, errors, tokens), its stall watchdog and the fiber's
+ * wake-up. It takes the thread's signals on the read loop (`take`, through the thread's inbox),
+ * wakes the fiber once, when the turn ends (`wake`), and is the attempt's turn slot (`close`).
+ * A class, not closures over the turn's variables: an idle turn is one object, its methods shared.
+ */
+class Turn implements TurnWatcher {
+  /** The turn's id, once turn/start answered. */
+  id: string | undefined = undefined
+  private watching = true
+  private cancelWatchdog: (() => void) | undefined = undefined
+  private expire: (() => void) | undefined = undefined
+  private lastTaken = 0
+  private resume: ((end: Effect.Effect<TurnEnd>) => void) | undefined = undefined
+  private readonly items: Array<Record<string, unknown>> = []
+  private readonly errors: Array<TurnError> = []
+  /** Summed with telemetry only (the turn span's `warden.tokens.*`). */
+  private tokens: TurnTokens | undefined = undefined
+  private finalMessage: string | undefined = undefined
+
+  constructor(
+    private readonly thread: ThreadContext,
+    private readonly span: Tracer.Span | undefined,
+    private readonly clock: Clock.Clock
+  ) {}
+
+  /**
+   * The stall watchdog: one deadline per turn on the connection's timer, not a timeout (a fiber
+   * and a timer) per event. The turn notes when it last took a signal; when the deadline passes,
+   * `check` re-arms it for the time left (rounded up to a sixteenth of the timeout, so the timer
+   * keeps a few deadline lengths), or for a whole timeout while a card is open or a command runs
+   * (waiting is not stalling), or ends the turn as stalled.
+   */
+  arm(): void {
+    const timeout = this.thread.config.stallTimeout
+    if (!Duration.isFinite(timeout)) return
+    this.lastTaken = this.clock.unsafeCurrentTimeMillis()
+    this.watch(Duration.toMillis(timeout))
+  }
+
+  private watch(ms: number): void {
+    if (this.watching) this.cancelWatchdog = this.thread.server.after(Duration.millis(ms), this.expire ??= () => this.check())
+  }
+
+  private check(): void {
+    this.cancelWatchdog = undefined
+    const stallMs = Duration.toMillis(this.thread.config.stallTimeout)
+    const step = stallMs / 16
+    const quiet = this.clock.unsafeCurrentTimeMillis() - this.lastTaken
+    if (quiet < stallMs) return this.watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
+    if (!this.idle()) return this.watch(stallMs)
+    this.thread.inbox.endWith(this, { _tag: "Stalled" })
+  }
+
+  private idle(): boolean {
+    const { route, server, threadId } = this.thread
+    return route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
+  }
+
+  private stopWatching(): void {
+    this.watching = false
+    this.cancelWatchdog?.()
+    this.cancelWatchdog = undefined
+  }
+
+  /** The fiber waits: `resume` is called once, when the turn ends. What was kept is taken now (it may end the turn at once). */
+  await(resume: (end: Effect.Effect<TurnEnd>) => void): void {
+    this.resume = resume
+    this.thread.inbox.watch(this)
+  }
+
+  wake(end: TurnEnd): void {
+    const resume = this.resume
+    this.resume = undefined
+    resume?.(Effect.succeed(end))
+  }
+
+  /** The attempt closes under the turn (stopped mid-turn): interrupt it best-effort, bounded, then end the span. */
+  close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
+    this.stopWatching()
+    const { config, inbox, server, session, threadId } = this.thread
+    inbox.unwatch(this)
+    const id = this.id
+    const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && id !== undefined && session.turnId === id && server.isOpen()
+      ? interruptTurn(server, threadId, id, config.interruptTimeout)
+      : Effect.void
+    return this.span === undefined ? interrupt : Effect.ensuring(interrupt, endSpan(this.span, exit))
+  }
+
+  take(signal: ThreadSignal): TurnEnd | undefined {
+    this.lastTaken = this.clock.unsafeCurrentTimeMillis()
+    if (signal._tag === "ConnectionLost") return signal
+    const { config, emit, item, session, threadId } = this.thread
+    const turnId = this.id!
+    const { method, params } = signal
+    const p = record(params)
+    const eventTurnId = typeof p?.["turnId"] === "string" ? (p["turnId"] as string) : undefined
+    emit({ _tag: "Notification", item: item.id, threadId, turnId: eventTurnId, method, params })
+    switch (method) {
+      case "item/completed": {
+        const completed = record(p?.["item"])
+        if (completed && (eventTurnId === undefined || eventTurnId === turnId)) {
+          this.items.push(completed)
+          if (completed["type"] === "agentMessage" && typeof completed["text"] === "string") this.finalMessage = completed["text"]
+        }
+        return undefined
+      }
+      case "thread/tokenUsage/updated":
+        session.usage = p?.["tokenUsage"]
+        if (config.telemetry) countTokens(p?.["tokenUsage"], this.thread.model, this.tokens ??= { input: 0, output: 0, cached: 0 })
+        return undefined
+      case "error": {
+        const error = turnErrorOf(p?.["error"])
+        if (error) this.errors.push({ ...error, willRetry: p?.["willRetry"] === true })
+        return undefined
+      }
+      case "turn/completed": {
+        const turn = record(p?.["turn"])
+        if (turn?.["id"] !== turnId) return undefined
+        const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
+        const result: TurnResult = { turnId, status, finalMessage: this.finalMessage, items: this.items, error: turnErrorOf(turn["error"]), errors: this.errors }
+        session.turnId = undefined
+        const span = this.span
+        if (config.telemetry && span !== undefined) {
+          span.attribute("warden.status", status)
+          span.attribute("warden.tokens.input", this.tokens?.input ?? 0)
+          span.attribute("warden.tokens.output", this.tokens?.output ?? 0)
+          span.attribute("warden.tokens.cached", this.tokens?.cached ?? 0)
+        }
+        emit({ _tag: "TurnCompleted", item: item.id, threadId, turn: result })
+        return { _tag: "Completed", result }
+      }
+      default:
+        return undefined
+    }
+  }
+
+  /** What the fiber does once woken: the turn's result, or how the attempt fails. */
+  finish(end: TurnEnd): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed> {
+    const thread = this.thread
+    switch (end._tag) {
+      case "Completed": {
+        thread.turnSlot.current = undefined
+        this.stopWatching()
+        const ended = this.span === undefined ? Effect.void : endSpan(this.span, Exit.succeed(end.result))
+        const done = Effect.as(ended, end.result)
+        return thread.config.telemetry ? Effect.zipRight(logTurn(thread, end.result.turnId, `turn ${end.result.status}`), done) : done
+      }
+      case "ConnectionLost":
+        // Every runner of the connection wakes in the same wave (the connection tells the routes
+        // once the failed callers' microtasks have run: `tellRoutesLater`), each fiber in a
+        // microtask of its own; unwinding a work item is long, and a Promise's caller
+        // (`runPromise`, the facade) hears of anything a microtask or two after its fiber ended,
+        // behind whatever was queued meanwhile. So the runner steps aside until the microtasks
+        // queued now have run (a macrotask on the live clock) before unwinding.
+        return Effect.zipRight(afterQueuedMicrotasks, Effect.fail(end.error))
+      case "Stalled": {
+        const { config, emit, item, server, threadId } = thread
+        const turnId = this.id!
+        emit({ _tag: "Stalled", item: item.id, threadId, turnId })
+        return Effect.zipRight(
+          interruptTurn(server, threadId, turnId, config.interruptTimeout),
+          Effect.fail(
+            new WorkItemFailed({
+              reason: "stalled",
+              detail: `no event for ${Duration.format(config.stallTimeout)} while no card was open and no command ran`,
+              threadId
+            })
+          )
+        )
+      }
+      case "Defect":
+        return Effect.die(end.defect)
+    }
+  }
+}
