@@ -8,6 +8,8 @@
  *   pnpm bench -- --out /tmp/results.json   write the JSON elsewhere (the smoke test does)
  *   pnpm bench -- --only fleet --fleet 50 --profile /tmp/prof   the fleet's size; CPU profiles of its Warden process
  *   pnpm bench -- --only scale --heap-snapshots /tmp/snaps      heap snapshots after each of the scale row's phases
+ *   pnpm bench:built -- --only scale   against the built packages (dist/, after `pnpm build`), not the
+ *                                  sources through tsx; writes bench/results/latest-built.json
  *
  * framePipeline, approvalRoundTrip and scale run 3 times in a full run (once in quick mode): each
  * target is the median of the runs, with their min and max (`spread`).
@@ -57,6 +59,9 @@ interface Args {
 
 const here = dirname(fileURLToPath(import.meta.url))
 
+/** Whether `@warden/*` resolve to the built packages here (`bench/support/built.mjs`) or to the sources. */
+const modules: Results["modules"] = /\/dist\/[^/]+\.js$/.test(import.meta.resolve("@warden/supervisor")) ? "built" : "sources"
+
 const parseArgs = (argv: ReadonlyArray<string>): Args => {
   let quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
   let only: Array<BenchName> = Object.keys(benchmarks) as Array<BenchName>
@@ -91,7 +96,8 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
     } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR, --heap-snapshots DIR)`)
   }
   // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
-  return { quick, only, out: out ?? join(here, "results", quick ? "quick.json" : "latest.json"), fleet, profile, heapSnapshots }
+  const file = quick ? "quick.json" : modules === "built" ? "latest-built.json" : "latest.json"
+  return { quick, only, out: out ?? join(here, "results", file), fleet, profile, heapSnapshots }
 }
 
 export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
@@ -125,11 +131,12 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
     date: new Date().toISOString(),
     quick: args.quick,
     durationSeconds: Math.round((nowMs() - started) / 100) / 10,
+    modules,
     machine: machine(load),
     benchmarks: results
   }
   console.log(
-    `\nmachine: ${output.machine.cpu}, ${output.machine.cores} cores, ${output.machine.os}, node ${output.machine.node}; ` +
+    `\nmodules: ${modules === "built" ? "the built packages (dist/)" : "the sources through tsx"}; machine: ${output.machine.cpu}, ${output.machine.cores} cores, ${output.machine.os}, node ${output.machine.node}; ` +
       `load average ${output.machine.loadAvgStart} at start, ${output.machine.loadAvgEnd} at end`
   )
   mkdirSync(dirname(args.out), { recursive: true })

@@ -52,6 +52,11 @@ export interface Results {
   readonly date: string
   readonly quick: boolean
   readonly durationSeconds: number
+  /**
+   * What Warden's modules were: its TypeScript sources through tsx (`pnpm bench`), or the built
+   * packages' `dist/` (`pnpm bench:built`, what an embedder installs).
+   */
+  readonly modules: "sources" | "built"
   readonly machine: Machine
   readonly benchmarks: Readonly<Record<string, BenchResult>>
 }

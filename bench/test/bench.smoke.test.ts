@@ -39,6 +39,7 @@ describe("pnpm bench --quick", () => {
       const results = JSON.parse(readFileSync(out, "utf8"))
       assert.strictEqual(results.schema, 1)
       assert.strictEqual(results.quick, true)
+      assert.strictEqual(results.modules, "sources", "pnpm bench measures the sources through tsx (pnpm bench:built the dist/)")
       assert.isFalse(Number.isNaN(Date.parse(results.date)))
       assert.isString(results.machine.os)
       assert.isString(results.machine.cpu)
