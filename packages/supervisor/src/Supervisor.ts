@@ -309,7 +309,12 @@ interface Slot {
   readonly index: number
   readonly state: SubscriptionRef.SubscriptionRef<SlotState>
   threads: number
+  /** A work item leaves the slot (one effect per slot, every item's scope finalizer). */
+  readonly leave: Effect.Effect<void>
 }
+
+/** An item without a budget is never exhausted (one function for all of them). */
+const neverExhausted = (): string | undefined => undefined
 
 /**
  * The supervisor, in the caller's scope. The configuration is decoded first, once: a bad value
@@ -417,7 +422,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       Effect.gen(function*() {
         const budget = item.budget
         const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
-        if (!own && runMax === undefined) return { emit, exhausted: (): string | undefined => undefined }
+        if (!own && runMax === undefined) return { emit, exhausted: neverExhausted }
         let exhausted: string | undefined
         let events: Queue.Queue<WorkEvent> | undefined
         if (own) {
@@ -465,7 +470,15 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
 
     const slots: Array<Slot> = []
     for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
-      slots.push({ index, state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }), threads: 0 })
+      const slot: Slot = {
+        index,
+        state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }),
+        threads: 0,
+        leave: Effect.sync(() => {
+          slot.threads--
+        })
+      }
+      slots.push(slot)
     }
 
     // Set by the shutdown finalizer, before the slots' fibers are interrupted; a slot loop ends by
@@ -823,7 +836,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         const { emit, exhausted } = yield* Scope.extend(withBudget(item, session, emitOuter), scope)
         const slot = yield* pickSlot
         slot.threads++
-        yield* Scope.addFinalizer(scope, Effect.sync(() => slot.threads--))
+        yield* Scope.addFinalizer(scope, slot.leave)
         const run: ItemRun = {
           item,
           session,

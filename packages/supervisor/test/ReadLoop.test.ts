@@ -10,7 +10,7 @@ import { Decision } from "@warden/protocol"
 import { FakeAppServer } from "@warden/testkit"
 import { Effect, Fiber, Mailbox, Option, Scope } from "effect"
 import * as AppServerConnection from "../src/internal/AppServerConnection.js"
-import type { ThreadSignal } from "../src/internal/ThreadRoute.js"
+import type { ThreadRoute, ThreadSignal } from "../src/internal/ThreadRoute.js"
 import { commandApproval } from "./support.js"
 
 /** Let forked fibers run (the read loop goes back to waiting); no time passes. */
@@ -31,17 +31,16 @@ const connect = (approvals: Approvals.ApprovalsConfig = {}, hostile?: (desk: App
     // A route for thr_1, as a runner registers one.
     const signals = yield* Mailbox.make<ThreadSignal>()
     const cardScope = yield* Scope.make()
-    server.registerThread({
+    const route: ThreadRoute = {
       threadId: "thr_1",
       receive: (signal) => void signals.unsafeOffer(signal),
       cardScope,
       workItem: 0,
-      fileChanges: new Map(),
-      runningCommands: new Set<string>(),
       routed: 0
-    })
+    }
+    server.registerThread(route)
     yield* settle
-    return { fake, server, signals, send: (text: string) => fake.memory.peer.unsafeSendRaw(text) }
+    return { fake, server, signals, route, send: (text: string) => fake.memory.peer.unsafeSendRaw(text) }
   })
 
 describe("the read loop handles a chunk in the data call while its fiber waits", () => {
@@ -135,5 +134,34 @@ describe("the read loop handles a chunk in the data call while its fiber waits",
       assert.strictEqual(error._tag, "ConnectionLost", "the response after the throw was not read")
       assert.strictEqual(server.desk.size(), 0, "the open card settled (connection lost)")
       assert.strictEqual(server.pendingCount(), 0)
+    }))
+})
+
+describe("what the read loop keeps for a thread", () => {
+  const fileChange = (method: "item/started" | "item/completed", itemId: string, path: string) =>
+    line({
+      method,
+      params: {
+        threadId: "thr_1",
+        turnId: "turn_1",
+        item: { type: "fileChange", id: itemId, changes: [{ path, kind: { type: "add" }, diff: "+x\n" }], status: method === "item/started" ? "inProgress" : "completed" }
+      }
+    })
+  const patchApproval = (id: number, itemId: string) =>
+    line({ id, method: "item/fileChange/requestApproval", params: { threadId: "thr_1", turnId: "turn_1", itemId, reason: null, grantRoot: null } })
+
+  it.scoped("a fileChange item's changes from item/started to item/completed: its card shows them, then the route lets them go (a long thread does not keep every patch it made)", () =>
+    Effect.gen(function*() {
+      const { route, send, server } = yield* connect({ handler: () => Effect.never })
+      assert.isUndefined(route.fileChanges, "an idle thread holds no map")
+      send(fileChange("item/started", "fc_1", "/repo/a.txt") + fileChange("item/started", "fc_2", "/repo/b.txt"))
+      send(patchApproval(1, "fc_1"))
+      yield* settle
+      const summary = server.desk.openCards()[0]?.summary
+      assert.deepStrictEqual(summary?.kind === "fileChange" ? summary.changes.map((c) => c.path) : summary, ["/repo/a.txt"], "the card shows its item's changes")
+      send(fileChange("item/completed", "fc_1", "/repo/a.txt"))
+      assert.deepStrictEqual([...route.fileChanges!.keys()], ["fc_2"], "a completed item's changes are let go")
+      send(line({ method: "turn/completed", params: { threadId: "thr_1", turn: { id: "turn_1", items: [], status: "completed" } } }))
+      assert.strictEqual(route.fileChanges!.size, 0, "the turn's end lets go of the rest")
     }))
 })

@@ -42,6 +42,8 @@ export const make = (
   Effect.gen(function*() {
     const max = Math.max(1, settings.max)
     const semaphore = yield* Effect.makeSemaphore(max)
+    /** One effect for every permit's release (an item's scope finalizer), not one per item. */
+    const releaseOne = semaphore.release(1)
     let limit = max
     const signals = yield* Queue.unbounded<string>()
     yield* Effect.addFinalizer(() => Queue.shutdown(signals))
@@ -76,9 +78,7 @@ export const make = (
     return {
       // Uninterruptible once the permit is taken: it is in the scope before anything can stop us.
       acquire: (scope) =>
-        Effect.uninterruptibleMask((restore) =>
-          Effect.zipRight(restore(semaphore.take(1)), Scope.addFinalizer(scope, semaphore.release(1)))
-        ),
+        Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(semaphore.take(1)), Scope.addFinalizer(scope, releaseOne))),
       pressure: settings.adaptive ? (reason) => void Queue.unsafeOffer(signals, reason) : () => {},
       limit: () => limit
     }

@@ -365,15 +365,20 @@ export const make = (
           const item = record(p?.["item"])
           const itemId = item?.["id"]
           if (item && typeof itemId === "string") {
-            if (item["type"] === "fileChange" && method === "item/started") route.fileChanges.set(itemId, Card.fileChangesOf(item))
+            // Kept while the item runs (its approval request does not carry them), made on first use.
+            if (item["type"] === "fileChange") {
+              if (method === "item/started") (route.fileChanges ??= new Map()).set(itemId, Card.fileChangesOf(item))
+              else route.fileChanges?.delete(itemId)
+            }
             if (item["type"] === "commandExecution") {
-              if (method === "item/started") route.runningCommands.add(itemId)
-              else route.runningCommands.delete(itemId)
+              if (method === "item/started") (route.runningCommands ??= new Set()).add(itemId)
+              else route.runningCommands?.delete(itemId)
             }
           }
         } else if (method === "turn/completed") {
           const turnId = record(p?.["turn"])?.["id"]
-          route.runningCommands.clear()
+          route.runningCommands?.clear()
+          route.fileChanges?.clear()
           // The server resolves its own pending requests at turn end; refuse any we still hold.
           desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), { _tag: "TurnEnded" })
         }
@@ -407,7 +412,7 @@ export const make = (
       const threadId = ServerRequests.threadIdFor(decoded)
       const route = threadId !== undefined ? routes.get(threadId) : undefined
       const itemId = record(params)?.["itemId"]
-      const fileChanges = route && typeof itemId === "string" ? route.fileChanges.get(itemId) : undefined
+      const fileChanges = route && typeof itemId === "string" ? route.fileChanges?.get(itemId) : undefined
       const options: Approvals.OpenOptions = {
         parent: route?.cardScope,
         ...(route?.traceParent !== undefined ? { traceParent: route.traceParent } : {}),

@@ -24,9 +24,16 @@ export interface ThreadRoute {
   /** Parent scope of this thread's cards: closing it refuses them (thread stopped). */
   readonly cardScope: Scope.Scope
   readonly workItem: string | number | undefined
-  readonly fileChanges: Map<string, ReadonlyArray<Card.FileChange>>
-  /** Commands running now (commandExecution items started and not completed): the stall watchdog waits for them. */
-  readonly runningCommands: Set<string>
+  /**
+   * The file changes of the thread's fileChange items from `item/started` to `item/completed` (or
+   * the turn's end), by item id: a card for one of them shows them. Made by the read loop on first use.
+   */
+  fileChanges?: Map<string, ReadonlyArray<Card.FileChange>> | undefined
+  /**
+   * Commands running now (commandExecution items started and not completed): the stall watchdog
+   * waits for them. Made by the read loop on first use.
+   */
+  runningCommands?: Set<string> | undefined
   /**
    * The span this thread's cards are children of (the current turn's, else the thread's); set
    * only when telemetry is on (`Telemetry`), read by the read loop when a card opens.

@@ -227,8 +227,6 @@ const openThread = (
       receive: (signal) => inbox.receive(signal),
       cardScope: threadScope,
       workItem: item.id,
-      fileChanges: new Map(),
-      runningCommands: new Set(),
       traceParent: config.telemetry ? threadSpan : undefined,
       routed: 0
     }
@@ -571,7 +569,7 @@ class Turn implements TurnWatcher {
 
   private idle(): boolean {
     const { route, server, threadId } = this.thread
-    return route.runningCommands.size === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
+    return (route.runningCommands?.size ?? 0) === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
   }
 
   private stopWatching(): void {
