@@ -8,8 +8,11 @@
  *   pnpm bench -- --out /tmp/results.json   write the JSON elsewhere (the smoke test does)
  *   pnpm bench -- --only fleet --fleet 50 --profile /tmp/prof   the fleet's size; CPU profiles of its Warden process
  *   pnpm bench -- --only scale --heap-snapshots /tmp/snaps      heap snapshots after each of the scale row's phases
- *   pnpm bench:built -- --only scale   against the built packages (dist/, after `pnpm build`), not the
+ *   pnpm bench:built               against the built packages (dist/, after `pnpm build`), not the
  *                                  sources through tsx; writes bench/results/latest-built.json
+ *
+ * Only a full run writes latest.json (latest-built.json); with --only or --fleet the results go to
+ * bench/results/partial.json (ignored by git), unless --out names a file.
  *
  * framePipeline, approvalRoundTrip and scale run 3 times in a full run (once in quick mode): each
  * target is the median of the runs, with their min and max (`spread`).
@@ -96,7 +99,10 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
     } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR, --heap-snapshots DIR)`)
   }
   // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
-  const file = quick ? "quick.json" : modules === "built" ? "latest-built.json" : "latest.json"
+  // Only a full run replaces the committed results: a run of some benchmarks (`--only`), or with
+  // another fleet size, writes partial.json (ignored by git) unless `--out` says otherwise.
+  const partial = only.length < Object.keys(benchmarks).length || fleet !== undefined
+  const file = quick ? "quick.json" : partial ? "partial.json" : modules === "built" ? "latest-built.json" : "latest.json"
   return { quick, only, out: out ?? join(here, "results", file), fleet, profile, heapSnapshots }
 }
 
