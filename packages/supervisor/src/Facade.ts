@@ -121,7 +121,11 @@ export const effectHandler = (handler: CardHandler): Approvals.Handler => (card)
 export interface WorkHandle {
   /** Resolves once the thread exists; rejects with a `WorkItemFailed` if the item fails before. */
   readonly threadId: Promise<string>
-  /** This item's events, in order; ends when the item ends. Iterate once. */
+  /**
+   * This item's events, in order, from its first; ends when the item ends. Iterate once. Until
+   * iteration starts only the item's latest 500 events are kept (a handle nobody iterates keeps no
+   * more than that); an iteration that starts later begins with those.
+   */
   readonly events: AsyncIterable<WorkEvent>
   /** Add input to the running turn (`turn/steer`); rejects with `NoActiveTurn` or a request error. */
   readonly steer: (text: string) => Promise<void>

@@ -183,7 +183,11 @@ export class NoActiveTurn extends Error {
 export interface WorkHandle {
   /** Resolves once the thread exists (started or resumed); fails with the item's `WorkItemFailed` if it ends before. */
   readonly threadId: Effect.Effect<string, WorkItemFailed>
-  /** This item's events in order; ends when the item ends. One consumer. */
+  /**
+   * This item's events in order, from its first; ends when the item ends. One consumer. Until it
+   * is first read only the item's latest 500 events are kept: a reader that starts later begins
+   * with those (`subscribe` and `events` of the supervisor see every event as it happens).
+   */
   readonly events: Stream.Stream<WorkEvent>
   /** Add input to the running turn (`turn/steer`). */
   readonly steer: (text: string) => Effect.Effect<void, RequestError | NoActiveTurn>

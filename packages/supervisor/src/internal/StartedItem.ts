@@ -8,15 +8,28 @@ import { Deferred, Effect, Exit, FiberId, Mailbox, Stream } from "effect"
 import type { WorkEvent } from "../WorkItem.js"
 import type { WorkItemFailed } from "../Errors.js"
 
-/** A work item's events: kept in order until the first reader, then a mailbox (one consumer). */
+/**
+ * How many of a work item's latest events are kept until its events are first read. A handle whose
+ * events nobody reads (`await` only, the facade's usual use) must not keep every notification of
+ * every turn for as long as the item runs.
+ */
+export const KEPT_UNTIL_READ = 500
+
+/**
+ * A work item's events: kept in order until the first reader (the latest `KEPT_UNTIL_READ` of
+ * them), then a mailbox (one consumer) that gets every event from then on.
+ */
 export class ItemEvents {
   private kept: Array<WorkEvent> | undefined = []
   private mailbox: Mailbox.Mailbox<WorkEvent> | undefined = undefined
   private ended = false
 
   offer(event: WorkEvent): void {
-    if (this.mailbox !== undefined) this.mailbox.unsafeOffer(event)
-    else this.kept!.push(event)
+    if (this.mailbox !== undefined) return void this.mailbox.unsafeOffer(event)
+    const kept = this.kept!
+    kept.push(event)
+    // Trimmed when twice the bound: amortized constant work per event, at most 2x the bound held.
+    if (kept.length >= 2 * KEPT_UNTIL_READ) this.kept = kept.slice(kept.length - KEPT_UNTIL_READ)
   }
 
   /** The item ended: a reader gets what was kept, then the end. */
@@ -25,12 +38,16 @@ export class ItemEvents {
     this.mailbox?.unsafeDone(Exit.void)
   }
 
-  /** The events from the first one, ending when the item ends. */
+  /**
+   * The events from the first one, ending when the item ends; a reader that comes after more than
+   * `KEPT_UNTIL_READ` events starts with the latest `KEPT_UNTIL_READ`.
+   */
   get stream(): Stream.Stream<WorkEvent> {
     return Stream.unwrap(
       Effect.map(Mailbox.make<WorkEvent>(), (made) => {
         if (this.mailbox === undefined) {
-          made.unsafeOfferAll(this.kept!)
+          const kept = this.kept!
+          made.unsafeOfferAll(kept.length > KEPT_UNTIL_READ ? kept.slice(kept.length - KEPT_UNTIL_READ) : kept)
           if (this.ended) made.unsafeDone(Exit.void)
           this.mailbox = made
           this.kept = undefined
