@@ -68,37 +68,39 @@ describe("Supervisor on a fake app-server", () => {
       assert.strictEqual(events[events.length - 1]?._tag, "TurnCompleted")
     }))
 
-  it.scoped("a handle whose events nobody reads keeps its latest 500: a reader that comes after 1,200 deltas starts there, in order, to the end", () =>
+  /**
+   * One item, one turn of 1,200 `item/agentMessage/delta` (delta = its index), completed;
+   * `early` reads the handle's events from the start. The events read, and the deltas among them.
+   */
+  const itemOfDeltas = (early: boolean) =>
     Effect.gen(function*() {
       const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
       const handle = yield* supervisor.start(item("x"))
+      const reader = early ? yield* Effect.fork(Stream.runCollect(handle.events)) : undefined
       const threadId = yield* handle.threadId
       yield* fake.nextRequest("turn/start")
       for (let i = 0; i < 1_200; i++) yield* fake.notify("item/agentMessage/delta", { threadId, turnId: "turn_1", itemId: "m", delta: String(i) })
       yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "done" })
       assert.strictEqual((yield* handle.await).status, "completed")
-      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(handle.events))
+      const events = Chunk.toReadonlyArray(reader === undefined ? yield* Stream.runCollect(handle.events) : yield* Fiber.join(reader))
+      const deltas = events.flatMap((e) => (e._tag === "Notification" && e.method === "item/agentMessage/delta" ? [Number((e.params as { delta: string }).delta)] : []))
+      return { events, deltas }
+    })
+
+  it.scoped("a handle whose events nobody reads keeps its latest 500: a reader that comes after 1,200 deltas starts there, in order, to the end", () =>
+    Effect.gen(function*() {
+      const { deltas, events } = yield* itemOfDeltas(false)
       assert.strictEqual(events.length, 500, "the latest 500 events were kept")
       assert.strictEqual(events[events.length - 1]?._tag, "TurnCompleted")
-      const seen = events.flatMap((e) => (e._tag === "Notification" && e.method === "item/agentMessage/delta" ? [Number((e.params as { delta: string }).delta)] : []))
-      assert.strictEqual(seen[seen.length - 1], 1_199, "up to the last delta")
-      assert.deepStrictEqual(seen, Array.from({ length: seen.length }, (_, i) => 1_200 - seen.length + i), "the latest ones, in order, none missing between")
-      assert.isAbove(seen[0]!, 0, "older ones were let go")
+      assert.strictEqual(deltas[deltas.length - 1], 1_199, "up to the last delta")
+      assert.deepStrictEqual(deltas, Array.from({ length: deltas.length }, (_, i) => 1_200 - deltas.length + i), "the latest ones, in order, none missing between")
+      assert.isAbove(deltas[0]!, 0, "older ones were let go")
     }))
 
   it.scoped("a reader from the start gets every event, however many", () =>
     Effect.gen(function*() {
-      const { fake, supervisor } = yield* supervise({}, { turns: "manual" })
-      const handle = yield* supervisor.start(item("x"))
-      const reader = yield* Effect.fork(Stream.runCollect(handle.events))
-      const threadId = yield* handle.threadId
-      yield* fake.nextRequest("turn/start")
-      for (let i = 0; i < 1_200; i++) yield* fake.notify("item/agentMessage/delta", { threadId, turnId: "turn_1", itemId: "m", delta: String(i) })
-      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "done" })
-      yield* handle.await
-      const events = Chunk.toReadonlyArray(yield* Fiber.join(reader))
-      const seen = events.flatMap((e) => (e._tag === "Notification" && e.method === "item/agentMessage/delta" ? [Number((e.params as { delta: string }).delta)] : []))
-      assert.deepStrictEqual(seen, Array.from({ length: 1_200 }, (_, i) => i))
+      const { deltas, events } = yield* itemOfDeltas(true)
+      assert.deepStrictEqual(deltas, Array.from({ length: 1_200 }, (_, i) => i))
       assert.strictEqual(events[0]?._tag, "ThreadReady")
     }))
 
