@@ -237,7 +237,6 @@ export interface SupervisorShape {
 /** The `Supervisor` service tag, provided by `layer`. */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
 
-/** A running work item's state between its steps (Supervisor's `runWith`). */
 /** What a work item's set-up starts from, and the caller's context to put back when it ends. */
 interface ItemStart {
   readonly given: WorkItem
@@ -247,6 +246,7 @@ interface ItemStart {
   callerContext: Context.Context<never> | undefined
 }
 
+/** A running work item's state between its steps (Supervisor's `runWith`). */
 interface ItemRun {
   readonly item: WorkItem
   readonly session: ThreadRunner.Session
@@ -803,10 +803,10 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
     ): Effect.Effect<WorkResult, WorkItemFailed> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(Scope.make(), (scope) => {
-          const start: ItemStart = { given, session, emitOuter, scope, callerContext: undefined }
-          const end = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => endItem(start, exit, ended)
+          const itemStart: ItemStart = { given, session, emitOuter, scope, callerContext: undefined }
+          const end = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => endItem(itemStart, exit, ended)
           // Made when it runs (`suspend`): the frames kept while the item idles hold this, not the set-up's program.
-          return Effect.matchCauseEffect(restore(Effect.suspend(() => Effect.flatMap(setUp(start), attempts))), {
+          return Effect.matchCauseEffect(restore(Effect.suspend(() => Effect.flatMap(setUp(itemStart), attempts))), {
             onFailure: (cause) => end(Exit.failCause(cause)),
             onSuccess: (result) => end(Exit.succeed(result))
           })
@@ -814,10 +814,10 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       )
 
     /** The item's set-up in its scope: admission, span, worktree, budget, slot; what its attempts share. */
-    const setUp = (start: ItemStart) =>
+    const setUp = (itemStart: ItemStart) =>
       Effect.gen(function*() {
-        const { emitOuter, given, scope, session } = start
-        start.callerContext = yield* FiberRef.get(FiberRef.currentContext)
+        const { emitOuter, given, scope, session } = itemStart
+        itemStart.callerContext = yield* FiberRef.get(FiberRef.currentContext)
         yield* admission.acquire(scope)
         if (telemetry !== undefined) {
           yield* countRunning(1)
@@ -871,14 +871,14 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
      * joins the item's cause; the rest still runs), the caller's current span back on the fiber,
      * `ItemFinished` published and `ended` told.
      */
-    const endItem = (start: ItemStart, exit: Exit.Exit<WorkResult, WorkItemFailed>, ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined) =>
+    const endItem = (itemStart: ItemStart, exit: Exit.Exit<WorkResult, WorkItemFailed>, ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined) =>
       Effect.gen(function*() {
-        const closed = yield* Effect.exit(Scope.close(start.scope, exit))
+        const closed = yield* Effect.exit(Scope.close(itemStart.scope, exit))
         const final: Exit.Exit<WorkResult, WorkItemFailed> = Exit.isSuccess(closed)
           ? exit
           : Exit.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, closed.cause) : closed.cause)
-        if (start.callerContext !== undefined) yield* FiberRef.set(FiberRef.currentContext, start.callerContext)
-        publish({ _tag: "ItemFinished", item: start.given.id, exit: final })
+        if (itemStart.callerContext !== undefined) yield* FiberRef.set(FiberRef.currentContext, itemStart.callerContext)
+        publish({ _tag: "ItemFinished", item: itemStart.given.id, exit: final })
         ended?.(final)
         return yield* final
       })

@@ -466,9 +466,10 @@ class ThreadInbox {
 
 /**
  * One turn: turn/start, then the fiber waits for the turn's end while the route hands its signals
- * to the turn (see `run`). The turn has a scope of its own in the thread's, the attempt's turn
- * slot: its span, its stall watchdog, and, when it closes interrupted with the turn still running,
- * turn/interrupt (bounded); the thread scope then refuses the cards still open.
+ * to the turn (see `run`). The turn is its attempt's turn slot (`Turn.close`): when the attempt
+ * closes under it, it stops its stall watchdog, sends turn/interrupt (bounded) if it was
+ * interrupted with the turn still running, and ends its span; the thread scope then refuses the
+ * cards still open.
  *
  * An idle item is suspended here: one frame (the wait, then `finish`) over the turn's state, a
  * plain object (`Turn`). The effect is made when it runs (`suspend`): the frame above it keeps
