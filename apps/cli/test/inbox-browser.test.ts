@@ -83,9 +83,13 @@ const fake = (cards: number) =>
     }
   })
 
-/** The link `warden run --inbox` printed on stderr (once). */
+/**
+ * The link `warden run --inbox` printed on stderr (once). The inbox's modules load on first use
+ * (from the sources, through tsx, in these tests): under a second test suite on 2 cores that took
+ * over the default 30 s once, so the bound is wider (and the tests' own, 150 s).
+ */
 const linkOf = (cli: CliProcess.Cli) =>
-  Effect.map(cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t)), (text) => {
+  Effect.map(cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "60 seconds"), (text) => {
     const links = text.match(/inbox at (http:\/\/\S+#token=\S+)/g) ?? []
     assert.strictEqual(links.length, 1, "the link is printed once")
     const link = links[0]!.slice("inbox at ".length)
@@ -145,7 +149,7 @@ describe("web inbox in a real browser", () => {
       const outputs = (yield* codex.model.awaitRequests(2)).flatMap((r) => ScriptedModel.functionCallOutputs(r)).map((o) => JSON.stringify(o.output)).join("\n")
       assert.include(outputs, "warden-inbox-output", "the accepted command ran")
       assert.include(outputs, "exited with code 0")
-    }), 90_000)
+    }), 150_000)
 
   it.scopedLive("two pages answer the same card: exactly one wins, the other says who did; the app-server got one answer", () =>
     Effect.gen(function*() {
@@ -179,7 +183,7 @@ describe("web inbox in a real browser", () => {
       yield* cli.exited()
       assert.strictEqual(f.answers().length, 1, "one answer on the wire")
       assert.deepStrictEqual(f.answers()[0]!.result, { decision: settled.decision })
-    }), 90_000)
+    }), 150_000)
 
   it.scopedLive("a card decided on stdin leaves the page at once, saying who; a card nobody clicks leaves with its deadline; a wrong token decides nothing", () =>
     Effect.gen(function*() {
@@ -224,7 +228,7 @@ describe("web inbox in a real browser", () => {
       ])
       assert.deepStrictEqual(f.answers().map((a) => a.result), [{ decision: "decline" }, { decision: "decline" }])
       assert.strictEqual(yield* Browser.step("the intruder saw no card", () => intruder.locator("[data-card]").count()), 0)
-    }), 90_000)
+    }), 150_000)
 
   it.scopedLive("--notify: a signed message with links; the accept link, opened in the browser and confirmed, decides once (channel link); then 410", () =>
     Effect.gen(function*() {
@@ -258,5 +262,5 @@ describe("web inbox in a real browser", () => {
       assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
       assert.deepStrictEqual(f.answers().map((a) => [a.id, a.result]), [[100, { decision: "accept" }], [101, { decision: "decline" }]])
       assert.notInclude(cli.stderr(), "s3cret-for-the-test")
-    }), 90_000)
+    }), 150_000)
 })

@@ -223,5 +223,5 @@ describe("GitWorktree: many items on one repository at once", () => {
       const finished = yield* Effect.forEach(made, (m) => GitWorktree.finish(m, {}, "nothing"), { concurrency: "unbounded" })
       assert.deepStrictEqual(finished.filter((f) => f.error !== undefined || f.kept).map((f) => f.error ?? f.path), [])
       assert.deepStrictEqual(branches(dir), ["main"])
-    }))
+    }), { timeout: 120_000 })
 })
