@@ -4,12 +4,13 @@
  * downloaded). Launched in the test's scope; closing the scope closes the browser (bounded), then
  * kills its process group if anything is left.
  *
- * When chromium is missing these tests fail, saying how to install it (`.ci/run` does).
+ * When chromium is missing these tests fail, saying how to install it (`pnpm test` installs it first when run as root).
  */
 import { ProcessTree } from "@warden/testkit"
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import type { Browser, Page } from "playwright-core"
 import { chromium } from "playwright-core"
 
@@ -21,13 +22,16 @@ export class BrowserError extends Data.TaggedError("BrowserError")<{ readonly de
 
 /** The chromium executable, or a failure that says how to install it. */
 export const executable: Effect.Effect<string, BrowserError> = Effect.suspend(() => {
-  const path = process.env["WARDEN_CHROMIUM"] ?? "/usr/bin/chromium"
+  // As scripts/prerequisites.mjs finds it: WARDEN_CHROMIUM, else `chromium` on PATH.
+  const onPath = (process.env["PATH"] ?? "").split(":").filter((dir) => dir !== "").map((dir) => Path.join(dir, "chromium"))
+    .find((file) => Fs.existsSync(file))
+  const path = process.env["WARDEN_CHROMIUM"] ?? onPath ?? "/usr/bin/chromium"
   return Fs.existsSync(path)
     ? Effect.succeed(path)
     : Effect.fail(
       new BrowserError({
         detail: `chromium is not installed (${path} does not exist). The web inbox tests drive a real headless Chromium: ` +
-          "install it with `apt-get install -y chromium` (Debian package `chromium`; .ci/run does it), or point WARDEN_CHROMIUM at one."
+          "install it with `apt-get install -y chromium` (Debian package `chromium`; `pnpm test` installs it when run as root), or point WARDEN_CHROMIUM at one."
       })
     )
 })
