@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "examples/test/**/*.test.ts", "bench/test/**/*.test.ts", "packaging/test/**/*.test.ts"],
+    // The CLI compiled from the sources once per run, for the tests that start `warden` (scripts/test-bundle.mjs).
+    globalSetup: ["./scripts/test-bundle.mjs"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 20_000,

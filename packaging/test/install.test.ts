@@ -18,6 +18,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Layer } from "effect"
 import type { Duration } from "effect"
+import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
@@ -83,6 +84,24 @@ const filesUnder = (dir: string): Array<string> =>
   Fs.readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile())
     .map((e) => Path.join(e.parentPath, e.name))
+
+/**
+ * better-sqlite3's native addon as a local prebuild (the tarball prebuild-install would download:
+ * `build/Release/better_sqlite3.node`, named for the version, ABI, platform and arch), made from
+ * the workspace's own compiled copy. The npm install below points prebuild-install at it
+ * (`npm_config_better_sqlite3_local_prebuilds`), as a machine that can download prebuilds gets
+ * one, instead of compiling it from source again (~90 s of the test's 2-core time). When npm picks
+ * another version than the workspace's, nothing matches and it compiles, as a user's install would.
+ */
+const localPrebuild = (dir: string): { readonly version: string } => {
+  const packageDir = Path.dirname(createRequire(Path.join(repoRoot, "apps", "cli", "package.json")).resolve("better-sqlite3/package.json"))
+  const { version } = readManifest(packageDir)
+  Fs.mkdirSync(dir, { recursive: true })
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
+  const made = spawnSync("tar", ["-czf", Path.join(dir, name), "-C", packageDir, "build/Release/better_sqlite3.node"], { encoding: "utf8" })
+  assert.strictEqual(made.status, 0, `tar of the workspace's better_sqlite3.node: ${made.stderr}`)
+  return { version }
+}
 
 class Installed extends Context.Tag("packaging/Installed")<Installed, {
   /** The temporary project (a realpath) with the tarballs installed. */
@@ -160,15 +179,20 @@ const InstalledLive = Layer.scoped(
       Fs.copyFileSync(Path.join(Outside.consumerDir, file), Path.join(project, file))
     }
     const typesNode = readManifest(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("@types/node/package.json"))).version
+    const prebuilds = Path.join(root, "prebuilds")
+    const prebuilt = localPrebuild(prebuilds)
     yield* timed(
       timings,
       "npm install",
       Outside.runOk("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs, `@types/node@${typesNode}`], {
         cwd: project,
-        env: Outside.outsideEnv(),
+        env: Outside.outsideEnv({ npm_config_better_sqlite3_local_prebuilds: prebuilds }),
         timeout: "10 minutes"
       })
     )
+    // Which better-sqlite3 binary the install got: the local prebuild when the versions matched.
+    const installedSqlite = readManifest(Path.join(project, "node_modules", "better-sqlite3")).version
+    timings[installedSqlite === prebuilt.version ? "better-sqlite3 from the local prebuild" : `better-sqlite3 ${installedSqlite} compiled`] = 1
 
     let traces = 0
     return {

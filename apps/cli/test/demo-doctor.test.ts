@@ -1,6 +1,8 @@
 /**
  * `warden demo` without a terminal (the demo policy answers) and `warden doctor` on the pinned
- * codex and on a codex whose schema drifted.
+ * codex and on a codex whose schema drifted. The demo runs as `pnpm demo` runs it, from the
+ * sources through tsx (`node --import tsx apps/cli/src/bin.ts demo`); the other CLI tests start
+ * the same sources compiled for the run (support/CliProcess.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { RealCodex } from "@warden/testkit"
@@ -14,7 +16,7 @@ const tempDir = CliProcess.tempDir
 describe("warden demo and doctor", () => {
   it.live("demo without a terminal: one card accepted, one declined, one timed out; summary; exit 0", () =>
     Effect.gen(function*() {
-      const result = yield* CliProcess.runToEnd(["demo"])
+      const result = yield* CliProcess.runToEnd(["demo"], { via: "tsx" })
       assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
       const stdout = result.stdout.join("\n")
       assert.match(stdout, /^ITEM +STATUS +CARDS +TOKENS +ELAPSED +RESULT$/m)

@@ -68,8 +68,8 @@ describe("warden serve (real codex 0.171.0)", () => {
       assert.deepStrictEqual(items.map((i: { item: number; status: string }) => [i.item, i.status]), [[0, "completed"], [1, "completed"]])
 
       const tree = ProcessTree.liveDescendants(cli.pid)
-      const [node] = ProcessTree.find(cli.pid, CliProcess.bin)
-      assert.isDefined(node, "tsx runs the CLI in a node child")
+      const node = CliProcess.cliPid(cli)
+      assert.isDefined(node, "the CLI's node process")
       process.kill(node!, "SIGTERM")
       const exited = yield* cli.exited("90 seconds")
       assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
@@ -109,8 +109,7 @@ describe("warden serve (real codex 0.171.0)", () => {
       const items = (yield* Inbox.call(`${url}api/items`, { headers: { "x-warden-token": token } })).text
       assert.include(items, "use token")
       assert.notInclude(items, secret)
-      const [node] = ProcessTree.find(cli.pid, CliProcess.bin)
-      process.kill(node!, "SIGTERM")
+      process.kill(CliProcess.cliPid(cli)!, "SIGTERM")
       assert.deepStrictEqual(yield* cli.exited("90 seconds"), { code: 0, signal: null }, cli.stderr())
       const line = cli.json().find((l) => l.type === "item.submitted")!
       assert.include(line.prompt, "use token")

@@ -1,6 +1,6 @@
 /**
  * The CLI in a real terminal: a private tmux server (its own socket) running
- * `tsx apps/cli/src/bin.ts ARGS` in one pane, keys sent with `send-keys`, the screen read with
+ * `warden ARGS` (CliProcess.command: the CLI compiled for this run) in one pane, keys sent with `send-keys`, the screen read with
  * `capture-pane`. A shell in the pane waits for the CLI and keeps its exit status. Closing the
  * scope stops the CLI (SIGTERM, bounded wait, SIGKILL to everything under the pane) and the tmux
  * server.
@@ -37,7 +37,7 @@ export const executable: Effect.Effect<string, TmuxError> = Effect.suspend(() =>
 })
 
 export interface Pane {
-  /** The shell in the pane; the CLI (tsx, then node) runs under it. */
+  /** The shell in the pane; the CLI (node) runs under it. */
   readonly pid: number
   /** The visible screen (trailing spaces trimmed). */
   readonly screen: Effect.Effect<string, TmuxError>
@@ -82,7 +82,7 @@ export const run = (
         `cd ${shellQuote(CliProcess.repoRoot)}`,
         ...Object.entries({ XDG_STATE_HOME: CliProcess.stateHome, ...options?.env }).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
         "trap 'true' INT TERM",
-        [CliProcess.tsx, CliProcess.bin, ...args].map(shellQuote).join(" "),
+        CliProcess.command(args).map(shellQuote).join(" "),
         `echo $? > ${shellQuote(exitFile)}`,
         "exec sleep 3600",
         ""
@@ -122,7 +122,7 @@ export const run = (
       Effect.gen(function*() {
         const tree = ProcessTree.descendants(pid)
         if ((yield* status) === undefined) {
-          // The CLI is the shell's child (tsx, which relays the signal to the CLI's node process).
+          // The CLI is the shell's child (node running the CLI compiled for this run).
           for (const child of tree.filter((p) => ProcessTree.commandLine(p).includes(CliProcess.bin))) {
             try {
               process.kill(child, "SIGTERM")

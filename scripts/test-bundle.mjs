@@ -1,0 +1,70 @@
+/**
+ * Vitest's global set-up (vitest.config.ts): before any test file runs, the `warden` CLI is
+ * compiled from its TypeScript sources into one ES module,
+ * `apps/cli/node_modules/.cache/warden-test/bin.mjs`, which the CLI tests start with plain `node`
+ * (apps/cli/test/support/CliProcess.ts) instead of `tsx apps/cli/src/bin.ts`.
+ *
+ * Why: through tsx every start of `warden` resolves and loads its ~1,400 modules through tsx's
+ * loader hooks, about 3.4 s of CPU on the 2-core machine, and the suite starts `warden` well over a
+ * hundred times; the same sources as one file start in about 0.3 s (docs/testing.md, "The CLI
+ * under test").
+ *
+ * What stays the same: the sources are the working tree's, compiled by esbuild (the compiler tsx
+ * runs on each file) at the start of every vitest run, so the bundle is never older than the
+ * sources. `import.meta.url` in Warden's own sources is replaced by the URL of the source file it
+ * appears in, so files found relative to a module (package.json, the test kit's MCP server
+ * script, fixtures, `warden-run.cjs`) are found where tsx finds them. Dependencies resolve from
+ * the workspace's node_modules as they do for tsx; the native SQLite driver and ws's optional
+ * helpers stay outside, loaded from node_modules. The demo's test still starts `warden` through
+ * tsx, as `pnpm demo` and `pnpm warden` do (apps/cli/test/demo-doctor.test.ts).
+ */
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+
+const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
+const cliDir = Path.join(root, "apps", "cli")
+
+/** Where the bundle is written (inside apps/cli, so `better-sqlite3` resolves from its node_modules). */
+export const bundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "bin.mjs")
+
+/** `import.meta.url` in a workspace source: the URL of that source, as under tsx. */
+const sourceUrls = {
+  name: "source-urls",
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/, namespace: "file" }, async (args) => {
+      if (args.path.includes(`${Path.sep}node_modules${Path.sep}`)) return undefined
+      const source = await Fs.promises.readFile(args.path, "utf8")
+      if (!source.includes("import.meta.url")) return undefined
+      return { contents: source.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)), loader: "ts" }
+    })
+  }
+}
+
+/** Compiles the CLI (apps/cli/src/bin.ts) into `bundlePath`, atomically; returns the path. */
+export const bundleCli = async () => {
+  const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
+  Fs.mkdirSync(Path.dirname(bundlePath), { recursive: true })
+  const temp = `${bundlePath}.${process.pid}.tmp`
+  await esbuild.build({
+    entryPoints: [Path.join(cliDir, "src", "bin.ts")],
+    outfile: temp,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    // CommonJS dependencies call require(): give the module one.
+    banner: { js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);" },
+    external: ["better-sqlite3", "bufferutil", "utf-8-validate"],
+    plugins: [sourceUrls],
+    logLevel: "error"
+  })
+  Fs.renameSync(temp, bundlePath)
+  return bundlePath
+}
+
+/** Vitest global set-up. */
+export const setup = async () => {
+  await bundleCli()
+}
