@@ -241,7 +241,8 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       const latencies = settled.filter((l) => typeof l["latencyMs"] === "number").map((l) => Number(l["latencyMs"])).sort((a, b) => a - b)
       yield* Effect.log(
         `cluster-real: ${ITEMS} items in ${ended - started} ms (${(ITEMS / ((ended - started) / 60_000)).toFixed(1)} items/min); ` +
-          `failover: all ended ${ended - killedAt} ms after the SIGKILL; ${moved.length} moved, ${victimCards.length} stranded; ` +
+          `failover: all ended ${ended - killedAt} ms after the SIGKILL; ${moved.length} moved (${moved.filter((m) => m["reason"] === "shard-lost").length} shard-lost; ` +
+          `the engine's "Shard lock storage is unhealthy" ${runners.map((r) => r.cli.stderr().split("Shard lock storage is unhealthy").length - 1).join("/")} times per runner), ${victimCards.length} stranded; ` +
           `card latency (opened → settled) median ${latencies[Math.floor(latencies.length / 2)]} ms, max ${latencies[latencies.length - 1]} ms`
       )
 

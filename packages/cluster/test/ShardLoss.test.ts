@@ -14,14 +14,13 @@
  * refused card corresponds to that move.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage } from "@warden/cluster"
 import type { Wire } from "@warden/cluster"
 import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import { Postgres } from "@warden/testkit"
-import { spawnTsx } from "./support/Proc.js"
+import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
 import { shardingTimings } from "./support/ShardingTimings.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
@@ -33,24 +32,7 @@ const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runne
  */
 const timings = { ...shardingTimings, shardLockExpiration: "60 seconds" } as const
 
-const started = new Set<number>()
-afterAll(() => {
-  for (const pid of started) {
-    try {
-      process.kill(-pid, "SIGKILL")
-    } catch {
-      // gone
-    }
-  }
-})
-
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+const started = killedAfterAll()
 
 /** Bounded wait on state with no event of its own (a stored row, lines from another process). */
 const until = (what: string, condition: Effect.Effect<boolean>, timeout: Duration.DurationInput, context: () => string) =>

@@ -62,8 +62,8 @@ export interface LocalItem {
 /**
  * This runner's items, by item id, shared by every activation of every item's entity (an entity
  * whose shard was released and regained, or rebuilt after a defect, is a new activation on the
- * same runner). An entry goes when its item finishes here; one whose item was moved away and
- * finished elsewhere stays (a run and a number).
+ * same runner). An entry is made when a run of its item starts here and goes when the item
+ * finishes here; one whose item was moved away and finished elsewhere stays (a number).
  */
 export class LocalItems extends Context.Tag("@warden/cluster/LocalItems")<LocalItems, Map<string, LocalItem>>() {}
 
@@ -99,8 +99,9 @@ export const make = Effect.gen(function*() {
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
   const holder = { incarnation: info.runId, runner: info.address, host: info.host, codexHome: info.codexHome }
+  // Kept in `localItems` from the start of a run here until the item finishes here (an activation
+  // that only answers `Status` or `Events` of an ended item leaves nothing behind).
   const local: LocalItem = localItems.get(itemId) ?? { run: undefined, nextSeq: 0 }
-  localItems.set(itemId, local)
   /** The seq of this activation's first line: `history[i]` has seq `firstSeq + i`. */
   const firstSeq = local.nextSeq
   let handle: Supervisor.WorkHandle | undefined
@@ -309,6 +310,7 @@ export const make = Effect.gen(function*() {
       }
       const done = Deferred.unsafeMake<Wire.RunResult>(FiberId.none)
       local.run = done
+      localItems.set(itemId, local)
       return run(spec).pipe(
         Effect.onExit((exit) =>
           Effect.suspend(() => {
