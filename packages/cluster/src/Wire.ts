@@ -35,7 +35,8 @@ export class Completed extends Schema.TaggedClass<Completed>()("Completed", {
 }) {}
 
 /**
- * Why an item moved (the `reason` of an `item.moved` line):
+ * Why an item moved (the `reason` of an `item.moved` line): another runner incarnation held it
+ * (`shard-moved`), or its own runner lost its shard and took it back (`shard-lost`).
  * - `shard-moved`: the item was last held by another runner incarnation (it died, stopped, or
  *   its shard was assigned to this runner).
  * - `shard-lost`: the same runner ran the item, let go of its shard (its run stopped, its open
