@@ -131,7 +131,7 @@ export const entityLayer = (info: {
 }): Layer.Layer<Handlers.RunnerInfo, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
   WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" }).pipe(
     Layer.provide(ItemStore.layer),
-    Layer.provide(Layer.sync(Handlers.InflightRuns, () => new Map())),
+    Layer.provide(Layer.sync(Handlers.LocalItems, () => new Map())),
     Layer.provideMerge(
       Layer.succeed(Handlers.RunnerInfo, {
         runId: info.runId,

@@ -27,9 +27,24 @@ export class Completed extends Schema.TaggedClass<Completed>()("Completed", {
   status: Schema.String,
   finalMessage: Schema.NullOr(Schema.String),
   turns: Schema.Number,
-  /** Runner incarnations the item ran on before the last one. */
+  /**
+   * How often the item moved: to another runner incarnation, or back to the same one after its
+   * runner let go of the item's shard (see {@link MoveReason}).
+   */
   moves: Schema.Number
 }) {}
+
+/**
+ * Why an item moved (the `reason` of an `item.moved` line): another runner incarnation held it
+ * (`shard-moved`), or its own runner lost its shard and took it back (`shard-lost`).
+ * - `shard-moved`: the item was last held by another runner incarnation (it died, stopped, or
+ *   its shard was assigned to this runner).
+ * - `shard-lost`: the same runner ran the item, let go of its shard (its run stopped, its open
+ *   cards refused `ThreadStopped` or `TurnEnded`), then took the shard back and ran it again; the
+ *   engine does this when a shard lock refresh takes longer than it allows (docs/scaling.md).
+ */
+export const MoveReason = Schema.Literal("shard-moved", "shard-lost")
+export type MoveReason = typeof MoveReason.Type
 
 /**
  * Why an item failed: the supervisor's `WorkItemFailed` reasons, plus `thread-unreachable` (the
@@ -75,7 +90,8 @@ export class ItemStatus extends Schema.Class<ItemStatus>("@warden/cluster/ItemSt
  * One line of an item's event stream: a JSON object with a `type` (`item.snapshot`,
  * `item.placed`, `item.moved`, `thread.ready`, `turn.started`, `turn.completed`, `card.opened`,
  * `card.settled`, `item.finished`), masked on the runner, tagged with the runner incarnation
- * that produced it and a sequence number within that incarnation.
+ * that produced it and a sequence number within that incarnation (unique across the item's
+ * activations on it: a shard let go of and taken back goes on counting).
  */
 export class ItemEvent extends Schema.Class<ItemEvent>("@warden/cluster/ItemEvent")({
   seq: Schema.Number,

@@ -27,7 +27,7 @@ const seedDeadIncarnation = (item: string, host: string) =>
   Effect.gen(function*() {
     const store = yield* ItemStore.ItemStore
     const sql = yield* SqlClient.SqlClient
-    yield* store.claim(item, { incarnation: "rOld-00000002", runner: "127.0.0.1:2", host, codexHome: "/codex" })
+    yield* store.claim(item, { incarnation: "rOld-00000002", runner: "127.0.0.1:2", host, codexHome: "/codex" }, false)
     yield* store.setThread(item, "thr_old")
     yield* store.cardOpened({ id: "rOld-00000002:c1", itemId: item, incarnation: "rOld-00000002", method: "item/commandExecution/requestApproval" })
     yield* store.cardOpened({ id: "rOld-00000002:c2", itemId: item, incarnation: "rOld-00000002", method: "item/commandExecution/requestApproval" })
@@ -78,7 +78,7 @@ describe("WorkItemEntity on an in-memory runner", () => {
       assert.deepStrictEqual(yield* store.strand("moved", "rNow-00000001"), [])
       const lines = yield* client.events("moved").pipe(Stream.runCollect)
       const moved = [...lines].filter((e) => e.line["type"] === "item.moved")
-      assert.deepStrictEqual(moved.map((e) => e.line["stranded"]), [["rOld-00000002:c1"]])
+      assert.deepStrictEqual(moved.map((e) => [e.line["reason"], e.line["stranded"]]), [["shard-moved", ["rOld-00000002:c1"]]])
       // The one inbox: an earlier incarnation's card is answered from storage, nothing written.
       const answersBefore = fake.answersSoFar().length
       assert.deepStrictEqual(yield* client.answer("moved", "rOld-00000002:c1", { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
@@ -89,6 +89,35 @@ describe("WorkItemEntity on an in-memory runner", () => {
       assert.strictEqual((yield* client.answer("moved", "no-colon", { _tag: "Accept" }))._tag, "UnknownCard")
       assert.strictEqual((yield* client.answer("moved", "rNow-00000001:c1", { _tag: "Accept" }))._tag, "UnknownCard")
       assert.strictEqual(fake.answersSoFar().length, answersBefore)
+    }).pipe(Effect.provide(setup(fake)))
+  }, 60_000)
+
+  it.scopedLive("an item this incarnation ran and did not finish (its shard let go of and taken back) is a move to itself, shard-lost", () => {
+    const fake = FakeAppServer.make({ behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) } })
+    return Effect.gen(function*() {
+      // What the cut-off run left: the row held by this incarnation, running, its card refused.
+      const store = yield* ItemStore.ItemStore
+      yield* store.claim("cut", { incarnation: "rNow-00000001", runner: "127.0.0.1:1", host: "host-a", codexHome: "/codex" }, false)
+      yield* store.setThread("cut", "thr_cut")
+      yield* store.cardOpened({ id: "rNow-00000001:c1", itemId: "cut", incarnation: "rNow-00000001", method: "item/commandExecution/requestApproval" })
+      yield* store.cardSettled("rNow-00000001:c1", "refused", "ThreadStopped")
+      const client = yield* ClusterClient.ClusterClient
+      const result = yield* client.run("cut", { prompt: "go on" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_cut", 1])
+      assert.deepStrictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/resume").map((r) => r.params.threadId), ["thr_cut"])
+      const lines = [...yield* client.events("cut").pipe(Stream.runCollect)].map((e) => e.line)
+      assert.deepStrictEqual(lines.filter((l) => l["type"] === "item.moved").map((l) => [l["from"], l["to"], l["reason"], l["stranded"]]), [
+        ["127.0.0.1:1", "127.0.0.1:1", "shard-lost", []]
+      ])
+      // The cut-off run's refusal is told again (it may not have reached anyone), nothing stranded.
+      assert.deepStrictEqual(lines.filter((l) => l["type"] === "card.settled").map((l) => [l["card"], l["outcome"], l["replayed"]]), [
+        ["rNow-00000001:c1", "refused", true]
+      ])
+      assert.strictEqual((yield* store.get("cut"))?.moves, 1)
+      // A finished item's Run again is no move.
+      assert.deepStrictEqual(yield* client.run("cut", { prompt: "go on" }), result)
+      assert.strictEqual((yield* store.get("cut"))?.moves, 1)
     }).pipe(Effect.provide(setup(fake)))
   }, 60_000)
 

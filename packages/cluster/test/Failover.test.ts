@@ -7,43 +7,20 @@
  * a decision for a stranded card is `AlreadySettled`, one for a made-up id `UnknownCard`.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import { Postgres, ProcessTree } from "@warden/testkit"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"
-import { spawnTsx } from "./support/Proc.js"
+import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
 import { shardingTimings } from "./support/ShardingTimings.js"
 
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
 /** Every process group this file started, SIGKILLed in afterAll whatever happened. */
-const started = new Set<number>()
-afterAll(() => {
-  for (const pid of started) {
-    try {
-      process.kill(-pid, "SIGKILL")
-    } catch {
-      // gone
-    }
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch {
-      // gone
-    }
-  }
-})
-
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+const started = killedAfterAll()
 
 const lastShards = (p: Proc) => {
   const lines = p.json().filter((l) => l.type === "runner.shards")

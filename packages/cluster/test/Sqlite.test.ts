@@ -5,37 +5,19 @@
  * stranded once.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage } from "@warden/cluster"
 import type { Wire } from "@warden/cluster"
 import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { spawnTsx } from "./support/Proc.js"
+import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
 import { shardingTimings } from "./support/ShardingTimings.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
-const started = new Set<number>()
-afterAll(() => {
-  for (const pid of started) {
-    try {
-      process.kill(-pid, "SIGKILL")
-    } catch {
-      // gone
-    }
-  }
-})
-
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+const started = killedAfterAll()
 
 describe("a runner on SQLite (one host)", () => {
   it.live("SIGKILLed with a card open: a new runner on the same file resumes the item, the card is stranded once", () =>

@@ -4,8 +4,11 @@
  * lives in the closure.
  *
  * - `Run` (persisted): a final stored item returns its stored result; an item last held by
- *   another incarnation is a move: its open cards are settled `stranded` (once: the UPDATE only
- *   touches unsettled rows), then the thread is resumed with the remaining prompts.
+ *   another incarnation is a move (`item.moved`, reason `shard-moved`): its open cards are settled
+ *   `stranded` (once: the UPDATE only touches unsettled rows), then the thread is resumed with the
+ *   remaining prompts. An item this incarnation was running and did not finish is a move too
+ *   (reason `shard-lost`, from the runner to itself): the runner let go of the item's shard (its
+ *   run interrupted, its open cards refused) and got it back, and the persisted `Run` came again.
  * - `Answer`: a card of this process goes to this supervisor's inbox; a card of another
  *   incarnation is never written to anyone: `AlreadySettled` from the stored settlement, else
  *   `UnknownCard`.
@@ -22,6 +25,7 @@ import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub,
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
+import type { ItemRow } from "./ItemStore.js"
 
 /** Who this runner process is: its run id (the incarnation of every item it runs) and address. */
 export interface RunnerInfoShape {
@@ -35,10 +39,6 @@ export interface RunnerInfoShape {
 export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<RunnerInfo, RunnerInfoShape>() {}
 
 /**
- * The runs in progress on this runner, by item id, shared by every activation of every item's
- * entity (an entity rebuilt after a defect is a new activation on the same runner).
- */
-/**
  * The runner's ledger run, when the runner records one (`Runner.layer({ ledger: true })`): the
  * ledger and this process's run in it (run id = the runner's run id).
  */
@@ -47,7 +47,25 @@ export class LedgerRecording extends Context.Tag("@warden/cluster/LedgerRecordin
   readonly run: Ledger.Run
 }>() {}
 
-export class InflightRuns extends Context.Tag("@warden/cluster/InflightRuns")<InflightRuns, Map<string, Deferred.Deferred<Wire.RunResult>>>() {}
+/** What a runner keeps of one item across the item's activations on it. */
+export interface LocalItem {
+  /** The run in progress: a `Run` delivered again while it runs joins it. */
+  run: Deferred.Deferred<Wire.RunResult> | undefined
+  /**
+   * The seq of the item's next line from this runner. A shard lost and regained brings a new
+   * activation of the item's entity on the same runner (same incarnation); its lines go on from
+   * here, since consumers de-duplicate by incarnation and seq.
+   */
+  nextSeq: number
+}
+
+/**
+ * This runner's items, by item id, shared by every activation of every item's entity (an entity
+ * whose shard was released and regained, or rebuilt after a defect, is a new activation on the
+ * same runner). An entry is made when a run of its item starts here and goes when the item
+ * finishes here; one whose item was moved away and finished elsewhere stays (a number).
+ */
+export class LocalItems extends Context.Tag("@warden/cluster/LocalItems")<LocalItems, Map<string, LocalItem>>() {}
 
 const final = (status: string) => status === "completed" || status === "failed" || status === "stopped"
 
@@ -57,17 +75,35 @@ const decodeResult = Schema.decodeUnknownOption(Schema.parseJson(Wire.RunResult)
 const statusOf = (result: Wire.RunResult) =>
   result._tag === "Completed" ? "completed" : result._tag === "Failed" ? "failed" : "stopped"
 
+/**
+ * Why a `Run` reaching this incarnation is a move, if it is: the item was last held by another
+ * incarnation (`shard-moved`: its runner died, stopped, or gave the shard up to this one), or this
+ * incarnation was running it and did not finish (`shard-lost`: the runner let go of the item's
+ * shard, e.g. a shard lock refresh slower than the engine allows, which stopped the run, and took
+ * the shard back). A `Run` delivered again while the item runs here joins the run (`runOnce`)
+ * and never gets this far.
+ */
+const moveReason = (before: ItemRow | undefined, runId: string): Wire.MoveReason | undefined => {
+  if (before === undefined || before.incarnation === null) return undefined
+  if (before.incarnation !== runId) return "shard-moved"
+  return before.status === "running" ? "shard-lost" : undefined
+}
+
 export const make = Effect.gen(function*() {
   const address = yield* Entity.CurrentAddress
   const itemId = address.entityId
   const info = yield* RunnerInfo
   const store = yield* ItemStore
-  const inflight = yield* InflightRuns
+  const localItems = yield* LocalItems
   const recording = Option.getOrUndefined(yield* Effect.serviceOption(LedgerRecording))
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
   const holder = { incarnation: info.runId, runner: info.address, host: info.host, codexHome: info.codexHome }
-  let seq = 0
+  // Kept in `localItems` from the start of a run here until the item finishes here (an activation
+  // that only answers `Status` or `Events` of an ended item leaves nothing behind).
+  const local: LocalItem = localItems.get(itemId) ?? { run: undefined, nextSeq: 0 }
+  /** The seq of this activation's first line: `history[i]` has seq `firstSeq + i`. */
+  const firstSeq = local.nextSeq
   let handle: Supervisor.WorkHandle | undefined
   let running = false
   let stopRequested = false
@@ -78,7 +114,7 @@ export const make = Effect.gen(function*() {
   /** Every line of this activation, replayed to each new subscriber (a re-sent `Events` misses nothing). */
   const history: Array<Wire.ItemEvent> = []
   const publish = (line: Record<string, unknown>) => {
-    const event = new Wire.ItemEvent({ seq: seq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } })
+    const event = new Wire.ItemEvent({ seq: local.nextSeq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } })
     history.push(event)
     hub.unsafeOffer(event)
   }
@@ -137,6 +173,8 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       yield* store.finish(itemId, statusOf(result), encodeResult(result))
       publish({ type: "item.finished", status: statusOf(result), result: Schema.encodeSync(Wire.RunResult)(result) })
+      // Nothing more is published for a finished item: a later activation may start its lines at 0.
+      if (localItems.get(itemId) === local) localItems.delete(itemId)
       return result
     })
 
@@ -150,29 +188,32 @@ export const make = Effect.gen(function*() {
       if (before?.status === "stop-requested" || stopRequested) {
         return yield* finish(new Wire.Stopped({ threadId: before?.threadId ?? null }))
       }
-      if (before?.incarnation != null && before.incarnation !== info.runId) {
+      const reason = moveReason(before, info.runId)
+      if (before !== undefined && reason !== undefined) {
+        // Open cards of earlier incarnations (a runner that died with them open): stranded, once.
+        // This incarnation's own cards of the item were settled when its run was cut off.
         const stranded = yield* store.strand(itemId, info.runId)
-        // What the earlier incarnations settled themselves (e.g. refused while shutting down) may
-        // never have reached a subscriber: told again, marked replayed.
+        // What the earlier runs settled themselves (refused while shutting down, or while their
+        // shard was let go of) may never have reached a subscriber: told again, marked replayed.
         for (const card of yield* store.cards({ itemId })) {
-          if (card.incarnation !== info.runId && card.outcome !== null && !stranded.includes(card.id)) {
+          if (card.outcome !== null && !stranded.includes(card.id)) {
             publish({ type: "card.settled", card: card.id, outcome: card.outcome, source: card.source, replayed: true })
           }
         }
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
         // The audit trail says the same: the earlier incarnation's open cards of this item, stranded once.
-        if (recording !== undefined) {
+        if (recording !== undefined && reason === "shard-moved" && before.incarnation !== null) {
           yield* recording.ledger.markStrandedItem(before.incarnation, itemId).pipe(
             Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`))
           )
         }
-        publish({ type: "item.moved", from: before.runner, to: info.address, stranded })
+        publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded })
         // The thread lives in the codex home of the runner that started it: another host (or
         // another codex home) cannot resume it, and starting a fresh thread would hide that.
         const elsewhere = before.threadId !== null && before.host !== null &&
           (before.host !== info.host || before.codexHome !== info.codexHome)
         if (elsewhere) {
-          yield* store.claim(itemId, holder)
+          yield* store.claim(itemId, holder, true)
           return yield* finish(
             new Wire.Failed({
               reason: "thread-unreachable",
@@ -185,8 +226,8 @@ export const make = Effect.gen(function*() {
           )
         }
       }
-      yield* store.claim(itemId, holder)
-      const moves = (before?.moves ?? 0) + (before?.incarnation != null && before.incarnation !== info.runId ? 1 : 0)
+      yield* store.claim(itemId, holder, reason !== undefined)
+      const moves = (before?.moves ?? 0) + (reason !== undefined ? 1 : 0)
       publish({ type: "item.placed", runner: info.address, incarnation: info.runId })
       const turnsDone = before?.turnsDone ?? 0
       const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(turnsDone)
@@ -262,17 +303,18 @@ export const make = Effect.gen(function*() {
    */
   const runOnce = (spec: Wire.ItemSpec): Effect.Effect<Wire.RunResult> =>
     Effect.suspend(() => {
-      const running = inflight.get(itemId)
+      const running = local.run
       if (running !== undefined) {
         publish({ type: "item.redelivered" })
         return Deferred.await(running)
       }
       const done = Deferred.unsafeMake<Wire.RunResult>(FiberId.none)
-      inflight.set(itemId, done)
+      local.run = done
+      localItems.set(itemId, local)
       return run(spec).pipe(
         Effect.onExit((exit) =>
           Effect.suspend(() => {
-            if (inflight.get(itemId) === done) inflight.delete(itemId)
+            if (local.run === done) local.run = undefined
             return Deferred.done(done, exit)
           })
         )
@@ -325,7 +367,7 @@ export const make = Effect.gen(function*() {
           if (past.some((e) => e.line["type"] === "item.finished")) return Stream.make(snapshot, ...past)
           return Stream.concat(
             Stream.make(snapshot, ...past),
-            Stream.fromQueue(subscription).pipe(Stream.filter((e) => e.seq >= past.length), Stream.takeUntil((e) => e.line["type"] === "item.finished"))
+            Stream.fromQueue(subscription).pipe(Stream.filter((e) => e.seq >= firstSeq + past.length), Stream.takeUntil((e) => e.line["type"] === "item.finished"))
           )
         })
       ),

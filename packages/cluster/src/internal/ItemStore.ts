@@ -40,8 +40,15 @@ export interface CardRow {
 
 export interface ItemStoreShape {
   readonly get: (id: string) => Effect.Effect<ItemRow | undefined>
-  /** Take the item for this incarnation (creates the row); returns the row as it was before. */
-  readonly claim: (id: string, holder: { readonly incarnation: string; readonly runner: string; readonly host: string; readonly codexHome: string }) => Effect.Effect<ItemRow | undefined>
+  /**
+   * Take the item for this incarnation (creates the row); `moved` counts one more move. Returns
+   * the row as it was before.
+   */
+  readonly claim: (
+    id: string,
+    holder: { readonly incarnation: string; readonly runner: string; readonly host: string; readonly codexHome: string },
+    moved: boolean
+  ) => Effect.Effect<ItemRow | undefined>
   readonly setThread: (id: string, threadId: string) => Effect.Effect<void>
   readonly turnDone: (id: string) => Effect.Effect<void>
   readonly finish: (id: string, status: string, result: string) => Effect.Effect<void>
@@ -124,7 +131,7 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
     )
   const shape: ItemStoreShape = {
     get,
-    claim: (id, { codexHome, host, incarnation, runner }) =>
+    claim: (id, { codexHome, host, incarnation, runner }, moved) =>
       sql.withTransaction(
         Effect.gen(function*() {
           const before = yield* get(id)
@@ -132,9 +139,8 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
             yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at)
               VALUES (${id}, ${incarnation}, ${runner}, ${host}, ${codexHome}, 'running', ${now()})`
           } else {
-            const moved = before.incarnation !== null && before.incarnation !== incarnation ? 1 : 0
             yield* sql`UPDATE warden_cluster_items SET incarnation = ${incarnation}, runner = ${runner}, host = ${host},
-              codex_home = ${codexHome}, moves = moves + ${moved}, updated_at = ${now()} WHERE id = ${id}`
+              codex_home = ${codexHome}, moves = moves + ${moved ? 1 : 0}, updated_at = ${now()} WHERE id = ${id}`
           }
           return before
         })

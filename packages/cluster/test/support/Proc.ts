@@ -1,8 +1,11 @@
 /**
  * A child process for the multi-process tests: `tsx script` as the test kit's `TestProcess` (its
  * own process group, stdout line by line, stderr as text). Closing the scope stops the whole group
- * (SIGTERM, 20 s, SIGKILL) and what it started; `kill` SIGKILLs them at once.
+ * (SIGTERM, 20 s, SIGKILL) and what it started; `kill` SIGKILLs them at once. Also: a free port, and
+ * the SIGKILL of every process a test file started, after all its tests.
  */
+import { afterAll } from "@effect/vitest"
+import * as Net from "node:net"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { TestProcess } from "@warden/testkit"
@@ -38,4 +41,33 @@ export const spawnTsx = (script: string, env: Readonly<Record<string, string>>):
         })
     })
   )
+}
+
+/** A free TCP port on 127.0.0.1 (the system's pick, closed again before it is given). */
+export const freePort: Effect.Effect<number> = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/**
+ * The process ids a test file started (call once, at the top of the file): each one's process
+ * group, and the process itself, SIGKILLed in `afterAll` whatever happened.
+ */
+export const killedAfterAll = (): Set<number> => {
+  const started = new Set<number>()
+  afterAll(() => {
+    for (const pid of started) {
+      for (const target of [-pid, pid]) {
+        try {
+          process.kill(target, "SIGKILL")
+        } catch {
+          // gone
+        }
+      }
+    }
+  })
+  return started
 }
