@@ -93,6 +93,29 @@ describe("web inbox: a hardened server", () => {
       yield* stream.waitFor("card.opened", (e) => e.event === "card.opened" && e.data.id === cardId)
     }), 60_000)
 
+  it.scopedLive("after a request, an idle keep-alive connection is closed; a request whose body never finishes is closed (408) at the request timeout", () =>
+    Effect.gen(function*() {
+      const t = yield* Inbox.setup({ limits: { keepAliveTimeout: "1 second", headersTimeout: "1 second", requestTimeout: "2 seconds" } })
+      const { hostname, port } = new URL(t.inbox.url)
+      const raw = (text: string) =>
+        Effect.acquireRelease(
+          Effect.async<{ received: string }, Error>((resume) => {
+            const socket = Net.connect({ host: hostname, port: Number(port) }, () => socket.write(text))
+            let received = ""
+            socket.setEncoding("utf8")
+            socket.on("data", (chunk: string) => (received += chunk))
+            socket.on("error", () => {})
+            socket.on("close", () => resume(Effect.succeed({ received })))
+            return Effect.sync(() => socket.destroy())
+          }).pipe(Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`the server did not close: ${JSON.stringify(text.slice(0, 40))}`) })),
+          () => Effect.void
+        )
+      const keptAlive = yield* raw(`GET /favicon.ico HTTP/1.1\r\nhost: ${hostname}\r\n\r\n`)
+      assert.match(keptAlive.received, /^HTTP\/1\.1 204/)
+      const unfinished = yield* raw(`POST /api/items HTTP/1.1\r\nhost: ${hostname}\r\nx-warden-token: ${t.token}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"pro`)
+      assert.match(unfinished.received, /^HTTP\/1\.1 408/)
+    }), 60_000)
+
   it.scopedLive("a body over the bound is 413 on every route (a chunked one is cut), and nothing is decided", () =>
     Effect.gen(function*() {
       const t = yield* Inbox.setup({ submit: () => Effect.succeed(7), limits: { maxBodyBytes: 64 * 1024 } })
