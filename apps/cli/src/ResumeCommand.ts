@@ -37,8 +37,8 @@ export const command = Command.make("resume", options, (args) =>
           const StateLedger = yield* StatePath.loadStateLedger
           const resumed = yield* StateLedger.resume(path, {
             runId: Option.getOrUndefined(args.run),
-            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules), codex: { config: args.config, enable: args.enable, disable: args.disable } },
-            inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0,
+            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) },
+            flags: { config: args.config, enable: args.enable, disable: args.disable },
             ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
           })
           if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
@@ -50,7 +50,7 @@ export const command = Command.make("resume", options, (args) =>
             recording: true,
             items: r.items,
             message: `nothing to run again from run ${r.deadRunId}`,
-            ...(r.codexFlags !== undefined ? { codexFlags: r.codexFlags } : {})
+            codexFlags: r.codexFlags
           }
         })
     })

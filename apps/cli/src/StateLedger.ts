@@ -160,8 +160,12 @@ export const recordedFlags = (info: unknown): Either.Either<CodexFlags | undefin
 
 /** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
 export interface Resumed {
-  /** The codex flags the dead run was started with (when asked for and recorded). */
-  readonly codexFlags: CodexFlags | undefined
+  /**
+   * The codex flags this resume starts codex with, as its run's info records them (`codex`): the
+   * command line's, or, when it gave none, the dead run's (so a resumed run that dies is resumed
+   * again with the same flags).
+   */
+  readonly codexFlags: CodexFlags
   readonly recorder: Recorder
   readonly deadRunId: string
   readonly stranded: number
@@ -181,9 +185,10 @@ export const resume = (
   filename: string,
   options: {
     readonly runId: string | undefined
-    readonly info: unknown
-    /** Take the codex flags from the dead run's record (the resume command line gave none). */
-    readonly inheritFlags: boolean
+    /** What the new run records about itself (an object; `codex` is added: the flags used). */
+    readonly info: Readonly<Record<string, unknown>>
+    /** The resume command line's `-c`/`--enable`/`--disable`; when it gave none, the dead run's are used. */
+    readonly flags: CodexFlags
     /** `--audit FILE`: written by the ledger. */
     readonly audit?: string
   }
@@ -199,14 +204,18 @@ export const resume = (
         : `run ${options.runId} is not a dead run of this host in ${filename}`)
     }
     // Checked before anything is recovered: a resume that cannot start changes nothing.
-    const flags = options.inheritFlags ? recordedFlags(target.info) : Either.right(undefined)
+    const given = options.flags
+    const inherit = given.config.length === 0 && given.enable.length === 0 && given.disable.length === 0
+    const flags = inherit ? recordedFlags(target.info) : Either.right(given)
     if (Either.isLeft(flags)) return yield* ExitCodes.usage(`run ${target.runId}: ${flags.left}`)
+    // Recorded as used: the next resume of this run (if it dies too) inherits what it really ran with.
+    const codexFlags: CodexFlags = flags.right ?? given
     const recovered = new Map<string, LedgerEvent.ItemOrigin>()
     const items: Array<WorkItem.WorkItem> = []
     const skipped: Array<string> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
-    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered, options.audit !== undefined)
+    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: { ...options.info, codex: codexFlags }, resumedFrom: target.runId }, recovered, options.audit !== undefined)
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
     for (const item of recovery.items) {
       if (item.remainingPrompts.length === 0) {
@@ -256,5 +265,5 @@ export const resume = (
         ...(budget !== undefined ? { budget } : {})
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags: flags.right })
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags })
   })

@@ -128,4 +128,39 @@ describe("warden resume", () => {
       const resume = wire.find((w) => w.method === "thread/resume")
       assert.deepInclude(resume.params, { threadId: "thr_1", cwd: work, model: "gpt-test", sandbox: "read-only", approvalPolicy: "untrusted" })
     }), 120_000)
+
+  it.scopedLive("a resumed run that dies is resumed again with the flags the first run was started with", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      const argv = (n: number) => Path.join(dir, `argv${n}.jsonl`)
+      const flags = ["-c", "model_provider=\"mock\"", "--enable", "feature_a", "--disable", "feature_b"]
+      // Dies once as `warden run`, then once as `warden resume` (given no flags), each mid-turn.
+      const crash = (args: ReadonlyArray<string>, n: number) =>
+        Effect.scoped(Effect.gen(function*() {
+          const cli = yield* CliProcess.spawn(args, { env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv(n) } })
+          yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+          return (yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })).runId
+        }))
+      const first = yield* crash(["run", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0", ...flags, "hang"], 1)
+      const second = yield* crash(["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"], 2)
+      const resumed = yield* CliProcess.runToEnd(
+        ["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"],
+        { env: { LEDGER_FAKE_ARGV: argv(3) } }
+      )
+      assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
+      assert.include(resumed.stderr, `resuming run ${second} as `)
+      assert.deepStrictEqual(resumed.json().filter((l) => l.type === "item.finished").map((l) => [l.threadId, l.status]), [["thr_1", "completed"]])
+      const argvOf = (file: string) => JSON.parse(Fs.readFileSync(file, "utf8").trim().split("\n")[0]!) as ReadonlyArray<string>
+      assert.deepStrictEqual(argvOf(argv(2)), argvOf(argv(1)))
+      assert.deepStrictEqual(argvOf(argv(3)), argvOf(argv(1)), "the second resume got the flags of the run the first resume inherited them from")
+      // Each resume's run records the flags it used.
+      const runs = yield* readLedger(db, (ledger) => ledger.runs())
+      const codexOf = (runId: string) => (runs.find((r) => r.runId === runId)?.info as { codex?: unknown } | undefined)?.codex
+      const used = { config: ["model_provider=\"mock\""], enable: ["feature_a"], disable: ["feature_b"] }
+      assert.deepStrictEqual(codexOf(first), used)
+      assert.deepStrictEqual(codexOf(second), used)
+      assert.deepStrictEqual(codexOf(runs.find((r) => r.resumedFrom === second)!.runId), used)
+    }), 120_000)
 })
