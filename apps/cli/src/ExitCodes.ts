@@ -52,9 +52,12 @@ export type ItemStatus =
   | Errors.WorkItemFailed["reason"]
   | (string & {})
 
-/** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */
-export const forItems = (statuses: ReadonlyArray<ItemStatus>): number => {
+/**
+ * The run's exit code from its items' final statuses (any connection loss wins, then any failure);
+ * `notRun`: items asked for that were never run (`warden resume`'s not-resumed items), a failure.
+ */
+export const forItems = (statuses: ReadonlyArray<ItemStatus>, notRun: number = 0): number => {
   if (statuses.some((s) => s === "connection-lost")) return ConnectionLost
-  if (statuses.length > 0 && statuses.every((s) => s === "completed")) return Ok
+  if (notRun === 0 && statuses.length > 0 && statuses.every((s) => s === "completed")) return Ok
   return Failed
 }

@@ -5,7 +5,9 @@
  * cards are recorded `stranded` (never answered by this process, counted once), its unfinished
  * items are handed to a new run (once: a second `warden resume` finds none), and each runs again on
  * its thread (`thread/resume`), from the turn that had not completed. Items that had ended are not
- * run again; an item whose prompt was stored masked is not run (said on stderr). Each item keeps
+ * run again; an item whose prompt or config was stored masked is not run: the ledger records it
+ * `not-resumed` with its reason, stderr (and `--json`: `item.not_resumed`) says so, and the exit
+ * code is 1 even if every item run completes. Each item keeps
  * what it was started with (cwd, model, approval policy, sandbox, config, thread params); codex is
  * started with the dead run's `-c`/`--enable`/`--disable` unless the resume command line gives its
  * own (a `-c` value stored masked is refused: exit 2, nothing recovered).
@@ -14,6 +16,7 @@ import { Command, Options } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
 import * as Fs from "node:fs"
 import * as ExitCodes from "./ExitCodes.js"
+import * as JsonOutput from "./JsonOutput.js"
 import * as Opts from "./Options.js"
 import * as RunCommand from "./RunCommand.js"
 import * as StatePath from "./StatePath.js"
@@ -44,13 +47,20 @@ export const command = Command.make("resume", options, (args) =>
           if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
           const r = resumed.right
           process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
-          for (const line of r.skipped) process.stderr.write(`warden: ${line}\n`)
+          for (const n of r.notResumed) {
+            process.stderr.write(`warden: item ${n.item} of run ${r.deadRunId} not resumed (${n.reason}): ${n.detail}\n`)
+            if (args.json) {
+              process.stdout.write(JsonOutput.render({ type: "item.not_resumed", fromRunId: r.deadRunId, fromItem: n.item, reason: n.reason, detail: n.detail }, new Date()) + "\n")
+            }
+          }
+          const undone = r.notResumed.filter((n) => StateLedger.leavesWorkUndone(n.reason)).length
           return {
             recorder: Effect.succeed(r.recorder),
             recording: true,
             items: r.items,
             message: `nothing to run again from run ${r.deadRunId}`,
-            codexFlags: r.codexFlags
+            codexFlags: r.codexFlags,
+            ...(undone > 0 ? { notRun: { count: undone, why: `${undone} item(s) of run ${r.deadRunId} not resumed (see above)` } } : {})
           }
         })
     })

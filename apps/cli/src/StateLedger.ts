@@ -170,16 +170,23 @@ export interface Resumed {
   readonly deadRunId: string
   readonly stranded: number
   readonly items: ReadonlyArray<WorkItem.WorkItem>
-  /** One line each for the items not run again, and why. */
-  readonly skipped: ReadonlyArray<string>
+  /**
+   * The dead run's unfinished items not run again (recorded `not-resumed` in the ledger, not handed
+   * over), and why: `reason` as the ledger records it, `detail` in words.
+   */
+  readonly notResumed: ReadonlyArray<{ readonly item: string; readonly reason: string; readonly detail: string }>
 }
+
+/** Not resumed for a reason that leaves asked work undone (a masked prompt or config): the resume then exits 1. */
+export const leavesWorkUndone = (reason: string): boolean => reason !== "nothing-left"
 
 /**
  * Recovers a dead run (`runId`, or the newest dead run of this host) into a new run: its open
  * cards are recorded `stranded`, its unfinished items handed over (once: a second resume finds
  * none), and each becomes a work item on its thread (`thread/resume`) with the prompts that had not
- * completed. An item whose prompts were masked when recorded is not run (it would not send what was
- * asked); one whose turns all completed has nothing left to run. Left: nothing to resume.
+ * completed. An item whose prompts or config were masked when recorded is not run (it would not
+ * send what was asked), nor one whose turns all completed: the ledger records those `not-resumed`,
+ * with their reason, instead of handing them over. Left: nothing to resume.
  */
 export const resume = (
   filename: string,
@@ -212,28 +219,16 @@ export const resume = (
     const codexFlags: CodexFlags = flags.right ?? given
     const recovered = new Map<string, LedgerEvent.ItemOrigin>()
     const items: Array<WorkItem.WorkItem> = []
-    const skipped: Array<string> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
     const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: { ...options.info, codex: codexFlags }, resumedFrom: target.runId }, recovered, options.audit !== undefined)
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
+    // The ledger hands over only what can run again as asked; the rest it records `not-resumed`.
     for (const item of recovery.items) {
-      if (item.remainingPrompts.length === 0) {
-        skipped.push(`item ${item.item}: every turn had completed; nothing to run again`)
-        continue
-      }
-      if (item.promptsMasked) {
-        skipped.push(`item ${item.item}: not resumed: its prompt held a secret and was stored masked, so it cannot be sent again as asked`)
-        continue
-      }
       const o = item.options as Record<string, unknown>
       const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
       const obj = (k: "config" | "threadParams") =>
         typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k]) ? { [k]: o[k] as Readonly<Record<string, unknown>> } : {}
-      if (isMasked(o["config"]) || isMasked(o["threadParams"])) {
-        skipped.push(`item ${item.item}: not resumed: its config or thread params held a secret and were stored masked, so they cannot be sent again as given`)
-        continue
-      }
       // Its worktree: the one it ran in (the same branch and path: taken up as it is, with its work),
       // else as it was asked for (a new branch of this run). Its budget, as it was given.
       const asked = typeof o["worktree"] === "object" && o["worktree"] !== null ? o["worktree"] as Record<string, unknown> : undefined
@@ -265,5 +260,5 @@ export const resume = (
         ...(budget !== undefined ? { budget } : {})
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags })
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, notResumed: recovery.notResumed.map((i) => ({ item: i.item, reason: i.reason, detail: i.detail })), codexFlags })
   })

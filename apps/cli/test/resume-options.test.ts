@@ -42,8 +42,8 @@ describe("warden resume: what an item was started with", () => {
         config: { model_reasoning_effort: "low" },
         threadParams: { baseInstructions: "be brief" }
       }])
-      assert.strictEqual(r.skipped.length, 1)
-      assert.match(r.skipped[0]!, /^item 1: not resumed: its config or thread params held a secret/)
+      assert.deepStrictEqual(r.notResumed.map((n) => [n.item, n.reason]), [["1", "options-masked"]])
+      assert.match(r.notResumed[0]!.detail, /^its config or thread params held a secret/)
       assert.deepStrictEqual(r.codexFlags, { config: ["a=1"], enable: [], disable: [] })
     }), 60_000)
 

@@ -163,4 +163,39 @@ describe("warden resume", () => {
       assert.deepStrictEqual(codexOf(second), used)
       assert.deepStrictEqual(codexOf(runs.find((r) => r.resumedFrom === second)!.runId), used)
     }), 120_000)
+
+  it.scopedLive("an item that cannot be resumed as asked is recorded not-resumed (not handed over), said, and resume exits 1; the dead run's turns are closed as crashed", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      // Item 1's prompt holds a secret: it is stored masked, so resuming it would not send what was asked.
+      const secret = "echo sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE"
+      const crashed = yield* Effect.scoped(Effect.gen(function*() {
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "hang", secret],
+          { env: { LEDGER_FAKE_HANG: "1" } }
+        )
+        yield* cli.waitForJson("item 1's card", (l) => l.type === "card.opened" && l.item === 1)
+        return (yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })).runId
+      }))
+      const resumed = yield* CliProcess.runToEnd(["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"])
+      assert.deepStrictEqual(resumed.exited, { code: 1, signal: null }, resumed.stderr)
+      assert.include(resumed.stderr, "1 item(s) to run again")
+      assert.include(resumed.stderr, `item 1 of run ${crashed} not resumed (prompt-masked)`)
+      const lines = resumed.json()
+      assert.deepInclude(lines.find((l) => l.type === "item.not_resumed"), { fromRunId: crashed, fromItem: "1", reason: "prompt-masked" })
+      assert.deepStrictEqual(lines.filter((l) => l.type === "item.finished").map((l) => [l.item, l.status]), [[0, "completed"]])
+      assert.strictEqual(lines.at(-1)?.type, "run.finished")
+      assert.strictEqual(lines.at(-1)?.exitCode, 1)
+
+      const ledger = yield* readLedger(db, (ledger) =>
+        Effect.all({ items: ledger.workItems(crashed), turns: ledger.turns(crashed), runs: ledger.runs() }))
+      const next = ledger.runs.find((r) => r.resumedFrom === crashed)!
+      assert.deepStrictEqual(ledger.items.map((i) => [i.item, i.status, i.handedTo, i.failureReason]), [
+        ["0", "handed-over", next.runId, undefined],
+        ["1", "not-resumed", undefined, "prompt-masked"]
+      ])
+      assert.deepStrictEqual(ledger.turns.map((t) => t.status), ["crashed", "crashed"], "no turn of a dead run stays inProgress")
+    }), 120_000)
 })
