@@ -14,8 +14,6 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
-import * as Fs from "node:fs"
-import * as ExitCodes from "./ExitCodes.js"
 import * as JsonOutput from "./JsonOutput.js"
 import * as Opts from "./Options.js"
 import * as RunCommand from "./RunCommand.js"
@@ -31,8 +29,8 @@ export const options = {
 
 export const command = Command.make("resume", options, (args) =>
   Effect.scoped(Effect.gen(function*() {
-    const path = StatePath.resolve(args.state)
-    if (!Fs.existsSync(path)) return yield* ExitCodes.usage(`no ledger at ${path} (--state PATH)`)
+    // The one rule for a --state that cannot be used (exit 2); resume writes the ledger it finds.
+    const path = yield* StatePath.check(args.state, { access: "write", create: false })
     yield* RunCommand.execute(args, {
       title: "warden resume",
       open: ({ cwd, mode }) =>

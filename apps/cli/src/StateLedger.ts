@@ -7,7 +7,7 @@
  * The ledger is opened in the caller's scope, which must enclose the supervisor's (the ledger is
  * built first and closed last: it records the refusals the supervisor writes while it stops).
  */
-import { CardFacts, Ledger, LedgerEvent, Remembered, Remembering } from "@warden/ledger"
+import { CardFacts, Ledger, LedgerEvent, LedgerReader, Remembered, Remembering } from "@warden/ledger"
 import type { Card } from "@warden/approvals"
 import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
@@ -19,7 +19,7 @@ import * as ExitCodes from "./ExitCodes.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
 
-export { CardFacts, Ledger, Remembered }
+export { CardFacts, Ledger, LedgerReader, Remembered }
 export { Replay } from "@warden/ledger"
 
 /**
@@ -31,6 +31,22 @@ export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledg
   Layer.build(Ledger.layerSqlite({ filename, ...(audit !== undefined ? { audit } : {}) })).pipe(
     Effect.map((context) => Context.get(context, Ledger.Ledger)),
     Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
+  )
+
+/**
+ * Opens the ledger at `filename` read-only in the current scope (`LedgerReader`: never created,
+ * migrated or written), for the commands that only read it. This user may not read it, or there is
+ * none: exit 2 (the one rule for a `--state` that cannot be used, `StatePath.check`); any other
+ * failure (not a database, a schema too old to read without migrating): exit 1 with why.
+ */
+export const openReader = (filename: string): Effect.Effect<LedgerReader.LedgerReaderShape, ExitCodes.CliExit, Scope.Scope> =>
+  Layer.build(LedgerReader.layerSqlite({ filename })).pipe(
+    Effect.map((context) => Context.get(context, LedgerReader.LedgerReader)),
+    Effect.mapError((error) =>
+      error.reason === "Permission" || error.reason === "NotFound"
+        ? ExitCodes.usage(`--state ${filename}: ${error.detail}`)
+        : new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` })
+    )
   )
 
 /** What `Session.run` and `warden run` need of a recorded run. */
@@ -205,10 +221,21 @@ export const resume = (
     const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
     const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
     const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
+    if (target === undefined && options.runId === undefined) {
+      return Either.left(`no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`)
+    }
     if (target === undefined) {
-      return Either.left(options.runId === undefined
-        ? `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
-        : `run ${options.runId} is not a dead run of this host in ${filename}`)
+      // Named on the command line and not resumable: a usage error, as `rules revoke` of an unknown id.
+      const named = (yield* ledger.runs().pipe(Effect.mapError(failed))).find((r) => r.runId === options.runId)
+      if (named === undefined) return yield* ExitCodes.usage(`--run ${options.runId}: no such run in ${filename}`)
+      const why = named.status === "crashed"
+        ? "it was already recovered (crashed, its items handed over or recorded not-resumed)"
+        : named.status === "ended"
+        ? "it ended cleanly"
+        : named.host !== Os.hostname()
+        ? `it runs on another host (${named.host ?? "unknown"}); only a run of this host is taken for dead`
+        : `its process (${named.pid ?? "?"}) is still alive`
+      return yield* ExitCodes.usage(`--run ${options.runId}: not a dead run to resume: ${why}`)
     }
     // Checked before anything is recovered: a resume that cannot start changes nothing.
     const given = options.flags
