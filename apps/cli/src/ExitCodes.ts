@@ -5,8 +5,14 @@
  * | --- | --- |
  * | 0 | every work item completed; `warden serve`: stopped by SIGINT/SIGTERM (its normal end) |
  * | 1 | a work item failed, was interrupted (including by Ctrl-C) or stalled; or another runtime failure |
- * | 2 | usage error: bad or missing arguments, an unreadable rules file, no codex binary |
+ * | 2 | usage error: bad or missing arguments, an unreadable rules file, no codex binary, a `--state` that cannot be used |
  * | 3 | the app-server connection was lost and could not be recovered |
+ *
+ * The same fault is the same code in every command: a `--state` that cannot be used as given (not
+ * a place for a file, not readable or writable as the command needs, no ledger where one must
+ * exist: `StatePath.check`) and an id named on the command line that is not there (`rules revoke
+ * ID`, `resume --run ID`) are 2; a ledger that opens and then fails is 1. `warden resume` that
+ * left asked work undone (a not-resumed item) is 1.
  *
  * A command handler ends with `CliExit` to choose its code; bin.ts turns it into the process's.
  */
@@ -52,9 +58,12 @@ export type ItemStatus =
   | Errors.WorkItemFailed["reason"]
   | (string & {})
 
-/** The run's exit code from its items' final statuses (any connection loss wins, then any failure). */
-export const forItems = (statuses: ReadonlyArray<ItemStatus>): number => {
+/**
+ * The run's exit code from its items' final statuses (any connection loss wins, then any failure);
+ * `notRun`: items asked for that were never run (`warden resume`'s not-resumed items), a failure.
+ */
+export const forItems = (statuses: ReadonlyArray<ItemStatus>, notRun: number = 0): number => {
   if (statuses.some((s) => s === "connection-lost")) return ConnectionLost
-  if (statuses.length > 0 && statuses.every((s) => s === "completed")) return Ok
+  if (notRun === 0 && statuses.length > 0 && statuses.every((s) => s === "completed")) return Ok
   return Failed
 }

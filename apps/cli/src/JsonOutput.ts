@@ -12,6 +12,7 @@
  * - `turn.started {item, threadId, turnId}`, `turn.completed {item, threadId, turnId, status, error}`
  * - `item.stalled {item, threadId, turnId}`
  * - `item.thread_missing {item, missingThreadId, detail}` (`warden resume`: codex never saved the thread; a new one starts)
+ * - `item.not_resumed {fromRunId, fromItem, reason, detail}` (`warden resume`: an item of the dead run not run again; written by ResumeCommand.ts before the others)
  * - `card.opened {cardId, item, threadId, turnId, method, kind, group, summary, offers, deadline}`
  *   (`group`: cards with the same group ask the same thing; one stdin line answers them all)
  * - `card.settled {cardId, item, threadId, method, outcome, source, channel?, decision, written, detail, latencyMs}`

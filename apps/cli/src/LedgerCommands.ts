@@ -9,13 +9,16 @@
  * - `warden rules test --rules CANDIDATE [--state PATH] [filters] [--json]`: the recorded cards
  *   replayed against a candidate rules file (`Replay.replay`), card by card and in totals.
  *
- * None of them creates a ledger: a missing file is a usage error (exit 2).
+ * None of them creates a ledger: a missing file is a usage error (exit 2). Those that only read
+ * (`audit`, `rules list`, `rules test`) open it read-only and never migrate it, so a user who may
+ * only read the ledger can use them; `rules revoke` and `audit --prune-before` write it. A
+ * `--state` that cannot be used (missing, not a file, not readable or, for those that write, not
+ * writable) is exit 2, as in every command (`StatePath.check`).
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Policy } from "@warden/approvals"
 import { Duration, Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
-import * as Fs from "node:fs"
 import * as Durations from "./Durations.js"
 import * as ExitCodes from "./ExitCodes.js"
 import * as Opts from "./Options.js"
@@ -24,6 +27,7 @@ import { escapeControls } from "./TerminalText.js"
 
 type StateLedger = typeof import("./StateLedger.js")
 type LedgerShape = import("./StateLedger.js").Ledger.LedgerShape
+type ReaderShape = import("./StateLedger.js").LedgerReader.LedgerReaderShape
 
 const json = Options.boolean("json").pipe(Options.withDescription("one JSON object per line on stdout"))
 
@@ -88,13 +92,26 @@ const cardFilter = (f: Filters) =>
     }
   })
 
-/** The existing ledger at `--state` (or the default), opened in the current scope; never creates one. */
-const existingLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledger: LedgerShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
+/**
+ * The existing ledger at `--state` (or the default), opened read-only in the current scope (never
+ * created, migrated or written: a user who may only read it can). A `--state` that cannot be used
+ * (no ledger there, not a file, not readable) is exit 2 (`StatePath.check`).
+ */
+const readLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledger: ReaderShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
   Effect.gen(function*() {
-    const path = StatePath.resolve(state)
-    if (!Fs.existsSync(path)) {
-      return yield* ExitCodes.usage(`no ledger at ${path} (\`warden run\` records one there; another with --state PATH)`)
-    }
+    const path = yield* StatePath.check(state, { access: "read", create: false })
+    const StateLedger = yield* StatePath.loadStateLedger
+    const ledger = yield* StateLedger.openReader(path)
+    return { ledger, StateLedger }
+  })
+
+/**
+ * The existing ledger at `--state`, opened to be changed (`rules revoke`, `audit --prune-before`);
+ * never creates one. Not writable by this user: exit 2 (`StatePath.check`).
+ */
+const writeLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledger: LedgerShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.gen(function*() {
+    const path = yield* StatePath.check(state, { access: "write", create: false })
     const StateLedger = yield* StatePath.loadStateLedger
     const ledger = yield* StateLedger.openLedger(path)
     return { ledger, StateLedger }
@@ -150,7 +167,7 @@ const prune = (args: Filters & { readonly state: Option.Option<string>; readonly
     if (given.length > 0) return yield* ExitCodes.usage(`--prune-before takes no filters (got --${given.join(", --")})`)
     const before = parseSince(at, Date.now())
     if (Either.isLeft(before)) return yield* ExitCodes.usage(before.left.replace("--since", "--prune-before"))
-    const { ledger } = yield* existingLedger(args.state)
+    const { ledger } = yield* writeLedger(args.state)
     const pruned = yield* ledger.prune(before.right).pipe(Effect.mapError(ledgerFailure))
     yield* args.json
       ? out(JSON.stringify({ type: "pruned", before: iso(before.right), cards: pruned.cards, runs: pruned.runs }))
@@ -161,7 +178,7 @@ export const audit = Command.make("audit", { state: Opts.state, ...filterOptions
   Effect.scoped(Effect.gen(function*() {
     if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
     const filter = yield* cardFilter(args)
-    const { ledger } = yield* existingLedger(args.state)
+    const { ledger } = yield* readLedger(args.state)
     const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
     for (const card of cards) yield* args.json ? out(JSON.stringify(cardJson(card))) : say(cardLine(card), false)
     const late = yield* ledger.lateDecisions(Option.isSome(args.run) ? { runId: args.run.value } : {}).pipe(Effect.mapError(ledgerFailure))
@@ -204,7 +221,7 @@ const list = Command.make("list", {
   json
 }, (args) =>
   Effect.scoped(Effect.gen(function*() {
-    const { ledger, StateLedger } = yield* existingLedger(args.state)
+    const { ledger, StateLedger } = yield* readLedger(args.state)
     const rules = yield* ledger.rememberedRules(args.all ? { all: true } : {}).pipe(Effect.mapError(ledgerFailure))
     const describe = (r: RememberedRule) => StateLedger.Remembered.describeScope(r.scope)
     for (const rule of rules) yield* args.json ? out(JSON.stringify(ruleJson(rule, describe))) : say(ruleLine(rule, describe(rule)), false)
@@ -217,7 +234,7 @@ const revoke = Command.make("revoke", {
   id: Args.text({ name: "ID" }).pipe(Args.withDescription("the remembered rule's id (`warden rules list`)"))
 }, (args) =>
   Effect.scoped(Effect.gen(function*() {
-    const { ledger, StateLedger } = yield* existingLedger(args.state)
+    const { ledger, StateLedger } = yield* writeLedger(args.state)
     const by = Option.getOrElse(args.by, () => process.env["USER"] ?? "cli")
     const rule = yield* ledger.revoke(args.id, by).pipe(
       Effect.mapError((e) => e.reason === "NotFound" ? ExitCodes.usage(`no remembered rule ${args.id}`) : ledgerFailure(e))
@@ -234,13 +251,15 @@ const test = Command.make("test", {
   Effect.scoped(Effect.gen(function*() {
     const filter = yield* cardFilter(args)
     const candidate = yield* Policy.load(args.rules).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
-    const { ledger, StateLedger } = yield* existingLedger(args.state)
+    const { ledger, StateLedger } = yield* readLedger(args.state)
     const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
-    const report = StateLedger.Replay.replay(cards, candidate)
+    // As in a run: the remembered rules in force decide what no candidate rule decides (a deny still wins).
+    const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
+    const report = StateLedger.Replay.replay(cards, candidate, { remembered, now: Date.now() })
     for (const r of report.cards) {
       const was = r.card.settlement === undefined ? "open" : `${r.card.settlement.outcome} by ${r.card.settlement.source}`
       const would = r.candidate._tag === "Accept" || r.candidate._tag === "Decline"
-        ? `${r.candidate._tag === "Accept" ? "accept" : "decline"} by rule:${r.candidate.ruleId}`
+        ? `${r.candidate._tag === "Accept" ? "accept" : "decline"} by ${r.candidate._tag === "Accept" && r.candidate.remembered === true ? "remembered" : "rule"}:${r.candidate.ruleId}`
         : r.candidate._tag === "Ask" ? "ask (no rule decides)" : "refused (never reaches the rules)"
       if (args.json) {
         yield* out(JSON.stringify({
@@ -259,8 +278,11 @@ const test = Command.make("test", {
         yield* say(`${r.card.runId} ${r.card.cardId}  ${r.change === "same" ? "same" : r.change.toUpperCase()}  was ${was}; would ${would}${r.approximate ? " (approximate: facts cut)" : ""}  ${r.card.title}`, false)
       }
     }
-    yield* args.json ? out(JSON.stringify({ type: "replay.totals", ...report.totals, summary: report.summary })) : say(report.summary, false)
-  }))).pipe(Command.withDescription("replay the recorded cards against candidate rules: what they would have decided, against what was decided"))
+    const inForce = `${remembered.length} remembered rule${remembered.length === 1 ? "" : "s"} in force`
+    yield* args.json
+      ? out(JSON.stringify({ type: "replay.totals", ...report.totals, remembered: remembered.length, summary: report.summary }))
+      : say(`${report.summary} (with the ${inForce}${remembered.length > 0 ? ": `warden rules list`" : ""})`, false)
+  }))).pipe(Command.withDescription("replay the recorded cards against candidate rules, with the remembered rules in force: what they would have decided, against what was decided"))
 
 export const rules = Command.make("rules", {}, () =>
   Effect.fail(ExitCodes.usage("warden rules: list, revoke ID or test --rules CANDIDATE (`warden rules --help`)"))).pipe(

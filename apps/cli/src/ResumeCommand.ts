@@ -5,15 +5,16 @@
  * cards are recorded `stranded` (never answered by this process, counted once), its unfinished
  * items are handed to a new run (once: a second `warden resume` finds none), and each runs again on
  * its thread (`thread/resume`), from the turn that had not completed. Items that had ended are not
- * run again; an item whose prompt was stored masked is not run (said on stderr). Each item keeps
+ * run again; an item whose prompt or config was stored masked is not run: the ledger records it
+ * `not-resumed` with its reason, stderr (and `--json`: `item.not_resumed`) says so, and the exit
+ * code is 1 even if every item run completes. Each item keeps
  * what it was started with (cwd, model, approval policy, sandbox, config, thread params); codex is
  * started with the dead run's `-c`/`--enable`/`--disable` unless the resume command line gives its
  * own (a `-c` value stored masked is refused: exit 2, nothing recovered).
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
-import * as Fs from "node:fs"
-import * as ExitCodes from "./ExitCodes.js"
+import * as JsonOutput from "./JsonOutput.js"
 import * as Opts from "./Options.js"
 import * as RunCommand from "./RunCommand.js"
 import * as StatePath from "./StatePath.js"
@@ -28,8 +29,8 @@ export const options = {
 
 export const command = Command.make("resume", options, (args) =>
   Effect.scoped(Effect.gen(function*() {
-    const path = StatePath.resolve(args.state)
-    if (!Fs.existsSync(path)) return yield* ExitCodes.usage(`no ledger at ${path} (--state PATH)`)
+    // The one rule for a --state that cannot be used (exit 2); resume writes the ledger it finds.
+    const path = yield* StatePath.check(args.state, { access: "write", create: false })
     yield* RunCommand.execute(args, {
       title: "warden resume",
       open: ({ cwd, mode }) =>
@@ -37,20 +38,27 @@ export const command = Command.make("resume", options, (args) =>
           const StateLedger = yield* StatePath.loadStateLedger
           const resumed = yield* StateLedger.resume(path, {
             runId: Option.getOrUndefined(args.run),
-            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules), codex: { config: args.config, enable: args.enable, disable: args.disable } },
-            inheritFlags: args.config.length === 0 && args.enable.length === 0 && args.disable.length === 0,
+            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) },
+            flags: { config: args.config, enable: args.enable, disable: args.disable },
             ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
           })
           if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
           const r = resumed.right
           process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
-          for (const line of r.skipped) process.stderr.write(`warden: ${line}\n`)
+          for (const n of r.notResumed) {
+            process.stderr.write(`warden: item ${n.item} of run ${r.deadRunId} not resumed (${n.reason}): ${n.detail}\n`)
+            if (args.json) {
+              process.stdout.write(JsonOutput.render({ type: "item.not_resumed", fromRunId: r.deadRunId, fromItem: n.item, reason: n.reason, detail: n.detail }, new Date()) + "\n")
+            }
+          }
+          const undone = r.notResumed.filter((n) => StateLedger.leavesWorkUndone(n.reason)).length
           return {
             recorder: Effect.succeed(r.recorder),
             recording: true,
             items: r.items,
             message: `nothing to run again from run ${r.deadRunId}`,
-            ...(r.codexFlags !== undefined ? { codexFlags: r.codexFlags } : {})
+            codexFlags: r.codexFlags,
+            ...(undone > 0 ? { notRun: { count: undone, why: `${undone} item(s) of run ${r.deadRunId} not resumed (see above)` } } : {})
           }
         })
     })

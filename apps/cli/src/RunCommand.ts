@@ -132,6 +132,11 @@ export interface Plan {
     readonly message?: string
     /** The run's id when it is decided before the ledger opens (`warden run`): worktree branches are named by it. */
     readonly runId?: string
+    /**
+     * Work that was asked and will not run (`warden resume`'s not-resumed items): the exit code is
+     * 1 at best, and `why` is said when nothing else runs.
+     */
+    readonly notRun?: { readonly count: number; readonly why: string }
     /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
     readonly codexFlags?: { readonly config: ReadonlyArray<string>; readonly enable: ReadonlyArray<string>; readonly disable: ReadonlyArray<string> }
   }, ExitCodes.CliExit, Scope.Scope>
@@ -214,7 +219,7 @@ export const execute = (args: Common, plan: Plan) =>
     // The ledger is opened by Session.run once codex was spawned, in this handler's scope, which
     // encloses Session.run's: it closes after the supervisor.
     const planned = yield* plan.open({ cwd, mode })
-    const { recorder, recording, message, codexFlags, runId } = planned
+    const { recorder, recording, message, codexFlags, runId, notRun } = planned
     const worktree: Worktree.WorktreeOptions | undefined = args.worktree
       ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
       : undefined
@@ -233,6 +238,7 @@ export const execute = (args: Common, plan: Plan) =>
     const screen = Screen.make()
     if (items.length === 0 && plan.serve !== true) {
       screen.err(`warden: ${message ?? "nothing to run"}`)
+      if (notRun !== undefined) return yield* new ExitCodes.CliExit({ code: ExitCodes.Failed, message: notRun.why })
       return
     }
     const telemetry = yield* telemetryFor(Option.getOrUndefined(args.otlp), screen)
@@ -245,6 +251,7 @@ export const execute = (args: Common, plan: Plan) =>
       audit: Option.getOrUndefined(args.audit),
       title: plan.title,
       screen,
+      ...(notRun !== undefined ? { notRun: notRun.count } : {}),
       ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {}),
       ...(Option.isSome(args.inbox)
         ? {

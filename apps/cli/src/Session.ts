@@ -59,6 +59,8 @@ export interface Options {
   readonly audit: string | undefined
   readonly title: string
   readonly screen: Screen
+  /** Work items asked for that will not run (`warden resume`'s not-resumed items): the exit code is 1 at best. */
+  readonly notRun?: number
   /**
    * The ledger's recorder, opened once codex has been spawned (so the child starts up on another
    * core while the ledger opens), before anything is attached or run; its scope must enclose this
@@ -140,7 +142,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
           exitCode = Exit.isInterrupted(exit)
             ? (options.serve !== undefined && stopped && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
-            : ExitCodes.forItems(Tally.finalStatuses(tally))
+            : ExitCodes.forItems(Tally.finalStatuses(tally), options.notRun ?? 0)
           // The process ends with this code too (Main.ts), though the command itself was interrupted.
           if (stopped) ExitCodes.stopEndsWith(exitCode)
           if (!aborted) {

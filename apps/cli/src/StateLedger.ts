@@ -7,7 +7,7 @@
  * The ledger is opened in the caller's scope, which must enclose the supervisor's (the ledger is
  * built first and closed last: it records the refusals the supervisor writes while it stops).
  */
-import { CardFacts, Ledger, LedgerEvent, Remembered, Remembering } from "@warden/ledger"
+import { CardFacts, Ledger, LedgerEvent, LedgerReader, Remembered, Remembering } from "@warden/ledger"
 import type { Card } from "@warden/approvals"
 import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
@@ -19,7 +19,7 @@ import * as ExitCodes from "./ExitCodes.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
 
-export { CardFacts, Ledger, Remembered }
+export { CardFacts, Ledger, LedgerReader, Remembered }
 export { Replay } from "@warden/ledger"
 
 /**
@@ -31,6 +31,22 @@ export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledg
   Layer.build(Ledger.layerSqlite({ filename, ...(audit !== undefined ? { audit } : {}) })).pipe(
     Effect.map((context) => Context.get(context, Ledger.Ledger)),
     Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
+  )
+
+/**
+ * Opens the ledger at `filename` read-only in the current scope (`LedgerReader`: never created,
+ * migrated or written), for the commands that only read it. This user may not read it, or there is
+ * none: exit 2 (the one rule for a `--state` that cannot be used, `StatePath.check`); any other
+ * failure (not a database, a schema too old to read without migrating): exit 1 with why.
+ */
+export const openReader = (filename: string): Effect.Effect<LedgerReader.LedgerReaderShape, ExitCodes.CliExit, Scope.Scope> =>
+  Layer.build(LedgerReader.layerSqlite({ filename })).pipe(
+    Effect.map((context) => Context.get(context, LedgerReader.LedgerReader)),
+    Effect.mapError((error) =>
+      error.reason === "Permission" || error.reason === "NotFound"
+        ? ExitCodes.usage(`--state ${filename}: ${error.detail}`)
+        : new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` })
+    )
   )
 
 /** What `Session.run` and `warden run` need of a recorded run. */
@@ -160,30 +176,42 @@ export const recordedFlags = (info: unknown): Either.Either<CodexFlags | undefin
 
 /** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
 export interface Resumed {
-  /** The codex flags the dead run was started with (when asked for and recorded). */
-  readonly codexFlags: CodexFlags | undefined
+  /**
+   * The codex flags this resume starts codex with, as its run's info records them (`codex`): the
+   * command line's, or, when it gave none, the dead run's (so a resumed run that dies is resumed
+   * again with the same flags).
+   */
+  readonly codexFlags: CodexFlags
   readonly recorder: Recorder
   readonly deadRunId: string
   readonly stranded: number
   readonly items: ReadonlyArray<WorkItem.WorkItem>
-  /** One line each for the items not run again, and why. */
-  readonly skipped: ReadonlyArray<string>
+  /**
+   * The dead run's unfinished items not run again (recorded `not-resumed` in the ledger, not handed
+   * over), and why: `reason` as the ledger records it, `detail` in words.
+   */
+  readonly notResumed: ReadonlyArray<{ readonly item: string; readonly reason: string; readonly detail: string }>
 }
+
+/** Not resumed for a reason that leaves asked work undone (a masked prompt or config): the resume then exits 1. */
+export const leavesWorkUndone = (reason: string): boolean => reason !== "nothing-left"
 
 /**
  * Recovers a dead run (`runId`, or the newest dead run of this host) into a new run: its open
  * cards are recorded `stranded`, its unfinished items handed over (once: a second resume finds
  * none), and each becomes a work item on its thread (`thread/resume`) with the prompts that had not
- * completed. An item whose prompts were masked when recorded is not run (it would not send what was
- * asked); one whose turns all completed has nothing left to run. Left: nothing to resume.
+ * completed. An item whose prompts or config were masked when recorded is not run (it would not
+ * send what was asked), nor one whose turns all completed: the ledger records those `not-resumed`,
+ * with their reason, instead of handing them over. Left: nothing to resume.
  */
 export const resume = (
   filename: string,
   options: {
     readonly runId: string | undefined
-    readonly info: unknown
-    /** Take the codex flags from the dead run's record (the resume command line gave none). */
-    readonly inheritFlags: boolean
+    /** What the new run records about itself (an object; `codex` is added: the flags used). */
+    readonly info: Readonly<Record<string, unknown>>
+    /** The resume command line's `-c`/`--enable`/`--disable`; when it gave none, the dead run's are used. */
+    readonly flags: CodexFlags
     /** `--audit FILE`: written by the ledger. */
     readonly audit?: string
   }
@@ -193,38 +221,41 @@ export const resume = (
     const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
     const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
     const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
+    if (target === undefined && options.runId === undefined) {
+      return Either.left(`no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`)
+    }
     if (target === undefined) {
-      return Either.left(options.runId === undefined
-        ? `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
-        : `run ${options.runId} is not a dead run of this host in ${filename}`)
+      // Named on the command line and not resumable: a usage error, as `rules revoke` of an unknown id.
+      const named = (yield* ledger.runs().pipe(Effect.mapError(failed))).find((r) => r.runId === options.runId)
+      if (named === undefined) return yield* ExitCodes.usage(`--run ${options.runId}: no such run in ${filename}`)
+      const why = named.status === "crashed"
+        ? "it was already recovered (crashed, its items handed over or recorded not-resumed)"
+        : named.status === "ended"
+        ? "it ended cleanly"
+        : named.host !== Os.hostname()
+        ? `it runs on another host (${named.host ?? "unknown"}); only a run of this host is taken for dead`
+        : `its process (${named.pid ?? "?"}) is still alive`
+      return yield* ExitCodes.usage(`--run ${options.runId}: not a dead run to resume: ${why}`)
     }
     // Checked before anything is recovered: a resume that cannot start changes nothing.
-    const flags = options.inheritFlags ? recordedFlags(target.info) : Either.right(undefined)
+    const given = options.flags
+    const inherit = given.config.length === 0 && given.enable.length === 0 && given.disable.length === 0
+    const flags = inherit ? recordedFlags(target.info) : Either.right(given)
     if (Either.isLeft(flags)) return yield* ExitCodes.usage(`run ${target.runId}: ${flags.left}`)
+    // Recorded as used: the next resume of this run (if it dies too) inherits what it really ran with.
+    const codexFlags: CodexFlags = flags.right ?? given
     const recovered = new Map<string, LedgerEvent.ItemOrigin>()
     const items: Array<WorkItem.WorkItem> = []
-    const skipped: Array<string> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
-    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: options.info, resumedFrom: target.runId }, recovered, options.audit !== undefined)
+    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: { ...options.info, codex: codexFlags }, resumedFrom: target.runId }, recovered, options.audit !== undefined)
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
+    // The ledger hands over only what can run again as asked; the rest it records `not-resumed`.
     for (const item of recovery.items) {
-      if (item.remainingPrompts.length === 0) {
-        skipped.push(`item ${item.item}: every turn had completed; nothing to run again`)
-        continue
-      }
-      if (item.promptsMasked) {
-        skipped.push(`item ${item.item}: not resumed: its prompt held a secret and was stored masked, so it cannot be sent again as asked`)
-        continue
-      }
       const o = item.options as Record<string, unknown>
       const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
       const obj = (k: "config" | "threadParams") =>
         typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k]) ? { [k]: o[k] as Readonly<Record<string, unknown>> } : {}
-      if (isMasked(o["config"]) || isMasked(o["threadParams"])) {
-        skipped.push(`item ${item.item}: not resumed: its config or thread params held a secret and were stored masked, so they cannot be sent again as given`)
-        continue
-      }
       // Its worktree: the one it ran in (the same branch and path: taken up as it is, with its work),
       // else as it was asked for (a new branch of this run). Its budget, as it was given.
       const asked = typeof o["worktree"] === "object" && o["worktree"] !== null ? o["worktree"] as Record<string, unknown> : undefined
@@ -256,5 +287,5 @@ export const resume = (
         ...(budget !== undefined ? { budget } : {})
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, skipped, codexFlags: flags.right })
+    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, notResumed: recovery.notResumed.map((i) => ({ item: i.item, reason: i.reason, detail: i.detail })), codexFlags })
   })

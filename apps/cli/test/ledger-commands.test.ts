@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const secret = "sk-live-Q9x2LmN8pR4tV6wY1zA3bC5d"
 
@@ -104,7 +104,7 @@ describe("warden rules test", () => {
       assert.match(human.stdout[1]!, / c2 {2}OVERTURNS-DENIAL {2}was declined by rule:no-rm; would accept by rule:rm-ok /)
       assert.match(human.stdout[2]!, / c3 {2}OVERTURNS-DENIAL {2}was refused by handler; would accept by rule:ls-ok /)
       assert.match(human.stdout[3]!, / c4 {2}same {2}was refused by handler; would ask \(no rule decides\) /)
-      assert.strictEqual(human.stdout[4], "would auto-accept 3 of 4, would overturn 2 denials")
+      assert.strictEqual(human.stdout[4], "would auto-accept 3 of 4, would overturn 2 denials (with the 0 remembered rules in force)")
       assert.notInclude(human.stdout.join("\n"), secret)
       const json = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db, "--json"])
       assert.strictEqual(json.exited.code, 0, json.stderr)
@@ -121,9 +121,94 @@ describe("warden rules test", () => {
       const { type: _, ts: __, ...totals } = lines[4]!
       assert.deepStrictEqual(totals, {
         cards: 4, wouldAccept: 3, wouldDecline: 0, wouldAsk: 1, refused: 0, unchanged: 2, overturnedDenials: 2,
-        acceptsUndecided: 0, newDenials: 0, toPerson: 0, approximate: 0, summary: "would auto-accept 3 of 4, would overturn 2 denials"
+        acceptsUndecided: 0, newDenials: 0, toPerson: 0, approximate: 0, remembered: 0, summary: "would auto-accept 3 of 4, would overturn 2 denials"
       })
       const missing = yield* CliProcess.runToEnd(["rules", "test", "--rules", Path.join(dir, "nope.yaml"), "--state", db])
       assert.strictEqual(missing.exited.code, 2)
+    }), 120_000)
+})
+
+describe("the ledger commands: one rule for a --state that cannot be used, and a ledger the user may only read", () => {
+  /** As root (as the tests run here): another user, nobody, who may read but not write the files; else the current user on files made read-only. */
+  const asReader = process.getuid?.() === 0 ? { uid: 65534 } : {}
+
+  it.scopedLive("audit, rules list and rules test read a ledger the user may only read, writing nothing; what would write it is refused as a permission error (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      const candidate = Path.join(dir, "candidate.yaml")
+      Fs.writeFileSync(candidate, "rules:\n  - id: ls-ok\n    effect: allow\n    match: { command: { argvPrefix: [ls] } }\n")
+      // Readable by all, writable by its owner only (root); for a non-root run, by nobody.
+      const owner = asReader.uid === undefined ? 0o444 : 0o644
+      for (const f of Fs.readdirSync(dir)) Fs.chmodSync(Path.join(dir, f), f === "codex" ? 0o755 : owner)
+      Fs.chmodSync(dir, asReader.uid === undefined ? 0o555 : 0o755)
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.chmodSync(dir, 0o700)))
+      const before = Fs.readdirSync(dir).map((f) => [f, Fs.statSync(Path.join(dir, f)).mtimeMs]).sort()
+
+      const audit = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"], asReader)
+      assert.strictEqual(audit.exited.code, 0, audit.stderr)
+      assert.strictEqual(audit.json().length, 4)
+      const list = yield* CliProcess.runToEnd(["rules", "list", "--state", db], asReader)
+      assert.strictEqual(list.exited.code, 0, list.stderr)
+      assert.deepStrictEqual(list.stdout, ["0 remembered rules in force"])
+      const test = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db], asReader)
+      assert.strictEqual(test.exited.code, 0, test.stderr)
+      assert.match(test.stdout.at(-1)!, /^would auto-accept 1 of 4/)
+
+      // What writes the ledger is refused as what it is: a permission error, exit 2, in every command.
+      for (const args of [["rules", "revoke", "r1"], ["audit", "--prune-before", "1h"], ["resume", "--codex", Path.join(dir, "codex")], ["run", "--codex", Path.join(dir, "codex"), "hang"]]) {
+        const refused = yield* CliProcess.runToEnd([...args, "--state", db], asReader)
+        assert.strictEqual(refused.exited.code, 2, `${args.join(" ")}: ${refused.stderr}`)
+        assert.include(refused.stderr, "permission denied: you may read it but not write it", args.join(" "))
+      }
+      const after = Fs.readdirSync(dir).map((f) => [f, Fs.statSync(Path.join(dir, f)).mtimeMs]).sort()
+      assert.deepStrictEqual(after, before, "nothing was created or written beside the ledger")
+
+      // A ledger the user may not read at all.
+      if (asReader.uid !== undefined) {
+        Fs.chmodSync(db, 0o600)
+        const unreadable = yield* CliProcess.runToEnd(["audit", "--state", db], asReader)
+        assert.strictEqual(unreadable.exited.code, 2, unreadable.stderr)
+        assert.include(unreadable.stderr, "permission denied: you may not read")
+      }
+    }), 180_000)
+
+  it.scopedLive("--state naming a directory is exit 2 in every command; resume --run naming no dead run is exit 2, as rules revoke of an unknown id", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      const codex = Path.join(dir, "codex")
+      for (const args of [["run", "--codex", codex, "hang"], ["resume", "--codex", codex], ["audit"], ["rules", "list"], ["rules", "revoke", "r1"]]) {
+        const result = yield* CliProcess.runToEnd([...args, "--state", dir])
+        assert.strictEqual(result.exited.code, 2, `${args.join(" ")}: ${result.stderr}`)
+        assert.include(result.stderr, "cannot hold the ledger: it exists and is not a regular file", args.join(" "))
+      }
+      const unknown = yield* CliProcess.runToEnd(["resume", "--codex", codex, "--state", db, "--run", "no-such-run"])
+      assert.strictEqual(unknown.exited.code, 2, unknown.stderr)
+      assert.include(unknown.stderr, "--run no-such-run: no such run")
+      const runs = yield* readLedger(db, (ledger) => ledger.runs())
+      const ended = yield* CliProcess.runToEnd(["resume", "--codex", codex, "--state", db, "--run", runs[0]!.runId])
+      assert.strictEqual(ended.exited.code, 2, ended.stderr)
+      assert.include(ended.stderr, "not a dead run to resume: it ended cleanly")
+    }), 120_000)
+})
+
+describe("warden rules test: the remembered rules in force", () => {
+  it.scopedLive("a card no candidate rule decides is replayed against the remembered rules in force, and the output says so", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const db = yield* recordFixture(dir)
+      // Remember `ls /tmp` (card c3, refused when recorded): the candidate has no rule for it.
+      const rule = yield* readLedger(db, (ledger) =>
+        ledger.remember({ scope: { _tag: "Command", argv: ["ls", "/tmp"], exact: true }, author: "alice" }))
+      const candidate = Path.join(dir, "candidate.yaml")
+      Fs.writeFileSync(candidate, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n")
+      const human = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db])
+      assert.strictEqual(human.exited.code, 0, human.stderr)
+      assert.match(human.stdout[2]!, new RegExp(` c3 {2}OVERTURNS-DENIAL {2}was refused by handler; would accept by remembered:${rule.id} `))
+      assert.strictEqual(human.stdout.at(-1), "would auto-accept 2 of 4, would overturn 1 denial, would ask about 1 a rule decided (with the 1 remembered rule in force: `warden rules list`)")
+      const json = yield* CliProcess.runToEnd(["rules", "test", "--rules", candidate, "--state", db, "--json"])
+      assert.deepStrictEqual(json.json()[2]!.candidate, { _tag: "Accept", ruleId: rule.id, remembered: true })
+      assert.strictEqual(json.json().at(-1)!.remembered, 1)
     }), 120_000)
 })

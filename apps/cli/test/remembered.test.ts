@@ -91,6 +91,31 @@ describe("warden run: remembered decisions", () => {
       assert.deepStrictEqual(wire(answers4).map((a) => a.result?.decision), ["decline"])
     }), 180_000)
 
+  it.scopedLive("\"always\" on a card whose command held a secret is refused: nothing is stored, the card stays open and the person is told why", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "ledger.db")
+      const answers = Path.join(dir, "answers.jsonl")
+      const command = "mysql -uroot -pHunter2Secret9x -e 'select 1'"
+      const cli = yield* CliProcess.spawn(
+        ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", command],
+        { env: { LEDGER_FAKE_ANSWERS: answers } }
+      )
+      const card = yield* cli.waitForJson("the card", (l) => l.type === "card.opened")
+      yield* cli.write(JSON.stringify({ cardId: card.cardId, decision: "always" }) + "\n")
+      const refusal = yield* cli.waitForStderr("the refusal", (t) => t.includes(`card ${card.cardId} not remembered`))
+      assert.match(refusal, /not remembered \(.*masked.*\); it stays open/)
+      assert.notInclude(refusal, "warden: remembered ")
+      assert.isFalse(cli.json().some((l) => l.type === "card.settled"), "the card stays open")
+      yield* cli.write(JSON.stringify({ cardId: card.cardId, decision: "decline" }) + "\n")
+      const exited = yield* cli.exited()
+      assert.strictEqual(exited.code, 0, cli.stderr())
+      assert.deepStrictEqual(wire(answers).map((a) => [a.command, a.result?.decision]), [[command, "decline"]])
+      const rules = yield* readLedger(db, (ledger) => ledger.rememberedRules({ all: true }))
+      assert.deepStrictEqual(rules, [], "no rule that could never match was stored")
+    }), 60_000)
+
   it.scopedLive("\"always\" without the ledger (--no-state) is reported and answers nothing", () =>
     Effect.gen(function*() {
       const dir = yield* CliProcess.tempDir

@@ -31,7 +31,7 @@ describe("warden resume: what an item was started with", () => {
       run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "deploy", config: { env: { OPENAI_API_KEY: "sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE" } } }))
       yield* ledger.flush
 
-      const resumed = yield* Effect.scoped(StateLedger.resume(filename, { runId: undefined, info: {}, inheritFlags: true }))
+      const resumed = yield* Effect.scoped(StateLedger.resume(filename, { runId: undefined, info: {}, flags: { config: [], enable: [], disable: [] } }))
       assert.isTrue(Either.isRight(resumed), Either.isLeft(resumed) ? resumed.left : "")
       const r = Either.getOrThrow(resumed)
       assert.strictEqual(r.deadRunId, run.id)
@@ -42,8 +42,8 @@ describe("warden resume: what an item was started with", () => {
         config: { model_reasoning_effort: "low" },
         threadParams: { baseInstructions: "be brief" }
       }])
-      assert.strictEqual(r.skipped.length, 1)
-      assert.match(r.skipped[0]!, /^item 1: not resumed: its config or thread params held a secret/)
+      assert.deepStrictEqual(r.notResumed.map((n) => [n.item, n.reason]), [["1", "options-masked"]])
+      assert.match(r.notResumed[0]!.detail, /^its config or thread params held a secret/)
       assert.deepStrictEqual(r.codexFlags, { config: ["a=1"], enable: [], disable: [] })
     }), 60_000)
 

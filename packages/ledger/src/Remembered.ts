@@ -164,12 +164,15 @@ const formatIssues = (error: ParseResult.ParseError): string =>
  *
  * The shape is `RememberedScope`'s, decoded strictly (an unknown key is refused); a word, root,
  * server or tool that `SecretMask` would mask is refused too, since a remembered rule is kept for
- * months and listed to anyone who asks. Left: why not, in words.
+ * months and listed to anyone who asks, and so is one that holds the mask itself (built from
+ * masked facts: it would match nothing). Left: why not, in words.
  */
 export const validateScope = (input: unknown): Either.Either<RememberedScope, string> =>
   Either.flatMap(
     Either.mapLeft(Schema.decodeUnknownEither(RememberedScope, { onExcessProperty: "error", errors: "all" })(input), formatIssues),
     (scope): Either.Either<RememberedScope, string> => {
+      // A masked value (`•••`) stands for a secret that is not there: a rule naming it matches nothing.
+      if (JSON.stringify(scope).includes(SecretMask.Mask)) return Either.left("it holds a masked value (a secret was there), which no request could match")
       const secret = "it holds a value that looks secret; a remembered rule never stores one"
       switch (scope._tag) {
         case "Command": {

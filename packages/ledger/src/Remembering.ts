@@ -21,11 +21,16 @@ import * as Remembered from "./Remembered.js"
  * The scope "always" would remember for this card, or why none can be (in words).
  *
  * The card's facts (`CardFacts.fromView`) are read back into a request (`CardFacts.toRequest`)
- * and `Remembered.scopeFor` derives the narrowest scope covering it. Pure; use it to offer
- * "always" only where it can work.
+ * and `Remembered.scopeFor` derives the narrowest scope covering it. A card whose facts hold a
+ * masked value (a secret in its command line, path or tool) has none: a rule would hold the mask,
+ * not the value, and match nothing. Pure; use it to offer "always" only where it can work.
  */
 export const scopeForCard = (card: Card.CardView): Either.Either<Remembered.RememberedScope, string> => {
-  const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts: CardFacts.fromView(card) })
+  const facts = CardFacts.fromView(card)
+  // The facts are the card's masked summary: a rule built from a masked value (`-p•••`) would
+  // name the mask, never the secret, and so could never match the card it came from.
+  if (facts.masked) return Either.left("what it asks held a value that looks secret and was masked, so no rule could match it")
+  const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts })
   return rebuilt === undefined ? Either.left("its request cannot be read back") : Remembered.scopeFor(rebuilt.request, rebuilt.context)
 }
 
@@ -44,7 +49,7 @@ export interface AlwaysInput {
  *
  * `lookup` is what `ApprovalsConfig.remembered` takes. `always` fails with `LedgerError`:
  * `Invalid` when no scope can be derived from the card (a compound command, a network permission,
- * a form asking for content, ...) or the ledger refuses it, `Sql` when it cannot be stored; then
+ * a form asking for content, a value that was masked, ...) or the ledger refuses it, `Sql` when it cannot be stored; then
  * nothing was remembered.
  */
 export interface Remembering {

@@ -17,6 +17,7 @@
 import { Policy } from "@warden/approvals"
 import type { Card } from "@warden/approvals"
 import * as CardFacts from "./CardFacts.js"
+import * as Remembered from "./Remembered.js"
 
 /** A card as replay reads it (what `Ledger.cards` returns is one). */
 export interface RecordedCard {
@@ -45,8 +46,11 @@ export interface RecordedSettlement {
 
 /** What the candidate rules would do with one card (accept, decline, ask, or never see it). */
 export type Candidate =
-  /** An allow rule would accept it at once. */
-  | { readonly _tag: "Accept"; readonly ruleId: string }
+  /**
+   * An allow rule would accept it at once; `remembered`: no candidate rule decides it, and a
+   * remembered rule in force (`ReplayOptions.remembered`, its id in `ruleId`) would accept it.
+   */
+  | { readonly _tag: "Accept"; readonly ruleId: string; readonly remembered?: true }
   /** A deny rule would decline it at once. */
   | { readonly _tag: "Decline"; readonly ruleId: string }
   /** No rule decides it: the safety filter, the handler or a person would. */
@@ -64,7 +68,7 @@ export type Change =
   | "accepts-undecided"
   /** It was accepted; the candidate would decline it. */
   | "new-denial"
-  /** A rule decided it then; no candidate rule does, so it would go to a person (or handler). */
+  /** A rule (or a remembered rule) decided it then; none would now, so it would go to a person (or handler). */
   | "to-person"
 
 /** One card replayed, with what the candidate rules would do and how that differs. */
@@ -126,8 +130,19 @@ const Deciders = new Set(["rule", "remembered", "person", "handler", "safety-fil
 /** Someone decided no: a rule, a person, a handler, the safety filter. */
 const isDenial = (s: RecordedSettlement | undefined): boolean => s !== undefined && Denied.has(s.outcome) && Deciders.has(s.sourceKind)
 
-/** What the candidate rules would decide for one card. */
-export const candidateFor = (card: RecordedCard, rules: Policy.Rules): Candidate => {
+/** What a replay runs with besides the candidate rules. */
+export interface ReplayOptions {
+  /**
+   * The remembered rules in force (`Ledger.rememberedRules()`), consulted as the desk consults
+   * them: only when no candidate rule decides (a candidate deny still wins). Default none.
+   */
+  readonly remembered?: ReadonlyArray<Remembered.RememberedRule>
+  /** When the remembered rules are read as in force (epoch ms; default now). */
+  readonly now?: number
+}
+
+/** What the candidate rules (then the remembered rules in force, if given) would decide for one card. */
+export const candidateFor = (card: RecordedCard, rules: Policy.Rules, options: ReplayOptions = {}): Candidate => {
   if (card.settlement !== undefined && BeforeRules.has(card.settlement.sourceKind)) return { _tag: "Refused" }
   const rebuilt = CardFacts.toRequest(card)
   if (rebuilt === undefined) return { _tag: "Ask" }
@@ -137,8 +152,12 @@ export const candidateFor = (card: RecordedCard, rules: Policy.Rules): Candidate
       return { _tag: "Accept", ruleId: verdict.ruleId }
     case "Deny":
       return { _tag: "Decline", ruleId: verdict.ruleId }
-    case "NoMatch":
-      return { _tag: "Ask" }
+    case "NoMatch": {
+      const remembered = options.remembered === undefined || options.remembered.length === 0
+        ? undefined
+        : Remembered.rememberedFor(rebuilt.request, rebuilt.context, options.remembered, options.now ?? Date.now())
+      return remembered === undefined ? { _tag: "Ask" } : { _tag: "Accept", ruleId: remembered.id, remembered: true }
+    }
   }
 }
 
@@ -152,7 +171,7 @@ const changeOf = (card: RecordedCard, candidate: Candidate): Change => {
     case "Decline":
       return accepted ? "new-denial" : "same"
     case "Ask":
-      return s !== undefined && s.sourceKind === "rule" ? "to-person" : "same"
+      return s !== undefined && (s.sourceKind === "rule" || s.sourceKind === "remembered") ? "to-person" : "same"
     case "Refused":
       return "same"
   }
@@ -161,7 +180,9 @@ const changeOf = (card: RecordedCard, candidate: Candidate): Change => {
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
 /**
- * Replay `cards` against `rules`, card by card and in totals.
+ * Replay `cards` against `rules`, card by card and in totals; with `options.remembered`, the
+ * remembered rules in force decide what no candidate rule decides, as in a run (a card a
+ * remembered rule decided then and none would now goes `to-person`).
  *
  * Pure; linear in the cards and their facts. Each card's request is rebuilt from its facts
  * (`CardFacts.toRequest`) and read by `Policy.evaluate`; a card whose facts were cut is read on
@@ -183,9 +204,9 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
  * }) // fails with RulesFileError | LedgerError
  * ```
  */
-export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules): Report => {
+export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules, options: ReplayOptions = {}): Report => {
   const replayed = cards.map((card): ReplayedCard => {
-    const candidate = candidateFor(card, rules)
+    const candidate = candidateFor(card, rules, options)
     return { card, candidate, change: changeOf(card, candidate), approximate: !card.facts.complete }
   })
   const count = (p: (r: ReplayedCard) => boolean) => replayed.reduce((n, r) => (p(r) ? n + 1 : n), 0)

@@ -14,6 +14,13 @@
  */
 export * as Ledger from "./Ledger.js"
 
+/**
+ * The ledger opened for reading only (`LedgerReader.layerSqlite({ filename })`): the audit,
+ * recovery and remembered-rule reads, on a file this user may only read; never created, migrated
+ * or written.
+ */
+export * as LedgerReader from "./LedgerReader.js"
+
 /** What the ledger records: supervisor events, approval events, and submitted work items. */
 export * as LedgerEvent from "./LedgerEvent.js"
 

@@ -78,8 +78,15 @@ describe("recovery", () => {
           ["3", ["never started"]]
         ])
         // Exactly once: a second recovery finds nothing, stranding again changes nothing.
+        // The turn in progress at the crash will never complete: closed as crashed.
+        assert.strictEqual(recovered.crashedTurns, 1)
+        assert.deepStrictEqual((yield* ledger.turns(dead)).map((t) => [t.turnId, t.status, t.error]), [
+          ["turn_1", "completed", undefined],
+          ["turn_2", "completed", undefined],
+          ["turn_3", "crashed", "in progress when its run died"]
+        ])
         const again = yield* ledger.recover(dead, run.id)
-        assert.deepStrictEqual(again, { stranded: 0, items: [] })
+        assert.deepStrictEqual(again, { stranded: 0, crashedTurns: 0, items: [], notResumed: [] })
         assert.strictEqual(yield* ledger.markStranded(dead), 0)
 
         const items = yield* ledger.workItems(dead)
@@ -109,6 +116,44 @@ describe("recovery", () => {
         ].sort())
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     })), { timeout: 60_000 })
+
+  it.scoped("recover hands over only the items that can run again as asked; the rest are recorded not-resumed with their reason", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      const dead = yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        run.record(LedgerEvent.itemSubmitted({ id: 0, prompt: "fix the test" }))
+        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "log in with password=Hunter2Secret9x and deploy" }))
+        run.record(LedgerEvent.itemSubmitted({ id: 2, prompt: "deploy", config: { env: { OPENAI_API_KEY: "sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE" } } }))
+        run.record(LedgerEvent.itemSubmitted({ id: 3, prompt: "all done" }))
+        s.work({ _tag: "ThreadReady", item: 3, threadId: "thr_3", resumed: false })
+        s.work({ _tag: "TurnStarted", item: 3, threadId: "thr_3", turnId: "turn_3", prompt: "all done" })
+        s.work({ _tag: "TurnCompleted", item: 3, threadId: "thr_3", turn: { turnId: "turn_3", status: "completed", finalMessage: "ok", items: [], error: undefined, errors: [] } })
+        yield* ledger.flush
+        return run.id
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+      yield* Effect.gen(function*() {
+        const ledger = yield* Ledger.Ledger
+        const into = yield* ledger.beginRun({ resumedFrom: dead })
+        const recovered = yield* ledger.recover(dead, into.id)
+        assert.deepStrictEqual(recovered.items.map((i) => [i.item, i.status, i.handedTo]), [["0", "handed-over", into.id]])
+        assert.deepStrictEqual(recovered.notResumed.map((i) => [i.item, i.reason]), [["1", "prompt-masked"], ["2", "options-masked"], ["3", "nothing-left"]])
+        const items = yield* ledger.workItems(dead)
+        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.handedTo, i.failureReason]), [
+          ["0", "handed-over", into.id, undefined],
+          ["1", "not-resumed", undefined, "prompt-masked"],
+          ["2", "not-resumed", undefined, "options-masked"],
+          ["3", "not-resumed", undefined, "nothing-left"]
+        ])
+        assert.match(items[1]!.failureDetail ?? "", /held a secret and was stored masked/)
+        // Once: a second recovery finds nothing.
+        assert.deepStrictEqual(yield* ledger.recover(dead, into.id), { stranded: 0, crashedTurns: 0, items: [], notResumed: [] })
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    }))
 
   it.scoped("markStranded strands each open card once, leaves settled ones alone, and refuses a live run", () =>
     Effect.gen(function*() {

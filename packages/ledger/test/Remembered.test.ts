@@ -84,7 +84,7 @@ describe("remembered rules: storage", () => {
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     }))
 
-  it.scoped("refused as given: a root of /, a relative or dotted root, a secret in the argv or the tool, no author, an expiry in the past", () =>
+  it.scoped("refused as given: a root of /, a relative or dotted root, a secret in the argv or the tool, a masked value, no author, an expiry in the past", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tempDir, "ledger.db")
       yield* TestClock.setTime(1_000)
@@ -99,6 +99,9 @@ describe("remembered rules: storage", () => {
           [{ scope: { _tag: "Command", argv: ["mysql", "-pHunter2Secret9x", "shop"], exact: true }, author: "a" }, "looks secret"],
           [{ scope: { _tag: "Command", argv: ["curl", "-H", "Authorization: Bearer abcdef0123456789abcdef"], exact: false }, author: "a" }, "looks secret"],
           [{ scope: { _tag: "Mcp", server: "db", tool: "sk-proj-Q7vT2mX9pL4kR8nW3yH6bJ1cF5dG0sAeZu" }, author: "a" }, "looks secret"],
+          // Built from a card's masked facts: the mask stands for a secret that is not there.
+          [{ scope: { _tag: "Command", argv: ["mysql", "-uroot", "-p•••", "-e", "select 1"], exact: true }, author: "a" }, "masked value"],
+          [{ scope: { _tag: "Path", root: "/home/•••/repo", target: "files" }, author: "a" }, "masked value"],
           [{ scope: { _tag: "Command", argv: [] as never, exact: true }, author: "a" }, "at argv"],
           [{ scope: { _tag: "Command", argv: ["ls"], exact: true }, author: "  " }, "needs an author"],
           [{ scope: { _tag: "Command", argv: ["ls"], exact: true }, author: "a", expiresAt: 500 }, "after now"]

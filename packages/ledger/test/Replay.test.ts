@@ -10,7 +10,7 @@ import type { Policy } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Effect, Exit, FastCheck as fc, Scope } from "effect"
 import * as Path from "node:path"
-import { Ledger, Replay } from "../src/index.js"
+import { Ledger, Remembered, Replay } from "../src/index.js"
 import { allowCmd, allowMcp, allowPath, commandParams, denyCmd, denyPath, fileChangeParams, mcpToolCallParams, permissionsParams, rules, script, tempDir } from "./support.js"
 
 const Cmd = "item/commandExecution/requestApproval"
@@ -97,6 +97,21 @@ describe("replay", () => {
       const stricter = Replay.replay(cards, rules(denyCmd("no-make", "make"), denyCmd("no-git", "git")))
       assert.deepStrictEqual(stricter.totals.newDenials, 2)
       assert.strictEqual(stricter.summary, "would auto-accept 0 of 10, would overturn 0 denials, would deny 2 accepted, would ask about 1 a rule decided")
+
+      // With remembered rules in force: they decide what no candidate rule decides, never against a candidate deny.
+      const remembered = (id: string, argv: readonly [string, ...Array<string>]): Remembered.RememberedRule => ({
+        id, scope: { _tag: "Command" as const, argv, exact: false }, author: "alice", createdAt: 0,
+        expiresAt: undefined, from: undefined, note: undefined, revokedAt: undefined, revokedBy: undefined
+      })
+      const withRemembered = Replay.replay(cards, candidate, {
+        remembered: [remembered("m-rm", ["rm"]), remembered("m-curl", ["curl"]), remembered("m-old", ["git"])].map((r, i) => i === 2 ? { ...r, revokedAt: 1 } : r),
+        now: 10
+      })
+      assert.deepStrictEqual(withRemembered.cards.slice(0, 2).map((r) => [r.card.cardId, r.candidate, r.change]), [
+        ["c1", { _tag: "Accept", ruleId: "m-rm", remembered: true }, "overturns-denial"],
+        ["c2", { _tag: "Ask" }, "to-person"] // its remembered rule was revoked
+      ])
+      assert.deepStrictEqual(withRemembered.cards[8]!.candidate, { _tag: "Decline", ruleId: "no-curl" }, "a candidate deny wins over a remembered allow")
     }))
 
   it.scoped("a card whose facts were cut is replayed on what was kept, conservatively, and marked approximate", () =>

@@ -52,6 +52,8 @@ export interface Options {
   readonly stdin?: "pipe" | "ignore"
   /** `bundle` (default): the sources compiled for this run; `tsx`: the sources through tsx (`pnpm warden`). */
   readonly via?: "bundle" | "tsx"
+  /** Run as this user and group id (through `setpriv`; the tests run as root): e.g. 65534, nobody. */
+  readonly uid?: number
 }
 
 /**
@@ -63,7 +65,10 @@ process.on("exit", () => Fs.rmSync(stateHome, { recursive: true, force: true }))
 
 /** `warden ARGS` from the sources; the scope's end stops it and whatever it started (codex runs in a process group of its own). */
 export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Effect<Cli, never, Scope.Scope> => {
-  const [file, ...rest] = command(args, options?.via)
+  const line = command(args, options?.via)
+  const [file, ...rest] = options?.uid === undefined
+    ? line
+    : ["setpriv", `--reuid=${options.uid}`, `--regid=${options.uid}`, "--clear-groups", ...line]
   return Effect.map(
     TestProcess.spawn(file!, rest, {
       cwd: repoRoot,

@@ -4,15 +4,17 @@ import { Data } from "effect"
 /** A ledger operation that failed: opening, migrating, a query, a refused request. */
 export class LedgerError extends Data.TaggedError("LedgerError")<{
   readonly reason:
-    /** The database could not be opened (path, permissions, not a database). */
+    /** The database could not be opened (path, not a database). */
     | "Open"
+    /** This user may not read (or, to write it, write) the ledger's file or directory. */
+    | "Permission"
     /** The schema could not be brought up to date. */
     | "Migration"
     /** A query or statement failed. */
     | "Sql"
     /** The request was refused as given (a scope too wide, a secret in it, a bad value). */
     | "Invalid"
-    /** No such rule (or run). */
+    /** No such rule (or run, or ledger file to read). */
     | "NotFound"
     /** The run is being recorded by this ledger: its open cards are not stranded. */
     | "LiveRun"

@@ -5,6 +5,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Card } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
 import { Effect, Either } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as CardFacts from "../CardFacts.js"
@@ -300,6 +301,30 @@ export const accounting = (sql: Sql, runId: string) =>
 // ---------------------------------------------------------------------------------------------
 // Recovery
 
+/** Close the turns of a dead run still `inProgress` as `crashed` (they will never complete); how many. */
+const crashTurns = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
+  Effect.gen(function*() {
+    const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_turns WHERE run_id = ${runId} AND status = 'inProgress'`
+    const count = num(open[0]?.["n"]) ?? 0
+    if (count > 0) {
+      yield* sql`UPDATE ledger_turns SET status = 'crashed', completed_at = COALESCE(completed_at, ${now}),
+        error = COALESCE(error, 'in progress when its run died')
+        WHERE run_id = ${runId} AND status = 'inProgress'`
+    }
+    return count
+  })
+
+/**
+ * Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement),
+ * its turns still in progress `crashed`, and the run `crashed`.
+ */
+const strandAll = (sql: Sql, runId: string, now: number): Effect.Effect<{ readonly cards: number; readonly turns: number }, SqlError> =>
+  Effect.gen(function*() {
+    const turns = yield* crashTurns(sql, runId, now)
+    const cards = yield* strand(sql, runId, now)
+    return { cards, turns }
+  })
+
 /** Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement). */
 const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
   Effect.gen(function*() {
@@ -319,7 +344,7 @@ const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, Sql
   })
 
 export const markStranded = (sql: Sql, runId: string, now: number) =>
-  sql.withTransaction(strand(sql, runId, now)).pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
+  sql.withTransaction(Effect.map(strandAll(sql, runId, now), (s) => s.cards)).pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
 
 /**
  * Record the open cards of one work item of `runId` `stranded` (each once), without touching the
@@ -343,16 +368,42 @@ export const markStrandedItem = (sql: Sql, runId: string, itemKey: string, now: 
     })
   ).pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
 
+/** Whether a stored value had something masked in it (it cannot be sent again as given). */
+const holdsMask = (value: unknown): boolean => value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
+
+/** Why an unfinished item cannot (or need not) run again, or undefined when it can. */
+const whyNotResumed = (item: Records.UnfinishedItem): { readonly reason: Records.NotResumedReason; readonly detail: string } | undefined => {
+  if (item.remainingPrompts.length === 0) return { reason: "nothing-left", detail: "every turn had completed; nothing to run again" }
+  if (item.promptsMasked) {
+    return { reason: "prompt-masked", detail: "its prompt held a secret and was stored masked, so it cannot be sent again as asked" }
+  }
+  if (holdsMask(item.options["config"]) || holdsMask(item.options["threadParams"])) {
+    return { reason: "options-masked", detail: "its config or thread params held a secret and were stored masked, so they cannot be given again" }
+  }
+  return undefined
+}
+
 export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: number) =>
   sql.withTransaction(
     Effect.gen(function*() {
-      const stranded = yield* strand(sql, deadRunId, now)
+      const { cards: stranded, turns: crashedTurns } = yield* strandAll(sql, deadRunId, now)
       const rows = yield* unfinishedRows(sql, deadRunId)
-      if (rows.length > 0) {
-        yield* sql`UPDATE ledger_work_items SET status = 'handed-over', handed_to = ${intoRunId}
-          WHERE run_id = ${deadRunId} AND status IN ('pending', 'running')`
+      const items: Array<Records.UnfinishedItem> = []
+      const notResumed: Array<Records.NotResumedItem> = []
+      for (const item of rows.map(toUnfinished)) {
+        const why = whyNotResumed(item)
+        if (why === undefined) {
+          yield* sql`UPDATE ledger_work_items SET status = 'handed-over', handed_to = ${intoRunId}
+            WHERE run_id = ${deadRunId} AND item_key = ${item.item} AND status IN ('pending', 'running')`
+          items.push({ ...item, status: "handed-over", handedTo: intoRunId })
+        } else {
+          yield* sql`UPDATE ledger_work_items SET status = 'not-resumed', failure_reason = ${why.reason}, failure_detail = ${why.detail},
+            finished_at = COALESCE(finished_at, ${now})
+            WHERE run_id = ${deadRunId} AND item_key = ${item.item} AND status IN ('pending', 'running')`
+          notResumed.push({ ...item, status: "not-resumed", failureReason: why.reason, failureDetail: why.detail, finishedAt: item.finishedAt ?? now, ...why })
+        }
       }
-      return { stranded, items: rows.map(toUnfinished) } satisfies Records.Recovery
+      return { stranded, crashedTurns, items, notResumed } satisfies Records.Recovery
     })
   ).pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
 

@@ -51,6 +51,12 @@ export type WorkItemStatus =
   | "stopped"
   /** Unfinished in a dead run, and handed to another run to resume (`handedTo`). */
   | "handed-over"
+  /**
+   * Unfinished in a dead run, and not handed over by `recover`: it cannot be run again as it was
+   * asked (`failureReason`: `prompt-masked`, `options-masked`) or has nothing left to run
+   * (`nothing-left`); `failureDetail` says why in words.
+   */
+  | "not-resumed"
 
 /** One submitted work item as the ledger recorded it (`Ledger.workItems`); times are epoch milliseconds. */
 export interface WorkItemRecord {
@@ -115,7 +121,7 @@ export interface TurnRecord {
   readonly turnId: string
   readonly item: string
   readonly prompt: string
-  /** `inProgress`, `completed`, `interrupted`, `failed`, `connection-lost`. */
+  /** `inProgress`, `completed`, `interrupted`, `failed`, `connection-lost`, or `crashed` (in progress when its run died: set when the run is stranded or recovered). */
   readonly status: string
   readonly startedAt: number
   readonly completedAt: number | undefined
@@ -192,10 +198,30 @@ export interface Accounting {
   readonly lateDecisions: number
 }
 
-/** What `Ledger.recover` did to a dead run, the cards it stranded and the items it handed over. */
+/** Why `recover` did not hand an unfinished item over (`WorkItemRecord.failureReason` of a `not-resumed` item). */
+export type NotResumedReason =
+  /** A prompt or follow-up was stored masked (it held a secret): it would not send what was asked. */
+  | "prompt-masked"
+  /** Its `config` or thread params were stored masked: they cannot be given again as they were. */
+  | "options-masked"
+  /** Every turn had completed; only the item's end was not recorded. */
+  | "nothing-left"
+
+/** An unfinished item `recover` did not hand over, now `not-resumed`, and why. */
+export interface NotResumedItem extends UnfinishedItem {
+  readonly reason: NotResumedReason
+  /** Why, in words. */
+  readonly detail: string
+}
+
+/** What `Ledger.recover` did to a dead run: the cards it stranded, the items it handed over and those it did not. */
 export interface Recovery {
   /** Cards of the dead run recorded `stranded` by this call. */
   readonly stranded: number
-  /** Its unfinished work items, now `handed-over` to the recovering run. */
+  /** Turns of the dead run still `inProgress`, now `crashed`. */
+  readonly crashedTurns: number
+  /** Its unfinished work items that can run again, now `handed-over` to the recovering run. */
   readonly items: ReadonlyArray<UnfinishedItem>
+  /** Its unfinished work items that cannot (or need not) run again, now `not-resumed` with their reason. */
+  readonly notResumed: ReadonlyArray<NotResumedItem>
 }
