@@ -6,6 +6,11 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
   readonly reason:
     /** The database could not be opened (path, permissions, not a database). */
     | "Open"
+    /**
+     * The database file is damaged (`PRAGMA quick_check` found broken pages when it was opened):
+     * nothing is read from or written to it; move it aside or restore a backup.
+     */
+    | "Corrupt"
     /** The schema could not be brought up to date. */
     | "Migration"
     /** A query or statement failed. */
