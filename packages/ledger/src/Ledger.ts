@@ -626,7 +626,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       yield* client`PRAGMA busy_timeout = 0`.unprepared.pipe(Effect.mapError(openFailed))
       yield* Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout).pipe(Effect.mapError(openFailed))
       // A damaged file is refused before anything reads or writes it (a quick check: every page's
-      // structure, not the indexes' contents; about a second per GB).
+      // structure, not the indexes' contents).
       const check = yield* Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout).pipe(Effect.mapError(openFailed))
       const problems = check.map((row) => String(Object.values(row)[0])).filter((line) => line !== "ok")
       if (problems.length > 0) {
