@@ -620,21 +620,24 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
         Effect.catchAllDefect((cause) => openFailed(cause))
       )
       const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
+      // An unprepared statement's prepare throws outside the client's error handling: a defect.
+      const opening = <A, E>(effect: Effect.Effect<A, E>) =>
+        effect.pipe(Effect.mapError(openFailed), Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause))))
       // No busy timeout: better-sqlite3 would wait for another process's lock synchronously, on the
       // event loop (5 s by default). A busy answer comes back at once and is waited for here, and in
       // the writer, asynchronously (`Busy.retry`, up to `lockTimeout`).
-      yield* client`PRAGMA busy_timeout = 0`.unprepared.pipe(Effect.mapError(openFailed))
-      yield* Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout).pipe(Effect.mapError(openFailed))
+      yield* opening(client`PRAGMA busy_timeout = 0`.unprepared)
+      yield* opening(Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout))
       // A damaged file is refused before anything reads or writes it (a quick check: every page's
       // structure, not the indexes' contents).
-      const check = yield* Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout).pipe(Effect.mapError(openFailed))
+      const check = yield* opening(Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout))
       const problems = check.map((row) => String(Object.values(row)[0])).filter((line) => line !== "ok")
       if (problems.length > 0) {
         return yield* new LedgerError({ reason: "Corrupt", detail: corruptDetail(filename, describeCause(new Error(problems.slice(0, 3).join("; ")))) })
       }
       // WAL with synchronous=NORMAL: a commit survives the process dying (SIGKILL, OOM) without an
       // fsync per transaction; a power cut may lose the last commits, never the file's consistency.
-      yield* client`PRAGMA synchronous = NORMAL`.unprepared.pipe(Effect.mapError(openFailed))
+      yield* opening(client`PRAGMA synchronous = NORMAL`.unprepared)
       return yield* make(options).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )
