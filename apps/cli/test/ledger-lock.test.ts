@@ -3,11 +3,13 @@
  * a transaction, a backup, a second run): past `WARDEN_LEDGER_LOCK_TIMEOUT` the records waiting
  * are given up, the run exits 4 saying how many and why, the count is written on the run once
  * the lock is released, and `warden audit` lists the run. The lock holder is a child process told
- * on stdin when to release; the run waits on a card answered on stdin: no sleeps.
+ * on stdin when to release; the run waits on a card answered on stdin: no sleeps. And a ledger
+ * with a damaged page, refused by every command that opens it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Queue } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as readline from "node:readline"
 import * as CliProcess from "./support/CliProcess.js"
@@ -74,5 +76,33 @@ describe("warden run --state, the ledger locked by another process", () => {
       const json = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"])
       const gaps = json.json().filter((l) => l.type === "run.gaps")
       assert.deepStrictEqual(gaps.map((g) => [g["runId"], g["lostEvents"], g["droppedEvents"]]), [[runs[0]!.runId, lost, 0]])
+    }), 120_000)
+})
+
+describe("a damaged ledger", () => {
+  it.scopedLive("every command that opens it refuses it, saying so (exit 1), and runs nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* CliProcess.tempDir
+      const codex = writeFakeCodex(dir)
+      const db = Path.join(dir, "state", "ledger.db")
+      yield* readLedger(db, (ledger) => Effect.zipRight(ledger.beginRun({ label: "soon damaged" }), ledger.flush))
+      // Closed (the WAL checkpointed into the file): damage the last page's b-tree header.
+      const bytes = Fs.readFileSync(db)
+      const pageSize = bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)
+      const fd = Fs.openSync(db, "r+")
+      Fs.writeSync(fd, Buffer.alloc(64, 0xee), 0, 64, (bytes.length / pageSize - 1) * pageSize)
+      Fs.closeSync(fd)
+      const commands: ReadonlyArray<ReadonlyArray<string>> = [
+        ["run", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0", "echo hi"],
+        ["resume", "--codex", codex, "--approvals", "deny", "--state", db],
+        ["audit", "--state", db],
+        ["rules", "list", "--state", db]
+      ]
+      for (const args of commands) {
+        const result = yield* CliProcess.runToEnd(args)
+        assert.deepStrictEqual(result.exited, { code: 1, signal: null }, `${args[0]}: ${result.stderr}`)
+        assert.isFalse(result.stdout.some((line) => line.includes("item.started")), args[0])
+        assert.match(result.stderr, /warden: --state .*ledger\.db: ledger: the ledger .*ledger\.db is damaged \(.*\); nothing was read from it or written to it: move it aside/s, args[0])
+      }
     }), 120_000)
 })
