@@ -515,14 +515,7 @@ const statOrUndefined = (path: string): Fs.Stats | undefined => {
 }
 
 /** Whether a driver error says the file is damaged (`SQLITE_CORRUPT`, and its extended codes). */
-const isCorrupt = (error: unknown): boolean => {
-  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    const code = (e as { readonly code?: unknown }).code
-    if (typeof code === "string" && code.startsWith("SQLITE_CORRUPT")) return true
-    e = (e as { readonly cause?: unknown }).cause
-  }
-  return false
-}
+const isCorrupt = (error: unknown): boolean => Busy.hasCode(error, (code) => code.startsWith("SQLITE_CORRUPT"))
 
 const corruptDetail = (filename: string, found: string) =>
   `the ledger ${filename} is damaged (${found}); nothing was read from it or written to it: move it aside (or restore a backup) and a new one is made`

@@ -21,15 +21,19 @@ const codeOf = (error: unknown): string | undefined => {
   return typeof code === "string" ? code : undefined
 }
 
-/** Whether a driver error (or the `SqlError` wrapping it) says the database is locked by someone else. */
-export const isBusyError = (error: unknown): boolean => {
+/** Whether an error or one of its causes (a `SqlError`, the driver's error inside) has a code `test` accepts. */
+export const hasCode = (error: unknown, test: (code: string) => boolean): boolean => {
   for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
     const code = codeOf(e)
-    if (code !== undefined && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || PgTransient.has(code))) return true
+    if (code !== undefined && test(code)) return true
     e = (e as { readonly cause?: unknown }).cause
   }
   return false
 }
+
+/** Whether a driver error (or the `SqlError` wrapping it) says the database is locked by someone else. */
+export const isBusyError = (error: unknown): boolean =>
+  hasCode(error, (code) => code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || PgTransient.has(code))
 
 /** Whether a failure (or a defect: a COMMIT that failed) is only a locked database. */
 export const isBusy = (cause: Cause.Cause<unknown>): boolean => {
