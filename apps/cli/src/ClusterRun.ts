@@ -7,6 +7,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SecretMask } from "@warden/approvals"
 import { ClusterClient, Runner, Storage, Wire } from "@warden/cluster"
 import { CodexCommand } from "@warden/supervisor"
+import { ChildEnv } from "@warden/transport"
 import { Console, Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Readline from "node:readline"
@@ -103,6 +104,8 @@ export const runner = (o: RunnerInput) =>
       if (address === undefined) return yield* Effect.fail(ExitCodes.usage(`--listen expects HOST:PORT, got ${JSON.stringify(o.listen)}`))
       const sharding = parseSharding(o.sharding)
       if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+      // The database URL may carry its password: no child (codex, git) gets a variable holding it.
+      ChildEnv.withhold(o.cluster)
       const live = report.pipe(
         Layer.provideMerge(Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding, ledger: true })),
         Layer.provide(CodexCommand.transportLayer({ command: o.codex, config: o.config, enable: o.enable, disable: o.disable })),

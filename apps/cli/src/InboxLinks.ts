@@ -5,7 +5,8 @@
  * shown) over the card, the decision (`accept` or `decline`), its expiry (the card's deadline) and a
  * random nonce. Opening it (`GET`) shows a confirmation page and decides nothing (link previewers
  * fetch links); its button `POST`s the same path, which decides once: a used or expired link
- * answers 410 and decides nothing, a link whose signature does not verify answers 401.
+ * answers 410 and decides nothing, a link whose signature does not verify answers 401 (only the
+ * canonical encoding verifies: base64url without padding, the expiry without leading zeros).
  *
  * A notification is a JSON `POST` to each `--notify` URL when a card opens, signed with
  * HMAC-SHA256 over the body (`X-Warden-Signature: sha256=HEX`, the secret from `--notify-secret`
@@ -59,9 +60,14 @@ export const makeSigner = (key: Buffer = Crypto.randomBytes(32)): Signer => {
         return { _tag: "Forged" }
       }
       const parts: LinkParts = { cardId: cardId!, decision, expiresAt: Number(expires), nonce }
+      // Canonical encodings only: Node's base64url decoder takes padding, the base64 alphabet and
+      // spare bits, and a leading zero leaves the expiry's number the same; each would verify too.
+      if (String(parts.expiresAt) !== expires) return { _tag: "Forged" }
       const expected = mac(key, payload(parts))
       const given = Buffer.from(signature, "base64url")
-      if (given.length !== expected.length || !Crypto.timingSafeEqual(given, expected)) return { _tag: "Forged" }
+      if (given.length !== expected.length || given.toString("base64url") !== signature || !Crypto.timingSafeEqual(given, expected)) {
+        return { _tag: "Forged" }
+      }
       if (used.has(nonce)) return { _tag: "Gone", why: "used" }
       if (now >= parts.expiresAt) return { _tag: "Gone", why: "expired" }
       if (use) used.add(nonce)

@@ -222,10 +222,34 @@ export const notify = Options.text("notify").pipe(
   ),
   Options.repeated,
   Options.mapEffect((urls) => {
-    const bad = urls.find((u) => !/^https?:\/\/\S+$/.test(u))
-    return bad === undefined ? Effect.succeed(urls) : Effect.fail(invalid(`--notify expects an http(s) URL, got ${JSON.stringify(bad)}`))
+    for (const url of urls) {
+      const problem = notifyUrlProblem(url)
+      if (problem !== undefined) return Effect.fail(invalid(problem))
+    }
+    return Effect.succeed(urls)
   })
 )
+
+/**
+ * Why `--notify URL` cannot be delivered to, or undefined. A URL with credentials (`user:pass@`)
+ * is refused (fetch refuses them, so every delivery would fail until the card's deadline); the
+ * message does not repeat the URL, which would print the password.
+ */
+export const notifyUrlProblem = (text: string): string | undefined => {
+  let url: URL | undefined
+  try {
+    url = /^https?:\/\/\S+$/.test(text) ? new URL(text) : undefined
+  } catch {
+    url = undefined
+  }
+  if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    return text.includes("@") ? "--notify expects an http(s) URL (not repeated here: it may hold credentials)" : `--notify expects an http(s) URL, got ${JSON.stringify(text)}`
+  }
+  if (url.username !== "" || url.password !== "") {
+    return `--notify ${url.protocol}//…@${url.host}: a URL with credentials (user:password@) can never be delivered (fetch refuses them); the receiver verifies the X-Warden-Signature header instead (or put a token in the path)`
+  }
+  return undefined
+}
 
 export const notifySecret = Options.text("notify-secret").pipe(
   Options.withPseudoName("SECRET"),

@@ -5,6 +5,7 @@
 import { Args, Command } from "@effect/cli"
 import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig, RunId, Worktree } from "@warden/supervisor"
+import { ChildEnv } from "@warden/transport"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option, Scope } from "effect"
 import * as Fs from "node:fs"
@@ -162,6 +163,8 @@ export const execute = (args: Common, plan: Plan) =>
       return yield* ExitCodes.usage(`--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`)
     }
     const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
+    // No child gets it, under whatever name it is also exported (ChildEnv: WARDEN_* never reach one).
+    ChildEnv.withhold(notifySecret)
     if (args.notify.length > 0 && Option.isNone(args.inbox)) {
       return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
     }

@@ -222,6 +222,8 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
           ...(submit ? { submit } : {}),
           ...(always ? { always } : {}),
+          // The server's own lines (the connection cap reached) go where the notifications' do.
+          log: board.log,
           ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})
         }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
         if (!WebInbox.isLoopback(inbox.host)) {

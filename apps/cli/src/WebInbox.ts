@@ -18,13 +18,13 @@
  * and changes nothing; an unknown card is 404. A request that fails or never arrives decides
  * nothing: the card waits for another answer or its deadline.
  */
-import { HttpApiBuilder, HttpApiError, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, HttpIncomingMessage, HttpLayerRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { ApprovalEvent, Card } from "@warden/approvals"
 import { Approvals, SecretMask } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
-import { Context, Data, Deferred, Effect, Either, Exit, FiberId, FiberSet, Layer, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
+import { Cause, Context, Data, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, Layer, Option, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
 import type { Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
@@ -33,6 +33,7 @@ import * as InboxAddress from "./InboxAddress.js"
 import * as InboxApi from "./InboxApi.js"
 import * as InboxLinks from "./InboxLinks.js"
 import * as InboxPage from "./InboxPage.js"
+import * as InboxServer from "./InboxServer.js"
 import type { RememberAlways } from "./StdinDecisions.js"
 
 /** How to run the web inbox. */
@@ -75,7 +76,42 @@ export interface WebInboxConfig {
     readonly secret: string
     readonly report?: (line: string) => void
   }
+  /** The server's bounds (each defaults to {@link DefaultLimits}'). */
+  readonly limits?: Limits
+  /**
+   * Where the server says what its operator should know (the connection cap reached); no token,
+   * path or body is ever in it. Default: a line on stderr.
+   */
+  readonly log?: (line: string) => void
 }
+
+/**
+ * The server's bounds. A connection that has not sent a whole request's headers within
+ * `idleTimeout` of opening is closed (one that sent nothing, above all); after a response, an idle
+ * keep-alive connection is closed after `keepAliveTimeout`; a request's headers must arrive within
+ * `headersTimeout` and the whole request within `requestTimeout` (a response, such as the event
+ * stream, may last as long as it needs). At most `maxConnections` are open at once: one more
+ * closes the oldest that has not sent a request yet, or is refused when every one has (said once
+ * on the log until the count falls back). A request body over `maxBodyBytes` is 413, on every route.
+ */
+export interface Limits {
+  readonly idleTimeout?: Duration.DurationInput
+  readonly keepAliveTimeout?: Duration.DurationInput
+  readonly headersTimeout?: Duration.DurationInput
+  readonly requestTimeout?: Duration.DurationInput
+  readonly maxConnections?: number
+  readonly maxBodyBytes?: number
+}
+
+/** The default bounds: 5 s idle, 5 s keep-alive, 10 s for headers, 30 s for a request, 128 connections, 1 MiB bodies. */
+export const DefaultLimits = {
+  idleTimeout: "5 seconds",
+  keepAliveTimeout: "5 seconds",
+  headersTimeout: "10 seconds",
+  requestTimeout: "30 seconds",
+  maxConnections: 128,
+  maxBodyBytes: 1024 * 1024
+} as const satisfies Required<Limits>
 
 /** The running inbox. */
 export interface WebInbox {
@@ -122,6 +158,12 @@ export const tokenMatches = (expected: string, given: string | undefined): boole
   given !== undefined && Crypto.timingSafeEqual(digest(expected), digest(given))
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
+
+/** On every response (the API's JSON, errors, the event stream, the pages): nothing is cached, nothing is sniffed. */
+const everyResponseHeaders = {
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff"
+}
 
 const pageHeaders = {
   "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
@@ -262,8 +304,9 @@ export const make = (
         }
         const decision = Decision.fromJson(raw)
         if (decision === undefined) {
+          // What was sent is described, never repeated (it may be large, or hold what the sender typed).
           return yield* new InboxApi.InvalidDecision({
-            reason: `decision ${JSON.stringify(raw)?.slice(0, 120)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
+            reason: `decision: ${describeValue(raw)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
           })
         }
         return yield* answer(cardId, decision)
@@ -330,6 +373,8 @@ export const make = (
 
     const Page = HttpLayerRouter.addAll([
       HttpLayerRouter.route("GET", "/", Effect.sync(() => HttpServerResponse.html(InboxPage.html(title)).pipe(HttpServerResponse.setHeaders(pageHeaders)))),
+      // Browsers ask for it on every page load: no icon, and no 401 in the console.
+      HttpLayerRouter.route("GET", "/favicon.ico", Effect.sync(() => HttpServerResponse.empty({ status: 204 }))),
       HttpLayerRouter.route(
         "GET",
         "/inbox.js",
@@ -370,25 +415,53 @@ export const make = (
       HttpLayerRouter.route("POST", "/l/*", link("POST"))
     ])
 
-    const open = new Set(["/", "/inbox.js"])
-    // Before routing: a request without the token learns nothing (not even which routes exist).
+    const limits = { ...DefaultLimits, ...config.limits }
+    const maxBodyBytes = Math.max(0, limits.maxBodyBytes)
+    const open = new Set(["/", "/inbox.js", "/favicon.ico"])
+    const authorized = (request: HttpServerRequest.HttpServerRequest, url: URL) => {
+      if (request.method === "GET" && open.has(url.pathname)) return true
+      // A link is its own authorization (its signature), checked by its route.
+      if (url.pathname.startsWith("/l/")) return true
+      const header = request.headers[InboxApi.TokenHeader]
+      const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
+      return tokenMatches(token, header) || tokenMatches(token, query)
+    }
+    // Before routing: a request without the token learns nothing (not even which routes exist); a
+    // body over the bound is 413 on every route, by its length or once reading passes the bound;
+    // a body that does not decode is told what was wrong, never what it was.
     const guard = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         const url = new URL(request.url, "http://inbox.invalid")
-        if (request.method === "GET" && open.has(url.pathname)) return app
-        // A link is its own authorization (its signature), checked by its route.
-        if (url.pathname.startsWith("/l/")) return app
-        const header = request.headers[InboxApi.TokenHeader]
-        const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
-        return tokenMatches(token, header) || tokenMatches(token, query) ? app : Effect.succeed(HttpServerResponse.empty({ status: 401 }))
+        if (!authorized(request, url)) return Effect.succeed(HttpServerResponse.empty({ status: 401 }))
+        const length = Number(request.headers["content-length"] ?? "0")
+        if (!(length <= maxBodyBytes)) return Effect.succeed(tooLarge(maxBodyBytes))
+        return app
       })
+    // Inside the router (where a response can still be changed, unlike in `guard`): a body sent
+    // without a length (chunked) is read up to the bound, past it the platform stops reading and
+    // cuts the connection; a body that is not JSON, or does not decode, is told so without echo.
+    const Bodies = HttpLayerRouter.middleware(
+      <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+        app.pipe(
+          HttpIncomingMessage.withMaxBodySize(Option.some(maxBodyBytes)),
+          Effect.flatMap(withoutEcho),
+          Effect.catchAllCause((cause) => {
+            const read = readFailure(cause)
+            if (read === "TooLarge") return Effect.succeed(tooLarge(maxBodyBytes))
+            if (read === "NotJson") return Effect.succeed(decodeError("the body is not valid JSON"))
+            return Effect.failCause(cause)
+          })
+        ),
+      { global: true }
+    )
 
     const Api = HttpLayerRouter.addHttpApi(InboxApi.InboxApi, { openapiPath: "/api/openapi.json" }).pipe(
       Layer.provide([Layer.provide(InboxLive, AuthorizationLive), StreamLive, AuthorizationLive])
     )
     let server: Http.Server | undefined
-    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
-      Layer.provideMerge(NodeHttpServer.layer(() => (server = Http.createServer()), { host, port: config.port ?? 0 }))
+    const log = config.log ?? ((line: string) => void process.stderr.write(`${line}\n`))
+    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links, Bodies), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(() => (server = InboxServer.make(limits, everyResponseHeaders, log)), { host, port: config.port ?? 0 }))
     )
     const context = yield* Layer.build(Server).pipe(
       Effect.mapError((error) => new WebInboxError({ reason: "Listen", detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}` }))
@@ -432,6 +505,59 @@ export const make = (
 
     return { host, port, url, publicUrl, token: Redacted.make(token), link: Redacted.make(`${publicUrl}#token=${token}`) }
   })
+
+/** What a value is, in words, without any of its content. */
+const describeValue = (value: unknown): string => {
+  if (value === null) return "null"
+  if (Array.isArray(value)) return `an array of ${value.length}`
+  if (typeof value === "string") return `a string of ${value.length} characters`
+  if (typeof value === "object") return `an object with ${Object.keys(value).length} key(s)`
+  return `a ${typeof value}`
+}
+
+const tooLarge = (max: number) =>
+  HttpServerResponse.unsafeJson({ _tag: "PayloadTooLarge", message: `the body is larger than ${max} bytes` }, { status: 413 })
+
+const decodeError = (message: string, issues: ReadonlyArray<{ readonly _tag: string; readonly path: ReadonlyArray<PropertyKey>; readonly message: string }> = []) =>
+  HttpServerResponse.unsafeJson({ _tag: "HttpApiDecodeError", issues, message }, { status: 400 })
+
+/** Why reading the request failed, when that is the client's doing: a body over the bound, or one that is not JSON. */
+const readFailure = (cause: Cause.Cause<unknown>): "TooLarge" | "NotJson" | undefined => {
+  for (const error of [...Cause.failures(cause), ...Cause.defects(cause)]) {
+    if (!HttpServerError.isServerError(error) || error._tag !== "RequestError") continue
+    const inner = error.cause
+    if (inner instanceof Error && inner.message === "maxBytes exceeded") return "TooLarge"
+    if (error.reason === "Decode" && inner instanceof SyntaxError) return "NotJson"
+  }
+  return undefined
+}
+
+/**
+ * A schema decode error without the values it quotes: `HttpApi` answers 400 with the schema's
+ * messages, `Expected ..., actual <the input>`, which repeated a 20 MB prompt whole. Each issue keeps
+ * its kind, its path and what was expected; the input is never repeated.
+ */
+const withoutEcho = (response: HttpServerResponse.HttpServerResponse): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.sync(() => {
+    if (response.status !== 400 || response.body._tag !== "Uint8Array") return response
+    let parsed: { _tag?: unknown; issues?: unknown; message?: unknown } | undefined
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+    } catch {
+      return response
+    }
+    if (parsed === null || typeof parsed !== "object" || parsed._tag !== "HttpApiDecodeError") return response
+    const issues = (Array.isArray(parsed.issues) ? parsed.issues : []).slice(0, 10).map((issue: { _tag?: unknown; path?: unknown; message?: unknown }) => {
+      const path = Array.isArray(issue.path) ? issue.path.filter((p): p is string | number => typeof p === "string" || typeof p === "number").map((p) => (typeof p === "string" ? p.slice(0, 64) : p)) : []
+      const expected = typeof issue.message === "string" ? issue.message.split(", actual ")[0]!.split("\n")[0]!.slice(0, 200) : ""
+      return { _tag: typeof issue._tag === "string" ? issue._tag : "Type", path, message: expected.startsWith("Expected") ? expected : kindOf(issue._tag) }
+    })
+    const message = issues.length === 0 ? "the body does not match the expected schema" : issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`).join("; ")
+    return decodeError(message, issues)
+  })
+
+const kindOf = (tag: unknown): string =>
+  tag === "Missing" ? "is missing" : tag === "Unexpected" ? "is not expected" : tag === "Forbidden" ? "is not allowed" : "is not of the expected type"
 
 const describeServeError = (error: unknown): string => {
   const cause = (error as { cause?: unknown })?.cause

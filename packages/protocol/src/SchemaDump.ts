@@ -25,6 +25,7 @@ import { execFile } from "node:child_process"
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { ChildEnv } from "@warden/transport"
 import { Ajv, type ValidateFunction } from "ajv"
 import { Data, Effect, Either } from "effect"
 import * as Json from "./Json.js"
@@ -188,7 +189,8 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: st
       args,
       {
         // A private CODEX_HOME: no user config.toml is read, nothing is written under ~/.codex.
-        env: { ...process.env, CODEX_HOME: codexHome },
+        // Warden's own secrets never reach a child (ChildEnv).
+        env: ChildEnv.make({ ...process.env, CODEX_HOME: codexHome }),
         timeout: 60_000,
         killSignal: "SIGKILL",
         maxBuffer: 4 * 1024 * 1024

@@ -26,7 +26,11 @@ export interface CodexCommand {
   readonly disable?: ReadonlyArray<string>
   /** Any further arguments after `app-server`. */
   readonly args?: ReadonlyArray<string>
-  /** Variables added to (or, `undefined`, removed from) this process's environment for the child. */
+  /**
+   * Variables added to (or, `undefined`, removed from) this process's environment for the child.
+   * Warden's own variables (`WARDEN_*`) and withheld secrets never reach it (`ChildEnv` of
+   * `@warden/transport`).
+   */
   readonly env?: Readonly<Record<string, string | undefined>>
   /** The child's working directory (default: this process's). */
   readonly cwd?: string
@@ -51,7 +55,8 @@ export const argv = (codex: CodexCommand): ReadonlyArray<string> => [
  * the supervisor opens.
  *
  * It is `ChildProcessTransport.layer` with {@link argv}; `env` is added to this process's
- * environment. Building it starts nothing; a child that cannot be spawned fails that connection
+ * environment, and the result goes through `ChildEnv.make` (no `WARDEN_*` variable, no withheld
+ * secret). Building it starts nothing; a child that cannot be spawned fails that connection
  * with `SpawnFailed`, which the supervisor reports as `ConnectionFailed` and retries per its
  * restart policy.
  *

@@ -16,6 +16,7 @@ import { spawn } from "node:child_process"
 import type { ChildProcessWithoutNullStreams } from "node:child_process"
 import type { Duration } from "effect"
 import { Effect, Layer } from "effect"
+import * as ChildEnv from "./ChildEnv.js"
 import * as ConnectionCore from "./internal/ConnectionCore.js"
 import { SpawnFailed } from "./ConnectionEnded.js"
 import { Transport } from "./Transport.js"
@@ -32,7 +33,11 @@ export interface Options {
   readonly command: string
   /** Its arguments, passed as given (no shell: nothing is split, expanded or quoted). */
   readonly args: ReadonlyArray<string>
-  /** The child's WHOLE environment (Node semantics: not merged with ours). Default: ours. */
+  /**
+   * The child's WHOLE environment (Node semantics: not merged with ours). Default: ours. Either way
+   * it goes through {@link ChildEnv.make}: Warden's own variables (`WARDEN_*`) and withheld secrets
+   * never reach the child.
+   */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
   /** The child's working directory. Default: ours. */
   readonly cwd?: string | undefined
@@ -107,7 +112,7 @@ const spawnChild = (options: Options, core: ConnectionCore.Core) =>
     try {
       child = spawn(options.command, options.args, {
         cwd: options.cwd,
-        env: options.env ?? process.env,
+        env: ChildEnv.make(options.env ?? process.env),
         stdio: ["pipe", "pipe", "pipe"],
         detached: true
       })

@@ -2,6 +2,7 @@
  * `@warden/transport`: newline-delimited JSON frames to and from one `codex app-server` child.
  *
  * - {@link ChildProcessTransport}: spawn the child and speak to it over its stdio (the real thing).
+ * - {@link ChildEnv}: the environment every child gets: ours without Warden's own secrets.
  * - {@link MemoryTransport}: an in-memory peer with the same contract, for fast deterministic tests.
  * - {@link Transport}: the contract both implement (the `Transport` service, `Connection`).
  * - {@link JsonCensus}: `JSON.parse` that also counts the keys of a frame's large objects, so a
@@ -11,6 +12,7 @@
  *
  * @packageDocumentation
  */
+export * as ChildEnv from "./ChildEnv.js"
 export * as ChildProcessTransport from "./ChildProcessTransport.js"
 export * as ConnectionEnded from "./ConnectionEnded.js"
 export * as JsonCensus from "./JsonCensus.js"

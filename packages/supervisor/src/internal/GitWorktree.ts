@@ -15,6 +15,7 @@
 import { execFile } from "node:child_process"
 import { appendFile, mkdir, readFile } from "node:fs/promises"
 import * as Path from "node:path"
+import { ChildEnv } from "@warden/transport"
 import { Data, Effect } from "effect"
 import type { WorktreeOptions, WorktreeSummary } from "../Worktree.js"
 
@@ -46,7 +47,8 @@ export const git = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<str
       [...SAFE, ...args],
       {
         cwd,
-        env: { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_OPTIONAL_LOCKS: "0", LC_ALL: "C" },
+        // Warden's own secrets never reach a child (ChildEnv): git may run what the repository configures.
+        env: ChildEnv.make({ ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_OPTIONAL_LOCKS: "0", LC_ALL: "C" }),
         maxBuffer: 32 * 1024 * 1024,
         timeout: COMMAND_TIMEOUT_MS,
         killSignal: "SIGKILL",
