@@ -7,6 +7,7 @@
  * | 1 | a work item failed, was interrupted (including by Ctrl-C) or stalled; or another runtime failure |
  * | 2 | usage error: bad or missing arguments, an unreadable rules file, no codex binary, a `--state` that cannot be used |
  * | 3 | the app-server connection was lost and could not be recovered |
+ * | 4 | every work item completed, but the ledger lost records of the run (it stayed locked, or a write failed) |
  *
  * The same fault is the same code in every command: a `--state` that cannot be used as given (not
  * a place for a file, not readable or writable as the command needs, no ledger where one must
@@ -23,6 +24,7 @@ export const Ok = 0
 export const Failed = 1
 export const Usage = 2
 export const ConnectionLost = 3
+export const LedgerGaps = 4
 
 /** Ends a command with a chosen exit code; `message` (if any) was already shown or is shown by bin.ts. */
 export class CliExit extends Data.TaggedError("CliExit")<{
@@ -43,6 +45,22 @@ export const whenStopped = (): number => stopped
 export const stopEndsWith = (code: number): void => {
   stopped = code
 }
+
+let ledgerGaps = false
+
+/**
+ * Says the ledger lost records of this command's run (StateLedger.ts, once the ledger has
+ * closed): the process then exits 4 where it would have exited 0 (see {@link final}).
+ */
+export const ledgerLost = (): void => {
+  ledgerGaps = true
+}
+
+/**
+ * The process's exit code from the command's: 4 instead of 0 when the ledger lost records
+ * (`ledgerLost`); any other code is kept (the ledger's message is on stderr either way).
+ */
+export const final = (code: number): number => (code === Ok && ledgerGaps ? LedgerGaps : code)
 
 /** A usage error a person can fix: printed on stderr, exit 2. */
 export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })

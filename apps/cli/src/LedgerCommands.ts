@@ -188,8 +188,33 @@ export const audit = Command.make("audit", { state: Opts.state, ...filterOptions
         ? out(JSON.stringify({ type: "card.late", runId: l.runId, cardId: l.cardId, decision: l.decision, source: l.source, outcome: l.outcome, at: iso(l.at) }))
         : say(`${iso(l.at)}  run ${l.runId}  ${l.cardId}  late ${l.decision} by ${l.source} (dropped: the card had ${l.outcome})`, false)
     }
+    // Runs whose record has gaps: records the ledger lost (locked, a failed write) or dropped.
+    const runs = yield* ledger.runs().pipe(Effect.mapError(ledgerFailure))
+    for (const r of runs.filter((r) => (r.lostEvents > 0 || r.droppedEvents > 0) && (Option.isNone(args.run) || r.runId === args.run.value)).reverse()) {
+      yield* args.json
+        ? out(JSON.stringify(gapsJson(r)))
+        : say(`run ${r.runId} (${r.label ?? "no label"}, started ${iso(r.startedAt)}): ${gapsText(r)}: its record has gaps`, false)
+    }
     yield* say(`${cards.length} card${cards.length === 1 ? "" : "s"}`, args.json)
   }))).pipe(Command.withDescription("list the recorded approval cards and how each was decided (masked), filtered"))
+
+type RunRecord = import("./StateLedger.js").Ledger.RunRecord
+
+/** A run with gaps as `warden audit --json` prints it. */
+export const gapsJson = (r: RunRecord) => ({
+  type: "run.gaps",
+  runId: r.runId,
+  label: r.label ?? null,
+  startedAt: iso(r.startedAt),
+  lostEvents: r.lostEvents,
+  droppedEvents: r.droppedEvents
+})
+
+const gapsText = (r: RunRecord) =>
+  [
+    r.lostEvents > 0 ? `${r.lostEvents} record${r.lostEvents === 1 ? "" : "s"} lost (never written: the database stayed locked, or a write failed)` : "",
+    r.droppedEvents > 0 ? `${r.droppedEvents} record${r.droppedEvents === 1 ? "" : "s"} dropped (the ledger's queue was full)` : ""
+  ].filter((s) => s !== "").join(", ")
 
 type RememberedRule = import("./StateLedger.js").Remembered.RememberedRule
 

@@ -75,9 +75,11 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
     // above is the only one: stderr, masked.
     disablePrettyLogger: true,
     teardown: (exit, onExit) => {
-      const code = Exit.isSuccess(exit) && typeof exit.value === "number"
-        ? exit.value
-        : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? ExitCodes.whenStopped() : ExitCodes.Failed
+      const code = ExitCodes.final(
+        Exit.isSuccess(exit) && typeof exit.value === "number"
+          ? exit.value
+          : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? ExitCodes.whenStopped() : ExitCodes.Failed
+      )
       // Nothing should be left running; if something is, it must not keep the process alive.
       setTimeout(() => process.exit(code), 3_000).unref()
       process.exitCode = code

@@ -12,9 +12,9 @@ import type { Card } from "@warden/approvals"
 import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
-import { Context, Duration, Effect, Either, Layer } from "effect"
-import type { Scope } from "effect"
+import { Chunk, Context, Duration, Effect, Either, Exit, Layer, Queue, Scope } from "effect"
 import * as Os from "node:os"
+import * as Durations from "./Durations.js"
 import * as ExitCodes from "./ExitCodes.js"
 import type * as CardPrompt from "./CardPrompt.js"
 import type * as StdinDecisions from "./StdinDecisions.js"
@@ -23,15 +23,68 @@ export { CardFacts, Ledger, LedgerReader, Remembered }
 export { Replay } from "@warden/ledger"
 
 /**
+ * How long the ledger waits while another process holds its lock before records are given up:
+ * `WARDEN_LEDGER_LOCK_TIMEOUT` (a duration: `30s`, `10m`), else the ledger's default (5 minutes).
+ */
+export const lockTimeout = (env: NodeJS.ProcessEnv = process.env): Effect.Effect<Duration.Duration | undefined, ExitCodes.CliExit> => {
+  const value = env["WARDEN_LEDGER_LOCK_TIMEOUT"]
+  if (value === undefined || value.trim() === "") return Effect.succeed(undefined)
+  const parsed = Durations.parse(value)
+  return Either.isRight(parsed) ? Effect.succeed(parsed.right) : Effect.fail(ExitCodes.usage(`WARDEN_LEDGER_LOCK_TIMEOUT: ${parsed.left}`))
+}
+
+/** What the ledger's write failures say, in one line: how many records, and why. */
+export const lostMessage = (filename: string, lost: number, failures: ReadonlyArray<Ledger.LedgerWriteFailed>, timeout: Duration.Duration | undefined): string => {
+  const locked = failures.filter((f) => f.reason === "Locked").reduce((n, f) => n + f.events, 0)
+  const other = failures.find((f) => f.reason === "Failed")
+  const why = [
+    locked > 0 ? `${locked} because another process held the database's lock for longer than ${Duration.format(timeout ?? Duration.minutes(5))} (WARDEN_LEDGER_LOCK_TIMEOUT)` : "",
+    other !== undefined ? `${lost - locked} because a write failed: ${other.detail}` : ""
+  ].filter((s) => s !== "").join("; ")
+  return `the ledger lost ${lost} record${lost === 1 ? "" : "s"} of this run (${why}): the run's record in ${filename} has gaps; \`warden audit\` lists the runs with lost records`
+}
+
+/**
  * Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is
  * exit 1 with why. With `audit`, the ledger also writes the JSONL audit trail there (`--audit FILE`):
  * each card event's line is the record its rows were written from.
+ *
+ * Once the ledger has closed, records it could not write (another process held its lock for
+ * longer than `WARDEN_LEDGER_LOCK_TIMEOUT`, or a write failed) are said on stderr, how many and
+ * why, and the process exits 4 where it would have exited 0 (`ExitCodes.ledgerLost`).
  */
 export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
-  Layer.build(Ledger.layerSqlite({ filename, ...(audit !== undefined ? { audit } : {}) })).pipe(
-    Effect.map((context) => Context.get(context, Ledger.Ledger)),
-    Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
-  )
+  Effect.gen(function*() {
+    const timeout = yield* lockTimeout()
+    // Holds the failures' subscription until the ledger has closed (its finalizer runs after the ledger's).
+    const subscription = yield* Scope.make()
+    const opened: { ledger?: Ledger.LedgerShape; failures?: Queue.Dequeue<Ledger.LedgerWriteFailed> } = {}
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        const { ledger, failures } = opened
+        if (ledger !== undefined && failures !== undefined) {
+          const stats = yield* ledger.stats
+          const reported = Chunk.toReadonlyArray(yield* Queue.takeAll(failures))
+          if (stats.failed > 0) {
+            ExitCodes.ledgerLost()
+            process.stderr.write(`warden: ${SecretMask.maskText(lostMessage(filename, stats.failed, reported, timeout))}\n`)
+          }
+        }
+        yield* Scope.close(subscription, Exit.void)
+      })
+    )
+    const context = yield* Layer.build(Ledger.layerSqlite({
+      filename,
+      ...(audit !== undefined ? { audit } : {}),
+      ...(timeout !== undefined ? { lockTimeout: timeout } : {})
+    })).pipe(
+      Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
+    )
+    const ledger = Context.get(context, Ledger.Ledger)
+    opened.failures = yield* Scope.extend(ledger.subscribeFailures, subscription)
+    opened.ledger = ledger
+    return ledger
+  })
 
 /**
  * Opens the ledger at `filename` read-only in the current scope (`LedgerReader`: never created,

@@ -26,6 +26,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
+import * as Busy from "./internal/Busy.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
 import * as Projection from "./internal/Projection.js"
@@ -293,8 +294,11 @@ export class Ledger extends Context.Tag("@warden/ledger/Ledger")<Ledger, LedgerS
  * How the ledger's writer writes, all optional.
  *
  * `maxBatch` ops per transaction at most (default 1000), `sliceMs` milliseconds of work per
- * transaction at most (default 4), and `capacity` ops waiting at most (default unbounded; beyond
- * it events are dropped and counted, and the run's `droppedEvents` says so).
+ * transaction at most (default 4), `capacity` ops waiting at most (default unbounded; beyond
+ * it events are dropped and counted, and the run's `droppedEvents` says so), and `lockTimeout`:
+ * how long a write (and opening: the migrations) waits while another process holds the
+ * database's lock, retrying asynchronously, before it gives up (default 5 minutes; the records
+ * given up are counted on their run, `lostEvents`, and reported on `failures`).
  */
 export interface LedgerOptions extends Writer.WriterOptions {
   /**
@@ -347,7 +351,10 @@ const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.O
 export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    yield* Migrations.run.pipe(
+    const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
+    /** A write another process may find locked: tried again asynchronously (`lockTimeout`). */
+    const writing = <A>(effect: Effect.Effect<A, LedgerError>) => Busy.retry(effect, lockTimeout)
+    yield* Migrations.run({ timeout: lockTimeout }).pipe(
       Effect.mapError((cause) => new LedgerError({ reason: "Migration", detail: `could not bring the schema up to date: ${describeCause(cause)}`, cause }))
     )
     const clock = yield* Effect.clock
@@ -471,14 +478,15 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       accounting: (runId) => Queries.accounting(sql, runId),
       unfinishedItems: (runId) => Queries.unfinishedItems(sql, runId),
       openCards: (runId) => Queries.openCards(sql, runId),
-      markStranded: (runId) => Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStranded(sql, runId, now()))),
+      markStranded: (runId) => Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
       markStrandedItem: (runId, item) =>
-        Effect.zipRight(guardDead(runId), Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now()))),
-      recover: (deadRunId, intoRunId) => Effect.zipRight(guardDead(deadRunId), Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now()))),
-      prune: (before) => Effect.suspend(() => Queries.prune(sql, before)),
-      remember: (input) => Effect.suspend(() => Queries.remember(sql, input, now())),
+        Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now())))),
+      recover: (deadRunId, intoRunId) =>
+        Effect.zipRight(guardDead(deadRunId), writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now())))),
+      prune: (before) => writing(Effect.suspend(() => Queries.prune(sql, before))),
+      remember: (input) => writing(Effect.suspend(() => Queries.remember(sql, input, now()))),
       rememberedRules: (options) => Effect.suspend(() => Queries.rememberedRules(sql, now(), options)),
-      revoke: (ruleId, by) => Effect.suspend(() => Queries.revoke(sql, ruleId, by, now()))
+      revoke: (ruleId, by) => writing(Effect.suspend(() => Queries.revoke(sql, ruleId, by, now())))
     } satisfies LedgerShape
   })
 
@@ -505,6 +513,12 @@ const statOrUndefined = (path: string): Fs.Stats | undefined => {
     throw error
   }
 }
+
+/** Whether a driver error says the file is damaged (`SQLITE_CORRUPT`, and its extended codes). */
+const isCorrupt = (error: unknown): boolean => Busy.hasCode(error, (code) => code.startsWith("SQLITE_CORRUPT"))
+
+const corruptDetail = (filename: string, found: string) =>
+  `the ledger ${filename} is damaged (${found}); nothing was read from it or written to it: move it aside (or restore a backup) and a new one is made`
 
 /**
  * `mkdir -p` (mode 0700), one level at a time from the deepest directory that exists. Not Node's
@@ -537,14 +551,17 @@ const makeDirectories = (dir: string): void => {
 /**
  * The ledger in a SQLite file (WAL journal, `synchronous = NORMAL`).
  *
- * The file and its directory are created if missing (the file mode 0600, the directory 0700), and
- * its schema is brought up to date. A committed write survives the process dying (SIGKILL, OOM);
- * a power cut may lose the last commits, never the file's consistency.
+ * The file and its directory are created if missing (the file mode 0600, the directory 0700), it
+ * is checked (`PRAGMA quick_check`), and its schema is brought up to date (under the write lock:
+ * several processes may open a new file at once). A committed write survives the process dying
+ * (SIGKILL, OOM); a power cut may lose the last commits, never the file's consistency. The
+ * connection has no busy timeout: while another process holds the lock, opening and writing wait
+ * asynchronously (up to `lockTimeout`), never on the event loop.
  *
  * Building it fails with `LedgerError`: `Open` when the directory or the file cannot be created
  * (a path under `/proc`, a directory where the file should be, a file where a directory should
- * be), or the file cannot be opened (no permission, not a SQLite database), `Migration` when its schema
- * cannot be brought up to date.
+ * be), or the file cannot be opened (no permission, not a SQLite database), `Corrupt` when the
+ * file is damaged, `Migration` when its schema cannot be brought up to date (or stayed locked).
  *
  * @example
  * ```ts
@@ -583,16 +600,37 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
         },
         catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
       })
-      const client = yield* SqliteClient.make({ filename }).pipe(
+      const openFailed = (cause: unknown) =>
+        isCorrupt(cause)
+          ? new LedgerError({ reason: "Corrupt", detail: corruptDetail(filename, describeCause(cause)), cause })
+          : new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause })
+      // WAL is set below, not by the client: it may have to wait for another process's lock. A
+      // statement that could not be prepared (the schema locked by another process) is remembered
+      // as failed by the client's cache for its time to live: 1 s, so a later try prepares it again.
+      const client = yield* SqliteClient.make({ filename, disableWAL: true, prepareCacheTTL: "1 second" }).pipe(
         Effect.provide(Reactivity.layer),
         // better-sqlite3 throws while opening (not a database, no permission): a failure, not a defect.
-        Effect.catchAllDefect((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
+        Effect.catchAllDefect((cause) => openFailed(cause))
       )
+      const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
+      // An unprepared statement's prepare throws outside the client's error handling: a defect.
+      const opening = <A, E>(effect: Effect.Effect<A, E>) =>
+        effect.pipe(Effect.mapError(openFailed), Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause))))
+      // No busy timeout: better-sqlite3 would wait for another process's lock synchronously, on the
+      // event loop (5 s by default). A busy answer comes back at once and is waited for here, and in
+      // the writer, asynchronously (`Busy.retry`, up to `lockTimeout`).
+      yield* opening(client`PRAGMA busy_timeout = 0`.unprepared)
+      yield* opening(Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout))
+      // A damaged file is refused before anything reads or writes it (a quick check: every page's
+      // structure, not the indexes' contents).
+      const check = yield* opening(Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout))
+      const problems = check.map((row) => String(Object.values(row)[0])).filter((line) => line !== "ok")
+      if (problems.length > 0) {
+        return yield* new LedgerError({ reason: "Corrupt", detail: corruptDetail(filename, describeCause(new Error(problems.slice(0, 3).join("; ")))) })
+      }
       // WAL with synchronous=NORMAL: a commit survives the process dying (SIGKILL, OOM) without an
       // fsync per transaction; a power cut may lose the last commits, never the file's consistency.
-      yield* client`PRAGMA synchronous = NORMAL`.pipe(
-        Effect.mapError((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
-      )
+      yield* opening(client`PRAGMA synchronous = NORMAL`.unprepared)
       return yield* make(options).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )

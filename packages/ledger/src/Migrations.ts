@@ -1,17 +1,21 @@
 /**
- * The ledger's schema, as `@effect/sql` migrations kept in code (`Migrator.fromRecord`), run when
- * a ledger opens. Portable SQL on purpose (SQLite now, `@effect/sql-pg` later): `text`, `integer`
+ * The ledger's schema, as migrations kept in code (`Effect`s on `@effect/sql`'s `SqlClient`), run
+ * when a ledger opens, under the database's write lock (see `run`). Portable SQL on purpose (SQLite now, `@effect/sql-pg` later): `text`, `integer`
  * and `bigint` columns only (times are epoch milliseconds in `bigint`, booleans 0/1 in `integer`,
  * JSON as `text`), composite primary keys instead of autoincrement, `ON CONFLICT` upserts and
  * `NOT EXISTS` sub-queries in the statements, no dialect functions.
  *
  * A migration, once released, is never edited: a change is a new entry.
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Data, Duration, Effect } from "effect"
+import * as Busy from "./internal/Busy.js"
 
-/** The table `@effect/sql`'s migrator keeps its bookkeeping in. */
+/**
+ * The table the migrations' bookkeeping is kept in (`migration_id`, `name`, `created_at`: the
+ * layout of `@effect/sql`'s migrator, which kept it before).
+ */
 export const MigrationsTable = "ledger_migrations"
 
 const initial = Effect.gen(function*() {
@@ -162,17 +166,110 @@ const worktree = Effect.gen(function*() {
   yield* sql`ALTER TABLE ledger_work_items ADD COLUMN worktree_path text`
 })
 
+/**
+ * Records that could not be written (the database stayed locked, or the write failed), counted on
+ * their run once it can be written again, beside `dropped_events` (a full queue).
+ */
+const lostEvents = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE ledger_runs ADD COLUMN lost_events integer NOT NULL DEFAULT 0`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "1_initial": initial,
   "2_channel": channel,
-  "3_worktree": worktree
+  "3_worktree": worktree,
+  "4_lost_events": lostEvents
 }
 
+/** A migration that failed (its transaction was rolled back: the schema is as it was). */
+export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{
+  readonly id: number
+  readonly name: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const cause = this.cause as { readonly message?: unknown } | undefined
+    return `migration ${this.id}_${this.name} failed${typeof cause?.message === "string" ? `: ${cause.message}` : ""}`
+  }
+}
+
+const ordered = Object.entries(migrations)
+  .map(([key, effect]) => {
+    const [, id, name] = /^(\d+)_(.+)$/.exec(key)!
+    return { id: Number(id), name: name!, effect }
+  })
+  .sort((a, b) => a.id - b.id)
+
+/** The newest migration applied (0: none). */
+const latest = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ readonly m: number | null }>`SELECT MAX(migration_id) AS m FROM ${sql(MigrationsTable)}`.withoutTransform,
+    (rows) => Number(rows[0]?.m ?? 0)
+  )
+
 /**
- * Bring a database to the current schema (idempotent; concurrent openers wait on the migrator's lock).
- *
- * Needs a `SqlClient`; returns the migrations it ran. Fails with `@effect/sql`'s `MigrationError`
- * or `SqlError` (the ledger's layers turn either into `LedgerError` of reason `Migration`).
+ * Take the write lock at the start of the transaction, before anything is read: SQLite's `BEGIN`
+ * defers it, so a no-op write is the transaction's first statement (as `BEGIN IMMEDIATE`: it
+ * answers busy at once while another process writes); PostgreSQL locks the table.
  */
-export const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MigrationsTable })
+const lock = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => sql`LOCK TABLE ${sql(MigrationsTable)} IN ACCESS EXCLUSIVE MODE`,
+    orElse: () => sql`UPDATE ${sql(MigrationsTable)} SET name = name WHERE migration_id < 0`
+  })
+
+/**
+ * Bring a database to the current schema (idempotent), safe when several processes open a new
+ * ledger at once: the migrations run in one transaction that holds the write lock from its first
+ * statement, and the applied version is read inside it, so each runs exactly once and nobody goes
+ * on before the schema is committed. While another process holds the lock, it waits (an
+ * asynchronous backoff, up to `timeout`, default 5 minutes).
+ *
+ * Needs a `SqlClient`; returns the migrations it ran. Fails with `MigrationFailed` (that
+ * migration's statement failed; nothing was changed) or `SqlError` (the database could not be
+ * read or stayed locked); the ledger's layers turn either into `LedgerError` of reason `Migration`.
+ */
+export const run = (
+  options: { readonly timeout?: Duration.DurationInput } = {}
+): Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, MigrationFailed | SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const timeout = options.timeout ?? Busy.DefaultTimeout
+    yield* Busy.retry(
+      sql.onDialectOrElse({
+        pg: () =>
+          sql`CREATE TABLE IF NOT EXISTS ${sql(MigrationsTable)} (
+  migration_id integer primary key,
+  created_at timestamp with time zone not null default now(),
+  name text not null
+)`,
+        orElse: () =>
+          sql`CREATE TABLE IF NOT EXISTS ${sql(MigrationsTable)} (
+  migration_id integer PRIMARY KEY NOT NULL,
+  created_at datetime NOT NULL DEFAULT current_timestamp,
+  name VARCHAR(255) NOT NULL
+)`
+      }),
+      timeout
+    )
+    // Already current (every later opening): read without taking the lock.
+    const newest = ordered[ordered.length - 1]?.id ?? 0
+    if ((yield* latest(sql)) >= newest) return []
+    return yield* Busy.retry(
+      sql.withTransaction(Effect.gen(function*() {
+        yield* lock(sql)
+        const applied = yield* latest(sql)
+        const ran: Array<readonly [number, string]> = []
+        for (const m of ordered) {
+          if (m.id <= applied) continue
+          yield* Effect.mapError(m.effect, (cause) => new MigrationFailed({ id: m.id, name: m.name, cause }))
+          yield* sql`INSERT INTO ${sql(MigrationsTable)} (migration_id, name) VALUES (${m.id}, ${m.name})`.withoutTransform
+          ran.push([m.id, m.name])
+        }
+        return ran
+      })),
+      timeout
+    )
+  })

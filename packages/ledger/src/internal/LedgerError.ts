@@ -8,6 +8,11 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
     | "Open"
     /** This user may not read (or, to write it, write) the ledger's file or directory. */
     | "Permission"
+    /**
+     * The database file is damaged (`PRAGMA quick_check` found broken pages when it was opened):
+     * nothing is read from or written to it; move it aside or restore a backup.
+     */
+    | "Corrupt"
     /** The schema could not be brought up to date. */
     | "Migration"
     /** A query or statement failed. */

@@ -36,6 +36,7 @@ export type Op =
   | { readonly _tag: "RunEnded"; readonly runId: string; readonly at: number; readonly status: string }
   | { readonly _tag: "Event"; readonly runId: string; readonly at: number; readonly event: LedgerEvent }
   | { readonly _tag: "Dropped"; readonly runId: string; readonly count: number }
+  | { readonly _tag: "Lost"; readonly runId: string; readonly count: number }
 
 type Sql = SqlClient.SqlClient
 type Write = Effect.Effect<void, SqlError>
@@ -55,6 +56,9 @@ const runEnded = (sql: Sql, runId: string, at: number, status: string): Write =>
 
 const dropped = (sql: Sql, runId: string, count: number): Write =>
   Effect.asVoid(sql`UPDATE ledger_runs SET dropped_events = dropped_events + ${count} WHERE run_id = ${runId}`)
+
+const lost = (sql: Sql, runId: string, count: number): Write =>
+  Effect.asVoid(sql`UPDATE ledger_runs SET lost_events = lost_events + ${count} WHERE run_id = ${runId}`)
 
 // ---------------------------------------------------------------------------------------------
 // Work items, threads, turns
@@ -304,6 +308,8 @@ export const apply = (sql: Sql, op: Op): Write => {
       return runEnded(sql, op.runId, op.at, op.status)
     case "Dropped":
       return dropped(sql, op.runId, op.count)
+    case "Lost":
+      return lost(sql, op.runId, op.count)
     case "Event": {
       const e = op.event
       switch (e._tag) {

@@ -41,7 +41,8 @@ const toRun = (r: Row): Records.RunRecord => ({
   pid: num(r["pid"]),
   host: str(r["host"]),
   resumedFrom: str(r["resumed_from"]),
-  droppedEvents: num(r["dropped_events"]) ?? 0
+  droppedEvents: num(r["dropped_events"]) ?? 0,
+  lostEvents: num(r["lost_events"]) ?? 0
 })
 
 const toItem = (r: Row): Records.WorkItemRecord => {

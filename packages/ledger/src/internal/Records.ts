@@ -35,6 +35,11 @@ export interface RunRecord {
   readonly resumedFrom: string | undefined
   /** Events dropped because the ledger's queue was full: when not 0, the record has gaps. */
   readonly droppedEvents: number
+  /**
+   * Events recorded but never written: the database stayed locked by another process longer than
+   * `LedgerOptions.lockTimeout`, or the write failed. When not 0, the record has gaps.
+   */
+  readonly lostEvents: number
 }
 
 /** Where a work item stands in the ledger (`WorkItemRecord.status`). */

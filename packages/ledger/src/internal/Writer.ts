@@ -6,10 +6,17 @@
  * - The SQLite driver is synchronous: a transaction runs on the event loop. So the writer writes
  *   in slices (one transaction each, at most `maxBatch` ops or `sliceMs` of work) and lets the
  *   event loop and the other fibers run between slices (`setImmediate`).
- * - A slice that fails is written again op by op, each in its own transaction, so one bad op
- *   costs itself only; an op that still fails is reported (`LedgerWriteFailed` on the failures
- *   hub and in the log) and counted, and the writer goes on. Nothing here ever fails or blocks
- *   the code that offers.
+ * - A transaction that finds the database locked by another process (`SQLITE_BUSY`,
+ *   `SQLITE_LOCKED`: the connection has no busy timeout, so the driver never waits on the event
+ *   loop) is run again after an asynchronous pause (5 ms doubling to 500 ms), for up to
+ *   `lockTimeout` (default 5 minutes) from the first busy answer; closing waits the same way.
+ *   Meanwhile what is recorded queues, and a warning says the writer waits (another when it
+ *   writes again). Only past that bound are the records given up (lost, as below).
+ * - A slice that fails otherwise is written again op by op, each in its own transaction, so one
+ *   bad op costs itself only; an op that still fails is reported (`LedgerWriteFailed` on the
+ *   failures hub and in the log) and counted. Lost records are counted on their run
+ *   (`lost_events`) as soon as the database can be written again, and the writer goes on.
+ *   Nothing here ever fails or blocks the code that offers.
  * - With a `capacity`, an op offered while that many wait is dropped and counted; the count is
  *   written to its run (`dropped_events`) with the next batch and logged, so a record with gaps
  *   says so. Without one (the default) nothing is dropped while the ledger is open.
@@ -18,13 +25,22 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SecretMask } from "@warden/approvals"
-import { Cause, Chunk, Data, Deferred, Effect, Exit, Fiber, Mailbox, PubSub } from "effect"
+import { Cause, Chunk, Clock, Data, Deferred, Duration, Effect, Exit, Fiber, Mailbox, PubSub } from "effect"
 import type { Scope } from "effect"
 import { performance } from "node:perf_hooks"
+import * as Busy from "./Busy.js"
 import * as Projection from "./Projection.js"
 
-/** A write the ledger could not make: reported, counted, and the ledger goes on. */
+/**
+ * A write the ledger could not make: reported, counted (on the run, as its `lostEvents`), and the
+ * ledger goes on.
+ */
 export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
+  /**
+   * Why: `Locked` (another process held the database's lock longer than `lockTimeout`), or
+   * `Failed` (the write itself failed: disk full, a broken file, a bug).
+   */
+  readonly reason: "Locked" | "Failed"
   /** How many recorded events (or run updates) were lost. */
   readonly events: number
   /** What they were, by kind (`CardSettled`, `ThreadReady`, ...); never their data. */
@@ -33,7 +49,9 @@ export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
   readonly cause?: unknown
 }> {
   override get message(): string {
-    return `the ledger could not record ${this.events} event${this.events === 1 ? "" : "s"} (${this.kinds.join(", ")}): ${this.detail}`
+    return `the ledger could not record ${this.events} event${this.events === 1 ? "" : "s"} (${this.kinds.join(", ")}): ${
+      this.reason === "Locked" ? "the database stayed locked by another process: " : ""
+    }${this.detail}`
   }
 }
 
@@ -43,7 +61,7 @@ export interface Stats {
   readonly recorded: number
   /** Ops written (committed). */
   readonly written: number
-  /** Ops that could not be written (each reported). */
+  /** Ops that could not be written (each reported, and counted on its run as `lostEvents`). */
   readonly failed: number
   /** Ops dropped: the queue was full (`capacity`) or the ledger had closed. */
   readonly dropped: number
@@ -64,6 +82,12 @@ export interface WriterOptions {
   readonly sliceMs?: number
   /** Ops waiting at most; more are dropped and counted (default: unbounded). */
   readonly capacity?: number
+  /**
+   * How long a write waits while another process holds the database's lock, retrying with an
+   * asynchronous backoff (the event loop is never blocked), before its records are given up and
+   * counted lost (default 5 minutes; closing the ledger waits the same way).
+   */
+  readonly lockTimeout?: Duration.DurationInput
 }
 
 export interface Writer {
@@ -95,6 +119,8 @@ export const make = (
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
     const sliceMs = Math.max(0, options.sliceMs ?? 4)
     const capacity = options.capacity
+    const lockTimeout = Duration.decode(options.lockTimeout ?? Busy.DefaultTimeout)
+    const lockTimeoutMs = Duration.toMillis(lockTimeout)
     const mailbox = yield* Mailbox.make<Projection.Op>()
     const failures = yield* PubSub.unbounded<LedgerWriteFailed>()
     let recorded = 0
@@ -106,14 +132,24 @@ export const make = (
     let open = true
     /** Drops not yet written to their runs. */
     const droppedByRun = new Map<string, number>()
+    /** Lost records not yet counted on their runs, and the runs whose own row was lost. */
+    const lostByRun = new Map<string, number>()
+    const lostStarts = new Map<string, Projection.Op>()
+    /** Since when the database has answered busy without a write going through (undefined: it has not). */
+    let lockedSince: number | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
 
     const stats = (): Stats => ({ recorded, written, failed, dropped: droppedTotal, pending: recorded - processed, batches })
 
+    const runOf = (op: Projection.Op) => (op._tag === "RunStarted" ? op.run.runId : op.runId)
+
+    /** Drops not yet said in the log. */
+    let droppedUnsaid = 0
+
     const drop = (op: Projection.Op) => {
       droppedTotal++
-      const runId = op._tag === "RunStarted" ? op.run.runId : op.runId
-      droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + 1)
+      droppedUnsaid++
+      droppedByRun.set(runOf(op), (droppedByRun.get(runOf(op)) ?? 0) + 1)
     }
 
     const offer = (op: Projection.Op): boolean => {
@@ -126,7 +162,12 @@ export const make = (
     }
 
     const report = (ops: ReadonlyArray<Projection.Op>, cause: Cause.Cause<unknown>) => {
+      for (const op of ops) {
+        lostByRun.set(runOf(op), (lostByRun.get(runOf(op)) ?? 0) + 1)
+        if (op._tag === "RunStarted") lostStarts.set(op.run.runId, op)
+      }
       const error = new LedgerWriteFailed({
+        reason: Busy.isBusy(cause) ? "Locked" : "Failed",
         events: ops.length,
         kinds: [...new Set(ops.map(Projection.describe))].slice(0, 8),
         detail: detailOf(cause),
@@ -137,11 +178,40 @@ export const make = (
       return Effect.logError(error.message)
     }
 
+    /**
+     * Run a transaction until it goes through, fails otherwise, or the database has been locked
+     * for `lockTimeout` (counted from the first busy answer of this lock, across transactions: once
+     * it is past, each transaction has one try until one goes through). Never blocks the event loop.
+     */
+    const persist = <A>(transaction: Effect.Effect<A, SqlError>): Effect.Effect<Exit.Exit<A, SqlError>> =>
+      Effect.gen(function*() {
+        for (let attempt = 0;; attempt++) {
+          const exit = yield* Effect.exit(transaction)
+          const now = yield* Clock.currentTimeMillis
+          if (Exit.isSuccess(exit)) {
+            if (lockedSince !== undefined) {
+              yield* Effect.logWarning(`the ledger's database can be written again (it was locked for ${Duration.format(Duration.millis(now - lockedSince))})`)
+              lockedSince = undefined
+            }
+            return exit
+          }
+          if (!Busy.isBusy(exit.cause)) return exit
+          if (lockedSince === undefined) {
+            lockedSince = now
+            yield* Effect.logWarning(
+              `the ledger's database is locked by another process (${detailOf(exit.cause)}): waiting up to ${Duration.format(lockTimeout)} to write, records are kept meanwhile`
+            )
+          }
+          const left = lockedSince + lockTimeoutMs - now
+          if (left <= 0) return exit
+          yield* Effect.sleep(Duration.millis(Math.min(left, Busy.delayMs(attempt))))
+        }
+      })
+
     /** Each op in a transaction of its own: a bad op costs only itself (reported). */
     const writeOneByOne = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void> =>
       Effect.forEach(ops, (op) =>
-        sql.withTransaction(Projection.apply(sql, op)).pipe(
-          Effect.exit,
+        persist(sql.withTransaction(Projection.apply(sql, op))).pipe(
           Effect.flatMap((one) => {
             if (Exit.isSuccess(one)) {
               written++
@@ -158,23 +228,32 @@ export const make = (
      */
     const writeSlice = (ops: ReadonlyArray<Projection.Op>, from: number): Effect.Effect<number> =>
       Effect.suspend(() => {
-        const started = performance.now()
         let taken = 0
-        const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
-          const at = from + taken
-          if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return Effect.void
-          taken++
-          return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
+        // Each try starts the slice again (a locked database is tried again, whole).
+        const transaction = Effect.suspend(() => {
+          const started = performance.now()
+          taken = 0
+          const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
+            const at = from + taken
+            if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return Effect.void
+            taken++
+            return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
+          })
+          return sql.withTransaction(step)
         })
-        return sql.withTransaction(step).pipe(
-          Effect.exit,
+        return persist(transaction).pipe(
           Effect.flatMap((exit) => {
-            const slice = ops.slice(from, from + taken)
             if (Exit.isSuccess(exit)) {
-              written += slice.length
+              written += taken
               batches++
-              return Effect.succeed(slice.length)
+              return Effect.succeed(taken)
             }
+            if (Busy.isBusy(exit.cause)) {
+              // Given up: a whole batch at once (not op by op: the lock holds for all of them).
+              const lost = ops.slice(from, from + Math.max(taken, Math.min(maxBatch, ops.length - from)))
+              return Effect.as(report(lost, exit.cause), lost.length)
+            }
+            const slice = ops.slice(from, from + taken)
             return Effect.as(slice.length === 1 ? report(slice, exit.cause) : writeOneByOne(slice), slice.length)
           })
         )
@@ -196,13 +275,43 @@ export const make = (
       }
     }
 
-    /** Drops counted since the last batch, as ops of their own. */
-    const dropOps = (): ReadonlyArray<Projection.Op> => {
-      if (droppedByRun.size === 0) return []
-      const ops = Array.from(droppedByRun, ([runId, count]): Projection.Op => ({ _tag: "Dropped", runId, count }))
+    const sum = (counts: ReadonlyMap<string, number>) => Array.from(counts.values()).reduce((a, b) => a + b, 0)
+    const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`
+
+    /**
+     * The drops and losses counted since the last time, written to their runs in one transaction
+     * (a run whose own row was lost is inserted again first). When it cannot be written (the
+     * database still locked), the counts are kept for the next time.
+     */
+    const writeCounts: Effect.Effect<void> = Effect.suspend(() => {
+      if (droppedByRun.size === 0 && lostByRun.size === 0) return Effect.void
+      const drops = new Map(droppedByRun)
+      const losses = new Map(lostByRun)
+      const starts = new Map(lostStarts)
       droppedByRun.clear()
-      return ops
-    }
+      lostByRun.clear()
+      lostStarts.clear()
+      const ops: Array<Projection.Op> = [
+        ...starts.values(),
+        ...Array.from(drops, ([runId, count]): Projection.Op => ({ _tag: "Dropped", runId, count })),
+        ...Array.from(losses, ([runId, count]): Projection.Op => ({ _tag: "Lost", runId, count }))
+      ]
+      const unsaid = droppedUnsaid
+      droppedUnsaid = 0
+      const warn = unsaid > 0 ? Effect.logWarning(`the ledger dropped ${plural(unsaid, "event")}: its queue was full`) : Effect.void
+      return Effect.zipRight(
+        warn,
+        Effect.flatMap(persist(sql.withTransaction(Effect.forEach(ops, (op) => Projection.apply(sql, op), { discard: true }))), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.void
+          for (const [runId, n] of drops) droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + n)
+          for (const [runId, n] of losses) lostByRun.set(runId, (lostByRun.get(runId) ?? 0) + n)
+          for (const [runId, op] of starts) lostStarts.set(runId, op)
+          return Effect.logError(
+            `the ledger could not yet count ${plural(sum(losses), "lost record")} and ${plural(sum(drops), "dropped record")} on their runs: ${detailOf(exit.cause)}`
+          )
+        })
+      )
+    })
 
     const loop = Effect.gen(function*() {
       while (true) {
@@ -216,12 +325,7 @@ export const make = (
           settleWaiters()
           yield* yieldToLoop
         }
-        const drops = dropOps()
-        if (drops.length > 0) {
-          const count = drops.reduce((n, op) => n + (op._tag === "Dropped" ? op.count : 0), 0)
-          yield* Effect.logWarning(`the ledger dropped ${count} event${count === 1 ? "" : "s"}: its queue was full`)
-          yield* writeOneByOne(drops)
-        }
+        yield* writeCounts
         if (done) return
       }
     })
