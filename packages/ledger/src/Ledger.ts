@@ -27,6 +27,7 @@ import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
 import * as Busy from "./internal/Busy.js"
+import * as Integrity from "./internal/Integrity.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
 import * as Projection from "./internal/Projection.js"
@@ -514,12 +515,6 @@ const statOrUndefined = (path: string): Fs.Stats | undefined => {
   }
 }
 
-/** Whether a driver error says the file is damaged (`SQLITE_CORRUPT`, and its extended codes). */
-const isCorrupt = (error: unknown): boolean => Busy.hasCode(error, (code) => code.startsWith("SQLITE_CORRUPT"))
-
-const corruptDetail = (filename: string, found: string) =>
-  `the ledger ${filename} is damaged (${found}); nothing was read from it or written to it: move it aside (or restore a backup) and a new one is made`
-
 /**
  * `mkdir -p` (mode 0700), one level at a time from the deepest directory that exists. Not Node's
  * recursive `mkdirSync`, which never returns where `mkdir` answers ENOENT under a parent that
@@ -601,8 +596,8 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
         catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
       })
       const openFailed = (cause: unknown) =>
-        isCorrupt(cause)
-          ? new LedgerError({ reason: "Corrupt", detail: corruptDetail(filename, describeCause(cause)), cause })
+        Integrity.isCorrupt(cause)
+          ? Integrity.corrupt(filename, cause)
           : new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause })
       // WAL is set below, not by the client: it may have to wait for another process's lock. A
       // statement that could not be prepared (the schema locked by another process) is remembered
@@ -623,11 +618,10 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       yield* opening(Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout))
       // A damaged file is refused before anything reads or writes it (a quick check: every page's
       // structure, not the indexes' contents).
-      const check = yield* opening(Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout))
-      const problems = check.map((row) => String(Object.values(row)[0])).filter((line) => line !== "ok")
-      if (problems.length > 0) {
-        return yield* new LedgerError({ reason: "Corrupt", detail: corruptDetail(filename, describeCause(new Error(problems.slice(0, 3).join("; ")))) })
-      }
+      yield* Integrity.quickCheck(client, filename, lockTimeout).pipe(
+        Effect.catchTag("SqlError", (e) => Effect.fail(openFailed(e))),
+        Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause)))
+      )
       // WAL with synchronous=NORMAL: a commit survives the process dying (SIGKILL, OOM) without an
       // fsync per transaction; a power cut may lose the last commits, never the file's consistency.
       yield* opening(client`PRAGMA synchronous = NORMAL`.unprepared)

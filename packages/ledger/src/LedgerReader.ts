@@ -20,6 +20,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerShape } from "./Ledger.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
+import * as Integrity from "./internal/Integrity.js"
 import * as Migrations from "./Migrations.js"
 import * as Queries from "./internal/Queries.js"
 
@@ -95,9 +96,14 @@ const openReadOnly = (filename: string): Effect.Effect<SqliteClient.SqliteClient
       Effect.provide(Reactivity.layer),
       Effect.catchAllDefect((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
     )
+    const readFailed = (cause: unknown) =>
+      Integrity.isCorrupt(cause) ? Integrity.corrupt(filename, cause) : new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause })
     // The first read opens the WAL index (`-shm`): where it cannot be made, this fails.
-    yield* client`SELECT count(*) AS n FROM sqlite_master`.pipe(
-      Effect.mapError((cause) => new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause }))
+    yield* client`SELECT count(*) AS n FROM sqlite_master`.pipe(Effect.mapError(readFailed))
+    // A damaged file is refused as `warden run` refuses it (Ledger.layerSqlite).
+    yield* Integrity.quickCheck(client, filename, "0 millis").pipe(
+      Effect.catchTag("SqlError", (e) => Effect.fail(readFailed(e))),
+      Effect.catchAllDefect((cause) => Effect.fail(readFailed(cause)))
     )
     return client
   })
@@ -141,6 +147,7 @@ const privateCopy = (filename: string): Effect.Effect<string, LedgerError, Scope
  * The ledger in a SQLite file, read-only: never created, migrated or written (see the module
  * comment). Building it fails with `LedgerError`: `NotFound` when there is no file, `Permission`
  * when this user may not read it, `Open` when it is not a regular file or not a SQLite database,
+ * `Corrupt` when `PRAGMA quick_check` finds it damaged,
  * `Migration` when its schema is not this version's.
  *
  * @example
@@ -162,7 +169,7 @@ export const layerSqlite = (options: { readonly filename: string }): Layer.Layer
       yield* checkReadable(filename)
       // In place; else (no -shm index can be made beside it) from a private copy.
       const client = yield* openReadOnly(filename).pipe(
-        Effect.catchTag("LedgerError", () =>
+        Effect.catchIf((e) => e.reason !== "Corrupt", () =>
           Effect.flatMap(privateCopy(filename), (copy) =>
             openReadOnly(copy).pipe(Effect.mapError((e) => new LedgerError({ reason: e.reason, detail: e.detail.replaceAll(copy, filename), cause: e.cause })))))
       )
