@@ -219,9 +219,12 @@ export interface LedgerShape {
    */
   readonly markStrandedItem: (runId: string, item: string | number) => Effect.Effect<number, LedgerError>
   /**
-   * Strand a dead run's open cards (as `markStranded`) and hand its unfinished work items to
-   * `intoRunId`, in one transaction; the items become `handed-over` and are returned to exactly one
-   * caller, once (a second `recover` returns none).
+   * Strand a dead run's open cards (as `markStranded`), close its turns still in progress as
+   * `crashed`, and hand its unfinished work items to `intoRunId`, in one transaction. An item that
+   * can run again (its prompts and options recorded unmasked, a turn left to run) becomes
+   * `handed-over` and is returned in `items`; any other becomes `not-resumed` with its reason and
+   * is returned in `notResumed`. Each is returned to exactly one caller, once (a second `recover`
+   * returns none).
    *
    * Fails with `LedgerError`: `LiveRun` when `deadRunId` is a run this ledger is recording, `Sql`
    * when the transaction fails (nothing is changed then).
@@ -470,15 +473,7 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       stats: Effect.sync(writer.stats),
       failures: Stream.fromPubSub(writer.failures),
       subscribeFailures: writer.failures.subscribe,
-      runs: (status) => Queries.runs(sql, status),
-      workItems: (runId) => Queries.workItems(sql, runId),
-      threads: (runId) => Queries.threads(sql, runId),
-      turns: (runId) => Queries.turns(sql, runId),
-      cards: (filter) => Queries.cards(sql, filter),
-      lateDecisions: (filter) => Queries.lateDecisions(sql, filter),
-      accounting: (runId) => Queries.accounting(sql, runId),
-      unfinishedItems: (runId) => Queries.unfinishedItems(sql, runId),
-      openCards: (runId) => Queries.openCards(sql, runId),
+      ...Queries.reads(sql, now),
       markStranded: (runId) => Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
       markStrandedItem: (runId, item) =>
         Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now())))),
@@ -486,7 +481,6 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
         Effect.zipRight(guardDead(deadRunId), writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now())))),
       prune: (before) => writing(Effect.suspend(() => Queries.prune(sql, before))),
       remember: (input) => writing(Effect.suspend(() => Queries.remember(sql, input, now()))),
-      rememberedRules: (options) => Effect.suspend(() => Queries.rememberedRules(sql, now(), options)),
       revoke: (ruleId, by) => writing(Effect.suspend(() => Queries.revoke(sql, ruleId, by, now())))
     } satisfies LedgerShape
   })

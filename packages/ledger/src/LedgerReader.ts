@@ -55,18 +55,7 @@ export const make: Effect.Effect<LedgerReaderShape, LedgerError, SqlClient.SqlCl
     })
   }
   const clock = yield* Effect.clock
-  return {
-    runs: (status) => Queries.runs(sql, status),
-    workItems: (runId) => Queries.workItems(sql, runId),
-    threads: (runId) => Queries.threads(sql, runId),
-    turns: (runId) => Queries.turns(sql, runId),
-    cards: (filter) => Queries.cards(sql, filter),
-    lateDecisions: (filter) => Queries.lateDecisions(sql, filter),
-    accounting: (runId) => Queries.accounting(sql, runId),
-    unfinishedItems: (runId) => Queries.unfinishedItems(sql, runId),
-    openCards: (runId) => Queries.openCards(sql, runId),
-    rememberedRules: (options) => Effect.suspend(() => Queries.rememberedRules(sql, clock.unsafeCurrentTimeMillis(), options))
-  } satisfies LedgerReaderShape
+  return Queries.reads(sql, () => clock.unsafeCurrentTimeMillis())
 })
 
 const errnoOf = (cause: unknown): string | undefined => (cause as NodeJS.ErrnoException | undefined)?.code

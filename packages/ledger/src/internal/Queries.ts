@@ -9,6 +9,7 @@ import { SecretMask } from "@warden/approvals"
 import { Effect, Either } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as CardFacts from "../CardFacts.js"
+import type { LedgerReaderShape } from "../LedgerReader.js"
 import { LedgerError, sqlError } from "./LedgerError.js"
 import type * as Records from "./Records.js"
 import * as Remembered from "../Remembered.js"
@@ -516,3 +517,17 @@ export const revoke = (sql: Sql, ruleId: string, by: string, now: number) =>
     if (rule === undefined) return yield* new LedgerError({ reason: "NotFound", detail: `no remembered rule ${ruleId}` })
     return rule
   }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(sqlError("could not revoke the remembered rule")(e))))
+
+/** The ledger's reads, one list for the ledger that writes (`Ledger.make`) and the one that only reads (`LedgerReader.make`). */
+export const reads = (sql: SqlClient.SqlClient, now: () => number): LedgerReaderShape => ({
+  runs: (status) => runs(sql, status),
+  workItems: (runId) => workItems(sql, runId),
+  threads: (runId) => threads(sql, runId),
+  turns: (runId) => turns(sql, runId),
+  cards: (filter) => cards(sql, filter),
+  lateDecisions: (filter) => lateDecisions(sql, filter),
+  accounting: (runId) => accounting(sql, runId),
+  unfinishedItems: (runId) => unfinishedItems(sql, runId),
+  openCards: (runId) => openCards(sql, runId),
+  rememberedRules: (options) => Effect.suspend(() => rememberedRules(sql, now(), options))
+})
