@@ -128,10 +128,10 @@ export const entityLayer = (info: {
   readonly address: string
   readonly host?: string
   readonly codexHome?: string
-}): Layer.Layer<Handlers.RunnerInfo, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
+}): Layer.Layer<Handlers.RunnerInfo | Handlers.LocalItems, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
   WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" }).pipe(
     Layer.provide(ItemStore.layer),
-    Layer.provide(Layer.sync(Handlers.LocalItems, () => new Map())),
+    Layer.provideMerge(Layer.sync(Handlers.LocalItems, () => new Map())),
     Layer.provideMerge(
       Layer.succeed(Handlers.RunnerInfo, {
         runId: info.runId,

@@ -11,7 +11,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { ClusterClient, Runner, Wire } from "@warden/cluster"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
-import { Effect, Layer, Stream } from "effect"
+import { Deferred, Effect, Layer, Stream } from "effect"
+import * as Handlers from "../src/internal/Handlers.js"
 import * as ItemStore from "../src/internal/ItemStore.js"
 
 const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
@@ -118,6 +119,30 @@ describe("WorkItemEntity on an in-memory runner", () => {
       // A finished item's Run again is no move.
       assert.deepStrictEqual(yield* client.run("cut", { prompt: "go on" }), result)
       assert.strictEqual((yield* store.get("cut"))?.moves, 1)
+    }).pipe(Effect.provide(setup(fake)))
+  }, 60_000)
+
+  it.scopedLive("a Run that joined a run cut off while stopping runs the item itself (a shard-lost move), never taking the cut as its reply", () => {
+    const fake = FakeAppServer.make({ behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) } })
+    return Effect.gen(function*() {
+      // The run this incarnation had: its row running, and in the runner's items a run that ends
+      // without a result (interrupted: its shard let go of; the Run is delivered again before it stopped).
+      const store = yield* ItemStore.ItemStore
+      yield* store.claim("dying", { incarnation: "rNow-00000001", runner: "127.0.0.1:1", host: "host-a", codexHome: "/codex" }, false)
+      yield* store.setThread("dying", "thr_dying")
+      const cut = yield* Deferred.make<Wire.RunResult>()
+      yield* Deferred.interrupt(cut)
+      const localItems = yield* Handlers.LocalItems
+      localItems.set("dying", { run: cut, nextSeq: 0 })
+      const client = yield* ClusterClient.ClusterClient
+      const result = yield* client.run("dying", { prompt: "go on" })
+      assert.strictEqual(result._tag, "Completed")
+      if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_dying", 1])
+      const lines = [...yield* client.events("dying").pipe(Stream.runCollect)].map((e) => e.line)
+      assert.deepStrictEqual(lines.filter((l) => l["type"] === "item.redelivered" || l["type"] === "item.moved").map((l) => [l["type"], l["reason"]]), [
+        ["item.redelivered", undefined],
+        ["item.moved", "shard-lost"]
+      ])
     }).pipe(Effect.provide(setup(fake)))
   }, 60_000)
 

@@ -299,14 +299,23 @@ export const make = Effect.gen(function*() {
    * One run per activation: a `Run` delivered again while the first runs (the engine may deliver a
    * persisted request again, e.g. after its shard was re-acquired) joins the first instead of
    * resuming the thread a second time. A run that did not succeed (interrupted) lets the next
-   * delivery start afresh.
+   * delivery start afresh, also one that joined it while it was stopping.
    */
   const runOnce = (spec: Wire.ItemSpec): Effect.Effect<Wire.RunResult> =>
     Effect.suspend(() => {
       const running = local.run
       if (running !== undefined) {
         publish({ type: "item.redelivered" })
-        return Deferred.await(running)
+        // A run cut off while stopping (its shard let go of, then taken back before it had
+        // stopped) ends without a result: this delivery runs the item, it does not take the cut.
+        return Deferred.await(running).pipe(
+          Effect.catchAllCause(() =>
+            Effect.suspend(() => {
+              if (local.run === running) local.run = undefined
+              return runOnce(spec)
+            })
+          )
+        )
       }
       const done = Deferred.unsafeMake<Wire.RunResult>(FiberId.none)
       local.run = done
