@@ -42,7 +42,7 @@ export const TargetMs = 300
 
 const fakeCodex = `#!/usr/bin/env bash
 t="\${EPOCHREALTIME:-$(date +%s.%N)}"
-printf '%s\\n' "$t" >> "$WARDEN_BENCH_SPAWNED"
+printf '%s\\n' "$t" >> "$BENCH_CODEX_SPAWNED"
 `
 
 /** Node without NODE_OPTIONS (tsx's loader would be in it under `pnpm bench`), as a user's shell runs it. */
@@ -120,7 +120,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
           wall(
             args,
             (r) => (r.status === 3 && Fs.existsSync(spawned) ? undefined : `expected exit 3 after the fake codex ran; exit ${r.status}, fake ran: ${Fs.existsSync(spawned)}`),
-            cleanEnv({ WARDEN_BENCH_SPAWNED: spawned, XDG_STATE_HOME: Path.join(dir, "state") })
+            cleanEnv({ BENCH_CODEX_SPAWNED: spawned, XDG_STATE_HOME: Path.join(dir, "state") })
           )
           const first = Fs.readFileSync(spawned, "utf8").split("\n")[0]!.replace(",", ".")
           return Number(first) * 1000 - started
