@@ -5,6 +5,8 @@
  * tarballs with npm; it is never compiled in the workspace.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
+import { WebInbox } from "@warden/inbox"
+import * as RunState from "@warden/inbox/RunState"
 import { Ledger } from "@warden/ledger"
 import { Observability } from "@warden/observability"
 import { Decision } from "@warden/protocol"
@@ -113,3 +115,11 @@ export const typeErrors = async (warden: Facade.WardenSupervisor): Promise<void>
   // @ts-expect-error the exporters need an endpoint
   Observability.layer({ serviceName: "no-endpoint" })
 }
+
+// ---- The web inbox ----------------------------------------------------------------------------
+
+/** The inbox mounted on whatever provides the Supervisor service (docs/inbox.md). */
+export const inbox: Layer.Layer<WebInbox.WebInboxService, WebInbox.WebInboxError, Supervisor.Supervisor> = WebInbox.layer({ port: 8420, title: "ci" })
+
+/** The run's state reducer, without the HTTP server. */
+export const runState: RunState.RunState = RunState.make(["say hello"], 0)
