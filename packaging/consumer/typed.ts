@@ -5,7 +5,6 @@
  * tarballs with npm; it is never compiled in the workspace.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { WebInbox } from "@warden/inbox"
 import * as RunState from "@warden/inbox/RunState"
 import { Ledger } from "@warden/ledger"
 import { Observability } from "@warden/observability"
@@ -117,9 +116,8 @@ export const typeErrors = async (warden: Facade.WardenSupervisor): Promise<void>
 }
 
 // ---- The web inbox ----------------------------------------------------------------------------
-
-/** The inbox mounted on whatever provides the Supervisor service (docs/inbox.md). */
-export const inbox: Layer.Layer<WebInbox.WebInboxService, WebInbox.WebInboxError, Supervisor.Supervisor> = WebInbox.layer({ port: 8420, title: "ci" })
+// Only its run state here: `WebInbox`'s declarations reach @effect/platform's, which need the DOM
+// lib (`Storage`, `Transferable`) under `skipLibCheck: false`; consumer/inbox.mjs runs the inbox.
 
 /** The run's state reducer, without the HTTP server. */
 export const runState: RunState.RunState = RunState.make(["say hello"], 0)
