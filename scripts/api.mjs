@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The published libraries, in dependency order (the CLI's surface is its command: docs/cli.md). */
-export const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/observability", "packages/cluster", "packages/testkit"]
+export const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
 
 const read = (file) => Fs.readFileSync(file, "utf8")
 

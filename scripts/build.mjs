@@ -23,7 +23,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The packages `pnpm build` produces (each has a tsconfig.build.json). */
-export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/observability", "packages/cluster", "apps/cli"]
+export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
 
 const assetExtensions = new Set([".mjs", ".cjs", ".json"])
 
@@ -225,15 +225,19 @@ const lazyWorkspaceModules = (files) => ({
 /**
  * An esbuild plugin: the CLI's version (apps/cli/src/Version.ts reads it from package.json at run
  * time) written into the bundles as a constant, read from package.json at the build, which runs
- * whenever the package is packed: no file read and no node:fs namespace at start-up.
+ * whenever the package is packed: no file read and no node:fs namespace at start-up. The web
+ * inbox's (packages/inbox/src/internal/Version.ts, its OpenAPI document's) likewise: in a bundle
+ * its own URL is the bundle's, where its package.json is not.
  */
 const inlineVersion = {
   name: "inline-version",
   setup(build) {
-    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]Version\.ts$/, namespace: "file" }, () => {
-      const { version } = JSON.parse(Fs.readFileSync(Path.join(cliDir, "package.json"), "utf8"))
+    const versionOf = (dir) => () => {
+      const { version } = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
       return { contents: `export const version = ${JSON.stringify(version)}`, loader: "ts" }
-    })
+    }
+    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]Version\.ts$/, namespace: "file" }, versionOf(cliDir))
+    build.onLoad({ filter: /[\\/]packages[\\/]inbox[\\/]src[\\/]internal[\\/]Version\.ts$/, namespace: "file" }, versionOf(Path.join(root, "packages", "inbox")))
   }
 }
 

@@ -42,4 +42,12 @@ describe("examples", () => {
     expect(code).toBe(0)
     expect(stdout).toMatch(/status: completed; final message: The command ran; all done\./)
   }, 90_000)
+
+  it("the web inbox example serves the card on its own supervisor; accepted over the inbox's API, the item completes", async () => {
+    const { code, stdout, stderr } = await runExample("web-inbox.ts")
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/inbox listening at http:\/\/127\.0\.0\.1:\d+\//)
+    expect(stdout).toMatch(/card c1 \(run: echo hello from codex.*\): accepted by person \(web\)/)
+    expect(stdout).toMatch(/status: completed; final message: The command ran; all done\./)
+  }, 90_000)
 })

@@ -5,6 +5,7 @@
  * tarballs with npm; it is never compiled in the workspace.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
+import * as RunState from "@warden/inbox/RunState"
 import { Ledger } from "@warden/ledger"
 import { Observability } from "@warden/observability"
 import { Decision } from "@warden/protocol"
@@ -113,3 +114,10 @@ export const typeErrors = async (warden: Facade.WardenSupervisor): Promise<void>
   // @ts-expect-error the exporters need an endpoint
   Observability.layer({ serviceName: "no-endpoint" })
 }
+
+// ---- The web inbox ----------------------------------------------------------------------------
+// Only its run state here: `WebInbox`'s declarations reach @effect/platform's, which need the DOM
+// lib (`Storage`, `Transferable`) under `skipLibCheck: false`; consumer/inbox.mjs runs the inbox.
+
+/** The run's state reducer, without the HTTP server. */
+export const runState: RunState.RunState = RunState.make(["say hello"], 0)

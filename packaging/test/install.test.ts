@@ -5,7 +5,8 @@
  * workspace `node_modules/.bin` on PATH, no pnpm): `npx warden --version`, `npx warden doctor
  * --codex <the pinned binary>`, `npx warden demo` without a terminal, `warden run` (its bundled
  * start-up path) against the pinned codex, a plain JavaScript program on the promise facade
- * (consumer/facade.mjs), and `tsc --noEmit` of a TypeScript program on the Effect API and the
+ * (consumer/facade.mjs), one serving a card from the web inbox on its own supervisor
+ * (consumer/inbox.mjs), and `tsc --noEmit` of a TypeScript program on the Effect API and the
  * facade (consumer/typed.ts) against the installed `.d.ts`.
  *
  * Every module those Node processes resolve is recorded (consumer/trace.mjs): none may come from
@@ -28,7 +29,7 @@ import * as Outside from "./support/Outside.js"
 const { repoRoot } = Outside
 
 /** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
-const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
 
 /** Test-only tools that must never reach a user's node_modules. */
 const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite", "playwright-core"]
@@ -175,7 +176,7 @@ const InstalledLive = Layer.scoped(
       Path.join(project, "package.json"),
       JSON.stringify({ name: "warden-outside", version: "1.0.0", private: true, type: "module" }, null, 2) + "\n"
     )
-    for (const file of ["facade.mjs", "typed.ts", "tsconfig.json", "trace.mjs", "trace-hooks.mjs"]) {
+    for (const file of ["facade.mjs", "inbox.mjs", "typed.ts", "tsconfig.json", "trace.mjs", "trace-hooks.mjs"]) {
       Fs.copyFileSync(Path.join(Outside.consumerDir, file), Path.join(project, file))
     }
     const typesNode = readManifest(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("@types/node/package.json"))).version
@@ -367,6 +368,33 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
       }), 240_000)
 
+    it.effect("a plain JavaScript program serves a card from @warden/inbox on its own supervisor and answers it over HTTP", () =>
+      Effect.gen(function*() {
+        const { env, project, traceFile } = yield* Installed
+        const trace = traceFile("inbox")
+        const ran = yield* Outside.runOk("node", ["inbox.mjs"], { cwd: project, env: env(trace), timeout: "2 minutes" })
+        const report = JSON.parse(ran.stdout.trim()) as {
+          page: { status: number; type: string; titled: boolean }
+          unauthorized: number
+          card: { title: string; offers: ReadonlyArray<string> }
+          decided: { status: number; settlement: { outcome: string; by: string } }
+          again: { status: number; tag: string }
+          answer: { result: { decision: string } }
+        }
+        assert.deepStrictEqual(report.page, { status: 200, type: "text/html", titled: true }, ran.stderr)
+        assert.strictEqual(report.unauthorized, 401)
+        assert.match(report.card.title, /^run: echo served by an installed inbox/)
+        assert.include(report.card.offers, "accept")
+        assert.strictEqual(report.decided.status, 200)
+        assert.deepInclude(report.decided.settlement, { outcome: "accepted", by: "person (web)" })
+        assert.deepStrictEqual(report.again, { status: 409, tag: "AlreadySettled" })
+        assert.deepStrictEqual(report.answer.result, { decision: "accept" })
+        assertTraceOutside(trace, project, ["/@warden/inbox/dist/index.js", "/@warden/inbox/dist/internal/Server.js", "/@warden/supervisor/dist/index.js"])
+        // The inbox needs nothing of the CLI.
+        assert.deepStrictEqual(Outside.tracedFiles(trace).filter((f) => f.includes(`${Path.sep}@warden${Path.sep}cli${Path.sep}`)), [])
+        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
+      }), 180_000)
+
     it.effect("tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts", () =>
       Effect.gen(function*() {
         const { env, project } = yield* Installed
@@ -382,7 +410,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         // Only the compiler's own lib.*.d.ts come from elsewhere.
         assert.deepStrictEqual(outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))), [])
         const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
-        for (const pkg of ["approvals", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
+        for (const pkg of ["approvals", "inbox", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
           assert.isTrue(warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)), `@warden/${pkg} declarations`)
         }
         assert.deepStrictEqual(warden.filter((f) => !f.endsWith(".d.ts")), [], "Warden sources compiled instead of declarations")

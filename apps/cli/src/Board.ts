@@ -6,16 +6,14 @@
  * the card being asked about. Redrawn on every change and once a second for the clocks.
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
+import { Card as CardNs, CardGroup, CardText, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Schedule } from "effect"
 import type { Scope } from "effect"
-import * as CardText from "./CardText.js"
 import * as Durations from "./Durations.js"
 import type { Screen } from "./Screen.js"
-import * as Tally from "./Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 import { Json } from "@warden/protocol"
-import { escapeControls } from "./TerminalText.js"
 
 export interface Board {
   readonly onSupervisorEvent: (event: Supervisor.SupervisorEvent) => void
@@ -34,7 +32,7 @@ export const tokens = (n: number | undefined): string =>
 
 /** Server text on one line: whitespace runs (newlines, carriage returns) as one space, controls escaped. */
 const oneLine = (text: string, max = 80): string => {
-  const flat = escapeControls(text.replace(/\s+/g, " ").trim())
+  const flat = CardText.escapeControls(text.replace(/\s+/g, " ").trim())
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
 }
 
@@ -73,7 +71,7 @@ const dim = (s: string) => `\u001b[2m${s}\u001b[22m`
 
 export const make = (
   screen: Screen,
-  tally: Tally.Tally,
+  tally: RunState.RunState,
   options: { readonly title: string; readonly now?: () => number }
 ): Effect.Effect<Board, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -81,7 +79,7 @@ export const make = (
     let prompt: ReadonlyArray<string> | undefined
     let finished = false
 
-    const elapsed = (item: Tally.ItemState) =>
+    const elapsed = (item: RunState.ItemState) =>
       item.startedAt === undefined ? "-" : Durations.clock((item.finishedAt ?? now()) - item.startedAt)
 
     const regionLines = (): ReadonlyArray<string> => {
@@ -118,12 +116,12 @@ export const make = (
           if (members[0] !== card) continue
           const closes = Durations.clock(Math.min(...members.map((m) => m.deadlineAt)) - t)
           if (members.length === 1) {
-            const item = Tally.itemIndexOf(card.workItem)
+            const item = RunState.itemIndexOf(card.workItem)
             lines.push(
               ` ${pad(card.id, 4)} item ${item ?? "?"}  ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 200)}`
             )
           } else {
-            const items = members.map((m) => Tally.itemIndexOf(m.workItem) ?? "?").join(", ")
+            const items = members.map((m) => RunState.itemIndexOf(m.workItem) ?? "?").join(", ")
             lines.push(
               ` ${pad(card.id, 4)} ${members.length} items ${pad(CardText.kindLabel(card), 12)} closes in ${padLeft(closes, 5)}  ${oneLine(card.title, 160)} — ${members.length} items (${oneLine(items, 60)})`
             )
@@ -140,10 +138,10 @@ export const make = (
 
     // Log lines carry server text (messages, stderr tails): masked, and each line with its controls escaped.
     const log = (text: string) => {
-      for (const line of SecretMask.maskText(text).split("\n")) screen.err(escapeControls(line))
+      for (const line of SecretMask.maskText(text).split("\n")) screen.err(CardText.escapeControls(line))
     }
 
-    const itemTag = (id: string | number | undefined) => `[${Tally.itemIndexOf(id) ?? "?"}]`
+    const itemTag = (id: string | number | undefined) => `[${RunState.itemIndexOf(id) ?? "?"}]`
 
     const onSupervisorEvent = (event: Supervisor.SupervisorEvent) => {
       switch (event._tag) {
@@ -170,7 +168,7 @@ export const make = (
           log(`warden: giving up on the app-server: ${event.detail}`)
           break
         case "ItemFinished": {
-          const outcome = Tally.outcomeOf(event.exit)
+          const outcome = RunState.outcomeOf(event.exit)
           const message = outcome.finalMessage !== undefined ? `: ${oneLine(outcome.finalMessage, 160)}` : ""
           const error = outcome.error !== undefined && outcome.status !== "completed" ? `: ${oneLine(outcome.error, 300)}` : ""
           log(`${itemTag(event.item)} ${outcome.status}${message}${error}`)
@@ -202,7 +200,7 @@ export const make = (
               if (work.resumed) {
                 log(`${itemTag(work.item)} resumed thread ${work.threadId} on a new app-server; the interrupted turn runs again`)
               } else {
-                const index = Tally.itemIndexOf(work.item)
+                const index = RunState.itemIndexOf(work.item)
                 const text = index === null ? "" : tally.items[index]?.prompt ?? ""
                 log(`${itemTag(work.item)} started on thread ${work.threadId}: ${oneLine(text, 100)}`)
               }

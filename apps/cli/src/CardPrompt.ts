@@ -7,12 +7,11 @@
  */
 import { Prompt } from "@effect/cli"
 import type { Card } from "@warden/approvals"
+import { CardText } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type * as Terminal from "@effect/platform/Terminal"
 import { Data, Effect, Either } from "effect"
-import * as CardText from "./CardText.js"
-import { escapeControls } from "./TerminalText.js"
-import * as Tally from "./Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 
 /**
  * "always" on the prompt (the ledger's, from StateLedger.ts): `scopeOf` says what would be
@@ -51,7 +50,7 @@ export const choicesFor = (card: Card.CardView, always?: Always, groupSize = 1):
     ...(card.offers.includes("AcceptForSession")
       ? [{ _tag: "Decide", key: "s", label: "accept for session", decision: Decision.AcceptForSession } as const]
       : []),
-    ...(scope !== undefined && Either.isRight(scope) ? [{ _tag: "Always", key: "r", label: `always: ${escapeControls(scope.right)}` } as const] : []),
+    ...(scope !== undefined && Either.isRight(scope) ? [{ _tag: "Always", key: "r", label: `always: ${CardText.escapeControls(scope.right)}` } as const] : []),
     { _tag: "Decide", key: "d", label: "decline", decision: Decision.Decline },
     { _tag: "Details", key: "v", label: "details" }
   ]
@@ -69,9 +68,9 @@ const bold = (s: string) => `\u001b[1m${s}\u001b[22m`
 
 /** The frame's lines (without a trailing newline). */
 export const frame = (card: Card.CardView, choices: ReadonlyArray<Choice>, state: State, chosen?: string): ReadonlyArray<string> => {
-  const item = Tally.itemIndexOf(card.workItem)
+  const item = RunState.itemIndexOf(card.workItem)
   const head = bold(`── card ${card.id} · item ${item ?? "?"} · ${CardText.kindLabel(card)} ──`)
-  const lines = [head, `  ${escapeControls(card.title)}`]
+  const lines = [head, `  ${CardText.escapeControls(card.title)}`]
   if (state.details) lines.push(...CardText.details(card).map((l) => `  │ ${l}`))
   if (chosen !== undefined) {
     lines.push(`  → ${chosen}`)

@@ -17,7 +17,7 @@
  *
  * A command handler ends with `CliExit` to choose its code; bin.ts turns it into the process's.
  */
-import type { Errors } from "@warden/supervisor"
+import type * as RunState from "@warden/inbox/RunState"
 import { Data } from "effect"
 
 export const Ok = 0
@@ -66,15 +66,10 @@ export const final = (code: number): number => (code === Ok && ledgerGaps ? Ledg
 export const usage = (message: string): CliExit => new CliExit({ code: Usage, message })
 
 /**
- * How a work item ended, as reported in `item.finished.status` and `run.finished.items`: its last
- * turn's status, or why it failed (`WorkItemFailed`'s reasons, one list kept in the supervisor).
+ * How a work item ended, as reported in `item.finished.status` and `run.finished.items`
+ * (`RunState.ItemStatus`).
  */
-export type ItemStatus =
-  | "completed"
-  | "interrupted"
-  | "failed"
-  | Errors.WorkItemFailed["reason"]
-  | (string & {})
+export type ItemStatus = RunState.ItemStatus
 
 /**
  * The run's exit code from its items' final statuses (any connection loss wins, then any failure);

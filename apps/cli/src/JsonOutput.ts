@@ -27,10 +27,10 @@
  * - `run.finished {items: [{item, status}], exitCode}` (always the last line)
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { Card as CardNs, CardGroup, SecretMask } from "@warden/approvals"
+import { Card as CardNs, CardGroup, CardText, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import { ConnectionEnded } from "@warden/transport"
-import * as Tally from "./Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 
 export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
 
@@ -41,7 +41,7 @@ export type Line = { readonly type: string } & Readonly<Record<string, unknown>>
 const abbreviated = (commit: string) => commit.slice(0, 12)
 
 /** An item's worktree once it was finished (`WorktreeFinished` comes before `ItemFinished`), or null. */
-const finishedWorktree = (worktree: Tally.ItemState["worktree"]) =>
+const finishedWorktree = (worktree: RunState.ItemState["worktree"]) =>
   worktree !== undefined && "changed" in worktree
     ? {
       path: worktree.path,
@@ -58,11 +58,8 @@ const finishedWorktree = (worktree: Tally.ItemState["worktree"]) =>
     }
     : null
 
-/** Offers as the words of the stdin protocol. */
-export const offerWord = (tag: string): string => (tag.length > 0 ? tag[0]!.toLowerCase() + tag.slice(1) : tag)
-
 /** Lines for a supervisor event; `tally` has already seen the event (it knows each item's prompt and thread). */
-export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Tally.Tally): ReadonlyArray<Line> => {
+export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: RunState.RunState): ReadonlyArray<Line> => {
   switch (event._tag) {
     case "ConnectionReady":
       return [{ type: "connection.ready", slot: event.slot, userAgent: event.init.userAgent, codexHome: event.init.codexHome }]
@@ -89,8 +86,8 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
     case "AdmissionChanged":
       return [{ type: "admission.changed", limit: event.limit, max: event.max, reason: SecretMask.maskText(event.reason) }]
     case "ItemFinished": {
-      const outcome = Tally.outcomeOf(event.exit)
-      const index = Tally.itemIndexOf(event.item)
+      const outcome = RunState.outcomeOf(event.exit)
+      const index = RunState.itemIndexOf(event.item)
       return [{
         type: "item.finished",
         item: index,
@@ -103,7 +100,7 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
     }
     case "Work": {
       const work = event.event
-      const item = Tally.itemIndexOf(work.item)
+      const item = RunState.itemIndexOf(work.item)
       switch (work._tag) {
         case "ThreadReady":
           return work.resumed
@@ -138,7 +135,7 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ta
 
 const cardBase = (card: Card.CardView) => ({
   cardId: card.id,
-  item: Tally.itemIndexOf(card.workItem),
+  item: RunState.itemIndexOf(card.workItem),
   threadId: card.threadId ?? null,
   method: card.method
 })
@@ -157,7 +154,7 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
         kind: card.summary.kind,
         group: CardGroup.groupOf(card) ?? null,
         summary: card.title,
-        offers: card.offers.map(offerWord),
+        offers: card.offers.map(CardText.offerWord),
         deadline: new Date(card.deadlineAt).toISOString()
       }]
     }
@@ -187,9 +184,9 @@ export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyA
   }
 }
 
-export const runFinished = (tally: Tally.Tally, exitCode: number): Line => ({
+export const runFinished = (tally: RunState.RunState, exitCode: number): Line => ({
   type: "run.finished",
-  items: Tally.finalStatuses(tally).map((status, index) => ({ item: index, status })),
+  items: RunState.finalStatuses(tally).map((status, index) => ({ item: index, status })),
   exitCode
 })
 

@@ -16,14 +16,13 @@
  * writable) is exit 2, as in every command (`StatePath.check`).
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Policy } from "@warden/approvals"
+import { CardText, Policy } from "@warden/approvals"
 import { Duration, Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
 import * as Durations from "./Durations.js"
 import * as ExitCodes from "./ExitCodes.js"
 import * as Opts from "./Options.js"
 import * as StatePath from "./StatePath.js"
-import { escapeControls } from "./TerminalText.js"
 
 type StateLedger = typeof import("./StateLedger.js")
 type LedgerShape = import("./StateLedger.js").Ledger.LedgerShape
@@ -122,7 +121,7 @@ const ledgerFailure = (error: { readonly message: string }) => new ExitCodes.Cli
 const iso = (ms: number) => new Date(ms).toISOString()
 
 const out = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
-const say = (line: string, asJson: boolean) => (asJson ? Effect.void : out(escapeControls(line)))
+const say = (line: string, asJson: boolean) => (asJson ? Effect.void : out(CardText.escapeControls(line)))
 
 type CardRecord = import("./StateLedger.js").Ledger.CardRecord
 
@@ -264,7 +263,7 @@ const revoke = Command.make("revoke", {
     const rule = yield* ledger.revoke(args.id, by).pipe(
       Effect.mapError((e) => e.reason === "NotFound" ? ExitCodes.usage(`no remembered rule ${args.id}`) : ledgerFailure(e))
     )
-    yield* out(escapeControls(`revoked ${rule.id} (allow ${StateLedger.Remembered.describeScope(rule.scope)}); it decides no card from now on (a running \`warden run\` keeps it until it ends)`))
+    yield* out(CardText.escapeControls(`revoked ${rule.id} (allow ${StateLedger.Remembered.describeScope(rule.scope)}); it decides no card from now on (a running \`warden run\` keeps it until it ends)`))
   }))).pipe(Command.withDescription("revoke a remembered rule (it is kept, marked revoked)"))
 
 const test = Command.make("test", {

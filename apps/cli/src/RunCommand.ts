@@ -13,7 +13,6 @@ import * as Path from "node:path"
 import * as ApprovalModes from "./ApprovalModes.js"
 import * as CodexBinary from "./CodexBinary.js"
 import * as ExitCodes from "./ExitCodes.js"
-import { isLoopback, publicOrigin } from "./InboxAddress.js"
 import * as Opts from "./Options.js"
 import * as Screen from "./Screen.js"
 import * as Session from "./Session.js"
@@ -176,13 +175,17 @@ export const execute = (args: Common, plan: Plan) =>
     if (args.notify.length > 0 && notifySecret === "") {
       return yield* ExitCodes.usage("--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET")
     }
-    if (Option.isSome(args.inboxPublicUrl)) {
-      if (Option.isNone(args.inbox)) return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
-      const checked = publicOrigin(args.inboxPublicUrl.value)
-      if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
-    }
-    if (Option.isSome(args.inbox) && !args.inboxAllowRemote && !isLoopback(args.inbox.value.host)) {
-      return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
+    if (Option.isSome(args.inboxPublicUrl) && Option.isNone(args.inbox)) return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
+    if (Option.isSome(args.inbox)) {
+      // Loaded only when asked for (the session uses it next): a run without --inbox never loads the HTTP server.
+      const { WebInbox } = yield* Effect.promise(() => import("@warden/inbox"))
+      if (Option.isSome(args.inboxPublicUrl)) {
+        const checked = WebInbox.publicOrigin(args.inboxPublicUrl.value)
+        if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
+      }
+      if (!args.inboxAllowRemote && !WebInbox.isLoopback(args.inbox.value.host)) {
+        return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
+      }
     }
     if (mode === "prompt" && !stdinIsTerminal) {
       return yield* ExitCodes.usage("--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin")

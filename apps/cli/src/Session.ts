@@ -28,7 +28,7 @@ import * as JsonOutput from "./JsonOutput.js"
 import * as Prompting from "./Prompting.js"
 import type { Screen } from "./Screen.js"
 import * as StdinDecisions from "./StdinDecisions.js"
-import * as Tally from "./Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 
 /** Who answers the cards that no rule (or handler) decided. */
 export type Answering = "prompt" | "stdin" | "none"
@@ -91,7 +91,7 @@ export interface Options {
 }
 
 export interface Result {
-  readonly tally: Tally.Tally
+  readonly tally: RunState.RunState
   readonly exitCode: number
 }
 
@@ -105,7 +105,7 @@ const forward = <A>(queue: Queue.Dequeue<A>, handle: (a: A) => void) =>
 
 export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> => {
   const prompts = options.items.map((item) => item.prompt)
-  const tally = Tally.make(prompts, Date.now())
+  const tally = RunState.make(prompts, Date.now())
   let exitCode: number = ExitCodes.Failed
   let aborted = false
 
@@ -117,12 +117,12 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         if (options.json) screen.out(JsonOutput.render(line, new Date()))
       }
       const onSupervisorEvent = (event: Supervisor.SupervisorEvent) => {
-        Tally.applySupervisorEvent(tally, event, Date.now())
+        RunState.applySupervisorEvent(tally, event, Date.now())
         for (const line of JsonOutput.fromSupervisorEvent(event, tally)) emit(line)
         board.onSupervisorEvent(event)
       }
       const onApprovalEvent = (event: ApprovalEvent.ApprovalEvent) => {
-        Tally.applyApprovalEvent(tally, event)
+        RunState.applyApprovalEvent(tally, event)
         for (const line of JsonOutput.fromApprovalEvent(event)) emit(line)
         board.onApprovalEvent(event)
       }
@@ -142,7 +142,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
           exitCode = Exit.isInterrupted(exit)
             ? (options.serve !== undefined && stopped && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
-            : ExitCodes.forItems(Tally.finalStatuses(tally), options.notRun ?? 0)
+            : ExitCodes.forItems(RunState.finalStatuses(tally), options.notRun ?? 0)
           // The process ends with this code too (Main.ts), though the command itself was interrupted.
           if (stopped) ExitCodes.stopEndsWith(exitCode)
           if (!aborted) {
@@ -206,14 +206,14 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       const serve = options.serve
       const submit = serve === undefined ? undefined : ({ prompt }: { readonly prompt: string }) =>
         Effect.suspend(() => {
-          const index = Tally.add(tally, prompt)
+          const index = RunState.add(tally, prompt)
           emit({ type: "item.submitted", item: index, prompt })
           return Effect.as(start({ ...serve.item(prompt), id: index }), index)
         })
 
       if (options.inbox !== undefined) {
         // Loaded only when asked for: a run without --inbox never loads the HTTP server.
-        const WebInbox = yield* Effect.promise(() => import("./WebInbox.js"))
+        const { WebInbox } = yield* Effect.promise(() => import("@warden/inbox"))
         const always = recorder?.alwaysAs?.("web")
         const inbox = yield* WebInbox.make(supervisor, {
           host: options.inbox.host,

@@ -18,7 +18,7 @@
  * in its own method's vocabulary and written once; cards of the group that do not offer `D` stay
  * open. `"always"` answers one card only (it names what it remembers by that card).
  */
-import type { Card } from "@warden/approvals"
+import type { WebInbox } from "@warden/inbox"
 import type { Supervisor } from "@warden/supervisor"
 import { Decision } from "@warden/protocol"
 import { Effect, Either, Exit, Mailbox } from "effect"
@@ -72,9 +72,9 @@ export const parseLine = (line: string): LineVerdict => {
 
 /**
  * Remembers an allow scoped to what the card asked (the ledger's `rememberAlways`); Left: why
- * nothing was remembered.
+ * nothing was remembered. The web inbox takes the same (`WebInboxConfig.always`).
  */
-export type RememberAlways = (card: Card.CardView) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
+export type RememberAlways = WebInbox.RememberAlways
 
 /** Read stdin until it ends, answering cards; every problem is reported through `report`. */
 export const run = (

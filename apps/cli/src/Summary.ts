@@ -2,11 +2,10 @@
  * The end-of-run summary for people: one row per work item (status, cards, tokens, elapsed, final
  * message or error) and one row per card (item, kind, outcome, who decided, what it was about).
  */
-import { Card as CardNs } from "@warden/approvals"
+import { Card as CardNs, CardText } from "@warden/approvals"
 import * as Board from "./Board.js"
-import * as CardText from "./CardText.js"
 import * as Durations from "./Durations.js"
-import * as Tally from "./Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 
 const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
@@ -20,8 +19,8 @@ const flat = (text: string, max: number) => {
   return one.length > max ? `${one.slice(0, max - 1)}…` : one
 }
 
-export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<string> => {
-  const statuses = Tally.finalStatuses(tally)
+export const lines = (tally: RunState.RunState, exitCode: number): ReadonlyArray<string> => {
+  const statuses = RunState.finalStatuses(tally)
   const itemRows = tally.items.map((item, i) => {
     const counts = tally.outcomes.get(i) ?? new Map<string, number>()
     const elapsed = item.startedAt === undefined ? "-" : Durations.short((item.finishedAt ?? Date.now()) - item.startedAt)
@@ -42,7 +41,7 @@ export const lines = (tally: Tally.Tally, exitCode: number): ReadonlyArray<strin
   if (tally.settled.length > 0) {
     const cardRows = tally.settled.map((s) => [
       s.card.id,
-      String(Tally.itemIndexOf(s.card.workItem) ?? "-"),
+      String(RunState.itemIndexOf(s.card.workItem) ?? "-"),
       CardText.kindLabel(s.card),
       s.outcome,
       CardNs.describeSource(s.source),

@@ -1,12 +1,11 @@
 /** The CLI's fleet pieces without a process: stdin group lines, the summary's worktree table, the board's grouped cards. */
 import { assert, describe, it } from "@effect/vitest"
 import type { Card } from "@warden/approvals"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import * as Board from "../src/Board.js"
-import * as InboxBoard from "../src/InboxBoard.js"
 import * as StdinDecisions from "../src/StdinDecisions.js"
 import * as Summary from "../src/Summary.js"
-import * as Tally from "../src/Tally.js"
+import * as RunState from "@warden/inbox/RunState"
 
 const commandCard = (id: string, item: number, command: string): Card.CardView => ({
   id,
@@ -40,7 +39,7 @@ describe("cli fleet units", () => {
   })
 
   it("the summary lists each item's worktree: changed and kept, unchanged and removed, kept as it was on a git failure", () => {
-    const tally = Tally.make(["a", "b", "c"], 0)
+    const tally = RunState.make(["a", "b", "c"], 0)
     const summary = (path: string, changed: boolean, kept: boolean, error?: string) => ({
       path, branch: `warden/r/${path}`, base: "b", head: "h", changed, kept, diffstat: "", files: changed ? 2 : 0, insertions: changed ? 3 : 0, deletions: changed ? 1 : 0,
       ...(error !== undefined ? { error } : {})
@@ -57,9 +56,9 @@ describe("cli fleet units", () => {
 
   it.scoped("the board shows cards asking the same thing as one line with their count and items", () =>
     Effect.gen(function*() {
-      const tally = Tally.make(["a", "b", "c", "d"], 0)
+      const tally = RunState.make(["a", "b", "c", "d"], 0)
       for (const card of [commandCard("c1", 0, "pnpm test"), commandCard("c2", 1, "make lint"), commandCard("c3", 2, "pnpm test"), commandCard("c4", 3, "pnpm test")]) {
-        Tally.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
+        RunState.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
       }
       let region: ReadonlyArray<string> = []
       const screen = { region: (lines: ReadonlyArray<string>) => void (region = lines), err: () => {}, out: () => {} } as never
@@ -71,49 +70,23 @@ describe("cli fleet units", () => {
       assert.match(cardLines[1]!, /^ c2 +item 1 +command +closes in +1:00 +run: make lint$/)
     }))
 
-  it("the summary keeps the last settlements (Tally.SettledKept) but counts every card per item, and says what it left out", () => {
-    const tally = Tally.make(["a", "b"], 0)
-    const total = Tally.SettledKept + 5
+  it("the summary keeps the last settlements (RunState.SettledKept) but counts every card per item, and says what it left out", () => {
+    const tally = RunState.make(["a", "b"], 0)
+    const total = RunState.SettledKept + 5
     for (let i = 0; i < total; i++) {
       const card = commandCard(`c${i}`, i % 2, "echo x")
-      Tally.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
-      Tally.applyApprovalEvent(tally, {
+      RunState.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
+      RunState.applyApprovalEvent(tally, {
         _tag: "CardSettled",
         settlement: { card, outcome: i % 2 === 0 ? "accepted" : "declined", source: { _tag: "Deadline" }, written: true, settledAt: 1, latencyMs: 1 }
       } as never)
     }
-    assert.strictEqual(tally.settled.length, Tally.SettledKept)
+    assert.strictEqual(tally.settled.length, RunState.SettledKept)
     assert.strictEqual(tally.settled[0]!.card.id, "c5", "the oldest went first")
     assert.strictEqual(tally.settledCount, total)
     const lines = Summary.lines(tally, 0)
     assert.match(lines.find((l) => l.startsWith("0 "))!, / 503 accepted /)
     assert.match(lines.find((l) => l.startsWith("1 "))!, / 502 declined /)
     assert.include(lines, `(the last 1,000 of 1,005 cards; the ledger has them all: warden audit)`)
-  })
-
-  it("one reducer for an item's row: the inbox's board and the tally agree on status, activity, tokens and times", () => {
-    const tally = Tally.make(["fix it"], 0)
-    const board = InboxBoard.make([{ id: 0, prompt: "fix it" }])
-    const events: ReadonlyArray<Parameters<typeof Tally.applySupervisorEvent>[1]> = [
-      { _tag: "Work", event: { _tag: "ThreadReady", item: 0, threadId: "thr_1", resumed: false } } as never,
-      { _tag: "Work", event: { _tag: "TurnStarted", item: 0, threadId: "thr_1", turnId: "t1", prompt: "fix it" } } as never,
-      { _tag: "Work", event: { _tag: "Notification", item: 0, threadId: "thr_1", method: "item/started", params: { item: { type: "commandExecution", command: "pnpm test" } } } } as never,
-      { _tag: "Work", event: { _tag: "Notification", item: 0, threadId: "thr_1", method: "thread/tokenUsage/updated", params: { tokenUsage: { total: { totalTokens: 1234 } } } } } as never,
-      { _tag: "Work", event: { _tag: "ThreadStartedFresh", item: 0, threadId: "thr_2" } } as never
-    ]
-    events.forEach((event, i) => {
-      Tally.applySupervisorEvent(tally, event, 100 + i)
-      const row = board.onSupervisorEvent(event, 100 + i)
-      assert.isDefined(row, `event ${i} changed the row`)
-      const item = tally.items[0]!
-      assert.deepInclude(row!, { status: item.status, threadId: item.threadId ?? null, activity: item.activity, tokens: item.tokens ?? null, startedAt: item.startedAt ?? null })
-    })
-    assert.strictEqual(tally.items[0]!.activity, "starting a new thread")
-    // The same token count again changes nothing (no event for the page).
-    assert.isUndefined(board.onSupervisorEvent(events[3]!, 200))
-    const finished = { _tag: "ItemFinished", item: 0, exit: Exit.interrupt(0 as never) } as never
-    Tally.applySupervisorEvent(tally, finished, 300)
-    assert.deepInclude(board.onSupervisorEvent(finished, 300)!, { status: "interrupted", finishedAt: 300, error: "the work item was stopped" })
-    assert.strictEqual(tally.items[0]!.status, "interrupted")
   })
 })

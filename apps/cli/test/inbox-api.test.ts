@@ -10,9 +10,8 @@ import { Decision } from "@warden/protocol"
 import { Effect, Either, Exit, Redacted, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
-import * as InboxLinks from "../src/InboxLinks.js"
 import * as Options from "../src/Options.js"
-import * as WebInbox from "../src/WebInbox.js"
+import { WebInbox } from "@warden/inbox"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Inbox from "./support/Inbox.js"
 
@@ -368,22 +367,6 @@ describe("web inbox API", () => {
       assert.notInclude(refused.text, "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
       assert.include(JSON.parse(refused.text).reason, "stopping")
     }))
-
-  it("links: a used or expired link is gone; a changed part is forged", () => {
-    const signer = InboxLinks.makeSigner()
-    const parts = (path: string) => path.split("/").slice(2).map(decodeURIComponent)
-    const live = parts(signer.path("c1", "accept", 2_000))
-    assert.strictEqual(signer.check(live, 1_000, false)._tag, "Valid")
-    assert.deepStrictEqual(signer.check(live, 2_000, false), { _tag: "Gone", why: "expired" })
-    assert.strictEqual(signer.check(live, 1_000, true)._tag, "Valid")
-    assert.deepStrictEqual(signer.check(live, 1_000, true), { _tag: "Gone", why: "used" })
-    const other = parts(signer.path("c1", "decline", 2_000))
-    assert.strictEqual(signer.check(["c2", ...other.slice(1)], 1_000, false)._tag, "Forged")
-    assert.strictEqual(signer.check([other[0]!, "accept", ...other.slice(2)], 1_000, false)._tag, "Forged")
-    assert.strictEqual(signer.check([other[0]!, other[1]!, "9999", ...other.slice(3)], 1_000, false)._tag, "Forged")
-    assert.strictEqual(InboxLinks.makeSigner().check(other, 1_000, false)._tag, "Forged", "another key")
-    assert.deepStrictEqual([1, 2, 3, 10].map(InboxLinks.backoffMs), [500, 1_000, 2_000, 30_000])
-  })
 
   it.scopedLive("the OpenAPI document comes from the API definition and names the token", () =>
     Effect.gen(function*() {

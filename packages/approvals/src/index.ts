@@ -8,6 +8,7 @@
  * - {@link Config}: its configuration, decoded once (`ConfigError`).
  * - {@link Card}: what a card shows and how it settled.
  * - {@link CardGroup}: cards that ask the same thing, answered at once (`Approvals.answerGroup`).
+ * - {@link CardText}: a card as text for people (kind label, details, offer words), control characters escaped.
  * - {@link ApprovalEvent}: what subscribers see.
  * - {@link Policy}: allow/deny rules (JSON or YAML) and their evaluation.
  * - {@link Deadlines}: per-method deadlines.
@@ -23,6 +24,7 @@ export * as ApprovalEvent from "./ApprovalEvent.js"
 export * as Audit from "./Audit.js"
 export * as Card from "./Card.js"
 export * as CardGroup from "./CardGroup.js"
+export * as CardText from "./CardText.js"
 export * as Config from "./Config.js"
 export * as Deadlines from "./Deadlines.js"
 export * as DeadlineTimer from "./DeadlineTimer.js"

@@ -7,7 +7,7 @@ import { Supervisor } from "@warden/supervisor"
 import { Data, Deferred, Effect, Exit, Option, Redacted, Stream } from "effect"
 import type { Scope } from "effect"
 import * as Http from "node:http"
-import * as WebInbox from "../../src/WebInbox.js"
+import { WebInbox } from "@warden/inbox"
 
 export class InboxTestError extends Data.TaggedError("InboxTestError")<{ readonly detail: string }> {
   override get message() {

@@ -6,18 +6,16 @@
  * through `SecretMask.maskJson` once more on the way out).
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { Card as CardNs, SecretMask } from "@warden/approvals"
+import { Card as CardNs, CardText, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
-import * as CardText from "./CardText.js"
-import type { CardBrief, CardFull, ItemJson, SettlementJson } from "./InboxApi.js"
-import * as JsonOutput from "./JsonOutput.js"
-import * as Tally from "./Tally.js"
+import type { CardBrief, CardFull, ItemJson, SettlementJson } from "../InboxApi.js"
+import * as RunState from "../RunState.js"
 
-/** An item's row: its id, its prompt when known, and the tally's progress fields (one reducer: `Tally.applyItemEvent`). */
+/** An item's row: its id, its prompt when known, and the run state's progress fields (one reducer: `RunState.applyItemEvent`). */
 interface Row {
   readonly item: string | number
   prompt: string | null
-  readonly progress: Tally.ItemState
+  readonly progress: RunState.ItemState
 }
 
 export interface Board {
@@ -33,7 +31,7 @@ const keyOf = (id: string | number) => String(id)
 /** A board, with the items known in advance (queued until they start). */
 export const make = (known: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }> = []): Board => {
   const rows = new Map<string, Row>()
-  const fresh = (item: string | number, prompt: string | null): Row => ({ item, prompt, progress: Tally.queuedItem(-1, prompt ?? "") })
+  const fresh = (item: string | number, prompt: string | null): Row => ({ item, prompt, progress: RunState.queuedItem(-1, prompt ?? "") })
   for (const k of known) rows.set(keyOf(k.id), fresh(k.id, k.prompt))
   const rowOf = (id: string | number | undefined): Row | undefined => {
     if (id === undefined) return undefined
@@ -63,7 +61,7 @@ export const make = (known: ReadonlyArray<{ readonly id: string | number; readon
     const row = rowOf(event._tag === "ItemFinished" ? event.item : event.event.item)
     if (!row) return undefined
     if (event._tag === "Work" && event.event._tag === "TurnStarted") row.prompt ??= event.event.prompt
-    return Tally.applyItemEvent(row.progress, event, now) ? json(row) : undefined
+    return RunState.applyItemEvent(row.progress, event, now) ? json(row) : undefined
   }
   const add = (id: string | number, prompt: string) => {
     const row = rows.get(keyOf(id)) ?? fresh(id, prompt)
@@ -101,7 +99,7 @@ export const cardBrief = (card: Card.CardView, always: boolean): CardBrief =>
     item: card.workItem ?? null,
     threadId: card.threadId ?? null,
     turnId: card.turnId ?? null,
-    offers: [...card.offers.map(JsonOutput.offerWord), ...(always && card.offers.includes("Accept") ? ["always"] : [])],
+    offers: [...card.offers.map(CardText.offerWord), ...(always && card.offers.includes("Accept") ? ["always"] : [])],
     openedAt: card.openedAt,
     deadlineAt: card.deadlineAt
   }) as CardBrief

@@ -1,16 +1,32 @@
 /**
- * The run as the CLI sees it: every work item's status, activity, tokens and times, the open
- * cards and every settlement. Updated synchronously from supervisor and approval events; the
- * board draws it, the summary prints it, the exit code is computed from it.
+ * The run's state as its front ends show it: every work item's status, activity, tokens, times and
+ * worktree, the open cards, every settlement counted, the connection and admission. One reducer
+ * over the supervisor's and the approvals' events (`applySupervisorEvent`, `applyApprovalEvent`,
+ * and `applyItemEvent` for one item's row), shared by the CLI's board, summary and `--json` lines
+ * and by the web inbox's item list. No terminal, no HTTP, no clock: the time is given with each
+ * event, so the same events give the same state. The state is updated in place (a board redraws
+ * from it many times a second; nothing is copied per event).
  */
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import type { Supervisor, WorkItem, Worktree } from "@warden/supervisor"
-import { Cause, Exit } from "effect"
-import type { ItemStatus } from "./ExitCodes.js"
+import type { Errors, Supervisor, WorkItem, Worktree } from "@warden/supervisor"
 import { Json } from "@warden/protocol"
+import { Cause, Exit } from "effect"
 
+/**
+ * How a work item ended, as reported in `item.finished.status` and `run.finished.items`: its last
+ * turn's status, or why it failed (`WorkItemFailed`'s reasons, one list kept in the supervisor).
+ */
+export type ItemStatus =
+  | "completed"
+  | "interrupted"
+  | "failed"
+  | Errors.WorkItemFailed["reason"]
+  | (string & {})
+
+/** A work item that has not ended: waiting for a slot, or running. */
 export type LiveStatus = "queued" | "running"
 
+/** One work item's row (updated in place by {@link applyItemEvent}). */
 export interface ItemState {
   readonly index: number
   readonly prompt: string
@@ -27,13 +43,15 @@ export interface ItemState {
   worktree: { readonly path: string; readonly branch: string } | Worktree.WorktreeSummary | undefined
 }
 
+/** The app-server connection as last reported. */
 export type ConnectionState =
   | { readonly _tag: "Starting" }
   | { readonly _tag: "Ready"; readonly userAgent: string; readonly codexHome: string }
   | { readonly _tag: "Restarting"; readonly attempt: number; readonly detail: string }
   | { readonly _tag: "Lost"; readonly detail: string }
 
-export interface Tally {
+/** The whole run: its items (by index), open cards, settlements, connection and admission. */
+export interface RunState {
   readonly startedAt: number
   readonly items: ReadonlyArray<ItemState>
   /** Open cards in the order they opened. */
@@ -65,10 +83,11 @@ export const queuedItem = (index: number, prompt: string): ItemState => ({
   worktree: undefined
 })
 
-/** How many settlements the tally keeps for the summary's card table (the most recent). */
+/** How many settlements the state keeps for the summary's card table (the most recent). */
 export const SettledKept = 1_000
 
-export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
+/** The state at the start of a run of `prompts` (each queued, numbered by its index). */
+export const make = (prompts: ReadonlyArray<string>, now: number): RunState => ({
   startedAt: now,
   items: prompts.map((prompt, index) => queuedItem(index, prompt)),
   openCards: new Map(),
@@ -80,9 +99,9 @@ export const make = (prompts: ReadonlyArray<string>, now: number): Tally => ({
 })
 
 /** A work item submitted after the start (`warden serve`), queued; its index (the next one). */
-export const add = (tally: Tally, prompt: string): number => {
-  const index = tally.items.length
-  ;(tally.items as Array<ItemState>).push(queuedItem(index, prompt))
+export const add = (state: RunState, prompt: string): number => {
+  const index = state.items.length
+  ;(state.items as Array<ItemState>).push(queuedItem(index, prompt))
   return index
 }
 
@@ -94,6 +113,7 @@ export interface ItemOutcome {
   readonly error: string | undefined
 }
 
+/** How a work item's exit reads: its status, thread, final message and error. */
 export const outcomeOf = (
   exit: Exit.Exit<WorkItem.WorkResult, { readonly reason: string; readonly message: string; readonly threadId: string | undefined }>
 ): ItemOutcome => {
@@ -147,18 +167,18 @@ const activityOfItem = (item: Record<string, unknown>): string => {
   }
 }
 
-const itemOf = (tally: Tally, id: string | number | undefined): ItemState | undefined =>
-  typeof id === "number" ? tally.items[id] : typeof id === "string" && /^\d+$/.test(id) ? tally.items[Number(id)] : undefined
+const itemOf = (state: RunState, id: string | number | undefined): ItemState | undefined =>
+  typeof id === "number" ? state.items[id] : typeof id === "string" && /^\d+$/.test(id) ? state.items[Number(id)] : undefined
 
-const waitingActivity = (tally: Tally, item: ItemState): string | undefined => {
-  const ids = [...tally.openCards.values()].filter((c) => itemOf(tally, c.workItem) === item).map((c) => c.id)
+const waitingActivity = (state: RunState, item: ItemState): string | undefined => {
+  const ids = [...state.openCards.values()].filter((c) => itemOf(state, c.workItem) === item).map((c) => c.id)
   return ids.length > 0 ? `waiting for approval (${ids.join(", ")})` : undefined
 }
 
 /**
  * What a work item's own events change in its row: the one reducer of an item's status, activity,
- * tokens, times and worktree, for the CLI's tally and the web inbox's board alike. `waiting` says
- * what the item waits for when a card of its is open (the tally knows its open cards), else
+ * tokens, times and worktree, for the CLI's run state and the web inbox's item list alike. `waiting`
+ * says what the item waits for when a card of its is open (the run state knows its open cards), else
  * undefined. Returns whether the row changed (a token count that did not move, or a notification
  * that says nothing about the item, changes nothing).
  */
@@ -237,62 +257,64 @@ export const applyItemEvent = (
   }
 }
 
-export const applySupervisorEvent = (tally: Tally, event: Supervisor.SupervisorEvent, now: number): void => {
+/** Applies a supervisor event: the connection, admission, and the item's row (keyed by its index). */
+export const applySupervisorEvent = (state: RunState, event: Supervisor.SupervisorEvent, now: number): void => {
   switch (event._tag) {
     case "ConnectionReady":
-      tally.connection = { _tag: "Ready", userAgent: event.init.userAgent, codexHome: event.init.codexHome }
+      state.connection = { _tag: "Ready", userAgent: event.init.userAgent, codexHome: event.init.codexHome }
       return
     case "ConnectionLost":
-      tally.connection = { _tag: "Lost", detail: event.message }
+      state.connection = { _tag: "Lost", detail: event.message }
       return
     case "ConnectionFailed":
-      tally.connection = { _tag: "Lost", detail: event.message }
+      state.connection = { _tag: "Lost", detail: event.message }
       return
     case "ConnectionRestarting":
-      tally.connection = { _tag: "Restarting", attempt: event.attempt, detail: `restarting in ${event.delayMs} ms` }
+      state.connection = { _tag: "Restarting", attempt: event.attempt, detail: `restarting in ${event.delayMs} ms` }
       return
     case "ConnectionGaveUp":
-      tally.connection = { _tag: "Lost", detail: event.detail }
+      state.connection = { _tag: "Lost", detail: event.detail }
       return
     case "AdmissionChanged":
-      tally.admission = { limit: event.limit, max: event.max }
+      state.admission = { limit: event.limit, max: event.max }
       return
     case "ItemFinished": {
-      const item = itemOf(tally, event.item)
+      const item = itemOf(state, event.item)
       if (item) applyItemEvent(item, event, now)
       return
     }
     case "Work": {
-      const item = itemOf(tally, event.event.item)
-      if (item) applyItemEvent(item, event, now, (i) => waitingActivity(tally, i))
+      const item = itemOf(state, event.event.item)
+      if (item) applyItemEvent(item, event, now, (i) => waitingActivity(state, i))
       return
     }
   }
 }
 
-export const applyApprovalEvent = (tally: Tally, event: ApprovalEvent.ApprovalEvent): void => {
+/** Applies an approval event: open cards, settlements and their counts, and the item's activity. */
+export const applyApprovalEvent = (state: RunState, event: ApprovalEvent.ApprovalEvent): void => {
   switch (event._tag) {
     case "CardOpened": {
-      tally.openCards.set(event.card.id, event.card)
-      const item = itemOf(tally, event.card.workItem)
-      if (item) item.activity = waitingActivity(tally, item) ?? item.activity
+      state.openCards.set(event.card.id, event.card)
+      const item = itemOf(state, event.card.workItem)
+      if (item) item.activity = waitingActivity(state, item) ?? item.activity
       return
     }
     case "CardSettled": {
       const card = event.settlement.card
-      tally.openCards.delete(card.id)
-      tally.settled.push(event.settlement)
+      state.openCards.delete(card.id)
+      state.settled.push(event.settlement)
       // Bounded: a long run (warden serve) keeps counts, not every settlement.
-      if (tally.settled.length > SettledKept) tally.settled.splice(0, tally.settled.length - SettledKept)
-      tally.settledCount++
+      if (state.settled.length > SettledKept) state.settled.splice(0, state.settled.length - SettledKept)
+      state.settledCount++
       const index = itemIndexOf(card.workItem)
       if (index !== null) {
-        const counts = tally.outcomes.get(index) ?? new Map<string, number>()
+        const counts = state.outcomes.get(index) ?? new Map<string, number>()
         counts.set(event.settlement.outcome, (counts.get(event.settlement.outcome) ?? 0) + 1)
-        tally.outcomes.set(index, counts)
+        state.outcomes.set(index, counts)
       }
-      const item = itemOf(tally, card.workItem)
-      if (item && item.finishedAt === undefined) item.activity = waitingActivity(tally, item) ?? `card ${card.id} ${event.settlement.outcome}`
+      const item = itemOf(state, card.workItem)
+      if (item && item.finishedAt === undefined) item.activity = waitingActivity(state, item) ?? `card ${card.id} ${event.settlement.outcome}`
       return
     }
     case "LateDecision":
@@ -300,8 +322,10 @@ export const applyApprovalEvent = (tally: Tally, event: ApprovalEvent.ApprovalEv
   }
 }
 
+/** A work item's id as an index into {@link RunState}'s items (a number, or a string of digits), or null. */
 export const itemIndexOf = (id: string | number | undefined): number | null =>
   typeof id === "number" ? id : typeof id === "string" && /^\d+$/.test(id) ? Number(id) : null
 
-export const finalStatuses = (tally: Tally): ReadonlyArray<ItemStatus> =>
-  tally.items.map((item) => (item.status === "queued" || item.status === "running" ? "interrupted" : item.status))
+/** Every item's final status; an item that had not ended is `interrupted`. */
+export const finalStatuses = (state: RunState): ReadonlyArray<ItemStatus> =>
+  state.items.map((item) => (item.status === "queued" || item.status === "running" ? "interrupted" : item.status))

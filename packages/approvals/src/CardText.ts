@@ -1,11 +1,40 @@
 /**
- * Cards as text for people: a short kind label, and the full details (command, diff, permissions,
- * MCP inputs, questions) shown on request. Everything comes from the card's summary, which the
- * approvals package has already masked and bounded; what goes to the terminal is escaped here.
+ * Cards as text for people, for every front end (the CLI's board and prompt, the web inbox, an
+ * embedder's own): a short kind label, the full details (command, diff, permissions, MCP inputs,
+ * questions) shown on request, and the words a card's offers are answered with. Everything comes
+ * from the card's summary, which the engine has already masked and bounded; control characters
+ * are shown escaped here (`escapeControls`), so nothing a model or a server wrote can move a
+ * terminal's cursor or reorder what a person reads.
  */
-import type { Card } from "@warden/approvals"
-import { escapeControls } from "./TerminalText.js"
+import type * as Card from "./Card.js"
 
+// C0 controls but tab and newline, DEL, C1 controls, the bidi embeddings, overrides and isolates.
+const Unsafe = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
+
+const named: Readonly<Record<string, string>> = { "\r": "\\r", "\u001b": "\\x1b", "\u0007": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\u0000": "\\0" }
+
+const escapeOne = (c: string): string => {
+  const name = named[c]
+  if (name !== undefined) return name
+  const code = c.charCodeAt(0)
+  return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`
+}
+
+const AnyUnsafe = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/
+
+/**
+ * `text` from a source we do not trust (a model writes commands, diffs, messages; a server writes
+ * reasons) with every control character, escape sequence and bidirectional override shown escaped
+ * (`\r`, `\x1b`, `\u202e`): a carriage return plus erase-line would show `git status` while the
+ * command is `curl ...|sh`. Tabs and newlines are left to the caller (split lines on `\n` first).
+ * Linear; allocates only when something is escaped.
+ */
+export const escapeControls = (text: string): string => (AnyUnsafe.test(text) ? text.replace(Unsafe, escapeOne) : text)
+
+/** An offer of `CardView.offers` (`AcceptForSession`) as the word a person answers with (`acceptForSession`), as `--approvals stdin` and the web inbox take it. */
+export const offerWord = (tag: string): string => (tag.length > 0 ? tag[0]!.toLowerCase() + tag.slice(1) : tag)
+
+/** A short label of the card's kind for a list: `command`, `file change`, `mcp tool`, `question`, ... (the method for any other). */
 export const kindLabel = (card: Card.CardView): string => {
   switch (card.summary.kind) {
     case "command":
@@ -39,7 +68,7 @@ const indent = (lines: ReadonlyArray<string>, by = "  "): ReadonlyArray<string> 
 
 /**
  * Every detail the summary carries, one display line per entry (long values span several lines),
- * each line with its control characters shown escaped (`TerminalText`).
+ * each line with its control characters shown escaped ({@link escapeControls}).
  */
 export const details = (card: Card.CardView): ReadonlyArray<string> => detailLines(card).map(escapeControls)
 

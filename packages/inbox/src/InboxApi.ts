@@ -1,5 +1,5 @@
 /**
- * The web inbox's HTTP API (`warden run --inbox`, `WebInbox`), defined once with
+ * The web inbox's HTTP API (`WebInbox`, and `warden run --inbox`), defined once with
  * `@effect/platform`'s `HttpApi`: the server's handlers, the OpenAPI document
  * (`GET /api/openapi.json`) and the page all follow from it.
  *
@@ -10,7 +10,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { version } from "./Version.js"
+import { version } from "./internal/Version.js"
 
 /** The header that carries the access token. */
 export const TokenHeader = "x-warden-token"
@@ -100,7 +100,7 @@ export const Submission = Schema.Struct({
 export type Submission = typeof Submission.Type
 
 /** The access token check, for the OpenAPI document and as a second check behind the server's own. */
-export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@warden/cli/InboxApi/Authorization", {
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@warden/inbox/InboxApi/Authorization", {
   failure: HttpApiError.Unauthorized,
   security: { token: HttpApiSecurity.apiKey({ key: TokenHeader, in: "header" }) }
 }) {}
