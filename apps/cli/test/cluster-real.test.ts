@@ -178,7 +178,8 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
        */
       const movedAwayFrom = (item: string, incarnation: string) => {
         const from = runners.find((r) => r.runId === incarnation)?.address
-        return moved.some((m) => String(m["item"]) === item && m["from"] === from)
+        // The submitter's lines name an item by its index (`item`) and its id (`itemId`); storage by its id.
+        return moved.some((m) => m["itemId"] === item && m["from"] === from)
       }
 
       // Storage: every card has exactly one settlement. Every card the victim recorded (including
@@ -203,8 +204,8 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
           assert.strictEqual(
             r.outcome,
             decisions.get(r.id) === "accept" ? "accepted" : "declined",
-            `${r.id} (item ${r.item_id}, source ${r.source}, moves ${JSON.stringify(moved.filter((m) => String(m["item"]) === r.item_id))})\n` +
-              `the item's lines: ${JSON.stringify(lines.filter((l) => String(l["item"] ?? l["itemId"]) === r.item_id).map(({ ts: _, ...l }) => l)).slice(0, 6000)}\n` +
+            `${r.id} (item ${r.item_id}, source ${r.source}, moves ${JSON.stringify(moved.filter((m) => m["itemId"] === r.item_id))})\n` +
+              `the item's lines: ${JSON.stringify(lines.filter((l) => l["itemId"] === r.item_id).map(({ ts: _, ...l }) => l)).slice(0, 6000)}\n` +
               runners.map((x, i) => `runner ${i} (${x.runId}): ${x.cli.stderr().split("\n").filter((l) => /unhealthy|recovered|shard|interrupt/i.test(l) || l.includes(r.item_id)).slice(-20).join("\n")}\n  ${x.cli.lines().filter((l) => l.includes("runner.shards")).slice(-8).join("\n  ")}`).join("\n")
           )
         }
