@@ -19,13 +19,13 @@ export interface FileChange {
  * Changes a fileChange item lists at most (`Card.fileChangesOf`); the rest are replaced by one
  * entry of kind `OmittedChanges`. Large enough for a real refactor, small enough to check quickly.
  */
-export const MaxFileChanges = 10_000
+export { MaxFileChanges } from "./internal/FileChanges.js"
 
 /**
  * The `kind` of the entry that stands for the changes not listed (its path says how many, and is
  * not a path). Rules read it as unknown changes: no path allow matches, every path deny does.
  */
-export const OmittedChanges = "omitted"
+export { OmittedChanges } from "./internal/FileChanges.js"
 
 /** Context the supervisor knows about a request that the request itself does not carry. */
 export interface CardContext {

@@ -61,7 +61,7 @@ import * as posix from "node:path/posix"
 import { Json, PermissionsGrant, ServerRequests } from "@warden/protocol"
 import * as YAML from "yaml"
 import type { CardContext } from "./Card.js"
-import { OmittedChanges } from "./Card.js"
+import { OmittedChanges } from "./internal/FileChanges.js"
 import * as ShellCommand from "./ShellCommand.js"
 
 // ---------------------------------------------------------------------------------------------

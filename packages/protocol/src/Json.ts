@@ -6,7 +6,7 @@
  * read on the read loop), and the one way a Schema failure is told to a person.
  */
 import { Option, ParseResult, SchemaAST } from "effect"
-import * as JsonCensus from "@warden/transport/JsonCensus"
+import * as KeyCensus from "./internal/KeyCensus.js"
 
 /**
  * The keys of a JSON object when it has at most `max`, else `undefined` and how many it has,
@@ -14,13 +14,13 @@ import * as JsonCensus from "@warden/transport/JsonCensus"
  * a `for...in` that stops at once reads every key first). Every walk over a request's objects
  * reads keys through this (or `isEmpty`), so its work is bounded by what it asks for.
  */
-export const keysWithin: (value: object, max: number) => JsonCensus.Keys = JsonCensus.keysWithin
+export const keysWithin: (value: object, max: number) => KeyCensus.Keys = KeyCensus.keysWithin
 
 /** Has this object no own enumerable key? Constant time for a large object of a frame. */
-export const isEmpty: (value: object) => boolean = JsonCensus.isEmpty
+export const isEmpty: (value: object) => boolean = KeyCensus.isEmpty
 
 /** What `keysWithin` gives. */
-export type Keys = JsonCensus.Keys
+export type Keys = KeyCensus.Keys
 
 /** A JSON object (not null, not an array), for a type guard. */
 export const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>

@@ -25,9 +25,9 @@ import { execFile } from "node:child_process"
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ChildEnv } from "@warden/transport"
 import { Ajv, type ValidateFunction } from "ajv"
 import { Data, Effect, Either } from "effect"
+import * as ChildEnv from "./internal/ChildEnv.js"
 import * as Json from "./Json.js"
 
 /** A JSON Schema node of the dump, or any JSON object read from it. */

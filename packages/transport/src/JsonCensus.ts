@@ -24,6 +24,8 @@
  * on an object smaller than it says. Erring large only makes a walker read less (a bound, never a
  * wrong answer: what is not read is never allowed by a rule and shown as "N more").
  */
+import { GlobalValue } from "effect"
+
 /** Texts shorter than this are parsed without a census (they hold fewer than ~11,000 keys in all). */
 export const ScanFrom = 64 * 1024
 /** Objects with fewer keys are not registered (`keyCount` is `undefined`; reading them is cheap). */
@@ -31,7 +33,13 @@ export const MinKeys = 64
 /** Objects nested deeper than this (the text's value is level 1) are not registered. */
 export const MaxDepth = 32
 
-const counts = new WeakMap<object, number>()
+/**
+ * The registry: the key count of every object registered, by the object. One per process, held
+ * by Effect's `globalValue` under that name, because `@warden/protocol` reads it (its
+ * `Json.keysWithin` and `Json.isEmpty`) without importing the transport: the transport and the
+ * protocol never import each other (docs/architecture.md, "Layering").
+ */
+const counts = GlobalValue.globalValue(Symbol.for("@warden/JsonCensus/counts"), () => new WeakMap<object, number>())
 
 /**
  * The number of keys `value` was written with, when the census registered it (an object of

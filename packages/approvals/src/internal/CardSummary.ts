@@ -12,10 +12,10 @@
 import { Either } from "effect"
 import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
-import { MaxFileChanges, OmittedChanges } from "../Card.js"
 import * as Policy from "../Policy.js"
 import * as SecretMask from "../SecretMask.js"
 import * as ShellCommand from "../ShellCommand.js"
+import { MaxFileChanges, OmittedChanges } from "./FileChanges.js"
 
 export interface Summarized {
   readonly summary: CardSummary

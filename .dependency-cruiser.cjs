@@ -1,0 +1,113 @@
+/**
+ * The dependency check (`pnpm deps`, run by `pnpm test` through scripts/dependencies.mjs): the
+ * layering of docs/architecture.md ("Layering") and no runtime import cycle.
+ *
+ * Paths are the modules' real paths relative to the repository root: a workspace import such as
+ * `@warden/transport/JsonCensus` resolves through the package's `exports` to
+ * `packages/transport/src/JsonCensus.ts`, so one rule on `packages/transport/` covers both the
+ * package name and a relative path into it.
+ */
+
+/** The sources of a workspace package or of the CLI (tests, examples and benchmarks are not layered). */
+const src = (...names) => `^(${names.map((name) => (name === "cli" ? "apps/cli" : `packages/${name}`)).join("|")})/src/`
+/** Anything of these packages: their sources, tests or package.json. */
+const pkg = (...names) => `^(${names.map((name) => (name === "cli" ? "apps/cli" : `packages/${name}`)).join("|")})/`
+
+/** @type {import("dependency-cruiser").IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-runtime-cycle",
+      severity: "error",
+      comment:
+        "A runtime import cycle: the modules' evaluation order decides what is undefined at load time. " +
+        "Type-only imports (`import type`) are erased and do not count. Break it by moving the shared part " +
+        "into a module both can import.",
+      from: { path: "^(packages/[^/]+|apps/cli)/src/" },
+      to: {
+        circular: true,
+        dependencyTypesNot: ["type-only"],
+        viaOnly: { dependencyTypesNot: ["type-only"] }
+      }
+    },
+    {
+      name: "transport-is-the-bottom",
+      severity: "error",
+      comment: "The transport (pipes, framing, the child) knows no protocol and nothing above it.",
+      from: { path: src("transport") },
+      to: { path: "^(packages|apps)/", pathNot: pkg("transport") }
+    },
+    {
+      name: "protocol-is-pure-data",
+      severity: "error",
+      comment:
+        "The protocol (classification, codecs, schemas) is pure data, testable without a pipe: it imports " +
+        "neither the transport nor anything above it.",
+      from: { path: src("protocol") },
+      to: { path: "^(packages|apps)/", pathNot: pkg("protocol") }
+    },
+    {
+      name: "approvals-below-the-engine",
+      severity: "error",
+      comment: "The approvals engine is required by the supervisor; it never imports the supervisor, the ledger or the CLI.",
+      from: { path: src("approvals") },
+      to: { path: pkg("supervisor", "ledger", "cli") }
+    },
+    {
+      name: "supervisor-below-its-embedders",
+      severity: "error",
+      comment:
+        "The supervisor is embedded by the ledger, the inbox, the cluster and the CLI, and tested with the " +
+        "test kit; it imports none of them.",
+      from: { path: src("supervisor") },
+      to: { path: pkg("ledger", "inbox", "cluster", "cli", "testkit") }
+    },
+    {
+      name: "inbox-without-the-cli",
+      severity: "error",
+      comment: "The web inbox is a library an embedder serves from its own supervisor: it imports nothing of the CLI.",
+      from: { path: src("inbox") },
+      to: { path: pkg("cli") }
+    },
+    {
+      name: "workspace-imports-resolve",
+      severity: "error",
+      comment:
+        "An import of a workspace package that does not resolve to a file cannot be checked against the " +
+        "layering (tsc -b fails on it too): the package's package.json must export it.",
+      from: { path: "^(packages/[^/]+|apps/cli)/src/" },
+      to: { couldNotResolve: true, path: "^@warden/" }
+    },
+    {
+      name: "no-foreign-internal",
+      severity: "error",
+      comment:
+        "A package's src/internal is its own: another package (or the CLI) uses its public modules, the ones " +
+        "its package.json exports.",
+      from: { path: "^(packages/([^/]+)|apps/cli)/" },
+      to: { path: "^packages/[^/]+/src/internal/", pathNot: "^packages/$2/" }
+    }
+  ],
+  options: {
+    // Tests, examples and benchmarks are cruised only when a source imports them (which a rule catches).
+    // (An unresolved `@warden/...` import is kept, for the rule above.)
+    includeOnly: "^((packages/[^/]+|apps/cli)/|@warden/)",
+    exclude: { path: "(^|/)(node_modules|dist|build)/" },
+    doNotFollow: { path: "node_modules" },
+    // `import type` is kept and marked "type-only": the layering counts it, the cycle rule does not.
+    tsPreCompilationDeps: true,
+    // Whatever a module's dependency is, it is recorded under its real path (workspace links followed).
+    preserveSymlinks: false,
+    // The sources import `./Card.js` and mean `./Card.ts` (NodeNext resolution): dependency-cruiser
+    // tries the .ts file when the .js one does not exist.
+    enhancedResolveOptions: {
+      // The workspace packages export their TypeScript sources under the plain `import` condition.
+      conditionNames: ["import", "types", "node", "default"],
+      exportsFields: ["exports"],
+      mainFields: ["module", "main", "types"],
+      extensions: [".ts", ".js", ".mjs", ".cjs", ".json"]
+    },
+    skipAnalysisNotInRules: true,
+    reporterOptions: { text: { highlightFocused: true } }
+  }
+}
