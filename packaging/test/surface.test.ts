@@ -5,7 +5,7 @@
  * must not be stale (`pnpm api` rewrites it).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Outside from "./support/Outside.js"
@@ -14,8 +14,11 @@ const { repoRoot } = Outside
 const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
 
 describe("the public surface", () => {
-  it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", () => {
-    const run = spawnSync(process.execPath, [Path.join(repoRoot, "scripts", "api.mjs"), "--check"], { cwd: repoRoot, encoding: "utf8" })
+  it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", async () => {
+    // Waited for asynchronously: the worker must keep answering vitest's RPC meanwhile.
+    const run = await new Promise<{ status: number | null; stderr: string }>((resolve) =>
+      execFile(process.execPath, [Path.join(repoRoot, "scripts", "api.mjs"), "--check"], { cwd: repoRoot, encoding: "utf8" }, (error, _stdout, stderr) =>
+        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr })))
     assert.strictEqual(run.status, 0, run.stderr)
   })
 
