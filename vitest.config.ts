@@ -6,7 +6,10 @@ export default defineConfig({
   test: {
     include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "examples/test/**/*.test.ts", "bench/test/**/*.test.ts", "packaging/test/**/*.test.ts"],
     // The CLI compiled from the sources once per run, for the tests that start `warden` (scripts/test-bundle.mjs).
-    globalSetup: ["./scripts/test-bundle.mjs"],
+    // Event-loop stalls in the main process and in each worker are noted and printed at the end
+    // (scripts/test-stalls.mjs).
+    globalSetup: ["./scripts/test-bundle.mjs", "./scripts/test-stalls.mjs"],
+    setupFiles: ["./scripts/test-stalls-worker.mjs"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 20_000,
