@@ -297,7 +297,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         assert.include(ran.stdout, "(the tested version)")
         assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
         assert.include(ran.stdout, "drift: none")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
       }), 240_000)
 
     it.effect("npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex", () =>
@@ -311,7 +311,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         for (const i of [0, 1, 2]) assert.match(ran.stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
         assert.match(ran.stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
         assert.include(ran.stdout, "exit code 0")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
         assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
       }), 240_000)
 

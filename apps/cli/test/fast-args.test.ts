@@ -7,8 +7,8 @@ import { Command, CliConfig } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Console, Duration, Effect, Exit, FastCheck as fc, Option } from "effect"
-import * as FastArgs from "../src/FastArgs.js"
-import * as RunCommand from "../src/RunCommand.js"
+import * as FastArgs from "../src/startup/FastArgs.js"
+import * as RunCommand from "../src/commands/RunCommand.js"
 
 const silent: Console.Console = {
   [Console.TypeId]: Console.TypeId,

@@ -16,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import type { Cli } from "./Cli.js"
-import * as ExitCodes from "./ExitCodes.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
 
 /**
  * Warnings and errors, masked, on stderr. Information records (what `--otlp` exports: a turn

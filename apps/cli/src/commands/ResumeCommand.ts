@@ -14,10 +14,10 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
-import * as JsonOutput from "./JsonOutput.js"
-import * as Opts from "./Options.js"
+import * as JsonOutput from "../contract/JsonOutput.js"
+import * as Opts from "../contract/Options.js"
 import * as RunCommand from "./RunCommand.js"
-import * as StatePath from "./StatePath.js"
+import * as StatePath from "../state/StatePath.js"
 
 const { prompts: _prompts, noState: _noState, ...runOptions } = RunCommand.options
 

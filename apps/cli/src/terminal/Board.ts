@@ -10,7 +10,7 @@ import { Card as CardNs, CardGroup, CardText, SecretMask } from "@warden/approva
 import type { Supervisor } from "@warden/supervisor"
 import { Effect, Schedule } from "effect"
 import type { Scope } from "effect"
-import * as Durations from "./Durations.js"
+import * as Durations from "../contract/Durations.js"
 import type { Screen } from "./Screen.js"
 import * as RunState from "@warden/inbox/RunState"
 import { Json } from "@warden/protocol"

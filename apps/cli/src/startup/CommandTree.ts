@@ -8,7 +8,7 @@ import { Command } from "@effect/cli"
 import type { CliApp } from "@effect/cli"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as ExitCodes from "./ExitCodes.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
 import { version } from "./Version.js"
 
 /** A command line (`process.argv`) run as an effect. */

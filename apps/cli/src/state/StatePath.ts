@@ -5,7 +5,7 @@ import { Effect, Option } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as ExitCodes from "./ExitCodes.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
 
 /** `$XDG_STATE_HOME/warden/ledger.db` (an absolute XDG_STATE_HOME), else `~/.local/state/warden/ledger.db`. */
 export const defaultPath = (env: NodeJS.ProcessEnv = process.env): string => {

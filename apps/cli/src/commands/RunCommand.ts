@@ -10,15 +10,15 @@ import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as ApprovalModes from "./ApprovalModes.js"
-import * as CodexBinary from "./CodexBinary.js"
-import * as ExitCodes from "./ExitCodes.js"
-import * as Opts from "./Options.js"
-import * as Screen from "./Screen.js"
+import * as ApprovalModes from "../answering/ApprovalModes.js"
+import * as CodexBinary from "../codex/CodexBinary.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
+import * as Opts from "../contract/Options.js"
+import * as Screen from "../terminal/Screen.js"
 import * as Session from "./Session.js"
-import * as StatePath from "./StatePath.js"
-import * as Summary from "./Summary.js"
-import { version } from "./Version.js"
+import * as StatePath from "../state/StatePath.js"
+import * as Summary from "../terminal/Summary.js"
+import { version } from "../startup/Version.js"
 
 const prompts = Args.text({ name: "PROMPT" }).pipe(
   Args.withDescription("one work item per PROMPT, each on its own thread"),
@@ -103,7 +103,7 @@ const recorderFor = (
   info: unknown,
   audit: string | undefined,
   label: string
-): Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
+): Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
     : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label, info }, audit))
@@ -124,7 +124,7 @@ export interface Plan {
    */
   readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
     /** The ledger's recorder, opened when Session.run asks (once codex was spawned), or none. */
-    readonly recorder: Effect.Effect<import("./StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
+    readonly recorder: Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
     /** Whether there is a ledger (`recorder` yields one). */
     readonly recording: boolean
     readonly items: ReadonlyArray<WorkItem.WorkItem>
@@ -199,7 +199,7 @@ export const execute = (args: Common, plan: Plan) =>
       : undefined
     const handler = ApprovalModes.handlerFor(mode)
     // The desk's remembered lookup, through the recorder once it is open (no card opens before).
-    const opened: { current?: import("./StateLedger.js").Recorder } = {}
+    const opened: { current?: import("../state/StateLedger.js").Recorder } = {}
     const config = (recording: boolean, runId?: string): Supervisor.SupervisorConfig => ({
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },
       approvals: {

@@ -2,14 +2,14 @@
  * The `warden` command: `run`, `serve`, `demo`, `doctor`, `audit`, `rules`, `resume`, and the fleet's `runner`, `submit`, `fleet`, with @effect/cli's built-ins (`--help`,
  * `--version`, `--completions bash|zsh|fish|sh`).
  */
-import * as ClusterCommands from "./ClusterCommands.js"
+import * as ClusterCommands from "../commands/ClusterCommands.js"
 import * as CommandTree from "./CommandTree.js"
-import * as DemoCommand from "./DemoCommand.js"
-import * as DoctorCommand from "./DoctorCommand.js"
-import * as LedgerCommands from "./LedgerCommands.js"
-import * as ResumeCommand from "./ResumeCommand.js"
-import * as RunCommand from "./RunCommand.js"
-import * as ServeCommand from "./ServeCommand.js"
+import * as DemoCommand from "../commands/DemoCommand.js"
+import * as DoctorCommand from "../commands/DoctorCommand.js"
+import * as LedgerCommands from "../commands/LedgerCommands.js"
+import * as ResumeCommand from "../commands/ResumeCommand.js"
+import * as RunCommand from "../commands/RunCommand.js"
+import * as ServeCommand from "../commands/ServeCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 

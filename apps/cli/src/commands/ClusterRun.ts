@@ -11,8 +11,8 @@ import { ChildEnv } from "@warden/transport"
 import { Console, Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Readline from "node:readline"
-import * as ExitCodes from "./ExitCodes.js"
-import * as StdinDecisions from "./StdinDecisions.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
+import * as StdinDecisions from "../answering/StdinDecisions.js"
 
 /** `warden runner`'s options. */
 export interface RunnerInput {

@@ -19,14 +19,14 @@ import { Args, Command, Options } from "@effect/cli"
 import { CardText, Policy } from "@warden/approvals"
 import { Duration, Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
-import * as Durations from "./Durations.js"
-import * as ExitCodes from "./ExitCodes.js"
-import * as Opts from "./Options.js"
-import * as StatePath from "./StatePath.js"
+import * as Durations from "../contract/Durations.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
+import * as Opts from "../contract/Options.js"
+import * as StatePath from "../state/StatePath.js"
 
-type StateLedger = typeof import("./StateLedger.js")
-type LedgerShape = import("./StateLedger.js").Ledger.LedgerShape
-type ReaderShape = import("./StateLedger.js").LedgerReader.LedgerReaderShape
+type StateLedger = typeof import("../state/StateLedger.js")
+type LedgerShape = import("../state/StateLedger.js").Ledger.LedgerShape
+type ReaderShape = import("../state/StateLedger.js").LedgerReader.LedgerReaderShape
 
 const json = Options.boolean("json").pipe(Options.withDescription("one JSON object per line on stdout"))
 
@@ -123,7 +123,7 @@ const iso = (ms: number) => new Date(ms).toISOString()
 const out = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
 const say = (line: string, asJson: boolean) => (asJson ? Effect.void : out(CardText.escapeControls(line)))
 
-type CardRecord = import("./StateLedger.js").Ledger.CardRecord
+type CardRecord = import("../state/StateLedger.js").Ledger.CardRecord
 
 /** One card as `warden audit --json` prints it. */
 export const cardJson = (c: CardRecord) => ({
@@ -197,7 +197,7 @@ export const audit = Command.make("audit", { state: Opts.state, ...filterOptions
     yield* say(`${cards.length} card${cards.length === 1 ? "" : "s"}`, args.json)
   }))).pipe(Command.withDescription("list the recorded approval cards and how each was decided (masked), filtered"))
 
-type RunRecord = import("./StateLedger.js").Ledger.RunRecord
+type RunRecord = import("../state/StateLedger.js").Ledger.RunRecord
 
 /** A run with gaps as `warden audit --json` prints it. */
 export const gapsJson = (r: RunRecord) => ({
@@ -215,7 +215,7 @@ const gapsText = (r: RunRecord) =>
     r.droppedEvents > 0 ? `${r.droppedEvents} record${r.droppedEvents === 1 ? "" : "s"} dropped (the ledger's queue was full)` : ""
   ].filter((s) => s !== "").join(", ")
 
-type RememberedRule = import("./StateLedger.js").Remembered.RememberedRule
+type RememberedRule = import("../state/StateLedger.js").Remembered.RememberedRule
 
 export const ruleJson = (rule: RememberedRule, describe: (r: RememberedRule) => string): Record<string, unknown> => ({
   type: "rule",

@@ -4,7 +4,7 @@
  */
 import { Card as CardNs, CardText } from "@warden/approvals"
 import * as Board from "./Board.js"
-import * as Durations from "./Durations.js"
+import * as Durations from "../contract/Durations.js"
 import * as RunState from "@warden/inbox/RunState"
 
 const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> => {

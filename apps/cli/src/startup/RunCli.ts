@@ -10,7 +10,7 @@
 import * as CommandTree from "./CommandTree.js"
 import * as FastArgs from "./FastArgs.js"
 import * as Main from "./Main.js"
-import * as RunCommand from "./RunCommand.js"
+import * as RunCommand from "../commands/RunCommand.js"
 
 export const run: CommandTree.Cli = CommandTree.make([RunCommand.command])
 

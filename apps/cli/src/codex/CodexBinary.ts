@@ -6,7 +6,7 @@ import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
-import * as ExitCodes from "./ExitCodes.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
 
 /** The codex version Warden is tested against. */
 export const TestedVersion = "0.171.0"

@@ -16,7 +16,7 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Effect } from "effect"
-import * as Opts from "./Options.js"
+import * as Opts from "../contract/Options.js"
 
 const cluster = Options.text("cluster").pipe(
   Options.withPseudoName("URL"),

@@ -20,7 +20,7 @@ import type { Supervisor } from "@warden/supervisor"
 import { Decision } from "@warden/protocol"
 import { Effect, Either, Layer, Mailbox, Option, Stream, SubscriptionRef } from "effect"
 import type { Scope } from "effect"
-import type { Board } from "./Board.js"
+import type { Board } from "../terminal/Board.js"
 import * as CardPrompt from "./CardPrompt.js"
 
 const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "")

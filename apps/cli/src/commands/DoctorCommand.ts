@@ -7,10 +7,10 @@
 import { Command, Options } from "@effect/cli"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
 import { Effect } from "effect"
-import * as CodexBinary from "./CodexBinary.js"
-import * as Drift from "./Drift.js"
-import * as ExitCodes from "./ExitCodes.js"
-import * as Opts from "./Options.js"
+import * as CodexBinary from "../codex/CodexBinary.js"
+import * as Drift from "../codex/Drift.js"
+import * as ExitCodes from "../contract/ExitCodes.js"
+import * as Opts from "../contract/Options.js"
 
 const options = {
   codex: Opts.codex,
