@@ -13,7 +13,7 @@
 import type { Approvals } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Data, Effect } from "effect"
-import type { Answering } from "../commands/Session.js"
+import type { Answering } from "../commands/SupervisedRun.js"
 
 export type Mode = "prompt" | "deny" | "rules" | "stdin" | "inbox"
 

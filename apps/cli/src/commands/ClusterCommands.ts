@@ -1,5 +1,5 @@
 /**
- * The fleet's commands (`@warden/cluster`), their options only: what they do is in ClusterRun.ts,
+ * The fleet's commands (`@warden/cluster`), their options only: what they do is in ClusterHandlers.ts,
  * loaded when one of them runs, so that the other commands do not load the cluster engine, the
  * SQL drivers and their dependencies at start-up.
  *
@@ -47,7 +47,7 @@ export const runner = Command.make(
     pool: Options.integer("pool").pipe(Options.withDefault(1), Options.withDescription("app-server processes of this runner (default 1)")),
     sharding: shardingOption
   },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterRun.js")), (run) => run.runner(o))
+  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.runner(o))
 ).pipe(Command.withDescription("run one runner of a fleet: a supervisor hosting the work items its shards hold"))
 
 /** `warden submit`. */
@@ -70,12 +70,12 @@ export const submit = Command.make(
     ),
     prompts: Args.text({ name: "PROMPT" }).pipe(Args.atLeast(1))
   },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterRun.js")), (run) => run.submit(o))
+  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.submit(o))
 ).pipe(Command.withDescription("submit work items to a fleet and follow them (exit codes as `warden run`)"))
 
 /** `warden fleet`. */
 export const fleet = Command.make(
   "fleet",
   { cluster, json: Options.boolean("json").pipe(Options.withDescription("print one JSON object")) },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterRun.js")), (run) => run.fleet(o))
+  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.fleet(o))
 ).pipe(Command.withDescription("the fleet: runners, items by status and runner, open cards"))

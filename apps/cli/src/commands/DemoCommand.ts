@@ -23,7 +23,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ExitCodes from "../contract/ExitCodes.js"
 import * as Screen from "../terminal/Screen.js"
-import * as Session from "./Session.js"
+import * as SupervisedRun from "./SupervisedRun.js"
 import * as Summary from "../terminal/Summary.js"
 import { version } from "../startup/Version.js"
 
@@ -104,7 +104,7 @@ export const handler = () =>
           : `No terminal: the demo policy answers. Command: accept; file change: decline; MCP tool: left to its ${unattendedLabel} deadline.`
       )
       const item = (prompt: string) => ({ prompt, cwd: launch.workspace, sandbox: "workspace-write", approvalPolicy: "on-request" })
-      const result = yield* Session.run({
+      const result = yield* SupervisedRun.run({
         transport: ChildProcessTransport.layer({ command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd }),
         supervisor: {
           connection: { clientInfo: { name: "warden", title: "Warden demo", version } },

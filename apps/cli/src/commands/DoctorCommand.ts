@@ -8,7 +8,7 @@ import { Command, Options } from "@effect/cli"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
 import { Effect } from "effect"
 import * as CodexBinary from "../codex/CodexBinary.js"
-import * as Drift from "../codex/Drift.js"
+import * as SchemaDrift from "../codex/SchemaDrift.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
 import * as Opts from "../contract/Options.js"
 
@@ -23,7 +23,7 @@ export const reportLines = (
   binary: string,
   version: { readonly text: string; readonly version: string | undefined },
   dump: SchemaDump.SchemaDump,
-  report: Drift.Report
+  report: SchemaDrift.Report
 ): ReadonlyArray<string> => {
   const tested = version.version === CodexBinary.TestedVersion
   const invalid = report.answers.filter((a) => a.verdict !== "valid")
@@ -56,7 +56,7 @@ export const handler = (args: { readonly codex: string; readonly json: boolean }
     const dump = yield* SchemaDump.generate(binary).pipe(
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message }))
     )
-    const report = Drift.check(dump, SchemaDump.makeValidator(dump))
+    const report = SchemaDrift.check(dump, SchemaDump.makeValidator(dump))
     if (args.json) {
       process.stdout.write(
         JSON.stringify({

@@ -15,7 +15,7 @@ import * as CodexBinary from "../codex/CodexBinary.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
 import * as Opts from "../contract/Options.js"
 import * as Screen from "../terminal/Screen.js"
-import * as Session from "./Session.js"
+import * as SupervisedRun from "./SupervisedRun.js"
 import * as StatePath from "../state/StatePath.js"
 import * as Summary from "../terminal/Summary.js"
 import { version } from "../startup/Version.js"
@@ -123,7 +123,7 @@ export interface Plan {
    * run. `items` empty: nothing is started, `message` says why.
    */
   readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
-    /** The ledger's recorder, opened when Session.run asks (once codex was spawned), or none. */
+    /** The ledger's recorder, opened when SupervisedRun.run asks (once codex was spawned), or none. */
     readonly recorder: Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
     /** Whether there is a ledger (`recorder` yields one). */
     readonly recording: boolean
@@ -219,8 +219,8 @@ export const execute = (args: Common, plan: Plan) =>
     // Decoded before anything starts: a bad value is a usage error (exit 2), with nothing on stdout.
     const checked = SupervisorConfig.decode(config(false))
     if (Either.isLeft(checked)) return yield* ExitCodes.usage(checked.left.message)
-    // The ledger is opened by Session.run once codex was spawned, in this handler's scope, which
-    // encloses Session.run's: it closes after the supervisor.
+    // The ledger is opened by SupervisedRun.run once codex was spawned, in this handler's scope, which
+    // encloses SupervisedRun.run's: it closes after the supervisor.
     const planned = yield* plan.open({ cwd, mode })
     const { recorder, recording, message, codexFlags, runId, notRun } = planned
     const worktree: Worktree.WorktreeOptions | undefined = args.worktree
@@ -245,7 +245,7 @@ export const execute = (args: Common, plan: Plan) =>
       return
     }
     const telemetry = yield* telemetryFor(Option.getOrUndefined(args.otlp), screen)
-    const result = yield* Session.run({
+    const result = yield* SupervisedRun.run({
       transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
       supervisor: config(recording, runId),
       items,
@@ -324,7 +324,7 @@ export const startRun = (
       serve: how.serve,
       open: ({ cwd, mode }) =>
         Effect.map(
-          // Not opened here: Session.run opens it once codex was spawned (in this handler's scope).
+          // Not opened here: SupervisedRun.run opens it once codex was spawned (in this handler's scope).
           Effect.map(Effect.scope, (scope) => Scope.extend(recorderFor(state, runId, {
             prompts: prompts.length,
             ...(how.serve ? { serve: true } : {}),

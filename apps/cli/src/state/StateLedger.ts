@@ -102,7 +102,7 @@ export const openReader = (filename: string): Effect.Effect<LedgerReader.LedgerR
     )
   )
 
-/** What `Session.run` and `warden run` need of a recorded run. */
+/** What `SupervisedRun.run` and `warden run` need of a recorded run. */
 export interface Recorder {
   readonly runId: string
   /** The ledger writes the `--audit` trail (so the CLI's own sink is not started). */

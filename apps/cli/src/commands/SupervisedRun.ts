@@ -13,6 +13,9 @@
  *    trail is closed;
  * 5. the board's clock.
  * So Ctrl-C anywhere reports every card's settlement and every item's end before the process exits.
+ *
+ * (Named for what it runs rather than "session": in codex's protocol a session is what an
+ * `acceptForSession` answer lasts for, a different thing.)
  */
 import { Approvals, Audit } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
