@@ -40,6 +40,8 @@ interface Manifest {
   readonly private?: boolean
   readonly bin?: Record<string, string>
   readonly exports?: Record<string, unknown>
+  readonly main?: string
+  readonly types?: string
   readonly dependencies?: Record<string, string>
   readonly peerDependencies?: Record<string, string>
 }
@@ -244,9 +246,17 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           const manifest = readManifest(dir)
           assert.strictEqual(manifest.version, source.version)
           assert.isUndefined(manifest.private)
-          assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
-          for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
-            assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
+          if (source.name === "@warden/cli") {
+            // An app, not a library: nothing to import, no types; `warden` is its surface.
+            assert.deepStrictEqual(manifest.exports, { "./package.json": "./package.json" }, source.name)
+            assert.isUndefined(manifest.main, source.name)
+            assert.isUndefined(manifest.types, source.name)
+            assert.deepStrictEqual(filesUnder(Path.join(dir, "dist")).filter((f) => f.endsWith(".d.ts") || Path.basename(f) === "index.js"), [], source.name)
+          } else {
+            assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
+            for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
+              assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
+            }
           }
           const specs = { ...manifest.dependencies, ...manifest.peerDependencies }
           assert.deepStrictEqual(Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)), [], source.name)
