@@ -42,7 +42,7 @@ describe("warden demo and doctor", () => {
       assert.include(stdout, "drift: none")
     }), 60_000)
 
-  it.scopedLive("doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its schema generator gets ChildEnv's environment", () =>
+  it.scopedLive("doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its children get ChildEnv's environment", () =>
     Effect.gen(function*() {
       const real = yield* RealCodex.binaryPath
       const dir = yield* tempDir
@@ -77,9 +77,11 @@ fs.writeFileSync(file, JSON.stringify(bundle))
       assert.isAbove(broken.length, 0)
       assert.deepStrictEqual([...new Set(broken.map((a) => a.method))], ["item/fileChange/requestApproval"])
       assert.include(broken.map((a) => a.answer), "refusal")
-      // The schema generator got our environment through ChildEnv.make: the rest of it, no WARDEN_* variable.
-      const env = JSON.parse(Fs.readFileSync(Path.join(dir, "generate-env.json"), "utf8")) as Record<string, string>
-      assert.strictEqual(env["DOCTOR_PROBE_PASSED"], "passed")
-      assert.deepStrictEqual(Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")), [])
+      // Both children got our environment through ChildEnv.make: the rest of it, no WARDEN_* variable.
+      for (const file of ["version-env.json", "generate-env.json"]) {
+        const env = JSON.parse(Fs.readFileSync(Path.join(dir, file), "utf8")) as Record<string, string>
+        assert.strictEqual(env["DOCTOR_PROBE_PASSED"], "passed", file)
+        assert.deepStrictEqual(Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")), [], file)
+      }
     }), 60_000)
 })
