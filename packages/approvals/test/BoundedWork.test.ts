@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
-import * as JsonCensus from "@warden/transport/JsonCensus"
 import type { CardContext } from "../src/Card.js"
 import { MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
