@@ -23,7 +23,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The packages `pnpm build` produces (each has a tsconfig.build.json). */
-export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
+export const published = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
 
 const assetExtensions = new Set([".mjs", ".cjs", ".json"])
 

@@ -29,7 +29,7 @@ import * as Outside from "./support/Outside.js"
 const { repoRoot } = Outside
 
 /** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
-const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/json", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
 
 /** Test-only tools that must never reach a user's node_modules. */
 const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite", "playwright-core"]
@@ -420,7 +420,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         // Only the compiler's own lib.*.d.ts come from elsewhere.
         assert.deepStrictEqual(outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))), [])
         const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
-        for (const pkg of ["approvals", "inbox", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
+        for (const pkg of ["approvals", "inbox", "json", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
           assert.isTrue(warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)), `@warden/${pkg} declarations`)
         }
         assert.deepStrictEqual(warden.filter((f) => !f.endsWith(".d.ts")), [], "Warden sources compiled instead of declarations")

@@ -11,7 +11,7 @@ import * as Path from "node:path"
 import * as Outside from "./support/Outside.js"
 
 const { repoRoot } = Outside
-const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
+const libraries = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
 
 describe("the public surface", () => {
   it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", async () => {

@@ -5,6 +5,7 @@
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { ChildEnv } from "@warden/transport"
 import { Effect } from "effect"
 import * as ExitCodes from "../contract/ExitCodes.js"
 
@@ -43,10 +44,13 @@ export const resolve = (command: string): Effect.Effect<string, ExitCodes.CliExi
     return Effect.fail(ExitCodes.usage(`codex not found: no \`${command}\` on PATH; ${installHint}`))
   })
 
-/** `codex --version`, trimmed (e.g. `codex-cli 0.171.0`), and the version number in it. */
+/**
+ * `codex --version`, trimmed (e.g. `codex-cli 0.171.0`), and the version number in it. The child
+ * gets our environment as every child of Warden does (`ChildEnv`: no `WARDEN_*`, no withheld secret).
+ */
 export const version = (binary: string): Effect.Effect<{ readonly text: string; readonly version: string | undefined }, string> =>
   Effect.async<{ readonly text: string; readonly version: string | undefined }, string>((resume) => {
-    const child = execFile(binary, ["--version"], { timeout: 20_000, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
+    const child = execFile(binary, ["--version"], { env: ChildEnv.make(), timeout: 20_000, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
       if (error !== null) {
         resume(Effect.fail(`\`${binary} --version\` failed: ${(String(stderr).trim() || error.message).split("\n")[0]}`))
         return

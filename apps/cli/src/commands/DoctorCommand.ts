@@ -6,6 +6,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
+import { ChildEnv } from "@warden/transport"
 import { Effect } from "effect"
 import * as CodexBinary from "../codex/CodexBinary.js"
 import * as SchemaDrift from "../codex/SchemaDrift.js"
@@ -53,7 +54,8 @@ export const handler = (args: { readonly codex: string; readonly json: boolean }
     const version = yield* CodexBinary.version(binary).pipe(
       Effect.mapError((message) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message }))
     )
-    const dump = yield* SchemaDump.generate(binary).pipe(
+    // Ours, as every child of Warden gets it: without WARDEN_* and without withheld secrets.
+    const dump = yield* SchemaDump.generate(binary, { env: ChildEnv.make() }).pipe(
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message }))
     )
     const report = SchemaDrift.check(dump, SchemaDump.makeValidator(dump))

@@ -2,7 +2,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { afterEach, vi } from "vitest"
 import * as JsonCensus from "../src/JsonCensus.js"
-import * as FrameDecoder from "../src/internal/FrameDecoder.js"
 
 /** `text` padded with blanks to the length from which `parse` takes a census (JSON allows them). */
 const padded = (text: string) => text + " ".repeat(Math.max(0, JsonCensus.ScanFrom - text.length))
@@ -21,7 +20,7 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-describe("JsonCensus: the key counts of a frame's large objects, without enumerating them", () => {
+describe("JsonCensus: the key counts of a text's large objects, without enumerating them", () => {
   it("every object of MinKeys keys or more is registered with its count; smaller ones are not", () => {
     // keys of any printable characters (quotes, backslashes, braces, `__proto__`), objects around MinKeys, nested in arrays and objects
     const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("__proto__", "\"", "\\", "{", "}", "[", "]", ",", ":", "\\\""))
@@ -82,11 +81,16 @@ describe("JsonCensus: the key counts of a frame's large objects, without enumera
     assert.isTrue(JsonCensus.isEmpty({}))
   })
 
-  it("the transport's FrameDecoder takes the census of every frame of ScanFrom characters or more", () => {
-    const frame = JSON.stringify({ id: 1, method: "m", params: { big: wide(20_000) } })
-    assert.isAbove(frame.length, JsonCensus.ScanFrom)
-    const batch = FrameDecoder.make().push(new TextEncoder().encode(`${frame}\n`))
-    const params = batch.frames[0]!["params"] as { big: object }
-    assert.strictEqual(JsonCensus.keyCount(params.big), 20_000)
+  it("scan tells where each large object is; note registers an object built rather than parsed", () => {
+    const text = JSON.stringify({ "a\"b": [1, { inner: wide(70) }], top: wide(64), small: wide(63) })
+    assert.deepStrictEqual(JsonCensus.scan(text), [
+      { path: ["\"a\\\"b\"", 1, "\"inner\""], keys: 70 },
+      { path: ["\"top\""], keys: 64 }
+    ])
+    const built = { a: 1 }
+    assert.strictEqual(JsonCensus.keyCount(built), undefined)
+    JsonCensus.note(built, 1_000)
+    assert.strictEqual(JsonCensus.keyCount(built), 1_000)
+    assert.deepStrictEqual(JsonCensus.keysWithin(built, 10), { keys: undefined, count: 1_000 })
   })
 })
