@@ -43,7 +43,6 @@ import * as Budget from "./internal/Budget.js"
 import * as GitWorktree from "./internal/GitWorktree.js"
 import * as StartedItem from "./internal/StartedItem.js"
 import * as ThreadRunner from "./internal/ThreadRunner.js"
-import * as RunId from "./RunId.js"
 import { Attributes, labelsOf, Metrics, Telemetry } from "./Telemetry.js"
 import type { TurnResult, WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
 import type { WorktreeSummary } from "./Worktree.js"
@@ -344,7 +343,7 @@ const neverExhausted = (): string | undefined => undefined
  */
 export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
   Effect.gen(function*() {
-    const config = yield* Config.decode(input)
+    const config = yield* Config.resolve(input)
     const transport = yield* TransportNs.Transport
     const approvals = yield* ApprovalsNs.make(config.approvals)
     const events = yield* PubSub.unbounded<SupervisorEvent>()
@@ -356,30 +355,25 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       instrument?.(event)
     }
     if (telemetry !== undefined) yield* countCards(approvals)
-    const restart = config.restart ?? {}
-    const maxAttempts = restart.maxAttempts ?? 3
-    const backoff = Duration.decode(restart.backoff ?? "1 second")
-    const stableAfter = Duration.toMillis(Duration.decode(restart.stableAfter ?? "60 seconds"))
+    const restart = config.restart
+    const maxAttempts = restart.maxAttempts
+    const backoff = restart.backoff
+    const stableAfter = Duration.toMillis(restart.stableAfter)
     const runnerConfig: ThreadRunner.RunnerConfig = {
-      stallTimeout: Duration.decode(config.stallTimeout ?? "10 minutes"),
-      interruptTimeout: Duration.decode(config.interruptTimeout ?? "30 seconds"),
+      stallTimeout: config.stallTimeout,
+      interruptTimeout: config.interruptTimeout,
       telemetry: telemetry !== undefined
     }
 
     const admission = yield* Admission.make(
-      {
-        max: config.concurrency ?? 4,
-        adaptive: config.admission?.adaptive ?? false,
-        cooldown: Duration.decode(config.admission?.cooldown ?? "5 seconds"),
-        recoverAfter: Duration.decode(config.admission?.recoverAfter ?? "30 seconds")
-      },
+      { max: config.concurrency, ...config.admission },
       (change) => publish({ _tag: "AdmissionChanged", ...change })
     )
 
     // Budgets: Warden's own questions, and the run's token budget (see Budget).
     const asker = yield* Budget.asker(approvals)
     const forkInSupervisor = yield* FiberSet.makeRuntime<never>()
-    const runMax = config.runBudget?.maxTokens
+    const runMax = Option.getOrUndefined(config.runBudget)?.maxTokens
     let runAllowance = runMax ?? Infinity
     let runTotal = 0
     /** While a question about the run's budget is open: its answer (true: admit on). */
@@ -473,7 +467,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       })
 
     const slots: Array<Slot> = []
-    for (let index = 0; index < Math.max(1, config.pool ?? 1); index++) {
+    for (let index = 0; index < config.pool; index++) {
       const slot: Slot = {
         index,
         state: yield* SubscriptionRef.make<SlotState>({ _tag: "Starting" }),
@@ -660,7 +654,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       })
     }
 
-    const runId = config.runId ?? RunId.make()
+    const runId = config.runId
     let unnamedItems = 0
 
     /**
@@ -747,7 +741,7 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
         if (telemetry !== undefined) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
         const lastTurn = run.turns[run.turns.length - 1]
         const unfinished = run.remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
-        if ((restart.policy ?? "resume") !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
+        if (restart.policy !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
         run.deadServer = serverId
         run.resumes++
         if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: run.resumes })

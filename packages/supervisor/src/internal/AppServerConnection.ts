@@ -18,8 +18,9 @@ import { Card, DeadlineTimer, SecretMask } from "@warden/approvals"
 import { ClientMethods, Json, JsonRpc, ServerRequests } from "@warden/protocol"
 import type { Transport as TransportNs } from "@warden/transport"
 import { ConnectionEnded as ConnectionEndedNs } from "@warden/transport"
-import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, PubSub, Random, RuntimeFlags, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, ExecutionStrategy, Exit, FiberSet, Option, PubSub, Random, RuntimeFlags, Scope } from "effect"
 import type { Fiber } from "effect"
+import * as Config from "../Config.js"
 import type { RequestError } from "../Errors.js"
 import { ConnectionLost, RequestTimeout, UnexpectedResult } from "../Errors.js"
 import { labelsOf, Metrics } from "../Telemetry.js"
@@ -37,9 +38,10 @@ export interface ClientInfo {
   readonly version: string
 }
 
+/** `SupervisorConfig.connection`, as an embedder writes it (its defaults: `Config.defaults.connection`). */
 export interface ConnectionConfig {
   readonly clientInfo?: ClientInfo
-  /** Default deadline for our requests (2 minutes). */
+  /** Default deadline for our requests. */
   readonly requestTimeout?: Duration.DurationInput
   readonly requestTimeouts?: Readonly<Record<string, Duration.DurationInput>>
   /** Retries of `-32001` (server overloaded): exponential backoff with jitter, bounded. */
@@ -107,8 +109,6 @@ export interface AppServer {
    */
   readonly after: (after: Duration.Duration, expire: () => void) => () => void
 }
-
-export const DefaultRequestTimeout = Duration.minutes(2)
 
 const record = Json.asRecord
 
@@ -230,16 +230,13 @@ class Call extends DeadlineTimer.Timed implements PendingRequests.Entry {
 export const make = (
   connection: Connection,
   approvals: Approvals.ApprovalsShape,
-  config: ConnectionConfig = {},
+  config: Config.ResolvedConnection = Config.defaults.connection,
   /** Codex said it is under pressure (an overload answer, a rate limit reached): for adaptive admission. */
   pressure: (reason: string) => void = () => {},
   telemetry: Instrumentation | undefined = undefined
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
   Effect.gen(function*() {
     const id = ++connectionCounter
-    // Decoded once, here: a bad value fails the construction, never a request later.
-    const defaultRequestTimeout = Duration.decode(config.requestTimeout ?? DefaultRequestTimeout)
-    const requestTimeouts = new Map(Object.entries(config.requestTimeouts ?? {}).map(([m, d]) => [m, Duration.decode(d)] as const))
     // Request deadlines live here: a scope made before the finalizer below is added, so it closes
     // after it (after the end is handled), and a deadline still holds while the connection closes.
     const deadlines = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
@@ -561,7 +558,7 @@ export const make = (
     const timeoutFor = (method: string, options?: RequestOptions) =>
       options?.timeout !== undefined
         ? Duration.decode(options.timeout)
-        : requestTimeouts.get(method) ?? defaultRequestTimeout
+        : config.requestTimeouts.get(method) ?? config.requestTimeout
 
     /** Write the request and register its call; resumes at once when it cannot be sent. */
     const send = (call: Call, params: unknown, resume: (outcome: Effect.Effect<unknown, RequestError>) => void): void => {
@@ -579,8 +576,8 @@ export const make = (
     }
 
     const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
-    const maxRetries = config.overloadRetries ?? 5
-    const firstBackoff = Duration.toMillis(Duration.decode(config.overloadBackoff ?? "100 millis"))
+    const maxRetries = config.overloadRetries
+    const firstBackoff = Duration.toMillis(config.overloadBackoff)
 
     /**
      * `-32001` (server overloaded) is retried with exponential backoff (x2, capped at 5 s) and
@@ -688,8 +685,8 @@ export const make = (
     // --- handshake ------------------------------------------------------------------------
 
     const init = yield* request("initialize", {
-      clientInfo: config.clientInfo ?? { name: "warden", title: "Warden", version: "0.1.0" },
-      ...(config.capabilities ? { capabilities: config.capabilities } : {})
+      clientInfo: config.clientInfo,
+      ...(Option.isSome(config.capabilities) ? { capabilities: config.capabilities.value } : {})
     })
     yield* notify("initialized")
 
