@@ -216,36 +216,20 @@ export interface SupervisorShape {
   readonly ready: Effect.Effect<AppServerConnection.InitializeResult, WorkItemFailed>
 }
 
-/** The `Supervisor` service tag, provided by `layer`. */
+/** The `Supervisor` service tag, provided by `layer` (or `layerWithApprovals`). */
 export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Supervisor, SupervisorShape>() {}
 
 /**
- * The supervisor, in the caller's scope. The configuration is decoded first, once: a bad value
- * (a duration `Duration.decode` rejects, a count below 1, a misspelt key, bad rules) fails with a
- * `ConfigError` naming the fields, before any app-server is started.
- *
- * Then it starts `pool` slots, each connecting through the `Transport` in the background (`make`
- * does not wait for them: `ready` does), and returns. Closing the scope refuses the cards still
- * open (outcome `shutdown`) while the children can hear it, then stops every child.
- *
- * @example
- * ```ts
- * import { CodexCommand, Supervisor } from "@warden/supervisor"
- * import { Effect } from "effect"
- *
- * const program = Effect.gen(function*() {
- *   const supervisor = yield* Supervisor.make({ stallTimeout: "10 minutes", restart: { policy: "resume" } })
- *   const handle = yield* supervisor.start({ prompt: "fix the failing test", cwd: "/path/to/repo" })
- *   yield* Effect.log(`thread ${yield* handle.threadId}`)
- *   return yield* handle.await // WorkResult, or fails with WorkItemFailed
- * }).pipe(Effect.scoped, Effect.provide(CodexCommand.transportLayer({ command: "codex" })))
- * ```
+ * The supervisor's parts, composed in the caller's scope, over a resolved configuration and the
+ * `Approvals` service of the context. The order is the order of the finalizers, backwards: the
+ * approvals engine (the context's) closes after everything here; the slot pool, made last, runs
+ * its shutdown first.
  */
-export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
+const compose = (
+  config: Config.ResolvedConfig
+): Effect.Effect<SupervisorShape, never, Scope.Scope | TransportNs.Transport | ApprovalsNs.Approvals> =>
   Effect.gen(function*() {
-    const config = yield* Config.resolve(input)
-    // Made first, closed last: the cards still open when everything else has stopped are refused.
-    const approvals = yield* ApprovalsNs.make(config.approvals)
+    const approvals = yield* ApprovalsNs.Approvals
     // Telemetry (`Telemetry.Telemetry` in the context, e.g. from Observability.layer): metrics, request spans, card spans under their turns.
     const telemetry = Option.getOrUndefined(yield* Effect.serviceOption(Telemetry))
     const events = yield* SupervisorEvents.make(approvals, telemetry !== undefined)
@@ -254,7 +238,6 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       (change) => events.publish({ _tag: "AdmissionChanged", ...change })
     )
     const budgets = yield* Budget.make(approvals, { runBudget: config.runBudget, interruptTimeout: config.interruptTimeout })
-    // Last of the supervisor's parts: its shutdown runs first when the scope closes (see SlotPool).
     const slots = yield* SlotPool.make({ approvals, config, pressure: admission.pressure, telemetry, publish: events.publish })
     const items = WorkItemLifecycle.make({
       admission,
@@ -276,6 +259,73 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
       ready: slots.ready
     }
   })
+
+/**
+ * The supervisor, in the caller's scope. It runs an approvals engine of its own, built from
+ * `config.approvals` (to provide one, see {@link makeWithApprovals}). The configuration is decoded
+ * first, once: a bad value (a duration `Duration.decode` rejects, a count below 1, a misspelt key,
+ * bad rules) fails with a `ConfigError` naming the fields, before any app-server is started.
+ *
+ * Then it starts `pool` slots, each connecting through the `Transport` in the background (`make`
+ * does not wait for them: `ready` does), and returns. Closing the scope refuses the cards still
+ * open (outcome `shutdown`) while the children can hear it, then stops every child.
+ *
+ * @example
+ * ```ts
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const supervisor = yield* Supervisor.make({ stallTimeout: "10 minutes", restart: { policy: "resume" } })
+ *   const handle = yield* supervisor.start({ prompt: "fix the failing test", cwd: "/path/to/repo" })
+ *   yield* Effect.log(`thread ${yield* handle.threadId}`)
+ *   return yield* handle.await // WorkResult, or fails with WorkItemFailed
+ * }).pipe(Effect.scoped, Effect.provide(CodexCommand.transportLayer({ command: "codex" })))
+ * ```
+ */
+export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
+  Effect.flatMap(Config.resolve(input), (config) =>
+    // The default engine, made in the same scope before the parts: it closes after them.
+    Effect.provideServiceEffect(compose(config), ApprovalsNs.Approvals, ApprovalsNs.make(config.approvals)))
+
+/**
+ * The supervisor, in the caller's scope, over the `Approvals` service of its context.
+ *
+ * The engine is yours (an `Approvals.layer`, shared with what else needs it: `Audit.jsonlSink`,
+ * an inbox, a second supervisor) instead of one of its own.
+ *
+ * The cards are configured on that service, so a configuration with `approvals` fails with a
+ * `ConfigError` (it would otherwise be ignored). Otherwise as {@link make}: closing the scope
+ * refuses this supervisor's open cards (outcome `shutdown`) while its children can hear it; the
+ * `Approvals` service, built before the supervisor, is released after it.
+ *
+ * @example
+ * ```ts
+ * import { Approvals } from "@warden/approvals"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const supervisor = yield* Supervisor.makeWithApprovals({ concurrency: 2 })
+ *   return yield* supervisor.run({ prompt: "fix the failing test", cwd: "/path/to/repo" })
+ * }).pipe(
+ *   Effect.scoped,
+ *   Effect.provide(Approvals.layer({ deadlines: { default: "2 minutes" } })),
+ *   Effect.provide(CodexCommand.transportLayer({ command: "codex" }))
+ * )
+ * ```
+ */
+export const makeWithApprovals = (
+  input: SupervisorConfig = {}
+): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport | ApprovalsNs.Approvals> =>
+  Effect.suspend(() =>
+    (input as SupervisorConfig | null | undefined)?.approvals !== undefined
+      ? Effect.fail(new Config.ConfigError({ issues: [approvalsFromContext] }))
+      : Effect.flatMap(Config.resolve(input), compose)
+  )
+
+const approvalsFromContext =
+  "approvals: this supervisor uses the Approvals service of its context; configure the cards there (Approvals.layer), not here"
 
 /**
  * The supervisor (`make`) as a scoped layer providing `Supervisor`, over a `Transport`.
@@ -312,3 +362,38 @@ export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShap
  */
 export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport> =>
   Layer.scoped(Supervisor, make(config))
+
+/**
+ * The supervisor ({@link makeWithApprovals}) as a scoped layer providing `Supervisor`, over a
+ * `Transport` and the `Approvals` service.
+ *
+ * The layer to compose when the approvals engine is yours (shared with `Audit.jsonlSink`, an
+ * inbox, or replaced in a test). `layer(config)` is this layer with an engine of its own, built
+ * from `config.approvals`; here `config` has no `approvals` (a `ConfigError` otherwise). Provide
+ * the `Approvals` layer with `Layer.provideMerge` to keep it in the output: it is built before the
+ * supervisor and released after it, so the supervisor's shutdown still refuses its open cards
+ * while the children can hear it.
+ *
+ * @example
+ * ```ts
+ * import { Approvals, Audit } from "@warden/approvals"
+ * import { CodexCommand, Supervisor } from "@warden/supervisor"
+ * import { Effect, Layer } from "effect"
+ *
+ * const WardenLive = Supervisor.layerWithApprovals({ concurrency: 4 }).pipe(
+ *   Layer.provideMerge(Approvals.layer({ rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] } })),
+ *   Layer.provide(CodexCommand.transportLayer({ command: "codex" }))
+ * )
+ *
+ * const program = Effect.gen(function*() {
+ *   yield* Audit.jsonlSink("audit.jsonl") // the supervisor's cards: the same Approvals service
+ *   const supervisor = yield* Supervisor.Supervisor
+ *   return yield* supervisor.run({ prompt: "say hello", cwd: "/path/to/repo" })
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(WardenLive)))
+ * ```
+ */
+export const layerWithApprovals = (
+  config: SupervisorConfig = {}
+): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport | ApprovalsNs.Approvals> => Layer.scoped(Supervisor, makeWithApprovals(config))
