@@ -14,7 +14,8 @@ import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
 import * as Policy from "../Policy.js"
 import * as SecretMask from "../SecretMask.js"
-import * as ShellCommand from "../ShellCommand.js"
+import { join } from "./ShellLexer.js"
+import { unwrap } from "./ShellWrapper.js"
 import { MaxFileChanges, OmittedChanges } from "./FileChanges.js"
 
 export interface Summarized {
@@ -339,7 +340,7 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
 const CommandRead = 4 * Bounds.command
 
 const command = (raw: string, cwd: string | undefined, reason: string | null | undefined): Summarized => {
-  const unwrapped = ShellCommand.unwrap(raw.length > CommandRead ? raw.slice(0, CommandRead) : raw)
+  const unwrapped = unwrap(raw.length > CommandRead ? raw.slice(0, CommandRead) : raw)
   const shownCwd = optText(cwd, Bounds.path)
   // Masked once, on its own, for the summary and the title. Masking "run: <command>" instead read
   // "run: password=hunter2" as the assignment run=... and showed the password (and cost a second scan).
@@ -373,7 +374,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "execCommandApproval": {
       const p = request.params
-      return command(ShellCommand.join(p.command, CommandRead), p.cwd, p.reason)
+      return command(join(p.command, CommandRead), p.cwd, p.reason)
     }
     case "item/fileChange/requestApproval": {
       const p = request.params
