@@ -4,7 +4,7 @@
  * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
  *
  * The work is bounded too, whatever the request's size: a text is scanned over what can be shown
- * (`SecretMask.maskShown`), lists are read up to what is shown (and counted), an object's keys
+ * (`maskShown`), lists are read up to what is shown (and counted), an object's keys
  * only when it has few enough (`Json.keysWithin`: in V8 reading one key of an object reads them
  * all), tool arguments are copied within `SecretMask`'s value, character and key budgets, diffs share one budget
  * (`Bounds.diffTotal`), a URL is parsed over its first `Bounds.urlParse` characters.
@@ -13,7 +13,8 @@ import { Either } from "effect"
 import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
 import * as Policy from "../Policy.js"
-import * as SecretMask from "../SecretMask.js"
+import { maskRecord, maskValue } from "./MaskedCopy.js"
+import { Elided, Mask, maskArgv, maskShown, truncate } from "./Masking.js"
 import { join } from "./ShellLexer.js"
 import { unwrap } from "./ShellWrapper.js"
 import { MaxFileChanges, OmittedChanges } from "./FileChanges.js"
@@ -48,7 +49,7 @@ const isRecord = Json.isRecord
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
 /** Masked, bounded text (scanned over what can be shown). */
-const text = (value: string, max: number = Bounds.text): string => SecretMask.maskShown(value, max)
+const text = (value: string, max: number = Bounds.text): string => maskShown(value, max)
 const optText = (value: string | null | undefined, max: number = Bounds.text): string | undefined =>
   value === null || value === undefined ? undefined : text(value, max)
 
@@ -58,10 +59,10 @@ const oneLine = (value: string): string =>
 
 /** A title from text that is already masked: one line, bounded. */
 const maskedLine = (masked: string, max: number = Bounds.title): string =>
-  SecretMask.truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
+  truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
 
 /** A title: masked, one line, bounded. */
-const line = (value: string, max: number = Bounds.title): string => maskedLine(SecretMask.maskShown(value, 4 * Bounds.title), max)
+const line = (value: string, max: number = Bounds.title): string => maskedLine(maskShown(value, 4 * Bounds.title), max)
 
 /** A short rendering of a value for titles: strings bare, the rest as compact JSON. */
 const brief = (value: unknown, max = 40): string => {
@@ -71,17 +72,17 @@ const brief = (value: unknown, max = 40): string => {
     try {
       shown = JSON.stringify(value) ?? String(value)
     } catch {
-      shown = SecretMask.Mask
+      shown = Mask
     }
   }
-  return SecretMask.truncate(oneLine(shown), max)
+  return truncate(oneLine(shown), max)
 }
 
 /** `k=v, k2=v2` from an already masked record, bounded. */
 const callArgs = (inputs: unknown): string => {
   if (!isRecord(inputs)) return inputs === undefined ? "" : brief(inputs)
-  return SecretMask.truncate(
-    Object.entries(inputs).map(([k, v]) => `${SecretMask.truncate(k, 30)}=${brief(v)}`).join(", "),
+  return truncate(
+    Object.entries(inputs).map(([k, v]) => `${truncate(k, 30)}=${brief(v)}`).join(", "),
     100
   )
 }
@@ -192,7 +193,7 @@ const shownChanges = (changes: ReadonlyArray<FileChange>): ReadonlyArray<FileCha
     }
     let diff: string | undefined
     if (c.diff !== undefined) {
-      diff = diffLeft > 0 || c.diff.length === 0 ? text(c.diff, Math.min(Bounds.diff, diffLeft)) : SecretMask.Elided
+      diff = diffLeft > 0 || c.diff.length === 0 ? text(c.diff, Math.min(Bounds.diff, diffLeft)) : Elided
       diffLeft -= diff.length
     }
     out.push({ path: text(c.path, Bounds.path), kind: text(c.kind, 40), ...(diff !== undefined ? { diff } : {}) })
@@ -300,18 +301,18 @@ const shownUrl = (url: string): string => {
   try {
     const u = new URL(cut ? url.slice(0, Bounds.urlParse) : url)
     if (u.host === "") return text(url, Bounds.path)
-    const mask = SecretMask.Mask
+    const mask = Mask
     const auth = u.username || u.password ? `${u.username ? mask : ""}${u.password ? `:${mask}` : ""}@` : ""
-    let shown = `${u.protocol}//${auth}${u.host}${SecretMask.maskShown(u.pathname, Bounds.path)}`
+    let shown = `${u.protocol}//${auth}${u.host}${maskShown(u.pathname, Bounds.path)}`
     const seen = new Set<string>()
     for (const k of u.searchParams.keys()) {
       if (shown.length > Bounds.path) break
       if (seen.has(k)) continue
       seen.add(k)
-      shown += `${seen.size === 1 ? "?" : "&"}${SecretMask.maskShown(k, Bounds.path)}=${mask}`
+      shown += `${seen.size === 1 ? "?" : "&"}${maskShown(k, Bounds.path)}=${mask}`
     }
     if (u.hash) shown += `#${mask}`
-    return SecretMask.truncate(cut ? `${shown}…` : shown, Bounds.path)
+    return truncate(cut ? `${shown}…` : shown, Bounds.path)
   } catch {
     return text(url, Bounds.path)
   }
@@ -321,7 +322,7 @@ const isMcpToolCall = (p: ServerRequests.ElicitationParams): boolean => p._meta?
 
 const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> => {
   const params = meta["tool_params"]
-  if (params !== undefined && params !== null) return SecretMask.maskRecord(params)
+  if (params !== undefined && params !== null) return maskRecord(params)
   const display = meta["tool_params_display"]
   if (!Array.isArray(display)) return {}
   const fromDisplay: Record<string, unknown> = {}
@@ -330,7 +331,7 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
       Object.defineProperty(fromDisplay, entry["name"], { value: entry["value"], enumerable: true, writable: true, configurable: true })
     }
   }
-  return SecretMask.maskRecord(fromDisplay)
+  return maskRecord(fromDisplay)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -344,15 +345,15 @@ const command = (raw: string, cwd: string | undefined, reason: string | null | u
   const shownCwd = optText(cwd, Bounds.path)
   // Masked once, on its own, for the summary and the title. Masking "run: <command>" instead read
   // "run: password=hunter2" as the assignment run=... and showed the password (and cost a second scan).
-  const masked = SecretMask.maskShown(unwrapped.inner, CommandRead)
+  const masked = maskShown(unwrapped.inner, CommandRead)
   const summary: CardSummary = {
     kind: "command",
-    command: SecretMask.truncate(masked, Bounds.command),
-    argv: unwrapped.argv ? SecretMask.maskArgv(unwrapped.argv.slice(0, 256)).map((w) => SecretMask.truncate(w, 500)) : undefined,
+    command: truncate(masked, Bounds.command),
+    argv: unwrapped.argv ? maskArgv(unwrapped.argv.slice(0, 256)).map((w) => truncate(w, 500)) : undefined,
     cwd: shownCwd,
     reason: optText(reason)
   }
-  const where = shownCwd !== undefined ? ` (in ${SecretMask.truncate(oneLine(shownCwd), 60)})` : ""
+  const where = shownCwd !== undefined ? ` (in ${truncate(oneLine(shownCwd), 60)})` : ""
   const what = unwrapped.inner.trim().length > 0 ? masked : "(no command given)"
   return { summary, title: `${maskedLine(`run: ${what}`, Bounds.title - where.length)}${where}` }
 }
@@ -392,7 +393,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
       return {
         summary: {
           kind: "permissions",
-          permissions: SecretMask.maskValue("permissions", p.permissions),
+          permissions: maskValue("permissions", p.permissions),
           cwd: text(p.cwd, Bounds.path),
           reason: optText(p.reason)
         },
@@ -440,7 +441,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "item/tool/call": {
       const p = request.params
-      const args = SecretMask.maskValue("arguments", p.arguments)
+      const args = maskValue("arguments", p.arguments)
       const tool = text(p.tool, 200)
       const namespace = optText(p.namespace, 200)
       return {
