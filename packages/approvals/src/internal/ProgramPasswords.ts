@@ -7,6 +7,8 @@
  */
 import { isSecretKey } from "./SecretKeys.js"
 import type { Span } from "./SecretPatterns.js"
+import type { CommandWordReader, ValueExtent } from "./ShellLexer.js"
+import { programName, readArgvWords, readTextWords, valueExtent } from "./ShellLexer.js"
 
 /**
  * Where a program's arguments carry a password in a form no key names (`mysql -phunter2`,
@@ -64,31 +66,15 @@ const ProgramForms = new Map<string, ReadonlyArray<ArgForms>>([
 /** Every program of `ProgramForms` (a text without any of them has none of their forms). */
 const ProgramNames = new RegExp([...ProgramForms.keys()].sort((a, b) => b.length - a.length).map((n) => n.replace(/[.+]/g, "\\$&")).join("|"))
 
-const isSpace = (code: number): boolean => code === 32 || code === 9 || code === 10 || code === 13 || code === 11 || code === 12
-/** Where an unquoted value ends in a command line: blanks and the shell's syntax characters. */
-const endsValue = (code: number): boolean =>
-  isSpace(code) || code === 39 || code === 34 || code === 96 || code === 59 || code === 124 || code === 38 || code === 41 || code === 60 || code === 62
-/** An escaped line end or quote of JSON text at `i` (`\n`, `\"`): the end of an unquoted value too. */
-const isEscape = (src: string, i: number): boolean => src.charCodeAt(i) === 92 && "nrt\"'".includes(src[i + 1] ?? "x")
-/** Leading characters that are quoting or grouping around a word, not the word (`'mysql`, `"$(mysql`, `(cd`). */
-const isOpener = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 40 || code === 123 || code === 36
-/** Trailing quoting and operators after a word (`db'`, `db;`, `db)`, `db&&`). */
-const isCloser = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 41 || code === 125 || code === 59 || code === 124 || code === 38
-
-const hasNewline = (src: string, from: number, to: number): boolean => {
-  for (let i = from; i < to; i++) if (src.charCodeAt(i) === 10) return true
-  return false
-}
-
 /** A word that is an option, not a value (`-u`, `--host`): a value option followed by one gets nothing. */
 const isOptionWord = (word: string): boolean => word.startsWith("--") || /^-[A-Za-z]$/.test(word)
 
 /**
- * Reads the words of command lines (a text's blank-separated words, or an argv) and reports the
- * password spans of `ProgramForms`: one pass, each word once, state only for the current command
- * (its program's forms, a pending value, the last word). A command ends at a line end or `;`, `|`, `&`.
+ * Reads the words of command lines (`ShellLexer.readTextWords` in a text, `readArgvWords` in an
+ * argv) and reports the password spans of `ProgramForms`: each word once, state only for the
+ * current command (its program's forms, a pending value, the last word).
  */
-class ArgReader {
+class ArgReader implements CommandWordReader {
   /** The forms of the programs named in the current command, and whether each applies yet (its `after` word seen). */
   private forms: ReadonlyArray<ArgForms> | undefined = undefined
   private seen: Array<boolean> = []
@@ -99,11 +85,13 @@ class ArgReader {
   private last = false
   private lastFrom = -1
   private lastTo = -1
+  /** Where the value being read lies (one object per reader, written by `valueExtent`). */
+  private readonly extent: ValueExtent = { from: 0, to: 0, resume: 0 }
 
   constructor(private readonly found: (from: number, to: number) => void) {}
 
   /** End of a command: the last word, if the command's batch option or subcommand made it a password. */
-  end(): void {
+  endCommand(): void {
     if (this.last && this.lastFrom >= 0) this.found(this.lastFrom, this.lastTo)
     this.forms = undefined
     this.pending = undefined
@@ -113,34 +101,13 @@ class ArgReader {
   }
 
   /**
-   * A value starting at `p` of `src`: the rest of the word in an argv (`exact`); in a command line
-   * up to a blank or shell syntax, or inside the quotes it starts with (`'a b'`, `"a b"`, codex's
-   * escaped `'\''a b'\''`), bounded by the line. Reports it (or its part after `separator`) at `base`,
-   * and returns where reading resumes.
+   * A value starting at `p` of `src` (where `ShellLexer.valueExtent` says it lies): reports it (or
+   * its part after `separator`) at `base`, or keeps it as the command's last word (`report`
+   * false), and returns where reading resumes.
    */
   private value(src: string, p: number, end: number, base: number, exact: boolean, separator: string, report = true): number {
-    let from = p
-    let to = end
-    let resume = end
-    if (!exact) {
-      const escaped = src.startsWith("'\\''", p)
-      const quote = escaped ? "'\\''" : src[p] === "'" || src[p] === "\"" ? src[p]! : undefined
-      if (quote !== undefined) {
-        from = p + quote.length
-        // the closing quote, on the same line (the search ends at the next quote: each quote is passed once)
-        const close = src.indexOf(quote, from)
-        if (close >= 0 && !hasNewline(src, from, close)) {
-          to = close
-          resume = close + quote.length
-        } else {
-          to = from
-          while (to < end && !endsValue(src.charCodeAt(to)) && !isEscape(src, to)) to++
-        }
-      } else {
-        to = p
-        while (to < end && !endsValue(src.charCodeAt(to)) && !isEscape(src, to)) to++
-      }
-    }
+    const { resume, to } = valueExtent(src, p, end, exact, this.extent)
+    let from = this.extent.from
     if (separator !== "") {
       let at = from
       while (at < to && src[at] !== separator) at++ // within the value only: a search past it could read the text again per value
@@ -157,31 +124,6 @@ class ArgReader {
     return resume
   }
 
-  /**
-   * One word, `src` from `start` to `end` (in a command line: blank to blank; in an argv: all of
-   * it), reported at `base`. Returns where reading resumes (past a quoted value), at least `end`.
-   */
-  word(src: string, start: number, end: number, base: number, exact: boolean): number {
-    let s = start
-    let e = end
-    let ends = false
-    if (!exact) {
-      while (s < e && isOpener(src.charCodeAt(s))) s++
-      while (e > s && isCloser(src.charCodeAt(e - 1))) {
-        const c = src.charCodeAt(e - 1)
-        if (c === 59 || c === 124 || c === 38) ends = true
-        e--
-      }
-    } else if (src === ";" || src === "|" || src === "&&" || src === "||" || src === "&") {
-      this.end()
-      return end
-    }
-    let resume = end
-    if (s < e) resume = Math.max(end, this.read(src, s, e, start, end, base, exact))
-    if (ends) this.end()
-    return resume
-  }
-
   /** `word` as one of the value options `names`: the next word is pending, or its attached value (`-pX`, `-p=X`, `--password=X`) is read. */
   private option(names: ReadonlyArray<string>, separator: string, word: string, src: string, s: number, end: number, base: number, exact: boolean): number {
     for (const name of names) {
@@ -193,9 +135,10 @@ class ArgReader {
     return end
   }
 
-  private read(src: string, s: number, e: number, start: number, end: number, base: number, exact: boolean): number {
+  /** One word (see `CommandWordReader.word`): a program adds its forms; a word after one may be a password. */
+  word(src: string, s: number, e: number, start: number, end: number, base: number, exact: boolean): number {
     const word = src.slice(s, e)
-    const program = ProgramForms.get(word.slice(word.lastIndexOf("/") + 1))
+    const program = ProgramForms.get(programName(word))
     if (program !== undefined && this.pending === undefined && this.key !== 2) {
       // a program inside a command (`docker exec db mysql -pX`) adds its forms; a file named like
       // one (`htpasswd -b /etc/htpasswd ...`) then changes nothing
@@ -257,29 +200,10 @@ class ArgReader {
 /** The password spans of `ProgramForms` in a text of command lines. */
 export const programPasswords = (text: string, spans: Array<Span>): void => {
   if (!ProgramNames.test(text)) return
-  const reader = new ArgReader((start, end) => spans.push({ start, end }))
-  let i = 0
-  while (i < text.length) {
-    const code = text.charCodeAt(i)
-    if (isSpace(code)) {
-      if (code === 10) reader.end()
-      i++
-      continue
-    }
-    let j = i
-    while (j < text.length && !isSpace(text.charCodeAt(j))) j++
-    i = reader.word(text, i, j, 0, false)
-  }
-  reader.end()
+  readTextWords(text, new ArgReader((start, end) => spans.push({ start, end })))
 }
 
 /** The password spans of `ProgramForms` over an argv's exact words, at their offsets in the words joined by spaces. */
 export const argvPasswords = (argv: ReadonlyArray<string>, spans: Array<Span>): void => {
-  const reader = new ArgReader((start, end) => spans.push({ start, end }))
-  let at = 0
-  for (const word of argv) {
-    reader.word(word, 0, word.length, at, true)
-    at += word.length + 1
-  }
-  reader.end()
+  readArgvWords(argv, new ArgReader((start, end) => spans.push({ start, end })))
 }

@@ -1,14 +1,20 @@
 /**
- * Reading shell words: what a blank, a quote, an operator, a substitution and a here-document
- * are, and writing words back so a shell reads them unchanged.
+ * The one reader of shell words in the package: what a blank, a quote, an operator, a
+ * substitution and a here-document are, for both of its users, and writing words back.
  *
- * `lex` reads a script as the shell will run it (POSIX quoting: single quotes, double quotes,
- * backslashes, `$'...'`; control operators, redirections, grouping, substitutions,
- * here-documents) into segments of words with quotes removed. Command analysis (`ShellWrapper`,
- * `CommandStarts`) decides on these words: a rule must see exactly what runs.
+ * - `lex` reads a script as the shell will run it (POSIX quoting: single quotes, double quotes,
+ *   backslashes, `$'...'`; control operators, redirections, grouping, substitutions,
+ *   here-documents) into segments of words with quotes removed. Command analysis
+ *   (`ShellWrapper`, `CommandStarts`) decides on these words: a rule must see exactly what runs.
+ * - `readTextWords`, `readArgvWords` and `valueExtent` read the command words of any text, or of
+ *   an argv, with their positions, for masking (`ProgramPasswords`): leniently and at every
+ *   nesting level at once (see "Reading the command words of any text"), so that masking errs
+ *   on the side of hiding where a POSIX reading would lose a word.
+ * - `quote` and `join` write words so a shell reads them back unchanged.
  *
  * Nothing here throws on any input (`lexAll` turns a failure into "not read"), and everything is
- * linear in what it reads: one pass per nesting level, nesting followed at most `MaxDepth` levels.
+ * linear in what it reads: one pass per nesting level, nesting followed at most `MaxDepth` levels,
+ * each word of a text read once.
  */
 
 /**
@@ -367,6 +373,137 @@ export const lexAll = (src: string): LexResult => {
     out.complete = false
     out.truncated = true
   }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the command words of any text
+
+/*
+ * A text that may hold command lines (a card's command, a reason, a log line, JSON text, a
+ * script quoted inside another) is read at every nesting level at once and leniently, for
+ * masking: a word ends at any blank, the quotes and grouping around a word are not part of it,
+ * and a value is read inside the quotes it starts with, up to the closing quote on the same line
+ * (codex's `'\''` escape included). Read the POSIX way (`lex`), an apostrophe of prose, `echo
+ * 'mysql -pX'` or a script nested in `bash -lc '...'` would hide the words a masker must see.
+ */
+
+/** A blank of a text: where its words end (a line end also ends a command). */
+const isSpace = (code: number): boolean => code === 32 || code === 9 || code === 10 || code === 13 || code === 11 || code === 12
+/** `;`, `|` or `&`: a control operator's character, where a command ends. */
+const isControlChar = (code: number): boolean => code === 59 || code === 124 || code === 38
+/** Where an unquoted value ends in a command line: blanks and the shell's syntax characters. */
+const endsValue = (code: number): boolean =>
+  isSpace(code) || isControlChar(code) || code === 39 || code === 34 || code === 96 || code === 41 || code === 60 || code === 62
+/** An escaped line end or quote of JSON text at `i` (`\n`, `\"`): the end of an unquoted value too. */
+const isEscape = (src: string, i: number): boolean => src.charCodeAt(i) === 92 && "nrt\"'".includes(src[i + 1] ?? "x")
+/** Leading characters that are quoting or grouping around a word, not the word (`'mysql`, `"$(mysql`, `(cd`). */
+const isOpener = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 40 || code === 123 || code === 36
+/** Trailing quoting and operators after a word (`db'`, `db;`, `db)`, `db&&`). */
+const isCloser = (code: number): boolean => isControlChar(code) || code === 39 || code === 34 || code === 96 || code === 41 || code === 125
+/** An argv word that is a control operator (the words of a command line someone split at blanks). */
+const isOperatorWord = (word: string): boolean => word === ";" || word === "|" || word === "&&" || word === "||" || word === "&"
+
+const hasNewline = (src: string, from: number, to: number): boolean => {
+  for (let i = from; i < to; i++) if (src.charCodeAt(i) === 10) return true
+  return false
+}
+
+/** What reads command words (`readTextWords`, `readArgvWords`): each word, and the end of each command. */
+export interface CommandWordReader {
+  /**
+   * One word. `src` from `s` to `e` is the word itself: in a text, past the quotes and grouping
+   * that open it and before the quotes and operators that close it; in an argv (`exact`), the whole
+   * word. `start` to `end` is where it lies (blank to blank), `base` the offset of `src` in what
+   * is reported. Returns where reading resumes (past a quoted value it read): at least `end`.
+   */
+  readonly word: (src: string, s: number, e: number, start: number, end: number, base: number, exact: boolean) => number
+  /** The current command ended: a line end, `;`, `|` or `&`, or the end of the text or argv. */
+  readonly endCommand: () => void
+}
+
+/** The words of `text` (blank to blank), in one pass; a line end, or a `;`, `|`, `&` closing a word, ends a command. */
+export const readTextWords = (text: string, reader: CommandWordReader): void => {
+  let i = 0
+  while (i < text.length) {
+    const code = text.charCodeAt(i)
+    if (isSpace(code)) {
+      if (code === 10) reader.endCommand()
+      i++
+      continue
+    }
+    let j = i
+    while (j < text.length && !isSpace(text.charCodeAt(j))) j++
+    i = textWord(text, i, j, reader)
+  }
+  reader.endCommand()
+}
+
+/** One word of a text, `start` to `end`, its opening and closing characters left out. */
+const textWord = (src: string, start: number, end: number, reader: CommandWordReader): number => {
+  let s = start
+  let e = end
+  let ends = false
+  while (s < e && isOpener(src.charCodeAt(s))) s++
+  while (e > s && isCloser(src.charCodeAt(e - 1))) {
+    if (isControlChar(src.charCodeAt(e - 1))) ends = true
+    e--
+  }
+  let resume = end
+  if (s < e) resume = Math.max(end, reader.word(src, s, e, start, end, 0, false))
+  if (ends) reader.endCommand()
+  return resume
+}
+
+/**
+ * The words of an argv, exactly as they are, each reported at its offset in the words joined by
+ * spaces; an operator word (`;`, `|`, `&&`, `||`, `&`) ends a command.
+ */
+export const readArgvWords = (argv: ReadonlyArray<string>, reader: CommandWordReader): void => {
+  let at = 0
+  for (const word of argv) {
+    if (isOperatorWord(word)) reader.endCommand()
+    else if (word.length > 0) reader.word(word, 0, word.length, 0, word.length, at, true)
+    at += word.length + 1
+  }
+  reader.endCommand()
+}
+
+/** Where a value lies: `from` to `to`, and where reading resumes after it (`valueExtent`). */
+export interface ValueExtent {
+  from: number
+  to: number
+  resume: number
+}
+
+/**
+ * Where a value starting at `p` of `src` lies, written into `out`: in an argv (`exact`) the rest
+ * of the word; in a text up to a blank or shell syntax (or an escaped line end or quote of JSON
+ * text), or inside the quotes it starts with (`'a b'`, `"a b"`, codex's `'\''a b'\''`) when they
+ * close on the same line, then reading resumes past the closing quote. Never past `end` unless
+ * quoted; each quote is passed once.
+ */
+export const valueExtent = (src: string, p: number, end: number, exact: boolean, out: ValueExtent): ValueExtent => {
+  out.from = p
+  out.to = end
+  out.resume = end
+  if (exact) return out
+  const escaped = src.startsWith("'\\''", p)
+  const opening = escaped ? "'\\''" : src[p] === "'" || src[p] === "\"" ? src[p]! : undefined
+  let to = p
+  if (opening !== undefined) {
+    out.from = p + opening.length
+    // the closing quote, on the same line (the search ends at the next quote: each quote is passed once)
+    const close = src.indexOf(opening, out.from)
+    if (close >= 0 && !hasNewline(src, out.from, close)) {
+      out.to = close
+      out.resume = close + opening.length
+      return out
+    }
+    to = out.from
+  }
+  while (to < end && !endsValue(src.charCodeAt(to)) && !isEscape(src, to)) to++
+  out.to = to
   return out
 }
 
