@@ -12,7 +12,7 @@
 import { Either } from "effect"
 import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
-import * as Policy from "../Policy.js"
+import { askedPathCount, MaxPaths } from "./RuleEvaluation.js"
 import { maskRecord, maskValue } from "./MaskedCopy.js"
 import { Elided, Mask, maskArgv, maskShown, truncate } from "./Masking.js"
 import { join } from "./ShellLexer.js"
@@ -140,8 +140,8 @@ export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
 const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   if (!isRecord(fileChanges)) return []
   const out: Array<FileChange> = []
-  // as many as rules read (Policy.MaxPaths); a larger record is not enumerated (its size is known)
-  const read = Json.keysWithin(fileChanges, Policy.MaxPaths)
+  // as many as rules read (MaxPaths); a larger record is not enumerated (its size is known)
+  const read = Json.keysWithin(fileChanges, MaxPaths)
   if (read.keys === undefined) return [omittedEntry(read.count)]
   const keys = read.keys
   for (let i = 0; i < keys.length; i++) {
@@ -388,8 +388,8 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "item/permissions/requestApproval": {
       const p = request.params
-      const count = Policy.askedPathCount(p.permissions)
-      const asked = count > Policy.MaxPaths ? [`${count} paths (too many to list)`] : permissionsAsked(p.permissions)
+      const count = askedPathCount(p.permissions)
+      const asked = count > MaxPaths ? [`${count} paths (too many to list)`] : permissionsAsked(p.permissions)
       return {
         summary: {
           kind: "permissions",

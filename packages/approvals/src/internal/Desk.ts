@@ -16,7 +16,8 @@ import { handlerPool, LiveCard, parentCards, race, startSpan, tracesVisibly } fr
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
 import type { FiberOwner, Hub } from "./Hub.js"
-import * as Policy from "../Policy.js"
+import type * as Policy from "../Policy.js"
+import { evaluate } from "./RuleEvaluation.js"
 import { Runtime } from "effect"
 import type { RuntimeFlags } from "effect"
 import * as SafetyFilter from "./SafetyFilter.js"
@@ -202,7 +203,7 @@ export const make = (line: Line, hub: Hub, config: DeskConfig, owner: FiberOwner
       return settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs"))
     }
     if (config.rules) {
-      const verdict = Policy.evaluate(config.rules, request, context)
+      const verdict = evaluate(config.rules, request, context)
       if (verdict._tag === "Deny") {
         return settleNow(card, (c) => c.decide({ _tag: "Decline" }, { _tag: "Rule", ruleId: verdict.ruleId }))
       }
