@@ -3,7 +3,7 @@ import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
 import * as JsonCensus from "@warden/transport/JsonCensus"
 import type { CardContext } from "../src/Card.js"
-import { MaxFileChanges } from "../src/Card.js"
+import { fileChangesOf, MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
 import * as Policy from "../src/Policy.js"
 import * as SafetyFilter from "../src/internal/SafetyFilter.js"
@@ -39,7 +39,7 @@ const cmd = (command: string) => known("item/commandExecution/requestApproval", 
 const readLoop = (shape: Adversarial.Shape) => {
   const frame = JSON.parse(shape.frame) as { id: number; method: string; params: unknown }
   const context: CardContext = shape.itemStarted !== undefined
-    ? { fileChanges: CardSummary.fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+    ? { fileChanges: fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
     : {}
   const request = ServerRequests.decode(frame.id, frame.method, frame.params)
   return {
@@ -186,7 +186,7 @@ describe("a bound never turns a path deny into an allow", () => {
 
   it("201 changes, the 201st outside the repository: not allowed (the old list kept the first 200)", () => {
     const paths = [...Array.from({ length: 200 }, (_, i) => `/work/repo/f${i}`), "/etc/passwd"]
-    const context = { fileChanges: CardSummary.fileChangesOf(changesItem(paths)) }
+    const context = { fileChanges: fileChangesOf(changesItem(paths)) }
     assert.lengthOf(context.fileChanges, 201)
     assert.deepStrictEqual(Policy.evaluate(repo, fc, context), NoMatch)
     assert.deepStrictEqual(Policy.evaluate(rules(denyPath("etc", "/etc")), fc, context), Deny("etc"))
@@ -194,7 +194,7 @@ describe("a bound never turns a path deny into an allow", () => {
 
   it("more changes than are kept: never allowed, and a path deny matches whatever it names", () => {
     const paths = Array.from({ length: MaxFileChanges + 5 }, (_, i) => `/work/repo/f${i}`)
-    const changes = CardSummary.fileChangesOf(changesItem(paths))
+    const changes = fileChangesOf(changesItem(paths))
     assert.lengthOf(changes, MaxFileChanges + 1)
     assert.strictEqual(changes[MaxFileChanges]!.path, "… 5 more changes")
     assert.deepStrictEqual(Policy.evaluate(repo, fc, { fileChanges: changes }), NoMatch)
@@ -410,7 +410,7 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     const pass = (shape: Adversarial.Shape, parse: (text: string) => unknown) => {
       const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
       const context: CardContext = shape.itemStarted !== undefined
-        ? { fileChanges: CardSummary.fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+        ? { fileChanges: fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
         : {}
       const request = ServerRequests.decode(frame.id, frame.method, frame.params)
       return JSON.stringify({

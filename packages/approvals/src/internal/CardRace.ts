@@ -27,7 +27,7 @@ import { Cause, Clock, Context, DefaultServices, Duration, Effect, Either, Exit,
 import type { Fiber, Scheduler } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
-import { describeSource } from "../Card.js"
+import { describeSource, outcomeOf } from "./Outcomes.js"
 import type { DeadlineTimer } from "../DeadlineTimer.js"
 import { Timed } from "../DeadlineTimer.js"
 import * as CardSummary from "./CardSummary.js"
@@ -85,21 +85,6 @@ export interface DeskShared {
  * ```
  */
 export type Handler = (card: CardView) => Effect.Effect<DecisionNs.Decision | undefined, unknown>
-
-const outcomeOf = (decision: DecisionNs.Decision): Outcome => {
-  switch (decision._tag) {
-    case "Decline":
-      return "declined"
-    case "Cancel":
-      return "cancelled"
-    case "Elicitation":
-      return decision.action === "accept" ? "accepted" : decision.action === "decline" ? "declined" : "cancelled"
-    case "ApplyNetworkPolicyAmendment":
-      return decision.action === "allow" ? "accepted" : "declined"
-    default:
-      return Decision.isAcceptance(decision) ? "accepted" : "declined"
-  }
-}
 
 /** A card's view: its own accessors `summary` and `title` build the masked summary on first read. */
 class View implements CardView {

@@ -1,23 +1,23 @@
 /**
  * What a person needs to decide a card, and one line for boards and audit logs. Everything that
- * leaves here is masked (SecretMask) and bounded (long texts end with "…"). Nothing here throws: a
+ * leaves here is masked (`Masking`, `MaskedCopy`: what `SecretMask` exposes) and bounded (long texts end with "…"). Nothing here throws: a
  * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
  *
  * The work is bounded too, whatever the request's size: a text is scanned over what can be shown
  * (`maskShown`), lists are read up to what is shown (and counted), an object's keys
  * only when it has few enough (`Json.keysWithin`: in V8 reading one key of an object reads them
- * all), tool arguments are copied within `SecretMask`'s value, character and key budgets, diffs share one budget
+ * all), tool arguments are copied within the masked copy's value, character and key budgets, diffs share one budget
  * (`Bounds.diffTotal`), a URL is parsed over its first `Bounds.urlParse` characters.
  */
-import { Either } from "effect"
-import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
+import { Json, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
 import { askedPathCount, MaxPaths } from "./RuleEvaluation.js"
 import { maskRecord, maskValue } from "./MaskedCopy.js"
 import { Elided, Mask, maskArgv, maskShown, truncate } from "./Masking.js"
 import { join } from "./ShellLexer.js"
 import { unwrap } from "./ShellWrapper.js"
-import { MaxFileChanges, OmittedChanges } from "./FileChanges.js"
+import { omittedCount, omittedEntry, OmittedChanges } from "./FileChanges.js"
+import { permissionsAsked } from "./PermissionsAsked.js"
 
 export interface Summarized {
   readonly summary: CardSummary
@@ -94,46 +94,6 @@ const listed = (items: ReadonlyArray<string>, shown = 3): string =>
 // File changes
 
 /**
- * The changes of a `fileChange` item (from its `item/started` notification), as cards show them and
- * rules check them. Codex sends `kind` as `{type: "add" | "delete" | "update", move_path?}`; a move
- * becomes two entries (`move-from` with the diff, `move-to`) so that every touched path is listed
- * and checked. Unreadable entries are skipped. At most `MaxFileChanges` entries are kept; when there
- * were more, one last entry of kind `OmittedChanges` says how many changes were left out, so that
- * no rule takes the list for all of them (a path allow never matches it, a path deny always does).
- */
-export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
-  try {
-    if (!isRecord(item)) return []
-    const changes = item["changes"]
-    if (!Array.isArray(changes)) return []
-    const out: Array<FileChange> = []
-    for (let i = 0; i < changes.length; i++) {
-      if (out.length >= MaxFileChanges) {
-        out.push(omittedEntry(changes.length - i))
-        break
-      }
-      const change: unknown = changes[i]
-      if (!isRecord(change)) continue
-      const path = str(change["path"])
-      if (path === undefined || path.length === 0) continue
-      const rawKind = change["kind"]
-      const kind = typeof rawKind === "string" ? rawKind : isRecord(rawKind) ? str(rawKind["type"]) ?? "unknown" : "unknown"
-      const diff = str(change["diff"])
-      const movePath = isRecord(rawKind) ? str(rawKind["move_path"]) ?? str(rawKind["movePath"]) : undefined
-      if (movePath !== undefined && movePath.length > 0) {
-        out.push({ path, kind: "move-from", ...(diff !== undefined ? { diff } : {}) })
-        out.push({ path: movePath, kind: "move-to" })
-      } else {
-        out.push({ path, kind, ...(diff !== undefined ? { diff } : {}) })
-      }
-    }
-    return out
-  } catch {
-    return []
-  }
-}
-
-/**
  * Legacy v1 `applyPatchApproval` carries its changes as `{[path]: {add|delete|update: ...}}`: the
  * first `Bounds.changes` of them (for display; rules read the request's paths themselves).
  */
@@ -165,11 +125,6 @@ const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   }
   return out
 }
-
-/** The entry standing for `count` changes left out of a list. */
-const omittedEntry = (count: number): FileChange => ({ path: `… ${count} more changes`, kind: OmittedChanges })
-/** How many changes such an entry stands for. */
-const omittedCount = (change: FileChange): number => Number(/[0-9]+/.exec(change.path)?.[0] ?? 1)
 
 /**
  * The changes as a card shows them: the first `Bounds.changes`, masked and bounded, the diffs
@@ -210,33 +165,6 @@ const fileChangeTitle = (changes: ReadonlyArray<FileChange>, grantRoot: string |
   const paths = [...new Set(listedChanges.map((c) => c.path))]
   const more = listedChanges.length < changes.length ? "+" : ""
   return `write ${paths.length}${more} file${paths.length === 1 && more === "" ? "" : "s"}: ${listed(paths)}`
-}
-
-// ---------------------------------------------------------------------------------------------
-// Permissions
-
-const entryPath = (path: PermissionsGrant.FileSystemPath): string => {
-  switch (path.type) {
-    case "path":
-      return path.path
-    case "glob_pattern":
-      return path.pattern
-    case "special":
-      return `<${path.value.kind}>${path.value.subpath ? ` ${path.value.subpath}` : ""}`
-  }
-}
-
-/** `write /a, read /b, network` from what was asked. */
-export const permissionsAsked = (permissions: unknown): ReadonlyArray<string> | undefined => {
-  const read = PermissionsGrant.readRequested(permissions)
-  if (Either.isLeft(read)) return undefined
-  const asked = read.right
-  const out: Array<string> = []
-  for (const path of asked.fileSystem?.write ?? []) out.push(`write ${path}`)
-  for (const path of asked.fileSystem?.read ?? []) out.push(`read ${path}`)
-  for (const entry of asked.fileSystem?.entries ?? []) out.push(`${entry.access} ${entryPath(entry.path)}`)
-  if (asked.network?.enabled === true) out.push("network")
-  return [...new Set(out)]
 }
 
 // ---------------------------------------------------------------------------------------------
