@@ -103,7 +103,7 @@ export type Outcome =
 /** Who decided. Every settled card records one. */
 export type Source =
   | { readonly _tag: "Rule"; readonly ruleId: string }
-  /** An allow a person asked to remember ("always"), found by the desk's `remembered` lookup. */
+  /** An allow a person asked to remember ("always"), found by the `remembered` lookup (`Approvals.DecisionConfig`). */
   | { readonly _tag: "Remembered"; readonly ruleId: string }
   | { readonly _tag: "Handler" }
   /**

@@ -35,7 +35,7 @@ const NoMatch: Policy.Verdict = { _tag: "NoMatch" }
 
 const cmd = (command: string) => known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/work/repo" })
 
-/** The synchronous path of the read loop for one server request (see Desk.open). */
+/** The synchronous path of the read loop for one server request (see ConnectionCards.open). */
 const readLoop = (shape: Adversarial.Shape) => {
   const frame = JSON.parse(shape.frame) as { id: number; method: string; params: unknown }
   const context: CardContext = shape.itemStarted !== undefined
@@ -336,7 +336,7 @@ describe("objects' keys: read within budgets, a frame's large object never enume
       _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params: toolParams }
     })
   const form = (schema: unknown) => known("mcpServer/elicitation/request", { threadId: "t", serverName: "s", mode: "form", message: "Fill in", requestedSchema: schema })
-  /** Everything Desk.open runs on the read loop for a request (the summary as on first read). */
+  /** Everything ConnectionCards.open runs on the read loop for a request (the summary as on first read). */
   const all = (request: ServerRequests.ServerRequest) => ({
     offers: ServerRequests.offersFor(request),
     summary: CardSummary.summarize(request, {}),
