@@ -3,9 +3,9 @@
  * layering of docs/architecture.md ("Layering") and no runtime import cycle.
  *
  * Paths are the modules' real paths relative to the repository root: a workspace import such as
- * `@warden/transport/JsonCensus` resolves through the package's `exports` to
- * `packages/transport/src/JsonCensus.ts`, so one rule on `packages/transport/` covers both the
- * package name and a relative path into it.
+ * `@warden/json/JsonCensus` resolves through the package's `exports` to
+ * `packages/json/src/JsonCensus.ts`, so one rule on `packages/json/` covers both the package name
+ * and a relative path into it.
  */
 
 /** The sources of a workspace package or of the CLI (tests, examples and benchmarks are not layered). */
@@ -31,20 +31,31 @@ module.exports = {
       }
     },
     {
+      name: "json-is-the-bottom",
+      severity: "error",
+      comment:
+        "The JSON helpers (the census of a text's large objects) are pure data below everything: they import " +
+        "no other Warden package. What the transport and the protocol share lives here.",
+      from: { path: src("json") },
+      to: { path: "^(packages|apps)/", pathNot: pkg("json") }
+    },
+    {
       name: "transport-is-the-bottom",
       severity: "error",
-      comment: "The transport (pipes, framing, the child) knows no protocol and nothing above it.",
+      comment:
+        "The transport (pipes, framing, the child) knows no protocol and nothing above it: of Warden's packages " +
+        "it imports @warden/json only.",
       from: { path: src("transport") },
-      to: { path: "^(packages|apps)/", pathNot: pkg("transport") }
+      to: { path: "^(packages|apps)/", pathNot: pkg("transport", "json") }
     },
     {
       name: "protocol-is-pure-data",
       severity: "error",
       comment:
         "The protocol (classification, codecs, schemas) is pure data, testable without a pipe: it imports " +
-        "neither the transport nor anything above it.",
+        "neither the transport nor anything above it; of Warden's packages, @warden/json only.",
       from: { path: src("protocol") },
-      to: { path: "^(packages|apps)/", pathNot: pkg("protocol") }
+      to: { path: "^(packages|apps)/", pathNot: pkg("protocol", "json") }
     },
     {
       name: "approvals-below-the-engine",

@@ -88,7 +88,7 @@ export const wardenRunner = async (
           yield* ledger.run.attach({ subscribe: PubSub.subscribe(none), subscribeApprovals: approvals.subscribe })
         }
         const connection = yield* peer.memory.transport.connect
-        const server = yield* AppServerConnection.make(connection, approvals, {}, () => {}, options.telemetry === true ? { readLoopLag: true } : undefined)
+        const server = yield* AppServerConnection.make(connection, approvals, undefined, () => {}, options.telemetry === true ? { readLoopLag: true } : undefined)
         const traceParent = options.telemetry === true ? yield* Effect.makeSpan("bench.thread") : undefined
         const routes: Array<ThreadRoute.ThreadRoute> = []
         for (const threadId of mix.threadIds) {

@@ -64,7 +64,7 @@ const build = () => {
 
 /** Whether a plain `node` accepts the bundle's code cache (V8 rejects one made by another version or under other flags). */
 const codeCacheAccepted = (): boolean => {
-  const codeCache = Path.join(root, "apps", "cli", "dist", "CodeCache.js")
+  const codeCache = Path.join(root, "apps", "cli", "dist", "startup", "CodeCache.js")
   const probe = spawnSync(
     process.execPath,
     ["--input-type=module", "-e", `import { load } from ${JSON.stringify(pathToFileURL(codeCache).href)}; process.stdout.write(String(load(${JSON.stringify(bundle)}).cached))`],

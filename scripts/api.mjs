@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The published libraries, in dependency order (the CLI's surface is its command: docs/cli.md). */
-export const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
+export const libraries = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
 
 const read = (file) => Fs.readFileSync(file, "utf8")
 
@@ -52,10 +52,38 @@ const declaration = /^export\s+(?:declare\s+)?(?:abstract\s+)?(const|let|functio
 const reexport = /^export\s+(type\s+)?\{([^}]*)\}\s+from\s+["']([^"']+)["']/gm
 const starExport = /^export\s+\*\s+as\s+([A-Za-z_$][\w$]*)\s+from\s+["']([^"']+)["']/gm
 
+/**
+ * The source file a module specifier names: a relative one (`./X.js`), or a workspace package's
+ * public module (`@warden/json/JsonCensus`, `@warden/json`) through that package's `exports`,
+ * which point at its sources in the workspace.
+ */
 const resolveModule = (fromFile, spec) => {
+  const workspace = /^(@warden\/[^/]+)(\/.+)?$/.exec(spec)
+  if (workspace !== null) {
+    const dir = workspaceDirs().get(workspace[1])
+    const target = dir && JSON.parse(read(Path.join(dir, "package.json"))).exports?.[`.${workspace[2] ?? ""}`]
+    if (typeof target !== "string") throw new Error(`api: ${Path.relative(root, fromFile)}: cannot resolve ${spec} to a workspace source`)
+    return Path.join(dir, target)
+  }
   const base = Path.resolve(Path.dirname(fromFile), spec.replace(/\.js$/, ""))
   return `${base}.ts`
 }
+
+/** Every workspace package under packages/ and apps/, by name. */
+const workspaceDirs = (() => {
+  let dirs
+  return () => {
+    if (dirs !== undefined) return dirs
+    dirs = new Map()
+    for (const group of ["packages", "apps"]) {
+      for (const name of Fs.readdirSync(Path.join(root, group))) {
+        const manifest = Path.join(root, group, name, "package.json")
+        if (Fs.existsSync(manifest)) dirs.set(JSON.parse(read(manifest)).name, Path.join(root, group, name))
+      }
+    }
+    return dirs
+  }
+})()
 
 /** Exported declarations of a module: name, kind, TSDoc summary (undefined when missing). */
 const exportsOf = (file, seen = new Set()) => {

@@ -23,7 +23,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The packages `pnpm build` produces (each has a tsconfig.build.json). */
-export const published = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
+export const published = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
 
 const assetExtensions = new Set([".mjs", ".cjs", ".json"])
 
@@ -223,9 +223,9 @@ const lazyWorkspaceModules = (files) => ({
 })
 
 /**
- * An esbuild plugin: the CLI's version (apps/cli/src/Version.ts reads it from package.json at run
- * time) written into the bundles as a constant, read from package.json at the build, which runs
- * whenever the package is packed: no file read and no node:fs namespace at start-up. The web
+ * An esbuild plugin: the CLI's version (apps/cli/src/startup/Version.ts reads it from package.json
+ * at run time) written into the bundles as a constant, read from package.json at the build, which
+ * runs whenever the package is packed: no file read and no node:fs namespace at start-up. The web
  * inbox's (packages/inbox/src/internal/Version.ts, its OpenAPI document's) likewise: in a bundle
  * its own URL is the bundle's, where its package.json is not.
  */
@@ -236,7 +236,7 @@ const inlineVersion = {
       const { version } = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
       return { contents: `export const version = ${JSON.stringify(version)}`, loader: "ts" }
     }
-    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]Version\.ts$/, namespace: "file" }, versionOf(cliDir))
+    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]startup[\\/]Version\.ts$/, namespace: "file" }, versionOf(cliDir))
     build.onLoad({ filter: /[\\/]packages[\\/]inbox[\\/]src[\\/]internal[\\/]Version\.ts$/, namespace: "file" }, versionOf(Path.join(root, "packages", "inbox")))
   }
 }
@@ -276,16 +276,17 @@ const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
 /**
  * The published CLI's start-up (docs/performance.md, "Start-up"), two files beside tsc's output:
  *
- * - `dist/bin.cjs`, the `warden` executable: bin.ts (with Version.ts and CodeCache.ts) as
- *   CommonJS, which Node starts ~10 ms sooner than an ES module; the rest of the CLI stays in the
- *   compiled modules it imports on demand (Main.js, Cli.js, RunCli.js).
- * - `dist/warden-run.cjs`, `warden run` as one file: RunCli.ts with everything it imports (Effect,
- *   @effect/cli, the Warden libraries), tree-shaken (deepImports above) and minified, YAML and
- *   crypto loaded on first use (lazyModules above), as CommonJS so that bin.ts can load it through
- *   `vm.Script` with a V8 code cache (CodeCache.ts), which Node's module loader does not offer
- *   before Node 22. Only Node's built-in modules stay outside, and the output is ASCII (CodeCache
- *   reads it as Latin-1). Then scripts/code-cache.mjs writes the cache, `warden-run.cjs.v8cache`
- *   (again at every build: it belongs to the Node that built it).
+ * - `dist/bin.cjs`, the `warden` executable: bin.ts (with startup/Version.ts and
+ *   startup/CodeCache.ts) as CommonJS, which Node starts ~10 ms sooner than an ES module; the rest
+ *   of the CLI stays in the compiled modules it imports on demand (startup/Main.js,
+ *   startup/Cli.js, startup/RunCli.js).
+ * - `dist/warden-run.cjs`, `warden run` as one file: startup/RunCli.ts with everything it imports
+ *   (Effect, @effect/cli, the Warden libraries), tree-shaken (deepImports above) and minified,
+ *   YAML and crypto loaded on first use (lazyModules above), as CommonJS so that bin.ts can load
+ *   it through `vm.Script` with a V8 code cache (CodeCache.ts), which Node's module loader does
+ *   not offer before Node 22. Only Node's built-in modules stay outside, and the output is ASCII
+ *   (CodeCache reads it as Latin-1). Then scripts/code-cache.mjs writes the cache,
+ *   `warden-run.cjs.v8cache` (again at every build: it belongs to the Node that built it).
  */
 /**
  * Warden's modules `warden run` evaluates on first use (lazyWorkspaceModules above): the protocol's
@@ -313,7 +314,8 @@ const lazyWorkspace = [
 
 export const bundleCli = async () => {
   const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
-  const lazy = ["./Main.js", "./Cli.js", "./RunCli.js"]
+  // As bin.ts writes them: esbuild leaves these imports as they are, resolved beside dist/bin.cjs.
+  const lazy = ["./startup/Main.js", "./startup/Cli.js", "./startup/RunCli.js"]
   const binfile = Path.join(cliDir, "dist", "bin.cjs")
   writeOutput(
     await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy, plugins: [inlineVersion] }),
@@ -330,7 +332,7 @@ export const bundleCli = async () => {
   writeOutput(
     await esbuild.build({
       ...commonJs,
-      entryPoints: [Path.join(cliDir, "src", "RunCli.ts")],
+      entryPoints: [Path.join(cliDir, "src", "startup", "RunCli.ts")],
       outfile,
       // WARDEN_UNMINIFIED=1: readable, with a `// path` comment before each module (for profiling
       // the start-up by module); the published bundle is always minified.

@@ -5,10 +5,10 @@
  *
  *   node scripts/code-cache.mjs apps/cli/dist/warden-run.cjs
  *
- * It compiles the bundle as bin.cjs loads it (apps/cli/src/CodeCache.ts) and runs `warden run` up
- * to the spawn of codex, then writes what V8 has compiled by then: the modules' top level and every
- * function start-up runs (a cache of the top level alone left those to be compiled at every start,
- * ~15 % of the time to the spawn). Nothing is spawned: the process exits there.
+ * It compiles the bundle as bin.cjs loads it (apps/cli/src/startup/CodeCache.ts) and runs `warden
+ * run` up to the spawn of codex, then writes what V8 has compiled by then: the modules' top level
+ * and every function start-up runs (a cache of the top level alone left those to be compiled at
+ * every start, ~15 % of the time to the spawn). Nothing is spawned: the process exits there.
  */
 import { ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
@@ -17,7 +17,7 @@ import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 
 const bundle = Path.resolve(process.argv[2] ?? "")
-const CodeCache = await import(pathToFileURL(Path.join(Path.dirname(bundle), "CodeCache.js")).href)
+const CodeCache = await import(pathToFileURL(Path.join(Path.dirname(bundle), "startup", "CodeCache.js")).href)
 // The script is named by the bare file name (a cache holds its script's name, and the package must
 // not carry the build's path), copied into a string of its own: `basename` returns a slice of the
 // whole path, and V8 would serialize the string it slices.

@@ -70,6 +70,8 @@ describe("the dependency check", () => {
       "packages/approvals/src/Broken.ts": "import { Supervisor } from \"@warden/supervisor\"\nexport const broken = Supervisor\n",
       // the protocol never imports the transport, not even a type
       "packages/protocol/src/Broken.ts": "import type { Transport } from \"@warden/transport\"\nexport type Broken = Transport.Transport\n",
+      // the JSON helpers import no other Warden package, the protocol included (a relative path too)
+      "packages/json/src/Broken.ts": "import \"../../protocol/src/Json.js\"\n",
       // the inbox never imports the CLI, by a relative path either
       "packages/inbox/src/Broken.ts": "import \"../../../apps/cli/src/bin.js\"\n",
       // a runtime cycle
@@ -89,10 +91,11 @@ describe("the dependency check", () => {
         "error approvals-below-the-engine: packages/approvals/src/Broken.ts → packages/supervisor/src/index.ts",
         "error inbox-without-the-cli: packages/inbox/src/Broken.ts → apps/cli/src/bin.ts",
         "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/PendingCard.ts",
+        "error json-is-the-bottom: packages/json/src/Broken.ts → packages/protocol/src/Json.ts",
         "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts"
       ]) assert.include(violations, expected, output)
       assert.isTrue(violations.some((line) => /^error no-runtime-cycle: packages\/supervisor\/src\/Cycle[AB]\.ts/.test(line)), output)
-      assert.strictEqual(violations.length, 5, output)
+      assert.strictEqual(violations.length, 6, output)
       assert.notInclude(output, "TypeCycle")
     } finally {
       copy.remove()

@@ -29,7 +29,7 @@ import * as Outside from "./support/Outside.js"
 const { repoRoot } = Outside
 
 /** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
-const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/json", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
 
 /** Test-only tools that must never reach a user's node_modules. */
 const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite", "playwright-core"]
@@ -40,6 +40,8 @@ interface Manifest {
   readonly private?: boolean
   readonly bin?: Record<string, string>
   readonly exports?: Record<string, unknown>
+  readonly main?: string
+  readonly types?: string
   readonly dependencies?: Record<string, string>
   readonly peerDependencies?: Record<string, string>
 }
@@ -244,9 +246,17 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           const manifest = readManifest(dir)
           assert.strictEqual(manifest.version, source.version)
           assert.isUndefined(manifest.private)
-          assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
-          for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
-            assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
+          if (source.name === "@warden/cli") {
+            // An app, not a library: nothing to import, no types; `warden` is its surface.
+            assert.deepStrictEqual(manifest.exports, { "./package.json": "./package.json" }, source.name)
+            assert.isUndefined(manifest.main, source.name)
+            assert.isUndefined(manifest.types, source.name)
+            assert.deepStrictEqual(filesUnder(Path.join(dir, "dist")).filter((f) => f.endsWith(".d.ts") || Path.basename(f) === "index.js"), [], source.name)
+          } else {
+            assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
+            for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
+              assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
+            }
           }
           const specs = { ...manifest.dependencies, ...manifest.peerDependencies }
           assert.deepStrictEqual(Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)), [], source.name)
@@ -297,7 +307,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         assert.include(ran.stdout, "(the tested version)")
         assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
         assert.include(ran.stdout, "drift: none")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
       }), 240_000)
 
     it.effect("npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex", () =>
@@ -311,7 +321,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         for (const i of [0, 1, 2]) assert.match(ran.stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
         assert.match(ran.stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
         assert.include(ran.stdout, "exit code 0")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
+        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
         assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
       }), 240_000)
 
@@ -410,7 +420,7 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         // Only the compiler's own lib.*.d.ts come from elsewhere.
         assert.deepStrictEqual(outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))), [])
         const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
-        for (const pkg of ["approvals", "inbox", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
+        for (const pkg of ["approvals", "inbox", "json", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
           assert.isTrue(warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)), `@warden/${pkg} declarations`)
         }
         assert.deepStrictEqual(warden.filter((f) => !f.endsWith(".d.ts")), [], "Warden sources compiled instead of declarations")

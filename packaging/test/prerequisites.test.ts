@@ -63,9 +63,18 @@ const runAsRoot = (bin: string, args: ReadonlyArray<string> = []) =>
     ? spawnSync(process.execPath, [script, ...args], { env: env(bin), encoding: "utf8" })
     : spawnSync("/usr/bin/unshare", ["--map-root-user", process.execPath, script, ...args], { env: env(bin), encoding: "utf8" })
 
-/** The script as a user that is not root: nobody when this process is root. */
-const runAsUser = (bin: string, args: ReadonlyArray<string> = []) =>
-  spawnSync(process.execPath, [script, ...args], { env: env(bin), encoding: "utf8", ...(root ? { uid: 65534, gid: 65534 } : {}) })
+/**
+ * The script as a user that is not root: nobody when this process is root. Nobody runs a copy of
+ * the script in the fake machine's directory (which all may read), not the checkout's: a checkout
+ * in a directory only its owner may enter (a home directory, `mktemp -d`) is out of nobody's reach.
+ */
+const runAsUser = (bin: string, args: ReadonlyArray<string> = []) => {
+  if (!root) return spawnSync(process.execPath, [script, ...args], { env: env(bin), encoding: "utf8" })
+  const copy = Path.join(Path.dirname(bin), "prerequisites.mjs")
+  Fs.copyFileSync(script, copy)
+  Fs.chmodSync(copy, 0o644)
+  return spawnSync(process.execPath, [copy, ...args], { env: env(bin), encoding: "utf8", uid: 65534, gid: 65534 })
+}
 
 describe("the test command's prerequisites (scripts/prerequisites.mjs)", () => {
   it("pnpm test runs it first, and runs no test when it fails", () => {

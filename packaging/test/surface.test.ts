@@ -11,7 +11,7 @@ import * as Path from "node:path"
 import * as Outside from "./support/Outside.js"
 
 const { repoRoot } = Outside
-const libraries = ["packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
+const libraries = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
 
 describe("the public surface", () => {
   it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", async () => {
@@ -32,6 +32,18 @@ describe("the public surface", () => {
       assert.deepStrictEqual(fromInternal, [], `${manifest.name}'s index.ts exports internal modules`)
     })
   }
+
+  it("apps/cli is an app: it exports nothing but its package.json, in the workspace and as published", () => {
+    const manifest = JSON.parse(Fs.readFileSync(Path.join(repoRoot, "apps/cli", "package.json"), "utf8"))
+    const only = { "./package.json": "./package.json" }
+    assert.deepStrictEqual(manifest.exports, only)
+    assert.deepStrictEqual(manifest.publishConfig?.exports, only)
+    for (const key of ["main", "types", "module"]) {
+      assert.isUndefined(manifest[key], key)
+      assert.isUndefined(manifest.publishConfig?.[key], `publishConfig.${key}`)
+    }
+    assert.isFalse(Fs.existsSync(Path.join(repoRoot, "apps/cli", "src", "index.ts")), "apps/cli/src/index.ts would be read as a public surface")
+  })
 
   it("the public modules of a library import nothing from another package's internals", () => {
     const offenders: Array<string> = []

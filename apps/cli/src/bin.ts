@@ -15,10 +15,10 @@
  * the modules above are loaded with `import()`.
  */
 import { fileURLToPath } from "node:url"
-import * as CodeCache from "./CodeCache.js"
-import { version } from "./Version.js"
+import * as CodeCache from "./startup/CodeCache.js"
+import { version } from "./startup/Version.js"
 
-type RunCli = typeof import("./RunCli.js")
+type RunCli = typeof import("./startup/RunCli.js")
 
 const args = process.argv.slice(2)
 
@@ -27,7 +27,7 @@ if (args.length === 1 && args[0] === "--version") {
 } else if (args[0] === "run") {
   const bundled = CodeCache.load(fileURLToPath(new URL("./warden-run.cjs", import.meta.url)))
   if (bundled !== undefined) (bundled.exports as RunCli).start(process.argv)
-  else void import("./RunCli.js").then((RunCli) => RunCli.start(process.argv))
+  else void import("./startup/RunCli.js").then((RunCli) => RunCli.start(process.argv))
 } else {
-  void Promise.all([import("./Main.js"), import("./Cli.js")]).then(([Main, Cli]) => Main.main(Cli.run, process.argv))
+  void Promise.all([import("./startup/Main.js"), import("./startup/Cli.js")]).then(([Main, Cli]) => Main.main(Cli.run, process.argv))
 }

@@ -42,7 +42,7 @@ describe("warden demo and doctor", () => {
       assert.include(stdout, "drift: none")
     }), 60_000)
 
-  it.scopedLive("doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1", () =>
+  it.scopedLive("doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its children get ChildEnv's environment", () =>
     Effect.gen(function*() {
       const real = yield* RealCodex.binaryPath
       const dir = yield* tempDir
@@ -55,6 +55,7 @@ const { execFileSync } = require("node:child_process")
 const fs = require("node:fs")
 const path = require("node:path")
 const args = process.argv.slice(2)
+fs.writeFileSync(path.join(__dirname, args[0] === "--version" ? "version-env.json" : "generate-env.json"), JSON.stringify(process.env))
 if (args[0] === "--version") { console.log("codex-cli 0.172.0"); process.exit(0) }
 execFileSync(${JSON.stringify(real)}, args, { stdio: "inherit" })
 const file = path.join(args[args.indexOf("--out") + 1], "codex_app_server_protocol.schemas.json")
@@ -65,7 +66,9 @@ fs.writeFileSync(file, JSON.stringify(bundle))
         { mode: 0o755 }
       )
       Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }))
-      const result = yield* CliProcess.runToEnd(["doctor", "--codex", fake, "--json"])
+      const result = yield* CliProcess.runToEnd(["doctor", "--codex", fake, "--json"], {
+        env: { WARDEN_DOCTOR_PROBE: "doctor-probe-secret", DOCTOR_PROBE_PASSED: "passed" }
+      })
       assert.deepStrictEqual(result.exited, { code: 1, signal: null }, result.stderr)
       assert.strictEqual(result.stdout.length, 1, "one JSON object")
       const report = JSON.parse(result.stdout[0]!)
@@ -74,5 +77,11 @@ fs.writeFileSync(file, JSON.stringify(bundle))
       assert.isAbove(broken.length, 0)
       assert.deepStrictEqual([...new Set(broken.map((a) => a.method))], ["item/fileChange/requestApproval"])
       assert.include(broken.map((a) => a.answer), "refusal")
+      // Both children got our environment through ChildEnv.make: the rest of it, no WARDEN_* variable.
+      for (const file of ["version-env.json", "generate-env.json"]) {
+        const env = JSON.parse(Fs.readFileSync(Path.join(dir, file), "utf8")) as Record<string, string>
+        assert.strictEqual(env["DOCTOR_PROBE_PASSED"], "passed", file)
+        assert.deepStrictEqual(Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")), [], file)
+      }
     }), 60_000)
 })

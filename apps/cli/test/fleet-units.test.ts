@@ -2,9 +2,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Card } from "@warden/approvals"
 import { Effect } from "effect"
-import * as Board from "../src/Board.js"
-import * as StdinDecisions from "../src/StdinDecisions.js"
-import * as Summary from "../src/Summary.js"
+import * as Board from "../src/terminal/Board.js"
+import * as StdinDecisions from "../src/answering/StdinDecisions.js"
+import * as Summary from "../src/terminal/Summary.js"
 import * as RunState from "@warden/inbox/RunState"
 
 const commandCard = (id: string, item: number, command: string): Card.CardView => ({

@@ -129,8 +129,8 @@ describe("warden rules test", () => {
 })
 
 describe("the ledger commands: one rule for a --state that cannot be used, and a ledger the user may only read", () => {
-  /** As root (as the tests run here): another user, nobody, who may read but not write the files; else the current user on files made read-only. */
-  const asReader = process.getuid?.() === 0 ? { uid: 65534 } : {}
+  /** A user subject to the files' modes (as root, root without the capabilities that override them). */
+  const asReader = { filePermissions: true } as const
 
   it.scopedLive("audit, rules list and rules test read a ledger the user may only read, writing nothing; what would write it is refused as a permission error (exit 2)", () =>
     Effect.gen(function*() {
@@ -138,10 +138,9 @@ describe("the ledger commands: one rule for a --state that cannot be used, and a
       const db = yield* recordFixture(dir)
       const candidate = Path.join(dir, "candidate.yaml")
       Fs.writeFileSync(candidate, "rules:\n  - id: ls-ok\n    effect: allow\n    match: { command: { argvPrefix: [ls] } }\n")
-      // Readable by all, writable by its owner only (root); for a non-root run, by nobody.
-      const owner = asReader.uid === undefined ? 0o444 : 0o644
-      for (const f of Fs.readdirSync(dir)) Fs.chmodSync(Path.join(dir, f), f === "codex" ? 0o755 : owner)
-      Fs.chmodSync(dir, asReader.uid === undefined ? 0o555 : 0o755)
+      // Readable, and writable by nobody: not the files, not the directory.
+      for (const f of Fs.readdirSync(dir)) Fs.chmodSync(Path.join(dir, f), f === "codex" ? 0o555 : 0o444)
+      Fs.chmodSync(dir, 0o555)
       yield* Effect.addFinalizer(() => Effect.sync(() => Fs.chmodSync(dir, 0o700)))
       const before = Fs.readdirSync(dir).map((f) => [f, Fs.statSync(Path.join(dir, f)).mtimeMs]).sort()
 
@@ -165,12 +164,10 @@ describe("the ledger commands: one rule for a --state that cannot be used, and a
       assert.deepStrictEqual(after, before, "nothing was created or written beside the ledger")
 
       // A ledger the user may not read at all.
-      if (asReader.uid !== undefined) {
-        Fs.chmodSync(db, 0o600)
-        const unreadable = yield* CliProcess.runToEnd(["audit", "--state", db], asReader)
-        assert.strictEqual(unreadable.exited.code, 2, unreadable.stderr)
-        assert.include(unreadable.stderr, "permission denied: you may not read")
-      }
+      Fs.chmodSync(db, 0o000)
+      const unreadable = yield* CliProcess.runToEnd(["audit", "--state", db], asReader)
+      assert.strictEqual(unreadable.exited.code, 2, unreadable.stderr)
+      assert.include(unreadable.stderr, "permission denied: you may not read")
     }), 180_000)
 
   it.scopedLive("--state naming a directory is exit 2 in every command; resume --run naming no dead run is exit 2, as rules revoke of an unknown id", () =>

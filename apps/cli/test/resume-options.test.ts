@@ -9,7 +9,7 @@ import { Context, Effect, Either, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as StateLedger from "../src/StateLedger.js"
+import * as StateLedger from "../src/state/StateLedger.js"
 import * as CliProcess from "./support/CliProcess.js"
 
 describe("warden resume: what an item was started with", () => {

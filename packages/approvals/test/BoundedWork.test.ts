@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
-import * as JsonCensus from "@warden/transport/JsonCensus"
 import type { CardContext } from "../src/Card.js"
 import { fileChangesOf, MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
@@ -52,51 +52,66 @@ const readLoop = (shape: Adversarial.Shape) => {
   }
 }
 
+/**
+ * Runs `check` on each shape in turn, giving the event loop back between shapes: one shape is
+ * milliseconds of work, all of them a minute on a starved machine, and a worker that holds its
+ * event loop that long loses its calls to vitest's main process.
+ */
+const eachShape = async (list: ReadonlyArray<Adversarial.Shape>, check: (shape: Adversarial.Shape) => void) => {
+  for (const shape of list) {
+    check(shape)
+    await new Promise<void>((resolve) => setImmediate(resolve))
+  }
+}
+
+/** A bound for the tests over every shape that only a hung test reaches, even on a starved machine. */
+const ShapesBound = 600_000
+
 describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1 MiB each)", () => {
   const shapes = Adversarial.shapes({ frameBytes: 1024 * 1024 })
 
-  it("every frame goes through decode, summary, rules and the safety filter, with bounded results", { timeout: 60_000 }, () => {
+  it("every frame goes through decode, summary, rules and the safety filter, with bounded results", { timeout: ShapesBound }, async () => {
     assert.isAbove(shapes.length, 40)
-    for (const shape of shapes) {
+    await eachShape(shapes, (shape) => {
       const { safety, summary } = readLoop(shape)
       assert.isAtMost(summary.title.length, CardSummary.Bounds.title, shape.name)
       assert.notInclude(summary.title, "\n", shape.name)
       // what a card carries is bounded whatever came in (diffs share 200 000 characters, values 100 000)
       assert.isBelow(JSON.stringify(summary.summary).length, 600_000, shape.name)
       assert.oneOf(safety._tag, ["Safe", "Unsafe"], shape.name)
-    }
+    })
   })
 
-  it("every command shape hiding `rm -rf ~` is denied, and no allow rule allows a compound one", { timeout: 60_000 }, () => {
+  it("every command shape hiding `rm -rf ~` is denied, and no allow rule allows a compound one", { timeout: ShapesBound }, async () => {
     const commands = shapes.filter((s) => s.target === "shell" && (s.command?.includes(Adversarial.Payload) ?? s.name === "legacy-exec-argv"))
     assert.isAbove(commands.length, 18)
     let compound = 0
-    for (const shape of commands) {
+    await eachShape(commands, (shape) => {
       const { allowOnly: allowed, denyFirst, request } = readLoop(shape)
       assert.deepStrictEqual(denyFirst, Deny("no-rm"), shape.name)
       // `sudo bash -c x ...` is one simple command: an allow on `sudo` allows it (and a deny on rm still wins)
       const line = request._tag === "Known" && request.method === "item/commandExecution/requestApproval" ? request.params.command ?? "" : ""
-      if (line.length > 0 && line.length <= Policy.MaxCommandLength && ShellCommand.unwrap(line).simple) continue
+      if (line.length > 0 && line.length <= Policy.MaxCommandLength && ShellCommand.unwrap(line).simple) return
       compound++
       assert.notStrictEqual(allowed._tag, "Allow", shape.name)
-    }
+    })
     assert.isAbove(compound, 15)
   })
 
-  it("the file shapes: a path outside the root anywhere in the list is denied, never allowed", { timeout: 60_000 }, () => {
-    for (const shape of shapes.filter((s) => s.target === "fileChange")) {
+  it("the file shapes: a path outside the root anywhere in the list is denied, never allowed", { timeout: ShapesBound }, async () => {
+    await eachShape(shapes.filter((s) => s.target === "fileChange"), (shape) => {
       const { allowOnly: allowed, denyFirst } = readLoop(shape)
       assert.deepStrictEqual(denyFirst, Deny("etc"), shape.name)
       assert.deepStrictEqual(allowed, NoMatch, shape.name)
-    }
+    })
   })
 
-  it("hostile forms, questions and URLs are refused by the filter, not by an exception", { timeout: 60_000 }, () => {
-    for (const shape of shapes.filter((s) => s.target === "filter")) {
+  it("hostile forms, questions and URLs are refused by the filter, not by an exception", { timeout: ShapesBound }, async () => {
+    await eachShape(shapes.filter((s) => s.target === "filter"), (shape) => {
       const { safety } = readLoop(shape)
       assert.strictEqual(safety._tag, "Unsafe", shape.name)
       if (safety._tag === "Unsafe") assert.notInclude(safety.reason, "could not be read", shape.name)
-    }
+    })
   })
 })
 
@@ -406,7 +421,7 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     assert.include(list.map((o) => o["…"]), "5000 more keys")
   })
 
-  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: 60_000 }, () => {
+  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: ShapesBound }, async () => {
     const pass = (shape: Adversarial.Shape, parse: (text: string) => unknown) => {
       const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
       const context: CardContext = shape.itemStarted !== undefined
@@ -422,8 +437,8 @@ describe("objects' keys: read within budgets, a frame's large object never enume
         safety: SafetyFilter.check(request)
       })
     }
-    for (const shape of Adversarial.shapes({ frameBytes: 1024 * 1024 })) {
+    await eachShape(Adversarial.shapes({ frameBytes: 1024 * 1024 }), (shape) => {
       assert.strictEqual(pass(shape, JsonCensus.parse), pass(shape, JSON.parse), shape.name)
-    }
+    })
   })
 })

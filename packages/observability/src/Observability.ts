@@ -116,7 +116,8 @@ export const layer = (options: Options): Layer.Layer<Telemetry.Telemetry> => {
       Layer.provide(OtlpSerialization.layerJson),
       Layer.provide(reportingClient(options.endpoint, report))
     ),
-    Layer.succeed(Telemetry.Telemetry, { readLoopLag: options.readLoopLag ?? true })
+    // Unset, the supervisor's default applies (Telemetry.TelemetryShape: on).
+    Layer.succeed(Telemetry.Telemetry, options.readLoopLag === undefined ? {} : { readLoopLag: options.readLoopLag })
   )
 }
 

@@ -5,22 +5,23 @@
  * This is the one place for the guards every package needs (a frame's params, an item, a result
  * read on the read loop), and the one way a Schema failure is told to a person.
  */
+import { JsonCensus } from "@warden/json"
 import { Option, ParseResult, SchemaAST } from "effect"
-import * as KeyCensus from "./internal/KeyCensus.js"
 
 /**
  * The keys of a JSON object when it has at most `max`, else `undefined` and how many it has,
- * without enumerating a large object of a frame (the transport's census knows its size: in V8 even
- * a `for...in` that stops at once reads every key first). Every walk over a request's objects
- * reads keys through this (or `isEmpty`), so its work is bounded by what it asks for.
+ * without enumerating a large object of a frame (the census of `@warden/json`, which the transport
+ * takes of every frame it parses, knows its size: in V8 even a `for...in` that stops at once reads
+ * every key first). Every walk over a request's objects reads keys through this (or `isEmpty`), so
+ * its work is bounded by what it asks for. It is `JsonCensus.keysWithin` of `@warden/json`.
  */
-export const keysWithin: (value: object, max: number) => KeyCensus.Keys = KeyCensus.keysWithin
+export const keysWithin: (value: object, max: number) => JsonCensus.Keys = JsonCensus.keysWithin
 
-/** Has this object no own enumerable key? Constant time for a large object of a frame. */
-export const isEmpty: (value: object) => boolean = KeyCensus.isEmpty
+/** Has this object no own enumerable key? Constant time for a large object of a frame (`JsonCensus.isEmpty` of `@warden/json`). */
+export const isEmpty: (value: object) => boolean = JsonCensus.isEmpty
 
 /** What `keysWithin` gives. */
-export type Keys = KeyCensus.Keys
+export type Keys = JsonCensus.Keys
 
 /** A JSON object (not null, not an array), for a type guard. */
 export const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>

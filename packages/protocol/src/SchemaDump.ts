@@ -27,7 +27,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Ajv, type ValidateFunction } from "ajv"
 import { Data, Effect, Either } from "effect"
-import * as ChildEnv from "./internal/ChildEnv.js"
 import * as Json from "./Json.js"
 
 /** A JSON Schema node of the dump, or any JSON object read from it. */
@@ -182,15 +181,35 @@ export const load = (dir: string): Effect.Effect<SchemaDump, SchemaDumpError> =>
       new SchemaDumpError({ reason: "ReadFailed", message: `could not read ${join(dir, BundleFile)}: ${String(cause)}`, cause })
   }).pipe(Effect.flatMap(fromBundle))
 
-const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: string) =>
+/**
+ * The variables of this process a generator gets when its caller passes no environment: what
+ * codex needs to start (PATH to find what it runs, HOME for its own files), and nothing else.
+ */
+const MinimalEnvNames = ["PATH", "HOME"] as const
+
+/** `env` (default: the `MinimalEnvNames` of this process) without undefined values, with `CODEX_HOME` set. */
+const childEnv = (env: Readonly<Record<string, string | undefined>> | undefined, codexHome: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  if (env === undefined) {
+    for (const name of MinimalEnvNames) {
+      const value = process.env[name]
+      if (value !== undefined) out[name] = value
+    }
+  } else {
+    for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value
+  }
+  // A private CODEX_HOME whatever `env` says: no user config.toml is read, nothing is written under ~/.codex.
+  out["CODEX_HOME"] = codexHome
+  return out
+}
+
+const runGenerator = (binary: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
   Effect.async<void, SchemaDumpError>((resume) => {
     const child = execFile(
       binary,
       args,
       {
-        // A private CODEX_HOME: no user config.toml is read, nothing is written under ~/.codex.
-        // Warden's own secrets never reach a child (ChildEnv).
-        env: ChildEnv.make({ ...process.env, CODEX_HOME: codexHome }),
+        env,
         timeout: 60_000,
         killSignal: "SIGKILL",
         maxBuffer: 4 * 1024 * 1024
@@ -213,13 +232,31 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: st
     })
   })
 
+/** How `generate` runs the binary. */
+export interface GenerateOptions {
+  /** Pass `--experimental` (experimental methods and fields). Default false. */
+  readonly experimental?: boolean
+  /**
+   * The child's environment (its `CODEX_HOME` is replaced by a private one). Default: only `PATH`
+   * and `HOME` of this process. Pass `ChildEnv.make()` of `@warden/transport` for ours without
+   * Warden's own variables and withheld secrets.
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>
+}
+
 /**
  * Runs `<binary> app-server generate-json-schema --out <tmp>` and loads the result.
  *
  * The binary runs with a private, empty `CODEX_HOME` (no user config is read), `--experimental`
- * when asked. The temporary directory is removed afterwards, whatever happens. Bounded by a 60 s
- * timeout (SIGKILL), and the child is killed on interruption. Fails with `SchemaDumpError`:
- * `GenerateFailed` when the binary cannot run or fails, else as `load`.
+ * when asked, and the environment `env`. Without `env` it gets only this process's `PATH` and
+ * `HOME` (and the private `CODEX_HOME`): built from nothing, so that no variable of Warden's
+ * (`WARDEN_*`, a secret withheld from children) can reach it unless the caller passes it. A caller
+ * that wants more passes it, filtered as every child's is: `ChildEnv.make()` of
+ * `@warden/transport` (the protocol imports no transport, so it cannot apply that rule itself).
+ * Any `CODEX_HOME` in `env` is replaced by the private one. The temporary directory is removed
+ * afterwards, whatever happens. Bounded by a 60 s timeout (SIGKILL), and the child is killed on
+ * interruption. Fails with `SchemaDumpError`: `GenerateFailed` when the binary cannot run or
+ * fails, else as `load`.
  *
  * @example
  * ```ts
@@ -227,6 +264,7 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: st
  * import * as SchemaDump from "@warden/protocol/SchemaDump"
  *
  * const program = Effect.gen(function*() {
+ *   // PATH and HOME only; `{ env: ChildEnv.make() }` (of @warden/transport) gives it the rest of ours
  *   const dump = yield* SchemaDump.generate("codex")
  *   const validator = SchemaDump.makeValidator(dump)
  *   return validator.serverRequestResponse("item/commandExecution/requestApproval", { decision: "decline" })
@@ -236,7 +274,7 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, codexHome: st
  */
 export const generate = (
   binary: string,
-  options?: { readonly experimental?: boolean }
+  options?: GenerateOptions
 ): Effect.Effect<SchemaDump, SchemaDumpError> =>
   Effect.acquireUseRelease(
     Effect.tryPromise({
@@ -259,7 +297,7 @@ export const generate = (
             join(dir, "out"),
             ...(options?.experimental === true ? ["--experimental"] : [])
           ],
-          join(dir, "codex-home")
+          childEnv(options?.env, join(dir, "codex-home"))
         )),
         Effect.zipRight(load(join(dir, "out")))
       ),

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Approvals } from "@warden/approvals"
 import { FakeAppServer } from "@warden/testkit"
-import { Duration, Effect, Either } from "effect"
+import { Duration, Effect, Either, Option } from "effect"
 import { Config, Supervisor } from "../src/index.js"
 
 describe("configuration decoded at construction", () => {
@@ -61,4 +61,30 @@ describe("configuration decoded at construction", () => {
     assert.strictEqual(Duration.toMillis(config.stallTimeout!), 600_000)
     assert.strictEqual(config.concurrency, 8)
   })
+
+  it.effect("resolve applies every default once: nothing optional is left, given values win", () =>
+    Effect.gen(function*() {
+      const resolved = yield* Config.resolve({})
+      assert.deepStrictEqual({ ...resolved, runId: "" }, { ...Config.defaults, runId: "" })
+      assert.match(resolved.runId, /^r[0-9a-z]{9}-[0-9a-f]{8}$/, "a new run id when none is given")
+      const given = yield* Config.resolve({
+        connection: { requestTimeout: "3 seconds", requestTimeouts: { "turn/start": 500 }, capabilities: { experimentalApi: true } },
+        restart: { policy: "fail" },
+        admission: { adaptive: true },
+        runBudget: { maxTokens: 1000 },
+        runId: "run-1",
+        pool: 2
+      })
+      assert.strictEqual(Duration.toMillis(given.connection.requestTimeout), 3000)
+      assert.strictEqual(Duration.toMillis(given.connection.requestTimeouts.get("turn/start")!), 500)
+      assert.deepStrictEqual(given.connection.capabilities, Option.some({ experimentalApi: true }))
+      assert.strictEqual(given.connection.overloadRetries, Config.defaults.connection.overloadRetries)
+      assert.deepStrictEqual(given.restart, { ...Config.defaults.restart, policy: "fail" })
+      assert.deepStrictEqual(given.admission, { ...Config.defaults.admission, adaptive: true })
+      assert.deepStrictEqual(given.runBudget, Option.some({ maxTokens: 1000 }))
+      assert.strictEqual(given.runId, "run-1")
+      assert.strictEqual(given.pool, 2)
+      const error = yield* Effect.flip(Config.resolve({ pool: 0 }))
+      assert.include(error.message, "pool: expected a whole number of at least 1")
+    }))
 })

@@ -17,16 +17,8 @@
  * @since 0.1.0
  */
 
-import { GlobalValue } from "effect"
-
-/**
- * Values no child's environment may hold, added by {@link withhold} (process-wide, as the
- * environment is). One set per process, held by Effect's `globalValue` under this name, because
- * `@warden/protocol`'s `SchemaDump.generate` starts a child too and reads it without importing the
- * transport: the transport and the protocol never import each other (docs/architecture.md,
- * "Layering").
- */
-const withheld = GlobalValue.globalValue(Symbol.for("@warden/ChildEnv/withheld"), () => new Set<string>())
+/** Values no child's environment may hold, added by {@link withhold} (process-wide, as the environment is). */
+const withheld = new Set<string>()
 
 /** Secrets shorter than this are matched as whole values only (a short one would match inside PATH). */
 const MinContained = 8

@@ -5,8 +5,8 @@
  * - {@link ChildEnv}: the environment every child gets: ours without Warden's own secrets.
  * - {@link MemoryTransport}: an in-memory peer with the same contract, for fast deterministic tests.
  * - {@link Transport}: the contract both implement (the `Transport` service, `Connection`).
- * - {@link JsonCensus}: `JSON.parse` that also counts the keys of a frame's large objects, so a
- *   bounded walk knows an object's size before it enumerates it (`keyCount`).
+ * - {@link JsonCensus}: moved to `@warden/json` (which the transport parses every frame with);
+ *   re-exported here for one release.
  * - {@link ConnectionEnded}: why a connection ended, as a typed reason, and the typed errors
  *   (`ConnectionEnded`, `ConnectionClosed`, `SpawnFailed`, `UnencodableFrame`).
  *

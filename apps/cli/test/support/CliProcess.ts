@@ -52,8 +52,14 @@ export interface Options {
   readonly stdin?: "pipe" | "ignore"
   /** `bundle` (default): the sources compiled for this run; `tsx`: the sources through tsx (`pnpm warden`). */
   readonly via?: "bundle" | "tsx"
-  /** Run as this user and group id (through `setpriv`; the tests run as root): e.g. 65534, nobody. */
-  readonly uid?: number
+  /**
+   * Subject to files' permissions as any user is: when the tests run as root, `warden` runs as
+   * root without the capabilities that override them (`setpriv` drops `dac_override`,
+   * `dac_read_search` and `fowner` from its bounding set), so a file's mode applies to it as to its
+   * owner. (Another user id would also need to reach the checkout, which a checkout in a private
+   * directory does not allow.) Not root: nothing to drop.
+   */
+  readonly filePermissions?: true
 }
 
 /**
@@ -66,9 +72,9 @@ process.on("exit", () => Fs.rmSync(stateHome, { recursive: true, force: true }))
 /** `warden ARGS` from the sources; the scope's end stops it and whatever it started (codex runs in a process group of its own). */
 export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Effect<Cli, never, Scope.Scope> => {
   const line = command(args, options?.via)
-  const [file, ...rest] = options?.uid === undefined
-    ? line
-    : ["setpriv", `--reuid=${options.uid}`, `--regid=${options.uid}`, "--clear-groups", ...line]
+  const [file, ...rest] = options?.filePermissions === true && process.getuid?.() === 0
+    ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", ...line]
+    : line
   return Effect.map(
     TestProcess.spawn(file!, rest, {
       cwd: repoRoot,

@@ -9,6 +9,10 @@
  * Pressure is reported synchronously (`pressure`, safe on the read loop: one queue offer); one
  * controller fiber in the supervisor's scope reads it and moves the limit. Every move is reported
  * through `changed`.
+ *
+ * Scope and fibers: the controller (adaptive only) is forked in the caller's scope (the
+ * supervisor's), which also shuts the pressure queue down; a permit is a finalizer of the work
+ * item's scope, released when the item ends however it ends.
  */
 import { Clock, Duration, Effect, Option, Queue, Scope } from "effect"
 

@@ -11,12 +11,20 @@
  * written to codex. So rules decide it like any elicitation (`mcp: {server: "warden"}`), the
  * board, the stdin protocol and the facade show and answer it like any card, and its deadline
  * refuses it.
+ *
+ * Scope and fibers: `make` runs in the supervisor's scope and owns a FiberSet there, where each
+ * question about the run's budget runs (closing the supervisor interrupts it, which refuses its
+ * card). An item's budget (`forItem`, `watch`) lives in the item's scope: one fiber reading the
+ * item's events, with a fiber per open question or turn clock (FiberHandles); closing the item's
+ * scope interrupts them all, and an open question's card is refused with its scope.
  */
 import type { Approvals } from "@warden/approvals"
 import { ServerRequests } from "@warden/protocol"
-import { Deferred, Duration, Effect, Fiber, FiberHandle, Queue } from "effect"
+import { Deferred, Duration, Effect, Fiber, FiberHandle, FiberId, FiberSet, Option, Queue } from "effect"
 import type { Scope } from "effect"
-import type { WorkEvent } from "../WorkItem.js"
+import { WorkItemFailed } from "../Errors.js"
+import type { WorkEvent, WorkItem } from "../WorkItem.js"
+import * as ThreadRunner from "./ThreadRunner.js"
 
 /** The reserved MCP server name of Warden's own questions. */
 export const ServerName = "warden"
@@ -195,4 +203,126 @@ export const watch = (options: {
     })
     const fiber = yield* Effect.forkScoped(Effect.interruptible(loop))
     yield* Effect.addFinalizer(() => Fiber.interrupt(fiber))
+  })
+
+/** An item without a budget is never exhausted (one function for all of them). */
+const neverExhausted = (): string | undefined => undefined
+
+/** The supervisor's budgets: the run's gate and each item's watch. */
+export interface Budgets {
+  /** Admission's second gate: waits while the run's budget question is open; fails once it was refused. */
+  readonly gate: Effect.Effect<void, WorkItemFailed>
+  /**
+   * The item's budget watch (when it has a budget) and its share of the run's tokens, in the
+   * item's scope: the emitter the item's runner uses, and what exhausted it (once a budget
+   * question was refused). A budget that is not a positive count fails the item `start-failed`.
+   */
+  readonly forItem: (
+    item: WorkItem,
+    session: ThreadRunner.Session,
+    emit: (event: WorkEvent) => void
+  ) => Effect.Effect<{ readonly emit: (event: WorkEvent) => void; readonly exhausted: () => string | undefined }, WorkItemFailed, Scope.Scope>
+}
+
+/**
+ * The budgets of one supervisor, in its scope: Warden's own questions on a desk of `approvals`,
+ * the run's token budget (`runBudget`, none when empty), and each item's. A refused item budget
+ * interrupts the item's turn within `interruptTimeout`.
+ */
+export const make = (
+  approvals: Approvals.ApprovalsShape,
+  options: { readonly runBudget: Option.Option<{ readonly maxTokens: number }>; readonly interruptTimeout: Duration.Duration }
+): Effect.Effect<Budgets, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const questions = yield* asker(approvals)
+    const forkInSupervisor = yield* FiberSet.makeRuntime<never>()
+    const runMax = Option.getOrUndefined(options.runBudget)?.maxTokens
+    let runAllowance = runMax ?? Infinity
+    let runTotal = 0
+    /** While a question about the run's budget is open: its answer (true: admit on). */
+    let runQuestion: Deferred.Deferred<boolean> | undefined
+    let runClosed = false
+    const runBudgetExhausted = () =>
+      new WorkItemFailed({
+        reason: "budget-exhausted",
+        detail: `the run reached its token budget (${runAllowance}) and continuing was not allowed: no further work item is admitted`,
+        threadId: undefined
+      })
+    const askRunBudget = (where: { readonly threadId: string; readonly turnId: string | undefined }) => {
+      if (runMax === undefined || runClosed || runQuestion !== undefined || runTotal < runAllowance) return
+      const question = Deferred.unsafeMake<boolean>(FiberId.none)
+      runQuestion = question
+      forkInSupervisor(
+        Effect.gen(function*() {
+          const yes = yield* questions.ask({
+            workItem: undefined,
+            threadId: where.threadId,
+            turnId: where.turnId,
+            message: `the run reached ${runTotal} tokens (budget ${runAllowance}): continue for another ${runMax}?`
+          })
+          if (yes) runAllowance += runMax
+          else runClosed = true
+          runQuestion = undefined
+          yield* Deferred.succeed(question, yes)
+          if (yes) askRunBudget(where)
+        })
+      )
+    }
+    const gate = Effect.suspend(() => {
+      if (runClosed) return Effect.fail(runBudgetExhausted())
+      if (runQuestion === undefined) return Effect.void
+      return Effect.flatMap(Deferred.await(runQuestion), (yes) => (yes ? Effect.void : Effect.fail(runBudgetExhausted())))
+    })
+
+    const forItem = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+      Effect.gen(function*() {
+        const budget = item.budget
+        const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
+        if (!own && runMax === undefined) return { emit, exhausted: neverExhausted }
+        let exhausted: string | undefined
+        let events: Queue.Queue<WorkEvent> | undefined
+        if (own) {
+          const decoded = yield* Effect.try({
+            try: (): ItemBudget => {
+              const maxTokens = budget.maxTokens
+              if (maxTokens !== undefined && !(Number.isSafeInteger(maxTokens) && maxTokens > 0)) throw new Error(`budget.maxTokens must be a positive integer, got ${String(maxTokens)}`)
+              return { maxTokens, maxTurnTime: budget.maxTurnTime === undefined ? undefined : Duration.decode(budget.maxTurnTime) }
+            },
+            catch: (e) => new WorkItemFailed({ reason: "start-failed", detail: e instanceof Error ? e.message : String(e), threadId: item.threadId })
+          })
+          const queue = yield* Effect.acquireRelease(Queue.unbounded<WorkEvent>(), Queue.shutdown)
+          events = queue
+          yield* watch({
+            item: item.id,
+            label: `item ${String(item.id ?? "")}`.trim(),
+            budget: decoded,
+            events: queue,
+            asker: questions,
+            exhaust: (detail) => {
+              exhausted = detail
+            },
+            interrupt: Effect.suspend(() =>
+              session.server && session.threadId && session.turnId
+                ? ThreadRunner.interruptTurn(session.server, session.threadId, session.turnId, options.interruptTimeout)
+                : Effect.void
+            )
+          })
+        }
+        let counted = 0
+        const wrapped = (event: WorkEvent) => {
+          events?.unsafeOffer(event)
+          if (runMax !== undefined && event._tag === "Notification" && event.method === "thread/tokenUsage/updated") {
+            const total = totalTokensOf(event.params)
+            if (total !== undefined && total > counted) {
+              runTotal += total - counted
+              counted = total
+              askRunBudget({ threadId: event.threadId, turnId: event.turnId })
+            }
+          }
+          emit(event)
+        }
+        return { emit: wrapped, exhausted: () => exhausted }
+      })
+
+    return { gate, forItem }
   })

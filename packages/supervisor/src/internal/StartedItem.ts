@@ -3,10 +3,29 @@
  * reads them, its thread id once known, and the handle's effects. An item can idle for hours, so
  * what it holds is plain state; the handle's effects (`threadId`, `events`, `await`, `stop`, ...)
  * are made when they are asked for (getters), and the events' mailbox when somebody reads them.
+ *
+ * Scope and fibers: none of its own. The item's fiber lives in the scope of `start`'s caller
+ * (closing it stops the item); the handle only joins or interrupts it.
  */
-import { Deferred, Effect, Exit, FiberId, Mailbox, Stream } from "effect"
-import type { WorkEvent } from "../WorkItem.js"
+import { Deferred, Effect, Exit, Fiber, FiberId, Mailbox, Stream } from "effect"
+import type { Duration } from "effect"
+import type { WorkEvent, WorkResult } from "../WorkItem.js"
 import type { WorkItemFailed } from "../Errors.js"
+import type { WorkHandle } from "../Supervisor.js"
+import * as ThreadRunner from "./ThreadRunner.js"
+
+/**
+ * `steer` or `interrupt` found no running turn.
+ *
+ * The thread does not exist yet, or no turn of the item runs right now (between turns, or after
+ * the item ended).
+ */
+export class NoActiveTurn extends Error {
+  readonly _tag = "NoActiveTurn"
+  constructor() {
+    super("the work item has no running turn to steer or interrupt")
+  }
+}
 
 /**
  * How many of a work item's latest events are kept until its events are first read. A handle whose
@@ -75,6 +94,46 @@ export class ThreadIdLatch {
       if (this.exit !== undefined) return this.exit
       this.waiting ??= Deferred.unsafeMake<string, WorkItemFailed>(FiberId.none)
       return Deferred.await(this.waiting)
+    })
+  }
+}
+
+/**
+ * `start`'s handle. Its effects are made when asked for (getters: an idle item holds no effect
+ * of its own), so a handle is a few fields; destructuring it works as for a plain object.
+ */
+export class Handle implements WorkHandle {
+  constructor(
+    private readonly fiber: Fiber.RuntimeFiber<WorkResult, WorkItemFailed>,
+    private readonly session: ThreadRunner.Session,
+    private readonly itemEvents: ItemEvents,
+    private readonly threadIdLatch: ThreadIdLatch,
+    private readonly interruptTimeout: Duration.Duration
+  ) {}
+  get threadId() {
+    return this.threadIdLatch.await
+  }
+  get events() {
+    return this.itemEvents.stream
+  }
+  get steer() {
+    return (text: string) =>
+      Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) =>
+        server.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] }).pipe(Effect.asVoid))
+  }
+  get interrupt() {
+    return Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) => ThreadRunner.interruptTurn(server, threadId, turnId, this.interruptTimeout))
+  }
+  get await() {
+    return Fiber.join(this.fiber)
+  }
+  get stop() {
+    return Effect.asVoid(Fiber.interrupt(this.fiber))
+  }
+  private get activeTurn() {
+    return Effect.suspend(() => {
+      const { server, threadId, turnId } = this.session
+      return server && threadId && turnId ? Effect.succeed({ server, threadId, turnId }) : Effect.fail(new NoActiveTurn())
     })
   }
 }

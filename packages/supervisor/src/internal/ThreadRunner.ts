@@ -11,7 +11,7 @@
  */
 import { Cause, type Clock, Context, Duration, Effect, Exit, FiberRef, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
-import { afterQueuedMicrotasks } from "./AppServerConnection.js"
+import { afterQueuedMicrotasks } from "./ConnectionEnd.js"
 import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"

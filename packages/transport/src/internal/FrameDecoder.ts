@@ -32,8 +32,8 @@
  * line's length however many chunks it spans. No regex, no per-frame objects of our own.
  */
 import { Buffer } from "node:buffer"
+import { JsonCensus } from "@warden/json"
 import { Data } from "effect"
-import * as JsonCensus from "../JsonCensus.js"
 import type { JsonObject } from "../Transport.js"
 
 /** 16 MiB: generous (a `turn/diff/updated` carries a whole turn's diff), but bounded. */
