@@ -6,7 +6,7 @@
  * 64 KB commands of every nesting kind, 1 MiB masking traps, deep and wide JSON, 10,000+ file
  * patches, huge forms; 16 MiB frames, the transport's limit) goes through the same synchronous path
  * as `AppServerConnection` and `Desk.open` take it: `JSON.parse` of the frame (and of the
- * `item/started` whose file changes the request is about, then `CardSummary.fileChangesOf`),
+ * `item/started` whose file changes the request is about, then `Card.fileChangesOf`),
  * the transport's census of the frame's large objects (`JsonCensus`, part of what its FrameDecoder
  * does per line, timed beyond the parse), `ServerRequests.decode`, `ServerRequests.offersFor`,
  * `CardSummary.summarize`, `Policy.evaluate` (deny and allow rules of every kind),
@@ -19,11 +19,10 @@
  * comparison. The verdicts are checked: a command shape that hides `rm -rf ~` must be denied, a
  * file shape with a path outside the repository must be denied, else the benchmark fails.
  */
-import { Policy } from "@warden/approvals"
+import { Card, Policy } from "@warden/approvals"
 // Below the public surface (workspace-only subpaths: not published).
 import * as CardSummary from "@warden/approvals/internal/CardSummary"
 import * as SafetyFilter from "@warden/approvals/internal/SafetyFilter"
-import type { Card } from "@warden/approvals"
 import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
@@ -79,7 +78,7 @@ const pass = (frame: string, itemStarted: string | undefined): Timing => {
   JsonCensus.census(frame, message)
   if (started !== undefined) JsonCensus.census(itemStarted!, started)
   const tc = nowMs()
-  const context: Card.CardContext = started !== undefined ? { fileChanges: CardSummary.fileChangesOf(started.params.item) } : {}
+  const context: Card.CardContext = started !== undefined ? { fileChanges: Card.fileChangesOf(started.params.item) } : {}
   const request = ServerRequests.decode(message.id, message.method, message.params)
   const t2 = nowMs()
   // Desk.open: the card's offers, then (summary on first read) rules and the safety filter
@@ -251,7 +250,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
       }
     ],
     notes: [
-      "beyond parse: the census (JsonCensus: the transport's scan of a frame of 64 KiB or more that registers its large objects' key counts) + decode (ServerRequests.decode, and CardSummary.fileChangesOf of the item/started) + ServerRequests.offersFor + CardSummary.summarize + Policy.evaluate + SafetyFilter.check; the frame's own JSON.parse is the baseline no reader avoids.",
+      "beyond parse: the census (JsonCensus: the transport's scan of a frame of 64 KiB or more that registers its large objects' key counts) + decode (ServerRequests.decode, and Card.fileChangesOf of the item/started) + ServerRequests.offersFor + CardSummary.summarize + Policy.evaluate + SafetyFilter.check; the frame's own JSON.parse is the baseline no reader avoids.",
       `deep shapes nest at most ${Adversarial.MaxNesting.toLocaleString("en-US")} levels: deeper only measures JSON.parse (about a second per million levels); command shapes are ~64 KB, just under Policy.MaxCommandLength (a longer line is not read).`,
       `verdicts are checked: every command shape hiding \`${Adversarial.Payload}\` is denied by no-rm, every file shape by etc (a path outside the repository); a wrong verdict fails the benchmark.`
     ]

@@ -292,8 +292,9 @@ const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
  * Warden's modules `warden run` evaluates on first use (lazyWorkspaceModules above): the protocol's
  * schemas of client methods, server requests, events and items, about a tenth of the start-up's
  * work, are first needed after codex is spawned (the handshake, the first frame); the approvals'
- * rules (read before the spawn only when a configuration has rules), the secret masking (first
- * needed by a log line or a card) and the safety filter (a card) likewise. The code-cache step
+ * rules (read before the spawn only when a configuration has rules) and their evaluation, the
+ * secret masking (first needed by a log line or a card) and the safety filter (a card) likewise:
+ * the public modules and the internal ones the card path imports directly. The code-cache step
  * fails the build if one of them runs before the spawn (on `warden run` without rules).
  */
 const lazyWorkspace = [
@@ -305,6 +306,9 @@ const lazyWorkspace = [
   "packages/protocol/src/Turn.ts",
   "packages/approvals/src/Policy.ts",
   "packages/approvals/src/SecretMask.ts",
+  "packages/approvals/src/internal/MaskedCopy.ts",
+  "packages/approvals/src/internal/Masking.ts",
+  "packages/approvals/src/internal/RuleEvaluation.ts",
   "packages/approvals/src/internal/SafetyFilter.ts"
 ]
 

@@ -81,7 +81,7 @@ describe("the dependency check", () => {
       "packages/supervisor/src/TypeCycleA.ts": "import type { d } from \"./TypeCycleB.js\"\nexport const c = 1 as unknown as typeof d\n",
       "packages/supervisor/src/TypeCycleB.ts": "import { c } from \"./TypeCycleA.js\"\nexport const d = c\n",
       // another package's src/internal
-      "packages/ledger/src/Broken.ts": "import * as CardRace from \"@warden/approvals/internal/CardRace\"\nexport const broken = CardRace\n"
+      "packages/ledger/src/Broken.ts": "import * as PendingCard from \"@warden/approvals/internal/PendingCard\"\nexport const broken = PendingCard\n"
     })
     try {
       const { output, status } = await check(copy.dir)
@@ -90,7 +90,7 @@ describe("the dependency check", () => {
       for (const expected of [
         "error approvals-below-the-engine: packages/approvals/src/Broken.ts → packages/supervisor/src/index.ts",
         "error inbox-without-the-cli: packages/inbox/src/Broken.ts → apps/cli/src/bin.ts",
-        "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/CardRace.ts",
+        "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/PendingCard.ts",
         "error json-is-the-bottom: packages/json/src/Broken.ts → packages/protocol/src/Json.ts",
         "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts"
       ]) assert.include(violations, expected, output)

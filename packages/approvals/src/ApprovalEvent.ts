@@ -8,7 +8,7 @@ import type { CardView, Outcome, Settlement, Source } from "./Card.js"
  * One approval event, carrying masked views only (never request values).
  *
  * `CardOpened` when a card registers (even one a rule settles at once), `CardSettled` exactly once
- * per card, `LateDecision` for a decision that lost the race.
+ * per card, `LateDecision` for a decision that came after its card had settled.
  */
 export type ApprovalEvent =
   /** A card was opened (its view is masked). */

@@ -1,33 +1,29 @@
 /**
- * The Approvals service, one per supervisor. It makes a desk per connection, keeps every open
- * card reachable by id for inboxes (`answer`), fans events out to subscribers (audit, CLI, UIs),
- * and on shutdown settles whatever is still open with a refusal.
+ * The Approvals service, one per supervisor. It makes the open-card registry of each connection,
+ * keeps every open card reachable by id for inboxes (`answer`), fans events out to subscribers
+ * (audit, CLI, UIs), and on shutdown settles whatever is still open with a refusal.
  */
-import type { Decision } from "@warden/protocol"
-import { Cause, Chunk, Context, Effect, FiberSet, Layer, Option, PubSub, Queue, Stream } from "effect"
-import type { Scope } from "effect"
+import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
+import { Context, Effect, Layer } from "effect"
+import type { Fiber, Queue, RuntimeFlags, Scope, Stream, Tracer } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardId, CardView, Settlement, Source } from "./Card.js"
-import * as CardGroup from "./CardGroup.js"
-import type { Line } from "./internal/CardRace.js"
-import { LiveCard } from "./internal/CardRace.js"
+import type { CardContext, CardId, CardView, Settlement } from "./Card.js"
+import type * as CardGroup from "./CardGroup.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
-import * as Desk from "./internal/Desk.js"
-import type { FiberOwner, Hub } from "./internal/Hub.js"
-
-export type { Desk, DeskConfig, OpenOptions, OpenResult } from "./internal/Desk.js"
-export type { CloseReason, Handler, Line } from "./internal/CardRace.js"
-export type { FiberOwner } from "./internal/Hub.js"
+import type * as Deadlines from "./Deadlines.js"
+import * as Engine from "./internal/Engine.js"
+import type * as SafetyFilter from "./internal/SafetyFilter.js"
+import type * as Policy from "./Policy.js"
 
 /**
  * The approvals engine's configuration.
  *
- * The desk settings every connection's desk starts from (deadlines, rules, handler, safety limits)
+ * How every connection's cards are decided (deadlines, rules, handler, safety limits: `DecisionConfig`)
  * and how many settled cards are remembered for late answers. Decoded once by {@link make} /
  * {@link layer}; a bad value is a `ConfigError`.
  */
-export interface ApprovalsConfig extends Desk.DeskConfig {
+export interface ApprovalsConfig extends DecisionConfig {
   /**
    * How many settled cards are remembered so a late answer can say which outcome won (default
    * 1,000, the most recent ones): an answer to a card settled longer ago is `UnknownCard`, and
@@ -38,7 +34,7 @@ export interface ApprovalsConfig extends Desk.DeskConfig {
 }
 
 /** How many settled cards are remembered for late answers unless `settledHistory` says otherwise. */
-export const DefaultSettledHistory = 1_000
+export const DefaultSettledHistory: number = Engine.DefaultSettledHistory
 
 /**
  * What `answer` did with a decision.
@@ -80,34 +76,20 @@ export type InboxUpdate =
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
 
 /**
- * A queue as a stream of drained batches: waits for one element, then takes every one queued
- * behind it, as one chunk (`Stream.fromQueue` hands a waiting taker the first element alone). Ends
- * when the queue is shut down.
- */
-const drainedBatches = <A>(queue: Queue.Dequeue<A>): Stream.Stream<A> =>
-  Stream.repeatEffectChunkOption(
-    Queue.take(queue).pipe(
-      Effect.flatMap((first) => Effect.map(Queue.takeAll(queue), (rest) => Chunk.prepend(rest, first))),
-      Effect.catchAllCause((cause) =>
-        Effect.flatMap(Queue.isShutdown(queue), (down) => (down && Cause.isInterruptedOnly(cause) ? Effect.fail(Option.none()) : Effect.failCause(cause)))
-      )
-    )
-  )
-
-/**
  * The approvals engine, as the `Approvals` service provides it.
  *
- * Desks for connections (the supervisor makes one per app-server connection), the inbox through
- * which a person or program answers open cards, and the event stream. None of its operations
- * fails.
+ * The open-card registry of each connection (the supervisor makes one per app-server connection),
+ * the inbox through which a person or program answers open cards, and the event stream. None of
+ * its operations fails.
  */
 export interface ApprovalsShape {
   /**
-   * A desk for one connection: its cards answer through `line`; its deadline timer and card
-   * fibers live in `owner` (the connection's scope; the engine's when omitted).
+   * The open-card registry of one connection (`ConnectionCards`): its cards answer through
+   * `line` and are decided by the engine's `DecisionConfig` with `overrides`; its deadline timer
+   * and card fibers live in `owner` (the connection's scope; the engine's when omitted).
    */
-  readonly desk: (line: Line, overrides?: Partial<Desk.DeskConfig>, owner?: FiberOwner) => Desk.Desk
-  /** The cards open now, across every desk. */
+  readonly desk: (line: Line, overrides?: Partial<DecisionConfig>, owner?: FiberOwner) => ConnectionCards
+  /** The cards open now, across every connection. */
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
   /**
    * Answer a card as a person (or program) through the inbox; `channel` (e.g. `web`) is recorded
@@ -145,114 +127,7 @@ export class Approvals extends Context.Tag("@warden/approvals/Approvals")<Approv
 export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape, ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const config = yield* Config.decode(input)
-    const clock = yield* Effect.clock
-    const pubsub = yield* PubSub.unbounded<ApprovalEvent>()
-    const runFork = yield* FiberSet.makeRuntime<never>()
-    const open = new Map<CardId, LiveCard>()
-    const settled = new Map<CardId, Settlement>()
-    const historyLimit = config.settledHistory ?? DefaultSettledHistory
-    let counter = 0
-
-    const hub: Hub = {
-      now: () => clock.unsafeCurrentTimeMillis(),
-      nanos: () => clock.unsafeCurrentTimeNanos(),
-      nextCardId: () => `c${++counter}`,
-      register: (card) => {
-        open.set(card.view.id, card)
-      },
-      unregister: (card) => {
-        open.delete(card.view.id)
-        if (card.settlement) {
-          settled.set(card.view.id, card.settlement)
-          if (settled.size > historyLimit) settled.delete(settled.keys().next().value!)
-        }
-      },
-      publish: (event) => {
-        pubsub.unsafeOffer(event)
-      },
-      // Not on the caller's stack (runFork would start the fiber right there): a caller settling
-      // thousands of cards in one synchronous step finishes that step first.
-      fork: (effect) => {
-        runFork(effect, { immediate: false })
-      },
-      spawn: (effect) => runFork(effect, { immediate: false })
-    }
-
-    // Shutdown: whatever is still open is refused (if its line can carry it) before we go.
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        for (const card of Array.from(open.values())) card.close({ _tag: "Shutdown" })
-      })
-    )
-
-    const answer = (cardId: CardId, decision: Decision.Decision, channel?: string): Effect.Effect<AnswerResult> =>
-      Effect.sync(() => {
-        const source: Source = channel === undefined ? { _tag: "Person" } : { _tag: "Person", channel }
-        const card = open.get(cardId)
-        if (card) {
-          const before = card.settlement
-          const settlement = card.decide(decision, source)
-          return before ? { _tag: "AlreadySettled", settlement } : { _tag: "Settled", settlement }
-        }
-        const done = settled.get(cardId)
-        if (done) {
-          hub.publish({
-            _tag: "LateDecision",
-            card: done.card,
-            decision: decision._tag,
-            source,
-            outcome: done.outcome,
-            at: hub.now()
-          })
-          return { _tag: "AlreadySettled", settlement: done }
-        }
-        return { _tag: "UnknownCard", cardId }
-      })
-
-    const subscribe = PubSub.subscribe(pubsub)
-
-    const inbox: Stream.Stream<InboxUpdate> = Stream.unwrapScoped(
-      Effect.map(subscribe, (queue) =>
-        Stream.concat(
-          Stream.sync((): InboxUpdate => ({ _tag: "Snapshot", cards: Array.from(open.values(), (c) => c.view) })),
-          drainedBatches(queue).pipe(
-            Stream.filterMap((event): Option.Option<InboxUpdate> => {
-              switch (event._tag) {
-                case "CardOpened":
-                  return Option.some({ _tag: "Opened", card: event.card })
-                case "CardSettled":
-                  return Option.some({ _tag: "Settled", settlement: event.settlement })
-                default:
-                  return Option.none()
-              }
-            })
-          )
-        ))
-    )
-
-    const answerGroup = (group: CardGroup.GroupId, decision: Decision.Decision, channel?: string): Effect.Effect<GroupAnswer> =>
-      Effect.suspend(() => {
-        const members = Array.from(open.values(), (c) => c.view).filter((view) => CardGroup.groupOf(view) === group)
-        const offered = members.filter((view) => view.offers.includes(decision._tag))
-        return Effect.map(
-          Effect.forEach(offered, (view) => Effect.map(answer(view.id, decision, channel), (result) => ({ cardId: view.id, result }))),
-          (answered): GroupAnswer => ({
-            group,
-            answered,
-            notOffered: members.filter((view) => !view.offers.includes(decision._tag)).map((view) => view.id)
-          })
-        )
-      })
-
-    return {
-      desk: (line, overrides, owner) => Desk.make(line, hub, { ...config, ...overrides }, owner),
-      openCards: Effect.sync(() => Array.from(open.values(), (c) => c.view)),
-      answer,
-      answerGroup,
-      subscribe,
-      events: Stream.fromPubSub(pubsub),
-      inbox
-    }
+    return yield* Engine.make(config)
   })
 
 /**
@@ -284,3 +159,151 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
  */
 export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> => Layer.scoped(Approvals, make(config))
 
+// ---------------------------------------------------------------------------------------------
+// Connections' cards
+
+/**
+ * What `ConnectionCards.open` did with a server request.
+ *
+ * It opened a card that now waits for a decision, settled it at once, or refused to open it
+ * because its id is already open (`Duplicate`).
+ */
+export type OpenResult =
+  | { readonly _tag: "Opened"; readonly card: CardView }
+  /** Decided at once (rule, filter, malformed, unknown method, no thread, a handler that answered at once). */
+  | { readonly _tag: "Settled"; readonly settlement: Settlement }
+  /** The id is already open: a protocol error for the connection. Nothing was written. */
+  | { readonly _tag: "Duplicate"; readonly requestId: JsonRpc.RequestId; readonly open: CardView }
+
+/** Where a card opened by `ConnectionCards.open` belongs (its thread's scope), and what it shows beyond the request. */
+export interface OpenOptions {
+  /** The thread's scope; undefined when the request names no thread we know (refused at once). */
+  readonly parent: Scope.Scope | undefined
+  readonly context?: CardContext
+  /** What closing `parent` means for the card (default: the thread was stopped). */
+  readonly onParentClose?: CloseReason
+  /**
+   * The span the card's span is a child of (its turn's), given when telemetry is on: then every
+   * card gets a span (also those a rule settles at once), describing how it settled. Without it,
+   * only a card that waits for a decision has a span, a child of the caller's.
+   */
+  readonly traceParent?: Tracer.AnySpan
+}
+
+/**
+ * The open cards of one connection, by server request id: its open-card registry.
+ *
+ * The supervisor opens a card per server request and settles them when the server withdraws them,
+ * a thread or turn ends, or the connection is lost. Made by `ApprovalsShape.desk`; no operation
+ * fails.
+ */
+export interface ConnectionCards {
+  /**
+   * Open a card for a decoded server request, from the read loop: registers it synchronously, then
+   * lets rules, the safety filter, the handler, a person and the deadline decide. Never waits for a
+   * decision.
+   */
+  readonly open: (request: ServerRequests.DecodedRequest, options: OpenOptions) => Effect.Effect<OpenResult>
+  /**
+   * `open` for a caller in the middle of a fiber's synchronous step (the connection's read loop):
+   * the same card, opened the same way, where `fiber` (with its `runtimeFlags`) is the fiber
+   * running the caller, as `open` would have found it. Returns the result, or the effect to run
+   * for it when something must wait (a thread's first card adds its finalizer, a card's span is
+   * made): the read loop pays for no effect per card otherwise.
+   */
+  readonly openNow: (
+    request: ServerRequests.DecodedRequest,
+    options: OpenOptions,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    runtimeFlags: RuntimeFlags.RuntimeFlags
+  ) => OpenResult | Effect.Effect<OpenResult>
+  /** `serverRequest/resolved`: the server moved on; settle as withdrawn, write nothing. */
+  readonly withdraw: (requestId: JsonRpc.RequestId) => Settlement | undefined
+  /** Settle every open card that matches (thread stop, turn end, shutdown): refuse if the line is alive. */
+  readonly closeWhere: (predicate: (card: CardView) => boolean, reason: CloseReason) => ReadonlyArray<Settlement>
+  /** The connection ended: settle every card at once, write nothing. */
+  readonly connectionLost: (detail: string) => ReadonlyArray<Settlement>
+  /** The cards of this connection still open. */
+  readonly openCards: () => ReadonlyArray<CardView>
+  /** How many cards of this connection are open. */
+  readonly size: () => number
+}
+
+/** How a connection's cards are decided (card deadlines, policy rules, the handler, remembered rules, the safety filter's bounds), all optional. */
+export interface DecisionConfig {
+  /** How long a card waits before it refuses by itself (default 15 minutes; per method configurable). */
+  readonly deadlines?: Deadlines.DeadlineConfig
+  /** Allow/deny rules, consulted before anyone else (deny rules win). */
+  readonly rules?: Policy.Rules
+  /** A program that decides what no rule decided, raced against a person and the deadline. */
+  readonly handler?: Handler
+  /**
+   * Remembered allows ("always", e.g. from `@warden/ledger`'s `Remembered`): a synchronous lookup
+   * consulted only when no configured rule matched (so a deny rule always wins) and the safety
+   * filter let the request through, before the handler and the person. It runs on the read loop:
+   * keep it a lookup. Returning a rule id accepts the card with source `remembered:<id>`; a lookup
+   * that throws counts as no match (the card waits for the handler, a person or its deadline).
+   */
+  readonly remembered?: (request: ServerRequests.DecodedRequest, context: CardContext) => { readonly ruleId: string } | undefined
+  /** Bounds of what forms and questions may hold to be shown to a person (default 8 questions, 32 choices). */
+  readonly safety?: SafetyFilter.Limits
+}
+
+/**
+ * The former name of {@link ConnectionCards}, kept so that existing code compiles.
+ *
+ * @deprecated Use {@link ConnectionCards}: the same interface under the name that says what it is.
+ */
+export type Desk = ConnectionCards
+
+/**
+ * The former name of {@link DecisionConfig}, kept so that existing code compiles.
+ *
+ * @deprecated Use {@link DecisionConfig}: the same interface under the name that says what it is.
+ */
+export type DeskConfig = DecisionConfig
+
+/** Where a card's answer goes, written synchronously without blocking (false when nothing could be written). */
+export interface Line {
+  readonly write: (frame: Record<string, unknown>) => boolean
+  readonly isOpen: () => boolean
+}
+
+/** Why a card closed before a decision. */
+export type CloseReason =
+  | { readonly _tag: "Withdrawn" }
+  | { readonly _tag: "ConnectionLost"; readonly detail: string }
+  | { readonly _tag: "ThreadStopped" }
+  | { readonly _tag: "TurnEnded" }
+  | { readonly _tag: "Shutdown" }
+
+/**
+ * A program that decides cards, given each card's masked view.
+ *
+ * It returns the decision, or `undefined` for no opinion (a person through `answer`, or the
+ * deadline, decides then).
+ *
+ * It is never called on the connection's read loop: it is called after the loop's step (a task of
+ * the loop's scheduler), after the rules and the safety filter, and what it returns runs in a fiber
+ * of its own, interrupted when its card settles without it. An Effect that is already its own
+ * result (`Effect.succeed(…)`, `Effect.fail(…)`) settles the card at once, without a fiber. With
+ * telemetry (or an embedder's tracer) the call itself runs in that fiber, in the card's
+ * `warden.card.handler` span. A Promise is accepted as well as an Effect. A failure, a defect, a synchronous throw, a rejection, or a return that is
+ * neither an Effect nor a Promise refuses that card alone (outcome `refused`, source `handler`);
+ * one that never returns leaves the card to its deadline or its thread's close.
+ *
+ * @example
+ * ```ts
+ * const handler: Approvals.Handler = (card) =>
+ *   Effect.succeed(card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)
+ * ```
+ */
+export type Handler = (card: CardView) => Effect.Effect<Decision.Decision | undefined, unknown>
+
+/** Where small fibers go, a long-lived owner's fiber set (started after the caller's synchronous step). */
+export interface FiberOwner {
+  /** Run an effect in the owner's fiber set, after the caller's synchronous step (not on its stack). */
+  readonly fork: (effect: Effect.Effect<void>) => void
+  /** The same, returning the fiber. */
+  readonly spawn: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
+}

@@ -1,9 +1,10 @@
 /**
  * A card is one open server request that wants a decision. These are the data types every other
  * module of the package speaks (the view inboxes and handlers see, how a card settled, who
- * decided); the race itself and the desk are internal to the package.
+ * decided); how cards wait and settle is internal to the package.
  */
 import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
+import * as Outcomes from "./internal/Outcomes.js"
 
 /** A card's id, unique within one approvals engine (`c1`, `c2`, ...); not the server's request id. */
 export type CardId = string
@@ -102,7 +103,7 @@ export type Outcome =
 /** Who decided. Every settled card records one. */
 export type Source =
   | { readonly _tag: "Rule"; readonly ruleId: string }
-  /** An allow a person asked to remember ("always"), found by the desk's `remembered` lookup. */
+  /** An allow a person asked to remember ("always"), found by the `remembered` lookup (`Approvals.DecisionConfig`). */
   | { readonly _tag: "Remembered"; readonly ruleId: string }
   | { readonly _tag: "Handler" }
   /**
@@ -128,38 +129,7 @@ export type Source =
  * `safety-filter`, `malformed`, `unknown-method`, `no-thread`, `deadline`, `withdrawn`,
  * `connection-lost`, `thread-stopped`, `turn-ended`, `shutdown`.
  */
-export const describeSource = (source: Source): string => {
-  switch (source._tag) {
-    case "Rule":
-      return `rule:${source.ruleId}`
-    case "Remembered":
-      return `remembered:${source.ruleId}`
-    case "Handler":
-      return "handler"
-    case "Person":
-      return "person"
-    case "SafetyFilter":
-      return "safety-filter"
-    case "Malformed":
-      return "malformed"
-    case "UnknownMethod":
-      return "unknown-method"
-    case "NoThread":
-      return "no-thread"
-    case "Deadline":
-      return "deadline"
-    case "Withdrawn":
-      return "withdrawn"
-    case "ConnectionLost":
-      return "connection-lost"
-    case "ThreadStopped":
-      return "thread-stopped"
-    case "TurnEnded":
-      return "turn-ended"
-    case "Shutdown":
-      return "shutdown"
-  }
-}
+export const describeSource: (source: Source) => string = Outcomes.describeSource
 
 /** How a card ended. */
 export interface Settlement {
@@ -190,11 +160,11 @@ export interface Settlement {
  * const changes = Card.fileChangesOf(notification.params.item)
  * ```
  */
-export { fileChangesOf } from "./internal/CardSummary.js"
+export { fileChangesOf } from "./internal/FileChanges.js"
 
 /**
  * The paths a permissions request asks for, one `access path` string each (`read /repo`,
  * `write /repo/src`, `deny /repo/.git/hooks`), as a card shows them and a remembered rule scopes
  * them; undefined when the request asks for no file-system access it can read.
  */
-export { permissionsAsked } from "./internal/CardSummary.js"
+export { permissionsAsked } from "./internal/PermissionsAsked.js"

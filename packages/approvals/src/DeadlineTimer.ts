@@ -1,7 +1,7 @@
 /**
- * The deadlines of one desk's waiting cards, kept by ONE fiber asleep until the next deadline.
+ * The deadlines of one connection's waiting cards, kept by ONE fiber asleep until the next deadline.
  *
- * That is instead of a sleeping fiber (and a timer) per card: a desk with 10,000 open cards holds no
+ * That is instead of a sleeping fiber (and a timer) per card: a connection with 10,000 open cards holds no
  * fiber for them, and settling them (a connection loss) has nothing to interrupt.
  *
  * Entries are kept in one insertion-ordered list per deadline length. Within a list, an entry added
@@ -212,7 +212,7 @@ export const make = (options: Options): DeadlineTimer => {
     if (list !== undefined) unlink(entry, list)
     // Not stopped when the last entry leaves: the fiber ends by itself when it wakes to nothing,
     // and an entry added meanwhile reuses it (interrupting and starting a fiber per card was most
-    // of what a card decided at once cost: bench/, issue 11).
+    // of what a card decided at once cost, measured in bench/).
   }
 
   const schedule = (entry: Timed, after: Duration.Duration): boolean => {

@@ -3,8 +3,8 @@
  * rule, a handler, a person or its deadline settles exactly once; deny is the default in every
  * failure mode.
  *
- * - {@link Approvals}: the engine (service, layer, `answer`, events, inbox) and the desk type the
- *   supervisor opens per connection.
+ * - {@link Approvals}: the engine (service, layer, `answer`, events, inbox) and the open-card
+ *   registry the supervisor opens per connection (`ConnectionCards`).
  * - {@link Config}: its configuration, decoded once (`ConfigError`).
  * - {@link Card}: what a card shows and how it settled.
  * - {@link CardGroup}: cards that ask the same thing, answered at once (`Approvals.answerGroup`).

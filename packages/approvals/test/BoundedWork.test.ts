@@ -3,7 +3,7 @@ import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
 import type { CardContext } from "../src/Card.js"
-import { MaxFileChanges } from "../src/Card.js"
+import { fileChangesOf, MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
 import * as Policy from "../src/Policy.js"
 import * as SafetyFilter from "../src/internal/SafetyFilter.js"
@@ -35,11 +35,11 @@ const NoMatch: Policy.Verdict = { _tag: "NoMatch" }
 
 const cmd = (command: string) => known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/work/repo" })
 
-/** The synchronous path of the read loop for one server request (see Desk.open). */
+/** The synchronous path of the read loop for one server request (see ConnectionCards.open). */
 const readLoop = (shape: Adversarial.Shape) => {
   const frame = JSON.parse(shape.frame) as { id: number; method: string; params: unknown }
   const context: CardContext = shape.itemStarted !== undefined
-    ? { fileChanges: CardSummary.fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+    ? { fileChanges: fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
     : {}
   const request = ServerRequests.decode(frame.id, frame.method, frame.params)
   return {
@@ -201,7 +201,7 @@ describe("a bound never turns a path deny into an allow", () => {
 
   it("201 changes, the 201st outside the repository: not allowed (the old list kept the first 200)", () => {
     const paths = [...Array.from({ length: 200 }, (_, i) => `/work/repo/f${i}`), "/etc/passwd"]
-    const context = { fileChanges: CardSummary.fileChangesOf(changesItem(paths)) }
+    const context = { fileChanges: fileChangesOf(changesItem(paths)) }
     assert.lengthOf(context.fileChanges, 201)
     assert.deepStrictEqual(Policy.evaluate(repo, fc, context), NoMatch)
     assert.deepStrictEqual(Policy.evaluate(rules(denyPath("etc", "/etc")), fc, context), Deny("etc"))
@@ -209,7 +209,7 @@ describe("a bound never turns a path deny into an allow", () => {
 
   it("more changes than are kept: never allowed, and a path deny matches whatever it names", () => {
     const paths = Array.from({ length: MaxFileChanges + 5 }, (_, i) => `/work/repo/f${i}`)
-    const changes = CardSummary.fileChangesOf(changesItem(paths))
+    const changes = fileChangesOf(changesItem(paths))
     assert.lengthOf(changes, MaxFileChanges + 1)
     assert.strictEqual(changes[MaxFileChanges]!.path, "… 5 more changes")
     assert.deepStrictEqual(Policy.evaluate(repo, fc, { fileChanges: changes }), NoMatch)
@@ -351,7 +351,7 @@ describe("objects' keys: read within budgets, a frame's large object never enume
       _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params: toolParams }
     })
   const form = (schema: unknown) => known("mcpServer/elicitation/request", { threadId: "t", serverName: "s", mode: "form", message: "Fill in", requestedSchema: schema })
-  /** Everything Desk.open runs on the read loop for a request (the summary as on first read). */
+  /** Everything ConnectionCards.open runs on the read loop for a request (the summary as on first read). */
   const all = (request: ServerRequests.ServerRequest) => ({
     offers: ServerRequests.offersFor(request),
     summary: CardSummary.summarize(request, {}),
@@ -425,7 +425,7 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     const pass = (shape: Adversarial.Shape, parse: (text: string) => unknown) => {
       const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
       const context: CardContext = shape.itemStarted !== undefined
-        ? { fileChanges: CardSummary.fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+        ? { fileChanges: fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
         : {}
       const request = ServerRequests.decode(frame.id, frame.method, frame.params)
       return JSON.stringify({

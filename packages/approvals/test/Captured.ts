@@ -5,7 +5,7 @@ import { ServerRequests } from "@warden/protocol"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import type { CardContext } from "../src/Card.js"
-import { fileChangesOf } from "../src/internal/CardSummary.js"
+import { fileChangesOf } from "../src/Card.js"
 
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 

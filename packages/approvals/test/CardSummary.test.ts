@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { summarize, fileChangesOf, Bounds } from "../src/internal/CardSummary.js"
+import { fileChangesOf } from "../src/Card.js"
+import { summarize, Bounds } from "../src/internal/CardSummary.js"
 import { Mask } from "../src/SecretMask.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
 

@@ -15,6 +15,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
+import { fileChangesOf } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
 import * as SecretMask from "../src/SecretMask.js"
 import { quote } from "../src/ShellCommand.js"
@@ -172,7 +173,7 @@ const cards = (line: string, argv: ReadonlyArray<string> | undefined) => {
   return [
     CardSummary.summarize(known("item/commandExecution/requestApproval", { ...ids, command: `/bin/bash -lc ${quote(line)}`, cwd: "/repo", reason: line }), {}),
     CardSummary.summarize(known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: { a: { b: [{ command: line }] } } }), {}),
-    CardSummary.summarize(known("item/fileChange/requestApproval", { ...ids, reason: line }), { fileChanges: CardSummary.fileChangesOf(diffItem) }),
+    CardSummary.summarize(known("item/fileChange/requestApproval", { ...ids, reason: line }), { fileChanges: fileChangesOf(diffItem) }),
     CardSummary.summarize(
       known("execCommandApproval", { conversationId: "c", callId: "x", command: argv ?? ["bash", "-lc", line], cwd: "/repo", reason: null }),
       {}

@@ -37,7 +37,7 @@ export const recordingLine = () => {
   return { line, written, cut: () => { open = false } }
 }
 
-/** An approvals engine, a desk on a recording line, and a thread scope, in the test's scope. */
+/** An approvals engine, a connection's open cards (`approvals.desk`) on a recording line, and a thread scope, in the test's scope. */
 export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>
   Effect.gen(function*() {
     const approvals = yield* Approvals.make(config)

@@ -267,7 +267,7 @@ const sameWords = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean 
  * the request (it reads the request once for all the rules, as `Policy.evaluate` does).
  *
  * This is the remembered rules ALONE: it does not look at deny rules. Deciding a card goes through
- * `decide`, which consults the configured rules first; a desk that calls this directly must do so
+ * `decide`, which consults the configured rules first; a lookup that calls this directly must do so
  * only after the configured rules said `NoMatch`.
  */
 export const rememberedFor = (

@@ -1,12 +1,12 @@
 /**
- * Remembered decisions wired to a desk: the rules in force as an in-memory snapshot (the
- * approvals desk's synchronous `remembered` lookup, no I/O on the read loop), and "always" for a
+ * Remembered decisions wired to the approvals engine: the rules in force as an in-memory snapshot
+ * (the synchronous `remembered` lookup a connection's cards consult, no I/O on the read loop), and "always" for a
  * card (derive its scope, store the rule, add it to the snapshot).
  *
  * Every place a person answers "always" goes through here (`warden run`'s terminal prompt and
  * `--approvals stdin`, the promise facade's `approvals.remember` hook), so the scoping is one:
  * `Remembered.scopeFor` of the card's facts (the exact argv of a simple command, the deepest
- * directory of the changed or asked paths, the MCP server and tool). The desk consults the
+ * directory of the changed or asked paths, the MCP server and tool). The cards consult the
  * lookup only after the configured rules said nothing, so a deny rule always wins.
  */
 import type { Card } from "@warden/approvals"
@@ -45,7 +45,7 @@ export interface AlwaysInput {
 }
 
 /**
- * The remembered rules in force for one run's desk, and "always".
+ * The remembered rules in force for one run's cards, and "always".
  *
  * `lookup` is what `ApprovalsConfig.remembered` takes. `always` fails with `LedgerError`:
  * `Invalid` when no scope can be derived from the card (a compound command, a network permission,
@@ -54,7 +54,7 @@ export interface AlwaysInput {
  */
 export interface Remembering {
   /**
-   * The desk's `remembered` lookup over the snapshot: the rule in force that allows this request
+   * The cards' `remembered` lookup (`DecisionConfig.remembered`) over the snapshot: the rule in force that allows this request
    * now (`Remembered.rememberedFor`), or undefined. Synchronous, no I/O.
    */
   readonly lookup: (request: ServerRequests.DecodedRequest, context: Card.CardContext) => { readonly ruleId: string } | undefined

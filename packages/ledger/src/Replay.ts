@@ -5,7 +5,7 @@
  * For each card, replay asks approvals' own `Policy.evaluate` on the card's recorded facts, and
  * compares; it also counts totals ("would auto-accept 37 of 52, would overturn 0 denials"). Pure.
  *
- * As in the desk, rules are consulted only for requests that reached them: a card refused because
+ * As when a card opens, rules are consulted only for requests that reached them: a card refused because
  * its method was unknown, its params did not decode or it named no thread of ours is `Refused`
  * whatever the rules say. A card the candidate rules do not decide (`Ask`) goes to the safety
  * filter, the handler or a person, as it did when it was recorded (unless a rule decided it then).
@@ -133,8 +133,8 @@ const isDenial = (s: RecordedSettlement | undefined): boolean => s !== undefined
 /** What a replay runs with besides the candidate rules. */
 export interface ReplayOptions {
   /**
-   * The remembered rules in force (`Ledger.rememberedRules()`), consulted as the desk consults
-   * them: only when no candidate rule decides (a candidate deny still wins). Default none.
+   * The remembered rules in force (`Ledger.rememberedRules()`), consulted as a connection's cards
+   * consult them: only when no candidate rule decides (a candidate deny still wins). Default none.
    */
   readonly remembered?: ReadonlyArray<Remembered.RememberedRule>
   /** When the remembered rules are read as in force (epoch ms; default now). */

@@ -38,9 +38,10 @@ export * as CardFacts from "./CardFacts.js"
 export * as Remembered from "./Remembered.js"
 
 /**
- * Remembered decisions wired to a desk: `make(ledger, runId)` gives the desk's synchronous
- * `remembered` lookup over a snapshot of the rules in force, and `always(card, { author })`, which
- * stores an allow scoped to what the card asked; `scopeForCard` says what that scope would be.
+ * Remembered decisions wired to the approvals engine: `make(ledger, runId)` gives the synchronous
+ * `remembered` lookup a connection's cards consult (`DecisionConfig.remembered`), over a snapshot
+ * of the rules in force, and `always(card, { author })`, which stores an allow scoped to what the
+ * card asked; `scopeForCard` says what that scope would be.
  */
 export * as Remembering from "./Remembering.js"
 

@@ -1,21 +1,23 @@
 /**
  * What a person needs to decide a card, and one line for boards and audit logs. Everything that
- * leaves here is masked (SecretMask) and bounded (long texts end with "…"). Nothing here throws: a
+ * leaves here is masked (`Masking`, `MaskedCopy`: what `SecretMask` exposes) and bounded (long texts end with "…"). Nothing here throws: a
  * request that cannot be summarised becomes `{ kind: "other" }` with a title saying so.
  *
  * The work is bounded too, whatever the request's size: a text is scanned over what can be shown
- * (`SecretMask.maskShown`), lists are read up to what is shown (and counted), an object's keys
+ * (`maskShown`), lists are read up to what is shown (and counted), an object's keys
  * only when it has few enough (`Json.keysWithin`: in V8 reading one key of an object reads them
- * all), tool arguments are copied within `SecretMask`'s value, character and key budgets, diffs share one budget
+ * all), tool arguments are copied within the masked copy's value, character and key budgets, diffs share one budget
  * (`Bounds.diffTotal`), a URL is parsed over its first `Bounds.urlParse` characters.
  */
-import { Either } from "effect"
-import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
+import { Json, type ServerRequests } from "@warden/protocol"
 import type { CardContext, CardSummary, FileChange, FormField } from "../Card.js"
-import * as Policy from "../Policy.js"
-import * as SecretMask from "../SecretMask.js"
-import * as ShellCommand from "../ShellCommand.js"
-import { MaxFileChanges, OmittedChanges } from "./FileChanges.js"
+import { askedPathCount, MaxPaths } from "./RuleEvaluation.js"
+import { maskRecord, maskValue } from "./MaskedCopy.js"
+import { Elided, Mask, maskArgv, maskShown, truncate } from "./Masking.js"
+import { join } from "./ShellLexer.js"
+import { unwrap } from "./ShellWrapper.js"
+import { omittedCount, omittedEntry, OmittedChanges } from "./FileChanges.js"
+import { permissionsAsked } from "./PermissionsAsked.js"
 
 export interface Summarized {
   readonly summary: CardSummary
@@ -47,7 +49,7 @@ const isRecord = Json.isRecord
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
 /** Masked, bounded text (scanned over what can be shown). */
-const text = (value: string, max: number = Bounds.text): string => SecretMask.maskShown(value, max)
+const text = (value: string, max: number = Bounds.text): string => maskShown(value, max)
 const optText = (value: string | null | undefined, max: number = Bounds.text): string | undefined =>
   value === null || value === undefined ? undefined : text(value, max)
 
@@ -57,10 +59,10 @@ const oneLine = (value: string): string =>
 
 /** A title from text that is already masked: one line, bounded. */
 const maskedLine = (masked: string, max: number = Bounds.title): string =>
-  SecretMask.truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
+  truncate(oneLine(masked.length > 4 * Bounds.title ? masked.slice(0, 4 * Bounds.title) : masked), max)
 
 /** A title: masked, one line, bounded. */
-const line = (value: string, max: number = Bounds.title): string => maskedLine(SecretMask.maskShown(value, 4 * Bounds.title), max)
+const line = (value: string, max: number = Bounds.title): string => maskedLine(maskShown(value, 4 * Bounds.title), max)
 
 /** A short rendering of a value for titles: strings bare, the rest as compact JSON. */
 const brief = (value: unknown, max = 40): string => {
@@ -70,17 +72,17 @@ const brief = (value: unknown, max = 40): string => {
     try {
       shown = JSON.stringify(value) ?? String(value)
     } catch {
-      shown = SecretMask.Mask
+      shown = Mask
     }
   }
-  return SecretMask.truncate(oneLine(shown), max)
+  return truncate(oneLine(shown), max)
 }
 
 /** `k=v, k2=v2` from an already masked record, bounded. */
 const callArgs = (inputs: unknown): string => {
   if (!isRecord(inputs)) return inputs === undefined ? "" : brief(inputs)
-  return SecretMask.truncate(
-    Object.entries(inputs).map(([k, v]) => `${SecretMask.truncate(k, 30)}=${brief(v)}`).join(", "),
+  return truncate(
+    Object.entries(inputs).map(([k, v]) => `${truncate(k, 30)}=${brief(v)}`).join(", "),
     100
   )
 }
@@ -92,54 +94,14 @@ const listed = (items: ReadonlyArray<string>, shown = 3): string =>
 // File changes
 
 /**
- * The changes of a `fileChange` item (from its `item/started` notification), as cards show them and
- * rules check them. Codex sends `kind` as `{type: "add" | "delete" | "update", move_path?}`; a move
- * becomes two entries (`move-from` with the diff, `move-to`) so that every touched path is listed
- * and checked. Unreadable entries are skipped. At most `MaxFileChanges` entries are kept; when there
- * were more, one last entry of kind `OmittedChanges` says how many changes were left out, so that
- * no rule takes the list for all of them (a path allow never matches it, a path deny always does).
- */
-export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
-  try {
-    if (!isRecord(item)) return []
-    const changes = item["changes"]
-    if (!Array.isArray(changes)) return []
-    const out: Array<FileChange> = []
-    for (let i = 0; i < changes.length; i++) {
-      if (out.length >= MaxFileChanges) {
-        out.push(omittedEntry(changes.length - i))
-        break
-      }
-      const change: unknown = changes[i]
-      if (!isRecord(change)) continue
-      const path = str(change["path"])
-      if (path === undefined || path.length === 0) continue
-      const rawKind = change["kind"]
-      const kind = typeof rawKind === "string" ? rawKind : isRecord(rawKind) ? str(rawKind["type"]) ?? "unknown" : "unknown"
-      const diff = str(change["diff"])
-      const movePath = isRecord(rawKind) ? str(rawKind["move_path"]) ?? str(rawKind["movePath"]) : undefined
-      if (movePath !== undefined && movePath.length > 0) {
-        out.push({ path, kind: "move-from", ...(diff !== undefined ? { diff } : {}) })
-        out.push({ path: movePath, kind: "move-to" })
-      } else {
-        out.push({ path, kind, ...(diff !== undefined ? { diff } : {}) })
-      }
-    }
-    return out
-  } catch {
-    return []
-  }
-}
-
-/**
  * Legacy v1 `applyPatchApproval` carries its changes as `{[path]: {add|delete|update: ...}}`: the
  * first `Bounds.changes` of them (for display; rules read the request's paths themselves).
  */
 const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   if (!isRecord(fileChanges)) return []
   const out: Array<FileChange> = []
-  // as many as rules read (Policy.MaxPaths); a larger record is not enumerated (its size is known)
-  const read = Json.keysWithin(fileChanges, Policy.MaxPaths)
+  // as many as rules read (MaxPaths); a larger record is not enumerated (its size is known)
+  const read = Json.keysWithin(fileChanges, MaxPaths)
   if (read.keys === undefined) return [omittedEntry(read.count)]
   const keys = read.keys
   for (let i = 0; i < keys.length; i++) {
@@ -164,11 +126,6 @@ const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
   return out
 }
 
-/** The entry standing for `count` changes left out of a list. */
-const omittedEntry = (count: number): FileChange => ({ path: `… ${count} more changes`, kind: OmittedChanges })
-/** How many changes such an entry stands for. */
-const omittedCount = (change: FileChange): number => Number(/[0-9]+/.exec(change.path)?.[0] ?? 1)
-
 /**
  * The changes as a card shows them: the first `Bounds.changes`, masked and bounded, the diffs
  * within `Bounds.diffTotal` together; then, when some were left out, one entry of kind
@@ -191,7 +148,7 @@ const shownChanges = (changes: ReadonlyArray<FileChange>): ReadonlyArray<FileCha
     }
     let diff: string | undefined
     if (c.diff !== undefined) {
-      diff = diffLeft > 0 || c.diff.length === 0 ? text(c.diff, Math.min(Bounds.diff, diffLeft)) : SecretMask.Elided
+      diff = diffLeft > 0 || c.diff.length === 0 ? text(c.diff, Math.min(Bounds.diff, diffLeft)) : Elided
       diffLeft -= diff.length
     }
     out.push({ path: text(c.path, Bounds.path), kind: text(c.kind, 40), ...(diff !== undefined ? { diff } : {}) })
@@ -208,33 +165,6 @@ const fileChangeTitle = (changes: ReadonlyArray<FileChange>, grantRoot: string |
   const paths = [...new Set(listedChanges.map((c) => c.path))]
   const more = listedChanges.length < changes.length ? "+" : ""
   return `write ${paths.length}${more} file${paths.length === 1 && more === "" ? "" : "s"}: ${listed(paths)}`
-}
-
-// ---------------------------------------------------------------------------------------------
-// Permissions
-
-const entryPath = (path: PermissionsGrant.FileSystemPath): string => {
-  switch (path.type) {
-    case "path":
-      return path.path
-    case "glob_pattern":
-      return path.pattern
-    case "special":
-      return `<${path.value.kind}>${path.value.subpath ? ` ${path.value.subpath}` : ""}`
-  }
-}
-
-/** `write /a, read /b, network` from what was asked. */
-export const permissionsAsked = (permissions: unknown): ReadonlyArray<string> | undefined => {
-  const read = PermissionsGrant.readRequested(permissions)
-  if (Either.isLeft(read)) return undefined
-  const asked = read.right
-  const out: Array<string> = []
-  for (const path of asked.fileSystem?.write ?? []) out.push(`write ${path}`)
-  for (const path of asked.fileSystem?.read ?? []) out.push(`read ${path}`)
-  for (const entry of asked.fileSystem?.entries ?? []) out.push(`${entry.access} ${entryPath(entry.path)}`)
-  if (asked.network?.enabled === true) out.push("network")
-  return [...new Set(out)]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,18 +229,18 @@ const shownUrl = (url: string): string => {
   try {
     const u = new URL(cut ? url.slice(0, Bounds.urlParse) : url)
     if (u.host === "") return text(url, Bounds.path)
-    const mask = SecretMask.Mask
+    const mask = Mask
     const auth = u.username || u.password ? `${u.username ? mask : ""}${u.password ? `:${mask}` : ""}@` : ""
-    let shown = `${u.protocol}//${auth}${u.host}${SecretMask.maskShown(u.pathname, Bounds.path)}`
+    let shown = `${u.protocol}//${auth}${u.host}${maskShown(u.pathname, Bounds.path)}`
     const seen = new Set<string>()
     for (const k of u.searchParams.keys()) {
       if (shown.length > Bounds.path) break
       if (seen.has(k)) continue
       seen.add(k)
-      shown += `${seen.size === 1 ? "?" : "&"}${SecretMask.maskShown(k, Bounds.path)}=${mask}`
+      shown += `${seen.size === 1 ? "?" : "&"}${maskShown(k, Bounds.path)}=${mask}`
     }
     if (u.hash) shown += `#${mask}`
-    return SecretMask.truncate(cut ? `${shown}…` : shown, Bounds.path)
+    return truncate(cut ? `${shown}…` : shown, Bounds.path)
   } catch {
     return text(url, Bounds.path)
   }
@@ -320,7 +250,7 @@ const isMcpToolCall = (p: ServerRequests.ElicitationParams): boolean => p._meta?
 
 const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> => {
   const params = meta["tool_params"]
-  if (params !== undefined && params !== null) return SecretMask.maskRecord(params)
+  if (params !== undefined && params !== null) return maskRecord(params)
   const display = meta["tool_params_display"]
   if (!Array.isArray(display)) return {}
   const fromDisplay: Record<string, unknown> = {}
@@ -329,7 +259,7 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
       Object.defineProperty(fromDisplay, entry["name"], { value: entry["value"], enumerable: true, writable: true, configurable: true })
     }
   }
-  return SecretMask.maskRecord(fromDisplay)
+  return maskRecord(fromDisplay)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -339,19 +269,19 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
 const CommandRead = 4 * Bounds.command
 
 const command = (raw: string, cwd: string | undefined, reason: string | null | undefined): Summarized => {
-  const unwrapped = ShellCommand.unwrap(raw.length > CommandRead ? raw.slice(0, CommandRead) : raw)
+  const unwrapped = unwrap(raw.length > CommandRead ? raw.slice(0, CommandRead) : raw)
   const shownCwd = optText(cwd, Bounds.path)
   // Masked once, on its own, for the summary and the title. Masking "run: <command>" instead read
   // "run: password=hunter2" as the assignment run=... and showed the password (and cost a second scan).
-  const masked = SecretMask.maskShown(unwrapped.inner, CommandRead)
+  const masked = maskShown(unwrapped.inner, CommandRead)
   const summary: CardSummary = {
     kind: "command",
-    command: SecretMask.truncate(masked, Bounds.command),
-    argv: unwrapped.argv ? SecretMask.maskArgv(unwrapped.argv.slice(0, 256)).map((w) => SecretMask.truncate(w, 500)) : undefined,
+    command: truncate(masked, Bounds.command),
+    argv: unwrapped.argv ? maskArgv(unwrapped.argv.slice(0, 256)).map((w) => truncate(w, 500)) : undefined,
     cwd: shownCwd,
     reason: optText(reason)
   }
-  const where = shownCwd !== undefined ? ` (in ${SecretMask.truncate(oneLine(shownCwd), 60)})` : ""
+  const where = shownCwd !== undefined ? ` (in ${truncate(oneLine(shownCwd), 60)})` : ""
   const what = unwrapped.inner.trim().length > 0 ? masked : "(no command given)"
   return { summary, title: `${maskedLine(`run: ${what}`, Bounds.title - where.length)}${where}` }
 }
@@ -373,7 +303,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "execCommandApproval": {
       const p = request.params
-      return command(ShellCommand.join(p.command, CommandRead), p.cwd, p.reason)
+      return command(join(p.command, CommandRead), p.cwd, p.reason)
     }
     case "item/fileChange/requestApproval": {
       const p = request.params
@@ -386,12 +316,12 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "item/permissions/requestApproval": {
       const p = request.params
-      const count = Policy.askedPathCount(p.permissions)
-      const asked = count > Policy.MaxPaths ? [`${count} paths (too many to list)`] : permissionsAsked(p.permissions)
+      const count = askedPathCount(p.permissions)
+      const asked = count > MaxPaths ? [`${count} paths (too many to list)`] : permissionsAsked(p.permissions)
       return {
         summary: {
           kind: "permissions",
-          permissions: SecretMask.maskValue("permissions", p.permissions),
+          permissions: maskValue("permissions", p.permissions),
           cwd: text(p.cwd, Bounds.path),
           reason: optText(p.reason)
         },
@@ -439,7 +369,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     }
     case "item/tool/call": {
       const p = request.params
-      const args = SecretMask.maskValue("arguments", p.arguments)
+      const args = maskValue("arguments", p.arguments)
       const tool = text(p.tool, 200)
       const namespace = optText(p.namespace, 200)
       return {

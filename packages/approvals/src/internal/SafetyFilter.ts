@@ -26,7 +26,7 @@
  * not a guarantee.
  */
 import { Json, type ServerRequests } from "@warden/protocol"
-import * as SecretMask from "../SecretMask.js"
+import { looksSecret, Mask } from "./Masking.js"
 
 export type Verdict = { readonly _tag: "Safe" } | { readonly _tag: "Unsafe"; readonly reason: string }
 
@@ -98,7 +98,7 @@ const Hidden = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\p{Cf}\u2028
 
 /** Names printed in reasons: plain identifiers only, bounded, secret-looking ones masked. */
 const NamePattern = /^[A-Za-z0-9_.\-]{1,128}$/
-const shownName = (name: string): string => (SecretMask.looksSecret(name) ? SecretMask.Mask : `"${name.slice(0, 64)}"`)
+const shownName = (name: string): string => (looksSecret(name) ? Mask : `"${name.slice(0, 64)}"`)
 
 const asksForSecretLabel = (label: string): boolean => {
   const n = normalize(label)

@@ -9,7 +9,7 @@ const elicitationForm = () => captured("mcpServer/elicitation/request", (p) => p
 
 const setup = deskSetup
 
-describe("card race", () => {
+describe("pending cards", () => {
   it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>
     Effect.gen(function*() {
       const { desk, wire, thread, drained } = yield* setup()
