@@ -78,7 +78,7 @@ export interface AppServer {
   readonly unregisterThread: (route: ThreadRoute) => void
   /** Whether a live work item already routes this thread on this connection. */
   readonly hasThread: (threadId: string) => boolean
-  readonly desk: Approvals.Desk
+  readonly desk: Approvals.ConnectionCards
   readonly isOpen: () => boolean
   /** The end, once it has been handled (pending failed, cards settled, threads told). */
   readonly ended: Effect.Effect<ConnectionEnded>

@@ -65,7 +65,7 @@ export interface FrameRouter {
 export interface Options {
   readonly connection: TransportNs.Connection
   readonly pending: PendingRequests
-  readonly desk: Approvals.Desk
+  readonly desk: Approvals.ConnectionCards
   readonly routes: ReadonlyMap<string, ThreadRoute>
   readonly connectionEvents: PubSub.PubSub<ConnectionEvent>
   /** Codex said it is under pressure (a rate limit reached): for adaptive admission. */

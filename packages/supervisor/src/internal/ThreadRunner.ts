@@ -112,7 +112,7 @@ const releaseThread = (server: AppServer, threadId: string, workItem: string, ti
 export const enterSpan = (span: Tracer.AnySpan | undefined): Effect.Effect<void> =>
   span === undefined ? Effect.void : FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span))
 
-/** Effect's own tracer, whose spans nobody sees (as the cards' `CardRace` tells it). */
+/** Effect's own tracer, whose spans nobody sees (as the approvals engine's card spans tell it). */
 const nativeTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
 
 /**
