@@ -242,7 +242,7 @@ export const make = Effect.gen(function*() {
             return yield* markLost(`settling card ${id} (stored ${settled.row.outcome})`)
           }
         }
-        publish({ type: "card.settled", card: id, outcome, source: source === "person" ? "person" : event.settlement.source._tag, latencyMs: event.settlement.latencyMs })
+        publish({ type: "card.settled", card: id, outcome, source, latencyMs: event.settlement.latencyMs })
       }
     }).pipe(Effect.uninterruptible)
 
