@@ -110,6 +110,11 @@ export const shardingConfig = (
  * from the `Transport` provided: `CodexCommand.transportLayer` in production, a fake in tests)
  * and the engine's socket and SQL layers (on the `SqlClient` provided, see `Storage.layer`).
  *
+ * The engine's lock storage reports every shard lock acquire, refresh and release to the
+ * runner's lease (`leaseMargin`), which the items' handlers check: an item whose shard's lease
+ * runs out is stopped before the shard can go to another runner, and every write a runner makes
+ * for an item is conditional on the epoch it took the item at (docs/scaling.md, "Fencing").
+ *
  * Release order follows the graph: the entity registration closes first (every running item is
  * interrupted; its `Run` has no stored reply, so the next owner of its shard runs it again), then
  * the supervisor (cards still open are refused `shutdown`), then sharding and SQL.
@@ -171,7 +176,9 @@ export const layer = (
  * The work item entity alone, registered with the `Sharding` in context over the `Supervisor` and
  * `SqlClient` in context: what `layer` builds on, for a runner with a sharding of its own making
  * (`TestRunner.layer` in tests, `SingleRunner.layer`, another transport). `host` defaults to this
- * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`.
+ * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`. Its writes are fenced by the
+ * items' epochs as `layer`'s are; it has no lease of its own (a shard is held for as long as the
+ * engine keeps it here), since only `layer` wires one to the engine's lock storage.
  */
 export const entityLayer = (info: {
   readonly runId: string
