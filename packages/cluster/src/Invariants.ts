@@ -26,8 +26,9 @@ const typedEnds = new Set(["completed", "interrupted", "failed", "stopped"])
  *
  * - 1: every card opened has exactly one settlement; `stranded` only for a card of a dead
  *   incarnation; none settles twice. (A card a runner recorded and then died before its
- *   `card.opened` reached anyone shows up only as its `stranded` settlement; a settlement a later
- *   runner tells again, marked `replayed`, must agree with the first.)
+ *   `card.opened` reached anyone shows up only as its `stranded` settlement, and one whose
+ *   runner's lines never reached anyone only as a later runner's `replayed` settlement; a
+ *   settlement a later runner tells again, marked `replayed`, must agree with the first.)
  * - 2: no acceptance unless a person's (or rule's) accepting decision was given for that card.
  * - 4: every item ended, with a typed cause (`completed`, a `WorkItemFailed` reason,
  *   `thread-unreachable`, `stopped`), from its `item.finished` or `item.result` line.
@@ -49,9 +50,11 @@ export const check = (recorded: Recorded): ReadonlyArray<string> => {
     if (outcomes.size !== 1 || told > 1) violations.push(`invariant 1: card ${card} has ${outcomes.size} outcomes in ${s.length} settlements`)
   }
   for (const [card, s] of settlements) {
-    // A card its runner recorded and then died before anyone saw it open is reported only as stranded.
-    const strandedUnseen = s.every((l) => l["outcome"] === "stranded")
-    if (!opened.has(card) && !strandedUnseen) violations.push(`invariant 1: card ${card} settled but never seen open`)
+    // A card its runner recorded and then died before anyone saw it open is reported only as
+    // stranded; one whose runner stopped the item before its lines reached anyone (the shard
+    // handed on at once) only as the settlement the next runner tells again from storage.
+    const unseenOk = s.every((l) => l["outcome"] === "stranded" || l["replayed"] === true)
+    if (!opened.has(card) && !unseenOk) violations.push(`invariant 1: card ${card} settled but never seen open`)
     for (const l of s) {
       if (l["outcome"] === "stranded" && !recorded.dead.some((runId) => card.startsWith(`${runId}:`))) {
         violations.push(`invariant 1: card ${card} stranded, but its runner did not die`)

@@ -4,7 +4,7 @@
  * work item entities whose shards the cluster assigns it. Runners find each other, own shards and
  * keep durable messages through the engine's SQL storage; they talk over TCP sockets.
  */
-import { RunnerAddress, ShardingConfig } from "@effect/cluster"
+import { RunnerAddress, RunnerStorage, ShardingConfig, SqlMessageStorage, SqlRunnerStorage } from "@effect/cluster"
 import type { Sharding } from "@effect/cluster"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -14,11 +14,12 @@ import type { ConfigError } from "effect"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { RunId, Supervisor } from "@warden/supervisor"
 import { Ledger } from "@warden/ledger"
-import { Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Handlers from "./internal/Handlers.js"
 import * as ItemStore from "./internal/ItemStore.js"
+import * as ShardLease from "./internal/ShardLease.js"
 import { WorkItemEntity } from "./WorkItemEntity.js"
 
 /** Who a runner process is: its run id (the incarnation of every item it runs) and its address. */
@@ -46,7 +47,52 @@ export interface RunnerOptions {
    * matters is passed: the engine also reads `HOST`, `PORT`, ... from the environment.
    */
   readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]>
+  /**
+   * How long before its shard locks could expire the runner stops the items of a shard whose
+   * lock it could not renew (default: a fifth of `shardLockExpiration`, 7 s at the engine's
+   * 35 s). Each shard is held until `shardLockExpiration - leaseMargin` after the start of the
+   * last lock acquire or refresh that returned it; past that, its items stop and their cards are
+   * refused, before another runner can take the shard (docs/scaling.md, "Fencing"). Must be
+   * positive and below `shardLockExpiration`.
+   */
+  readonly leaseMargin?: Duration.DurationInput
 }
+
+/** The default `leaseMargin`: a fifth of the lock expiration. */
+export const defaultLeaseMargin = (shardLockExpiration: Duration.DurationInput): Duration.Duration =>
+  Duration.unsafeDivide(Duration.decode(shardLockExpiration), 5)
+
+/** The lease book a runner's lock storage renews and its handlers read. */
+class LeaseBook extends Context.Tag("@warden/cluster/Runner/LeaseBook")<LeaseBook, ShardLease.LeaseBook>() {}
+
+/**
+ * The lease (`ShardLease`, read by the handlers) and its book, from the engine's configuration.
+ * A margin that leaves no lease at all is a defect of the runner's configuration.
+ */
+const leaseLayer = (margin: Duration.DurationInput | undefined) =>
+  Layer.effectContext(
+    Effect.gen(function*() {
+      const config = yield* ShardingConfig.ShardingConfig
+      const expiration = Duration.decode(config.shardLockExpiration)
+      const chosen = margin === undefined ? defaultLeaseMargin(expiration) : Duration.decode(margin)
+      if (Duration.toMillis(chosen) <= 0 || Duration.greaterThanOrEqualTo(chosen, expiration)) {
+        return yield* Effect.dieMessage(
+          `leaseMargin (${Duration.format(chosen)}) must be positive and below shardLockExpiration (${Duration.format(expiration)})`
+        )
+      }
+      const book = ShardLease.makeBook({ expiration, margin: chosen })
+      return Context.make(LeaseBook, book).pipe(Context.add(ShardLease.ShardLease, book))
+    })
+  )
+
+/** The engine's SQL lock storage, reporting every acquire, refresh and release to the lease book. */
+const leasedRunnerStorage = Layer.scoped(
+  RunnerStorage.RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* Effect.orDie(SqlRunnerStorage.make({}))
+    return ShardLease.leasedStorage(storage, yield* LeaseBook)
+  })
+)
 
 /** The engine's settings for a runner (or a client, `runnerAddress: None`), with Warden's defaults. */
 export const shardingConfig = (
@@ -63,6 +109,11 @@ export const shardingConfig = (
  * The runner: the work item entity registered with sharding, over the local supervisor (built
  * from the `Transport` provided: `CodexCommand.transportLayer` in production, a fake in tests)
  * and the engine's socket and SQL layers (on the `SqlClient` provided, see `Storage.layer`).
+ *
+ * The engine's lock storage reports every shard lock acquire, refresh and release to the
+ * runner's lease (`leaseMargin`), which the items' handlers check: an item whose shard's lease
+ * runs out is stopped before the shard can go to another runner, and every write a runner makes
+ * for an item is conditional on the epoch it took the item at (docs/scaling.md, "Fencing").
  *
  * Release order follows the graph: the entity registration closes first (every running item is
  * interrupted; its `Run` has no stored reply, so the next owner of its shard runs it again), then
@@ -85,10 +136,14 @@ export const layer = (
   SqlClient.SqlClient | Transport.Transport
 > => {
   const runId = options.runId ?? RunId.make()
-  const sharding = NodeClusterSocket.layer({
-    storage: "sql",
-    shardingConfig: shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)
-  })
+  const config = shardingConfig(Option.some(RunnerAddress.make(options.host, options.port)), options.sharding)
+  // The engine's socket runner over storage of our making: its own SQL message storage, and its
+  // SQL lock storage reporting to the lease book (the lease and the engine read one configuration).
+  const lease = leaseLayer(options.leaseMargin).pipe(Layer.provideMerge(ShardingConfig.layerFromEnv(config)))
+  const sharding = NodeClusterSocket.layer({ storage: "byo", shardingConfig: config }).pipe(
+    Layer.provide(Layer.merge(Layer.orDie(SqlMessageStorage.layer), leasedRunnerStorage)),
+    Layer.provideMerge(lease)
+  )
   const address = `${options.host}:${options.port}`
   const supervisor = Supervisor.layer({ ...options.supervisor, runId })
   if (options.ledger !== true) {
@@ -121,7 +176,9 @@ export const layer = (
  * The work item entity alone, registered with the `Sharding` in context over the `Supervisor` and
  * `SqlClient` in context: what `layer` builds on, for a runner with a sharding of its own making
  * (`TestRunner.layer` in tests, `SingleRunner.layer`, another transport). `host` defaults to this
- * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`.
+ * machine's name and `codexHome` to `$CODEX_HOME`, else `~/.codex`. Its writes are fenced by the
+ * items' epochs as `layer`'s are; it has no lease of its own (a shard is held for as long as the
+ * engine keeps it here), since only `layer` wires one to the engine's lock storage.
  */
 export const entityLayer = (info: {
   readonly runId: string

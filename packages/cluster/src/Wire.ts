@@ -29,21 +29,28 @@ export class Completed extends Schema.TaggedClass<Completed>()("Completed", {
   turns: Schema.Number,
   /**
    * How often the item moved: to another runner incarnation, or back to the same one after its
-   * runner let go of the item's shard (see {@link MoveReason}).
+   * runner stopped it (see {@link MoveReason}). The same number as the item's stored row
+   * (`warden_cluster_items.moves`, the claims with a reason): the result is recorded only by the
+   * runner that holds the item under its latest epoch.
    */
   moves: Schema.Number
 }) {}
 
 /**
- * Why an item moved (the `reason` of an `item.moved` line): another runner incarnation held it
- * (`shard-moved`), or its own runner lost its shard and took it back (`shard-lost`).
- * - `shard-moved`: the item was last held by another runner incarnation (it died, stopped, or
- *   its shard was assigned to this runner).
+ * Why an item moved (the `reason` of an `item.moved` line, and of its row in
+ * `warden_cluster_claims`): another runner incarnation held it (`shard-moved`), or its own
+ * runner stopped it and ran it again (`shard-lost`, `lease-lost`).
+ * - `shard-moved`: the item was last held by another runner incarnation (it died, stopped, was
+ *   taken for dead, or its shard was assigned to this runner).
  * - `shard-lost`: the same runner ran the item, let go of its shard (its run stopped, its open
  *   cards refused `ThreadStopped` or `TurnEnded`), then took the shard back and ran it again; the
  *   engine does this when a shard lock refresh takes longer than it allows (docs/scaling.md).
+ * - `lease-lost`: the same runner stopped the item itself because its hold on the item's shard
+ *   was last confirmed too long ago (its own deadline, shorter than the lock's expiry, passed:
+ *   a paused process, a stalled event loop), then the hold was confirmed again (nobody had taken
+ *   the shard) and it ran the item again.
  */
-export const MoveReason = Schema.Literal("shard-moved", "shard-lost")
+export const MoveReason = Schema.Literal("shard-moved", "shard-lost", "lease-lost")
 export type MoveReason = typeof MoveReason.Type
 
 /**

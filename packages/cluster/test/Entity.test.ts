@@ -11,7 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ClusterClient, Runner, Wire } from "@warden/cluster"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
-import { Deferred, Effect, Layer, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Queue, Stream } from "effect"
 import * as Handlers from "../src/internal/Handlers.js"
 import * as ItemStore from "../src/internal/ItemStore.js"
 
@@ -23,18 +23,29 @@ const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
     Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
   )
 
+/** Take `item` for `incarnation` (a runner that is not this test's), as its `Run` would: returns the fence its writes carry. */
+const takeFor = (item: string, incarnation: string, host: string) =>
+  Effect.gen(function*() {
+    const store = yield* ItemStore.ItemStore
+    const before = yield* store.get(item)
+    const taken = yield* store.claim(item, { incarnation, runner: incarnation === "rNow-00000001" ? "127.0.0.1:1" : "127.0.0.1:2", host, codexHome: "/codex" }, { before })
+    assert.isDefined(taken)
+    return { incarnation, epoch: taken!.epoch }
+  })
+
 /** An item left behind by incarnation `rOld-…` on `host`, with its thread and two cards: c1 open, c2 declined. */
 const seedDeadIncarnation = (item: string, host: string) =>
   Effect.gen(function*() {
     const store = yield* ItemStore.ItemStore
     const sql = yield* SqlClient.SqlClient
-    yield* store.claim(item, { incarnation: "rOld-00000002", runner: "127.0.0.1:2", host, codexHome: "/codex" }, false)
-    yield* store.setThread(item, "thr_old")
-    yield* store.cardOpened({ id: "rOld-00000002:c1", itemId: item, incarnation: "rOld-00000002", method: "item/commandExecution/requestApproval" })
-    yield* store.cardOpened({ id: "rOld-00000002:c2", itemId: item, incarnation: "rOld-00000002", method: "item/commandExecution/requestApproval" })
-    yield* store.cardSettled("rOld-00000002:c2", "declined", "person")
-    yield* store.cardOpened({ id: "rOld-00000002:c3", itemId: "someone-else", incarnation: "rOld-00000002", method: "item/commandExecution/requestApproval" })
-    yield* store.cardSettled("rOld-00000002:c3", "accepted", "person")
+    const fence = yield* takeFor(item, "rOld-00000002", host)
+    yield* store.setThread(item, "thr_old", fence)
+    yield* store.cardOpened({ id: "rOld-00000002:c1", itemId: item, method: "item/commandExecution/requestApproval" }, fence)
+    yield* store.cardOpened({ id: "rOld-00000002:c2", itemId: item, method: "item/commandExecution/requestApproval" }, fence)
+    yield* store.settleCard("rOld-00000002:c2", "declined", "person", fence)
+    const other = yield* takeFor("someone-else", "rOld-00000002", host)
+    yield* store.cardOpened({ id: "rOld-00000002:c3", itemId: "someone-else", method: "item/commandExecution/requestApproval" }, other)
+    yield* store.settleCard("rOld-00000002:c3", "accepted", "person", other)
     return sql
   })
 
@@ -76,7 +87,8 @@ describe("WorkItemEntity on an in-memory runner", () => {
       ])
       // Exactly once: a second strand finds nothing.
       const store = yield* ItemStore.ItemStore
-      assert.deepStrictEqual(yield* store.strand("moved", "rNow-00000001"), [])
+      const row = yield* store.get("moved")
+      assert.deepStrictEqual(yield* store.strand("moved", { incarnation: "rNow-00000001", epoch: row!.epoch }), [])
       const lines = yield* client.events("moved").pipe(Stream.runCollect)
       const moved = [...lines].filter((e) => e.line["type"] === "item.moved")
       assert.deepStrictEqual(moved.map((e) => [e.line["reason"], e.line["stranded"]]), [["shard-moved", ["rOld-00000002:c1"]]])
@@ -98,10 +110,10 @@ describe("WorkItemEntity on an in-memory runner", () => {
     return Effect.gen(function*() {
       // What the cut-off run left: the row held by this incarnation, running, its card refused.
       const store = yield* ItemStore.ItemStore
-      yield* store.claim("cut", { incarnation: "rNow-00000001", runner: "127.0.0.1:1", host: "host-a", codexHome: "/codex" }, false)
-      yield* store.setThread("cut", "thr_cut")
-      yield* store.cardOpened({ id: "rNow-00000001:c1", itemId: "cut", incarnation: "rNow-00000001", method: "item/commandExecution/requestApproval" })
-      yield* store.cardSettled("rNow-00000001:c1", "refused", "ThreadStopped")
+      const fence = yield* takeFor("cut", "rNow-00000001", "host-a")
+      yield* store.setThread("cut", "thr_cut", fence)
+      yield* store.cardOpened({ id: "rNow-00000001:c1", itemId: "cut", method: "item/commandExecution/requestApproval" }, fence)
+      yield* store.settleCard("rNow-00000001:c1", "refused", "ThreadStopped", fence)
       const client = yield* ClusterClient.ClusterClient
       const result = yield* client.run("cut", { prompt: "go on" })
       assert.strictEqual(result._tag, "Completed")
@@ -128,8 +140,8 @@ describe("WorkItemEntity on an in-memory runner", () => {
       // The run this incarnation had: its row running, and in the runner's items a run that ends
       // without a result (interrupted: its shard let go of; the Run is delivered again before it stopped).
       const store = yield* ItemStore.ItemStore
-      yield* store.claim("dying", { incarnation: "rNow-00000001", runner: "127.0.0.1:1", host: "host-a", codexHome: "/codex" }, false)
-      yield* store.setThread("dying", "thr_dying")
+      const fence = yield* takeFor("dying", "rNow-00000001", "host-a")
+      yield* store.setThread("dying", "thr_dying", fence)
       const cut = yield* Deferred.make<Wire.RunResult>()
       yield* Deferred.interrupt(cut)
       const localItems = yield* Handlers.LocalItems
@@ -189,6 +201,67 @@ describe("WorkItemEntity on an in-memory runner", () => {
       yield* client.stop("asks")
       assert.deepStrictEqual(yield* client.run("asks", { prompt: "do it" }), result)
       assert.strictEqual(fake.answersSoFar().length, 1)
+    }).pipe(Effect.provide(setup(fake)))
+  }, 60_000)
+  it.scopedLive("a runner whose item another runner took answers its card from storage, writes nothing to codex or storage, stops the item and never replies", () => {
+    const fake = FakeAppServer.make({ turns: "manual" })
+    return Effect.gen(function*() {
+      const client = yield* ClusterClient.ClusterClient
+      const store = yield* ItemStore.ItemStore
+      const supervisor = yield* Supervisor.Supervisor
+      const finished = yield* supervisor.subscribe
+      /** The item runs here until a card is open; then another runner takes it (its claim raises the epoch). */
+      const openThenTaken = (item: string, strand: boolean) =>
+        Effect.gen(function*() {
+          const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
+          const turn = yield* fake.nextRequest("turn/start")
+          const threadId = String(turn.params.threadId)
+          const requestId = yield* fake.request("item/commandExecution/requestApproval", { threadId, turnId: "turn_1", itemId: "call_1", command: "rm -rf /tmp/x", cwd: "/tmp" })
+          const opened = yield* client.events(item).pipe(Stream.filter((e) => e.line["type"] === "card.opened"), Stream.runHead, Effect.flatten)
+          const card = String(opened.line["card"])
+          const before = yield* store.get(item)
+          const taken = yield* store.claim(item, { incarnation: "rNew-00000003", runner: "127.0.0.1:3", host: "host-a", codexHome: "/codex" }, { before, reason: "shard-moved" })
+          assert.deepStrictEqual(taken, { epoch: 2, moves: 1 })
+          if (strand) assert.deepStrictEqual(yield* store.strand(item, { incarnation: "rNew-00000003", epoch: 2 }), [card])
+          return { run, card, requestId, taken: yield* store.get(item) }
+        })
+      const stoppedHere = (item: string) =>
+        Effect.gen(function*() {
+          while (true) {
+            const event = yield* Queue.take(finished)
+            if (event._tag === "ItemFinished" && event.item === item) return event
+          }
+        })
+
+      // The card stranded by the new owner: the decision is answered from storage, nothing written.
+      const a = yield* openThenTaken("taken-a", true)
+      assert.deepStrictEqual(yield* client.answer("taken-a", a.card, { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
+      // The runner learnt it lost the item: it stops driving it (the turn interrupted, the card refused to codex).
+      yield* stoppedHere("taken-a")
+      assert.deepStrictEqual((yield* fake.answerTo(a.requestId))["result"], { decision: "decline" })
+      assert.deepStrictEqual(yield* client.answer("taken-a", a.card, { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
+
+      // The card still open in storage: the settlement is refused (the item is held under another
+      // epoch), so the decision never reaches codex; the card is left to the new owner to strand.
+      const b = yield* openThenTaken("taken-b", false)
+      assert.deepStrictEqual(yield* client.answer("taken-b", b.card, { _tag: "Accept" }), new Wire.UnknownCard({ cardId: b.card }))
+      yield* stoppedHere("taken-b")
+      assert.deepStrictEqual((yield* fake.answerTo(b.requestId))["result"], { decision: "decline" })
+
+      // Nothing this runner wrote after the other runner took the items: the rows are as the taking left them.
+      for (const { card, item, taken } of [{ ...a, item: "taken-a" }, { ...b, item: "taken-b" }]) {
+        assert.deepStrictEqual(yield* store.get(item), taken)
+        const cards = yield* store.cards({ itemId: item })
+        assert.deepStrictEqual(cards.map((c) => [c.id, c.outcome]), [[card, item === "taken-a" ? "stranded" : null]])
+      }
+      // Codex was never told to accept anything.
+      assert.isFalse(fake.answersSoFar().some((answer) => JSON.stringify(answer).includes("accept")))
+      // Neither run replies: they wait for the engine to close their entities (here: interrupted).
+      for (const run of [a.run, b.run]) {
+        assert.isNull(run.unsafePoll())
+        const exit = yield* Fiber.interrupt(run)
+        assert.isTrue(Exit.isInterrupted(exit))
+      }
     }).pipe(Effect.provide(setup(fake)))
   }, 60_000)
 })

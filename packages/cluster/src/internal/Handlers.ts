@@ -3,15 +3,28 @@
  * runner's one local `Supervisor`. Per-item state (the live handle, open cards, the event hub)
  * lives in the closure.
  *
- * - `Run` (persisted): a final stored item returns its stored result; an item last held by
- *   another incarnation is a move (`item.moved`, reason `shard-moved`): its open cards are settled
- *   `stranded` (once: the UPDATE only touches unsettled rows), then the thread is resumed with the
- *   remaining prompts. An item this incarnation was running and did not finish is a move too
- *   (reason `shard-lost`, from the runner to itself): the runner let go of the item's shard (its
- *   run interrupted, its open cards refused) and got it back, and the persisted `Run` came again.
- * - `Answer`: a card of this process goes to this supervisor's inbox; a card of another
- *   incarnation is never written to anyone: `AlreadySettled` from the stored settlement, else
- *   `UnknownCard`.
+ * - `Run` (persisted): a final stored item returns its stored result. Otherwise the runner takes
+ *   the item (`ItemStore.claim`: raises its epoch, the fencing token) and drives it. An item last
+ *   held by another incarnation is a move (`item.moved`, reason `shard-moved`): its open cards are
+ *   settled `stranded` (once: the UPDATE only touches unsettled rows), then the thread is resumed
+ *   with the remaining prompts. An item this incarnation was running and did not finish is a move
+ *   too (reason `shard-lost`, from the runner to itself): the runner let go of the item's shard
+ *   (its run interrupted, its open cards refused) and got it back, and the persisted `Run` came
+ *   again. One it stopped itself because its hold on the shard ran out (`lease-lost`, below) is a
+ *   move of its own as well.
+ * - Fencing: every write for the item (thread, turns, cards, the end) is conditional on the epoch
+ *   the runner took it at. One that changes nothing means another runner has taken the item: this
+ *   one writes nothing more for it, stops driving it (its turn interrupted, its cards refused),
+ *   publishes nothing more, and its `Run` never replies (it waits for the engine to close the
+ *   entity: a persisted request interrupted by the entity's close gets no stored reply).
+ * - The lease: the runner's own deadline for the item's shard (`ShardLease`). When it passes
+ *   without a renewal, the runner stops the item before the engine could give the shard to
+ *   another runner; if the lease is renewed (nobody took the shard), the item runs again here
+ *   (`lease-lost`); if the shard went elsewhere, the engine closes the entity.
+ * - `Answer`: a card of this process is settled in storage first, conditional on the card being
+ *   open and the item held under this runner's epoch, and only then written to codex (through
+ *   this supervisor's inbox); a card of another incarnation is never written to anyone:
+ *   `AlreadySettled` from the stored settlement, else `UnknownCard`.
  *
  * @internal
  */
@@ -19,13 +32,15 @@ import { Entity } from "@effect/cluster"
 import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { Ledger, LedgerEvent } from "@warden/ledger"
+import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Scope, Stream } from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
-import type { ItemRow } from "./ItemStore.js"
+import type { Fence, ItemRow } from "./ItemStore.js"
+import { ShardLease } from "./ShardLease.js"
 
 /** Who this runner process is: its run id (the incarnation of every item it runs) and address. */
 export interface RunnerInfoShape {
@@ -76,6 +91,29 @@ const statusOf = (result: Wire.RunResult) =>
   result._tag === "Completed" ? "completed" : result._tag === "Failed" ? "failed" : "stopped"
 
 /**
+ * The outcome a person's decision settles a card with, as the approvals engine words it (its card
+ * race may still word it otherwise: an acceptance that says what the refusal says is `declined`,
+ * a decision the method cannot express `refused`; the stored row is then put right).
+ */
+const outcomeOf = (decision: Decision.Decision): string => {
+  switch (decision._tag) {
+    case "Decline":
+      return "declined"
+    case "Cancel":
+      return "cancelled"
+    case "Elicitation":
+      return decision.action === "accept" ? "accepted" : decision.action === "decline" ? "declined" : "cancelled"
+    case "ApplyNetworkPolicyAmendment":
+      return decision.action === "allow" ? "accepted" : "declined"
+    default:
+      return Decision.isAcceptance(decision) ? "accepted" : "declined"
+  }
+}
+
+/** A settlement's source as stored: `person`, else the engine's tag (`Deadline`, `ThreadStopped`, `Rule`, ...). */
+const sourceOf = (source: { readonly _tag: string }) => (source._tag === "Person" ? "person" : source._tag)
+
+/**
  * Why a `Run` reaching this incarnation is a move, if it is: the item was last held by another
  * incarnation (`shard-moved`: its runner died, stopped, or gave the shard up to this one), or this
  * incarnation was running it and did not finish (`shard-lost`: the runner let go of the item's
@@ -92,9 +130,12 @@ const moveReason = (before: ItemRow | undefined, runId: string): Wire.MoveReason
 export const make = Effect.gen(function*() {
   const address = yield* Entity.CurrentAddress
   const itemId = address.entityId
+  const shard = address.shardId
   const info = yield* RunnerInfo
   const store = yield* ItemStore
   const localItems = yield* LocalItems
+  const lease = yield* ShardLease
+  const entityScope = yield* Scope.Scope
   const recording = Option.getOrUndefined(yield* Effect.serviceOption(LedgerRecording))
   const supervisor = yield* Supervisor.Supervisor
   const hub = yield* PubSub.unbounded<Wire.ItemEvent>()
@@ -108,24 +149,77 @@ export const make = Effect.gen(function*() {
   let running = false
   let stopRequested = false
   let threadId: string | undefined
+  /** The epoch this activation took the item at (every write carries it), once it has. */
+  let fence: Fence | undefined
+  /** A write conditional on `fence` changed nothing: another runner holds the item now. */
+  let lost = false
+  /** The lease on the item's shard ran out while this activation drove it: it stopped the item. */
+  let leaseRanOut = false
   /** This incarnation's open cards of the item: global id → line. */
   const openCards = new Map<string, Record<string, unknown>>()
+
+  /** Whether this activation may act for the item now: it took it, still holds it, and its lease on the shard holds. */
+  const drives = () => fence !== undefined && !lost && !leaseRanOut && lease.holds(shard)
 
   /** Every line of this activation, replayed to each new subscriber (a re-sent `Events` misses nothing). */
   const history: Array<Wire.ItemEvent> = []
   const publish = (line: Record<string, unknown>) => {
+    // A runner that lost the item says nothing more about it: what it would say is not what storage holds.
+    if (lost) return
     const event = new Wire.ItemEvent({ seq: local.nextSeq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } })
     history.push(event)
     hub.unsafeOffer(event)
   }
 
+  /** Stop the item's run here (its turn interrupted, its open cards refused), in the background. */
+  const stopDriving = Effect.suspend(() => (handle === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(handle.stop, entityScope))))
+
+  /** A conditional write changed nothing: another runner took the item. */
+  const markLost = (what: string) =>
+    Effect.suspend(() => {
+      if (lost) return Effect.void
+      lost = true
+      return Effect.logWarning(
+        `item ${itemId}: ${what} changed nothing: another runner holds the item (epoch above ${fence?.epoch ?? 0}); this runner writes nothing more for it and stops driving it`
+      ).pipe(Effect.zipRight(stopDriving))
+    })
+
+  /** The lease on the item's shard ran out: stop driving the item before another runner can own the shard. */
+  const onLeaseRanOut = Effect.suspend(() => {
+    if (leaseRanOut || lost || fence === undefined) return Effect.void
+    leaseRanOut = true
+    return Effect.logWarning(
+      `item ${itemId}: this runner's hold on shard ${shard.toString()} was last confirmed too long ago; it stops the item before the shard can go to another runner`
+    ).pipe(Effect.zipRight(stopDriving))
+  })
+
+  /** Wakes when the lease would run out; stops the item if it was not renewed meanwhile. */
+  const watchLease = Effect.gen(function*() {
+    while (true) {
+      const left = lease.remaining(shard)
+      if (left <= 0) return yield* onLeaseRanOut
+      if (!Number.isFinite(left)) return yield* Effect.never
+      yield* Effect.sleep(left)
+    }
+  })
+
+  /** Until the lease on the item's shard holds (the engine closes the entity meanwhile if the shard went elsewhere). */
+  const awaitLease: Effect.Effect<void> = Effect.suspend(() => (lease.holds(shard) ? Effect.void : Effect.zipRight(Effect.sleep("200 millis"), awaitLease)))
+
+  /**
+   * This activation lost the item (or never got it): it never replies. The engine closes the
+   * entity once its shard is released here (a persisted `Run` interrupted by that gets no stored
+   * reply), and the item's reply comes from the runner that holds it.
+   */
+  const parkLost = (what: string) => Effect.zipRight(markLost(what), Effect.never)
+
   // Approval events of this item: written to storage first, then published (so what a client saw is stored).
   const onApproval = (event: ApprovalEvent.ApprovalEvent) =>
     Effect.gen(function*() {
       if (event._tag === "CardOpened") {
-        if (event.card.workItem !== itemId) return
+        if (event.card.workItem !== itemId || fence === undefined || lost) return
         const id = Wire.globalCardId(info.runId, event.card.id)
-        yield* store.cardOpened({ id, itemId, incarnation: info.runId, method: event.card.method })
+        if (!(yield* store.cardOpened({ id, itemId, method: event.card.method }, fence))) return yield* markLost(`recording card ${id}`)
         const line = { type: "card.opened", card: id, method: event.card.method, title: SecretMask.maskText(event.card.title), runner: info.address }
         openCards.set(id, line)
         publish(line)
@@ -133,19 +227,32 @@ export const make = Effect.gen(function*() {
         const card = event.settlement.card
         if (card.workItem !== itemId) return
         const id = Wire.globalCardId(info.runId, card.id)
-        const source = event.settlement.source._tag === "Person" ? "person" : event.settlement.source._tag
-        yield* store.cardSettled(id, event.settlement.outcome, source)
         openCards.delete(id)
-        publish({ type: "card.settled", card: id, outcome: event.settlement.outcome, source, latencyMs: event.settlement.latencyMs })
+        if (fence === undefined || lost) return
+        const outcome = event.settlement.outcome
+        const source = sourceOf(event.settlement.source)
+        const settled = yield* store.settleCard(id, outcome, source, fence)
+        if (settled._tag === "Lost") return yield* markLost(`settling card ${id}`)
+        if (settled._tag === "Already" && settled.row.outcome !== outcome) {
+          // A person's decision recorded before it was written (`Answer`), but the card's own race
+          // settled it otherwise meanwhile: the row is put right. Anything else (stranded by the
+          // runner that took the item) means the item is no longer this runner's.
+          const ours = settled.row.settledBy === fence.incarnation && settled.row.settledEpoch === fence.epoch && settled.row.source === "person"
+          if (!ours || !(yield* store.correctCard(id, { from: settled.row.outcome!, to: outcome, source }, fence))) {
+            return yield* markLost(`settling card ${id} (stored ${settled.row.outcome})`)
+          }
+        }
+        publish({ type: "card.settled", card: id, outcome, source, latencyMs: event.settlement.latencyMs })
       }
     }).pipe(Effect.uninterruptible)
 
   const onWork = (event: WorkItem.WorkEvent) =>
     Effect.gen(function*() {
+      if (lost || fence === undefined) return
       switch (event._tag) {
         case "ThreadReady":
           threadId = event.threadId
-          yield* store.setThread(itemId, event.threadId)
+          if (!(yield* store.setThread(itemId, event.threadId, fence))) return yield* markLost("recording its thread")
           publish({ type: event.resumed ? "thread.resumed" : "thread.ready", threadId: event.threadId })
           return
         case "ThreadStartedFresh":
@@ -155,7 +262,7 @@ export const make = Effect.gen(function*() {
           publish({ type: "turn.started", threadId: event.threadId, turnId: event.turnId })
           return
         case "TurnCompleted":
-          if (event.turn.status === "completed") yield* store.turnDone(itemId)
+          if (event.turn.status === "completed" && !(yield* store.turnDone(itemId, fence))) return yield* markLost("recording a turn done")
           publish({ type: "turn.completed", threadId: event.threadId, turnId: event.turn.turnId, status: event.turn.status })
           return
         case "Resumed":
@@ -169,30 +276,44 @@ export const make = Effect.gen(function*() {
       }
     }).pipe(Effect.uninterruptible)
 
+  /** The item's end, recorded if this activation still holds it; otherwise it never replies. */
   const finish = (result: Wire.RunResult) =>
     Effect.gen(function*() {
-      yield* store.finish(itemId, statusOf(result), encodeResult(result))
+      if (fence === undefined || lost || !(yield* store.finish(itemId, statusOf(result), encodeResult(result), fence))) {
+        return yield* parkLost("recording its end")
+      }
       publish({ type: "item.finished", status: statusOf(result), result: Schema.encodeSync(Wire.RunResult)(result) })
       // Nothing more is published for a finished item: a later activation may start its lines at 0.
       if (localItems.get(itemId) === local) localItems.delete(itemId)
       return result
     })
 
-  const run = (spec: Wire.ItemSpec) =>
+  /**
+   * Take the item and run it to its end. `restart` is set when this activation runs it again
+   * itself (its lease ran out and was renewed): the item must still be held under the epoch it
+   * had, or someone else took it meanwhile.
+   */
+  const run = (spec: Wire.ItemSpec, restart?: Wire.MoveReason): Effect.Effect<Wire.RunResult> =>
     Effect.gen(function*() {
       const before = yield* store.get(itemId)
-      if (before !== undefined && final(before.status) && before.result !== null) {
+      if (restart === undefined && before !== undefined && final(before.status) && before.result !== null) {
         const stored = decodeResult(before.result)
         if (Option.isSome(stored)) return stored.value
       }
-      if (before?.status === "stop-requested" || stopRequested) {
-        return yield* finish(new Wire.Stopped({ threadId: before?.threadId ?? null }))
-      }
-      const reason = moveReason(before, info.runId)
+      if (restart !== undefined && (before === undefined || before.epoch !== fence?.epoch)) return yield* parkLost("taking the item again")
+      // Taken only while the lease holds: the engine delivered the `Run` after acquiring the shard,
+      // and a runner paused since then must not take the item from whoever owns the shard now.
+      yield* awaitLease
+      const reason = restart ?? moveReason(before, info.runId)
+      const claimed = yield* store.claim(itemId, holder, { before, reason })
+      if (claimed === undefined) return yield* parkLost("taking the item")
+      fence = { incarnation: info.runId, epoch: claimed.epoch }
+      leaseRanOut = false
+      const moves = claimed.moves
       if (before !== undefined && reason !== undefined) {
-        // Open cards of earlier incarnations (a runner that died with them open): stranded, once.
-        // This incarnation's own cards of the item were settled when its run was cut off.
-        const stranded = yield* store.strand(itemId, info.runId)
+        // Open cards of earlier epochs (a runner that died with them open, or whose writes were
+        // cut off): stranded, once. Cards settled by the runs before were recorded then.
+        const stranded = yield* store.strand(itemId, fence)
         // What the earlier runs settled themselves (refused while shutting down, or while their
         // shard was let go of) may never have reached a subscriber: told again, marked replayed.
         for (const card of yield* store.cards({ itemId })) {
@@ -207,13 +328,12 @@ export const make = Effect.gen(function*() {
             Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`))
           )
         }
-        publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded })
+        publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded, epoch: fence.epoch })
         // The thread lives in the codex home of the runner that started it: another host (or
         // another codex home) cannot resume it, and starting a fresh thread would hide that.
         const elsewhere = before.threadId !== null && before.host !== null &&
           (before.host !== info.host || before.codexHome !== info.codexHome)
         if (elsewhere) {
-          yield* store.claim(itemId, holder, true)
           return yield* finish(
             new Wire.Failed({
               reason: "thread-unreachable",
@@ -226,9 +346,10 @@ export const make = Effect.gen(function*() {
           )
         }
       }
-      yield* store.claim(itemId, holder, reason !== undefined)
-      const moves = (before?.moves ?? 0) + (reason !== undefined ? 1 : 0)
-      publish({ type: "item.placed", runner: info.address, incarnation: info.runId })
+      if (before?.status === "stop-requested" || stopRequested) {
+        return yield* finish(new Wire.Stopped({ threadId: before?.threadId ?? null }))
+      }
+      publish({ type: "item.placed", runner: info.address, incarnation: info.runId, epoch: fence.epoch })
       const turnsDone = before?.turnsDone ?? 0
       const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(turnsDone)
       threadId = before?.threadId ?? undefined
@@ -246,7 +367,7 @@ export const make = Effect.gen(function*() {
         ...(spec.sandbox !== undefined ? { sandbox: spec.sandbox } : {})
       }
       recording?.run.record(LedgerEvent.itemSubmitted(work))
-      return yield* Effect.scoped(
+      const exit = yield* Effect.scoped(
         Effect.gen(function*() {
           const approvals = yield* supervisor.subscribeApprovals
           const loop = yield* Queue.take(approvals).pipe(Effect.flatMap(onApproval), Effect.forever, Effect.interruptible, Effect.forkScoped)
@@ -261,6 +382,7 @@ export const make = Effect.gen(function*() {
               running = true
               const h = yield* supervisor.start(work)
               handle = h
+              yield* Effect.forkScoped(watchLease)
               const events = yield* Stream.runForEach(h.events, onWork).pipe(Effect.forkScoped)
               const exit = yield* Effect.exit(h.await)
               yield* Fiber.join(events)
@@ -271,28 +393,37 @@ export const make = Effect.gen(function*() {
             handle = undefined
           })), Effect.onInterrupt(() => drain))
           yield* drain
-          const result: Wire.RunResult = Exit.match(exit, {
-            onSuccess: (r) =>
-              new Wire.Completed({
-                threadId: r.threadId,
-                status: r.status,
-                finalMessage: r.finalMessage === undefined ? null : SecretMask.maskText(r.finalMessage),
-                turns: turnsDone + r.turns.length,
-                moves
-              }),
-            onFailure: (cause) => {
-              if (stopRequested) return new Wire.Stopped({ threadId: threadId ?? null })
-              const failure = Cause.failureOption(cause)
-              if (Option.isSome(failure)) {
-                const e: Errors.WorkItemFailed = failure.value
-                return new Wire.Failed({ reason: e.reason, detail: SecretMask.maskText(e.detail), threadId: e.threadId ?? threadId ?? null })
-              }
-              return new Wire.Failed({ reason: "defect", detail: SecretMask.maskText(Cause.pretty(cause)), threadId: threadId ?? null })
-            }
-          })
-          return yield* finish(result)
+          return exit
         })
       )
+      if (lost) return yield* parkLost("driving the item")
+      if (leaseRanOut) {
+        // Stopped because the lease ran out. If it is renewed (nobody took the shard), the item
+        // runs again here, a move of its own; if the shard went elsewhere, the engine closes
+        // this entity while it waits.
+        yield* awaitLease
+        return yield* run(spec, "lease-lost")
+      }
+      const result: Wire.RunResult = Exit.match(exit, {
+        onSuccess: (r) =>
+          new Wire.Completed({
+            threadId: r.threadId,
+            status: r.status,
+            finalMessage: r.finalMessage === undefined ? null : SecretMask.maskText(r.finalMessage),
+            turns: turnsDone + r.turns.length,
+            moves
+          }),
+        onFailure: (cause) => {
+          if (stopRequested) return new Wire.Stopped({ threadId: threadId ?? null })
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure)) {
+            const e: Errors.WorkItemFailed = failure.value
+            return new Wire.Failed({ reason: e.reason, detail: SecretMask.maskText(e.detail), threadId: e.threadId ?? threadId ?? null })
+          }
+          return new Wire.Failed({ reason: "defect", detail: SecretMask.maskText(Cause.pretty(cause)), threadId: threadId ?? null })
+        }
+      })
+      return yield* finish(result)
     })
 
   /**
@@ -344,10 +475,67 @@ export const make = Effect.gen(function*() {
     })
   })
 
+  /** What a stored card says to a decision that decides nothing: its settlement, else no card. */
+  const fromStorage = (cardId: string) =>
+    Effect.map(store.card(cardId), (row): Wire.AnswerWire =>
+      row !== undefined && row.itemId === itemId && row.outcome !== null
+        ? new Wire.AlreadySettled({ outcome: row.outcome })
+        : new Wire.UnknownCard({ cardId }))
+
+  /**
+   * A decision for a card this process opened. Storage first: the settlement is written only if
+   * the card is open there and the item is held under this activation's epoch; only then does the
+   * decision go to codex, in the same step as a last check of the lease. A card stranded by the
+   * runner that took the item is therefore never accepted here.
+   */
+  const answerLocal = (cardId: string, localId: string, decision: Decision.Decision) =>
+    Effect.gen(function*() {
+      const row = yield* store.card(cardId)
+      if (row === undefined || row.itemId !== itemId) return new Wire.UnknownCard({ cardId })
+      if (row.outcome !== null) {
+        // Settled under a later epoch than this activation's (stranded by the runner that took
+        // the item): the item is no longer this runner's.
+        if (fence !== undefined && row.settledEpoch !== null && row.settledEpoch > fence.epoch) yield* markLost(`card ${cardId}, settled under epoch ${row.settledEpoch},`)
+        return new Wire.AlreadySettled({ outcome: row.outcome })
+      }
+      const open = (yield* supervisor.inbox.open).some((card) => card.id === localId)
+      if (!open) {
+        // Settled here already (its row is being written) or never opened by this supervisor:
+        // the inbox writes nothing for it and says which.
+        const result = yield* supervisor.inbox.answer(localId, decision)
+        return result._tag === "UnknownCard" ? new Wire.UnknownCard({ cardId }) : new Wire.AlreadySettled({ outcome: result.settlement.outcome })
+      }
+      if (!drives()) {
+        if (fence !== undefined && !lost && !lease.holds(shard)) yield* onLeaseRanOut
+        return yield* fromStorage(cardId)
+      }
+      const reserved = yield* store.settleCard(cardId, outcomeOf(decision), "person", fence!)
+      if (reserved._tag === "Already") return new Wire.AlreadySettled({ outcome: reserved.row.outcome! })
+      if (reserved._tag === "Lost") {
+        yield* markLost(`settling card ${cardId}`)
+        return yield* fromStorage(cardId)
+      }
+      // Recorded: now to codex, unless the lease ran out during the write (then the item's stop
+      // refuses the card, and the row is put right from that settlement).
+      const result = yield* Effect.suspend(() => (drives() ? Effect.asSome(supervisor.inbox.answer(localId, decision)) : Effect.succeedNone))
+      if (Option.isNone(result)) {
+        yield* onLeaseRanOut
+        return new Wire.UnknownCard({ cardId })
+      }
+      switch (result.value._tag) {
+        case "Settled":
+          return new Wire.Settled({ outcome: result.value.settlement.outcome })
+        case "AlreadySettled":
+          return new Wire.AlreadySettled({ outcome: result.value.settlement.outcome })
+        case "UnknownCard":
+          return new Wire.UnknownCard({ cardId })
+      }
+    })
+
   return WorkItemEntity.of({
     Run: (request) => runOnce(request.payload.spec),
     Steer: (request) =>
-      handle === undefined
+      handle === undefined || !drives()
         ? Effect.fail(notActive("not running on this runner"))
         : handle.steer(request.payload.text).pipe(Effect.mapError((e) => notActive(e._tag === "NoActiveTurn" ? "no running turn" : e.message))),
     Interrupt: () =>
@@ -385,24 +573,9 @@ export const make = Effect.gen(function*() {
         const { cardId } = request.payload
         const parsed = Wire.parseCardId(cardId)
         if (parsed === undefined) return new Wire.UnknownCard({ cardId })
-        if (parsed.runId === info.runId) {
-          // A card of this process: it must be this item's, then the inbox's race decides.
-          const row = yield* store.card(cardId)
-          if (row === undefined || row.itemId !== itemId) return new Wire.UnknownCard({ cardId })
-          const result = yield* supervisor.inbox.answer(parsed.cardId, request.payload.decision)
-          switch (result._tag) {
-            case "Settled":
-              return new Wire.Settled({ outcome: result.settlement.outcome })
-            case "AlreadySettled":
-              return new Wire.AlreadySettled({ outcome: result.settlement.outcome })
-            case "UnknownCard":
-              return new Wire.UnknownCard({ cardId })
-          }
-        }
+        if (parsed.runId === info.runId) return yield* answerLocal(cardId, parsed.cardId, request.payload.decision as Decision.Decision)
         // A card of another incarnation: nothing is written anywhere.
-        const row = yield* store.card(cardId)
-        if (row === undefined || row.itemId !== itemId || row.outcome === null) return new Wire.UnknownCard({ cardId })
-        return new Wire.AlreadySettled({ outcome: row.outcome })
+        return yield* fromStorage(cardId)
       })
   })
 })

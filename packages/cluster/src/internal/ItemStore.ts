@@ -1,17 +1,24 @@
 /**
  * The fleet's own durable rows, beside the engine's tables and on the same SQL client: one row per
- * work item (which incarnation holds it, its thread, turns done, its end) and one per card (which
- * incarnation opened it, for which item, and its one settlement). Every write is awaited by the
- * runner before the event it describes is published, so whatever a client saw is in storage.
+ * work item (which incarnation holds it under which epoch, its thread, turns done, its end), one
+ * per card (which incarnation opened it under which epoch, for which item, and its one
+ * settlement: what, by whom, under which epoch), and one per taking of an item (`claims`: who took
+ * it from whom, and why). Every write is awaited by the runner before the event it describes is
+ * published, so whatever a client saw is in storage.
+ *
+ * Fencing: an item's `epoch` is raised by one by each runner that takes it (`claim`, a
+ * compare-and-set on the epoch it read). Every later write of that runner for the item carries
+ * the epoch (`Fence`) and is conditional on it: once another runner has taken the item, the
+ * write changes nothing and says so (`false`, or `Lost`), and the runner stops driving the item.
  *
  * A card settles once: every settling UPDATE carries `outcome IS NULL`; `strand` settles the open
- * cards of an item's earlier incarnations `stranded` and returns how many it settled (0 the
- * second time).
+ * cards of the item's earlier epochs `stranded` and returns their ids (none the second time).
  *
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer } from "effect"
+import * as Migrations from "./Migrations.js"
 
 /** A stored item row. */
 export interface ItemRow {
@@ -26,6 +33,8 @@ export interface ItemRow {
   readonly moves: number
   readonly status: string
   readonly result: string | null
+  /** The fencing token: raised by one each time a runner takes the item. */
+  readonly epoch: number
 }
 
 /** A stored card row. */
@@ -36,37 +45,97 @@ export interface CardRow {
   readonly method: string
   readonly outcome: string | null
   readonly source: string | null
+  /** The item's epoch the card was opened under (null for a card stored before epochs were kept). */
+  readonly epoch: number | null
+  /** The incarnation that settled it, and under which of the item's epochs. */
+  readonly settledBy: string | null
+  readonly settledEpoch: number | null
 }
+
+/** One taking of an item: the first (`reason` null) or a move. */
+export interface ClaimRow {
+  readonly itemId: string
+  readonly epoch: number
+  readonly incarnation: string
+  readonly runner: string
+  readonly fromIncarnation: string | null
+  readonly fromRunner: string | null
+  readonly reason: string | null
+}
+
+/** The runner process taking an item: its incarnation, address, host and codex home. */
+export interface Holder {
+  readonly incarnation: string
+  readonly runner: string
+  readonly host: string
+  readonly codexHome: string
+}
+
+/** What a runner's writes for an item carry: its incarnation and the epoch it took the item at. */
+export interface Fence {
+  readonly incarnation: string
+  readonly epoch: number
+}
+
+/** What settling a card did. */
+export type SettleResult =
+  /** This write settled it. */
+  | { readonly _tag: "Settled" }
+  /** It had already settled (the row as it is now). */
+  | { readonly _tag: "Already"; readonly row: CardRow }
+  /** It is open, but the item is held under another epoch now: nothing was written. */
+  | { readonly _tag: "Lost" }
 
 export interface ItemStoreShape {
   readonly get: (id: string) => Effect.Effect<ItemRow | undefined>
   /**
-   * Take the item for this incarnation (creates the row); `moved` counts one more move. Returns
-   * the row as it was before.
+   * Take the item: raise its epoch from the one in `before` (the row as read; `undefined`: no row
+   * yet), name `holder` its holder, and record the taking (a move when `reason` is given, counted
+   * in `moves`). Returns the new epoch and the item's moves, or `undefined` when the row changed
+   * since `before` was read (another runner took it first; nothing was written).
    */
   readonly claim: (
     id: string,
-    holder: { readonly incarnation: string; readonly runner: string; readonly host: string; readonly codexHome: string },
-    moved: boolean
-  ) => Effect.Effect<ItemRow | undefined>
-  readonly setThread: (id: string, threadId: string) => Effect.Effect<void>
-  readonly turnDone: (id: string) => Effect.Effect<void>
-  readonly finish: (id: string, status: string, result: string) => Effect.Effect<void>
+    holder: Holder,
+    options: { readonly before: ItemRow | undefined; readonly reason?: string | undefined }
+  ) => Effect.Effect<{ readonly epoch: number; readonly moves: number } | undefined>
+  /** Conditional on `fence` (false: another runner holds the item; nothing written). */
+  readonly setThread: (id: string, threadId: string, fence: Fence) => Effect.Effect<boolean>
+  readonly turnDone: (id: string, fence: Fence) => Effect.Effect<boolean>
+  readonly finish: (id: string, status: string, result: string, fence: Fence) => Effect.Effect<boolean>
+  /** A client's Stop for an item not running here: a redelivered `Run` then ends `Stopped`. */
   readonly requestStop: (id: string) => Effect.Effect<void>
-  readonly cardOpened: (card: { readonly id: string; readonly itemId: string; readonly incarnation: string; readonly method: string }) => Effect.Effect<void>
-  /** Settle a card once; false when it had already settled. */
-  readonly cardSettled: (id: string, outcome: string, source: string) => Effect.Effect<boolean>
+  /** Record a card opened by `fence`'s incarnation (false: the item is held under another epoch; nothing written). */
+  readonly cardOpened: (
+    card: { readonly id: string; readonly itemId: string; readonly method: string },
+    fence: Fence
+  ) => Effect.Effect<boolean>
+  /** Settle a card once, if its item is still held under `fence`'s epoch. */
+  readonly settleCard: (id: string, outcome: string, source: string, fence: Fence) => Effect.Effect<SettleResult>
+  /**
+   * Put right a settlement this incarnation recorded for a person's decision before writing it
+   * (`settleCard` with source `person`) when the card's own race had settled it otherwise in the
+   * meantime (a deadline, the item's stop): the row then says what was written. Touches only a
+   * row settled `from` by `fence`; false otherwise.
+   */
+  readonly correctCard: (id: string, change: { readonly from: string; readonly to: string; readonly source: string }, fence: Fence) => Effect.Effect<boolean>
   readonly card: (id: string) => Effect.Effect<CardRow | undefined>
-  /** Settle `stranded` the open cards of `itemId` opened by any incarnation but `current`; returns their ids. */
-  readonly strand: (itemId: string, current: string) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * Settle `stranded` the open cards of `itemId` opened under an earlier epoch than `fence`'s,
+   * if the item is held under `fence`; returns their ids.
+   */
+  readonly strand: (itemId: string, fence: Fence) => Effect.Effect<ReadonlyArray<string>>
   readonly cards: (filter?: { readonly itemId?: string }) => Effect.Effect<ReadonlyArray<CardRow>>
   readonly items: Effect.Effect<ReadonlyArray<ItemRow>>
+  /** Every taking of the item, oldest first. */
+  readonly claims: (itemId: string) => Effect.Effect<ReadonlyArray<ClaimRow>>
 }
 
 export class ItemStore extends Context.Tag("@warden/cluster/ItemStore")<ItemStore, ItemStoreShape>() {}
 
 const num = (v: unknown): number => (typeof v === "number" ? v : Number(v ?? 0))
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : num(v))
 
 const toItem = (r: Record<string, unknown>): ItemRow => ({
   id: String(r["id"]),
@@ -78,7 +147,8 @@ const toItem = (r: Record<string, unknown>): ItemRow => ({
   turnsDone: num(r["turns_done"]),
   moves: num(r["moves"]),
   status: String(r["status"]),
-  result: str(r["result"])
+  result: str(r["result"]),
+  epoch: num(r["epoch"])
 })
 
 const toCard = (r: Record<string, unknown>): CardRow => ({
@@ -87,93 +157,115 @@ const toCard = (r: Record<string, unknown>): CardRow => ({
   incarnation: String(r["incarnation"]),
   method: String(r["method"]),
   outcome: str(r["outcome"]),
-  source: str(r["source"])
+  source: str(r["source"]),
+  epoch: numOrNull(r["epoch"]),
+  settledBy: str(r["settled_by"]),
+  settledEpoch: numOrNull(r["settled_epoch"])
 })
 
-/** Create the tables if missing (several runners may start at once: retried on a conflict). */
-const migrate = (sql: SqlClient.SqlClient) =>
-  Effect.gen(function*() {
-    yield* sql`CREATE TABLE IF NOT EXISTS warden_cluster_items (
-      id VARCHAR(255) PRIMARY KEY,
-      incarnation VARCHAR(255),
-      runner VARCHAR(255),
-      host VARCHAR(255),
-      codex_home TEXT,
-      thread_id VARCHAR(255),
-      turns_done INTEGER NOT NULL DEFAULT 0,
-      moves INTEGER NOT NULL DEFAULT 0,
-      status VARCHAR(32) NOT NULL,
-      result TEXT,
-      updated_at BIGINT NOT NULL
-    )`
-    yield* sql`CREATE TABLE IF NOT EXISTS warden_cluster_cards (
-      id VARCHAR(512) PRIMARY KEY,
-      item_id VARCHAR(255) NOT NULL,
-      incarnation VARCHAR(255) NOT NULL,
-      method VARCHAR(255) NOT NULL,
-      opened_at BIGINT NOT NULL,
-      outcome VARCHAR(32),
-      source VARCHAR(255),
-      settled_at BIGINT
-    )`
-    yield* sql`CREATE INDEX IF NOT EXISTS warden_cluster_cards_item ON warden_cluster_cards (item_id)`
-  }).pipe(Effect.retry({ times: 5, schedule: Schedule.spaced("200 millis") }))
+const toClaim = (r: Record<string, unknown>): ClaimRow => ({
+  itemId: String(r["item_id"]),
+  epoch: num(r["epoch"]),
+  incarnation: String(r["incarnation"]),
+  runner: String(r["runner"]),
+  fromIncarnation: str(r["from_incarnation"]),
+  fromRunner: str(r["from_runner"]),
+  reason: str(r["reason"])
+})
 
 /** Storage failures are defects here: a runner that cannot write its rows must not go on answering. */
 export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  yield* migrate(sql).pipe(Effect.orDie)
+  yield* Migrations.run.pipe(Effect.orDie)
   const now = () => Date.now()
   const get = (id: string) =>
     sql`SELECT * FROM warden_cluster_items WHERE id = ${id}`.pipe(
       Effect.map((rows) => (rows[0] === undefined ? undefined : toItem(rows[0]))),
       Effect.orDie
     )
+  const card = (id: string) =>
+    sql`SELECT * FROM warden_cluster_cards WHERE id = ${id}`.pipe(
+      Effect.map((rows) => (rows[0] === undefined ? undefined : toCard(rows[0]))),
+      Effect.orDie
+    )
+  /** The item is held under `fence` (a sub-query every conditional write of a card carries). */
+  const held = (itemId: string | ReturnType<typeof sql.literal>, fence: Fence) =>
+    sql`EXISTS (SELECT 1 FROM warden_cluster_items WHERE warden_cluster_items.id = ${itemId} AND warden_cluster_items.epoch = ${fence.epoch})`
+  const changed = (rows: ReadonlyArray<unknown>) => rows.length > 0
   const shape: ItemStoreShape = {
     get,
-    claim: (id, { codexHome, host, incarnation, runner }, moved) =>
+    claim: (id, { codexHome, host, incarnation, runner }, { before, reason }) =>
       sql.withTransaction(
         Effect.gen(function*() {
-          const before = yield* get(id)
-          if (before === undefined) {
-            yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at)
-              VALUES (${id}, ${incarnation}, ${runner}, ${host}, ${codexHome}, 'running', ${now()})`
-          } else {
-            yield* sql`UPDATE warden_cluster_items SET incarnation = ${incarnation}, runner = ${runner}, host = ${host},
-              codex_home = ${codexHome}, moves = moves + ${moved ? 1 : 0}, updated_at = ${now()} WHERE id = ${id}`
-          }
-          return before
+          const taken = before === undefined
+            ? yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at, epoch)
+                VALUES (${id}, ${incarnation}, ${runner}, ${host}, ${codexHome}, 'running', ${now()}, 1)
+                ON CONFLICT (id) DO NOTHING RETURNING epoch, moves`
+            : yield* sql`UPDATE warden_cluster_items SET epoch = epoch + 1, incarnation = ${incarnation}, runner = ${runner},
+                host = ${host}, codex_home = ${codexHome}, moves = moves + ${reason !== undefined ? 1 : 0}, updated_at = ${now()}
+                WHERE id = ${id} AND epoch = ${before.epoch} RETURNING epoch, moves`
+          const row = taken[0]
+          if (row === undefined) return undefined
+          const epoch = num(row["epoch"])
+          yield* sql`INSERT INTO warden_cluster_claims (item_id, epoch, incarnation, runner, from_incarnation, from_runner, reason, claimed_at)
+            VALUES (${id}, ${epoch}, ${incarnation}, ${runner}, ${before?.incarnation ?? null}, ${before?.runner ?? null}, ${reason ?? null}, ${now()})`
+          return { epoch, moves: num(row["moves"]) }
         })
       ).pipe(Effect.orDie),
-    setThread: (id, threadId) =>
-      sql`UPDATE warden_cluster_items SET thread_id = ${threadId}, updated_at = ${now()} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
-    turnDone: (id) =>
-      sql`UPDATE warden_cluster_items SET turns_done = turns_done + 1, updated_at = ${now()} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
-    finish: (id, status, result) =>
-      sql`UPDATE warden_cluster_items SET status = ${status}, result = ${result}, updated_at = ${now()} WHERE id = ${id}`.pipe(
-        Effect.asVoid,
-        Effect.orDie
-      ),
+    setThread: (id, threadId, fence) =>
+      sql`UPDATE warden_cluster_items SET thread_id = ${threadId}, updated_at = ${now()}
+        WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
+    turnDone: (id, fence) =>
+      sql`UPDATE warden_cluster_items SET turns_done = turns_done + 1, updated_at = ${now()}
+        WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
+    finish: (id, status, result, fence) =>
+      sql`UPDATE warden_cluster_items SET status = ${status}, result = ${result}, updated_at = ${now()}
+        WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
     requestStop: (id) =>
       sql`UPDATE warden_cluster_items SET status = 'stop-requested', updated_at = ${now()} WHERE id = ${id} AND status = 'running'`.pipe(
         Effect.asVoid,
         Effect.orDie
       ),
-    cardOpened: (card) =>
-      sql`INSERT INTO warden_cluster_cards (id, item_id, incarnation, method, opened_at)
-        VALUES (${card.id}, ${card.itemId}, ${card.incarnation}, ${card.method}, ${now()})
-        ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie),
-    cardSettled: (id, outcome, source) =>
-      sql`UPDATE warden_cluster_cards SET outcome = ${outcome}, source = ${source}, settled_at = ${now()}
-        WHERE id = ${id} AND outcome IS NULL RETURNING id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
-    card: (id) =>
-      sql`SELECT * FROM warden_cluster_cards WHERE id = ${id}`.pipe(
-        Effect.map((rows) => (rows[0] === undefined ? undefined : toCard(rows[0]))),
+    cardOpened: (c, fence) =>
+      // INSERT ... SELECT, so that the row is written only while the item is held under the
+      // fence's epoch; the casts give PostgreSQL the parameters' types (a bare SELECT has none).
+      sql`INSERT INTO warden_cluster_cards (id, item_id, incarnation, method, opened_at, epoch)
+        SELECT CAST(${c.id} AS VARCHAR(512)), CAST(${c.itemId} AS VARCHAR(255)), CAST(${fence.incarnation} AS VARCHAR(255)),
+          CAST(${c.method} AS VARCHAR(255)), CAST(${now()} AS BIGINT), CAST(${fence.epoch} AS INTEGER)
+        WHERE ${held(c.itemId, fence)}
+        ON CONFLICT (id) DO NOTHING RETURNING id`.pipe(
+        Effect.flatMap((rows) =>
+          rows.length > 0
+            ? Effect.succeed(true)
+            // Already there (the same event handled twice) counts as written, if it is this fence's.
+            : Effect.map(card(c.id), (row) => row !== undefined && row.incarnation === fence.incarnation && row.epoch === fence.epoch)
+        ),
         Effect.orDie
       ),
-    strand: (itemId, current) =>
-      sql`UPDATE warden_cluster_cards SET outcome = 'stranded', source = 'stranded', settled_at = ${now()}
-        WHERE item_id = ${itemId} AND incarnation <> ${current} AND outcome IS NULL RETURNING id`.pipe(
+    settleCard: (id, outcome, source, fence) =>
+      sql`UPDATE warden_cluster_cards SET outcome = ${outcome}, source = ${source}, settled_at = ${now()},
+          settled_by = ${fence.incarnation}, settled_epoch = ${fence.epoch}
+        WHERE id = ${id} AND outcome IS NULL AND ${held(sql.literal("warden_cluster_cards.item_id"), fence)}
+        RETURNING id`.pipe(
+        Effect.flatMap((rows): Effect.Effect<SettleResult> => {
+          if (rows.length > 0) return Effect.succeed({ _tag: "Settled" })
+          return Effect.map(card(id), (row): SettleResult =>
+            row !== undefined && row.outcome !== null ? { _tag: "Already", row } : { _tag: "Lost" })
+        }),
+        Effect.orDie
+      ),
+    correctCard: (id, { from, source, to }, fence) =>
+      sql`UPDATE warden_cluster_cards SET outcome = ${to}, source = ${source}, settled_at = ${now()}
+        WHERE id = ${id} AND outcome = ${from} AND source = 'person'
+          AND settled_by = ${fence.incarnation} AND settled_epoch = ${fence.epoch}
+        RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
+    card,
+    strand: (itemId, fence) =>
+      sql`UPDATE warden_cluster_cards SET outcome = 'stranded', source = 'stranded', settled_at = ${now()},
+          settled_by = ${fence.incarnation}, settled_epoch = ${fence.epoch}
+        WHERE item_id = ${itemId} AND outcome IS NULL AND (epoch IS NULL OR epoch < ${fence.epoch})
+          AND ${held(itemId, fence)}
+        RETURNING id`.pipe(
         Effect.map((rows) => rows.map((r) => String(r["id"]))),
         Effect.orDie
       ),
@@ -184,7 +276,12 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
           Effect.map((rows) => rows.map(toCard)),
           Effect.orDie
         ),
-    items: sql`SELECT * FROM warden_cluster_items ORDER BY id`.pipe(Effect.map((rows) => rows.map(toItem)), Effect.orDie)
+    items: sql`SELECT * FROM warden_cluster_items ORDER BY id`.pipe(Effect.map((rows) => rows.map(toItem)), Effect.orDie),
+    claims: (itemId) =>
+      sql`SELECT * FROM warden_cluster_claims WHERE item_id = ${itemId} ORDER BY epoch`.pipe(
+        Effect.map((rows) => rows.map(toClaim)),
+        Effect.orDie
+      )
   }
   return shape
 })
