@@ -64,7 +64,7 @@ const eachInTurn = async <A>(list: ReadonlyArray<A>, check: (item: A) => void) =
   }
 }
 
-/** A bound for the tests over every shape that only a hung test reaches, even on a starved machine. */
+/** A bound for the longest tests here that only a hung test reaches, even on a starved machine. */
 const ShapesBound = 600_000
 
 describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1 MiB each)", () => {
@@ -161,7 +161,7 @@ describe("a bound never turns a deny into a miss", () => {
     }
   })
 
-  it("option readers (shell options, env -S, su -c, ssh, trap, alias) repeated after a runner: bounded, denied", () => {
+  it("option readers (shell options, env -S, su -c, ssh, trap, alias) repeated after a runner: bounded, denied", { timeout: ShapesBound }, async () => {
     const fill = (head: string, unit: string, tail: string) => head + unit.repeat(Math.floor((60_000 - head.length - tail.length) / unit.length)) + tail
     const lines = [
       fill("sudo ", "su ", "-c 'rm -rf ~'"), fill("sudo ", "env -u ", "rm -rf ~"), fill("sudo ", "bash -o ", "-c 'rm -rf ~'"),
@@ -170,7 +170,8 @@ describe("a bound never turns a deny into a miss", () => {
       fill("find . ", "-exec find ", "-exec rm -rf ~"), fill("sudo bash ", "-o x ", "-c 'rm -rf ~'"), fill("sudo ", "env -S env ", "-S 'rm -rf ~'"),
       fill("sudo ", "flock -c ", "'rm -rf ~'"), fill("sudo ", "watch ", "'rm -rf ~'")
     ]
-    for (const line of lines) {
+    // A line is about a second of work on a busy machine: the event loop turns between lines.
+    await eachInTurn(lines, (line) => {
       const read = ShellCommand.commands(line)
       assert.isAtMost(read.work, ShellCommand.WorkPerChar * (line.length + 1024), line.slice(0, 30))
       assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"), line.slice(0, 30))
@@ -179,7 +180,7 @@ describe("a bound never turns a deny into a miss", () => {
       if (!ShellCommand.unwrap(line).simple) {
         assert.notStrictEqual(Policy.evaluate(rules(allowCmd("sudo", "sudo"), allowCmd("env", "env"), allowCmd("find", "find")), cmd(line), {})._tag, "Allow", line.slice(0, 30))
       }
-    }
+    })
   })
 
   it("the legacy argv is joined only until it is too long to read", () => {
@@ -419,36 +420,5 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     assert.isAbove(reads, 0, "objects within the budget are read")
     const list = copy["list"] as ReadonlyArray<Record<string, unknown>>
     assert.include(list.map((o) => o["…"]), "5000 more keys")
-  })
-
-  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: ShapesBound }, async () => {
-    const pass = (shape: Adversarial.Shape, parse: (text: string) => unknown) => {
-      const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
-      const context: CardContext = shape.itemStarted !== undefined
-        ? { fileChanges: fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
-        : {}
-      const request = ServerRequests.decode(frame.id, frame.method, frame.params)
-      return JSON.stringify({
-        request: request._tag,
-        offers: request._tag === "Known" ? ServerRequests.offersFor(request) : [],
-        summary: CardSummary.summarize(request, context),
-        denyFirst: Policy.evaluate(withDeny, request, context),
-        allowOnly: Policy.evaluate(allowOnly, request, context),
-        safety: SafetyFilter.check(request)
-      })
-    }
-    // Each shape's two readings are two stretches of work, with a turn of the event loop between.
-    const readings = Adversarial.shapes({ frameBytes: 1024 * 1024 }).flatMap((shape) => [
-      { shape, parse: JsonCensus.parse as (text: string) => unknown },
-      { shape, parse: JSON.parse as (text: string) => unknown }
-    ])
-    const shown = new Map<string, string>()
-    await eachInTurn(readings, ({ parse, shape }) => {
-      const seen = pass(shape, parse)
-      const before = shown.get(shape.name)
-      if (before === undefined) shown.set(shape.name, seen)
-      else assert.strictEqual(before, seen, shape.name)
-    })
-    assert.isAbove(shown.size, 40)
   })
 })
