@@ -61,7 +61,7 @@ export interface Connection {
   readonly takeArrival?: () => number | undefined
   /**
    * Let a reader handle frames in the `data` callback itself while its fiber waits for them
-   * (issue 14): while a `DirectReader` is set, each chunk's frames are given to it, in order, as
+   * (no wake-up of its fiber per chunk): while a `DirectReader` is set, each chunk's frames are given to it, in order, as
    * soon as they are decoded, instead of being offered to `incoming` (no wake-up of the reader's
    * fiber). What it returns (the frames it did not handle, in order) is offered to `incoming`,
    * and then the reader is unset: every later frame goes to `incoming` behind them, until the

@@ -13,7 +13,7 @@
  * (test/FastDecode.test.ts).
  *
  * Why: the generic decoder costs ~6-10 µs per command approval on the read loop (Either per field,
- * unions searched per value), a fifth of an approval's round trip (docs/performance.md, issue 14);
+ * unions searched per value), a fifth of an approval's round trip (docs/performance.md, "Approval round trip");
  * this path costs about a microsecond.
  */
 import type { SchemaAST } from "effect"

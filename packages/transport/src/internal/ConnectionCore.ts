@@ -7,13 +7,13 @@
  * gives it a `PeerControl` to write, end stdin and send signals. Internal: not re-exported.
  *
  * Reading: each chunk's frames go to the direct reader when one is set (the reader's fiber waits
- * and `incoming` is empty: it handles them in the `data` call, issue 14), else to `incoming`.
+ * and `incoming` is empty: it handles them in the `data` call), else to `incoming`.
  * What the direct reader leaves goes to `incoming`, and from then on everything does, until the
  * reader sets it again: no frame overtakes one that waits in `incoming`.
  *
  * Writing, in order, one frame after another: a frame sent while nothing is queued or being
  * written, and stdin is not waiting to drain, is handed to the pipe at once, in the sender's
- * synchronous step (a card's answer reaches the peer without a scheduler hop: issue 14); otherwise
+ * synchronous step (a card's answer reaches the peer without a scheduler hop); otherwise
  * it is queued for the writer fiber, which writes everything queued in one write once stdin can
  * take it. A direct write that reports backpressure makes every later frame wait for the drain.
  *
@@ -109,7 +109,7 @@ export const describeError = (error: unknown): string =>
  * How `incoming` wakes its reader: in the offering call (the `data` callback), not in a scheduler
  * task of its own. Waking is only a resumption message to the reader's fiber, which its own
  * scheduler runs after the callback returns; a Mailbox's default scheduler added a task (a
- * microtask round) before that message was even sent, for every chunk (issue 14).
+ * microtask round) before that message was even sent, for every chunk.
  */
 const wakeInTheCall: Scheduler.Scheduler = {
   scheduleTask: (task) => task(),
