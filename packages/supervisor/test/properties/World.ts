@@ -87,7 +87,7 @@ export class Violation extends Error {
   constructor(readonly invariant: InvariantId, readonly detail: string, readonly step: number, readonly trace: ReadonlyArray<string>) {
     super(
       `invariant ${invariant} broke at step ${step}: ${InvariantNames[invariant]}\n  ${detail}\n\ntrace (step: what the driver did -> what the engine did):\n${
-        trace.slice(-60).join("\n")
+        trace.slice(-(Number(process.env["WARDEN_TRACE_LINES"] ?? 60))).join("\n")
       }`
     )
     this.name = `Invariant${invariant}`
@@ -1724,11 +1724,16 @@ export class World {
       if (this.sim.clock.now > bound) this.fail(9, `the new work item #${item.n} was not served within ${Timing.serveBoundMs} ms (${this.waitingSummary()})`)
       const canSend = this.conn.initAnswered && this.isOpenForFrames()
       const pending = this.clientRequests.filter((r) => !r.answered && r.conn === this.conn.n)
-      const running = this.items.find((i) => i.exit === undefined && i.turnActive && i.thread !== undefined && this.currentTurn.get(i.thread) !== undefined)
+      // A turn to complete: one whose thread still has a route. A stopped item's thread loses its
+      // route while its stop is still under way (an unsubscribe waiting to be retried, say); a
+      // turn/completed for it would reach nobody, and time must run instead.
+      const live = this.threads.filter((t) => this.routeOwner(t) !== undefined)
+      const running = this.items.find((i) =>
+        i.exit === undefined && i.turnActive && i.thread !== undefined && this.currentTurn.get(i.thread) !== undefined && live.includes(i.thread)
+      )
       if (canSend && pending.length > 0) {
         await this.runStep({ _tag: "Reply", request: 0, outcome: "ok", packed: 0, split: null }, "(invariant 9) ")
       } else if (canSend && running !== undefined) {
-        const live = this.threads.filter((t) => this.routeOwner(t) !== undefined)
         await this.runStep({ _tag: "CompleteTurn", thread: live.indexOf(running.thread!), status: "completed", resolve: true, otherTurn: false }, "(invariant 9) ")
       } else if (this.sim.clock.nextTimer() !== undefined) {
         await this.runStep({ _tag: "Advance", nth: 0, offset: 0, by: null }, "(invariant 9) ")
