@@ -20,7 +20,7 @@ import { Ledger } from "@warden/ledger"
 import { Postgres, ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import * as Net from "node:net"
-import { shardingTimings } from "../../../packages/cluster/test/support/ShardingTimings.js"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
+import { allowCmd, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
 import type { CardContext } from "../src/Card.js"
 import { fileChangesOf, MaxFileChanges } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
@@ -10,7 +11,6 @@ import * as SafetyFilter from "../src/internal/SafetyFilter.js"
 import * as SecretMask from "../src/SecretMask.js"
 import * as ShellCommand from "../src/ShellCommand.js"
 import { known } from "./Captured.js"
-import { allowCmd, allowPath, denyCmd, denyPath, rules } from "./PolicyRules.js"
 
 // Everything Warden does per server request runs on the connection's read loop, and a model writes
 // the commands and the arguments. These inputs took minutes (and gigabytes) before the work was made

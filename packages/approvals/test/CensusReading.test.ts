@@ -12,13 +12,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
+import { allowCmd, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
 import { Adversarial } from "@warden/testkit"
 import type { CardContext } from "../src/Card.js"
 import { fileChangesOf } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
 import * as SafetyFilter from "../src/internal/SafetyFilter.js"
 import * as Policy from "../src/Policy.js"
-import { allowCmd, allowPath, denyCmd, denyPath, rules } from "./PolicyRules.js"
 
 /** Allow rules for the first word of every command shape, as in BoundedWork.test.ts. */
 const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) => allowCmd(`allow-${w}`, w))

@@ -4,11 +4,11 @@ import { ServerRequests } from "@warden/protocol"
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { allowCmd, denyCmd, rules } from "@warden/test-support/PolicyRules"
 import type { CardContext } from "../src/Card.js"
 import * as Policy from "../src/Policy.js"
 import { quote } from "../src/ShellCommand.js"
 import { decode, fileChangeContext, known, rawParams, request } from "./Captured.js"
-import { allowCmd, denyCmd, rules } from "./PolicyRules.js"
 
 const ids = { threadId: "t", turnId: "u", itemId: "i" }
 

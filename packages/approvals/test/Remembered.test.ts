@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ServerRequests } from "@warden/protocol"
 import { Effect, TestClock } from "effect"
+import { allowCmd, denyCmd, rules } from "@warden/test-support/PolicyRules"
 import type { Approvals } from "../src/index.js"
 import type { Settlement } from "../src/Card.js"
-import { allowCmd, denyCmd, rules } from "./PolicyRules.js"
 import { deskSetup } from "./support.js"
 
 const commandRequest = (command: string, id = 0) =>

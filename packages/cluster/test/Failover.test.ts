@@ -12,9 +12,9 @@ import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import { Postgres, ProcessTree } from "@warden/testkit"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import * as Path from "node:path"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import type { Proc } from "./support/Proc.js"
 import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
-import { shardingTimings } from "./support/ShardingTimings.js"
 
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
@@ -53,7 +53,7 @@ describe("a fleet of two runners on PostgreSQL", () => {
       yield* until("the shards split between a and b", () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300)
       const runners = [a, b]
 
-      // The client notices a dead runner on the runners' timings (support/ShardingTimings.ts, theirs too).
+      // The client notices a dead runner on the runners' timings (@warden/test-support/ShardingTimings, theirs too).
       const context = yield* Layer.build(ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
       const client = Context.get(context, ClusterClient.ClusterClient)
       const sql = Context.get(context, SqlClient.SqlClient)

@@ -24,7 +24,7 @@ import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } fro
 import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"
 import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
-import { shardingTimings } from "./support/ShardingTimings.js"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

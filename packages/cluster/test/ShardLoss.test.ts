@@ -20,8 +20,8 @@ import type { Wire } from "@warden/cluster"
 import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import * as Path from "node:path"
 import { Postgres } from "@warden/testkit"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
-import { shardingTimings } from "./support/ShardingTimings.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

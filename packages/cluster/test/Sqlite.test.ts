@@ -12,8 +12,8 @@ import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
-import { shardingTimings } from "./support/ShardingTimings.js"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

@@ -25,8 +25,8 @@ export const fileBytes = (filename: string): string =>
     .map((f) => Fs.readFileSync(Path.join(Path.dirname(filename), f)).toString("latin1"))
     .join("\n")
 
-/** The policy-rule builders the approvals' tests use (one definition, shared by path). */
-export { allowCmd, allowMcp, allowPath, denyCmd, denyPath, rules } from "../../approvals/test/PolicyRules.js"
+/** The policy-rule builders the approvals' tests use too. */
+export { allowCmd, allowMcp, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
 
 // ---------------------------------------------------------------------------------------------
 // Requests (params as codex 0.171.0 sends them)

@@ -1,10 +1,9 @@
 /**
  * Policy rules for tests, from plain data: the rule builders and `rules`, which decodes a list as
- * a rules file is decoded (a bad rule throws). The approvals' tests and the ledger's share this one
- * (the ledger's import it by path: test helpers are no package's public surface).
+ * a rules file is decoded (a bad rule throws). The approvals' tests and the ledger's share this one.
  */
+import { Policy } from "@warden/approvals"
 import { Either } from "effect"
-import * as Policy from "../src/Policy.js"
 
 /** Rules from plain data (a test's own, so a bad one throws). */
 export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
