@@ -45,6 +45,29 @@ describe("the public surface", () => {
     assert.isFalse(Fs.existsSync(Path.join(repoRoot, "apps/cli", "src", "index.ts")), "apps/cli/src/index.ts would be read as a public surface")
   })
 
+  it("the test kit exports what embedders test with; the repository's own test harnesses are not published", () => {
+    const index = Fs.readFileSync(Path.join(repoRoot, "packages/testkit/src/index.ts"), "utf8")
+    const modules = [...index.matchAll(/^export \* as (\w+) from/gm)].map((m) => m[1]).sort()
+    // Removing one of these is a breaking change (CHANGELOG.md); a harness only Warden's own tests
+    // use (a throwaway PostgreSQL, an OTLP receiver) belongs in @warden/test-support instead.
+    assert.deepStrictEqual(modules, ["Adversarial", "FakeAppServer", "McpServer", "PinnedSchema", "ProcessTree", "RealCodex", "ScriptedModel", "Step", "TestProcess", "TranscriptReplay", "WokenWait"])
+    const support = JSON.parse(Fs.readFileSync(Path.join(repoRoot, "packages/test-support/package.json"), "utf8"))
+    assert.strictEqual(support.name, "@warden/test-support")
+    assert.isTrue(support.private, "@warden/test-support must stay private")
+    assert.notInclude(libraries, "packages/test-support")
+    // Built and packed are the packages scripts/build.mjs lists as published; no published manifest names it.
+    const published = /export const published = (\[[^\]]*\])/.exec(Fs.readFileSync(Path.join(repoRoot, "scripts/build.mjs"), "utf8"))
+    assert.isNotNull(published, "scripts/build.mjs: the published list")
+    const dirs = JSON.parse(published![1]!) as ReadonlyArray<string>
+    assert.notInclude(dirs, "packages/test-support")
+    for (const dir of dirs) {
+      const manifest = JSON.parse(Fs.readFileSync(Path.join(repoRoot, dir, "package.json"), "utf8"))
+      for (const field of ["dependencies", "peerDependencies", "optionalDependencies", "devDependencies"]) {
+        assert.notProperty(manifest[field] ?? {}, "@warden/test-support", `${manifest.name} ${field}`)
+      }
+    }
+  })
+
   it("the public modules of a library import nothing from another package's internals", () => {
     const offenders: Array<string> = []
     for (const dir of [...libraries, "apps/cli"]) {

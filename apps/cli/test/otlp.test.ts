@@ -6,7 +6,8 @@
  */
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { OtlpReceiver, ScriptedModel, Step } from "@warden/testkit"
+import * as OtlpReceiver from "@warden/test-support/OtlpReceiver"
+import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"

@@ -19,7 +19,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
-import { Postgres } from "@warden/testkit"
+import * as Postgres from "@warden/test-support/Postgres"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
 import * as Path from "node:path"
 import type { Proc } from "./support/Proc.js"

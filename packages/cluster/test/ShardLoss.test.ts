@@ -19,7 +19,7 @@ import { ClusterClient, Invariants, Storage } from "@warden/cluster"
 import type { Wire } from "@warden/cluster"
 import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import * as Path from "node:path"
-import { Postgres } from "@warden/testkit"
+import * as Postgres from "@warden/test-support/Postgres"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
 

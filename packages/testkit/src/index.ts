@@ -11,5 +11,3 @@ export * as TestProcess from "./TestProcess.js"
 /** Bounded waits woken by what they wait on (`wake()`), for a test's state changed by callbacks. */
 export * as WokenWait from "./WokenWait.js"
 export * as Adversarial from "./Adversarial.js"
-export * as OtlpReceiver from "./OtlpReceiver.js"
-export * as Postgres from "./Postgres.js"

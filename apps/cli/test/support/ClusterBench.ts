@@ -10,7 +10,8 @@
  *
  *   node_modules/.bin/tsx apps/cli/test/support/ClusterBench.ts 1 2 3
  */
-import { Postgres, ScriptedModel, Step } from "@warden/testkit"
+import * as Postgres from "@warden/test-support/Postgres"
+import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect, Schedule } from "effect"
 import * as Net from "node:net"
 import * as Os from "node:os"
