@@ -20,7 +20,7 @@ import { Ledger } from "@warden/ledger"
 import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
-import * as Net from "node:net"
+import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
@@ -32,14 +32,6 @@ const lanes = Object.fromEntries(
     [Step.execCommand({ cmd: `echo warden-cluster-${i}`, escalated: true, justification: "cluster test" }), Step.message(`done ${i}`)]
   ])
 )
-
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 /** Bounded wait on state spread over several processes' output (no single event to wait on). */
 const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds", context: () => string = () => "") =>

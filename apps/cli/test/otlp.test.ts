@@ -4,9 +4,9 @@
  * the process exits, with no secret in them; a collector that refuses connections costs nothing
  * but one masked line on stderr.
  */
-import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import * as OtlpReceiver from "@warden/test-support/OtlpReceiver"
+import { freePort } from "@warden/test-support/Processes"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
@@ -19,13 +19,7 @@ const lanes = {
 const prompt = `${ScriptedModel.laneMarker("cmd")} run the command`
 
 /** A loopback port nobody listens on (it was free a moment ago). */
-const closedPort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const { port } = server.address() as Net.AddressInfo
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+const closedPort = freePort
 
 describe("warden run --otlp (real codex 0.171.0)", () => {
   it.scopedLive("the run's trace (item → thread → turn → card), its metrics and logs reach the collector before exit; no secret; OTEL_SERVICE_NAME", () =>

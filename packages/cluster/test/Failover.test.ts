@@ -14,8 +14,9 @@ import { ProcessTree } from "@warden/testkit"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import * as Path from "node:path"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
-import type { Proc } from "./support/Proc.js"
-import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
+import type { Proc } from "@warden/test-support/Processes"
+import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import { freePort, spawnTsx } from "@warden/test-support/Processes"
 
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")

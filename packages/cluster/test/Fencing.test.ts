@@ -22,8 +22,9 @@ import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import * as Postgres from "@warden/test-support/Postgres"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
 import * as Path from "node:path"
-import type { Proc } from "./support/Proc.js"
-import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
+import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import type { Proc } from "@warden/test-support/Processes"
+import { freePort, spawnTsx } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")

@@ -21,7 +21,8 @@ import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Stream } f
 import * as Path from "node:path"
 import * as Postgres from "@warden/test-support/Postgres"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
-import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
+import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import { freePort, spawnTsx } from "@warden/test-support/Processes"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

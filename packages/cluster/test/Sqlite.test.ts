@@ -13,7 +13,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
-import { freePort, killedAfterAll, spawnTsx } from "./support/Proc.js"
+import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import { freePort, spawnTsx } from "@warden/test-support/Processes"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 

@@ -11,10 +11,10 @@
  * Then a collector that refuses connections: the run completes all the same, and the failure is
  * reported once, masked.
  */
-import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import * as OtlpReceiver from "@warden/test-support/OtlpReceiver"
+import { freePort } from "@warden/test-support/Processes"
 import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry, WorkItem } from "@warden/supervisor"
@@ -176,13 +176,7 @@ describe("Observability.layer on the real codex app-server", () => {
   it.scopedLive("a collector that refuses connections: the run completes, the failure is reported once, masked", () =>
     Effect.gen(function*() {
       // A port that was free a moment ago and is closed now: connections are refused.
-      const port = yield* Effect.async<number>((resume) => {
-        const server = Net.createServer()
-        server.listen(0, "127.0.0.1", () => {
-          const { port } = server.address() as Net.AddressInfo
-          server.close(() => resume(Effect.succeed(port)))
-        })
-      })
+      const port = yield* freePort
       const reports: Array<string> = []
       const results = yield* runThree(
         Observability.layer({

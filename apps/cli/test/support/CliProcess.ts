@@ -9,13 +9,12 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { repoRoot } from "@warden/test-support/Processes"
 import { ProcessTree, TestProcess } from "@warden/testkit"
 import { Effect } from "effect"
 import type { Scope } from "effect"
 
-export const repoRoot = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../../..")
-export const tsx = Path.join(repoRoot, "node_modules", ".bin", "tsx")
+export { repoRoot }
 /** The CLI's entry in the sources (what tsx runs). */
 export const source = Path.join("apps", "cli", "src", "bin.ts")
 /** The CLI compiled from the sources for this vitest run (scripts/test-bundle.mjs, vitest's global set-up). */

@@ -11,22 +11,14 @@
  *   node_modules/.bin/tsx apps/cli/test/support/ClusterBench.ts 1 2 3
  */
 import * as Postgres from "@warden/test-support/Postgres"
+import { freePort } from "@warden/test-support/Processes"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect, Schedule } from "effect"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
 
 const ITEMS = Number(process.env["ITEMS"] ?? 30)
-
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 const until = (what: string, condition: () => boolean) =>
   Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(

@@ -1,10 +1,12 @@
 /**
- * A child process for the multi-process tests: `tsx script` as the test kit's `TestProcess` (its
- * own process group, stdout line by line, stderr as text). Closing the scope stops the whole group
- * (SIGTERM, 20 s, SIGKILL) and what it started; `kill` SIGKILLs them at once. Also: a free port, and
- * the SIGKILL of every process a test file started, after all its tests.
+ * The child-process harness the cluster's and the CLI's multi-process tests share: the repository
+ * root and its tsx, `tsx script` as the test kit's `TestProcess` (its own process group, stdout line
+ * by line, stderr as text; closing the scope stops the whole group (SIGTERM, 20 s, SIGKILL) and what
+ * it started; `kill` SIGKILLs them at once) and a free port. The CLI's own `warden` process
+ * builds on the same root (apps/cli/test/support/CliProcess.ts). Nothing here imports vitest, so a
+ * script run with plain tsx may use it (apps/cli/test/support/ClusterBench.ts does); the SIGKILL
+ * of every process a test file started, a vitest hook, is `KilledAfterAll`.
  */
-import { afterAll } from "@effect/vitest"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -12,7 +14,9 @@ import { TestProcess } from "@warden/testkit"
 import { Effect } from "effect"
 import type { Scope } from "effect"
 
-export const repoRoot = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../../..")
+/** The repository's root directory (the working directory of every process started here). */
+export const repoRoot = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../..")
+/** The workspace's tsx, which runs a TypeScript file from the sources. */
 export const tsx = Path.join(repoRoot, "node_modules", ".bin", "tsx")
 
 export type JsonLine = TestProcess.JsonLine
@@ -51,23 +55,3 @@ export const freePort: Effect.Effect<number> = Effect.async<number>((resume) => 
     server.close(() => resume(Effect.succeed(port)))
   })
 })
-
-/**
- * The process ids a test file started (call once, at the top of the file): each one's process
- * group, and the process itself, SIGKILLed in `afterAll` whatever happened.
- */
-export const killedAfterAll = (): Set<number> => {
-  const started = new Set<number>()
-  afterAll(() => {
-    for (const pid of started) {
-      for (const target of [-pid, pid]) {
-        try {
-          process.kill(target, "SIGKILL")
-        } catch {
-          // gone
-        }
-      }
-    }
-  })
-  return started
-}
