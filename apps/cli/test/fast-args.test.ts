@@ -6,6 +6,7 @@
 import { Command, CliConfig } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
+import { macrotask } from "@warden/test-support/EventLoop"
 import { Console, Duration, Effect, Exit, FastCheck as fc, Option } from "effect"
 import * as FastArgs from "../src/startup/FastArgs.js"
 import * as RunCommand from "../src/commands/RunCommand.js"
@@ -151,7 +152,7 @@ describe("FastArgs: warden run's plain command lines without @effect/cli's parse
         // The event loop turns between cases: the parses resolve through microtasks only, and
         // 3,000 of them in one stretch held this worker for 40 s on a busy machine (longer than
         // vitest allows its worker to leave a call of its main process unanswered).
-        await new Promise<void>((resolve) => setImmediate(resolve))
+        await macrotask()
         checked++
         const parsed = fast(args)
         if (parsed === undefined) return

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
 import { Adversarial } from "@warden/testkit"
+import { macrotask } from "@warden/test-support/EventLoop"
 import { allowCmd, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
 import type { CardContext } from "../src/Card.js"
 import { fileChangesOf, MaxFileChanges } from "../src/Card.js"
@@ -60,7 +61,7 @@ const readLoop = (shape: Adversarial.Shape) => {
 const eachInTurn = async <A>(list: ReadonlyArray<A>, check: (item: A) => void) => {
   for (const item of list) {
     check(item)
-    await new Promise<void>((resolve) => setImmediate(resolve))
+    await macrotask()
   }
 }
 

@@ -12,6 +12,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { JsonCensus } from "@warden/json"
 import { ServerRequests } from "@warden/protocol"
+import { macrotask } from "@warden/test-support/EventLoop"
 import { allowCmd, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
 import { Adversarial } from "@warden/testkit"
 import type { CardContext } from "../src/Card.js"
@@ -46,16 +47,14 @@ const reading = (shape: Adversarial.Shape, parse: (text: string) => unknown): st
   })
 }
 
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
-
 describe("the census and the read loop", () => {
   it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: 600_000 }, async () => {
     const shapes = Adversarial.shapes({ frameBytes: 1024 * 1024 })
     assert.isAbove(shapes.length, 40)
     for (const shape of shapes) {
-      await nextTurn()
+      await macrotask()
       const withCensus = reading(shape, JsonCensus.parse)
-      await nextTurn()
+      await macrotask()
       assert.strictEqual(withCensus, reading(shape, JSON.parse), shape.name)
     }
   })

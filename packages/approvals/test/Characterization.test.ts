@@ -13,6 +13,7 @@
  * line.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { macrotask } from "@warden/test-support/EventLoop"
 import { Either } from "effect"
 import { createHash } from "node:crypto"
 import { writeFileSync } from "node:fs"
@@ -187,7 +188,7 @@ const answersOf = async (name: string): Promise<ReadonlyArray<string>> => {
   const answers: Array<string> = []
   for (const text of Lines) {
     answers.push(JSON.stringify(read(text)) ?? "undefined")
-    if (answers.length % 100 === 0) await new Promise((resolve) => setImmediate(resolve))
+    if (answers.length % 100 === 0) await macrotask()
   }
   answered.set(name, answers)
   return answers

@@ -14,6 +14,7 @@
  * Asynchronous and yielding (as the other property files): a case never holds vitest's worker long.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { yieldNow } from "@warden/test-support/EventLoop"
 import { FastCheck as fc } from "effect"
 import { fileChangesOf } from "../src/Card.js"
 import * as CardSummary from "../src/internal/CardSummary.js"
@@ -205,14 +206,6 @@ const exits = (c: Case): ReadonlyArray<readonly [string, string]> => {
     out.push(["summarize + maskJson", JSON.stringify(maskJson(card))])
   }
   return out
-}
-
-let lastYield = Date.now()
-/** One macrotask (timers, I/O, vitest's RPC) whenever 25 ms of synchronous work has passed. */
-const yieldNow = async (): Promise<void> => {
-  if (Date.now() - lastYield < 25) return
-  await new Promise<void>((resolve) => setImmediate(resolve))
-  lastYield = Date.now()
 }
 
 const caseOf = (shapes: ReadonlyArray<Shape>, secret: fc.Arbitrary<string>): fc.Arbitrary<Case> =>

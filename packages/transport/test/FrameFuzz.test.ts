@@ -16,6 +16,7 @@
  * schedule properties did: "Timeout calling onTaskUpdate"). WARDEN_PROPERTY_SEED replays a seed.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { yieldNow } from "@warden/test-support/EventLoop"
 import { Buffer } from "node:buffer"
 import { Effect, Exit, FastCheck as fc, Option, TestContext } from "effect"
 import { MemoryTransport } from "../src/index.js"
@@ -207,15 +208,7 @@ const isFault = (fault: unknown): boolean =>
   fault instanceof FrameDecoder.FrameFault && fault._tag === "FrameFault" && typeof fault.detail === "string" && fault.detail.length > 0
 
 // ---------------------------------------------------------------------------------------------
-// Running: asynchronous, yielding (as packages/supervisor/test/properties/Properties.ts)
-
-let lastYield = Date.now()
-/** One macrotask (timers, I/O, vitest's RPC) whenever 25 ms of synchronous work has passed. */
-const yieldNow = async (): Promise<void> => {
-  if (Date.now() - lastYield < 25) return
-  await new Promise<void>((resolve) => setImmediate(resolve))
-  lastYield = Date.now()
-}
+// Running: asynchronous, yielding (`yieldNow`, as the supervisor's property families)
 
 const seed = process.env["WARDEN_PROPERTY_SEED"] !== undefined ? Number(process.env["WARDEN_PROPERTY_SEED"]) : undefined
 

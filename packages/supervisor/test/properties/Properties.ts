@@ -10,6 +10,7 @@
  * - WARDEN_RECORD_REGRESSIONS=1: append the shrunk schedule of a failure to regressions.json.
  */
 import { afterAll, it } from "@effect/vitest"
+import { yieldNow } from "@warden/test-support/EventLoop"
 import { FastCheck as fc } from "effect"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -17,22 +18,6 @@ import type { Printable, Schedule, Weights } from "./Schedule.js"
 import { scheduleArb } from "./Schedule.js"
 import type { InvariantId, Stats } from "./World.js"
 import { emptyStats, InvariantNames, runSchedule, Violation } from "./World.js"
-
-/**
- * Let the worker's event loop run when this much synchronous work has passed. A property family
- * is minutes of work; run as one synchronous call (`it.prop` is `fc.assert(fc.property(...))`),
- * it starves the worker's RPC with vitest, which then fails the run ("Timeout calling
- * onTaskUpdate") however green the tests are. Schedules run between macrotasks instead.
- */
-export const YieldEveryMs = 25
-let lastYield = Date.now()
-
-/** Yield to the event loop (one macrotask: timers, I/O, the RPC) if YieldEveryMs of work has passed since the last time. */
-export const yieldNow = async (): Promise<void> => {
-  if (Date.now() - lastYield < YieldEveryMs) return
-  await new Promise<void>((resolve) => setImmediate(resolve))
-  lastYield = Date.now()
-}
 
 export const regressionsFile = join(__dirname, "regressions.json")
 

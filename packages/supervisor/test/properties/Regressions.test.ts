@@ -4,7 +4,8 @@
  * still break the invariant they broke (when one is fixed, its entry flips to "fixed").
  */
 import { assert, describe, it } from "@effect/vitest"
-import { loadRegressions, yieldNow } from "./Properties.js"
+import { yieldNow } from "@warden/test-support/EventLoop"
+import { loadRegressions } from "./Properties.js"
 import { emptyStats, runSchedule, Strict, Violation } from "./World.js"
 
 describe("schedules that once failed", () => {

@@ -10,6 +10,7 @@
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
 import { Policy } from "@warden/approvals"
+import { macrotask } from "@warden/test-support/EventLoop"
 import type { ConnectionEnded } from "@warden/transport"
 import { MemoryTransport, Transport } from "@warden/transport"
 import { Cause, Deferred, Effect, ExecutionStrategy, Exit, FiberRef, Option, Queue, Scope, Tracer } from "effect"
@@ -403,7 +404,7 @@ export class World {
   private async settlePromises(): Promise<void> {
     for (let round = 0; round < 5 && this.promisesMade > 0; round++) {
       this.promisesMade = 0
-      await new Promise<void>((resolve) => setImmediate(resolve))
+      await macrotask()
       this.sim.drain()
     }
   }
