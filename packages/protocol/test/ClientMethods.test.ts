@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { exchanges, transcript, transcripts } from "@warden/test-support/Transcripts"
 import { Effect, Either } from "effect"
 import * as ClientMethods from "../src/ClientMethods.js"
-import { exchanges, transcript, transcripts } from "./support/transcripts.js"
 
 const isClientMethod = (method: string): method is ClientMethods.ClientMethod =>
   (ClientMethods.ClientMethodNames as ReadonlyArray<string>).includes(method)

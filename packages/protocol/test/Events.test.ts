@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
+import { notifications, serverMessages, transcript, transcripts } from "@warden/test-support/Transcripts"
 import { FastCheck } from "effect"
 import * as Events from "../src/Events.js"
 import type { ThreadItem } from "../src/ThreadItem.js"
 import type { TurnStatus } from "../src/Turn.js"
-import { notifications, serverMessages, transcript, transcripts } from "./support/transcripts.js"
 
 const eventsOf = (name: string) => notifications(transcript(name)).map((n) => Events.toEvent(n.method, n.params))
 

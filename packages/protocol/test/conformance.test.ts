@@ -3,6 +3,8 @@
  * the pin moves, these fail loudly with the difference spelled out.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { installedCodexVersion, PinnedCodexVersion, pinnedDump, pinnedValidator, validateAnswer } from "@warden/test-support/PinnedCodex"
+import { exchanges, serverMessages, transcripts } from "@warden/test-support/Transcripts"
 import { Effect } from "effect"
 import * as ClientMethods from "../src/ClientMethods.js"
 import * as Events from "../src/Events.js"
@@ -12,9 +14,6 @@ import * as ServerRequests from "../src/ServerRequests.js"
 import { ThreadActiveFlags, ThreadStatusTypes } from "../src/Thread.js"
 import * as ThreadItem from "../src/ThreadItem.js"
 import { KnownCodexErrorCodes, TurnStatuses } from "../src/Turn.js"
-import { installedCodexVersion, PinnedCodexVersion } from "./support/codexBinary.js"
-import { pinnedDump, pinnedValidator, validateAnswer } from "./support/pinnedSchema.js"
-import { exchanges, serverMessages, transcripts } from "./support/transcripts.js"
 
 const sorted = (values: Iterable<string>) => [...new Set(values)].sort()
 const missingFrom = (values: Iterable<string>, from: ReadonlyArray<string>) => sorted([...values].filter((v) => !from.includes(v)))

@@ -1,48 +1,22 @@
 /**
- * The golden transcripts of the real codex 0.171.0 (`fixtures/codex-0.171.0` at the repository root, or
- * `$WARDEN_FIXTURES`): one `{dir, t, proc?, frame}` per line; `in` = what the server sent.
+ * The golden transcripts of the real codex 0.171.0 (`fixtures/codex-0.171.0` at the repository
+ * root, or `$WARDEN_FIXTURES`), read once per test file by the test kit's `TranscriptReplay` (one
+ * `{dir, t, proc?, frame}` per line; `in` = what the server sent), and what the protocol's tests
+ * look for in them: the server's messages, its notifications, and our requests with its answers.
  */
-import { readdirSync, readFileSync } from "node:fs"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { TranscriptReplay } from "@warden/testkit"
 
-export const FixturesDir = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../../../fixtures/codex-0.171.0", import.meta.url))
+export type Frame = TranscriptReplay.Frame
+export type Line = TranscriptReplay.Line
+export type Transcript = TranscriptReplay.Transcript
 
-export type Frame = { readonly [key: string]: unknown }
+/** Every transcript, sorted by name. */
+export const transcripts: ReadonlyArray<Transcript> = TranscriptReplay.loadAll()
 
-export interface Line {
-  readonly dir: "in" | "out"
-  readonly t: number
-  /** Which app-server process of the scenario (scenarios that restart the server run two). */
-  readonly proc: number
-  readonly frame: Frame
-}
-
-export interface Transcript {
-  readonly name: string
-  readonly lines: ReadonlyArray<Line>
-}
-
-const read = (file: string): Transcript => ({
-  name: file.replace(/\.jsonl$/, ""),
-  lines: readFileSync(join(FixturesDir, file), "utf8")
-    .split("\n")
-    .filter((line) => line.trim().length > 0)
-    .map((line) => {
-      const raw = JSON.parse(line) as { dir: "in" | "out"; t: number; proc?: number | null; frame: Frame }
-      return { dir: raw.dir, t: raw.t, proc: raw.proc ?? 1, frame: raw.frame }
-    })
-})
-
-export const transcripts: ReadonlyArray<Transcript> = readdirSync(FixturesDir)
-  .filter((file) => file.endsWith(".jsonl"))
-  .sort()
-  .map(read)
-
+/** The transcript `name` (its file name without `.jsonl`); throws when there is none. */
 export const transcript = (name: string): Transcript => {
   const found = transcripts.find((t) => t.name === name)
-  if (found === undefined) throw new Error(`no transcript ${name} in ${FixturesDir}`)
+  if (found === undefined) throw new Error(`no transcript ${name} in ${TranscriptReplay.fixturesDir}`)
   return found
 }
 
