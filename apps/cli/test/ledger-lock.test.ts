@@ -7,6 +7,7 @@
  * with a damaged page, refused by every command that opens it.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as LockHolder from "@warden/test-support/LockHolder"
 import { Effect, Queue } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -15,7 +16,7 @@ import * as readline from "node:readline"
 import * as CliProcess from "./support/CliProcess.js"
 import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
 
-const lockHolder = Path.join(CliProcess.repoRoot, "packages", "ledger", "test", "fixtures", "lock-holder.cjs")
+const lockHolder = LockHolder.script
 
 /** A process holding `filename`'s write lock (`BEGIN IMMEDIATE`) until `release`; killed with the scope. */
 const holdLock = (filename: string) =>

@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
+import * as LockHolder from "@warden/test-support/LockHolder"
 import { Chunk, Deferred, Effect, Logger, Queue } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -15,7 +16,7 @@ import { Ledger, LedgerEvent } from "../src/index.js"
 import { commandParams, script, tempDir } from "./support.js"
 
 const root = Path.resolve(__dirname, "../../..")
-const lockHolder = Path.join(__dirname, "fixtures", "lock-holder.cjs")
+const lockHolder = LockHolder.script
 const openRuns = Path.join(__dirname, "fixtures", "open-runs.ts")
 
 /** A child process spoken to in lines: `line` waits for the next line on its stdout; killed with the scope. */
