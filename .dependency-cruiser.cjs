@@ -1,6 +1,7 @@
 /**
  * The dependency check (`pnpm deps`, run by `pnpm test` through scripts/dependencies.mjs): the
- * layering of docs/architecture.md ("Layering") and no runtime import cycle.
+ * layering of docs/architecture.md ("Layering"), no runtime import cycle, and where test helpers
+ * may be imported from.
  *
  * Paths are the modules' real paths relative to the repository root: a workspace import such as
  * `@warden/json/JsonCensus` resolves through the package's `exports` to
@@ -90,19 +91,38 @@ module.exports = {
       to: { couldNotResolve: true, path: "^@warden/" }
     },
     {
+      name: "no-test-support-in-src",
+      severity: "error",
+      comment:
+        "@warden/test-support holds the helpers this repository's tests share; it is never published, so a " +
+        "package's sources (published, or the CLI) never import it. Something an embedder tests with belongs " +
+        "in @warden/testkit.",
+      from: { path: "^(packages/[^/]+|apps/cli)/src/", pathNot: "^packages/test-support/" },
+      to: { path: "^packages/test-support/" }
+    },
+    {
+      name: "no-test-folder-imports",
+      severity: "error",
+      comment:
+        "A package's test folder is its own (the CLI's, the benchmarks', the examples' and the packaging " +
+        "tests' too): what another package's tests need from it moves to @warden/test-support " +
+        "(packages/test-support), which every test may import.",
+      from: { path: "^(packages/[^/]+|apps/cli|bench|examples|packaging)/" },
+      to: { path: "^((packages/[^/]+|apps/cli|examples|packaging)/test|bench)/", pathNot: "^$1/" }
+    },
+    {
       name: "no-foreign-internal",
       severity: "error",
       comment:
         "A package's src/internal is its own: another package (or the CLI) uses its public modules, the ones " +
-        "its package.json exports.",
-      from: { path: "^(packages/([^/]+)|apps/cli)/" },
+        "its package.json exports. Sources only: tests, benchmarks and examples are not layered.",
+      from: { path: "^(packages/([^/]+)|apps/cli)/src/" },
       to: { path: "^packages/[^/]+/src/internal/", pathNot: "^packages/$2/" }
     }
   ],
   options: {
-    // Tests, examples and benchmarks are cruised only when a source imports them (which a rule catches).
-    // (An unresolved `@warden/...` import is kept, for the rule above.)
-    includeOnly: "^((packages/[^/]+|apps/cli)/|@warden/)",
+    // The workspace's own modules (an unresolved `@warden/...` import is kept, for the rule above).
+    includeOnly: "^((packages/[^/]+|apps/cli|bench|examples|packaging)/|@warden/)",
     exclude: { path: "(^|/)(node_modules|dist|build)/" },
     doNotFollow: { path: "node_modules" },
     // `import type` is kept and marked "type-only": the layering counts it, the cycle rule does not.

@@ -1,8 +1,10 @@
 /**
  * `pnpm deps` (and the second step of `pnpm test`): the dependency check. dependency-cruiser reads
- * every module under packages/<name>/src and apps/cli/src, follows its imports (workspace packages
- * through their `exports`, `./X.js` to `./X.ts`) and fails on what .dependency-cruiser.cjs forbids:
- * a runtime import cycle, and a break of the layering of docs/architecture.md ("Layering").
+ * every module under packages/<name>/src and apps/cli/src, and under the tests, benchmarks and
+ * examples, follows its imports (workspace packages through their `exports`, `./X.js` to `./X.ts`)
+ * and fails on what .dependency-cruiser.cjs forbids: a runtime import cycle, a break of the
+ * layering of docs/architecture.md ("Layering"), a source importing the test helpers
+ * (@warden/test-support), and a test importing another package's test folder.
  *
  *   node scripts/dependencies.mjs              check this repository
  *   node scripts/dependencies.mjs --root DIR   check the tree at DIR with this repository's rules
@@ -24,14 +26,20 @@ const args = process.argv.slice(2)
 const rootAt = args.indexOf("--root")
 const root = rootAt >= 0 && args[rootAt + 1] !== undefined ? Path.resolve(args[rootAt + 1]) : repoRoot
 
-/** The layered sources: every package's src and the CLI's. */
+const packages = Fs.readdirSync(Path.join(root, "packages"), { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => `packages/${entry.name}`)
+  .sort()
+/** The layered sources (every package's src and the CLI's), then the tests, benchmarks and examples (not layered). */
 const inputs = [
-  ...Fs.readdirSync(Path.join(root, "packages"), { withFileTypes: true })
-    .filter((entry) => entry.isDirectory() && Fs.existsSync(Path.join(root, "packages", entry.name, "src")))
-    .map((entry) => `packages/${entry.name}/src`)
-    .sort(),
-  "apps/cli/src"
-]
+  ...packages.map((dir) => `${dir}/src`),
+  "apps/cli/src",
+  ...packages.map((dir) => `${dir}/test`),
+  "apps/cli/test",
+  "bench",
+  "examples",
+  "packaging/test"
+].filter((dir) => Fs.existsSync(Path.join(root, dir)))
 
 // dependency-cruiser names modules relative to the working directory.
 process.chdir(root)

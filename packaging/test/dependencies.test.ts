@@ -53,7 +53,10 @@ const brokenCopy = (files: Readonly<Record<string, string>>) => {
     Fs.symlinkSync(Path.relative(links, Path.join(dir, pkg)), Path.join(links, name.replace(/^@warden\//, "")))
   }
   Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ name: "warden-copy", private: true }))
-  for (const [file, text] of Object.entries(files)) Fs.writeFileSync(Path.join(dir, file), text)
+  for (const [file, text] of Object.entries(files)) {
+    Fs.mkdirSync(Path.dirname(Path.join(dir, file)), { recursive: true })
+    Fs.writeFileSync(Path.join(dir, file), text)
+  }
   return { dir, remove: () => Fs.rmSync(dir, { recursive: true, force: true }) }
 }
 
@@ -64,7 +67,7 @@ describe("the dependency check", () => {
     assert.match(output, /no dependency violations found/)
   }, timeout)
 
-  it("fails when a layering rule is broken, a runtime cycle is made, or a foreign internal is imported", async () => {
+  it("fails when a layering rule is broken, a runtime cycle is made, a foreign internal or test folder is imported, or a source imports the test helpers", async () => {
     const copy = brokenCopy({
       // approvals never imports the supervisor
       "packages/approvals/src/Broken.ts": "import { Supervisor } from \"@warden/supervisor\"\nexport const broken = Supervisor\n",
@@ -81,7 +84,15 @@ describe("the dependency check", () => {
       "packages/supervisor/src/TypeCycleA.ts": "import type { d } from \"./TypeCycleB.js\"\nexport const c = 1 as unknown as typeof d\n",
       "packages/supervisor/src/TypeCycleB.ts": "import { c } from \"./TypeCycleA.js\"\nexport const d = c\n",
       // another package's src/internal
-      "packages/ledger/src/Broken.ts": "import * as PendingCard from \"@warden/approvals/internal/PendingCard\"\nexport const broken = PendingCard\n"
+      "packages/ledger/src/Broken.ts": "import * as PendingCard from \"@warden/approvals/internal/PendingCard\"\nexport const broken = PendingCard\n",
+      // another package's test folder, from a test
+      "packages/approvals/test/Helper.ts": "export const helper = 1\n",
+      "packages/ledger/test/Broken.test.ts": "import { helper } from \"../../approvals/test/Helper.js\"\nexport const broken = helper\n",
+      // a test's own test folder and the test helpers: allowed
+      "packages/ledger/test/Fine.test.ts": "import { helper } from \"./Local.js\"\nimport { yieldNow } from \"@warden/test-support/EventLoop\"\nexport const fine = [helper, yieldNow]\n",
+      "packages/ledger/test/Local.ts": "export const helper = 2\n",
+      // the test helpers, from a package's sources
+      "packages/supervisor/src/Broken.ts": "import { yieldNow } from \"@warden/test-support/EventLoop\"\nexport const broken = yieldNow\n"
     })
     try {
       const { output, status } = await check(copy.dir)
@@ -92,11 +103,14 @@ describe("the dependency check", () => {
         "error inbox-without-the-cli: packages/inbox/src/Broken.ts → apps/cli/src/bin.ts",
         "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/PendingCard.ts",
         "error json-is-the-bottom: packages/json/src/Broken.ts → packages/protocol/src/Json.ts",
-        "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts"
+        "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts",
+        "error no-test-folder-imports: packages/ledger/test/Broken.test.ts → packages/approvals/test/Helper.ts",
+        "error no-test-support-in-src: packages/supervisor/src/Broken.ts → packages/test-support/src/EventLoop.ts"
       ]) assert.include(violations, expected, output)
       assert.isTrue(violations.some((line) => /^error no-runtime-cycle: packages\/supervisor\/src\/Cycle[AB]\.ts/.test(line)), output)
-      assert.strictEqual(violations.length, 6, output)
+      assert.strictEqual(violations.length, 8, output)
       assert.notInclude(output, "TypeCycle")
+      assert.notInclude(output, "Fine.test.ts")
     } finally {
       copy.remove()
     }
