@@ -28,7 +28,7 @@ const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-code-cache-"))
 
 let written = false
 let refused = false
-ChildProcess.prototype.spawn = function () {
+ChildProcess.prototype.spawn = () => {
   const early = globalThis.__wardenLazyLoaded ?? []
   if (early.length > 0) {
     process.stderr.write(`code-cache: ${early.join(", ")} ran before codex was spawned, but the build loads it on first use to spare the start-up (scripts/build.mjs, lazyWorkspace): use it later, or take it off that list\n`)

@@ -171,7 +171,7 @@ export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
   })
   const firstValues = runs.map((r) => r.targets[0]?.value ?? 0)
   const mid = medianOf(firstValues)
-  const representative = runs[firstValues.findIndex((v) => v === mid)] ?? runs[Math.floor(runs.length / 2)]!
+  const representative = runs[firstValues.indexOf(mid)] ?? runs[Math.floor(runs.length / 2)]!
   return {
     ...representative,
     params: { ...representative.params, runs: runs.length },

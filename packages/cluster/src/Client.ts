@@ -3,7 +3,7 @@
  * inbox), asks their status, stops them. It is a client-only cluster node: it reads the runners
  * from storage and routes to the runner that owns each item's shard, but never owns shards.
  */
-import { Sharding } from "@effect/cluster"
+import type { Sharding } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Decision } from "@warden/protocol"

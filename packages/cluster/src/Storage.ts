@@ -4,7 +4,7 @@
  * `@effect/sql-sqlite-node`. The engine's message and runner tables, and Warden's item and card
  * rows, all live in this one database.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"

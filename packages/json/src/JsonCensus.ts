@@ -166,6 +166,6 @@ export const keysWithin = (value: object, max: number): Keys => {
  */
 export const isEmpty = (value: object): boolean => {
   if (counts.has(value)) return false
-  for (const key in value) if (Object.prototype.hasOwnProperty.call(value, key)) return false
+  for (const key in value) if (Object.hasOwn(value, key)) return false
   return true
 }

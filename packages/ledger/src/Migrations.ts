@@ -9,7 +9,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Duration, Effect } from "effect"
+import { Data, type Duration, Effect } from "effect"
 import * as Busy from "./internal/Busy.js"
 
 /**

@@ -10,7 +10,7 @@ import type { Policy } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import { Effect, Exit, FastCheck as fc, Scope } from "effect"
 import * as Path from "node:path"
-import { Ledger, Remembered, Replay } from "../src/index.js"
+import { Ledger, type Remembered, Replay } from "../src/index.js"
 import { allowCmd, allowMcp, allowPath, commandParams, denyCmd, denyPath, fileChangeParams, mcpToolCallParams, permissionsParams, rules, script, tempDir } from "./support.js"
 
 const Cmd = "item/commandExecution/requestApproval"

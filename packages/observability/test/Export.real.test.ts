@@ -19,7 +19,7 @@ import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry, WorkItem } from "@warden/supervisor"
 import { ChildProcessTransport } from "@warden/transport"
-import { Effect, Layer } from "effect"
+import { Effect, type Layer } from "effect"
 import { Observability } from "../src/index.js"
 
 const { points, total } = OtlpReceiver

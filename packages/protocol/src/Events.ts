@@ -16,7 +16,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import type { RequestId } from "./JsonRpc.js"
 import * as OpenEnum from "./OpenEnum.js"
-import { Thread, ThreadStatus, ThreadStatusFromWire } from "./Thread.js"
+import { Thread, type ThreadStatus, ThreadStatusFromWire } from "./Thread.js"
 import * as ThreadItem from "./ThreadItem.js"
 import { type TurnError, TurnStatus, turnErrorOf } from "./Turn.js"
 

@@ -6,7 +6,7 @@
  * read on the read loop), and the one way a Schema failure is told to a person.
  */
 import { JsonCensus } from "@warden/json"
-import { Option, ParseResult, SchemaAST } from "effect"
+import { Option, type ParseResult, SchemaAST } from "effect"
 
 /**
  * The keys of a JSON object when it has at most `max`, else `undefined` and how many it has,

@@ -463,7 +463,7 @@ const defineOwn = (target: Record<string, unknown>, key: string, value: unknown)
 }
 
 const ownField = (props: Record<string, unknown>, key: string): Record<string, unknown> | undefined => {
-  if (!Object.prototype.hasOwnProperty.call(props, key)) return undefined
+  if (!Object.hasOwn(props, key)) return undefined
   const field = Object.getOwnPropertyDescriptor(props, key)?.value
   return typeof field === "object" && field !== null && !Array.isArray(field) ? (field as Record<string, unknown>) : {}
 }
@@ -523,7 +523,7 @@ const formContent = (p: ElicitationParams, content: unknown): Either.Either<Reco
     defineOwn(out, key, value)
   }
   for (const key of required) {
-    if (!Object.prototype.hasOwnProperty.call(out, key) && ownField(props, key) !== undefined) return Either.left(`content.${key} is required by the form`)
+    if (!Object.hasOwn(out, key) && ownField(props, key) !== undefined) return Either.left(`content.${key} is required by the form`)
   }
   return Either.right(out)
 }

@@ -4,8 +4,8 @@
  * gets one answer (or the connection ends and settles it), and the slot serves the next item.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Approvals, ApprovalEvent } from "@warden/approvals"
-import { Decision } from "@warden/protocol"
+import { Approvals, type ApprovalEvent } from "@warden/approvals"
+import type { Decision } from "@warden/protocol"
 import { FakeAppServer } from "@warden/testkit"
 import { Transport } from "@warden/transport"
 import { Duration, Effect, Exit, Fiber, Mailbox, Option, Queue, Scope, TestClock, Tracer } from "effect"

@@ -14,7 +14,7 @@ describe("Supervisor on a fake app-server", () => {
       assert.strictEqual(init.userAgent, "fake-app-server/0.171.0")
       const written = fake.peer.writtenSoFar()
       assert.strictEqual(written[0]?.["method"], "initialize")
-      assert.deepStrictEqual((written[0]?.["params"] as any).clientInfo.name, "warden")
+      assert.deepStrictEqual((written[0]?.["params"] as { clientInfo?: { name?: string } } | undefined)?.clientInfo?.name, "warden")
       assert.deepStrictEqual(written[1], { jsonrpc: "2.0", method: "initialized" })
     }))
 

@@ -87,7 +87,7 @@ export const start = (options: { readonly database?: string } = {}): Effect.Effe
     const database = options.database ?? "warden_test"
     const username = "warden"
     const server = yield* Effect.acquireRelease(
-      Effect.gen(function*() {
+      Effect.sync(() => {
         const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "wpg."))
         Fs.chmodSync(dir, 0o755)
         if (asPostgres) execFileSync("chown", ["postgres:", dir])

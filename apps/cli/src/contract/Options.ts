@@ -185,7 +185,7 @@ export interface InboxAddress {
 
 /** `PORT`, `HOST:PORT` or `[IPV6]:PORT`; the host defaults to 127.0.0.1. */
 export const parseInboxAddress = (text: string): Either.Either<InboxAddress, string> => {
-  const match = /^(?:\[([0-9a-fA-F:.]+)\]:|([^:\s\[\]]+):)?(\d{1,5})$/.exec(text.trim())
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]:|([^:\s[\]]+):)?(\d{1,5})$/.exec(text.trim())
   const port = match ? Number(match[3]) : NaN
   if (!match || !(port >= 0 && port <= 65535)) return Either.left(`--inbox expects [HOST:]PORT (e.g. 8420, 127.0.0.1:8420, [::1]:8420), got ${JSON.stringify(text)}`)
   return Either.right({ host: match[1] ?? match[2] ?? "127.0.0.1", port })

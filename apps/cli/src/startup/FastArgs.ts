@@ -97,7 +97,7 @@ const primitiveValue = (primitive: Node, value: string | undefined): unknown | D
 }
 
 /** The value of one option description given what the command line held for its leaves. */
-const valueOf = (node: Node, leaves: Map<string, Leaf>): unknown | Missing | Declined => {
+const optionValue = (node: Node, leaves: Map<string, Leaf>): unknown | Missing | Declined => {
   switch (node._tag) {
     case "Single": {
       const leaf = leaves.get(fullName(node["name"] as string))!
@@ -115,7 +115,7 @@ const valueOf = (node: Node, leaves: Map<string, Leaf>): unknown | Missing | Dec
       return values
     }
     case "Map": {
-      const inner = valueOf(node["options"] as Node, leaves)
+      const inner = optionValue(node["options"] as Node, leaves)
       if (inner === Missing || inner === Declined) return inner
       // Runs outside any fiber (the program is built before it runs): a check that throws declines,
       // and @effect/cli then meets the same throw inside the runtime, where Main reports defects.
@@ -130,7 +130,7 @@ const valueOf = (node: Node, leaves: Map<string, Leaf>): unknown | Missing | Dec
       return Exit.isSuccess(exit) ? exit.value : Declined
     }
     case "WithDefault": {
-      const inner = valueOf(node["options"] as Node, leaves)
+      const inner = optionValue(node["options"] as Node, leaves)
       return inner === Missing ? node["fallback"] : inner
     }
     default:
@@ -192,7 +192,7 @@ export const parseRun = <A>(
       parsed[key] = prompts
       continue
     }
-    const value = valueOf(option as Node, leaves)
+    const value = optionValue(option as Node, leaves)
     if (value === Missing || value === Declined) return undefined
     parsed[key] = value
   }

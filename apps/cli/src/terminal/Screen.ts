@@ -6,7 +6,7 @@
  * nothing scrolls away half-drawn. Region lines are cut to the terminal width so a redraw always
  * knows how many rows it covers.
  */
-import * as Tty from "node:tty"
+import type * as Tty from "node:tty"
 
 export interface Screen {
   /** Whether a live region can be drawn (stderr is a terminal). */

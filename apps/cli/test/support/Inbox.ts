@@ -86,7 +86,7 @@ export const call = (url: string, init: RequestInit = {}): Effect.Effect<Reply, 
     try: async (signal) => {
       const res = await fetch(url, { ...init, signal })
       const text = await res.text()
-      let json: unknown = undefined
+      let json: unknown 
       try {
         json = JSON.parse(text)
       } catch {

@@ -107,6 +107,7 @@ const thenAfter = (name: string, then: Then): Then =>
 
 /** Does a command start at `words[i]` (`i` past the segment's first start), given how starts go on? */
 const startsAt = (words: ReadonlyArray<string>, i: number, then: Then): boolean =>
+  // biome-ignore lint/complexity/useOptionalChain: the answer is a boolean, never undefined
   then === "every" ? !isLeading(words[i]!) : then !== undefined && then.has(words[i - 1]!)
 
 /**
@@ -117,7 +118,7 @@ const startsAt = (words: ReadonlyArray<string>, i: number, then: Then): boolean 
  * true, and then returns true.
  */
 const eachStart = (words: ReadonlyArray<string>, at: number, f: (start: number) => boolean): boolean => {
-  let then: Then = undefined
+  let then: Then 
   for (let start = at; start < words.length; start++) {
     if (start > at && !startsAt(words, start, then)) continue
     if (f(start)) return true

@@ -176,7 +176,7 @@ class ArgReader implements CommandWordReader {
         }
         continue
       }
-      if (form.keyValue !== undefined && form.keyValue.includes(word)) this.key = 1
+      if (form.keyValue?.includes(word)) this.key = 1
       if (!option) continue
       if (form.next?.includes(word)) this.pending = ""
       if (form.value !== undefined) resume = Math.max(resume, this.option(form.value, "", word, src, s, end, base, exact))

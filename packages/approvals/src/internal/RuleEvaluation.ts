@@ -5,7 +5,7 @@
  * first. It runs on the connection's read loop: linear in the request, and a bound never loses a
  * deny.
  */
-import { Json, PermissionsGrant, ServerRequests } from "@warden/protocol"
+import { Json, PermissionsGrant, type ServerRequests } from "@warden/protocol"
 import { Either } from "effect"
 import * as posix from "node:path/posix"
 import type { CardContext } from "../Card.js"

@@ -97,7 +97,7 @@ const PinInProse = /\bPINs?\b/
 const Hidden = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\p{Cf}\u2028\u2029]/u
 
 /** Names printed in reasons: plain identifiers only, bounded, secret-looking ones masked. */
-const NamePattern = /^[A-Za-z0-9_.\-]{1,128}$/
+const NamePattern = /^[A-Za-z0-9_.-]{1,128}$/
 const shownName = (name: string): string => (looksSecret(name) ? Mask : `"${name.slice(0, 64)}"`)
 
 const asksForSecretLabel = (label: string): boolean => {
@@ -116,7 +116,7 @@ const isPlainRecord = (value: unknown): value is Record<string, unknown> => {
 }
 
 const own = (record: Record<string, unknown>, key: string): unknown =>
-  Object.prototype.hasOwnProperty.call(record, key) ? record[key] : undefined
+  Object.hasOwn(record, key) ? record[key] : undefined
 
 const checkText = (value: unknown, what: string, max: number, optional: boolean): string | undefined => {
   if (value === undefined || value === null) {
@@ -260,7 +260,7 @@ const checkForm = (p: ServerRequests.ElicitationParams, l: Required<Limits>): vo
   const names = fields.keys
   const required = own(s, "required")
   if (required !== undefined) {
-    if (!Array.isArray(required) || !required.every((r) => typeof r === "string" && Object.prototype.hasOwnProperty.call(props, r))) {
+    if (!Array.isArray(required) || !required.every((r) => typeof r === "string" && Object.hasOwn(props, r))) {
       refuse("form schema required names a field the form does not have")
     }
   }

@@ -31,7 +31,7 @@
 import { Entity } from "@effect/cluster"
 import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
-import { Ledger, LedgerEvent } from "@warden/ledger"
+import { type Ledger, LedgerEvent } from "@warden/ledger"
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"

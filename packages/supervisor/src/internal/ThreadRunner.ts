@@ -12,7 +12,7 @@
 import { Cause, type Clock, Context, Duration, Effect, Exit, FiberRef, Schedule, Scope, Tracer } from "effect"
 import type { AppServer } from "./AppServerConnection.js"
 import { afterQueuedMicrotasks } from "./ConnectionEnd.js"
-import { ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
+import { type ConnectionLost, UnexpectedResult, WorkItemFailed } from "../Errors.js"
 import type { RemoteError, RequestError } from "../Errors.js"
 import type { ThreadRoute, ThreadSignal } from "./ThreadRoute.js"
 import type { TurnError, TurnResult, WorkEvent, WorkItem } from "../WorkItem.js"

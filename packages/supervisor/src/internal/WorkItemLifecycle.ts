@@ -13,7 +13,7 @@
  * the item ends during it (the turn interrupted, the route unregistered, the thread's cards
  * refused).
  */
-import { Cause, Context, Effect, Exit, FiberRef, Metric, Option, Scope } from "effect"
+import { Cause, type Context, Effect, Exit, FiberRef, Metric, Option, Scope } from "effect"
 import type { Tracer } from "effect"
 import { WorkItemFailed } from "../Errors.js"
 import type { SupervisorEvent, WorkHandle } from "../Supervisor.js"

@@ -14,7 +14,7 @@ import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { ProcessTree, Step } from "@warden/testkit"
 import { ChildProcessTransport } from "@warden/transport"
-import { Duration, Effect, Exit, Schedule } from "effect"
+import { type Duration, Effect, Exit, Schedule } from "effect"
 import { Supervisor } from "../../src/index.js"
 import { item, withRealSupervisor } from "./support/RealSupervisor.js"
 

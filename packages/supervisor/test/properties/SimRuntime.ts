@@ -4,7 +4,7 @@
  * fire only when the driver advances it, one instant at a time, draining after each.
  */
 import type { Fiber } from "effect"
-import { Clock, Context, Duration, Effect, Exit, FiberRef, HashSet, Logger, Option, Random, Scheduler, Supervisor, Tracer } from "effect"
+import { Clock, type Context, Duration, Effect, Exit, FiberRef, HashSet, Logger, type Option, Random, Scheduler, Supervisor, type Tracer } from "effect"
 
 /** Runs fiber tasks on demand, in priority order, FIFO within a priority. */
 export class StepScheduler implements Scheduler.Scheduler {

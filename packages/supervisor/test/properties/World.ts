@@ -445,38 +445,37 @@ export class World {
 
   private prelude(): void {
     const setup = this.schedule.setup
-    const world = this
     // Every connection the slot makes (one, or one per restart): tagged (its fibers carry its
     // number), its writes seen, its peer trapping SIGTERM if the setup says so.
     const wrapped: Transport.TransportShape = {
       connect: Effect.suspend(() => {
-        const n = world.conns.length + world.newConns.length + 1
+        const n = this.conns.length + this.newConns.length + 1
         // The previous peer's log, kept before `memory.peer` moves on to the new one (its writer is gone).
-        const previous = world.newConns.at(-1) ?? world.conns.at(-1)
+        const previous = this.newConns.at(-1) ?? this.conns.at(-1)
         if (previous !== undefined) {
-          const log = world.memory.peer.writtenSoFar()
+          const log = this.memory.peer.writtenSoFar()
           previous.frames = () => log
         }
         return FiberRef.set(ConnectionTag, n).pipe(
-          Effect.zipRight(world.memory.transport.connect),
+          Effect.zipRight(this.memory.transport.connect),
           Effect.map((connection) => {
-            const conn = world.newConn(n, connection)
+            const conn = this.newConn(n, connection)
             return {
               ...connection,
               send: (frame: Frame) =>
                 Effect.suspend(() => {
-                  world.noteWrite(frame, connection.isOpen())
-                  return Effect.tap(connection.send(frame), () => world.noteAccepted(conn, frame))
+                  this.noteWrite(frame, connection.isOpen())
+                  return Effect.tap(connection.send(frame), () => this.noteAccepted(conn, frame))
                 }),
               trySend: (frame: Frame) => {
-                world.noteWrite(frame, connection.isOpen())
+                this.noteWrite(frame, connection.isOpen())
                 const sent = connection.trySend(frame)
-                if (sent === "queued") world.noteAccepted(conn, frame)
+                if (sent === "queued") this.noteAccepted(conn, frame)
                 return sent
               }
             }
           }),
-          Effect.tap(() => (setup.trapSigterm ? world.memory.peer.trapSigterm : Effect.void))
+          Effect.tap(() => (setup.trapSigterm ? this.memory.peer.trapSigterm : Effect.void))
         )
       })
     }
@@ -495,7 +494,7 @@ export class World {
     // The handler as an embedder might write it, per request: see HandlerScript. It is called in
     // its own fiber; whatever it does must cost its card only.
     const scripted = (card: Parameters<NonNullable<Approvals.ApprovalsConfig["handler"]>>[0]): unknown => {
-      const inst = world.latestById.get(card.requestId)
+      const inst = this.latestById.get(card.requestId)
       const script = inst?.script ?? "undecided"
       switch (script) {
         case "throw":
@@ -503,10 +502,10 @@ export class World {
         case "number":
           return 42
         case "promise":
-          world.promisesMade++
+          this.promisesMade++
           return Promise.resolve(Oracle.decisionFor(card.method, "rich"))
         case "reject": {
-          world.promisesMade++
+          this.promisesMade++
           const rejected = Promise.reject(new Error("the scripted handler's promise rejected"))
           rejected.catch(() => {}) // handled by the engine; this only keeps an early interrupt from leaving it unhandled
           return rejected
@@ -615,6 +614,7 @@ export class World {
   }
 
   private isOpen(): boolean {
+    // biome-ignore lint/complexity/useOptionalChain: the answer is a boolean, never undefined
     return this.inner !== undefined && this.inner.isOpen()
   }
 
@@ -1354,24 +1354,23 @@ export class World {
    * timer's callback: the card must still settle, and nothing else be affected).
    */
   private hostileTracer(): Tracer.Tracer {
-    const world = this
     let ids = 0
     return Tracer.make({
       span: (name, parent, context, links, startTime, kind) => {
-        if (name === "warden.card" && world.armed.cardSpan) {
-          world.armed.cardSpan = false
-          return world.inject("card span created", "the tracer threw creating a card's span", () => {
-            world.conn.readerDead = true
+        if (name === "warden.card" && this.armed.cardSpan) {
+          this.armed.cardSpan = false
+          return this.inject("card span created", "the tracer threw creating a card's span", () => {
+            this.conn.readerDead = true
           })
         }
         const onEnd = name === "warden.card"
           ? (span: SimSpan) => {
             const timedOut = span.attributes.get("warden.outcome") === "timeout"
-            if (world.armed.spanEnd || (world.armed.deadlineSpanEnd && timedOut)) {
-              const which = world.armed.spanEnd ? "card span ended" : "card span ended by the deadline timer"
-              if (world.armed.spanEnd) world.armed.spanEnd = false
-              else world.armed.deadlineSpanEnd = false
-              world.inject(which, `the tracer threw ending a card's span (${String(span.attributes.get("warden.outcome"))})`, () => {})
+            if (this.armed.spanEnd || (this.armed.deadlineSpanEnd && timedOut)) {
+              const which = this.armed.spanEnd ? "card span ended" : "card span ended by the deadline timer"
+              if (this.armed.spanEnd) this.armed.spanEnd = false
+              else this.armed.deadlineSpanEnd = false
+              this.inject(which, `the tracer threw ending a card's span (${String(span.attributes.get("warden.outcome"))})`, () => {})
             }
           }
           : undefined
