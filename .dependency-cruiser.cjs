@@ -61,7 +61,8 @@ module.exports = {
     {
       name: "approvals-below-the-engine",
       severity: "error",
-      comment: "The approvals engine is required by the supervisor; it never imports the supervisor, the ledger or the CLI.",
+      comment:
+        "The approvals engine is required by the supervisor; it never imports the supervisor, the ledger or the CLI.",
       from: { path: src("approvals") },
       to: { path: pkg("supervisor", "ledger", "cli") }
     },

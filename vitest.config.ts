@@ -4,7 +4,13 @@ import { defineConfig } from "vitest/config"
 // at most two test files run at once.
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "examples/test/**/*.test.ts", "bench/test/**/*.test.ts", "packaging/test/**/*.test.ts"],
+    include: [
+      "packages/*/test/**/*.test.ts",
+      "apps/*/test/**/*.test.ts",
+      "examples/test/**/*.test.ts",
+      "bench/test/**/*.test.ts",
+      "packaging/test/**/*.test.ts"
+    ],
     // The CLI compiled from the sources once per run, for the tests that start `warden` (scripts/test-bundle.mjs).
     // Event-loop stalls in the main process and in each worker are noted and printed at the end
     // (scripts/test-stalls.mjs).

@@ -78,7 +78,8 @@ const pass = (frame: string, itemStarted: string | undefined): Timing => {
   JsonCensus.census(frame, message)
   if (started !== undefined) JsonCensus.census(itemStarted!, started)
   const tc = nowMs()
-  const context: Card.CardContext = started !== undefined ? { fileChanges: Card.fileChangesOf(started.params.item) } : {}
+  const context: Card.CardContext =
+    started !== undefined ? { fileChanges: Card.fileChangesOf(started.params.item) } : {}
   const request = ServerRequests.decode(message.id, message.method, message.params)
   const t2 = nowMs()
   // Desk.open: the card's offers, then (summary on first read) rules and the safety filter
@@ -94,7 +95,8 @@ const verdictText = (v: Policy.Verdict) => (v._tag === "NoMatch" ? "no match" : 
 
 /** The verdict a shape must get; the benchmark refuses to report numbers for wrong answers. */
 const check = (shape: Adversarial.Shape, verdict: Policy.Verdict): void => {
-  const hidesPayload = shape.target === "shell" && (shape.command?.includes(Adversarial.Payload) ?? shape.name === "legacy-exec-argv")
+  const hidesPayload =
+    shape.target === "shell" && (shape.command?.includes(Adversarial.Payload) ?? shape.name === "legacy-exec-argv")
   if (hidesPayload && !(verdict._tag === "Deny" && verdict.ruleId === "no-rm")) {
     throw new Error(`adversarial frame ${shape.name}: expected a deny by no-rm, got ${JSON.stringify(verdict)}`)
   }
@@ -122,10 +124,13 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const frameBytes = options.quick ? 256 * 1024 : 16 * 1024 * 1024 - 4096
   const rounds = options.quick ? 1 : 3
   const lazy = Adversarial.lazyShapes({ frameBytes })
-  options.log(`adversarial frames: ${lazy.length} shapes of up to ${(frameBytes / 2 ** 20).toFixed(1)} MiB, ${rounds} rounds each`)
+  options.log(
+    `adversarial frames: ${lazy.length} shapes of up to ${(frameBytes / 2 ** 20).toFixed(1)} MiB, ${rounds} rounds each`
+  )
 
   // Warm-up (untimed): every path once on small frames, so the first shape does not pay the JIT.
-  for (const shape of Adversarial.shapes({ frameBytes: 64 * 1024, commandChars: 8 * 1024 })) pass(shape.frame, shape.itemStarted)
+  for (const shape of Adversarial.shapes({ frameBytes: 64 * 1024, commandChars: 8 * 1024 }))
+    pass(shape.frame, shape.itemStarted)
 
   const rows: Array<Row> = []
   const started = nowMs()
@@ -155,11 +160,14 @@ export const run = async (options: Options): Promise<BenchResult> => {
 
   // The normal mix: the approval requests of the frame-pipeline mix, through the same path.
   const mix = Mix.build(options.quick ? { threads: 4, turnsPerThread: 4 } : { threads: 8, turnsPerThread: 24 })
-  const requests = Buffer.from(mix.bytes).toString("utf8").split("\n").filter((line) => {
-    if (line.length === 0) return false
-    const frame = JSON.parse(line) as { id?: unknown; method?: unknown }
-    return frame.id !== undefined && typeof frame.method === "string"
-  })
+  const requests = Buffer.from(mix.bytes)
+    .toString("utf8")
+    .split("\n")
+    .filter((line) => {
+      if (line.length === 0) return false
+      const frame = JSON.parse(line) as { id?: unknown; method?: unknown }
+      return frame.id !== undefined && typeof frame.method === "string"
+    })
   const mixRounds = options.quick ? 3 : 10
   const perFrame: Array<Timing> = []
   const mixRoundUs: Array<number> = []
@@ -210,7 +218,12 @@ export const run = async (options: Options): Promise<BenchResult> => {
       worstTotalVsParse: (worstTotal.parseMs + beyondMedian(worstTotal)) / worstTotal.parseMs
     },
     targets: [
-      { name: `worst work beyond JSON.parse per frame (${worst.name}), ms`, target: `< ${TargetMs} ms`, value: round(worstBeyondMs, 3), met: worstBeyondMs < TargetMs },
+      {
+        name: `worst work beyond JSON.parse per frame (${worst.name}), ms`,
+        target: `< ${TargetMs} ms`,
+        value: round(worstBeyondMs, 3),
+        met: worstBeyondMs < TargetMs
+      },
       {
         name: `worst work beyond JSON.parse per 64 KB command (${worstCommand.name}), ms`,
         target: `< ${CommandTargetMs} ms`,
@@ -221,7 +234,21 @@ export const run = async (options: Options): Promise<BenchResult> => {
     tables: [
       {
         title: `Adversarial frames: ${rows.length} shapes of up to ${(frameBytes / 2 ** 20).toFixed(1)} MiB (commands ${Math.round(65_000 / 1000)} KB), ms per frame, median of ${rounds} rounds from a collected heap`,
-        columns: ["shape", "kind", "MiB", "JSON.parse (baseline)", "census + decode", "(census)", "offers + summary + rules + filter", "beyond parse", "min", "max", "total ÷ parse", "verdict", "filter"],
+        columns: [
+          "shape",
+          "kind",
+          "MiB",
+          "JSON.parse (baseline)",
+          "census + decode",
+          "(census)",
+          "offers + summary + rules + filter",
+          "beyond parse",
+          "min",
+          "max",
+          "total ÷ parse",
+          "verdict",
+          "filter"
+        ],
         rows: [...rows]
           .sort((a, b) => beyondMedian(b) - beyondMedian(a))
           .map((row) => [
@@ -244,8 +271,18 @@ export const run = async (options: Options): Promise<BenchResult> => {
         title: "The normal mix next to the worst adversarial frame (same path, same rules)",
         columns: ["frames", "per frame: JSON.parse", "beyond parse", "worst beyond parse"],
         rows: [
-          [`normal mix: ${requests.length} command approvals (golden transcripts), µs`, mixParseUs, mixBeyondUs, mixWorstBeyondMs * 1000],
-          [`adversarial: worst of ${rows.length} shapes (${worst.name}), µs`, worst.parseMs * 1000, worstBeyondMs * 1000, max(worst.beyond) * 1000]
+          [
+            `normal mix: ${requests.length} command approvals (golden transcripts), µs`,
+            mixParseUs,
+            mixBeyondUs,
+            mixWorstBeyondMs * 1000
+          ],
+          [
+            `adversarial: worst of ${rows.length} shapes (${worst.name}), µs`,
+            worst.parseMs * 1000,
+            worstBeyondMs * 1000,
+            max(worst.beyond) * 1000
+          ]
         ]
       }
     ],

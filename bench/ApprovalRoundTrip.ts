@@ -58,7 +58,8 @@ export const requestFrames = (threadId: string, turnId: string) => {
   const params = { ...template["params"], threadId, turnId, itemId: "call_bench" }
   return {
     request: (id: number) => encoder.encode(JSON.stringify({ method: template["method"], id, params }) + "\n"),
-    resolved: (id: number) => encoder.encode(JSON.stringify({ method: "serverRequest/resolved", params: { threadId, requestId: id } }) + "\n")
+    resolved: (id: number) =>
+      encoder.encode(JSON.stringify({ method: "serverRequest/resolved", params: { threadId, requestId: id } }) + "\n")
   }
 }
 
@@ -74,7 +75,8 @@ export const startWarden = async (options?: { readonly ledger?: boolean }): Prom
   const peer = BenchPeer.make()
   const scope = Effect.runSync(Scope.make())
   // The ledger is built first and closed last (as in the CLI).
-  const ledger = options?.ledger === true ? await Effect.runPromise(Scope.extend(Effect.orDie(BenchLedger.make), scope)) : undefined
+  const ledger =
+    options?.ledger === true ? await Effect.runPromise(Scope.extend(Effect.orDie(BenchLedger.make), scope)) : undefined
   const supervisor = await Effect.runPromise(
     Scope.extend(
       Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
@@ -199,7 +201,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     await withLedger.close()
   }
   const elapsedS = (nowMs() - started) / 1000
-  for (const [w, extra] of [[warden, profiledCards], [withLedger, 0]] as const) {
+  for (const [w, extra] of [
+    [warden, profiledCards],
+    [withLedger, 0]
+  ] as const) {
     if (w.answersAccepted() !== warmup + cards + extra) {
       throw new Error(`expected ${warmup + cards + extra} accept answers, the peer saw ${w.answersAccepted()}`)
     }
@@ -245,7 +250,12 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       ledgerOnVsOffMean: l.mean / w.mean
     },
     targets: [
-      { name: "p50 round trip, ratio vs plain callback", target: "<= 5x", value: round(w.p50 / p.p50, 3), met: w.p50 / p.p50 <= 5 },
+      {
+        name: "p50 round trip, ratio vs plain callback",
+        target: "<= 5x",
+        value: round(w.p50 / p.p50, 3),
+        met: w.p50 / p.p50 <= 5
+      },
       { name: "p99 round trip (ms)", target: "< 1 ms", value: round(w.p99 / 1000, 3), met: w.p99 < 1000 },
       { name: "p99 round trip, ledger on (ms)", target: "< 1 ms", value: round(l.p99 / 1000, 3), met: l.p99 < 1000 }
     ],
@@ -257,12 +267,30 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
           row("Warden (supervisor, desk, card race, writer)", w),
           row("Warden, ledger on (every card recorded)", l),
           row("plain-callback client (reference)", p),
-          ["Warden ÷ plain", ratioCell(w.p50 / p.p50), ratioCell(w.p90 / p.p90), ratioCell(w.p99 / p.p99), "", "", ratioCell(w.mean / p.mean)],
-          ["ledger on ÷ off", ratioCell(l.p50 / w.p50), ratioCell(l.p90 / w.p90), ratioCell(l.p99 / w.p99), ratioCell(l.p999 / w.p999), "", ratioCell(l.mean / w.mean)]
+          [
+            "Warden ÷ plain",
+            ratioCell(w.p50 / p.p50),
+            ratioCell(w.p90 / p.p90),
+            ratioCell(w.p99 / p.p99),
+            "",
+            "",
+            ratioCell(w.mean / p.mean)
+          ],
+          [
+            "ledger on ÷ off",
+            ratioCell(l.p50 / w.p50),
+            ratioCell(l.p90 / w.p90),
+            ratioCell(l.p99 / w.p99),
+            ratioCell(l.p999 / w.p999),
+            "",
+            ratioCell(l.mean / w.mean)
+          ]
         ]
       }
     ],
-    notes: [`Warden: ${Math.round(1e6 / w.mean).toLocaleString("en-US")} cards/s one at a time (mean ${w.mean.toFixed(0)} µs).`]
+    notes: [
+      `Warden: ${Math.round(1e6 / w.mean).toLocaleString("en-US")} cards/s one at a time (mean ${w.mean.toFixed(0)} µs).`
+    ]
   }
 }
 

@@ -36,7 +36,7 @@ const peer = () => {
   /** Open approval requests: id → the turn to complete once answered. */
   const open = new Map<number, { readonly threadId: string; readonly turnId: string }>()
   const program = (peer: MemoryTransport.Peer): Effect.Effect<void> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       while (true) {
         const [frames, done] = yield* peer.written.takeAll
         let out = ""
@@ -51,17 +51,53 @@ const peer = () => {
             open.delete(id!)
             const { threadId, turnId } = turn
             out += line({ method: "serverRequest/resolved", params: { threadId, requestId: id } })
-            out += line({ method: "item/completed", params: { threadId, turnId, item: { type: "commandExecution", id: "call_1", command: "echo hi", cwd: "/tmp/bench", status: "completed", aggregatedOutput: "hi\n", exitCode: 0 } } })
-            out += line({ method: "thread/tokenUsage/updated", params: { threadId, turnId, tokenUsage: { total: { totalTokens: 1200, inputTokens: 1000, outputTokens: 200 } } } })
-            out += line({ method: "item/completed", params: { threadId, turnId, item: { type: "agentMessage", id: "msg_2", text: "done" } } })
-            out += line({ method: "turn/completed", params: { threadId, turn: { id: turnId, status: "completed", items: [], error: null } } })
+            out += line({
+              method: "item/completed",
+              params: {
+                threadId,
+                turnId,
+                item: {
+                  type: "commandExecution",
+                  id: "call_1",
+                  command: "echo hi",
+                  cwd: "/tmp/bench",
+                  status: "completed",
+                  aggregatedOutput: "hi\n",
+                  exitCode: 0
+                }
+              }
+            })
+            out += line({
+              method: "thread/tokenUsage/updated",
+              params: {
+                threadId,
+                turnId,
+                tokenUsage: { total: { totalTokens: 1200, inputTokens: 1000, outputTokens: 200 } }
+              }
+            })
+            out += line({
+              method: "item/completed",
+              params: { threadId, turnId, item: { type: "agentMessage", id: "msg_2", text: "done" } }
+            })
+            out += line({
+              method: "turn/completed",
+              params: { threadId, turn: { id: turnId, status: "completed", items: [], error: null } }
+            })
             completed++
             continue
           }
           if (id === undefined) continue // initialized
           switch (method) {
             case "initialize":
-              out += line({ id, result: { userAgent: "bench-peer/0.171.0", codexHome: "/tmp/bench", platformFamily: "unix", platformOs: "linux" } })
+              out += line({
+                id,
+                result: {
+                  userAgent: "bench-peer/0.171.0",
+                  codexHome: "/tmp/bench",
+                  platformFamily: "unix",
+                  platformOs: "linux"
+                }
+              })
               break
             case "thread/start": {
               const thread = { id: `thr_${++threads}`, preview: "", ephemeral: false }
@@ -75,10 +111,41 @@ const peer = () => {
               const turn = { id: turnId, status: "inProgress", items: [], error: null }
               out += line({ id, result: { turn } })
               out += line({ method: "turn/started", params: { threadId, turn } })
-              out += line({ method: "item/started", params: { threadId, turnId, item: { type: "agentMessage", id: "msg_1", text: "" } } })
-              for (let i = 0; i < 8; i++) out += line({ method: "item/agentMessage/delta", params: { threadId, turnId, itemId: "msg_1", delta: `word ${i} ` } })
-              out += line({ method: "item/completed", params: { threadId, turnId, item: { type: "agentMessage", id: "msg_1", text: "word 0 word 1 word 2 word 3 word 4 word 5 word 6 word 7" } } })
-              out += line({ method: "item/started", params: { threadId, turnId, item: { type: "commandExecution", id: "call_1", command: "echo hi", cwd: "/tmp/bench", status: "inProgress" } } })
+              out += line({
+                method: "item/started",
+                params: { threadId, turnId, item: { type: "agentMessage", id: "msg_1", text: "" } }
+              })
+              for (let i = 0; i < 8; i++)
+                out += line({
+                  method: "item/agentMessage/delta",
+                  params: { threadId, turnId, itemId: "msg_1", delta: `word ${i} ` }
+                })
+              out += line({
+                method: "item/completed",
+                params: {
+                  threadId,
+                  turnId,
+                  item: {
+                    type: "agentMessage",
+                    id: "msg_1",
+                    text: "word 0 word 1 word 2 word 3 word 4 word 5 word 6 word 7"
+                  }
+                }
+              })
+              out += line({
+                method: "item/started",
+                params: {
+                  threadId,
+                  turnId,
+                  item: {
+                    type: "commandExecution",
+                    id: "call_1",
+                    command: "echo hi",
+                    cwd: "/tmp/bench",
+                    status: "inProgress"
+                  }
+                }
+              })
               const requestId = ++serverIds
               open.set(requestId, { threadId, turnId })
               out += line({
@@ -100,7 +167,11 @@ const peer = () => {
         if (done) return
       }
     })
-  return { memory: MemoryTransport.make({ keepLog: false, program }), completed: () => completed, open: () => open.size }
+  return {
+    memory: MemoryTransport.make({ keepLog: false, program }),
+    completed: () => completed,
+    open: () => open.size
+  }
 }
 
 export const run = async (options: Options): Promise<BenchResult> => {
@@ -113,25 +184,35 @@ export const run = async (options: Options): Promise<BenchResult> => {
   try {
     const supervisor = await Effect.runPromise(
       Scope.extend(
-        Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(Effect.provide(bench.memory.layer)),
+        Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
+          Effect.provide(bench.memory.layer)
+        ),
         scope
       )
     )
     await Effect.runPromise(supervisor.ready)
     const heap0 = await heapAfterGc()
     let t = nowMs()
-    for (let done = 0; done < total;) {
+    for (let done = 0; done < total; ) {
       await Effect.runPromise(
-        Effect.forEach(Array.from({ length: every }, (_, i) => done + i), (i) =>
-          Effect.flatMap(supervisor.run({ id: i, prompt: `turn ${i}`, cwd: "/tmp/bench" }), (result) =>
-            result.status === "completed" ? Effect.void : Effect.die(new Error(`work item ${i} ended ${result.status}`))), { discard: true })
+        Effect.forEach(
+          Array.from({ length: every }, (_, i) => done + i),
+          (i) =>
+            Effect.flatMap(supervisor.run({ id: i, prompt: `turn ${i}`, cwd: "/tmp/bench" }), (result) =>
+              result.status === "completed"
+                ? Effect.void
+                : Effect.die(new Error(`work item ${i} ended ${result.status}`))
+            ),
+          { discard: true }
+        )
       )
       done += every
       const ms = nowMs() - t
       checkpoints.push({ turns: done, heap: await heapAfterGc(), ms })
       t = nowMs()
     }
-    if (bench.completed() !== total || bench.open() !== 0) throw new Error(`flat memory: ${bench.completed()}/${total} turns completed, ${bench.open()} requests open`)
+    if (bench.completed() !== total || bench.open() !== 0)
+      throw new Error(`flat memory: ${bench.completed()}/${total} turns completed, ${bench.open()} requests open`)
     const first = checkpoints[0]!
     const last = checkpoints[checkpoints.length - 1]!
     const ratio = last.heap / first.heap
@@ -140,7 +221,13 @@ export const run = async (options: Options): Promise<BenchResult> => {
     return {
       name: "flatMemory",
       title: "9. Flat memory under a long run",
-      params: { turns: total, checkpointEvery: every, cardsPerTurn: 1, handler: "() => Effect.succeed(Decision.Accept)", peerLog: "off" },
+      params: {
+        turns: total,
+        checkpointEvery: every,
+        cardsPerTurn: 1,
+        handler: "() => Effect.succeed(Decision.Accept)",
+        peerLog: "off"
+      },
       metrics: {
         heapConnectedMiB: mib(heap0),
         heapAfterFirstMiB: mib(first.heap),
@@ -162,7 +249,10 @@ export const run = async (options: Options): Promise<BenchResult> => {
         {
           title: `Heap after full collections, every ${every.toLocaleString("en-US")} turns (one work item, one turn, one card each)`,
           columns: ["turns", "heap MiB", "÷ first checkpoint", "ms per turn in the block"],
-          rows: [["connected, before the first turn", mib(heap0), "", ""], ...checkpoints.map((c) => [c.turns, mib(c.heap), `${(c.heap / first.heap).toFixed(3)}x`, c.ms / every])]
+          rows: [
+            ["connected, before the first turn", mib(heap0), "", ""],
+            ...checkpoints.map((c) => [c.turns, mib(c.heap), `${(c.heap / first.heap).toFixed(3)}x`, c.ms / every])
+          ]
         }
       ],
       notes: [

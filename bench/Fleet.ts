@@ -47,7 +47,9 @@ const bundleDriver = async (dir: string): Promise<string> => {
     outfile,
     logLevel: "error",
     // Bundled CommonJS dependencies (ajv, yaml) may call require().
-    banner: { js: "import { createRequire as __warden_cr } from 'node:module'; const require = __warden_cr(import.meta.url);" }
+    banner: {
+      js: "import { createRequire as __warden_cr } from 'node:module'; const require = __warden_cr(import.meta.url);"
+    }
   })
   return outfile
 }
@@ -75,18 +77,33 @@ const runDriver = (bundle: string, input: DriverInput, profile: string | undefin
 const once = (bundle: string, items: number, profile: string | undefined): Promise<DriverOutput> =>
   Effect.runPromise(
     Effect.scoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const lanes: Record<string, ReadonlyArray<typeof Step.Step.Encoded>> = {}
         for (let i = 0; i < items; i++) {
           lanes[`t${i}`] = [
-            Step.execCommand({ cmd: `echo fleet-${i}`, escalated: true, justification: "the fleet benchmark needs one approval" }),
+            Step.execCommand({
+              cmd: `echo fleet-${i}`,
+              escalated: true,
+              justification: "the fleet benchmark needs one approval"
+            }),
             Step.message(`item ${i} done.`)
           ] as never
         }
         const model = yield* ScriptedModel.make({ lanes })
         const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
         return yield* Effect.promise(() =>
-          runDriver(bundle, { items, command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd, workspace: launch.workspace }, profile)
+          runDriver(
+            bundle,
+            {
+              items,
+              command: launch.command,
+              args: launch.args,
+              env: launch.env,
+              cwd: launch.cwd,
+              workspace: launch.workspace
+            },
+            profile
+          )
         )
       })
     )
@@ -118,7 +135,13 @@ export const run = async (options: Options): Promise<BenchResult> => {
   return {
     name: "fleet",
     title: "6. Fleet on one real app-server",
-    params: { items, runs, codex, turn: "exec_command (escalated) → approval accepted by a handler → message", window: "first submit → last item finished" },
+    params: {
+      items,
+      runs,
+      codex,
+      turn: "exec_command (escalated) → approval accepted by a handler → message",
+      window: "first submit → last item finished"
+    },
     metrics: {
       wardenCpuMsMedian: median(outputs.map((o) => o.wardenCpuMs)),
       codexCpuMsMedian: median(outputs.map((o) => o.codexCpuMs)),
@@ -129,14 +152,43 @@ export const run = async (options: Options): Promise<BenchResult> => {
     },
     ratios: { wardenCpuVsCodexCpu: ratio, wardenCpuVsCodexCpuMin: min(ratios), wardenCpuVsCodexCpuMax: max(ratios) },
     targets: [
-      { name: `fleet of ${items}: Warden CPU ÷ codex CPU`, target: "≤ 0.10", value: round(ratio, 3), met: ratio <= 0.1 && allSettled, spread: { min: min(ratios), max: max(ratios), runs } },
-      { name: `fleet of ${items}: items completed and cards accepted, fewest of the runs`, target: `${items} each`, value: Math.min(...outputs.map((o) => Math.min(o.completed, o.accepted))), met: allSettled }
+      {
+        name: `fleet of ${items}: Warden CPU ÷ codex CPU`,
+        target: "≤ 0.10",
+        value: round(ratio, 3),
+        met: ratio <= 0.1 && allSettled,
+        spread: { min: min(ratios), max: max(ratios), runs }
+      },
+      {
+        name: `fleet of ${items}: items completed and cards accepted, fewest of the runs`,
+        target: `${items} each`,
+        value: Math.min(...outputs.map((o) => Math.min(o.completed, o.accepted))),
+        met: allSettled
+      }
     ],
     tables: [
       {
         title: `${items} threads at once on one codex ${codex}, one approval each; ${runs} run(s)`,
-        columns: ["run", "completed", "accepted", "Warden CPU ms", "codex CPU ms", "Warden ÷ codex", "Warden CPU ms per item", "wall ms"],
-        rows: outputs.map((o, i) => [i + 1, o.completed, o.accepted, o.wardenCpuMs, o.codexCpuMs, ratioCell(o.wardenCpuMs / o.codexCpuMs), o.wardenCpuMs / items, o.wallMs])
+        columns: [
+          "run",
+          "completed",
+          "accepted",
+          "Warden CPU ms",
+          "codex CPU ms",
+          "Warden ÷ codex",
+          "Warden CPU ms per item",
+          "wall ms"
+        ],
+        rows: outputs.map((o, i) => [
+          i + 1,
+          o.completed,
+          o.accepted,
+          o.wardenCpuMs,
+          o.codexCpuMs,
+          ratioCell(o.wardenCpuMs / o.codexCpuMs),
+          o.wardenCpuMs / items,
+          o.wallMs
+        ])
       }
     ],
     notes: [

@@ -79,7 +79,7 @@ export const wardenRunner = async (
   const peer = BenchPeer.make()
   const { routes, server, ledger } = await Effect.runPromise(
     Scope.extend(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Built first, closed last (as in the CLI).
         const ledger = options?.ledger === true ? yield* Effect.orDie(BenchLedger.make) : undefined
         const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
@@ -88,7 +88,13 @@ export const wardenRunner = async (
           yield* ledger.run.attach({ subscribe: PubSub.subscribe(none), subscribeApprovals: approvals.subscribe })
         }
         const connection = yield* peer.memory.transport.connect
-        const server = yield* AppServerConnection.make(connection, approvals, undefined, () => {}, options.telemetry === true ? { readLoopLag: true } : undefined)
+        const server = yield* AppServerConnection.make(
+          connection,
+          approvals,
+          undefined,
+          () => {},
+          options.telemetry === true ? { readLoopLag: true } : undefined
+        )
         const traceParent = options.telemetry === true ? yield* Effect.makeSpan("bench.thread") : undefined
         const routes: Array<ThreadRoute.ThreadRoute> = []
         for (const threadId of mix.threadIds) {
@@ -144,12 +150,12 @@ export const wardenRunner = async (
     answers: peer.answers,
     ...(ledger !== undefined
       ? {
-        after: async () => {
-          const t0 = nowMs()
-          await Effect.runPromise(ledger.flush)
-          return nowMs() - t0
+          after: async () => {
+            const t0 = nowMs()
+            await Effect.runPromise(ledger.flush)
+            return nowMs() - t0
+          }
         }
-      }
       : {})
   }
 }
@@ -182,7 +188,9 @@ export const baselineRunner = (mix: Mix.Mix): Runner => {
       written.length = 0
       await feed(mix.chunks, (chunk) => client.onData(chunk))
       if (routed !== mix.threadNotifications || written.length !== mix.requests) {
-        throw new Error(`baseline pass incomplete: routed ${routed}/${mix.threadNotifications}, answers ${written.length}/${mix.requests}`)
+        throw new Error(
+          `baseline pass incomplete: routed ${routed}/${mix.threadNotifications}, answers ${written.length}/${mix.requests}`
+        )
       }
       for (const inbox of inboxes.values()) inbox.length = 0
       connectionEvents.length = 0
@@ -201,13 +209,17 @@ export const rawRunner = (mix: Mix.Mix, make: typeof rawLimit = rawLimit): Runne
 })
 
 const runOnce = async (options: Options): Promise<BenchResult> => {
-  const shape = options.quick ? { threads: 4, turnsPerThread: 4, largeDiffEvery: 4 } : { threads: 8, turnsPerThread: 24 }
+  const shape = options.quick
+    ? { threads: 4, turnsPerThread: 4, largeDiffEvery: 4 }
+    : { threads: 8, turnsPerThread: 24 }
   const mix = Mix.build(shape)
   // The same turns without their approval requests: how much of the difference the cards make.
   const quiet = Mix.build({ ...shape, withoutRequests: true })
   const rounds = options.quick ? 3 : 12
   const warmups = options.quick ? 1 : 2
-  options.log(`frame pipeline: ${mix.frames} frames, ${(mix.bytes.length / 2 ** 20).toFixed(1)} MiB, ${mix.chunks.length} chunks; ${rounds} rounds`)
+  options.log(
+    `frame pipeline: ${mix.frames} frames, ${(mix.bytes.length / 2 ** 20).toFixed(1)} MiB, ${mix.chunks.length} chunks; ${rounds} rounds`
+  )
 
   const runners: Record<Contender, Runner> = {
     warden: await wardenRunner(mix),
@@ -219,7 +231,15 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     baselineQuiet: baselineRunner(quiet)
   }
   const mixOf = (c: Contender) => (c === "wardenQuiet" || c === "baselineQuiet" ? quiet : mix)
-  const order: ReadonlyArray<Contender> = ["warden", "wardenLedger", "baseline", "raw", "rawBytes", "wardenQuiet", "baselineQuiet"]
+  const order: ReadonlyArray<Contender> = [
+    "warden",
+    "wardenLedger",
+    "baseline",
+    "raw",
+    "rawBytes",
+    "wardenQuiet",
+    "baselineQuiet"
+  ]
   const times = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
   const cpu = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
   /** The ledger's writer after a pass: ms until everything the pass recorded was written. */
@@ -269,8 +289,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const ledgerWithFlushMs = times.wardenLedger.map((ms, i) => ms + (flushMs[i] ?? 0))
   const ledgerOnVsOffWithFlush = median(times.warden) / median(ledgerWithFlushMs)
   // What the cards add to a pass, per card (both mixes differ by the requests and their resolutions).
-  const perCardUs = ((median(times.warden) - median(times.wardenQuiet)) -
-    (median(times.baseline) - median(times.baselineQuiet))) * 1000 / mix.requests
+  const perCardUs =
+    ((median(times.warden) - median(times.wardenQuiet) - (median(times.baseline) - median(times.baselineQuiet))) *
+      1000) /
+    mix.requests
 
   const kinds = Object.entries(mix.byKind).sort((a, b) => b[1].frames - a[1].frames)
   const label: Record<Contender, string> = {
@@ -330,9 +352,19 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       ledgerOnVsOffWithFlush
     },
     targets: [
-      { name: "ratio vs plain-callback baseline", target: ">= 1.0x", value: round(vsBaseline, 3), met: vsBaseline >= 1 },
+      {
+        name: "ratio vs plain-callback baseline",
+        target: ">= 1.0x",
+        value: round(vsBaseline, 3),
+        met: vsBaseline >= 1
+      },
       { name: "ratio vs raw limit", target: ">= 0.5x", value: round(vsRaw, 3), met: vsRaw >= 0.5 },
-      { name: "ledger on ÷ off (read loop)", target: ">= 0.9x", value: round(ledgerOnVsOff, 3), met: ledgerOnVsOff >= 0.9 }
+      {
+        name: "ledger on ÷ off (read loop)",
+        target: ">= 0.9x",
+        value: round(ledgerOnVsOff, 3),
+        met: ledgerOnVsOff >= 0.9
+      }
     ],
     tables: [
       {
@@ -351,17 +383,39 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       },
       {
         title: `The ledger's cost: the same mix with a ledger recording every card (${mix.requests} cards opened and settled), SQLite in a temp file`,
-        columns: ["reader", "frames/s (median)", "pass ms", "writer after the pass, ms", "ledger on ÷ off", "same, CPU time", "pass + writer, on ÷ off"],
+        columns: [
+          "reader",
+          "frames/s (median)",
+          "pass ms",
+          "writer after the pass, ms",
+          "ledger on ÷ off",
+          "same, CPU time",
+          "pass + writer, on ÷ off"
+        ],
         rows: [
           [label.warden, med("warden"), median(times.warden), "", "", "", ""],
-          [label.wardenLedger, med("wardenLedger"), median(times.wardenLedger), median(flushMs), ratioCell(ledgerOnVsOff), ratioCell(ledgerOnVsOffCpu), ratioCell(ledgerOnVsOffWithFlush)]
+          [
+            label.wardenLedger,
+            med("wardenLedger"),
+            median(times.wardenLedger),
+            median(flushMs),
+            ratioCell(ledgerOnVsOff),
+            ratioCell(ledgerOnVsOffCpu),
+            ratioCell(ledgerOnVsOffWithFlush)
+          ]
         ]
       },
       {
         title: `Where the difference is: the same turns without their ${mix.requests} approval requests (${quiet.frames.toLocaleString("en-US")} frames)`,
         columns: ["reader", "frames/s (median)", "pass ms", "Warden ÷ baseline", "same, CPU time"],
         rows: [
-          [label.wardenQuiet, med("wardenQuiet"), median(times.wardenQuiet), ratioCell(quietVsBaseline), ratioCell(cpuFps("wardenQuiet") / cpuFps("baselineQuiet"))],
+          [
+            label.wardenQuiet,
+            med("wardenQuiet"),
+            median(times.wardenQuiet),
+            ratioCell(quietVsBaseline),
+            ratioCell(cpuFps("wardenQuiet") / cpuFps("baselineQuiet"))
+          ],
           [label.baselineQuiet, med("baselineQuiet"), median(times.baselineQuiet), "", ""],
           [`≈ what one card costs Warden beyond the baseline's callback, µs`, perCardUs, "", "", ""]
         ]

@@ -35,7 +35,7 @@ interface Run {
 }
 
 /** A fresh model and codex home for one run (removed when the scope closes). */
-const fixture: Effect.Effect<RealCodex.Launch, unknown, Scope.Scope> = Effect.gen(function*() {
+const fixture: Effect.Effect<RealCodex.Launch, unknown, Scope.Scope> = Effect.gen(function* () {
   const model = yield* ScriptedModel.make([
     Step.execCommand({ cmd: "echo warden-bench", escalated: true, justification: "the benchmark needs one approval" }),
     Step.message("The command ran; done.")
@@ -44,10 +44,12 @@ const fixture: Effect.Effect<RealCodex.Launch, unknown, Scope.Scope> = Effect.ge
 })
 
 const throughWarden = (launch: RealCodex.Launch): Effect.Effect<Run, unknown, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const started = nowMs()
     const supervisor = yield* Supervisor.make({ approvals: { handler: () => Effect.succeed(Decision.Accept) } }).pipe(
-      Effect.provide(ChildProcessTransport.layer({ command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd }))
+      Effect.provide(
+        ChildProcessTransport.layer({ command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd })
+      )
     )
     const approvals = yield* supervisor.subscribeApprovals
     yield* supervisor.ready
@@ -55,9 +57,13 @@ const throughWarden = (launch: RealCodex.Launch): Effect.Effect<Run, unknown, Sc
     const result = yield* supervisor.run({ prompt: PROMPT, cwd: launch.workspace, sandbox: "workspace-write" })
     const totalMs = nowMs() - started
     const events = Array.from(yield* Queue.takeAll(approvals)) as Array<ApprovalEvent.ApprovalEvent>
-    const accepted = events.filter((e) => e._tag === "CardSettled" && e.settlement.outcome === "accepted" && e.settlement.written).length
+    const accepted = events.filter(
+      (e) => e._tag === "CardSettled" && e.settlement.outcome === "accepted" && e.settlement.written
+    ).length
     if (result.status !== "completed" || accepted !== 1) {
-      return yield* Effect.fail(new Error(`Warden run: turn ${result.status}, ${accepted} approvals accepted (expected completed, 1)`))
+      return yield* Effect.fail(
+        new Error(`Warden run: turn ${result.status}, ${accepted} approvals accepted (expected completed, 1)`)
+      )
     }
     return { readyMs, totalMs }
   })
@@ -110,7 +116,12 @@ export const run = async (options: Options): Promise<BenchResult> => {
   return {
     name: "realCodexOverhead",
     title: "4. Real codex overhead",
-    params: { runs, warmups, codex: await Effect.runPromise(RealCodex.version), turn: "exec_command (escalated) → approval accepted → message" },
+    params: {
+      runs,
+      warmups,
+      codex: await Effect.runPromise(RealCodex.version),
+      turn: "exec_command (escalated) → approval accepted → message"
+    },
     metrics: {
       wardenTotalMsMedian: median(total(warden)),
       directTotalMsMedian: median(total(plain)),
@@ -121,12 +132,26 @@ export const run = async (options: Options): Promise<BenchResult> => {
       overheadPercent: overheadPct
     },
     ratios: { wardenVsDirect: ratio, wardenVsDirectAfterInitialize: workRatio },
-    targets: [{ name: "overhead vs direct driver (%)", target: "< 5 %", value: round(overheadPct, 3), met: overheadPct < 5 }],
+    targets: [
+      { name: "overhead vs direct driver (%)", target: "< 5 %", value: round(overheadPct, 3), met: overheadPct < 5 }
+    ],
     tables: [
       {
         title: `Real codex (${await Effect.runPromise(RealCodex.version)}), one scripted turn with one approval, spawn to turn completed; median of ${runs} runs each, alternating`,
-        columns: ["driver", "total ms (median)", "min", "max", "spawn → initialize ms", "initialize → turn completed ms", "total ÷ direct", "after initialize ÷ direct"],
-        rows: [row("Warden (Supervisor + ChildProcessTransport)", warden), row("direct driver (child_process + readline)", plain)]
+        columns: [
+          "driver",
+          "total ms (median)",
+          "min",
+          "max",
+          "spawn → initialize ms",
+          "initialize → turn completed ms",
+          "total ÷ direct",
+          "after initialize ÷ direct"
+        ],
+        rows: [
+          row("Warden (Supervisor + ChildProcessTransport)", warden),
+          row("direct driver (child_process + readline)", plain)
+        ]
       }
     ],
     notes: [

@@ -70,7 +70,8 @@ const until = async (what: string, done: () => boolean, describe: () => string):
 /** Cut a byte stream into pipe-sized chunks. */
 const chunked = (bytes: Uint8Array): Array<Uint8Array> => {
   const chunks: Array<Uint8Array> = []
-  for (let at = 0; at < bytes.length; at += CHUNK_BYTES) chunks.push(bytes.subarray(at, Math.min(bytes.length, at + CHUNK_BYTES)))
+  for (let at = 0; at < bytes.length; at += CHUNK_BYTES)
+    chunks.push(bytes.subarray(at, Math.min(bytes.length, at + CHUNK_BYTES)))
   return chunks
 }
 
@@ -95,9 +96,13 @@ const heapOfWaitingCallers = async (count: number): Promise<number> => {
   const before = await heapAfterGc()
   const callers: Array<Promise<Either.Either<never, string>>> = new Array(count)
   for (let i = 0; i < count; i++) {
-    callers[i] = Effect.runPromise(Effect.either(Effect.async<never, string>((resume) => {
-      resumes[i] = resume
-    })))
+    callers[i] = Effect.runPromise(
+      Effect.either(
+        Effect.async<never, string>((resume) => {
+          resumes[i] = resume
+        })
+      )
+    )
   }
   const after = await heapAfterGc()
   for (const resume of resumes) resume(Effect.fail("released"))
@@ -118,7 +123,9 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.runPromise(Scope.extend(effect, scope))
   try {
     const supervisor = await run(
-      Supervisor.make({ concurrency: threads + 1, restart: { policy: "fail", maxAttempts: 0 } }).pipe(Effect.provide(peer.memory.layer))
+      Supervisor.make({ concurrency: threads + 1, restart: { policy: "fail", maxAttempts: 0 } }).pipe(
+        Effect.provide(peer.memory.layer)
+      )
     )
     await Effect.runPromise(supervisor.ready)
 
@@ -155,10 +162,18 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
 
     // 1. Threads.
     const t1 = nowMs()
-    const handles = await run(Effect.forEach(Array.from({ length: threads }, (_, i) => i), (i) =>
-      supervisor.start({ id: i, prompt: `bench thread ${i}`, cwd: "/tmp/bench" })))
+    const handles = await run(
+      Effect.forEach(
+        Array.from({ length: threads }, (_, i) => i),
+        (i) => supervisor.start({ id: i, prompt: `bench thread ${i}`, cwd: "/tmp/bench" })
+      )
+    )
     const threadIds = await Effect.runPromise(Effect.forEach(handles, (h) => h.threadId))
-    await until("every turn to start", () => peer.turnsStarted() >= threads, () => `${peer.turnsStarted()}/${threads} turns`)
+    await until(
+      "every turn to start",
+      () => peer.turnsStarted() >= threads,
+      () => `${peer.turnsStarted()}/${threads} turns`
+    )
     const threadsMs = nowMs() - t1
     const heap1 = await heapAfterGc()
     await snapshot("1-threads")
@@ -171,7 +186,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       const parts: Array<Uint8Array> = []
       let id = 1_000_000
       for (let k = 0; k < cardsPerThread; k++) {
-        for (const threadId of threadIds) parts.push(requestFrames(threadId, peer.turnOf(threadId) ?? "turn_?").request(id++))
+        for (const threadId of threadIds)
+          parts.push(requestFrames(threadId, peer.turnOf(threadId) ?? "turn_?").request(id++))
       }
       const stream = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
       let at = 0
@@ -187,9 +203,14 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       Effect.runSync(peer.memory.peer.sendRaw(chunks.shift()!))
       await macrotask()
     }
-    await until("every card to open", () => counts.opened >= cards, () => `${counts.opened}/${cards} opened, ${counts.settled} settled`)
+    await until(
+      "every card to open",
+      () => counts.opened >= cards,
+      () => `${counts.opened}/${cards} opened, ${counts.settled} settled`
+    )
     const openMs = nowMs() - t2
-    if (counts.settled !== 0) throw new Error(`scale: ${counts.settled} cards settled before the failure (expected all open)`)
+    if (counts.settled !== 0)
+      throw new Error(`scale: ${counts.settled} cards settled before the failure (expected all open)`)
     const openCards = (await Effect.runPromise(supervisor.inbox.open)).length
     if (openCards !== cards) throw new Error(`scale: ${openCards} open cards in the inbox, expected ${cards}`)
     const heap2 = await heapAfterGc()
@@ -197,7 +218,11 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
 
     // 3. Requests of ours in flight: one turn/steer per work item, never answered.
     const steers = handles.map((h) => Effect.runPromise(Effect.either(h.steer("bench steer"))))
-    await until("every steer to reach the peer", () => peer.silent("turn/steer") >= threads, () => `${peer.silent("turn/steer")}/${threads}`)
+    await until(
+      "every steer to reach the peer",
+      () => peer.silent("turn/steer") >= threads,
+      () => `${peer.silent("turn/steer")}/${threads}`
+    )
     const heap3 = await heapAfterGc()
     await snapshot("3-requests")
     const steerLog = (await heapOfLog(peer.memory.peer.writtenSoFar())) - threadLog
@@ -245,8 +270,12 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     const heap4 = await heapAfterGc()
     await snapshot("4-failed")
 
-    const verified = counts.connectionLost === cards && counts.otherOutcomes === 0 && steersConnectionLost === threads &&
-      stillOpen === 0 && itemsFailed === threads
+    const verified =
+      counts.connectionLost === cards &&
+      counts.otherOutcomes === 0 &&
+      steersConnectionLost === threads &&
+      stillOpen === 0 &&
+      itemsFailed === threads
     if (!verified) {
       throw new Error(
         `scale: after the exit, ${counts.connectionLost}/${cards} cards settled connection-lost (${counts.otherOutcomes} otherwise), ` +
@@ -263,7 +292,13 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     return {
       name: "scale",
       title: "3. Scale on one connection",
-      params: { threads, cards, pendingRequests: threads, chunkBytes: CHUNK_BYTES, handler: "none (cards wait for a person)" },
+      params: {
+        threads,
+        cards,
+        pendingRequests: threads,
+        chunkBytes: CHUNK_BYTES,
+        handler: "none (cards wait for a person)"
+      },
       metrics: {
         heapPerIdleThreadBytes: perThread,
         heapPerOpenCardBytes: perCard,
@@ -287,10 +322,25 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       },
       ratios: {},
       targets: [
-        { name: "peer exit → every card settled, engine clock (ms)", target: "<= 100 ms", value: round(engineSettledMs, 3), met: engineSettledMs <= 100 },
-        { name: "peer exit → every settlement seen and every caller failed, caller's clock (ms)", target: "<= 100 ms", value: round(settleMs, 3), met: settleMs <= 100 },
+        {
+          name: "peer exit → every card settled, engine clock (ms)",
+          target: "<= 100 ms",
+          value: round(engineSettledMs, 3),
+          met: engineSettledMs <= 100
+        },
+        {
+          name: "peer exit → every settlement seen and every caller failed, caller's clock (ms)",
+          target: "<= 100 ms",
+          value: round(settleMs, 3),
+          met: settleMs <= 100
+        },
         { name: "heap per open card (KiB)", target: "<= 2 KiB", value: round(kib(perCard), 3), met: kib(perCard) <= 2 },
-        { name: "heap per idle thread (KiB)", target: "<= 16 KiB", value: round(kib(perThread), 3), met: kib(perThread) <= 16 },
+        {
+          name: "heap per idle thread (KiB)",
+          target: "<= 16 KiB",
+          value: round(kib(perThread), 3),
+          met: kib(perThread) <= 16
+        },
         {
           name: "heap per pending request, Warden's part (KiB)",
           target: "<= 4 KiB",
@@ -306,7 +356,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
             ["heap per idle thread (work item, route, runner, turn), KiB", kib(perThread)],
             ["heap per open card (desk, inbox, view and summary, deadline entry), KiB", kib(perCard)],
             ["heap per pending request of ours, with its caller (`runPromise(either(steer))`), KiB", kib(perRequest)],
-            ["heap per caller of the same shape waiting on nothing (an `Effect.async`, no canceler), KiB", kib(perCaller)],
+            [
+              "heap per caller of the same shape waiting on nothing (an `Effect.async`, no canceler), KiB",
+              kib(perCaller)
+            ],
             ["heap per pending request, Warden's part (the difference), KiB", kib(perRequestWarden)],
             [`start ${threads.toLocaleString("en-US")} threads (thread/start + turn/start each), ms`, threadsMs],
             [`open ${cards.toLocaleString("en-US")} cards (${chunkCount} chunks of 64 KiB), ms`, openMs],
@@ -315,7 +368,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
             ["peer exit → ... and every caller of a pending request has seen ConnectionLost, ms", settleMs],
             ["peer exit → event loop free again (card scopes closed, timers cancelled), ms", quietMs],
             ["peer exit → every work item ended (failed), ms", itemsMs],
-            ["heap: connected / +threads / +cards / +requests / after the failure, MiB", `${(heap0 / 2 ** 20).toFixed(1)} / ${(heap1 / 2 ** 20).toFixed(1)} / ${(heap2 / 2 ** 20).toFixed(1)} / ${(heap3 / 2 ** 20).toFixed(1)} / ${(heap4 / 2 ** 20).toFixed(1)}`]
+            [
+              "heap: connected / +threads / +cards / +requests / after the failure, MiB",
+              `${(heap0 / 2 ** 20).toFixed(1)} / ${(heap1 / 2 ** 20).toFixed(1)} / ${(heap2 / 2 ** 20).toFixed(1)} / ${(heap3 / 2 ** 20).toFixed(1)} / ${(heap4 / 2 ** 20).toFixed(1)}`
+            ]
           ]
         }
       ],

@@ -59,7 +59,8 @@ const build = () => {
     encoding: "utf8"
   })
   if (built.status !== 0) throw new Error(`startup: building the CLI failed (exit ${built.status}): ${built.stderr}`)
-  for (const file of [bin, bundle]) if (!Fs.existsSync(file)) throw new Error(`startup: ${file} is missing after the build`)
+  for (const file of [bin, bundle])
+    if (!Fs.existsSync(file)) throw new Error(`startup: ${file} is missing after the build`)
 }
 
 /** Whether a plain `node` accepts the bundle's code cache (V8 rejects one made by another version or under other flags). */
@@ -67,7 +68,11 @@ const codeCacheAccepted = (): boolean => {
   const codeCache = Path.join(root, "apps", "cli", "dist", "startup", "CodeCache.js")
   const probe = spawnSync(
     process.execPath,
-    ["--input-type=module", "-e", `import { load } from ${JSON.stringify(pathToFileURL(codeCache).href)}; process.stdout.write(String(load(${JSON.stringify(bundle)}).cached))`],
+    [
+      "--input-type=module",
+      "-e",
+      `import { load } from ${JSON.stringify(pathToFileURL(codeCache).href)}; process.stdout.write(String(load(${JSON.stringify(bundle)}).cached))`
+    ],
     { cwd: root, env: cleanEnv(), encoding: "utf8" }
   )
   return probe.stdout.trim() === "true"
@@ -87,21 +92,35 @@ export const run = async (options: Options): Promise<BenchResult> => {
   build()
   const buildMs = nowMs() - t0
   const cached = codeCacheAccepted()
-  options.log(`startup: CLI built in ${(buildMs / 1000).toFixed(1)} s; code cache ${cached ? "accepted" : "NOT accepted"}; ${warmups} warm-up + ${rounds} rounds`)
+  options.log(
+    `startup: CLI built in ${(buildMs / 1000).toFixed(1)} s; code cache ${cached ? "accepted" : "NOT accepted"}; ${warmups} warm-up + ${rounds} rounds`
+  )
 
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-bench-startup-"))
   try {
     const fake = Path.join(dir, "codex")
     Fs.writeFileSync(fake, fakeCodex, { mode: 0o755 })
     const spawned = Path.join(dir, "spawned.txt")
-    const version = (JSON.parse(Fs.readFileSync(Path.join(root, "apps", "cli", "package.json"), "utf8")) as { version: string }).version
+    const version = (
+      JSON.parse(Fs.readFileSync(Path.join(root, "apps", "cli", "package.json"), "utf8")) as { version: string }
+    ).version
 
-    const wall = (args: ReadonlyArray<string>, check: (r: ReturnType<typeof spawnSync>) => string | undefined, env = cleanEnv()) => {
+    const wall = (
+      args: ReadonlyArray<string>,
+      check: (r: ReturnType<typeof spawnSync>) => string | undefined,
+      env = cleanEnv()
+    ) => {
       const started = nowMs()
-      const ran = spawnSync(process.execPath, args, { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"], encoding: "utf8" })
+      const ran = spawnSync(process.execPath, args, {
+        cwd: dir,
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+        encoding: "utf8"
+      })
       const ms = nowMs() - started
       const problem = check(ran)
-      if (problem !== undefined) throw new Error(`startup: node ${args.join(" ")}: ${problem}\n${String(ran.stderr).slice(-2000)}`)
+      if (problem !== undefined)
+        throw new Error(`startup: node ${args.join(" ")}: ${problem}\n${String(ran.stderr).slice(-2000)}`)
       return ms
     }
 
@@ -119,7 +138,10 @@ export const run = async (options: Options): Promise<BenchResult> => {
           const started = Date.now()
           wall(
             args,
-            (r) => (r.status === 3 && Fs.existsSync(spawned) ? undefined : `expected exit 3 after the fake codex ran; exit ${r.status}, fake ran: ${Fs.existsSync(spawned)}`),
+            (r) =>
+              r.status === 3 && Fs.existsSync(spawned)
+                ? undefined
+                : `expected exit 3 after the fake codex ran; exit ${r.status}, fake ran: ${Fs.existsSync(spawned)}`,
             cleanEnv({ BENCH_CODEX_SPAWNED: spawned, XDG_STATE_HOME: Path.join(dir, "state") })
           )
           const first = Fs.readFileSync(spawned, "utf8").split("\n")[0]!.replace(",", ".")
@@ -137,7 +159,12 @@ export const run = async (options: Options): Promise<BenchResult> => {
       {
         name: "warden --version",
         args: [bin, "--version"],
-        time: () => wall([bin, "--version"], (r) => (r.status === 0 && String(r.stdout).trim() === version ? undefined : `exit ${r.status}, stdout ${JSON.stringify(r.stdout)}`))
+        time: () =>
+          wall([bin, "--version"], (r) =>
+            r.status === 0 && String(r.stdout).trim() === version
+              ? undefined
+              : `exit ${r.status}, stdout ${JSON.stringify(r.stdout)}`
+          )
       },
       untilSpawned("warden run, until codex is spawned", []),
       untilSpawned("warden run --no-state, until codex is spawned", ["--no-state"])
@@ -152,7 +179,12 @@ export const run = async (options: Options): Promise<BenchResult> => {
       }
     }
 
-    const [baseline, versionMs, runMs, noStateMs] = times as [Array<number>, Array<number>, Array<number>, Array<number>]
+    const [baseline, versionMs, runMs, noStateMs] = times as [
+      Array<number>,
+      Array<number>,
+      Array<number>,
+      Array<number>
+    ]
     const base = median(baseline)
     const row = (c: Contender, xs: ReadonlyArray<number>) => [
       c.name,
@@ -167,7 +199,13 @@ export const run = async (options: Options): Promise<BenchResult> => {
     return {
       name: "startup",
       title: "7. Start-up",
-      params: { rounds, warmups, entry: "node apps/cli/dist/bin.cjs", codeCacheAccepted: cached, node: process.version },
+      params: {
+        rounds,
+        warmups,
+        entry: "node apps/cli/dist/bin.cjs",
+        codeCacheAccepted: cached,
+        node: process.version
+      },
       metrics: {
         baselineMsMedian: base,
         baselineMsMin: min(baseline),
@@ -184,16 +222,35 @@ export const run = async (options: Options): Promise<BenchResult> => {
         ledgerBeforeSpawnMs: median(runMs) - median(noStateMs),
         buildMs
       },
-      ratios: { versionVsBaseline: median(versionMs) / base, runToSpawnVsBaseline: median(runMs) / base, runToSpawnLedgerOnVsOff: median(runMs) / median(noStateMs) },
+      ratios: {
+        versionVsBaseline: median(versionMs) / base,
+        runToSpawnVsBaseline: median(runMs) / base,
+        runToSpawnLedgerOnVsOff: median(runMs) / median(noStateMs)
+      },
       targets: [
-        { name: "warden --version, wall (median, ms)", target: `<= ${TargetMs} ms`, value: Math.round(median(versionMs)), met: median(versionMs) <= TargetMs },
-        { name: "warden run until codex is spawned, wall (median, ms)", target: `<= ${TargetMs} ms`, value: Math.round(median(runMs)), met: median(runMs) <= TargetMs }
+        {
+          name: "warden --version, wall (median, ms)",
+          target: `<= ${TargetMs} ms`,
+          value: Math.round(median(versionMs)),
+          met: median(versionMs) <= TargetMs
+        },
+        {
+          name: "warden run until codex is spawned, wall (median, ms)",
+          target: `<= ${TargetMs} ms`,
+          value: Math.round(median(runMs)),
+          met: median(runMs) <= TargetMs
+        }
       ],
       tables: [
         {
           title: `Start-up of the built CLI (node apps/cli/dist/bin.cjs), wall ms; ${rounds} interleaved rounds after ${warmups} warm-up`,
           columns: ["command", "median", "min", "max", "p90", "beyond node -e 0", "÷ node -e 0", `≤ ${TargetMs} ms`],
-          rows: [row(contenders[0]!, baseline), row(contenders[1]!, versionMs), row(contenders[2]!, runMs), row(contenders[3]!, noStateMs)]
+          rows: [
+            row(contenders[0]!, baseline),
+            row(contenders[1]!, versionMs),
+            row(contenders[2]!, runMs),
+            row(contenders[3]!, noStateMs)
+          ]
         }
       ],
       notes: [

@@ -24,11 +24,15 @@ export interface Options {
 type Contender = "off" | "on"
 
 export const run = async (options: Options): Promise<BenchResult> => {
-  const shape = options.quick ? { threads: 4, turnsPerThread: 4, largeDiffEvery: 4 } : { threads: 8, turnsPerThread: 24 }
+  const shape = options.quick
+    ? { threads: 4, turnsPerThread: 4, largeDiffEvery: 4 }
+    : { threads: 8, turnsPerThread: 24 }
   const mix = Mix.build(shape)
   const rounds = options.quick ? 3 : 12
   const warmups = options.quick ? 1 : 2
-  options.log(`telemetry: ${mix.frames} frames, ${mix.requests} approval requests; ${rounds} rounds, off and on interleaved`)
+  options.log(
+    `telemetry: ${mix.frames} frames, ${mix.requests} approval requests; ${rounds} rounds, off and on interleaved`
+  )
   const runners = { off: await wardenRunner(mix), on: await wardenRunner(mix, { telemetry: true }) }
   const order: ReadonlyArray<Contender> = ["off", "on"]
   const times: Record<Contender, Array<number>> = { off: [], on: [] }
@@ -49,7 +53,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
   }
   const fps = (c: Contender) => times[c].map((ms) => mix.frames / (ms / 1000))
   const onVsOff = median(fps("on")) / median(fps("off"))
-  const perCardUs = (median(times.on) - median(times.off)) * 1000 / mix.requests
+  const perCardUs = ((median(times.on) - median(times.off)) * 1000) / mix.requests
   return {
     name: "telemetry",
     title: "8. Telemetry cost on the read loop",
@@ -70,7 +74,9 @@ export const run = async (options: Options): Promise<BenchResult> => {
         title: `Frame pipeline with the instrumentation off and on: ${mix.frames.toLocaleString("en-US")} frames, ${mix.requests} approval requests; median of ${rounds} interleaved rounds`,
         columns: ["read loop", "frames/s (median)", "min", "max", "pass ms", "÷ off"],
         rows: order.map((c) => [
-          c === "off" ? "telemetry off (no Telemetry: every run without --otlp)" : "telemetry on (Telemetry: lag, card spans under the thread)",
+          c === "off"
+            ? "telemetry off (no Telemetry: every run without --otlp)"
+            : "telemetry on (Telemetry: lag, card spans under the thread)",
           median(fps(c)),
           min(fps(c)),
           max(fps(c)),

@@ -63,7 +63,9 @@ interface Args {
 const here = dirname(fileURLToPath(import.meta.url))
 
 /** Whether `@warden/*` resolve to the built packages here (`bench/support/built.mjs`) or to the sources. */
-const modules: Results["modules"] = /\/dist\/[^/]+\.js$/.test(import.meta.resolve("@warden/supervisor")) ? "built" : "sources"
+const modules: Results["modules"] = /\/dist\/[^/]+\.js$/.test(import.meta.resolve("@warden/supervisor"))
+  ? "built"
+  : "sources"
 
 const parseArgs = (argv: ReadonlyArray<string>): Args => {
   let quick = process.env["BENCH_QUICK"] === "1" || process.env["BENCH_QUICK"] === "true"
@@ -80,7 +82,9 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
       const names = (argv[++i] ?? "").split(",").filter((n) => n.length > 0)
       const unknown = names.filter((n) => !(n in benchmarks))
       if (unknown.length > 0 || names.length === 0) {
-        throw new Error(`--only takes a comma-separated list of ${Object.keys(benchmarks).join(", ")}; got ${JSON.stringify(argv[i] ?? "")}`)
+        throw new Error(
+          `--only takes a comma-separated list of ${Object.keys(benchmarks).join(", ")}; got ${JSON.stringify(argv[i] ?? "")}`
+        )
       }
       only = names as Array<BenchName>
     } else if (arg === "--out") {
@@ -96,13 +100,22 @@ const parseArgs = (argv: ReadonlyArray<string>): Args => {
     } else if (arg === "--heap-snapshots") {
       heapSnapshots = argv[++i]
       if (heapSnapshots === undefined) throw new Error("--heap-snapshots needs a directory")
-    } else throw new Error(`unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR, --heap-snapshots DIR)`)
+    } else
+      throw new Error(
+        `unknown argument ${JSON.stringify(arg)} (known: --quick, --only NAMES, --out FILE, --fleet N, --profile DIR, --heap-snapshots DIR)`
+      )
   }
   // A quick (smoke) run is not a measurement: it never replaces the committed latest.json.
   // Only a full run replaces the committed results: a run of some benchmarks (`--only`), or with
   // another fleet size, writes partial.json (ignored by git) unless `--out` says otherwise.
   const partial = only.length < Object.keys(benchmarks).length || fleet !== undefined
-  const file = quick ? "quick.json" : partial ? "partial.json" : modules === "built" ? "latest-built.json" : "latest.json"
+  const file = quick
+    ? "quick.json"
+    : partial
+      ? "partial.json"
+      : modules === "built"
+        ? "latest-built.json"
+        : "latest.json"
   return { quick, only, out: out ?? join(here, "results", file), fleet, profile, heapSnapshots }
 }
 
@@ -118,13 +131,21 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   const results: Record<string, BenchResult> = {}
   for (const name of args.only) {
     const t0 = nowMs()
-    const result = await benchmarks[name]({ quick: args.quick, log, fleet: args.fleet, profile: args.profile, heapSnapshots: args.heapSnapshots })
+    const result = await benchmarks[name]({
+      quick: args.quick,
+      log,
+      fleet: args.fleet,
+      profile: args.profile,
+      heapSnapshots: args.heapSnapshots
+    })
     results[name] = {
       ...result,
       metrics: finiteRecord(result.metrics),
       ratios: finiteRecord(result.ratios),
       // A target measured once says so: its spread is its value.
-      targets: result.targets.map((t) => (t.spread !== undefined ? t : { ...t, spread: { min: t.value, max: t.value, runs: 1 } })),
+      targets: result.targets.map((t) =>
+        t.spread !== undefined ? t : { ...t, spread: { min: t.value, max: t.value, runs: 1 } }
+      ),
       tables: result.tables.map(roundedTable)
     }
     log(`${name} done in ${((nowMs() - t0) / 1000).toFixed(1)} s`)

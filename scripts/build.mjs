@@ -23,7 +23,19 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /** The packages `pnpm build` produces (each has a tsconfig.build.json). */
-export const published = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/testkit", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "apps/cli"]
+export const published = [
+  "packages/json",
+  "packages/transport",
+  "packages/protocol",
+  "packages/approvals",
+  "packages/supervisor",
+  "packages/testkit",
+  "packages/ledger",
+  "packages/inbox",
+  "packages/observability",
+  "packages/cluster",
+  "apps/cli"
+]
 
 const assetExtensions = new Set([".mjs", ".cjs", ".json"])
 
@@ -59,7 +71,10 @@ const barrelExports = (file) => {
     return ""
   })
   rest = rest.replace(/export\s*\{([^}]*)\}\s*from\s*["']([^"']+)["']\s*;?/g, (_, list, from) => {
-    for (const spec of list.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+    for (const spec of list
+      .split(",")
+      .map((x) => x.trim())
+      .filter((x) => x.length > 0)) {
       const [name, alias] = spec.split(/\s+as\s+/)
       names.set(alias ?? name, { from, kind: "named", name })
     }
@@ -88,17 +103,27 @@ const foldedBell = {
   setup(build) {
     const rendered = /const renderBeep = \/\*#__PURE__\*\/Doc\.render\(Doc\.beep, \{\s*style: "pretty"\s*\}\);/
     let bell
-    build.onLoad({ filter: /[\\/]@effect[\\/]cli[\\/]dist[\\/]esm[\\/]internal[\\/]prompt[\\/][^\\/]+\.js$/, namespace: "file" }, async (args) => {
-      const text = Fs.readFileSync(args.path, "utf8")
-      if (!text.includes("renderBeep")) return undefined
-      if (!rendered.test(text)) throw new Error(`${args.path}: renders the bell in a way the folded-bell plugin (scripts/build.mjs) does not know`)
-      if (bell === undefined) {
-        const Doc = await import(pathToFileURL(createRequire(args.path).resolve("@effect/printer-ansi/AnsiDoc")).href)
-        bell = Doc.render(Doc.beep, { style: "pretty" })
-        if (typeof bell !== "string") throw new Error("folded-bell: the rendered bell is not a string")
+    build.onLoad(
+      { filter: /[\\/]@effect[\\/]cli[\\/]dist[\\/]esm[\\/]internal[\\/]prompt[\\/][^\\/]+\.js$/, namespace: "file" },
+      async (args) => {
+        const text = Fs.readFileSync(args.path, "utf8")
+        if (!text.includes("renderBeep")) return undefined
+        if (!rendered.test(text))
+          throw new Error(
+            `${args.path}: renders the bell in a way the folded-bell plugin (scripts/build.mjs) does not know`
+          )
+        if (bell === undefined) {
+          const Doc = await import(pathToFileURL(createRequire(args.path).resolve("@effect/printer-ansi/AnsiDoc")).href)
+          bell = Doc.render(Doc.beep, { style: "pretty" })
+          if (typeof bell !== "string") throw new Error("folded-bell: the rendered bell is not a string")
+        }
+        return {
+          contents: text.replace(rendered, `const renderBeep = ${JSON.stringify(bell)};`),
+          loader: "js",
+          resolveDir: Path.dirname(args.path)
+        }
       }
-      return { contents: text.replace(rendered, `const renderBeep = ${JSON.stringify(bell)};`), loader: "js", resolveDir: Path.dirname(args.path) }
-    })
+    )
   }
 }
 
@@ -108,7 +133,8 @@ const deepImports = {
     const barrels = new Map()
     const barrelOf = async (spec, resolveDir) => {
       const resolved = await build.resolve(spec, { resolveDir, kind: "import-statement" })
-      if (resolved.errors.length > 0 || resolved.external || resolved.path === "" || resolved.namespace !== "file") return undefined
+      if (resolved.errors.length > 0 || resolved.external || resolved.path === "" || resolved.namespace !== "file")
+        return undefined
       if (!barrels.has(resolved.path)) barrels.set(resolved.path, barrelExports(resolved.path))
       const exports = barrels.get(resolved.path)
       return exports === undefined ? undefined : { file: resolved.path, exports }
@@ -125,7 +151,10 @@ const deepImports = {
         if (barrel === undefined) continue
         const imports = []
         let ok = true
-        for (const item of list.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+        for (const item of list
+          .split(",")
+          .map((x) => x.trim())
+          .filter((x) => x.length > 0)) {
           if (item.startsWith("type ")) continue
           const [name, alias] = item.split(/\s+as\s+/)
           const target = barrel.exports.get(name)
@@ -133,10 +162,14 @@ const deepImports = {
             ok = false
             break
           }
-          const file = (await build.resolve(target.from, { resolveDir: Path.dirname(barrel.file), kind: "import-statement" })).path
-          imports.push(target.kind === "namespace"
-            ? `import * as ${alias ?? name} from ${JSON.stringify(file)};`
-            : `import { ${target.name} as ${alias ?? name} } from ${JSON.stringify(file)};`)
+          const file = (
+            await build.resolve(target.from, { resolveDir: Path.dirname(barrel.file), kind: "import-statement" })
+          ).path
+          imports.push(
+            target.kind === "namespace"
+              ? `import * as ${alias ?? name} from ${JSON.stringify(file)};`
+              : `import { ${target.name} as ${alias ?? name} } from ${JSON.stringify(file)};`
+          )
         }
         if (ok) replacements.push([statement, imports.join(" ")])
       }
@@ -159,11 +192,18 @@ const lazyModules = (specifiers) => ({
   setup(build) {
     const filter = new RegExp(`^(${specifiers.map((s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")).join("|")})$`)
     build.onResolve({ filter }, (args) =>
-      args.namespace === "lazy" ? undefined : { path: args.path, namespace: "lazy", pluginData: { resolveDir: args.resolveDir } })
+      args.namespace === "lazy"
+        ? undefined
+        : { path: args.path, namespace: "lazy", pluginData: { resolveDir: args.resolveDir } }
+    )
     build.onLoad({ filter: /.*/, namespace: "lazy" }, async (args) => {
       const resolveDir = args.pluginData.resolveDir
-      const real = args.path.startsWith("node:") ? args.path : (await build.resolve(args.path, { resolveDir, kind: "require-call" })).path
-      const names = Object.keys(createRequire(Path.join(resolveDir, "noop.js"))(real)).filter((n) => n !== "default" && n !== "__esModule")
+      const real = args.path.startsWith("node:")
+        ? args.path
+        : (await build.resolve(args.path, { resolveDir, kind: "require-call" })).path
+      const names = Object.keys(createRequire(Path.join(resolveDir, "noop.js"))(real)).filter(
+        (n) => n !== "default" && n !== "__esModule"
+      )
       return {
         resolveDir,
         loader: "js",
@@ -181,11 +221,19 @@ const lazyModules = (specifiers) => ({
 const valueExports = (file) => {
   const text = stripComments(Fs.readFileSync(file, "utf8"))
   const names = new Set()
-  for (const m of text.matchAll(/^export\s+(?:declare\s+)?(?:const|let|var|async\s+function\*?|function\*?|class|abstract\s+class)\s+([\w$]+)/gm)) names.add(m[1])
+  for (const m of text.matchAll(
+    /^export\s+(?:declare\s+)?(?:const|let|var|async\s+function\*?|function\*?|class|abstract\s+class)\s+([\w$]+)/gm
+  ))
+    names.add(m[1])
   for (const m of text.matchAll(/^export\s*\{([^}]*)\}/gm)) {
-    for (const spec of m[1].split(",").map((x) => x.trim()).filter((x) => x.length > 0 && !x.startsWith("type "))) names.add(spec.split(/\s+as\s+/).pop())
+    for (const spec of m[1]
+      .split(",")
+      .map((x) => x.trim())
+      .filter((x) => x.length > 0 && !x.startsWith("type ")))
+      names.add(spec.split(/\s+as\s+/).pop())
   }
-  if (/^export\s+(?:\*|default|enum|namespace)/m.test(text)) throw new Error(`build: ${Path.relative(root, file)} has an export the lazy stand-in does not know`)
+  if (/^export\s+(?:\*|default|enum|namespace)/m.test(text))
+    throw new Error(`build: ${Path.relative(root, file)} has an export the lazy stand-in does not know`)
   return [...names]
 }
 
@@ -201,8 +249,14 @@ const lazyWorkspaceModules = (files) => ({
   setup(build) {
     const lazy = new Set(files.map((f) => Path.join(root, f)))
     build.onResolve({ filter: /^\.{0,2}\// }, async (args) => {
-      if (args.kind !== "import-statement" || args.namespace !== "file" || args.pluginData?.lazyReal === true) return undefined
-      const resolved = await build.resolve(args.path, { resolveDir: args.resolveDir, kind: args.kind, importer: args.importer, pluginData: { lazyReal: true } })
+      if (args.kind !== "import-statement" || args.namespace !== "file" || args.pluginData?.lazyReal === true)
+        return undefined
+      const resolved = await build.resolve(args.path, {
+        resolveDir: args.resolveDir,
+        kind: args.kind,
+        importer: args.importer,
+        pluginData: { lazyReal: true }
+      })
       if (resolved.errors.length > 0 || !lazy.has(resolved.path)) return undefined
       return { path: resolved.path, namespace: "lazy-workspace" }
     })
@@ -236,8 +290,14 @@ const inlineVersion = {
       const { version } = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
       return { contents: `export const version = ${JSON.stringify(version)}`, loader: "ts" }
     }
-    build.onLoad({ filter: /[\\/]apps[\\/]cli[\\/]src[\\/]startup[\\/]Version\.ts$/, namespace: "file" }, versionOf(cliDir))
-    build.onLoad({ filter: /[\\/]packages[\\/]inbox[\\/]src[\\/]internal[\\/]Version\.ts$/, namespace: "file" }, versionOf(Path.join(root, "packages", "inbox")))
+    build.onLoad(
+      { filter: /[\\/]apps[\\/]cli[\\/]src[\\/]startup[\\/]Version\.ts$/, namespace: "file" },
+      versionOf(cliDir)
+    )
+    build.onLoad(
+      { filter: /[\\/]packages[\\/]inbox[\\/]src[\\/]internal[\\/]Version\.ts$/, namespace: "file" },
+      versionOf(Path.join(root, "packages", "inbox"))
+    )
   }
 }
 
@@ -249,23 +309,30 @@ const commonJs = {
   target: "node20",
   write: false,
   define: { "import.meta.url": "__warden_import_meta_url" },
-  banner: { js: "\"use strict\"; var __warden_import_meta_url = require(\"node:url\").pathToFileURL(__filename).href;" },
+  banner: { js: '"use strict"; var __warden_import_meta_url = require("node:url").pathToFileURL(__filename).href;' },
   metafile: true,
   logLevel: "warning"
 }
 
 /** Writes esbuild's output by renames (a build that runs while another packs never shows a half-written file), after checks. */
 const writeOutput = (result, outfile, { external = [], mode = 0o644 } = {}) => {
-  const outside = Object.values(result.metafile.outputs).flatMap((o) => o.imports)
-    .filter((i) => i.external && !i.path.startsWith("node:") && !builtinModules.includes(i.path) && !external.includes(i.path))
+  const outside = Object.values(result.metafile.outputs)
+    .flatMap((o) => o.imports)
+    .filter(
+      (i) => i.external && !i.path.startsWith("node:") && !builtinModules.includes(i.path) && !external.includes(i.path)
+    )
     .map((i) => i.path)
   if (outside.length > 0) {
-    process.stderr.write(`build: ${Path.relative(root, outfile)} must be self-contained, but it imports ${outside.join(", ")}\n`)
+    process.stderr.write(
+      `build: ${Path.relative(root, outfile)} must be self-contained, but it imports ${outside.join(", ")}\n`
+    )
     process.exit(1)
   }
   const output = result.outputFiles.find((f) => f.path === outfile)
   if (output.contents.some((byte) => byte > 0x7f)) {
-    process.stderr.write(`build: ${Path.relative(root, outfile)} is not ASCII (CodeCache.ts reads the bundle as Latin-1)\n`)
+    process.stderr.write(
+      `build: ${Path.relative(root, outfile)} is not ASCII (CodeCache.ts reads the bundle as Latin-1)\n`
+    )
     process.exit(1)
   }
   const partial = `${outfile}.${process.pid}.partial`
@@ -318,7 +385,13 @@ export const bundleCli = async () => {
   const lazy = ["./startup/Main.js", "./startup/Cli.js", "./startup/RunCli.js"]
   const binfile = Path.join(cliDir, "dist", "bin.cjs")
   writeOutput(
-    await esbuild.build({ ...commonJs, entryPoints: [Path.join(cliDir, "src", "bin.ts")], outfile: binfile, external: lazy, plugins: [inlineVersion] }),
+    await esbuild.build({
+      ...commonJs,
+      entryPoints: [Path.join(cliDir, "src", "bin.ts")],
+      outfile: binfile,
+      external: lazy,
+      plugins: [inlineVersion]
+    }),
     binfile,
     { external: lazy, mode: 0o755 }
   )
@@ -339,7 +412,13 @@ export const bundleCli = async () => {
       minify: process.env.WARDEN_UNMINIFIED !== "1",
       keepNames: true,
       legalComments: "eof",
-      plugins: [inlineVersion, deepImports, foldedBell, lazyWorkspaceModules(lazyWorkspace), lazyModules(["yaml", "toml", "ini", "node:crypto"])],
+      plugins: [
+        inlineVersion,
+        deepImports,
+        foldedBell,
+        lazyWorkspaceModules(lazyWorkspace),
+        lazyModules(["yaml", "toml", "ini", "node:crypto"])
+      ],
       external: native
     }),
     outfile,
@@ -359,10 +438,15 @@ export const bundleCli = async () => {
 }
 
 export const build = async (dirs = []) => {
-  const projects = dirs.length === 0
-    ? [Path.join(root, "tsconfig.build.json")]
-    : dirs.map((d) => Path.join(Path.resolve(d), "tsconfig.build.json"))
-  const tsc = Path.join(Path.dirname(createRequire(Path.join(root, "package.json")).resolve("typescript/package.json")), "bin", "tsc")
+  const projects =
+    dirs.length === 0
+      ? [Path.join(root, "tsconfig.build.json")]
+      : dirs.map((d) => Path.join(Path.resolve(d), "tsconfig.build.json"))
+  const tsc = Path.join(
+    Path.dirname(createRequire(Path.join(root, "package.json")).resolve("typescript/package.json")),
+    "bin",
+    "tsc"
+  )
   const result = spawnSync(process.execPath, [tsc, "-b", ...projects], { cwd: root, stdio: "inherit" })
   if (result.status !== 0) {
     process.stderr.write(`build: tsc -b ${projects.map((p) => Path.relative(root, p)).join(" ")} failed\n`)

@@ -31,7 +31,9 @@ let refused = false
 ChildProcess.prototype.spawn = () => {
   const early = globalThis.__wardenLazyLoaded ?? []
   if (early.length > 0) {
-    process.stderr.write(`code-cache: ${early.join(", ")} ran before codex was spawned, but the build loads it on first use to spare the start-up (scripts/build.mjs, lazyWorkspace): use it later, or take it off that list\n`)
+    process.stderr.write(
+      `code-cache: ${early.join(", ")} ran before codex was spawned, but the build loads it on first use to spare the start-up (scripts/build.mjs, lazyWorkspace): use it later, or take it off that list\n`
+    )
     refused = true
     process.exit(1)
   }
@@ -50,4 +52,17 @@ process.on("exit", () => {
   process.exitCode = 1
 })
 // Any executable passes for codex (it is never started): this node.
-RunCli.start(["node", "warden", "run", "--codex", process.execPath, "--cwd", cwd, "--restarts", "0", "--approvals", "deny", "warm-up"])
+RunCli.start([
+  "node",
+  "warden",
+  "run",
+  "--codex",
+  process.execPath,
+  "--cwd",
+  cwd,
+  "--restarts",
+  "0",
+  "--approvals",
+  "deny",
+  "warm-up"
+])

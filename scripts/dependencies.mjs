@@ -56,6 +56,8 @@ if (result.exitCode === 0) {
   console.log(`dependency check: ${output.replace(/^✔\s*/, "")} in ${seconds} s`)
 } else {
   console.error(output)
-  console.error(`\ndependency check failed: the rules are in .dependency-cruiser.cjs, the layering in docs/architecture.md ("Layering")`)
+  console.error(
+    `\ndependency check failed: the rules are in .dependency-cruiser.cjs, the layering in docs/architecture.md ("Layering")`
+  )
   process.exitCode = 1
 }

@@ -19,16 +19,24 @@ for (const file of Fs.readdirSync(dest)) if (file.endsWith(".tgz")) Fs.rmSync(Pa
 // Under `pnpm pack:all` the running pnpm is npm_execpath; otherwise the pinned one through npx.
 const execpath = process.env["npm_execpath"]
 const pinned = JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8")).packageManager
-const [command, prefix] = execpath !== undefined && /pnpm/.test(execpath)
-  ? [process.execPath, [execpath]]
-  : ["npx", ["--yes", pinned]]
-const args = [...prefix, "-r", ...published.flatMap((dir) => ["--filter", `./${dir}`]), "pack", "--pack-destination", dest]
+const [command, prefix] =
+  execpath !== undefined && /pnpm/.test(execpath) ? [process.execPath, [execpath]] : ["npx", ["--yes", pinned]]
+const args = [
+  ...prefix,
+  "-r",
+  ...published.flatMap((dir) => ["--filter", `./${dir}`]),
+  "pack",
+  "--pack-destination",
+  dest
+]
 const result = spawnSync(command, args, { cwd: root, stdio: ["ignore", "ignore", "inherit"] })
 if (result.status !== 0) {
   process.stderr.write(`pack:all: ${[command, ...args].join(" ")} failed\n`)
   process.exit(result.status ?? 1)
 }
-const tarballs = Fs.readdirSync(dest).filter((f) => f.endsWith(".tgz")).sort()
+const tarballs = Fs.readdirSync(dest)
+  .filter((f) => f.endsWith(".tgz"))
+  .sort()
 if (tarballs.length !== published.length) {
   process.stderr.write(`pack:all: expected ${published.length} tarballs in ${dest}, found ${tarballs.join(", ")}\n`)
   process.exit(1)

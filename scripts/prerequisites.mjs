@@ -29,19 +29,30 @@ const executable = (path) => {
 }
 
 const onPath = (name) =>
-  (process.env["PATH"] ?? "").split(Path.delimiter).filter((dir) => dir !== "").map((dir) => Path.join(dir, name)).find(executable)
+  (process.env["PATH"] ?? "")
+    .split(Path.delimiter)
+    .filter((dir) => dir !== "")
+    .map((dir) => Path.join(dir, name))
+    .find(executable)
 
 const postgresBinaries = () => {
   if (onPath("initdb") !== undefined && onPath("pg_ctl") !== undefined) return "PATH"
   const root = "/usr/lib/postgresql"
   const versions = Fs.existsSync(root) ? Fs.readdirSync(root) : []
-  const dir = versions.map((v) => Path.join(root, v, "bin")).find((bin) => executable(Path.join(bin, "initdb")) && executable(Path.join(bin, "pg_ctl")))
+  const dir = versions
+    .map((v) => Path.join(root, v, "bin"))
+    .find((bin) => executable(Path.join(bin, "initdb")) && executable(Path.join(bin, "pg_ctl")))
   return dir
 }
 
 /** What the suite needs: each with the Debian package that brings it and the tests that need it. */
 const needs = [
-  { name: "tmux", debian: "tmux", tests: "the CLI's terminal tests drive warden in a real terminal", found: () => onPath("tmux") },
+  {
+    name: "tmux",
+    debian: "tmux",
+    tests: "the CLI's terminal tests drive warden in a real terminal",
+    found: () => onPath("tmux")
+  },
   {
     name: "chromium",
     debian: "chromium",
@@ -84,7 +95,9 @@ if (check || !root) {
 }
 
 if (onPath("apt-get") === undefined) {
-  say(`no apt-get on this machine: install ${packages.join(", ")} with its package manager, then run the test command again`)
+  say(
+    `no apt-get on this machine: install ${packages.join(", ")} with its package manager, then run the test command again`
+  )
   process.exit(1)
 }
 
@@ -93,7 +106,12 @@ const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" }
 // apt-get's own output is shown only when it fails (its last 40 lines).
 const apt = (args) => {
   say(`running apt-get ${args.join(" ")}`)
-  const result = spawnSync("apt-get", args, { stdio: ["ignore", "pipe", "pipe"], env, encoding: "utf8", maxBuffer: 256 * 1024 * 1024 })
+  const result = spawnSync("apt-get", args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env,
+    encoding: "utf8",
+    maxBuffer: 256 * 1024 * 1024
+  })
   if (result.status === 0) return true
   const output = `${result.stdout ?? ""}${result.stderr ?? ""}${result.error ? String(result.error) : ""}`
   process.stderr.write(`${output.trimEnd().split("\n").slice(-40).join("\n")}\n`)

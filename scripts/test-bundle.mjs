@@ -37,7 +37,10 @@ const sourceUrls = {
       if (args.path.includes(`${Path.sep}node_modules${Path.sep}`)) return undefined
       const source = await Fs.promises.readFile(args.path, "utf8")
       if (!source.includes("import.meta.url")) return undefined
-      return { contents: source.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)), loader: "ts" }
+      return {
+        contents: source.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)),
+        loader: "ts"
+      }
     })
   }
 }
@@ -55,7 +58,9 @@ export const bundleCli = async () => {
     format: "esm",
     target: "node20",
     // CommonJS dependencies call require(): give the module one.
-    banner: { js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);"
+    },
     external: ["better-sqlite3", "bufferutil", "utf-8-validate"],
     plugins: [sourceUrls],
     logLevel: "error"

@@ -34,7 +34,8 @@ export const logPath = (mainPid) => Path.join(directory, `stalls-${mainPid}.log`
 export const watch = (label, mainPid, where) => {
   const file = logPath(mainPid)
   Fs.mkdirSync(Path.dirname(file), { recursive: true })
-  const note = (what) => Fs.appendFileSync(file, `${new Date().toISOString()} ${label} pid ${process.pid} ${what} in ${where()}\n`)
+  const note = (what) =>
+    Fs.appendFileSync(file, `${new Date().toISOString()} ${label} pid ${process.pid} ${what} in ${where()}\n`)
   let last = performance.now()
   const tick = setInterval(() => {
     const now = performance.now()
@@ -69,5 +70,6 @@ export const teardown = () => {
   const file = logPath(process.pid)
   if (!Fs.existsSync(file)) return
   const lines = Fs.readFileSync(file, "utf8").trim()
-  if (lines.length > 0) process.stderr.write(`\nEvent-loop stalls of ${threshold} ms or more in this run (${file}):\n${lines}\n`)
+  if (lines.length > 0)
+    process.stderr.write(`\nEvent-loop stalls of ${threshold} ms or more in this run (${file}):\n${lines}\n`)
 }

@@ -18,12 +18,15 @@ export interface BenchLedger {
   readonly flush: Effect.Effect<void>
 }
 
-export const make: Effect.Effect<BenchLedger, Ledger.LedgerError, Scope.Scope> = Effect.gen(function*() {
+export const make: Effect.Effect<BenchLedger, Ledger.LedgerError, Scope.Scope> = Effect.gen(function* () {
   const dir = yield* Effect.acquireRelease(
     Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-bench-ledger-"))),
     (d) => Effect.sync(() => Fs.rmSync(d, { recursive: true, force: true }))
   )
-  const ledger = Context.get(yield* Layer.build(Ledger.layerSqlite({ filename: Path.join(dir, "ledger.db") })), Ledger.Ledger)
+  const ledger = Context.get(
+    yield* Layer.build(Ledger.layerSqlite({ filename: Path.join(dir, "ledger.db") })),
+    Ledger.Ledger
+  )
   const run = yield* ledger.beginRun({ label: "bench" })
   return { ledger, run, flush: Effect.asVoid(ledger.flush) }
 })

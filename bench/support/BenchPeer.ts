@@ -58,7 +58,7 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
     }
   }
   const program = (peer: MemoryTransport.Peer): Effect.Effect<void> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       while (true) {
         const [frames, done] = yield* peer.written.takeAll
         let out = ""
@@ -70,7 +70,16 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
           const params = frame["params"] as Record<string, any> | undefined
           switch (method) {
             case "initialize":
-              out += JSON.stringify({ id, result: { userAgent: "bench-peer/0.171.0", codexHome: "/tmp/bench", platformFamily: "unix", platformOs: "linux" } }) + "\n"
+              out +=
+                JSON.stringify({
+                  id,
+                  result: {
+                    userAgent: "bench-peer/0.171.0",
+                    codexHome: "/tmp/bench",
+                    platformFamily: "unix",
+                    platformOs: "linux"
+                  }
+                }) + "\n"
               break
             case "thread/start": {
               const thread = { id: `thr_${++threads}`, preview: "", ephemeral: false }
@@ -93,7 +102,8 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
               // As 0.171.0: the response, then the turn completes as interrupted.
               out += JSON.stringify({ id, result: {} }) + "\n"
               const turn = { id: params?.["turnId"], status: "interrupted", items: [], error: null }
-              out += JSON.stringify({ method: "turn/completed", params: { threadId: params?.["threadId"], turn } }) + "\n"
+              out +=
+                JSON.stringify({ method: "turn/completed", params: { threadId: params?.["threadId"], turn } }) + "\n"
               break
             }
             default:
@@ -106,6 +116,10 @@ export const make = (options: Omit<MemoryTransport.Options, "program"> = {}): Be
         if (done) return
       }
     })
-  ;(self as { memory: MemoryTransport.MemoryTransport }).memory = MemoryTransport.make({ ...options, program, onClientWrite })
+  ;(self as { memory: MemoryTransport.MemoryTransport }).memory = MemoryTransport.make({
+    ...options,
+    program,
+    onClientWrite
+  })
   return self
 }

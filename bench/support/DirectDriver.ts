@@ -74,10 +74,16 @@ export const run = (launch: RealCodex.Launch, prompt: string, timeoutMs = 60_000
       if (child.exitCode !== null || child.signalCode !== null) done()
       else child.once("exit", done)
     }
-    const timer = setTimeout(() => finish(new Error(`direct driver: no turn/completed within ${timeoutMs} ms; stderr: ${stderr}`)), timeoutMs)
+    const timer = setTimeout(
+      () => finish(new Error(`direct driver: no turn/completed within ${timeoutMs} ms; stderr: ${stderr}`)),
+      timeoutMs
+    )
     child.on("error", (error) => finish(error))
     child.on("exit", (code, signal) => {
-      if (!settled) finish(new Error(`direct driver: codex exited (${code ?? signal}) before the turn completed; stderr: ${stderr}`))
+      if (!settled)
+        finish(
+          new Error(`direct driver: codex exited (${code ?? signal}) before the turn completed; stderr: ${stderr}`)
+        )
     })
 
     createInterface({ input: child.stdout }).on("line", (line) => {
@@ -97,7 +103,12 @@ export const run = (launch: RealCodex.Launch, prompt: string, timeoutMs = 60_000
           return
         case "turn/completed":
           if (message.params?.threadId === threadId) {
-            finish(undefined, { readyMs, totalMs: nowMs() - started, approvals, status: String(message.params?.turn?.status) })
+            finish(undefined, {
+              readyMs,
+              totalMs: nowMs() - started,
+              approvals,
+              status: String(message.params?.turn?.status)
+            })
           }
           return
         default:
@@ -108,16 +119,24 @@ export const run = (launch: RealCodex.Launch, prompt: string, timeoutMs = 60_000
       }
     })
 
-    request("initialize", { clientInfo: { name: "direct-driver", title: "Direct driver", version: "0.0.1" } }, (init) => {
-      if (init.error) return finish(new Error(`initialize failed: ${JSON.stringify(init.error)}`))
-      readyMs = nowMs() - started
-      send({ jsonrpc: "2.0", method: "initialized" })
-      request("thread/start", { approvalPolicy: "on-request", sandbox: "workspace-write", cwd: launch.workspace }, (started) => {
-        threadId = started.result?.thread?.id
-        if (threadId === undefined) return finish(new Error(`thread/start failed: ${JSON.stringify(started)}`))
-        request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }, (turn) => {
-          if (turn.error) finish(new Error(`turn/start failed: ${JSON.stringify(turn.error)}`))
-        })
-      })
-    })
+    request(
+      "initialize",
+      { clientInfo: { name: "direct-driver", title: "Direct driver", version: "0.0.1" } },
+      (init) => {
+        if (init.error) return finish(new Error(`initialize failed: ${JSON.stringify(init.error)}`))
+        readyMs = nowMs() - started
+        send({ jsonrpc: "2.0", method: "initialized" })
+        request(
+          "thread/start",
+          { approvalPolicy: "on-request", sandbox: "workspace-write", cwd: launch.workspace },
+          (started) => {
+            threadId = started.result?.thread?.id
+            if (threadId === undefined) return finish(new Error(`thread/start failed: ${JSON.stringify(started)}`))
+            request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }, (turn) => {
+              if (turn.error) finish(new Error(`turn/start failed: ${JSON.stringify(turn.error)}`))
+            })
+          }
+        )
+      }
+    )
   })

@@ -81,12 +81,14 @@ const ownCpuMs = () => {
 
 const program = (input: DriverInput) =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const supervisor = yield* Supervisor.make({
         concurrency: input.items,
         approvals: { handler: () => Effect.succeed(Decision.Accept) }
       }).pipe(
-        Effect.provide(ChildProcessTransport.layer({ command: input.command, args: input.args, env: input.env, cwd: input.cwd }))
+        Effect.provide(
+          ChildProcessTransport.layer({ command: input.command, args: input.args, env: input.env, cwd: input.cwd })
+        )
       )
       const approvals = yield* supervisor.subscribeApprovals
       yield* supervisor.ready
@@ -97,12 +99,14 @@ const program = (input: DriverInput) =>
       const results = yield* Effect.forEach(
         Array.from({ length: input.items }, (_, i) => i),
         (i) =>
-          supervisor.run({
-            id: i,
-            prompt: `${ScriptedModel.laneMarker(`t${i}`)} run the fleet command`,
-            cwd: input.workspace,
-            sandbox: "workspace-write"
-          }).pipe(Effect.either),
+          supervisor
+            .run({
+              id: i,
+              prompt: `${ScriptedModel.laneMarker(`t${i}`)} run the fleet command`,
+              cwd: input.workspace,
+              sandbox: "workspace-write"
+            })
+            .pipe(Effect.either),
         { concurrency: "unbounded" }
       )
       const wallMs = performance.now() - started
@@ -113,7 +117,9 @@ const program = (input: DriverInput) =>
       const output: DriverOutput = {
         items: input.items,
         completed: results.filter((r) => r._tag === "Right" && r.right.status === "completed").length,
-        accepted: settled.filter((e) => e._tag === "CardSettled" && e.settlement.outcome === "accepted" && e.settlement.written).length,
+        accepted: settled.filter(
+          (e) => e._tag === "CardSettled" && e.settlement.outcome === "accepted" && e.settlement.written
+        ).length,
         cards: settled.length,
         wallMs,
         wardenCpuMs,

@@ -19,8 +19,8 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
-export const FixturesDir = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../fixtures/codex-0.171.0", import.meta.url))
+export const FixturesDir =
+  process.env["WARDEN_FIXTURES"] ?? fileURLToPath(new URL("../../fixtures/codex-0.171.0", import.meta.url))
 
 /** What a pipe hands to a `data` callback at most (Linux pipe reads, libuv's 64 KiB buffer). */
 export const CHUNK_BYTES = 64 * 1024
@@ -83,9 +83,13 @@ export const loadTemplates = (dir: string = FixturesDir): ReadonlyMap<string, Js
   const templates = new Map<string, Json>()
   let files: Array<string>
   try {
-    files = readdirSync(dir).filter((f) => f.endsWith(".jsonl")).sort()
+    files = readdirSync(dir)
+      .filter((f) => f.endsWith(".jsonl"))
+      .sort()
   } catch (error) {
-    throw new Error(`cannot read the codex 0.171.0 transcripts in ${dir} (set WARDEN_FIXTURES to their directory): ${String(error)}`)
+    throw new Error(
+      `cannot read the codex 0.171.0 transcripts in ${dir} (set WARDEN_FIXTURES to their directory): ${String(error)}`
+    )
   }
   for (const file of files) {
     for (const line of readFileSync(join(dir, file), "utf8").split("\n")) {
@@ -97,7 +101,8 @@ export const loadTemplates = (dir: string = FixturesDir): ReadonlyMap<string, Js
         continue
       }
       const frame = entry["frame"]
-      if (entry["dir"] !== "in" || typeof frame !== "object" || frame === null || typeof frame.method !== "string") continue
+      if (entry["dir"] !== "in" || typeof frame !== "object" || frame === null || typeof frame.method !== "string")
+        continue
       const itemType = frame.params?.item?.type
       const key = typeof itemType === "string" ? `${frame.method}:${itemType}` : frame.method
       if (!templates.has(key)) templates.set(key, frame)
@@ -127,9 +132,44 @@ const REQUIRED = [
 ] as const
 
 const WORDS = [
-  "the", "build", "passes", "now", "I", "will", "run", "tests", "and", "check", "the", "output", "of",
-  "pnpm", "vitest", "fix", "imports", "in", "src/", "Transport.ts", "so", "that", "it", "compiles", "with",
-  "strict", "mode", ".", "let", "me", "look", "at", "error", "first", "then", "update", "docs", "`tsc`"
+  "the",
+  "build",
+  "passes",
+  "now",
+  "I",
+  "will",
+  "run",
+  "tests",
+  "and",
+  "check",
+  "the",
+  "output",
+  "of",
+  "pnpm",
+  "vitest",
+  "fix",
+  "imports",
+  "in",
+  "src/",
+  "Transport.ts",
+  "so",
+  "that",
+  "it",
+  "compiles",
+  "with",
+  "strict",
+  "mode",
+  ".",
+  "let",
+  "me",
+  "look",
+  "at",
+  "error",
+  "first",
+  "then",
+  "update",
+  "docs",
+  "`tsc`"
 ]
 /** Typographic and non-Latin text, as model output has now and then (one word in 40). */
 const NON_ASCII = ["—", "’", "“quoted”", "naïve", "café", "→", "résumé", "日本語", "🙂", "…"]
@@ -150,7 +190,9 @@ export const largeDiff = (bytes: number, random: () => number): string => {
     for (let i = 0; i < 44; i++) {
       const r = random()
       const prefix = r < 0.2 ? "+" : r < 0.3 ? "-" : " "
-      hunk.push(`${prefix}  export const field${line + i} = Schema.optional(Schema.String).annotations({ title: "field ${line + i}" })\n`)
+      hunk.push(
+        `${prefix}  export const field${line + i} = Schema.optional(Schema.String).annotations({ title: "field ${line + i}" })\n`
+      )
     }
     line += 44
     for (const h of hunk) {
@@ -164,17 +206,22 @@ export const largeDiff = (bytes: number, random: () => number): string => {
 export const build = (options: MixOptions): Mix => {
   const templates = loadTemplates()
   for (const key of REQUIRED) {
-    if (!templates.has(key)) throw new Error(`the transcripts in ${FixturesDir} have no "${key}" frame to build the mix from`)
+    if (!templates.has(key))
+      throw new Error(`the transcripts in ${FixturesDir} have no "${key}" frame to build the mix from`)
   }
   const random = prng(options.seed ?? 0x5eed)
   const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1))
   const clone = (key: string): Json => JSON.parse(JSON.stringify(templates.get(key)))
-  const word = () => (random() < NON_ASCII_RATE ? NON_ASCII[int(0, NON_ASCII.length - 1)]! : WORDS[int(0, WORDS.length - 1)]!)
+  const word = () =>
+    random() < NON_ASCII_RATE ? NON_ASCII[int(0, NON_ASCII.length - 1)]! : WORDS[int(0, WORDS.length - 1)]!
   const words = (n: number) => Array.from({ length: n }, word).join(" ")
   const largeDiffEvery = options.largeDiffEvery ?? 8
   const bigDiff = largeDiff(options.largeDiffBytes ?? 100 * 1024, random)
 
-  const threadIds = Array.from({ length: options.threads }, (_, i) => `019a${(0x1000 + i).toString(16)}-bench-7000-8000-thread${String(i).padStart(6, "0")}`)
+  const threadIds = Array.from(
+    { length: options.threads },
+    (_, i) => `019a${(0x1000 + i).toString(16)}-bench-7000-8000-thread${String(i).padStart(6, "0")}`
+  )
   let nextRequestId = 0
 
   const turnFrames = (threadId: string, turn: number): Array<[string, Json]> => {
@@ -243,7 +290,10 @@ export const build = (options: MixOptions): Mix => {
       output += d.params.delta
       push("item/commandExecution/outputDelta", d)
     }
-    push("item/completed", item("item/completed:commandExecution", callId, { aggregatedOutput: output, status: "completed", exitCode: 0 }))
+    push(
+      "item/completed",
+      item("item/completed:commandExecution", callId, { aggregatedOutput: output, status: "completed", exitCode: 0 })
+    )
 
     for (let i = 0, n = int(1, 2); i < n; i++) push("turn/diff/updated", addressed("turn/diff/updated"))
     if (turn % largeDiffEvery === largeDiffEvery - 1) {
@@ -340,5 +390,14 @@ export const build = (options: MixOptions): Mix => {
     for (let at = offset; at < end; at += chunkBytes) chunks.push(bytes.subarray(at, Math.min(end, at + chunkBytes)))
     offset = end
   }
-  return { threadIds, bytes, chunks, frames: ordered.length, requests, threadNotifications, connectionNotifications, byKind }
+  return {
+    threadIds,
+    bytes,
+    chunks,
+    frames: ordered.length,
+    requests,
+    threadNotifications,
+    connectionNotifications,
+    byKind
+  }
 }

@@ -17,7 +17,9 @@ export const profiled = async <A>(
   const session = new Session()
   session.connect()
   const post = (method: string, params?: object) =>
-    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+    new Promise<any>((resolve, reject) =>
+      session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result)))
+    )
   await post("Profiler.enable")
   await post("Profiler.setSamplingInterval", { interval: intervalUs })
   await post("Profiler.start")

@@ -113,7 +113,10 @@ export const targetsTable = (results: ReadonlyArray<BenchResult>): Table => ({
   rows: results.flatMap((r) =>
     r.targets.map((t) => {
       const show = (v: number) => (t.name.includes("ratio") || t.target.includes("x") ? ratioCell(v) : cell(v))
-      const spread = t.spread === undefined || t.spread.runs < 2 ? "1 run" : `${t.spread.runs}: ${show(t.spread.min)}–${show(t.spread.max)}`
+      const spread =
+        t.spread === undefined || t.spread.runs < 2
+          ? "1 run"
+          : `${t.spread.runs}: ${show(t.spread.min)}–${show(t.spread.max)}`
       return [r.name, t.name, t.target, show(t.value), spread, t.met ? "yes" : "NO"]
     })
   )
@@ -156,7 +159,8 @@ const medianOf = (values: ReadonlyArray<number>): number => {
 export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
   const first = runs[0]
   if (first === undefined) throw new Error("medianOfRuns: no run")
-  if (runs.length === 1) return { ...first, targets: first.targets.map((t) => ({ ...t, spread: { min: t.value, max: t.value, runs: 1 } })) }
+  if (runs.length === 1)
+    return { ...first, targets: first.targets.map((t) => ({ ...t, spread: { min: t.value, max: t.value, runs: 1 } })) }
   const keyed = (pick: (r: BenchResult) => Readonly<Record<string, number>>) => {
     const out: Record<string, number> = {}
     for (const key of Object.keys(pick(first))) out[key] = medianOf(runs.map((r) => pick(r)[key] ?? Number.NaN))
@@ -167,7 +171,12 @@ export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
     const value = medianOf(values)
     // A target that also requires something the runs verify (every item completed) stays unmet if any run missed it.
     const verified = runs.every((r) => r.targets[i]!.met || !meets(r.targets[i]!.target, r.targets[i]!.value))
-    return { ...t, value, met: meets(t.target, value) && verified, spread: { min: Math.min(...values), max: Math.max(...values), runs: runs.length } }
+    return {
+      ...t,
+      value,
+      met: meets(t.target, value) && verified,
+      spread: { min: Math.min(...values), max: Math.max(...values), runs: runs.length }
+    }
   })
   const firstValues = runs.map((r) => r.targets[0]?.value ?? 0)
   const mid = medianOf(firstValues)
@@ -186,7 +195,10 @@ export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
       },
       ...representative.tables
     ],
-    notes: [`Median of ${runs.length} runs; the tables below the first are those of the run whose first target value is the median.`, ...representative.notes]
+    notes: [
+      `Median of ${runs.length} runs; the tables below the first are those of the run whose first target value is the median.`,
+      ...representative.notes
+    ]
   }
 }
 
@@ -194,19 +206,20 @@ export const medianOfRuns = (runs: ReadonlyArray<BenchResult>): BenchResult => {
  * A benchmark run 3 times (once in quick mode): every target is the median of the runs, with their
  * spread; each run's targets are logged as it ends.
  */
-export const repeated = <O extends { readonly quick: boolean; readonly log: (line: string) => void }>(
-  runOnce: (options: O) => Promise<BenchResult>
-) =>
-async (options: O): Promise<BenchResult> => {
-  const runs = options.quick ? 1 : 3
-  const results: Array<BenchResult> = []
-  for (let i = 0; i < runs; i++) {
-    const result = await runOnce(options)
-    options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
-    results.push(result)
+export const repeated =
+  <O extends { readonly quick: boolean; readonly log: (line: string) => void }>(
+    runOnce: (options: O) => Promise<BenchResult>
+  ) =>
+  async (options: O): Promise<BenchResult> => {
+    const runs = options.quick ? 1 : 3
+    const results: Array<BenchResult> = []
+    for (let i = 0; i < runs; i++) {
+      const result = await runOnce(options)
+      options.log(`  run ${i + 1}/${runs}: ${result.targets.map((t) => `${t.name} = ${t.value}`).join("; ")}`)
+      results.push(result)
+    }
+    return medianOfRuns(results)
   }
-  return medianOfRuns(results)
-}
 
 export const render = (result: BenchResult): string =>
   [
@@ -219,7 +232,9 @@ export const render = (result: BenchResult): string =>
 /** A table for the JSON file: numbers rounded to 4 significant digits, so the file diffs well. */
 export const roundedTable = (table: Table): Table => ({
   ...table,
-  rows: table.rows.map((r) => r.map((c) => (typeof c === "number" && Number.isFinite(c) ? Number(c.toPrecision(4)) : c)))
+  rows: table.rows.map((r) =>
+    r.map((c) => (typeof c === "number" && Number.isFinite(c) ? Number(c.toPrecision(4)) : c))
+  )
 })
 
 /** Finite numbers only (JSON has no NaN/Infinity); rounded so the file diffs well. */

@@ -49,7 +49,12 @@ const main = async (): Promise<void> => {
   const block = option("block", 1_000)
   const warm = option("warm", 2_000)
   const modules = await Promise.all(
-    roots.map((root) => import(pathToFileURL(`${root}/bench/ApprovalRoundTrip.ts`).href) as Promise<typeof import("../ApprovalRoundTrip.js")>)
+    roots.map(
+      (root) =>
+        import(pathToFileURL(`${root}/bench/ApprovalRoundTrip.ts`).href) as Promise<
+          typeof import("../ApprovalRoundTrip.js")
+        >
+    )
   )
   const wardens = []
   for (const m of modules) wardens.push(await m.startWarden())
@@ -81,7 +86,9 @@ const main = async (): Promise<void> => {
     const p = contenders.length - 1
     contenders.forEach((c, i) => {
       const ratios = perRound[i]!.map((m, r) => m / perRound[p]![r]!)
-      console.log(`${c.name}: p50 ${median(all[i]!).toFixed(1)} µs, ${(median(all[i]!) / median(all[p]!)).toFixed(2)}x plain; per round ${spread(ratios)}`)
+      console.log(
+        `${c.name}: p50 ${median(all[i]!).toFixed(1)} µs, ${(median(all[i]!) / median(all[p]!)).toFixed(2)}x plain; per round ${spread(ratios)}`
+      )
     })
     for (let i = 1; i < wardens.length; i++) {
       const relative = perRound[i]!.map((m, r) => m / perRound[i - 1]![r]!)
@@ -92,7 +99,10 @@ const main = async (): Promise<void> => {
   }
 }
 
-main().then(() => process.exit(0), (error) => {
-  console.error(error)
-  process.exit(1)
-})
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error)
+    process.exit(1)
+  }
+)

@@ -27,8 +27,10 @@ export const median = (values: ReadonlyArray<number>): number => {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
 }
 
-export const min = (values: ReadonlyArray<number>): number => values.reduce((a, b) => Math.min(a, b), Number.POSITIVE_INFINITY)
-export const max = (values: ReadonlyArray<number>): number => values.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY)
+export const min = (values: ReadonlyArray<number>): number =>
+  values.reduce((a, b) => Math.min(a, b), Number.POSITIVE_INFINITY)
+export const max = (values: ReadonlyArray<number>): number =>
+  values.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY)
 export const mean = (values: ReadonlyArray<number>): number => values.reduce((a, b) => a + b, 0) / values.length
 
 /** Round to `digits` significant digits (for JSON that diffs well). */

@@ -23,7 +23,9 @@ const runQuick = (out: string) =>
   })
 
 const isFiniteRecord = (value: unknown): boolean =>
-  typeof value === "object" && value !== null && Object.values(value).every((v) => typeof v === "number" && Number.isFinite(v))
+  typeof value === "object" &&
+  value !== null &&
+  Object.values(value).every((v) => typeof v === "number" && Number.isFinite(v))
 
 describe("pnpm bench --quick", () => {
   it("runs every benchmark and writes finite numbers in the results shape", { timeout: 630_000 }, async () => {
@@ -32,14 +34,29 @@ describe("pnpm bench --quick", () => {
       const out = join(dir, "quick.json")
       const { code, stderr, stdout } = await runQuick(out)
       assert.strictEqual(code, 0, stderr)
-      for (const title of ["1. Frame pipeline throughput", "2. Approval round trip", "3. Scale on one connection", "4. Real codex overhead", "5. Adversarial frames", "6. Fleet on one real app-server", "7. Start-up", "8. Telemetry cost on the read loop", "9. Flat memory under a long run", "**Targets**"]) {
+      for (const title of [
+        "1. Frame pipeline throughput",
+        "2. Approval round trip",
+        "3. Scale on one connection",
+        "4. Real codex overhead",
+        "5. Adversarial frames",
+        "6. Fleet on one real app-server",
+        "7. Start-up",
+        "8. Telemetry cost on the read loop",
+        "9. Flat memory under a long run",
+        "**Targets**"
+      ]) {
         assert.include(stdout, title)
       }
 
       const results = JSON.parse(readFileSync(out, "utf8"))
       assert.strictEqual(results.schema, 1)
       assert.strictEqual(results.quick, true)
-      assert.strictEqual(results.modules, "sources", "pnpm bench measures the sources through tsx (pnpm bench:built the dist/)")
+      assert.strictEqual(
+        results.modules,
+        "sources",
+        "pnpm bench measures the sources through tsx (pnpm bench:built the dist/)"
+      )
       assert.isFalse(Number.isNaN(Date.parse(results.date)))
       assert.isString(results.machine.os)
       assert.isString(results.machine.cpu)
@@ -47,7 +64,17 @@ describe("pnpm bench --quick", () => {
       assert.match(results.machine.node, /^v\d+/)
       assert.isTrue(Number.isFinite(results.machine.loadAvgStart) && Number.isFinite(results.machine.loadAvgEnd))
 
-      assert.sameMembers(Object.keys(results.benchmarks), ["framePipeline", "approvalRoundTrip", "scale", "realCodexOverhead", "adversarialFrames", "fleet", "startup", "telemetry", "flatMemory"])
+      assert.sameMembers(Object.keys(results.benchmarks), [
+        "framePipeline",
+        "approvalRoundTrip",
+        "scale",
+        "realCodexOverhead",
+        "adversarialFrames",
+        "fleet",
+        "startup",
+        "telemetry",
+        "flatMemory"
+      ])
       for (const [name, bench] of Object.entries<any>(results.benchmarks)) {
         assert.strictEqual(bench.name, name)
         assert.isAbove(Object.keys(bench.metrics).length, 0, name)
@@ -74,11 +101,16 @@ describe("pnpm bench --quick", () => {
       assert.isTrue(Number.isFinite(results.benchmarks.scale.metrics.heapPerOpenCardBytes))
       // A pending request: with its caller, a caller of the same shape alone, and Warden's part (the difference).
       const scale = results.benchmarks.scale.metrics
-      for (const key of ["heapPerPendingRequestBytes", "heapPerWaitingCallerBytes", "heapPerPendingRequestWardenBytes"]) assert.isTrue(Number.isFinite(scale[key]), key)
+      for (const key of ["heapPerPendingRequestBytes", "heapPerWaitingCallerBytes", "heapPerPendingRequestWardenBytes"])
+        assert.isTrue(Number.isFinite(scale[key]), key)
       // The file's metrics are rounded to a few significant digits: the difference of two rounded
       // figures may differ from the rounded difference in its last digit.
       const difference = scale.heapPerPendingRequestBytes - scale.heapPerWaitingCallerBytes
-      assert.closeTo(scale.heapPerPendingRequestWardenBytes, difference, Math.max(2, Math.abs(scale.heapPerPendingRequestBytes) * 1e-3))
+      assert.closeTo(
+        scale.heapPerPendingRequestWardenBytes,
+        difference,
+        Math.max(2, Math.abs(scale.heapPerPendingRequestBytes) * 1e-3)
+      )
       assert.isAbove(results.benchmarks.realCodexOverhead.ratios.wardenVsDirect, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.worstBeyondParseMs, 0)
       assert.isAbove(results.benchmarks.adversarialFrames.metrics.mixBeyondParseUs, 0)
@@ -89,7 +121,11 @@ describe("pnpm bench --quick", () => {
       assert.isBoolean(results.benchmarks.startup.params.codeCacheAccepted)
       assert.isAbove(results.benchmarks.flatMemory.ratios.heapLastVsFirst, 0)
       for (const [name, bench] of Object.entries<any>(results.benchmarks)) {
-        for (const target of bench.targets) assert.isTrue(Number.isFinite(target.spread?.min) && Number.isFinite(target.spread?.max), `${name} ${target.name}: spread`)
+        for (const target of bench.targets)
+          assert.isTrue(
+            Number.isFinite(target.spread?.min) && Number.isFinite(target.spread?.max),
+            `${name} ${target.name}: spread`
+          )
       }
     } finally {
       rmSync(dir, { recursive: true, force: true })

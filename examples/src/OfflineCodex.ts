@@ -9,9 +9,13 @@ import { Effect } from "effect"
 import type { Scope } from "effect"
 
 /** A model that asks to run one command (needing approval), then answers. */
-export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Scope.Scope> = Effect.gen(function*() {
+export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Scope.Scope> = Effect.gen(function* () {
   const model = yield* ScriptedModel.make([
-    Step.execCommand({ cmd: "echo hello from codex", escalated: true, justification: "the example wants to show an approval" }),
+    Step.execCommand({
+      cmd: "echo hello from codex",
+      escalated: true,
+      justification: "the example wants to show an approval"
+    }),
     Step.message("The command ran; all done.")
   ])
   return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
@@ -21,7 +25,7 @@ export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Sco
 export const withOfflineCodex = (main: (codex: CodexCommand.CodexCommand, workspace: string) => Promise<void>) =>
   Effect.runPromise(
     Effect.scoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const codex = yield* offlineCodex
         yield* Effect.promise(() => main(codex, codex.cwd ?? process.cwd()))
       })

@@ -10,7 +10,7 @@ import { Console, Effect, Layer, Stream } from "effect"
 import { offlineCodex } from "./OfflineCodex.js"
 
 const program = (workspace: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const supervisor = yield* Supervisor.Supervisor
     // Watch work events in the background (the fiber lives in this scope).
     yield* supervisor.events.pipe(
@@ -29,7 +29,9 @@ const layer = (codex: CodexCommand.CodexCommand) =>
       // A program decides: accept commands that start with `echo`, leave the rest to the deadline.
       // It runs in its own fiber, never on the connection's read loop.
       handler: (card) =>
-        Effect.sync(() => (card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)),
+        Effect.sync(() =>
+          card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined
+        ),
       deadlines: { default: "1 minute" }
     }
   }).pipe(Layer.provide(CodexCommand.transportLayer(codex)))
@@ -37,7 +39,7 @@ const layer = (codex: CodexCommand.CodexCommand) =>
 if (import.meta.url === `file://${process.argv[1]}`) {
   Effect.runPromise(
     Effect.scoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const codex = yield* offlineCodex
         yield* program(codex.cwd ?? process.cwd()).pipe(Effect.provide(layer(codex)))
       })

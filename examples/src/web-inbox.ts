@@ -16,25 +16,26 @@ import { offlineCodex } from "./OfflineCodex.js"
 const inboxClient = (inbox: WebInbox.WebInbox) =>
   HttpApiClient.make(InboxApi.InboxApi, {
     baseUrl: inbox.url,
-    transformClient: HttpClient.mapRequest(HttpClientRequest.setHeader(InboxApi.TokenHeader, Redacted.value(inbox.token)))
+    transformClient: HttpClient.mapRequest(
+      HttpClientRequest.setHeader(InboxApi.TokenHeader, Redacted.value(inbox.token))
+    )
   })
 
 /** What a person at the page does: wait for the first card, then accept it. */
 const acceptFirstCard = (inbox: WebInbox.WebInbox) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const client = yield* inboxClient(inbox)
     // The page follows the event stream (`GET /api/events`); asking every 100 ms does here.
-    const { cards } = yield* client.inbox.cards().pipe(
-      Effect.delay("100 millis"),
-      Effect.repeat({ until: ({ cards }) => cards.length > 0 })
-    )
+    const { cards } = yield* client.inbox
+      .cards()
+      .pipe(Effect.delay("100 millis"), Effect.repeat({ until: ({ cards }) => cards.length > 0 }))
     const card = cards[0]!
     const { settlement } = yield* client.inbox.decide({ path: { cardId: card.id }, payload: { decision: "accept" } })
     yield* Console.log(`card ${card.id} (${card.title}): ${settlement.outcome} by ${settlement.by}`)
   })
 
 const program = (workspace: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const supervisor = yield* Supervisor.Supervisor
     const inbox = yield* WebInbox.WebInboxService
     // `inbox.link` (the page's URL with the token) is for the person who decides, and for nothing
@@ -50,14 +51,16 @@ const program = (workspace: string) =>
 const layer = (codex: CodexCommand.CodexCommand) =>
   WebInbox.layer({ title: "example" }).pipe(
     Layer.provideMerge(
-      Supervisor.layer({ approvals: { deadlines: { default: "1 minute" } } }).pipe(Layer.provide(CodexCommand.transportLayer(codex)))
+      Supervisor.layer({ approvals: { deadlines: { default: "1 minute" } } }).pipe(
+        Layer.provide(CodexCommand.transportLayer(codex))
+      )
     )
   )
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   Effect.runPromise(
     Effect.scoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const codex = yield* offlineCodex
         yield* program(codex.cwd ?? process.cwd()).pipe(Effect.provide(layer(codex)))
       })

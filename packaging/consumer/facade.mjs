@@ -14,9 +14,13 @@ import { createSupervisor } from "@warden/supervisor"
 import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 
-const offlineCodex = Effect.gen(function*() {
+const offlineCodex = Effect.gen(function* () {
   const model = yield* ScriptedModel.make([
-    Step.execCommand({ cmd: "echo hello from an installed warden", escalated: true, justification: "the program wants to show an approval" }),
+    Step.execCommand({
+      cmd: "echo hello from an installed warden",
+      escalated: true,
+      justification: "the program wants to show an approval"
+    }),
     Step.message("The command ran; all done.")
   ])
   return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
@@ -36,8 +40,16 @@ const main = async (codex) => {
     const answering = (async () => {
       for await (const update of warden.cards()) {
         if (update._tag === "Opened") {
-          const answer = await warden.answer(update.card.id, update.card.summary.kind === "command" ? "accept" : "decline")
-          cards.push({ id: update.card.id, kind: update.card.summary.kind, title: update.card.title, answer: answer._tag })
+          const answer = await warden.answer(
+            update.card.id,
+            update.card.summary.kind === "command" ? "accept" : "decline"
+          )
+          cards.push({
+            id: update.card.id,
+            kind: update.card.summary.kind,
+            title: update.card.title,
+            answer: answer._tag
+          })
         }
       }
     })()

@@ -21,7 +21,7 @@ const http = (url, init) =>
     return { status: res.status, type: res.headers.get("content-type"), text }
   })
 
-const program = Effect.gen(function*() {
+const program = Effect.gen(function* () {
   const fake = FakeAppServer.make({ turns: "manual" })
   const supervisor = yield* Supervisor.make({}).pipe(Effect.provide(fake.layer))
   const inbox = yield* WebInbox.make(supervisor, { title: "outside" })
@@ -51,8 +51,16 @@ const program = Effect.gen(function*() {
     if (cards.length === 0) yield* Effect.sleep("100 millis")
   }
   const card = cards[0]
-  const decided = yield* http(`${inbox.url}api/cards/${card.id}/decision`, { method: "POST", headers, body: JSON.stringify({ decision: "accept" }) })
-  const again = yield* http(`${inbox.url}api/cards/${card.id}/decision`, { method: "POST", headers, body: JSON.stringify({ decision: "decline" }) })
+  const decided = yield* http(`${inbox.url}api/cards/${card.id}/decision`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ decision: "accept" })
+  })
+  const again = yield* http(`${inbox.url}api/cards/${card.id}/decision`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ decision: "decline" })
+  })
   const answer = yield* fake.answerTo(requestId)
   return {
     page: { status: page.status, type: page.type, titled: page.text.includes("outside") },

@@ -18,8 +18,10 @@ import type { Scope } from "effect"
 
 // ---- The Effect API -------------------------------------------------------------------------
 
-export const program = (workspace: string): Effect.Effect<WorkItem.WorkResult, Errors.WorkItemFailed, Supervisor.Supervisor | Scope.Scope> =>
-  Effect.gen(function*() {
+export const program = (
+  workspace: string
+): Effect.Effect<WorkItem.WorkResult, Errors.WorkItemFailed, Supervisor.Supervisor | Scope.Scope> =>
+  Effect.gen(function* () {
     const supervisor = yield* Supervisor.Supervisor
     yield* supervisor.events.pipe(
       Stream.runForEach((event) => Console.log(event._tag)),
@@ -34,7 +36,9 @@ export const layer = (codex: CodexCommand.CodexCommand): Layer.Layer<Supervisor.
   Supervisor.layer({
     approvals: {
       handler: (card: Card.CardView) =>
-        Effect.sync(() => (card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined)),
+        Effect.sync(() =>
+          card.summary.kind === "command" && card.summary.argv?.[0] === "echo" ? Decision.Accept : undefined
+        ),
       deadlines: { default: "1 minute", perMethod: { "mcpServer/elicitation/request": "30 seconds" } }
     },
     stallTimeout: "10 minutes",
@@ -42,15 +46,19 @@ export const layer = (codex: CodexCommand.CodexCommand): Layer.Layer<Supervisor.
   }).pipe(Layer.provide(CodexCommand.transportLayer(codex)))
 
 /** Any Transport layer fits: the supervisor needs one, nothing more. */
-export const needsTransport: Layer.Layer<Supervisor.Supervisor, Config.ConfigError, Transport.Transport> = Supervisor.layer({})
+export const needsTransport: Layer.Layer<Supervisor.Supervisor, Config.ConfigError, Transport.Transport> =
+  Supervisor.layer({})
 
-export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Scope.Scope> = Effect.gen(function*() {
-  const model = yield* ScriptedModel.make([Step.execCommand({ cmd: "echo hi", escalated: true, justification: "why" }), Step.message("done")])
+export const offlineCodex: Effect.Effect<CodexCommand.CodexCommand, unknown, Scope.Scope> = Effect.gen(function* () {
+  const model = yield* ScriptedModel.make([
+    Step.execCommand({ cmd: "echo hi", escalated: true, justification: "why" }),
+    Step.message("done")
+  ])
   return RealCodex.codexCommand(yield* RealCodex.make({ baseUrl: model.baseUrl }))
 })
 
 export const runEffectApi: Effect.Effect<WorkItem.TurnStatus, unknown> = Effect.scoped(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const codex = yield* offlineCodex
     const result = yield* program(codex.cwd ?? ".").pipe(Effect.provide(layer(codex)))
     return result.status
@@ -66,7 +74,9 @@ export const recordedAndExported = (codex: CodexCommand.CodexCommand, filename: 
     Ledger.layerSqlite({ filename }),
     Observability.layer({ endpoint: "http://127.0.0.1:4318", serviceName: "my-service" })
   )
-export const ledgerFails: Layer.Layer<Ledger.Ledger, Ledger.LedgerError> = Ledger.layerSqlite({ filename: "/tmp/warden.db" })
+export const ledgerFails: Layer.Layer<Ledger.Ledger, Ledger.LedgerError> = Ledger.layerSqlite({
+  filename: "/tmp/warden.db"
+})
 
 // ---- The promise facade ---------------------------------------------------------------------
 

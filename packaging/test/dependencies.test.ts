@@ -61,58 +61,80 @@ const brokenCopy = (files: Readonly<Record<string, string>>) => {
 }
 
 describe("the dependency check", () => {
-  it("passes on this repository", async () => {
-    const { output, status } = await check()
-    assert.strictEqual(status, 0, output)
-    assert.match(output, /no dependency violations found/)
-  }, timeout)
+  it(
+    "passes on this repository",
+    async () => {
+      const { output, status } = await check()
+      assert.strictEqual(status, 0, output)
+      assert.match(output, /no dependency violations found/)
+    },
+    timeout
+  )
 
-  it("fails when a layering rule is broken, a runtime cycle is made, a foreign internal or test folder is imported, or a source imports the test helpers", async () => {
-    const copy = brokenCopy({
-      // approvals never imports the supervisor
-      "packages/approvals/src/Broken.ts": "import { Supervisor } from \"@warden/supervisor\"\nexport const broken = Supervisor\n",
-      // the protocol never imports the transport, not even a type
-      "packages/protocol/src/Broken.ts": "import type { Transport } from \"@warden/transport\"\nexport type Broken = Transport.Transport\n",
-      // the JSON helpers import no other Warden package, the protocol included (a relative path too)
-      "packages/json/src/Broken.ts": "import \"../../protocol/src/Json.js\"\n",
-      // the inbox never imports the CLI, by a relative path either
-      "packages/inbox/src/Broken.ts": "import \"../../../apps/cli/src/bin.js\"\n",
-      // a runtime cycle
-      "packages/supervisor/src/CycleA.ts": "import { b } from \"./CycleB.js\"\nexport const a = () => b\n",
-      "packages/supervisor/src/CycleB.ts": "import { a } from \"./CycleA.js\"\nexport const b = () => a\n",
-      // a cycle closed by a type-only import is no runtime cycle: allowed
-      "packages/supervisor/src/TypeCycleA.ts": "import type { d } from \"./TypeCycleB.js\"\nexport const c = 1 as unknown as typeof d\n",
-      "packages/supervisor/src/TypeCycleB.ts": "import { c } from \"./TypeCycleA.js\"\nexport const d = c\n",
-      // another package's src/internal
-      "packages/ledger/src/Broken.ts": "import * as PendingCard from \"@warden/approvals/internal/PendingCard\"\nexport const broken = PendingCard\n",
-      // another package's test folder, from a test
-      "packages/approvals/test/Helper.ts": "export const helper = 1\n",
-      "packages/ledger/test/Broken.test.ts": "import { helper } from \"../../approvals/test/Helper.js\"\nexport const broken = helper\n",
-      // a test's own test folder and the test helpers: allowed
-      "packages/ledger/test/Fine.test.ts": "import { helper } from \"./Local.js\"\nimport { yieldNow } from \"@warden/test-support/EventLoop\"\nexport const fine = [helper, yieldNow]\n",
-      "packages/ledger/test/Local.ts": "export const helper = 2\n",
-      // the test helpers, from a package's sources
-      "packages/supervisor/src/Broken.ts": "import { yieldNow } from \"@warden/test-support/EventLoop\"\nexport const broken = yieldNow\n"
-    })
-    try {
-      const { output, status } = await check(copy.dir)
-      assert.strictEqual(status, 1, output)
-      const violations = output.split("\n").filter((line) => /^\s*error /.test(line)).map((line) => line.trim())
-      for (const expected of [
-        "error approvals-below-the-engine: packages/approvals/src/Broken.ts → packages/supervisor/src/index.ts",
-        "error inbox-without-the-cli: packages/inbox/src/Broken.ts → apps/cli/src/bin.ts",
-        "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/PendingCard.ts",
-        "error json-is-the-bottom: packages/json/src/Broken.ts → packages/protocol/src/Json.ts",
-        "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts",
-        "error no-test-folder-imports: packages/ledger/test/Broken.test.ts → packages/approvals/test/Helper.ts",
-        "error no-test-support-in-src: packages/supervisor/src/Broken.ts → packages/test-support/src/EventLoop.ts"
-      ]) assert.include(violations, expected, output)
-      assert.isTrue(violations.some((line) => /^error no-runtime-cycle: packages\/supervisor\/src\/Cycle[AB]\.ts/.test(line)), output)
-      assert.strictEqual(violations.length, 8, output)
-      assert.notInclude(output, "TypeCycle")
-      assert.notInclude(output, "Fine.test.ts")
-    } finally {
-      copy.remove()
-    }
-  }, timeout)
+  it(
+    "fails when a layering rule is broken, a runtime cycle is made, a foreign internal or test folder is imported, or a source imports the test helpers",
+    async () => {
+      const copy = brokenCopy({
+        // approvals never imports the supervisor
+        "packages/approvals/src/Broken.ts":
+          'import { Supervisor } from "@warden/supervisor"\nexport const broken = Supervisor\n',
+        // the protocol never imports the transport, not even a type
+        "packages/protocol/src/Broken.ts":
+          'import type { Transport } from "@warden/transport"\nexport type Broken = Transport.Transport\n',
+        // the JSON helpers import no other Warden package, the protocol included (a relative path too)
+        "packages/json/src/Broken.ts": 'import "../../protocol/src/Json.js"\n',
+        // the inbox never imports the CLI, by a relative path either
+        "packages/inbox/src/Broken.ts": 'import "../../../apps/cli/src/bin.js"\n',
+        // a runtime cycle
+        "packages/supervisor/src/CycleA.ts": 'import { b } from "./CycleB.js"\nexport const a = () => b\n',
+        "packages/supervisor/src/CycleB.ts": 'import { a } from "./CycleA.js"\nexport const b = () => a\n',
+        // a cycle closed by a type-only import is no runtime cycle: allowed
+        "packages/supervisor/src/TypeCycleA.ts":
+          'import type { d } from "./TypeCycleB.js"\nexport const c = 1 as unknown as typeof d\n',
+        "packages/supervisor/src/TypeCycleB.ts": 'import { c } from "./TypeCycleA.js"\nexport const d = c\n',
+        // another package's src/internal
+        "packages/ledger/src/Broken.ts":
+          'import * as PendingCard from "@warden/approvals/internal/PendingCard"\nexport const broken = PendingCard\n',
+        // another package's test folder, from a test
+        "packages/approvals/test/Helper.ts": "export const helper = 1\n",
+        "packages/ledger/test/Broken.test.ts":
+          'import { helper } from "../../approvals/test/Helper.js"\nexport const broken = helper\n',
+        // a test's own test folder and the test helpers: allowed
+        "packages/ledger/test/Fine.test.ts":
+          'import { helper } from "./Local.js"\nimport { yieldNow } from "@warden/test-support/EventLoop"\nexport const fine = [helper, yieldNow]\n',
+        "packages/ledger/test/Local.ts": "export const helper = 2\n",
+        // the test helpers, from a package's sources
+        "packages/supervisor/src/Broken.ts":
+          'import { yieldNow } from "@warden/test-support/EventLoop"\nexport const broken = yieldNow\n'
+      })
+      try {
+        const { output, status } = await check(copy.dir)
+        assert.strictEqual(status, 1, output)
+        const violations = output
+          .split("\n")
+          .filter((line) => /^\s*error /.test(line))
+          .map((line) => line.trim())
+        for (const expected of [
+          "error approvals-below-the-engine: packages/approvals/src/Broken.ts → packages/supervisor/src/index.ts",
+          "error inbox-without-the-cli: packages/inbox/src/Broken.ts → apps/cli/src/bin.ts",
+          "error no-foreign-internal: packages/ledger/src/Broken.ts → packages/approvals/src/internal/PendingCard.ts",
+          "error json-is-the-bottom: packages/json/src/Broken.ts → packages/protocol/src/Json.ts",
+          "error protocol-is-pure-data: packages/protocol/src/Broken.ts → packages/transport/src/index.ts",
+          "error no-test-folder-imports: packages/ledger/test/Broken.test.ts → packages/approvals/test/Helper.ts",
+          "error no-test-support-in-src: packages/supervisor/src/Broken.ts → packages/test-support/src/EventLoop.ts"
+        ])
+          assert.include(violations, expected, output)
+        assert.isTrue(
+          violations.some((line) => /^error no-runtime-cycle: packages\/supervisor\/src\/Cycle[AB]\.ts/.test(line)),
+          output
+        )
+        assert.strictEqual(violations.length, 8, output)
+        assert.notInclude(output, "TypeCycle")
+        assert.notInclude(output, "Fine.test.ts")
+      } finally {
+        copy.remove()
+      }
+    },
+    timeout
+  )
 })

@@ -29,10 +29,31 @@ import * as Outside from "./support/Outside.js"
 const { repoRoot } = Outside
 
 /** What `pnpm build` produces and `pnpm pack` packs: every workspace package that is not private. */
-const expectedPackages = ["@warden/approvals", "@warden/cli", "@warden/cluster", "@warden/inbox", "@warden/json", "@warden/ledger", "@warden/observability", "@warden/protocol", "@warden/supervisor", "@warden/testkit", "@warden/transport"]
+const expectedPackages = [
+  "@warden/approvals",
+  "@warden/cli",
+  "@warden/cluster",
+  "@warden/inbox",
+  "@warden/json",
+  "@warden/ledger",
+  "@warden/observability",
+  "@warden/protocol",
+  "@warden/supervisor",
+  "@warden/testkit",
+  "@warden/transport"
+]
 
 /** Test-only tools that must never reach a user's node_modules. */
-const testOnly = ["vitest", "@effect/vitest", "tsx", "typescript", "esbuild", "@vitest/runner", "vite", "playwright-core"]
+const testOnly = [
+  "vitest",
+  "@effect/vitest",
+  "tsx",
+  "typescript",
+  "esbuild",
+  "@vitest/runner",
+  "vite",
+  "playwright-core"
+]
 
 interface Manifest {
   readonly name: string
@@ -46,11 +67,13 @@ interface Manifest {
   readonly peerDependencies?: Record<string, string>
 }
 
-const readManifest = (dir: string): Manifest => JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8")) as Manifest
+const readManifest = (dir: string): Manifest =>
+  JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8")) as Manifest
 
 const workspacePackages = (): ReadonlyArray<{ readonly dir: string; readonly manifest: Manifest }> =>
   ["packages", "apps"].flatMap((group) =>
-    Fs.readdirSync(Path.join(repoRoot, group)).map((name) => Path.join(repoRoot, group, name))
+    Fs.readdirSync(Path.join(repoRoot, group))
+      .map((name) => Path.join(repoRoot, group, name))
       .filter((dir) => Fs.existsSync(Path.join(dir, "package.json")))
       .map((dir) => ({ dir, manifest: readManifest(dir) }))
   )
@@ -97,30 +120,37 @@ const filesUnder = (dir: string): Array<string> =>
  * another version than the workspace's, nothing matches and it compiles, as a user's install would.
  */
 const localPrebuild = (dir: string): { readonly version: string } => {
-  const packageDir = Path.dirname(createRequire(Path.join(repoRoot, "apps", "cli", "package.json")).resolve("better-sqlite3/package.json"))
+  const packageDir = Path.dirname(
+    createRequire(Path.join(repoRoot, "apps", "cli", "package.json")).resolve("better-sqlite3/package.json")
+  )
   const { version } = readManifest(packageDir)
   Fs.mkdirSync(dir, { recursive: true })
   const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
-  const made = spawnSync("tar", ["-czf", Path.join(dir, name), "-C", packageDir, "build/Release/better_sqlite3.node"], { encoding: "utf8" })
+  const made = spawnSync("tar", ["-czf", Path.join(dir, name), "-C", packageDir, "build/Release/better_sqlite3.node"], {
+    encoding: "utf8"
+  })
   assert.strictEqual(made.status, 0, `tar of the workspace's better_sqlite3.node: ${made.stderr}`)
   return { version }
 }
 
-class Installed extends Context.Tag("packaging/Installed")<Installed, {
-  /** The temporary project (a realpath) with the tarballs installed. */
-  readonly project: string
-  readonly tarballs: ReadonlyArray<string>
-  /** The published packages, as the workspace has them. */
-  readonly packages: ReadonlyArray<{ readonly dir: string; readonly manifest: Manifest }>
-  /** A clean environment for the project (plus a trace file when asked). */
-  readonly env: (trace?: string) => Outside.Env
-  /** A fresh trace file in the temp directory. */
-  readonly traceFile: (name: string) => string
-  readonly timings: Record<string, number>
-}>() {}
+class Installed extends Context.Tag("packaging/Installed")<
+  Installed,
+  {
+    /** The temporary project (a realpath) with the tarballs installed. */
+    readonly project: string
+    readonly tarballs: ReadonlyArray<string>
+    /** The published packages, as the workspace has them. */
+    readonly packages: ReadonlyArray<{ readonly dir: string; readonly manifest: Manifest }>
+    /** A clean environment for the project (plus a trace file when asked). */
+    readonly env: (trace?: string) => Outside.Env
+    /** A fresh trace file in the temp directory. */
+    readonly traceFile: (name: string) => string
+    readonly timings: Record<string, number>
+  }
+>() {}
 
 const timed = <A, E, R>(timings: Record<string, number>, label: string, effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const started = Date.now()
     const a = yield* effect
     timings[label] = Date.now() - started
@@ -128,18 +158,25 @@ const timed = <A, E, R>(timings: Record<string, number>, label: string, effect: 
   })
 
 const pnpm = (args: ReadonlyArray<string>, timeout: Duration.DurationInput) => {
-  const version = (JSON.parse(Fs.readFileSync(Path.join(repoRoot, "package.json"), "utf8")) as { packageManager: string }).packageManager.split("@")[1]!
+  const version = (
+    JSON.parse(Fs.readFileSync(Path.join(repoRoot, "package.json"), "utf8")) as { packageManager: string }
+  ).packageManager.split("@")[1]!
   // Under `pnpm test` the running pnpm is at npm_execpath; otherwise the pinned one through npx.
   const execpath = process.env["npm_execpath"]
-  const [command, prefix] = execpath !== undefined && /pnpm/.test(execpath)
-    ? [process.execPath, [execpath]]
-    : ["npx", ["--yes", `pnpm@${version}`]]
-  return Outside.runOk(command, [...prefix, ...args], { cwd: repoRoot, env: { ...process.env } as Outside.Env, timeout })
+  const [command, prefix] =
+    execpath !== undefined && /pnpm/.test(execpath)
+      ? [process.execPath, [execpath]]
+      : ["npx", ["--yes", `pnpm@${version}`]]
+  return Outside.runOk(command, [...prefix, ...args], {
+    cwd: repoRoot,
+    env: { ...process.env } as Outside.Env,
+    timeout
+  })
 }
 
 const InstalledLive = Layer.scoped(
   Installed,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const timings: Record<string, number> = {}
     const packages = workspacePackages().filter((p) => p.manifest.private !== true)
     assert.deepStrictEqual(packages.map((p) => p.manifest.name).sort(), expectedPackages)
@@ -147,7 +184,7 @@ const InstalledLive = Layer.scoped(
     const root = yield* Effect.acquireRelease(
       Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-install-")))),
       (dir) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           // Anything the installed warden left running is stopped before its files go.
           for (const pid of Outside.processesMentioning(dir)) {
             try {
@@ -156,11 +193,15 @@ const InstalledLive = Layer.scoped(
               // gone
             }
           }
-          if (process.env["WARDEN_KEEP_INSTALL"] === undefined) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+          if (process.env["WARDEN_KEEP_INSTALL"] === undefined)
+            Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
           yield* Effect.logInfo(`outside-install timings (ms): ${JSON.stringify(timings)}`)
         })
     )
-    assert.isFalse(Outside.isInside(root, repoRoot), `the temporary directory ${root} must be outside the workspace ${repoRoot}`)
+    assert.isFalse(
+      Outside.isInside(root, repoRoot),
+      `the temporary directory ${root} must be outside the workspace ${repoRoot}`
+    )
     const tarballDir = Path.join(root, "tarballs")
     const project = Path.join(root, "project")
     Fs.mkdirSync(tarballDir)
@@ -170,7 +211,10 @@ const InstalledLive = Layer.scoped(
     // `pnpm -r pack`, whose prepack checks each package's build).
     yield* timed(timings, "build", pnpm(["build"], "5 minutes"))
     yield* timed(timings, "pack", pnpm(["pack:all", tarballDir], "5 minutes"))
-    const tarballs = Fs.readdirSync(tarballDir).filter((f) => f.endsWith(".tgz")).map((f) => Path.join(tarballDir, f)).sort()
+    const tarballs = Fs.readdirSync(tarballDir)
+      .filter((f) => f.endsWith(".tgz"))
+      .map((f) => Path.join(tarballDir, f))
+      .sort()
     assert.strictEqual(tarballs.length, packages.length, `one tarball per package: ${tarballs.join(", ")}`)
 
     // 2. A new project outside the workspace, and plain npm.
@@ -181,21 +225,31 @@ const InstalledLive = Layer.scoped(
     for (const file of ["facade.mjs", "inbox.mjs", "typed.ts", "tsconfig.json", "trace.mjs", "trace-hooks.mjs"]) {
       Fs.copyFileSync(Path.join(Outside.consumerDir, file), Path.join(project, file))
     }
-    const typesNode = readManifest(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("@types/node/package.json"))).version
+    const typesNode = readManifest(
+      Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("@types/node/package.json"))
+    ).version
     const prebuilds = Path.join(root, "prebuilds")
     const prebuilt = localPrebuild(prebuilds)
     yield* timed(
       timings,
       "npm install",
-      Outside.runOk("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs, `@types/node@${typesNode}`], {
-        cwd: project,
-        env: Outside.outsideEnv({ npm_config_better_sqlite3_local_prebuilds: prebuilds }),
-        timeout: "10 minutes"
-      })
+      Outside.runOk(
+        "npm",
+        ["install", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs, `@types/node@${typesNode}`],
+        {
+          cwd: project,
+          env: Outside.outsideEnv({ npm_config_better_sqlite3_local_prebuilds: prebuilds }),
+          timeout: "10 minutes"
+        }
+      )
     )
     // Which better-sqlite3 binary the install got: the local prebuild when the versions matched.
     const installedSqlite = readManifest(Path.join(project, "node_modules", "better-sqlite3")).version
-    timings[installedSqlite === prebuilt.version ? "better-sqlite3 from the local prebuild" : `better-sqlite3 ${installedSqlite} compiled`] = 1
+    timings[
+      installedSqlite === prebuilt.version
+        ? "better-sqlite3 from the local prebuild"
+        : `better-sqlite3 ${installedSqlite} compiled`
+    ] = 1
 
     let traces = 0
     return {
@@ -204,10 +258,14 @@ const InstalledLive = Layer.scoped(
       packages,
       timings,
       env: (trace) =>
-        Outside.outsideEnv(trace === undefined ? {} : {
-          WARDEN_TRACE_FILE: trace,
-          NODE_OPTIONS: `--import=${Path.join(project, "trace.mjs")}`
-        }),
+        Outside.outsideEnv(
+          trace === undefined
+            ? {}
+            : {
+                WARDEN_TRACE_FILE: trace,
+                NODE_OPTIONS: `--import=${Path.join(project, "trace.mjs")}`
+              }
+        ),
       traceFile: (name) => Path.join(root, `trace-${++traces}-${name}.txt`)
     }
   })
@@ -219,22 +277,32 @@ const assertTraceOutside = (traceFile: string, project: string, mustInclude: Rea
   const files = Outside.tracedFiles(traceFile)
   const inWorkspace = files.filter((f) => Outside.isInside(f, repoRoot))
   assert.deepStrictEqual(inWorkspace, [], "modules resolved into the workspace")
-  assert.deepStrictEqual(files.filter((f) => /\.[cm]?ts$/.test(f)), [], "TypeScript modules loaded at run time")
+  assert.deepStrictEqual(
+    files.filter((f) => /\.[cm]?ts$/.test(f)),
+    [],
+    "TypeScript modules loaded at run time"
+  )
   const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
   assert.deepStrictEqual(
-    warden.filter((f) => !Outside.isInside(f, Path.join(project, "node_modules", "@warden")) || !f.includes(`${Path.sep}dist${Path.sep}`)),
+    warden.filter(
+      (f) =>
+        !Outside.isInside(f, Path.join(project, "node_modules", "@warden")) || !f.includes(`${Path.sep}dist${Path.sep}`)
+    ),
     [],
     "Warden modules from somewhere other than the installed dist/"
   )
   for (const suffix of mustInclude) {
-    assert.isTrue(warden.some((f) => f.endsWith(suffix)), `${suffix} was not loaded (loaded: ${warden.length} Warden modules)`)
+    assert.isTrue(
+      warden.some((f) => f.endsWith(suffix)),
+      `${suffix} was not loaded (loaded: ${warden.length} Warden modules)`
+    )
   }
 }
 
 describe("warden installed from packed tarballs, outside the workspace", () => {
   layer(InstalledLive, { timeout: "20 minutes", excludeTestServices: true })((it) => {
     it.effect("the installed packages are the built ones, copied in, with no test tooling", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { packages, project } = yield* Installed
         const nodeModules = Path.join(project, "node_modules")
         const installed = installedPackages(nodeModules)
@@ -251,15 +319,27 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             assert.deepStrictEqual(manifest.exports, { "./package.json": "./package.json" }, source.name)
             assert.isUndefined(manifest.main, source.name)
             assert.isUndefined(manifest.types, source.name)
-            assert.deepStrictEqual(filesUnder(Path.join(dir, "dist")).filter((f) => f.endsWith(".d.ts") || Path.basename(f) === "index.js"), [], source.name)
+            assert.deepStrictEqual(
+              filesUnder(Path.join(dir, "dist")).filter((f) => f.endsWith(".d.ts") || Path.basename(f) === "index.js"),
+              [],
+              source.name
+            )
           } else {
-            assert.deepStrictEqual(manifest.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" }, source.name)
+            assert.deepStrictEqual(
+              manifest.exports?.["."],
+              { types: "./dist/index.d.ts", import: "./dist/index.js" },
+              source.name
+            )
             for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/index.d.ts.map"]) {
               assert.isTrue(Fs.existsSync(Path.join(dir, file)), `${source.name}: ${file}`)
             }
           }
           const specs = { ...manifest.dependencies, ...manifest.peerDependencies }
-          assert.deepStrictEqual(Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)), [], source.name)
+          assert.deepStrictEqual(
+            Object.entries(specs).filter(([, spec]) => /^(workspace|file|link):/.test(spec)),
+            [],
+            source.name
+          )
           // Nothing the package ships names the workspace (source maps are relative).
           const naming = filesUnder(dir).filter((f) => namesWorkspace.test(Fs.readFileSync(f, "utf8")))
           assert.deepStrictEqual(naming, [], `${source.name} ships files that name ${repoRoot}`)
@@ -274,156 +354,299 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         }
         // The MCP server the demo registers ships beside the compiled test kit.
         assert.isTrue(Fs.existsSync(Path.join(nodeModules, "@warden/testkit/dist/mcp-server.mjs")))
-        assert.deepStrictEqual(testOnly.filter((name) => installed.has(name)), [], "test-only packages installed")
-        // One effect for everything (the libraries take it as a peer).
-        assert.strictEqual(installed.get("effect")?.length, 1, `effect installed at ${installed.get("effect")?.join(", ")}`)
-      }))
-
-    it.effect("npx warden --version runs the compiled CLI on plain Node", () =>
-      Effect.gen(function*() {
-        const { env, packages, project, traceFile } = yield* Installed
-        const trace = traceFile("version")
-        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "--version"], { cwd: project, env: env(trace), timeout: "2 minutes" })
-        const version = packages.find((p) => p.manifest.name === "@warden/cli")!.manifest.version
-        assert.strictEqual(ran.stdout.trim(), version, ran.stderr)
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
-        // Answered before anything else loads: no other module of Warden, and no Effect.
-        const files = Outside.tracedFiles(trace)
-        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")), [])
-        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)), [])
-      }), 180_000)
-
-    it.effect("npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0", () =>
-      Effect.gen(function*() {
-        const { env, project, traceFile } = yield* Installed
-        const binary = yield* RealCodex.binaryPath
-        const trace = traceFile("doctor")
-        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "doctor", "--codex", binary], {
-          cwd: project,
-          env: env(trace),
-          timeout: "3 minutes"
-        })
-        assert.include(ran.stdout, `codex:    ${binary}`)
-        assert.include(ran.stdout, "(the tested version)")
-        assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
-        assert.include(ran.stdout, "drift: none")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DoctorCommand.js", "/@warden/protocol/dist/SchemaDump.js"])
-      }), 240_000)
-
-    it.effect("npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex", () =>
-      Effect.gen(function*() {
-        const { env, project, traceFile } = yield* Installed
-        const trace = traceFile("demo")
-        const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "demo"], { cwd: project, env: env(trace), timeout: "3 minutes" })
-        assert.include(ran.stderr, "No terminal: the demo policy answers")
-        // The codex the demo ran is the one npm installed with @warden/testkit.
-        assert.include(ran.stderr, `the pinned codex at ${Path.join(project, "node_modules")}${Path.sep}`)
-        for (const i of [0, 1, 2]) assert.match(ran.stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
-        assert.match(ran.stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
-        assert.include(ran.stdout, "exit code 0")
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/commands/DemoCommand.js", "/@warden/testkit/dist/McpServer.js"])
-        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
-      }), 240_000)
-
-    it.scoped("warden run (bundled: no module of Warden or Effect resolved) runs a work item on the pinned codex; a YAML rule accepts its card", () =>
-      Effect.gen(function*() {
-        const { env, project, traceFile } = yield* Installed
-        const model = yield* ScriptedModel.make([
-          Step.execCommand({ cmd: "echo hello from warden run", escalated: true, justification: "the run needs one approval" }),
-          Step.message("The command ran; done.")
-        ])
-        const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-        const rules = Path.join(launch.home, "rules.yaml")
-        Fs.writeFileSync(rules, "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n")
-        // The launch's app-server flags (`app-server -c k=v --enable f ...`) as warden's own.
-        const flags = launch.args.slice(1)
-        const trace = traceFile("run")
-        // The executable npm linked (npx would look for npm's cache under the launch's HOME).
-        const ran = yield* Outside.runOk(
-          Path.join(project, "node_modules", ".bin", "warden"),
-          ["run", "--codex", launch.command, ...flags, "--cwd", launch.workspace, "--sandbox", "workspace-write", "--json", "--approvals", "rules", "--rules", rules, "say hello"],
-          { cwd: project, env: { ...env(trace), ...launch.env }, timeout: "3 minutes" }
+        assert.deepStrictEqual(
+          testOnly.filter((name) => installed.has(name)),
+          [],
+          "test-only packages installed"
         )
-        const lines = ran.stdout.trim().split("\n").map((l) => JSON.parse(l) as { readonly type: string } & Record<string, unknown>)
-        assert.deepInclude(lines.find((l) => l.type === "card.settled")!, { outcome: "accepted", source: "rule:echo-ok" }, ran.stderr)
-        assert.deepInclude(lines.find((l) => l.type === "item.finished")!, { status: "completed" })
-        assert.strictEqual(lines[lines.length - 1]!.type, "run.finished")
-        // Everything came from the bundle (read from the installed dist/, not resolved as modules).
-        assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
-        const files = Outside.tracedFiles(trace)
-        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")), [])
-        assert.deepStrictEqual(files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)), [])
-        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by warden run")
-      }), 240_000)
+        // One effect for everything (the libraries take it as a peer).
+        assert.strictEqual(
+          installed.get("effect")?.length,
+          1,
+          `effect installed at ${installed.get("effect")?.join(", ")}`
+        )
+      })
+    )
 
-    it.effect("a plain JavaScript program embeds Warden with createSupervisor against the pinned codex", () =>
-      Effect.gen(function*() {
-        const { env, project, traceFile } = yield* Installed
-        const trace = traceFile("facade")
-        const ran = yield* Outside.runOk("node", ["facade.mjs"], { cwd: project, env: env(trace), timeout: "3 minutes" })
-        const report = JSON.parse(ran.stdout.trim()) as {
-          status: string
-          finalMessage: string
-          codex: string
-          cards: ReadonlyArray<{ kind: string; title: string; answer: string }>
-        }
-        assert.strictEqual(report.status, "completed", ran.stderr)
-        assert.strictEqual(report.finalMessage, "The command ran; all done.")
-        assert.strictEqual(report.cards.length, 1)
-        assert.strictEqual(report.cards[0]!.kind, "command")
-        assert.match(report.cards[0]!.title, /^run: echo hello from an installed warden/)
-        assert.strictEqual(report.cards[0]!.answer, "Settled")
-        assert.isTrue(Outside.isInside(report.codex, project), `codex ${report.codex} is not the installed one`)
-        assertTraceOutside(trace, project, ["/@warden/supervisor/dist/Facade.js", "/@warden/testkit/dist/RealCodex.js"])
-        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
-      }), 240_000)
+    it.effect(
+      "npx warden --version runs the compiled CLI on plain Node",
+      () =>
+        Effect.gen(function* () {
+          const { env, packages, project, traceFile } = yield* Installed
+          const trace = traceFile("version")
+          const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "--version"], {
+            cwd: project,
+            env: env(trace),
+            timeout: "2 minutes"
+          })
+          const version = packages.find((p) => p.manifest.name === "@warden/cli")!.manifest.version
+          assert.strictEqual(ran.stdout.trim(), version, ran.stderr)
+          assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
+          // Answered before anything else loads: no other module of Warden, and no Effect.
+          const files = Outside.tracedFiles(trace)
+          assert.deepStrictEqual(
+            files.filter(
+              (f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")
+            ),
+            []
+          )
+          assert.deepStrictEqual(
+            files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)),
+            []
+          )
+        }),
+      180_000
+    )
 
-    it.effect("a plain JavaScript program serves a card from @warden/inbox on its own supervisor and answers it over HTTP", () =>
-      Effect.gen(function*() {
-        const { env, project, traceFile } = yield* Installed
-        const trace = traceFile("inbox")
-        const ran = yield* Outside.runOk("node", ["inbox.mjs"], { cwd: project, env: env(trace), timeout: "2 minutes" })
-        const report = JSON.parse(ran.stdout.trim()) as {
-          page: { status: number; type: string; titled: boolean }
-          unauthorized: number
-          card: { title: string; offers: ReadonlyArray<string> }
-          decided: { status: number; settlement: { outcome: string; by: string } }
-          again: { status: number; tag: string }
-          answer: { result: { decision: string } }
-        }
-        assert.deepStrictEqual(report.page, { status: 200, type: "text/html", titled: true }, ran.stderr)
-        assert.strictEqual(report.unauthorized, 401)
-        assert.match(report.card.title, /^run: echo served by an installed inbox/)
-        assert.include(report.card.offers, "accept")
-        assert.strictEqual(report.decided.status, 200)
-        assert.deepInclude(report.decided.settlement, { outcome: "accepted", by: "person (web)" })
-        assert.deepStrictEqual(report.again, { status: 409, tag: "AlreadySettled" })
-        assert.deepStrictEqual(report.answer.result, { decision: "accept" })
-        assertTraceOutside(trace, project, ["/@warden/inbox/dist/index.js", "/@warden/inbox/dist/internal/Server.js", "/@warden/supervisor/dist/index.js"])
-        // The inbox needs nothing of the CLI.
-        assert.deepStrictEqual(Outside.tracedFiles(trace).filter((f) => f.includes(`${Path.sep}@warden${Path.sep}cli${Path.sep}`)), [])
-        assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
-      }), 180_000)
+    it.effect(
+      "npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0",
+      () =>
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const binary = yield* RealCodex.binaryPath
+          const trace = traceFile("doctor")
+          const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "doctor", "--codex", binary], {
+            cwd: project,
+            env: env(trace),
+            timeout: "3 minutes"
+          })
+          assert.include(ran.stdout, `codex:    ${binary}`)
+          assert.include(ran.stdout, "(the tested version)")
+          assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
+          assert.include(ran.stdout, "drift: none")
+          assertTraceOutside(trace, project, [
+            "/@warden/cli/dist/commands/DoctorCommand.js",
+            "/@warden/protocol/dist/SchemaDump.js"
+          ])
+        }),
+      240_000
+    )
 
-    it.effect("tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts", () =>
-      Effect.gen(function*() {
-        const { env, project } = yield* Installed
-        // The workspace's compiler (a tool, not Warden), run on the project's own tsconfig.
-        const tsc = Path.join(Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("typescript/package.json")), "bin", "tsc")
-        const ran = yield* Outside.runOk("node", [tsc, "--noEmit", "-p", "tsconfig.json", "--listFiles"], {
-          cwd: project,
-          env: env(),
-          timeout: "3 minutes"
-        })
-        const files = ran.stdout.split("\n").map((l) => l.trim()).filter((l) => l.endsWith(".ts")).map((f) => Fs.realpathSync(f))
-        const outside = files.filter((f) => !Outside.isInside(f, project))
-        // Only the compiler's own lib.*.d.ts come from elsewhere.
-        assert.deepStrictEqual(outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))), [])
-        const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
-        for (const pkg of ["approvals", "inbox", "json", "ledger", "observability", "protocol", "supervisor", "testkit", "transport"]) {
-          assert.isTrue(warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)), `@warden/${pkg} declarations`)
-        }
-        assert.deepStrictEqual(warden.filter((f) => !f.endsWith(".d.ts")), [], "Warden sources compiled instead of declarations")
-      }), 240_000)
+    it.effect(
+      "npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex",
+      () =>
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const trace = traceFile("demo")
+          const ran = yield* Outside.runOk("npx", ["--no", "--", "warden", "demo"], {
+            cwd: project,
+            env: env(trace),
+            timeout: "3 minutes"
+          })
+          assert.include(ran.stderr, "No terminal: the demo policy answers")
+          // The codex the demo ran is the one npm installed with @warden/testkit.
+          assert.include(ran.stderr, `the pinned codex at ${Path.join(project, "node_modules")}${Path.sep}`)
+          for (const i of [0, 1, 2])
+            assert.match(ran.stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
+          assert.match(ran.stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
+          assert.include(ran.stdout, "exit code 0")
+          assertTraceOutside(trace, project, [
+            "/@warden/cli/dist/commands/DemoCommand.js",
+            "/@warden/testkit/dist/McpServer.js"
+          ])
+          assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
+        }),
+      240_000
+    )
+
+    it.scoped(
+      "warden run (bundled: no module of Warden or Effect resolved) runs a work item on the pinned codex; a YAML rule accepts its card",
+      () =>
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const model = yield* ScriptedModel.make([
+            Step.execCommand({
+              cmd: "echo hello from warden run",
+              escalated: true,
+              justification: "the run needs one approval"
+            }),
+            Step.message("The command ran; done.")
+          ])
+          const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+          const rules = Path.join(launch.home, "rules.yaml")
+          Fs.writeFileSync(
+            rules,
+            "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n"
+          )
+          // The launch's app-server flags (`app-server -c k=v --enable f ...`) as warden's own.
+          const flags = launch.args.slice(1)
+          const trace = traceFile("run")
+          // The executable npm linked (npx would look for npm's cache under the launch's HOME).
+          const ran = yield* Outside.runOk(
+            Path.join(project, "node_modules", ".bin", "warden"),
+            [
+              "run",
+              "--codex",
+              launch.command,
+              ...flags,
+              "--cwd",
+              launch.workspace,
+              "--sandbox",
+              "workspace-write",
+              "--json",
+              "--approvals",
+              "rules",
+              "--rules",
+              rules,
+              "say hello"
+            ],
+            { cwd: project, env: { ...env(trace), ...launch.env }, timeout: "3 minutes" }
+          )
+          const lines = ran.stdout
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l) as { readonly type: string } & Record<string, unknown>)
+          assert.deepInclude(
+            lines.find((l) => l.type === "card.settled")!,
+            { outcome: "accepted", source: "rule:echo-ok" },
+            ran.stderr
+          )
+          assert.deepInclude(lines.find((l) => l.type === "item.finished")!, { status: "completed" })
+          assert.strictEqual(lines[lines.length - 1]!.type, "run.finished")
+          // Everything came from the bundle (read from the installed dist/, not resolved as modules).
+          assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
+          const files = Outside.tracedFiles(trace)
+          assert.deepStrictEqual(
+            files.filter(
+              (f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")
+            ),
+            []
+          )
+          assert.deepStrictEqual(
+            files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)),
+            []
+          )
+          assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by warden run")
+        }),
+      240_000
+    )
+
+    it.effect(
+      "a plain JavaScript program embeds Warden with createSupervisor against the pinned codex",
+      () =>
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const trace = traceFile("facade")
+          const ran = yield* Outside.runOk("node", ["facade.mjs"], {
+            cwd: project,
+            env: env(trace),
+            timeout: "3 minutes"
+          })
+          const report = JSON.parse(ran.stdout.trim()) as {
+            status: string
+            finalMessage: string
+            codex: string
+            cards: ReadonlyArray<{ kind: string; title: string; answer: string }>
+          }
+          assert.strictEqual(report.status, "completed", ran.stderr)
+          assert.strictEqual(report.finalMessage, "The command ran; all done.")
+          assert.strictEqual(report.cards.length, 1)
+          assert.strictEqual(report.cards[0]!.kind, "command")
+          assert.match(report.cards[0]!.title, /^run: echo hello from an installed warden/)
+          assert.strictEqual(report.cards[0]!.answer, "Settled")
+          assert.isTrue(Outside.isInside(report.codex, project), `codex ${report.codex} is not the installed one`)
+          assertTraceOutside(trace, project, [
+            "/@warden/supervisor/dist/Facade.js",
+            "/@warden/testkit/dist/RealCodex.js"
+          ])
+          assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
+        }),
+      240_000
+    )
+
+    it.effect(
+      "a plain JavaScript program serves a card from @warden/inbox on its own supervisor and answers it over HTTP",
+      () =>
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const trace = traceFile("inbox")
+          const ran = yield* Outside.runOk("node", ["inbox.mjs"], {
+            cwd: project,
+            env: env(trace),
+            timeout: "2 minutes"
+          })
+          const report = JSON.parse(ran.stdout.trim()) as {
+            page: { status: number; type: string; titled: boolean }
+            unauthorized: number
+            card: { title: string; offers: ReadonlyArray<string> }
+            decided: { status: number; settlement: { outcome: string; by: string } }
+            again: { status: number; tag: string }
+            answer: { result: { decision: string } }
+          }
+          assert.deepStrictEqual(report.page, { status: 200, type: "text/html", titled: true }, ran.stderr)
+          assert.strictEqual(report.unauthorized, 401)
+          assert.match(report.card.title, /^run: echo served by an installed inbox/)
+          assert.include(report.card.offers, "accept")
+          assert.strictEqual(report.decided.status, 200)
+          assert.deepInclude(report.decided.settlement, { outcome: "accepted", by: "person (web)" })
+          assert.deepStrictEqual(report.again, { status: 409, tag: "AlreadySettled" })
+          assert.deepStrictEqual(report.answer.result, { decision: "accept" })
+          assertTraceOutside(trace, project, [
+            "/@warden/inbox/dist/index.js",
+            "/@warden/inbox/dist/internal/Server.js",
+            "/@warden/supervisor/dist/index.js"
+          ])
+          // The inbox needs nothing of the CLI.
+          assert.deepStrictEqual(
+            Outside.tracedFiles(trace).filter((f) => f.includes(`${Path.sep}@warden${Path.sep}cli${Path.sep}`)),
+            []
+          )
+          assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
+        }),
+      180_000
+    )
+
+    it.effect(
+      "tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts",
+      () =>
+        Effect.gen(function* () {
+          const { env, project } = yield* Installed
+          // The workspace's compiler (a tool, not Warden), run on the project's own tsconfig.
+          const tsc = Path.join(
+            Path.dirname(createRequire(Path.join(repoRoot, "package.json")).resolve("typescript/package.json")),
+            "bin",
+            "tsc"
+          )
+          const ran = yield* Outside.runOk("node", [tsc, "--noEmit", "-p", "tsconfig.json", "--listFiles"], {
+            cwd: project,
+            env: env(),
+            timeout: "3 minutes"
+          })
+          const files = ran.stdout
+            .split("\n")
+            .map((l) => l.trim())
+            .filter((l) => l.endsWith(".ts"))
+            .map((f) => Fs.realpathSync(f))
+          const outside = files.filter((f) => !Outside.isInside(f, project))
+          // Only the compiler's own lib.*.d.ts come from elsewhere.
+          assert.deepStrictEqual(
+            outside.filter((f) => !/^lib\.[\w.]+\.d\.ts$/.test(Path.basename(f))),
+            []
+          )
+          const warden = files.filter((f) => f.includes(`${Path.sep}@warden${Path.sep}`))
+          for (const pkg of [
+            "approvals",
+            "inbox",
+            "json",
+            "ledger",
+            "observability",
+            "protocol",
+            "supervisor",
+            "testkit",
+            "transport"
+          ]) {
+            assert.isTrue(
+              warden.some((f) => f.startsWith(Path.join(project, "node_modules", "@warden", pkg, "dist") + Path.sep)),
+              `@warden/${pkg} declarations`
+            )
+          }
+          assert.deepStrictEqual(
+            warden.filter((f) => !f.endsWith(".d.ts")),
+            [],
+            "Warden sources compiled instead of declarations"
+          )
+        }),
+      240_000
+    )
   })
 })

@@ -37,9 +37,9 @@ const fakeMachine = (present: ReadonlyArray<string>) => {
       "#!/bin/sh",
       `echo "$*" >> ${dir}/apt.log`,
       `echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> ${dir}/apt.log`,
-      "[ \"$1\" = install ] || exit 0",
-      "for p in \"$@\"; do",
-      "  case \"$p\" in",
+      '[ "$1" = install ] || exit 0',
+      'for p in "$@"; do',
+      '  case "$p" in',
       `    tmux|chromium) printf '#!/bin/sh\\nexit 0\\n' > ${bin}/$p; /bin/chmod 755 ${bin}/$p ;;`,
       `    postgresql) for t in initdb pg_ctl; do printf '#!/bin/sh\\nexit 0\\n' > ${bin}/$t; /bin/chmod 755 ${bin}/$t; done ;;`,
       "  esac",
@@ -61,7 +61,10 @@ const env = (bin: string): NodeJS.ProcessEnv => {
 const runAsRoot = (bin: string, args: ReadonlyArray<string> = []) =>
   root
     ? spawnSync(process.execPath, [script, ...args], { env: env(bin), encoding: "utf8" })
-    : spawnSync("/usr/bin/unshare", ["--map-root-user", process.execPath, script, ...args], { env: env(bin), encoding: "utf8" })
+    : spawnSync("/usr/bin/unshare", ["--map-root-user", process.execPath, script, ...args], {
+        env: env(bin),
+        encoding: "utf8"
+      })
 
 /**
  * The script as a user that is not root: nobody when this process is root. Nobody runs a copy of

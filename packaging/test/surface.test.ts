@@ -11,14 +11,31 @@ import * as Path from "node:path"
 import * as Outside from "./support/Outside.js"
 
 const { repoRoot } = Outside
-const libraries = ["packages/json", "packages/transport", "packages/protocol", "packages/approvals", "packages/supervisor", "packages/ledger", "packages/inbox", "packages/observability", "packages/cluster", "packages/testkit"]
+const libraries = [
+  "packages/json",
+  "packages/transport",
+  "packages/protocol",
+  "packages/approvals",
+  "packages/supervisor",
+  "packages/ledger",
+  "packages/inbox",
+  "packages/observability",
+  "packages/cluster",
+  "packages/testkit"
+]
 
 describe("the public surface", () => {
   it("docs/api.md is current and every public export has TSDoc (scripts/api.mjs --check)", async () => {
     // Waited for asynchronously: the worker must keep answering vitest's RPC meanwhile.
     const run = await new Promise<{ status: number | null; stderr: string }>((resolve) =>
-      execFile(process.execPath, [Path.join(repoRoot, "scripts", "api.mjs"), "--check"], { cwd: repoRoot, encoding: "utf8" }, (error, _stdout, stderr) =>
-        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr })))
+      execFile(
+        process.execPath,
+        [Path.join(repoRoot, "scripts", "api.mjs"), "--check"],
+        { cwd: repoRoot, encoding: "utf8" },
+        (error, _stdout, stderr) =>
+          resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr })
+      )
+    )
     assert.strictEqual(run.status, 0, run.stderr)
   })
 
@@ -42,7 +59,10 @@ describe("the public surface", () => {
       assert.isUndefined(manifest[key], key)
       assert.isUndefined(manifest.publishConfig?.[key], `publishConfig.${key}`)
     }
-    assert.isFalse(Fs.existsSync(Path.join(repoRoot, "apps/cli", "src", "index.ts")), "apps/cli/src/index.ts would be read as a public surface")
+    assert.isFalse(
+      Fs.existsSync(Path.join(repoRoot, "apps/cli", "src", "index.ts")),
+      "apps/cli/src/index.ts would be read as a public surface"
+    )
   })
 
   it("the test kit exports what embedders test with; the repository's own test harnesses are not published", () => {
@@ -50,13 +70,27 @@ describe("the public surface", () => {
     const modules = [...index.matchAll(/^export \* as (\w+) from/gm)].map((m) => m[1]).sort()
     // Removing one of these is a breaking change (CHANGELOG.md); a harness only Warden's own tests
     // use (a throwaway PostgreSQL, an OTLP receiver) belongs in @warden/test-support instead.
-    assert.deepStrictEqual(modules, ["Adversarial", "FakeAppServer", "McpServer", "PinnedSchema", "ProcessTree", "RealCodex", "ScriptedModel", "Step", "TestProcess", "TranscriptReplay", "WokenWait"])
+    assert.deepStrictEqual(modules, [
+      "Adversarial",
+      "FakeAppServer",
+      "McpServer",
+      "PinnedSchema",
+      "ProcessTree",
+      "RealCodex",
+      "ScriptedModel",
+      "Step",
+      "TestProcess",
+      "TranscriptReplay",
+      "WokenWait"
+    ])
     const support = JSON.parse(Fs.readFileSync(Path.join(repoRoot, "packages/test-support/package.json"), "utf8"))
     assert.strictEqual(support.name, "@warden/test-support")
     assert.isTrue(support.private, "@warden/test-support must stay private")
     assert.notInclude(libraries, "packages/test-support")
     // Built and packed are the packages scripts/build.mjs lists as published; no published manifest names it.
-    const published = /export const published = (\[[^\]]*\])/.exec(Fs.readFileSync(Path.join(repoRoot, "scripts/build.mjs"), "utf8"))
+    const published = /export const published = (\[[^\]]*\])/.exec(
+      Fs.readFileSync(Path.join(repoRoot, "scripts/build.mjs"), "utf8")
+    )
     assert.isNotNull(published, "scripts/build.mjs: the published list")
     const dirs = JSON.parse(published![1]!) as ReadonlyArray<string>
     assert.notInclude(dirs, "packages/test-support")

@@ -29,5 +29,7 @@ if (args.length === 1 && args[0] === "--version") {
   if (bundled !== undefined) (bundled.exports as RunCli).start(process.argv)
   else void import("./startup/RunCli.js").then((RunCli) => RunCli.start(process.argv))
 } else {
-  void Promise.all([import("./startup/Main.js"), import("./startup/Cli.js")]).then(([Main, Cli]) => Main.main(Cli.run, process.argv))
+  void Promise.all([import("./startup/Main.js"), import("./startup/Cli.js")]).then(([Main, Cli]) =>
+    Main.main(Cli.run, process.argv)
+  )
 }

@@ -14,43 +14,54 @@ import * as CliProcess from "./support/CliProcess.js"
 const tempDir = CliProcess.tempDir
 
 describe("warden demo and doctor", () => {
-  it.live("demo without a terminal: one card accepted, one declined, one timed out; summary; exit 0", () =>
-    Effect.gen(function*() {
-      const result = yield* CliProcess.runToEnd(["demo"], { via: "tsx" })
-      assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
-      const stdout = result.stdout.join("\n")
-      assert.match(stdout, /^ITEM +STATUS +CARDS +TOKENS +ELAPSED +RESULT$/m)
-      for (const i of [0, 1, 2]) assert.match(stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
-      assert.match(stdout, /^c\d +0 +command +accepted +handler +run: echo 'hello from the warden demo'/m)
-      assert.match(stdout, /^c\d +1 +file change +declined +handler +write 1 file: .*note\.txt$/m)
-      assert.match(stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
-      assert.include(stdout, "The note outside the workspace was not written.")
-      assert.include(result.stderr, "No terminal: the demo policy answers")
-      assert.include(result.stderr, "hello from the warden demo")
-      assert.include(result.stderr, "no decision within 2s")
-    }), 60_000)
+  it.live(
+    "demo without a terminal: one card accepted, one declined, one timed out; summary; exit 0",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* CliProcess.runToEnd(["demo"], { via: "tsx" })
+        assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
+        const stdout = result.stdout.join("\n")
+        assert.match(stdout, /^ITEM +STATUS +CARDS +TOKENS +ELAPSED +RESULT$/m)
+        for (const i of [0, 1, 2])
+          assert.match(stdout, new RegExp(`^${i} +completed +1 (accepted|declined|timeout) `, "m"))
+        assert.match(stdout, /^c\d +0 +command +accepted +handler +run: echo 'hello from the warden demo'/m)
+        assert.match(stdout, /^c\d +1 +file change +declined +handler +write 1 file: .*note\.txt$/m)
+        assert.match(stdout, /^c\d +2 +mcp tool +timeout +deadline +mcp demo\.poke/m)
+        assert.include(stdout, "The note outside the workspace was not written.")
+        assert.include(result.stderr, "No terminal: the demo policy answers")
+        assert.include(result.stderr, "hello from the warden demo")
+        assert.include(result.stderr, "no decision within 2s")
+      }),
+    60_000
+  )
 
-  it.live("doctor on the pinned codex: the tested version, no drift, exit 0", () =>
-    Effect.gen(function*() {
-      const binary = yield* RealCodex.binaryPath
-      const result = yield* CliProcess.runToEnd(["doctor", "--codex", binary])
-      assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
-      const stdout = result.stdout.join("\n")
-      assert.include(stdout, `codex:    ${binary}`)
-      assert.include(stdout, "version:  codex-cli 0.171.0 (the tested version)")
-      assert.match(stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
-      assert.include(stdout, "drift: none")
-    }), 60_000)
+  it.live(
+    "doctor on the pinned codex: the tested version, no drift, exit 0",
+    () =>
+      Effect.gen(function* () {
+        const binary = yield* RealCodex.binaryPath
+        const result = yield* CliProcess.runToEnd(["doctor", "--codex", binary])
+        assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
+        const stdout = result.stdout.join("\n")
+        assert.include(stdout, `codex:    ${binary}`)
+        assert.include(stdout, "version:  codex-cli 0.171.0 (the tested version)")
+        assert.match(stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
+        assert.include(stdout, "drift: none")
+      }),
+    60_000
+  )
 
-  it.scopedLive("doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its children get ChildEnv's environment", () =>
-    Effect.gen(function*() {
-      const real = yield* RealCodex.binaryPath
-      const dir = yield* tempDir
-      const fake = Path.join(dir, "codex")
-      // A codex 0.172.0 whose file-change approval answer became {verdict: string}.
-      Fs.writeFileSync(
-        fake,
-        `#!${process.execPath}
+  it.scopedLive(
+    "doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its children get ChildEnv's environment",
+    () =>
+      Effect.gen(function* () {
+        const real = yield* RealCodex.binaryPath
+        const dir = yield* tempDir
+        const fake = Path.join(dir, "codex")
+        // A codex 0.172.0 whose file-change approval answer became {verdict: string}.
+        Fs.writeFileSync(
+          fake,
+          `#!${process.execPath}
 const { execFileSync } = require("node:child_process")
 const fs = require("node:fs")
 const path = require("node:path")
@@ -63,25 +74,36 @@ const bundle = JSON.parse(fs.readFileSync(file, "utf8"))
 bundle.definitions.FileChangeRequestApprovalResponse = { type: "object", required: ["verdict"], properties: { verdict: { type: "string" } } }
 fs.writeFileSync(file, JSON.stringify(bundle))
 `,
-        { mode: 0o755 }
-      )
-      Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }))
-      const result = yield* CliProcess.runToEnd(["doctor", "--codex", fake, "--json"], {
-        env: { WARDEN_DOCTOR_PROBE: "doctor-probe-secret", DOCTOR_PROBE_PASSED: "passed" }
-      })
-      assert.deepStrictEqual(result.exited, { code: 1, signal: null }, result.stderr)
-      assert.strictEqual(result.stdout.length, 1, "one JSON object")
-      const report = JSON.parse(result.stdout[0]!)
-      assert.deepInclude(report, { version: "0.172.0", tested: false, testedVersion: "0.171.0", breaking: true })
-      const broken = (report.answers as ReadonlyArray<{ method: string; answer: string; verdict: string }>).filter((a) => a.verdict !== "valid")
-      assert.isAbove(broken.length, 0)
-      assert.deepStrictEqual([...new Set(broken.map((a) => a.method))], ["item/fileChange/requestApproval"])
-      assert.include(broken.map((a) => a.answer), "refusal")
-      // Both children got our environment through ChildEnv.make: the rest of it, no WARDEN_* variable.
-      for (const file of ["version-env.json", "generate-env.json"]) {
-        const env = JSON.parse(Fs.readFileSync(Path.join(dir, file), "utf8")) as Record<string, string>
-        assert.strictEqual(env["DOCTOR_PROBE_PASSED"], "passed", file)
-        assert.deepStrictEqual(Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")), [], file)
-      }
-    }), 60_000)
+          { mode: 0o755 }
+        )
+        Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }))
+        const result = yield* CliProcess.runToEnd(["doctor", "--codex", fake, "--json"], {
+          env: { WARDEN_DOCTOR_PROBE: "doctor-probe-secret", DOCTOR_PROBE_PASSED: "passed" }
+        })
+        assert.deepStrictEqual(result.exited, { code: 1, signal: null }, result.stderr)
+        assert.strictEqual(result.stdout.length, 1, "one JSON object")
+        const report = JSON.parse(result.stdout[0]!)
+        assert.deepInclude(report, { version: "0.172.0", tested: false, testedVersion: "0.171.0", breaking: true })
+        const broken = (report.answers as ReadonlyArray<{ method: string; answer: string; verdict: string }>).filter(
+          (a) => a.verdict !== "valid"
+        )
+        assert.isAbove(broken.length, 0)
+        assert.deepStrictEqual([...new Set(broken.map((a) => a.method))], ["item/fileChange/requestApproval"])
+        assert.include(
+          broken.map((a) => a.answer),
+          "refusal"
+        )
+        // Both children got our environment through ChildEnv.make: the rest of it, no WARDEN_* variable.
+        for (const file of ["version-env.json", "generate-env.json"]) {
+          const env = JSON.parse(Fs.readFileSync(Path.join(dir, file), "utf8")) as Record<string, string>
+          assert.strictEqual(env["DOCTOR_PROBE_PASSED"], "passed", file)
+          assert.deepStrictEqual(
+            Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")),
+            [],
+            file
+          )
+        }
+      }),
+    60_000
+  )
 })

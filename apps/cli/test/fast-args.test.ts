@@ -56,10 +56,58 @@ describe("FastArgs: warden run's plain command lines without @effect/cli's parse
   it("reads the usual command lines, with the values @effect/cli gives", async () => {
     const lines: Array<Array<string>> = [
       ["run", "--codex", "/opt/codex", "--restarts", "0", "--approvals", "deny", "start-up"],
-      ["run", "--json", "--approvals", "stdin", "--concurrency", "100", "--sandbox", "workspace-write", "fix the bug", "write tests"],
-      ["run", "-c", "model_reasoning_effort=low", "--config", "a.b=1", "--enable", "x", "--enable", "y", "--no-state", "hello"],
-      ["run", "--rules=policy.yaml", "--approval-timeout", "2m", "--stall-timeout=30s", "--audit", "audit.jsonl", "--max-tokens", "5000", "go"],
-      ["run", "--inbox", "127.0.0.1:0", "--approvals", "inbox", "--notify", "https://hooks.example/x", "--worktree", "--base", "main", "a", "b", "c"]
+      [
+        "run",
+        "--json",
+        "--approvals",
+        "stdin",
+        "--concurrency",
+        "100",
+        "--sandbox",
+        "workspace-write",
+        "fix the bug",
+        "write tests"
+      ],
+      [
+        "run",
+        "-c",
+        "model_reasoning_effort=low",
+        "--config",
+        "a.b=1",
+        "--enable",
+        "x",
+        "--enable",
+        "y",
+        "--no-state",
+        "hello"
+      ],
+      [
+        "run",
+        "--rules=policy.yaml",
+        "--approval-timeout",
+        "2m",
+        "--stall-timeout=30s",
+        "--audit",
+        "audit.jsonl",
+        "--max-tokens",
+        "5000",
+        "go"
+      ],
+      [
+        "run",
+        "--inbox",
+        "127.0.0.1:0",
+        "--approvals",
+        "inbox",
+        "--notify",
+        "https://hooks.example/x",
+        "--worktree",
+        "--base",
+        "main",
+        "a",
+        "b",
+        "c"
+      ]
     ]
     for (const line of lines) {
       const parsed = fast(line)
@@ -103,35 +151,143 @@ describe("FastArgs: warden run's plain command lines without @effect/cli's parse
 
   it("property: whatever it accepts, @effect/cli parses to the same value", async () => {
     const names = [
-      "--cwd", "--codex", "--config", "-c", "--enable", "--disable", "--model", "--sandbox", "--approval-policy", "--approvals",
-      "--rules", "--approval-timeout", "--request-timeout", "--stall-timeout", "--json", "--audit", "--otlp", "--concurrency",
-      "--max-tokens", "--max-turn-time", "--run-max-tokens", "--fixed-concurrency", "--admission-recovery", "--pool", "--restarts",
-      "--worktree", "--base", "--keep-worktrees", "--state", "--no-state", "--inbox", "--inbox-allow-remote", "--inbox-public-url",
-      "--notify", "--notify-secret", "--help", "-h", "--version", "--wizard", "--log-level", "--completions", "--Json", "--concurency", "--", "-", "-ck"
+      "--cwd",
+      "--codex",
+      "--config",
+      "-c",
+      "--enable",
+      "--disable",
+      "--model",
+      "--sandbox",
+      "--approval-policy",
+      "--approvals",
+      "--rules",
+      "--approval-timeout",
+      "--request-timeout",
+      "--stall-timeout",
+      "--json",
+      "--audit",
+      "--otlp",
+      "--concurrency",
+      "--max-tokens",
+      "--max-turn-time",
+      "--run-max-tokens",
+      "--fixed-concurrency",
+      "--admission-recovery",
+      "--pool",
+      "--restarts",
+      "--worktree",
+      "--base",
+      "--keep-worktrees",
+      "--state",
+      "--no-state",
+      "--inbox",
+      "--inbox-allow-remote",
+      "--inbox-public-url",
+      "--notify",
+      "--notify-secret",
+      "--help",
+      "-h",
+      "--version",
+      "--wizard",
+      "--log-level",
+      "--completions",
+      "--Json",
+      "--concurency",
+      "--",
+      "-",
+      "-ck"
     ]
     const values = [
-      "x", "1", "0", "7", "-3", "many", "5s", "15m", "soon", "0s", "deny", "stdin", "prompt", "inbox", "none", "read-only", "workspace-write",
-      "never", "on-request", "k=v", "novalue", "127.0.0.1:8420", "8420", "[::1]:1", "http://h/x", "ftp://h", "true", "false", "yes", "no",
-      " padded ", "", "two words", "--json", "-c"
+      "x",
+      "1",
+      "0",
+      "7",
+      "-3",
+      "many",
+      "5s",
+      "15m",
+      "soon",
+      "0s",
+      "deny",
+      "stdin",
+      "prompt",
+      "inbox",
+      "none",
+      "read-only",
+      "workspace-write",
+      "never",
+      "on-request",
+      "k=v",
+      "novalue",
+      "127.0.0.1:8420",
+      "8420",
+      "[::1]:1",
+      "http://h/x",
+      "ftp://h",
+      "true",
+      "false",
+      "yes",
+      "no",
+      " padded ",
+      "",
+      "two words",
+      "--json",
+      "-c"
     ]
     const token = fc.oneof(
       { arbitrary: fc.constantFrom(...names), weight: 4 },
       { arbitrary: fc.constantFrom(...values), weight: 4 },
-      { arbitrary: fc.tuple(fc.constantFrom(...names), fc.constantFrom(...values)).map(([n, v]) => `${n}=${v}`), weight: 1 }
+      {
+        arbitrary: fc.tuple(fc.constantFrom(...names), fc.constantFrom(...values)).map(([n, v]) => `${n}=${v}`),
+        weight: 1
+      }
     )
     // Values each option takes, so that many generated lines are plain (flags alone: the empty list).
     const good: Record<string, ReadonlyArray<string>> = {
-      "--cwd": [".", "x"], "--codex": ["x"], "--config": ["k=v", "a.b=1"], "-c": ["k=v"], "--enable": ["x"], "--disable": ["x"], "--model": ["x", "true"],
-      "--sandbox": ["read-only", "workspace-write"], "--approval-policy": ["never", "on-request"], "--approvals": ["deny", "stdin", "inbox"],
-      "--rules": ["x"], "--approval-timeout": ["5s", "15m"], "--request-timeout": ["5s"], "--stall-timeout": ["15m"], "--audit": ["x"],
-      "--otlp": ["http://h/x"], "--concurrency": ["1", "7"], "--max-tokens": ["7"], "--max-turn-time": ["5s"], "--run-max-tokens": ["1"],
-      "--admission-recovery": ["5s"], "--pool": ["1", "7"], "--restarts": ["0", "7"], "--base": ["x"], "--state": ["x"],
-      "--inbox": ["8420", "127.0.0.1:8420", "[::1]:1"], "--inbox-public-url": ["http://h/x"], "--notify": ["http://h/x"], "--notify-secret": ["x"],
-      "--json": [], "--fixed-concurrency": [], "--worktree": [], "--keep-worktrees": [], "--no-state": [], "--inbox-allow-remote": []
+      "--cwd": [".", "x"],
+      "--codex": ["x"],
+      "--config": ["k=v", "a.b=1"],
+      "-c": ["k=v"],
+      "--enable": ["x"],
+      "--disable": ["x"],
+      "--model": ["x", "true"],
+      "--sandbox": ["read-only", "workspace-write"],
+      "--approval-policy": ["never", "on-request"],
+      "--approvals": ["deny", "stdin", "inbox"],
+      "--rules": ["x"],
+      "--approval-timeout": ["5s", "15m"],
+      "--request-timeout": ["5s"],
+      "--stall-timeout": ["15m"],
+      "--audit": ["x"],
+      "--otlp": ["http://h/x"],
+      "--concurrency": ["1", "7"],
+      "--max-tokens": ["7"],
+      "--max-turn-time": ["5s"],
+      "--run-max-tokens": ["1"],
+      "--admission-recovery": ["5s"],
+      "--pool": ["1", "7"],
+      "--restarts": ["0", "7"],
+      "--base": ["x"],
+      "--state": ["x"],
+      "--inbox": ["8420", "127.0.0.1:8420", "[::1]:1"],
+      "--inbox-public-url": ["http://h/x"],
+      "--notify": ["http://h/x"],
+      "--notify-secret": ["x"],
+      "--json": [],
+      "--fixed-concurrency": [],
+      "--worktree": [],
+      "--keep-worktrees": [],
+      "--no-state": [],
+      "--inbox-allow-remote": []
     }
-    const plain = fc.constantFrom(...Object.keys(good)).chain((n) =>
-      good[n]!.length === 0 ? fc.constant([n]) : fc.constantFrom(...good[n]!).chain((v) => fc.constantFrom([n, v], [`${n}=${v}`]))
-    )
+    const plain = fc
+      .constantFrom(...Object.keys(good))
+      .chain((n) =>
+        good[n]!.length === 0
+          ? fc.constant([n])
+          : fc.constantFrom(...good[n]!).chain((v) => fc.constantFrom([n, v], [`${n}=${v}`]))
+      )
     // Mostly plain options, some an arbitrary name and value (or a lone token): the lines near the edge of the plain shape.
     const option = fc.oneof(
       { arbitrary: plain, weight: 8 },
@@ -143,7 +299,8 @@ describe("FastArgs: warden run's plain command lines without @effect/cli's parse
       { arbitrary: fc.array(fc.constantFrom("fix it", "a", "b c", "true"), { minLength: 1, maxLength: 3 }), weight: 4 },
       { arbitrary: fc.array(fc.constantFrom("fix it", "-x", " --json", "--json", "-"), { maxLength: 3 }), weight: 1 }
     )
-    const line = fc.tuple(fc.array(option, { maxLength: 6 }), prompts)
+    const line = fc
+      .tuple(fc.array(option, { maxLength: 6 }), prompts)
       .map(([options, prompts]) => ["run", ...options.flat(), ...prompts])
     let accepted = 0
     let checked = 0

@@ -22,7 +22,7 @@ const commandCard = (id: string, item: number, command: string): Card.CardView =
 })
 
 describe("cli fleet units", () => {
-  it("stdin group lines: a group id and a decision; \"always\" and bad ids are refused with a reason", () => {
+  it('stdin group lines: a group id and a decision; "always" and bad ids are refused with a reason', () => {
     assert.deepStrictEqual(StdinDecisions.parseLine(`{"group":"g0123456789abcdef","decision":"accept"}`), {
       _tag: "Group",
       group: "g0123456789abcdef",
@@ -41,7 +41,16 @@ describe("cli fleet units", () => {
   it("the summary lists each item's worktree: changed and kept, unchanged and removed, kept as it was on a git failure", () => {
     const tally = RunState.make(["a", "b", "c"], 0)
     const summary = (path: string, changed: boolean, kept: boolean, error?: string) => ({
-      path, branch: `warden/r/${path}`, base: "b", head: "h", changed, kept, diffstat: "", files: changed ? 2 : 0, insertions: changed ? 3 : 0, deletions: changed ? 1 : 0,
+      path,
+      branch: `warden/r/${path}`,
+      base: "b",
+      head: "h",
+      changed,
+      kept,
+      diffstat: "",
+      files: changed ? 2 : 0,
+      insertions: changed ? 3 : 0,
+      deletions: changed ? 1 : 0,
       ...(error !== undefined ? { error } : {})
     })
     tally.items[0]!.worktree = summary("0", true, true)
@@ -55,20 +64,30 @@ describe("cli fleet units", () => {
   })
 
   it.scoped("the board shows cards asking the same thing as one line with their count and items", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const tally = RunState.make(["a", "b", "c", "d"], 0)
-      for (const card of [commandCard("c1", 0, "pnpm test"), commandCard("c2", 1, "make lint"), commandCard("c3", 2, "pnpm test"), commandCard("c4", 3, "pnpm test")]) {
+      for (const card of [
+        commandCard("c1", 0, "pnpm test"),
+        commandCard("c2", 1, "make lint"),
+        commandCard("c3", 2, "pnpm test"),
+        commandCard("c4", 3, "pnpm test")
+      ]) {
         RunState.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
       }
       let region: ReadonlyArray<string> = []
-      const screen = { region: (lines: ReadonlyArray<string>) => void (region = lines), err: () => {}, out: () => {} } as never
+      const screen = {
+        region: (lines: ReadonlyArray<string>) => void (region = lines),
+        err: () => {},
+        out: () => {}
+      } as never
       const board = yield* Board.make(screen, tally, { title: "t", now: () => 0 })
       board.redraw()
       const cardLines = region.filter((l) => /^ c\d/.test(l))
       assert.strictEqual(cardLines.length, 2)
       assert.match(cardLines[0]!, /^ c1 +3 items command +closes in +1:00 +run: pnpm test — 3 items \(0, 2, 3\)$/)
       assert.match(cardLines[1]!, /^ c2 +item 1 +command +closes in +1:00 +run: make lint$/)
-    }))
+    })
+  )
 
   it("the summary keeps the last settlements (RunState.SettledKept) but counts every card per item, and says what it left out", () => {
     const tally = RunState.make(["a", "b"], 0)
@@ -78,7 +97,14 @@ describe("cli fleet units", () => {
       RunState.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
       RunState.applyApprovalEvent(tally, {
         _tag: "CardSettled",
-        settlement: { card, outcome: i % 2 === 0 ? "accepted" : "declined", source: { _tag: "Deadline" }, written: true, settledAt: 1, latencyMs: 1 }
+        settlement: {
+          card,
+          outcome: i % 2 === 0 ? "accepted" : "declined",
+          source: { _tag: "Deadline" },
+          written: true,
+          settledAt: 1,
+          latencyMs: 1
+        }
       } as never)
     }
     assert.strictEqual(tally.settled.length, RunState.SettledKept)

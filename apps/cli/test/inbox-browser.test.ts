@@ -78,7 +78,13 @@ const fake = (cards: number) =>
     return {
       codex,
       trigger,
-      answers: () => (Fs.existsSync(answersFile) ? Fs.readFileSync(answersFile, "utf8").trim().split("\n").map((l) => JSON.parse(l)) : []),
+      answers: () =>
+        Fs.existsSync(answersFile)
+          ? Fs.readFileSync(answersFile, "utf8")
+              .trim()
+              .split("\n")
+              .map((l) => JSON.parse(l))
+          : [],
       env: { CARDS: String(cards), TRIGGER: trigger, ANSWERS: answersFile }
     }
   })
@@ -89,19 +95,24 @@ const fake = (cards: number) =>
  * over the default 30 s once, so the bound is wider (and the tests' own, 150 s).
  */
 const linkOf = (cli: CliProcess.Cli) =>
-  Effect.map(cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "60 seconds"), (text) => {
-    const links = text.match(/inbox at (http:\/\/\S+#token=\S+)/g) ?? []
-    assert.strictEqual(links.length, 1, "the link is printed once")
-    const link = links[0]!.slice("inbox at ".length)
-    return { link, url: link.slice(0, link.indexOf("#")), token: link.slice(link.indexOf("#token=") + 7) }
-  })
+  Effect.map(
+    cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "60 seconds"),
+    (text) => {
+      const links = text.match(/inbox at (http:\/\/\S+#token=\S+)/g) ?? []
+      assert.strictEqual(links.length, 1, "the link is printed once")
+      const link = links[0]!.slice("inbox at ".length)
+      return { link, url: link.slice(0, link.indexOf("#")), token: link.slice(link.indexOf("#token=") + 7) }
+    }
+  )
 
 /** Opens the page at `link` and waits until its event stream is live. */
 const openPage = (browser: import("playwright-core").Browser, link: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const page = yield* Browser.page(browser)
     yield* Browser.step("open the page", () => page.goto(link))
-    yield* Browser.step("the page goes live", () => page.locator("#status[data-state=live]").waitFor({ timeout: 15_000 }))
+    yield* Browser.step("the page goes live", () =>
+      page.locator("#status[data-state=live]").waitFor({ timeout: 15_000 })
+    )
     return page
   })
 
@@ -109,158 +120,279 @@ const cardOn = (page: Page, cardId: string) => page.locator(`[data-card="${cardI
 const decidedOn = (page: Page, cardId: string) => page.locator(`[data-settled="${cardId}"]`)
 
 describe("web inbox in a real browser", () => {
-  it.scopedLive("real codex: the card appears with its countdown and details; accept in the page settles it accepted by the web; the command runs", () =>
-    Effect.gen(function*() {
-      const browser = yield* Browser.launch
-      const codex = yield* Codex.setup({
-        lanes: { cmd: [Step.execCommand({ cmd: "echo warden-inbox-output", escalated: true, justification: "test inbox" }), Step.message("cmd done")] }
-      })
-      const cli = yield* CliProcess.spawn(
-        ["run", ...codex.flags, "--json", "--inbox", "127.0.0.1:0", `${ScriptedModel.laneMarker("cmd")} run the command`],
-        { env: codex.env, stdin: "ignore" }
-      )
-      const { link, url } = yield* linkOf(cli)
-      const listening = yield* cli.waitForJson("inbox.listening", (l) => l.type === "inbox.listening")
-      assert.strictEqual(listening.url, url)
-      assert.notInclude(cli.lines().join("\n"), link.slice(link.indexOf("#token=") + 7), "the token is not in --json")
-      const page = yield* openPage(browser, link)
-      assert.notInclude(page.url(), "token=", "the token left the address bar")
+  it.scopedLive(
+    "real codex: the card appears with its countdown and details; accept in the page settles it accepted by the web; the command runs",
+    () =>
+      Effect.gen(function* () {
+        const browser = yield* Browser.launch
+        const codex = yield* Codex.setup({
+          lanes: {
+            cmd: [
+              Step.execCommand({ cmd: "echo warden-inbox-output", escalated: true, justification: "test inbox" }),
+              Step.message("cmd done")
+            ]
+          }
+        })
+        const cli = yield* CliProcess.spawn(
+          [
+            "run",
+            ...codex.flags,
+            "--json",
+            "--inbox",
+            "127.0.0.1:0",
+            `${ScriptedModel.laneMarker("cmd")} run the command`
+          ],
+          { env: codex.env, stdin: "ignore" }
+        )
+        const { link, url } = yield* linkOf(cli)
+        const listening = yield* cli.waitForJson("inbox.listening", (l) => l.type === "inbox.listening")
+        assert.strictEqual(listening.url, url)
+        assert.notInclude(cli.lines().join("\n"), link.slice(link.indexOf("#token=") + 7), "the token is not in --json")
+        const page = yield* openPage(browser, link)
+        assert.notInclude(page.url(), "token=", "the token left the address bar")
 
-      const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
-      const card = cardOn(page, opened.cardId)
-      yield* Browser.step("the card appears", () => card.waitFor({ timeout: 15_000 }))
-      assert.include(yield* Browser.step("title", () => card.locator(".title").innerText()), "echo warden-inbox-output")
-      assert.match(yield* Browser.step("countdown", () => card.locator(".countdown").innerText()), /^(\d+h)?(\d+m)?\d+s$/)
-      yield* Browser.step("details", () => card.locator("button[data-action=details]").click())
-      yield* Browser.step("details shown", () => card.locator("pre.details:not([hidden])").waitFor({ timeout: 15_000 }))
-      assert.include(yield* Browser.step("details text", () => card.locator("pre.details").innerText()), "command:")
-      const board = yield* Browser.step("the board", () => page.locator("#items tr[data-item='0']").innerText())
-      assert.include(board, "running")
+        const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
+        const card = cardOn(page, opened.cardId)
+        yield* Browser.step("the card appears", () => card.waitFor({ timeout: 15_000 }))
+        assert.include(
+          yield* Browser.step("title", () => card.locator(".title").innerText()),
+          "echo warden-inbox-output"
+        )
+        assert.match(
+          yield* Browser.step("countdown", () => card.locator(".countdown").innerText()),
+          /^(\d+h)?(\d+m)?\d+s$/
+        )
+        yield* Browser.step("details", () => card.locator("button[data-action=details]").click())
+        yield* Browser.step("details shown", () =>
+          card.locator("pre.details:not([hidden])").waitFor({ timeout: 15_000 })
+        )
+        assert.include(yield* Browser.step("details text", () => card.locator("pre.details").innerText()), "command:")
+        const board = yield* Browser.step("the board", () => page.locator("#items tr[data-item='0']").innerText())
+        assert.include(board, "running")
 
-      yield* Browser.step("accept", () => card.locator("button[data-decision=accept]").click())
-      yield* Browser.step("the outcome", () => decidedOn(page, opened.cardId).waitFor({ timeout: 15_000 }))
-      assert.include(yield* Browser.step("outcome text", () => decidedOn(page, opened.cardId).innerText()), "accepted by person (web)")
-      assert.strictEqual(yield* Browser.step("card gone", () => card.count()), 0)
+        yield* Browser.step("accept", () => card.locator("button[data-decision=accept]").click())
+        yield* Browser.step("the outcome", () => decidedOn(page, opened.cardId).waitFor({ timeout: 15_000 }))
+        assert.include(
+          yield* Browser.step("outcome text", () => decidedOn(page, opened.cardId).innerText()),
+          "accepted by person (web)"
+        )
+        assert.strictEqual(yield* Browser.step("card gone", () => card.count()), 0)
 
-      const exited = yield* cli.exited()
-      assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
-      const settled = cli.json().find((l) => l.type === "card.settled")!
-      assert.deepInclude(settled, { cardId: opened.cardId, outcome: "accepted", source: "person", channel: "web", decision: "accept" })
-      const outputs = (yield* codex.model.awaitRequests(2)).flatMap((r) => ScriptedModel.functionCallOutputs(r)).map((o) => JSON.stringify(o.output)).join("\n")
-      assert.include(outputs, "warden-inbox-output", "the accepted command ran")
-      assert.include(outputs, "exited with code 0")
-    }), 150_000)
+        const exited = yield* cli.exited()
+        assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
+        const settled = cli.json().find((l) => l.type === "card.settled")!
+        assert.deepInclude(settled, {
+          cardId: opened.cardId,
+          outcome: "accepted",
+          source: "person",
+          channel: "web",
+          decision: "accept"
+        })
+        const outputs = (yield* codex.model.awaitRequests(2))
+          .flatMap((r) => ScriptedModel.functionCallOutputs(r))
+          .map((o) => JSON.stringify(o.output))
+          .join("\n")
+        assert.include(outputs, "warden-inbox-output", "the accepted command ran")
+        assert.include(outputs, "exited with code 0")
+      }),
+    150_000
+  )
 
-  it.scopedLive("two pages answer the same card: exactly one wins, the other says who did; the app-server got one answer", () =>
-    Effect.gen(function*() {
-      const browser = yield* Browser.launch
-      const f = yield* fake(1)
-      const cli = yield* CliProcess.spawn(["run", "--codex", f.codex, "--json", "--inbox", "0", "--restarts", "0", "hello"], { env: f.env, stdin: "ignore" })
-      const { link } = yield* linkOf(cli)
-      const a = yield* openPage(browser, link)
-      const b = yield* openPage(browser, link)
-      Fs.writeFileSync(f.trigger, "")
-      const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
-      yield* Browser.step("on page a", () => cardOn(a, opened.cardId).waitFor({ timeout: 15_000 }))
-      yield* Browser.step("on page b", () => cardOn(b, opened.cardId).waitFor({ timeout: 15_000 }))
-      yield* Browser.step("both click", () =>
-        Promise.all([
-          // A page whose card has already left (the other won first) has nothing to click: that is fine too.
-          cardOn(a, opened.cardId).locator("button[data-decision=accept]").click({ timeout: 5_000 }).catch(() => undefined),
-          cardOn(b, opened.cardId).locator("button[data-decision=decline]").click({ timeout: 5_000 }).catch(() => undefined)
-        ]))
-      for (const page of [a, b]) yield* Browser.step("decided", () => decidedOn(page, opened.cardId).waitFor({ timeout: 15_000 }))
-      const texts = [yield* Browser.step("a", () => decidedOn(a, opened.cardId).innerText()), yield* Browser.step("b", () => decidedOn(b, opened.cardId).innerText())]
-      const mine = [yield* Browser.step("a kind", () => decidedOn(a, opened.cardId).getAttribute("data-kind")), yield* Browser.step("b kind", () => decidedOn(b, opened.cardId).getAttribute("data-kind"))]
-      assert.strictEqual(mine.filter((k) => k === "mine").length, 1, `exactly one page won: ${texts.join(" | ")}`)
-      const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
-      const winner = mine[0] === "mine" ? texts[0]! : texts[1]!
-      const loser = mine[0] === "mine" ? texts[1]! : texts[0]!
-      assert.include(winner, `${settled.outcome} by person (web) (you)`)
-      assert.include(loser, `${settled.outcome} by person (web)`, "the other page says who decided")
-      assert.notInclude(loser, "(you)")
-      assert.deepInclude(settled, { source: "person", channel: "web" })
-      yield* cli.exited()
-      assert.strictEqual(f.answers().length, 1, "one answer on the wire")
-      assert.deepStrictEqual(f.answers()[0]!.result, { decision: settled.decision })
-    }), 150_000)
+  it.scopedLive(
+    "two pages answer the same card: exactly one wins, the other says who did; the app-server got one answer",
+    () =>
+      Effect.gen(function* () {
+        const browser = yield* Browser.launch
+        const f = yield* fake(1)
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", f.codex, "--json", "--inbox", "0", "--restarts", "0", "hello"],
+          { env: f.env, stdin: "ignore" }
+        )
+        const { link } = yield* linkOf(cli)
+        const a = yield* openPage(browser, link)
+        const b = yield* openPage(browser, link)
+        Fs.writeFileSync(f.trigger, "")
+        const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
+        yield* Browser.step("on page a", () => cardOn(a, opened.cardId).waitFor({ timeout: 15_000 }))
+        yield* Browser.step("on page b", () => cardOn(b, opened.cardId).waitFor({ timeout: 15_000 }))
+        yield* Browser.step("both click", () =>
+          Promise.all([
+            // A page whose card has already left (the other won first) has nothing to click: that is fine too.
+            cardOn(a, opened.cardId)
+              .locator("button[data-decision=accept]")
+              .click({ timeout: 5_000 })
+              .catch(() => undefined),
+            cardOn(b, opened.cardId)
+              .locator("button[data-decision=decline]")
+              .click({ timeout: 5_000 })
+              .catch(() => undefined)
+          ])
+        )
+        for (const page of [a, b])
+          yield* Browser.step("decided", () => decidedOn(page, opened.cardId).waitFor({ timeout: 15_000 }))
+        const texts = [
+          yield* Browser.step("a", () => decidedOn(a, opened.cardId).innerText()),
+          yield* Browser.step("b", () => decidedOn(b, opened.cardId).innerText())
+        ]
+        const mine = [
+          yield* Browser.step("a kind", () => decidedOn(a, opened.cardId).getAttribute("data-kind")),
+          yield* Browser.step("b kind", () => decidedOn(b, opened.cardId).getAttribute("data-kind"))
+        ]
+        assert.strictEqual(mine.filter((k) => k === "mine").length, 1, `exactly one page won: ${texts.join(" | ")}`)
+        const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
+        const winner = mine[0] === "mine" ? texts[0]! : texts[1]!
+        const loser = mine[0] === "mine" ? texts[1]! : texts[0]!
+        assert.include(winner, `${settled.outcome} by person (web) (you)`)
+        assert.include(loser, `${settled.outcome} by person (web)`, "the other page says who decided")
+        assert.notInclude(loser, "(you)")
+        assert.deepInclude(settled, { source: "person", channel: "web" })
+        yield* cli.exited()
+        assert.strictEqual(f.answers().length, 1, "one answer on the wire")
+        assert.deepStrictEqual(f.answers()[0]!.result, { decision: settled.decision })
+      }),
+    150_000
+  )
 
-  it.scopedLive("a card decided on stdin leaves the page at once, saying who; a card nobody clicks leaves with its deadline; a wrong token decides nothing", () =>
-    Effect.gen(function*() {
-      const browser = yield* Browser.launch
-      const f = yield* fake(2)
-      const cli = yield* CliProcess.spawn(
-        ["run", "--codex", f.codex, "--json", "--approvals", "stdin", "--inbox", "127.0.0.1:0", "--approval-timeout", "8s", "--restarts", "0", "hello"],
-        { env: f.env }
-      )
-      const { link, url } = yield* linkOf(cli)
-      const page = yield* openPage(browser, link)
-      const intruder = yield* Browser.page(browser)
-      yield* Browser.step("open with a wrong token", () => intruder.goto(`${url}#token=not-the-token`))
-      yield* Browser.step("the wrong token is refused", () => intruder.locator("#status[data-state=denied]").waitFor({ timeout: 15_000 }))
-      Fs.writeFileSync(f.trigger, "")
-      const first = yield* cli.waitForJson("card one", (l) => l.type === "card.opened" && String(l.summary).includes("card-0"))
-      const second = yield* cli.waitForJson("card two", (l) => l.type === "card.opened" && String(l.summary).includes("card-1"))
-      yield* Browser.step("both on the page", () => cardOn(page, second.cardId).waitFor({ timeout: 15_000 }))
-      yield* Browser.step("card one on the page", () => cardOn(page, first.cardId).waitFor({ timeout: 15_000 }))
+  it.scopedLive(
+    "a card decided on stdin leaves the page at once, saying who; a card nobody clicks leaves with its deadline; a wrong token decides nothing",
+    () =>
+      Effect.gen(function* () {
+        const browser = yield* Browser.launch
+        const f = yield* fake(2)
+        const cli = yield* CliProcess.spawn(
+          [
+            "run",
+            "--codex",
+            f.codex,
+            "--json",
+            "--approvals",
+            "stdin",
+            "--inbox",
+            "127.0.0.1:0",
+            "--approval-timeout",
+            "8s",
+            "--restarts",
+            "0",
+            "hello"
+          ],
+          { env: f.env }
+        )
+        const { link, url } = yield* linkOf(cli)
+        const page = yield* openPage(browser, link)
+        const intruder = yield* Browser.page(browser)
+        yield* Browser.step("open with a wrong token", () => intruder.goto(`${url}#token=not-the-token`))
+        yield* Browser.step("the wrong token is refused", () =>
+          intruder.locator("#status[data-state=denied]").waitFor({ timeout: 15_000 })
+        )
+        Fs.writeFileSync(f.trigger, "")
+        const first = yield* cli.waitForJson(
+          "card one",
+          (l) => l.type === "card.opened" && String(l.summary).includes("card-0")
+        )
+        const second = yield* cli.waitForJson(
+          "card two",
+          (l) => l.type === "card.opened" && String(l.summary).includes("card-1")
+        )
+        yield* Browser.step("both on the page", () => cardOn(page, second.cardId).waitFor({ timeout: 15_000 }))
+        yield* Browser.step("card one on the page", () => cardOn(page, first.cardId).waitFor({ timeout: 15_000 }))
 
-      // Without the token (as the wrong page would send it) nothing is decided.
-      const denied = yield* Effect.promise(() =>
-        fetch(`${url}api/cards/${first.cardId}/decision`, { method: "POST", headers: { "x-warden-token": "not-the-token", "content-type": "application/json" }, body: "{\"decision\":\"accept\"}" }))
-      assert.strictEqual(denied.status, 401)
+        // Without the token (as the wrong page would send it) nothing is decided.
+        const denied = yield* Effect.promise(() =>
+          fetch(`${url}api/cards/${first.cardId}/decision`, {
+            method: "POST",
+            headers: { "x-warden-token": "not-the-token", "content-type": "application/json" },
+            body: '{"decision":"accept"}'
+          })
+        )
+        assert.strictEqual(denied.status, 401)
 
-      yield* cli.write(JSON.stringify({ cardId: first.cardId, decision: "decline" }) + "\n")
-      yield* Browser.step("card one leaves", () => decidedOn(page, first.cardId).waitFor({ timeout: 15_000 }))
-      assert.strictEqual(yield* Browser.step("gone", () => cardOn(page, first.cardId).count()), 0)
-      assert.include(yield* Browser.step("who", () => decidedOn(page, first.cardId).innerText()), "declined by person (stdin)")
+        yield* cli.write(JSON.stringify({ cardId: first.cardId, decision: "decline" }) + "\n")
+        yield* Browser.step("card one leaves", () => decidedOn(page, first.cardId).waitFor({ timeout: 15_000 }))
+        assert.strictEqual(yield* Browser.step("gone", () => cardOn(page, first.cardId).count()), 0)
+        assert.include(
+          yield* Browser.step("who", () => decidedOn(page, first.cardId).innerText()),
+          "declined by person (stdin)"
+        )
 
-      yield* Browser.step("card two leaves by its deadline", () => decidedOn(page, second.cardId).waitFor({ timeout: 30_000 }))
-      assert.include(yield* Browser.step("who", () => decidedOn(page, second.cardId).innerText()), "timeout by deadline")
-      assert.strictEqual(yield* Browser.step("gone", () => cardOn(page, second.cardId).count()), 0)
+        yield* Browser.step("card two leaves by its deadline", () =>
+          decidedOn(page, second.cardId).waitFor({ timeout: 30_000 })
+        )
+        assert.include(
+          yield* Browser.step("who", () => decidedOn(page, second.cardId).innerText()),
+          "timeout by deadline"
+        )
+        assert.strictEqual(yield* Browser.step("gone", () => cardOn(page, second.cardId).count()), 0)
 
-      yield* cli.endStdin
-      const exited = yield* cli.exited()
-      assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
-      const settled = cli.json().filter((l) => l.type === "card.settled")
-      assert.deepStrictEqual(settled.map((l) => [l.cardId, l.outcome, l.source, l.channel ?? null]), [
-        [first.cardId, "declined", "person", "stdin"],
-        [second.cardId, "timeout", "deadline", null]
-      ])
-      assert.deepStrictEqual(f.answers().map((a) => a.result), [{ decision: "decline" }, { decision: "decline" }])
-      assert.strictEqual(yield* Browser.step("the intruder saw no card", () => intruder.locator("[data-card]").count()), 0)
-    }), 150_000)
+        yield* cli.endStdin
+        const exited = yield* cli.exited()
+        assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
+        const settled = cli.json().filter((l) => l.type === "card.settled")
+        assert.deepStrictEqual(
+          settled.map((l) => [l.cardId, l.outcome, l.source, l.channel ?? null]),
+          [
+            [first.cardId, "declined", "person", "stdin"],
+            [second.cardId, "timeout", "deadline", null]
+          ]
+        )
+        assert.deepStrictEqual(
+          f.answers().map((a) => a.result),
+          [{ decision: "decline" }, { decision: "decline" }]
+        )
+        assert.strictEqual(
+          yield* Browser.step("the intruder saw no card", () => intruder.locator("[data-card]").count()),
+          0
+        )
+      }),
+    150_000
+  )
 
-  it.scopedLive("--notify: a signed message with links; the accept link, opened in the browser and confirmed, decides once (channel link); then 410", () =>
-    Effect.gen(function*() {
-      const browser = yield* Browser.launch
-      // Two cards: the second keeps the run alive while the first's link is tried again.
-      const f = yield* fake(2)
-      const receiver = yield* Inbox.receiver([])
-      const cli = yield* CliProcess.spawn(
-        ["run", "--codex", f.codex, "--json", "--inbox", "0", "--notify", receiver.url, "--restarts", "0", "hello"],
-        { env: { ...f.env, WARDEN_NOTIFY_SECRET: "s3cret-for-the-test" }, stdin: "ignore" }
-      )
-      yield* linkOf(cli)
-      Fs.writeFileSync(f.trigger, "")
-      const deliveries = yield* receiver.waitFor(2)
-      for (const d of deliveries) assert.strictEqual(d.signature, "sha256=" + Crypto.createHmac("sha256", "s3cret-for-the-test").update(d.body).digest("hex"))
-      const messages = deliveries.map((d) => JSON.parse(d.body))
-      const message = messages.find((m) => m.card.title.includes("card-0"))
-      const other = messages.find((m) => m.card.title.includes("card-1"))
-      const page = yield* Browser.page(browser)
-      yield* Browser.step("open the link", () => page.goto(message.links.accept))
-      assert.deepStrictEqual(f.answers(), [], "opening the link decides nothing")
-      yield* Browser.step("confirm", () => page.locator("form button[type=submit]").click())
-      yield* Browser.step("the result", () => page.locator("h1", { hasText: "accepted" }).waitFor({ timeout: 15_000 }))
-      const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
-      assert.deepInclude(settled, { cardId: message.card.id, outcome: "accepted", source: "person", channel: "link" })
-      const again = yield* Effect.promise(() => fetch(message.links.accept, { method: "POST" }))
-      assert.strictEqual(again.status, 410, "a used link is gone")
-      const declined = yield* Effect.promise(() => fetch(other.links.decline, { method: "POST" }))
-      assert.strictEqual(declined.status, 200)
-      const exited = yield* cli.exited()
-      assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
-      assert.deepStrictEqual(f.answers().map((a) => [a.id, a.result]), [[100, { decision: "accept" }], [101, { decision: "decline" }]])
-      assert.notInclude(cli.stderr(), "s3cret-for-the-test")
-    }), 150_000)
+  it.scopedLive(
+    "--notify: a signed message with links; the accept link, opened in the browser and confirmed, decides once (channel link); then 410",
+    () =>
+      Effect.gen(function* () {
+        const browser = yield* Browser.launch
+        // Two cards: the second keeps the run alive while the first's link is tried again.
+        const f = yield* fake(2)
+        const receiver = yield* Inbox.receiver([])
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", f.codex, "--json", "--inbox", "0", "--notify", receiver.url, "--restarts", "0", "hello"],
+          { env: { ...f.env, WARDEN_NOTIFY_SECRET: "s3cret-for-the-test" }, stdin: "ignore" }
+        )
+        yield* linkOf(cli)
+        Fs.writeFileSync(f.trigger, "")
+        const deliveries = yield* receiver.waitFor(2)
+        for (const d of deliveries)
+          assert.strictEqual(
+            d.signature,
+            "sha256=" + Crypto.createHmac("sha256", "s3cret-for-the-test").update(d.body).digest("hex")
+          )
+        const messages = deliveries.map((d) => JSON.parse(d.body))
+        const message = messages.find((m) => m.card.title.includes("card-0"))
+        const other = messages.find((m) => m.card.title.includes("card-1"))
+        const page = yield* Browser.page(browser)
+        yield* Browser.step("open the link", () => page.goto(message.links.accept))
+        assert.deepStrictEqual(f.answers(), [], "opening the link decides nothing")
+        yield* Browser.step("confirm", () => page.locator("form button[type=submit]").click())
+        yield* Browser.step("the result", () =>
+          page.locator("h1", { hasText: "accepted" }).waitFor({ timeout: 15_000 })
+        )
+        const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
+        assert.deepInclude(settled, { cardId: message.card.id, outcome: "accepted", source: "person", channel: "link" })
+        const again = yield* Effect.promise(() => fetch(message.links.accept, { method: "POST" }))
+        assert.strictEqual(again.status, 410, "a used link is gone")
+        const declined = yield* Effect.promise(() => fetch(other.links.decline, { method: "POST" }))
+        assert.strictEqual(declined.status, 200)
+        const exited = yield* cli.exited()
+        assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
+        assert.deepStrictEqual(
+          f.answers().map((a) => [a.id, a.result]),
+          [
+            [100, { decision: "accept" }],
+            [101, { decision: "decline" }]
+          ]
+        )
+        assert.notInclude(cli.stderr(), "s3cret-for-the-test")
+      }),
+    150_000
+  )
 })

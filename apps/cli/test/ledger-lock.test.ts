@@ -20,9 +20,11 @@ const lockHolder = LockHolder.script
 
 /** A process holding `filename`'s write lock (`BEGIN IMMEDIATE`) until `release`; killed with the scope. */
 const holdLock = (filename: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() => ChildProcess.spawn(process.execPath, [lockHolder, filename], { stdio: ["pipe", "pipe", "inherit"] })),
+      Effect.sync(() =>
+        ChildProcess.spawn(process.execPath, [lockHolder, filename], { stdio: ["pipe", "pipe", "inherit"] })
+      ),
       (child) => Effect.sync(() => child.kill("SIGKILL"))
     )
     const lines = yield* Queue.unbounded<string>()
@@ -30,7 +32,7 @@ const holdLock = (filename: string) =>
     child.on("exit", (code, signal) => lines.unsafeOffer(`exited ${code ?? signal}`))
     assert.strictEqual(yield* Queue.take(lines), "locked")
     return {
-      release: Effect.gen(function*() {
+      release: Effect.gen(function* () {
         child.stdin!.write("release\n")
         assert.strictEqual(yield* Queue.take(lines), "released")
       })
@@ -38,72 +40,100 @@ const holdLock = (filename: string) =>
   })
 
 describe("warden run --state, the ledger locked by another process", () => {
-  it.scopedLive("past the lock timeout: exit 4, how many records were lost and why, and warden audit lists the run", () =>
-    Effect.gen(function*() {
-      const dir = yield* CliProcess.tempDir
-      const codex = writeFakeCodex(dir)
-      const db = Path.join(dir, "state", "ledger.db")
-      // An existing ledger (made, migrated): the run opens it under the lock without writing.
-      yield* readLedger(db, () => Effect.void)
-      const holder = yield* holdLock(db)
-      const cli = yield* CliProcess.spawn(
-        ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "echo hi"],
-        { env: { WARDEN_LEDGER_LOCK_TIMEOUT: "300ms" } }
-      )
-      const opened = yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
-      // Warden says it waits, then gives the records up once the bound has passed.
-      yield* cli.waitForStderr("the wait", (text) => /locked by another process.*waiting up to 300ms/.test(text), "60 seconds")
-      yield* cli.waitForStderr("the records given up", (text) => text.includes("could not record"), "60 seconds")
-      yield* holder.release
-      yield* cli.write(JSON.stringify({ cardId: opened.cardId, decision: "accept" }) + "\n")
-      const exited = yield* cli.exited("60 seconds")
-      const stderr = cli.stderr()
-      assert.deepStrictEqual(exited, { code: 4, signal: null }, stderr)
-      const said = /warden: the ledger lost (\d+) records? of this run \((\d+) because another process held the database's lock for longer than 300ms/.exec(stderr)
-      assert.isNotNull(said, stderr)
-      const lost = Number(said![1])
-      assert.isAbove(lost, 0)
-      assert.strictEqual(Number(said![2]), lost)
-      // The item itself completed: the run's outcome is not what failed.
-      const finished = cli.json().find((l) => l.type === "run.finished")!
-      assert.deepStrictEqual(finished["items"], [{ item: 0, status: "completed" }])
-      // Counted on the run once the lock was released (its own row, lost too, written again).
-      const runs = yield* readLedger(db, (ledger) => ledger.runs())
-      assert.strictEqual(runs.length, 1)
-      assert.strictEqual(runs[0]!.lostEvents, lost)
-      const audit = yield* CliProcess.runToEnd(["audit", "--state", db])
-      assert.deepStrictEqual(audit.exited, { code: 0, signal: null }, audit.stderr)
-      assert.match(audit.stdout.join("\n"), new RegExp(`run ${runs[0]!.runId} \\(warden run, started .*\\): ${lost} records? lost \\(never written`))
-      const json = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"])
-      const gaps = json.json().filter((l) => l.type === "run.gaps")
-      assert.deepStrictEqual(gaps.map((g) => [g["runId"], g["lostEvents"], g["droppedEvents"]]), [[runs[0]!.runId, lost, 0]])
-    }), 120_000)
+  it.scopedLive(
+    "past the lock timeout: exit 4, how many records were lost and why, and warden audit lists the run",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "state", "ledger.db")
+        // An existing ledger (made, migrated): the run opens it under the lock without writing.
+        yield* readLedger(db, () => Effect.void)
+        const holder = yield* holdLock(db)
+        const cli = yield* CliProcess.spawn(
+          ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "echo hi"],
+          { env: { WARDEN_LEDGER_LOCK_TIMEOUT: "300ms" } }
+        )
+        const opened = yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
+        // Warden says it waits, then gives the records up once the bound has passed.
+        yield* cli.waitForStderr(
+          "the wait",
+          (text) => /locked by another process.*waiting up to 300ms/.test(text),
+          "60 seconds"
+        )
+        yield* cli.waitForStderr("the records given up", (text) => text.includes("could not record"), "60 seconds")
+        yield* holder.release
+        yield* cli.write(JSON.stringify({ cardId: opened.cardId, decision: "accept" }) + "\n")
+        const exited = yield* cli.exited("60 seconds")
+        const stderr = cli.stderr()
+        assert.deepStrictEqual(exited, { code: 4, signal: null }, stderr)
+        const said =
+          /warden: the ledger lost (\d+) records? of this run \((\d+) because another process held the database's lock for longer than 300ms/.exec(
+            stderr
+          )
+        assert.isNotNull(said, stderr)
+        const lost = Number(said![1])
+        assert.isAbove(lost, 0)
+        assert.strictEqual(Number(said![2]), lost)
+        // The item itself completed: the run's outcome is not what failed.
+        const finished = cli.json().find((l) => l.type === "run.finished")!
+        assert.deepStrictEqual(finished["items"], [{ item: 0, status: "completed" }])
+        // Counted on the run once the lock was released (its own row, lost too, written again).
+        const runs = yield* readLedger(db, (ledger) => ledger.runs())
+        assert.strictEqual(runs.length, 1)
+        assert.strictEqual(runs[0]!.lostEvents, lost)
+        const audit = yield* CliProcess.runToEnd(["audit", "--state", db])
+        assert.deepStrictEqual(audit.exited, { code: 0, signal: null }, audit.stderr)
+        assert.match(
+          audit.stdout.join("\n"),
+          new RegExp(`run ${runs[0]!.runId} \\(warden run, started .*\\): ${lost} records? lost \\(never written`)
+        )
+        const json = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"])
+        const gaps = json.json().filter((l) => l.type === "run.gaps")
+        assert.deepStrictEqual(
+          gaps.map((g) => [g["runId"], g["lostEvents"], g["droppedEvents"]]),
+          [[runs[0]!.runId, lost, 0]]
+        )
+      }),
+    120_000
+  )
 })
 
 describe("a damaged ledger", () => {
-  it.scopedLive("every command that opens it refuses it, saying so (exit 1), and runs nothing", () =>
-    Effect.gen(function*() {
-      const dir = yield* CliProcess.tempDir
-      const codex = writeFakeCodex(dir)
-      const db = Path.join(dir, "state", "ledger.db")
-      yield* readLedger(db, (ledger) => Effect.zipRight(ledger.beginRun({ label: "soon damaged" }), ledger.flush))
-      // Closed (the WAL checkpointed into the file): damage the last page's b-tree header.
-      const bytes = Fs.readFileSync(db)
-      const pageSize = bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)
-      const fd = Fs.openSync(db, "r+")
-      Fs.writeSync(fd, Buffer.alloc(64, 0xee), 0, 64, (bytes.length / pageSize - 1) * pageSize)
-      Fs.closeSync(fd)
-      const commands: ReadonlyArray<ReadonlyArray<string>> = [
-        ["run", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0", "echo hi"],
-        ["resume", "--codex", codex, "--approvals", "deny", "--state", db],
-        ["audit", "--state", db],
-        ["rules", "list", "--state", db]
-      ]
-      for (const args of commands) {
-        const result = yield* CliProcess.runToEnd(args)
-        assert.deepStrictEqual(result.exited, { code: 1, signal: null }, `${args[0]}: ${result.stderr}`)
-        assert.isFalse(result.stdout.some((line) => line.includes("item.started")), args[0])
-        assert.match(result.stderr, /warden: --state .*ledger\.db: ledger: the ledger .*ledger\.db is damaged \(.*\); nothing was read from it or written to it: move it aside/s, args[0])
-      }
-    }), 120_000)
+  it.scopedLive(
+    "every command that opens it refuses it, saying so (exit 1), and runs nothing",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "state", "ledger.db")
+        yield* readLedger(db, (ledger) => Effect.zipRight(ledger.beginRun({ label: "soon damaged" }), ledger.flush))
+        // Closed (the WAL checkpointed into the file): damage the last page's b-tree header.
+        const bytes = Fs.readFileSync(db)
+        const pageSize = bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)
+        const fd = Fs.openSync(db, "r+")
+        Fs.writeSync(fd, Buffer.alloc(64, 0xee), 0, 64, (bytes.length / pageSize - 1) * pageSize)
+        Fs.closeSync(fd)
+        const commands: ReadonlyArray<ReadonlyArray<string>> = [
+          ["run", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0", "echo hi"],
+          ["resume", "--codex", codex, "--approvals", "deny", "--state", db],
+          ["audit", "--state", db],
+          ["rules", "list", "--state", db]
+        ]
+        for (const args of commands) {
+          const result = yield* CliProcess.runToEnd(args)
+          assert.deepStrictEqual(result.exited, { code: 1, signal: null }, `${args[0]}: ${result.stderr}`)
+          assert.isFalse(
+            result.stdout.some((line) => line.includes("item.started")),
+            args[0]
+          )
+          assert.match(
+            result.stderr,
+            /warden: --state .*ledger\.db: ledger: the ledger .*ledger\.db is damaged \(.*\); nothing was read from it or written to it: move it aside/s,
+            args[0]
+          )
+        }
+      }),
+    120_000
+  )
 })

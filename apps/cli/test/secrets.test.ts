@@ -15,11 +15,14 @@ const tempDir = CliProcess.tempDir
 /** The secret value of each shape, and how it is written in a carrier. */
 const shapes: ReadonlyArray<readonly [secret: string, written: string]> = [
   ["sk-proj-Zq8xW3vT6yU1iO9pA2sD5fG7hJ4kL0", "OPENAI_API_KEY=sk-proj-Zq8xW3vT6yU1iO9pA2sD5fG7hJ4kL0"],
-  ["eyJhbGciOi.Jzd1YiI6IjEyMzQ1.Njc4OTAiLCJuYW1l", "Authorization: Bearer eyJhbGciOi.Jzd1YiI6IjEyMzQ1.Njc4OTAiLCJuYW1l"],
+  [
+    "eyJhbGciOi.Jzd1YiI6IjEyMzQ1.Njc4OTAiLCJuYW1l",
+    "Authorization: Bearer eyJhbGciOi.Jzd1YiI6IjEyMzQ1.Njc4OTAiLCJuYW1l"
+  ],
   ["s3cr3t-Pa55w0rd-xyz", "https://deploy:s3cr3t-Pa55w0rd-xyz@git.example.com/repo.git"],
   ["ghp_4f8Gk2Lm9Qz1Xw7Vb3Nc6Rt0Ys5Hu8Jp2Ke1", "token ghp_4f8Gk2Lm9Qz1Xw7Vb3Nc6Rt0Ys5Hu8Jp2Ke1"],
   ["hunter2-very-secret-value", "--password hunter2-very-secret-value"],
-  ["AbCdEfGhIjKlMnOpQrStUvWxYz012345", "{\"api_key\": \"AbCdEfGhIjKlMnOpQrStUvWxYz012345\"}"],
+  ["AbCdEfGhIjKlMnOpQrStUvWxYz012345", '{"api_key": "AbCdEfGhIjKlMnOpQrStUvWxYz012345"}'],
   ["S3cretMy5qlPw", "mysql -uroot -pS3cretMy5qlPw appdb"],
   ["Curl-P4ss-9xyz", "curl -u admin:Curl-P4ss-9xyz https://api.example.com"],
   ["Ssh-P4ss-77abc", "sshpass -p Ssh-P4ss-77abc ssh deploy@host"],
@@ -52,31 +55,55 @@ setInterval(() => {}, 60000)
 `
 
 describe("warden run: no secret leaves through any exit", () => {
-  it.scopedLive("stdout (--json), stderr, the audit file and the ledger hold none of the secrets the app-server wrote", () =>
-    Effect.gen(function*() {
-      const dir = yield* tempDir
-      const script = Path.join(dir, "codex")
-      const audit = Path.join(dir, "audit.jsonl")
-      const db = Path.join(dir, "ledger.db")
-      Fs.writeFileSync(script, fakeCodex(shapes.map(([, written]) => written).join("\n")), { mode: 0o755 })
-      const result = yield* CliProcess.runToEnd(["run", "--codex", script, "--json", "--approvals", "deny", "--restarts", "0", "--audit", audit, "--state", db, "hello"])
-      assert.deepStrictEqual(result.exited, { code: 3, signal: null }, result.stderr)
-      const stdout = result.stdout.join("\n")
-      const stderr = result.stderr
-      const auditText = Fs.readFileSync(audit, "utf8")
-      // Every carrier was exercised: the lines exist, with the secrets masked out.
-      const lines = result.json()
-      assert.isDefined(lines.find((l) => l.type === "card.opened" && String(l.summary).includes("curl")))
-      assert.isDefined(lines.find((l) => l.type === "card.settled" && l.outcome === "refused"), "the malformed request")
-      assert.isDefined(lines.find((l) => l.type === "connection.lost" && String(l.stderrTail).includes("starting")))
-      assert.include(auditText, "card.settled")
-      const ledgerBytes = Fs.readdirSync(dir).filter((f) => f.startsWith("ledger.db")).map((f) => Fs.readFileSync(Path.join(dir, f)).toString("latin1")).join("\n")
-      assert.include(ledgerBytes, "curl", "the ledger recorded the card")
-      for (const [secret] of shapes) {
-        assert.notInclude(stdout, secret, `--json leaks ${secret}`)
-        assert.notInclude(stderr, secret, `stderr leaks ${secret}`)
-        assert.notInclude(auditText, secret, `the audit leaks ${secret}`)
-        assert.notInclude(ledgerBytes, secret, `the ledger leaks ${secret}`)
-      }
-    }), 60_000)
+  it.scopedLive(
+    "stdout (--json), stderr, the audit file and the ledger hold none of the secrets the app-server wrote",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const script = Path.join(dir, "codex")
+        const audit = Path.join(dir, "audit.jsonl")
+        const db = Path.join(dir, "ledger.db")
+        Fs.writeFileSync(script, fakeCodex(shapes.map(([, written]) => written).join("\n")), { mode: 0o755 })
+        const result = yield* CliProcess.runToEnd([
+          "run",
+          "--codex",
+          script,
+          "--json",
+          "--approvals",
+          "deny",
+          "--restarts",
+          "0",
+          "--audit",
+          audit,
+          "--state",
+          db,
+          "hello"
+        ])
+        assert.deepStrictEqual(result.exited, { code: 3, signal: null }, result.stderr)
+        const stdout = result.stdout.join("\n")
+        const stderr = result.stderr
+        const auditText = Fs.readFileSync(audit, "utf8")
+        // Every carrier was exercised: the lines exist, with the secrets masked out.
+        const lines = result.json()
+        assert.isDefined(lines.find((l) => l.type === "card.opened" && String(l.summary).includes("curl")))
+        assert.isDefined(
+          lines.find((l) => l.type === "card.settled" && l.outcome === "refused"),
+          "the malformed request"
+        )
+        assert.isDefined(lines.find((l) => l.type === "connection.lost" && String(l.stderrTail).includes("starting")))
+        assert.include(auditText, "card.settled")
+        const ledgerBytes = Fs.readdirSync(dir)
+          .filter((f) => f.startsWith("ledger.db"))
+          .map((f) => Fs.readFileSync(Path.join(dir, f)).toString("latin1"))
+          .join("\n")
+        assert.include(ledgerBytes, "curl", "the ledger recorded the card")
+        for (const [secret] of shapes) {
+          assert.notInclude(stdout, secret, `--json leaks ${secret}`)
+          assert.notInclude(stderr, secret, `stderr leaks ${secret}`)
+          assert.notInclude(auditText, secret, `the audit leaks ${secret}`)
+          assert.notInclude(ledgerBytes, secret, `the ledger leaks ${secret}`)
+        }
+      }),
+    60_000
+  )
 })

@@ -47,43 +47,72 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
 `
 
 describe("warden run --approvals stdin: answers within what was asked", () => {
-  it.scopedLive("a grant of a path asked as deny is refused; a grant that drops the carve-outs keeps them; a form answer with an inherited key is refused", () =>
-    Effect.gen(function*() {
-      const dir = yield* tempDir
-      const script = Path.join(dir, "codex")
-      const answersFile = Path.join(dir, "answers.jsonl")
-      Fs.writeFileSync(script, fakeCodex(answersFile), { mode: 0o755 })
-      const cli = yield* CliProcess.spawn(["run", "--codex", script, "--json", "--approvals", "stdin", "--restarts", "0", "hello"])
-      const opened: Array<CliProcess.JsonLine> = []
-      for (let i = 0; i < 3; i++) {
-        opened.push(yield* cli.waitForJson(`card ${i + 1}`, (l) => l.type === "card.opened" && !opened.some((o) => o.cardId === l.cardId)))
-      }
-      const [sshGrant, dropDenies, form] = opened
-      const decide = (cardId: string, decision: unknown) => cli.write(JSON.stringify({ cardId, decision }) + "\n")
-      yield* decide(sshGrant!.cardId, { permissions: { fileSystem: { read: ["/home/u/.ssh"] } }, scope: "turn" })
-      yield* decide(dropDenies!.cardId, { permissions: { fileSystem: { write: ["/repo"] } }, scope: "turn" })
-      yield* decide(form!.cardId, { action: "accept", content: JSON.parse('{"name": "x", "toString": "y"}') })
-      const exited = yield* cli.exited()
-      assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
-      const settled = cli.json().filter((l) => l.type === "card.settled")
-      const outcomeOf = (cardId: string) => settled.find((l) => l.cardId === cardId)?.outcome
-      assert.strictEqual(outcomeOf(sshGrant!.cardId), "refused")
-      assert.strictEqual(outcomeOf(dropDenies!.cardId), "accepted")
-      assert.strictEqual(outcomeOf(form!.cardId), "refused")
-      const answers = new Map(Fs.readFileSync(answersFile, "utf8").trim().split("\n").map((l) => JSON.parse(l)).map((f) => [f.id, f.result]))
-      assert.deepStrictEqual(answers.get(200), { permissions: {}, scope: "turn" }, "nothing granted")
-      assert.deepStrictEqual(answers.get(201), {
-        permissions: {
-          fileSystem: {
-            write: ["/repo"],
-            entries: [
-              { path: { type: "path", path: "/home/u/.ssh" }, access: "deny" },
-              { path: { type: "path", path: "/repo/.git/hooks" }, access: "deny" }
-            ]
-          }
-        },
-        scope: "turn"
-      }, "the asked denies are kept")
-      assert.deepStrictEqual(answers.get(202), { action: "decline" })
-    }), 60_000)
+  it.scopedLive(
+    "a grant of a path asked as deny is refused; a grant that drops the carve-outs keeps them; a form answer with an inherited key is refused",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const script = Path.join(dir, "codex")
+        const answersFile = Path.join(dir, "answers.jsonl")
+        Fs.writeFileSync(script, fakeCodex(answersFile), { mode: 0o755 })
+        const cli = yield* CliProcess.spawn([
+          "run",
+          "--codex",
+          script,
+          "--json",
+          "--approvals",
+          "stdin",
+          "--restarts",
+          "0",
+          "hello"
+        ])
+        const opened: Array<CliProcess.JsonLine> = []
+        for (let i = 0; i < 3; i++) {
+          opened.push(
+            yield* cli.waitForJson(
+              `card ${i + 1}`,
+              (l) => l.type === "card.opened" && !opened.some((o) => o.cardId === l.cardId)
+            )
+          )
+        }
+        const [sshGrant, dropDenies, form] = opened
+        const decide = (cardId: string, decision: unknown) => cli.write(JSON.stringify({ cardId, decision }) + "\n")
+        yield* decide(sshGrant!.cardId, { permissions: { fileSystem: { read: ["/home/u/.ssh"] } }, scope: "turn" })
+        yield* decide(dropDenies!.cardId, { permissions: { fileSystem: { write: ["/repo"] } }, scope: "turn" })
+        yield* decide(form!.cardId, { action: "accept", content: JSON.parse('{"name": "x", "toString": "y"}') })
+        const exited = yield* cli.exited()
+        assert.deepStrictEqual(exited, { code: 0, signal: null }, cli.stderr())
+        const settled = cli.json().filter((l) => l.type === "card.settled")
+        const outcomeOf = (cardId: string) => settled.find((l) => l.cardId === cardId)?.outcome
+        assert.strictEqual(outcomeOf(sshGrant!.cardId), "refused")
+        assert.strictEqual(outcomeOf(dropDenies!.cardId), "accepted")
+        assert.strictEqual(outcomeOf(form!.cardId), "refused")
+        const answers = new Map(
+          Fs.readFileSync(answersFile, "utf8")
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l))
+            .map((f) => [f.id, f.result])
+        )
+        assert.deepStrictEqual(answers.get(200), { permissions: {}, scope: "turn" }, "nothing granted")
+        assert.deepStrictEqual(
+          answers.get(201),
+          {
+            permissions: {
+              fileSystem: {
+                write: ["/repo"],
+                entries: [
+                  { path: { type: "path", path: "/home/u/.ssh" }, access: "deny" },
+                  { path: { type: "path", path: "/repo/.git/hooks" }, access: "deny" }
+                ]
+              }
+            },
+            scope: "turn"
+          },
+          "the asked denies are kept"
+        )
+        assert.deepStrictEqual(answers.get(202), { action: "decline" })
+      }),
+    60_000
+  )
 })

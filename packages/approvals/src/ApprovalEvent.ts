@@ -17,11 +17,11 @@ export type ApprovalEvent =
   | { readonly _tag: "CardSettled"; readonly settlement: Settlement }
   /** A decision that arrived after the card settled: dropped, never written. */
   | {
-    readonly _tag: "LateDecision"
-    readonly card: CardView
-    readonly decision: string
-    readonly source: Source
-    /** The outcome that had already won. */
-    readonly outcome: Outcome
-    readonly at: number
-  }
+      readonly _tag: "LateDecision"
+      readonly card: CardView
+      readonly decision: string
+      readonly source: Source
+      /** The outcome that had already won. */
+      readonly outcome: Outcome
+      readonly at: number
+    }

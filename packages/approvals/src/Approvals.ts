@@ -102,7 +102,11 @@ export interface ApprovalsShape {
    * own method's vocabulary, written once, with its own settlement. Cards whose request does not
    * offer the decision are left open (`notOffered`). `channel` as for `answer`.
    */
-  readonly answerGroup: (group: CardGroup.GroupId, decision: Decision.Decision, channel?: string) => Effect.Effect<GroupAnswer>
+  readonly answerGroup: (
+    group: CardGroup.GroupId,
+    decision: Decision.Decision,
+    channel?: string
+  ) => Effect.Effect<GroupAnswer>
   /** Subscribe before acting, so no event is missed. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
@@ -125,7 +129,7 @@ export class Approvals extends Context.Tag("@warden/approvals/Approvals")<Approv
  * `Config`): a bad value fails with a `ConfigError`, before anything runs.
  */
 export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape, ConfigError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* Config.decode(input)
     return yield* Engine.make(config)
   })
@@ -157,7 +161,8 @@ export const make = (input: ApprovalsConfig = {}): Effect.Effect<ApprovalsShape,
  * }).pipe(Effect.scoped, Effect.provide(ApprovalsLive)) // fails with ConfigError | AuditFileError
  * ```
  */
-export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> => Layer.scoped(Approvals, make(config))
+export const layer = (config: ApprovalsConfig = {}): Layer.Layer<Approvals, ConfigError> =>
+  Layer.scoped(Approvals, make(config))
 
 // ---------------------------------------------------------------------------------------------
 // Connections' cards
@@ -244,7 +249,10 @@ export interface DecisionConfig {
    * keep it a lookup. Returning a rule id accepts the card with source `remembered:<id>`; a lookup
    * that throws counts as no match (the card waits for the handler, a person or its deadline).
    */
-  readonly remembered?: (request: ServerRequests.DecodedRequest, context: CardContext) => { readonly ruleId: string } | undefined
+  readonly remembered?: (
+    request: ServerRequests.DecodedRequest,
+    context: CardContext
+  ) => { readonly ruleId: string } | undefined
   /** Bounds of what forms and questions may hold to be shown to a person (default 8 questions, 32 choices). */
   readonly safety?: SafetyFilter.Limits
 }

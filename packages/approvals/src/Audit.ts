@@ -55,7 +55,7 @@ const cardFields = (c: CardView) => ({
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-const channelOf = (source: Source): string | null => (source._tag === "Person" ? source.channel ?? null : null)
+const channelOf = (source: Source): string | null => (source._tag === "Person" ? (source.channel ?? null) : null)
 
 /**
  * The audit record of an approval event, before masking (pure, never fails). It copies only the
@@ -151,7 +151,10 @@ export const record = (event: ApprovalEvent): AuditRecord => {
 export const line = (event: ApprovalEvent): string => JSON.stringify(record(event)) + "\n"
 
 /** The audit file at `path` could not be opened for appending (`detail` says why). */
-export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonly path: string; readonly detail: string }> {
+export class AuditFileError extends Data.TaggedError("AuditFileError")<{
+  readonly path: string
+  readonly detail: string
+}> {
   override get message() {
     return `cannot write the audit trail to ${this.path}: ${this.detail}`
   }
@@ -181,7 +184,7 @@ export class AuditFileError extends Data.TaggedError("AuditFileError")<{ readonl
  * ```
  */
 export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, Approvals | Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const approvals = yield* Approvals
     const fd = yield* Effect.acquireRelease(
       Effect.try({ try: () => fs.openSync(path, "a"), catch: (e) => new AuditFileError({ path, detail: String(e) }) }),
@@ -194,6 +197,8 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
         Effect.ignore
       )
     // Drain what is queued when the scope closes, so the last settlements are not lost.
-    yield* Effect.addFinalizer(() => Queue.takeAll(queue).pipe(Effect.flatMap((events) => Effect.forEach(events, writeOne, { discard: true }))))
+    yield* Effect.addFinalizer(() =>
+      Queue.takeAll(queue).pipe(Effect.flatMap((events) => Effect.forEach(events, writeOne, { discard: true })))
+    )
     yield* Queue.take(queue).pipe(Effect.flatMap(writeOne), Effect.forever, Effect.interruptible, Effect.forkScoped)
   })

@@ -38,13 +38,47 @@ export interface CardContext {
 
 /** What a person needs to decide, with secret-looking values masked. Never holds raw secrets. */
 export type CardSummary =
-  | { readonly kind: "command"; readonly command: string; readonly argv: ReadonlyArray<string> | undefined; readonly cwd: string | undefined; readonly reason: string | undefined }
-  | { readonly kind: "fileChange"; readonly changes: ReadonlyArray<FileChange>; readonly reason: string | undefined; readonly grantRoot: string | undefined }
-  | { readonly kind: "permissions"; readonly permissions: unknown; readonly cwd: string; readonly reason: string | undefined }
-  | { readonly kind: "mcpToolCall"; readonly server: string; readonly tool: string | undefined; readonly inputs: Readonly<Record<string, unknown>>; readonly message: string }
-  | { readonly kind: "elicitation"; readonly server: string; readonly message: string; readonly mode: string; readonly fields: ReadonlyArray<FormField>; readonly url: string | undefined }
+  | {
+      readonly kind: "command"
+      readonly command: string
+      readonly argv: ReadonlyArray<string> | undefined
+      readonly cwd: string | undefined
+      readonly reason: string | undefined
+    }
+  | {
+      readonly kind: "fileChange"
+      readonly changes: ReadonlyArray<FileChange>
+      readonly reason: string | undefined
+      readonly grantRoot: string | undefined
+    }
+  | {
+      readonly kind: "permissions"
+      readonly permissions: unknown
+      readonly cwd: string
+      readonly reason: string | undefined
+    }
+  | {
+      readonly kind: "mcpToolCall"
+      readonly server: string
+      readonly tool: string | undefined
+      readonly inputs: Readonly<Record<string, unknown>>
+      readonly message: string
+    }
+  | {
+      readonly kind: "elicitation"
+      readonly server: string
+      readonly message: string
+      readonly mode: string
+      readonly fields: ReadonlyArray<FormField>
+      readonly url: string | undefined
+    }
   | { readonly kind: "userInput"; readonly questions: ReadonlyArray<ServerRequests.UserInputQuestion> }
-  | { readonly kind: "dynamicTool"; readonly tool: string; readonly namespace: string | undefined; readonly arguments: unknown }
+  | {
+      readonly kind: "dynamicTool"
+      readonly tool: string
+      readonly namespace: string | undefined
+      readonly arguments: unknown
+    }
   | { readonly kind: "other"; readonly method: string }
 
 /** One field of an MCP elicitation form, as a card shows it (titles and choices masked). */

@@ -48,7 +48,9 @@ const factsOf = (card: CardView): unknown => {
 const canonical = (value: unknown): string => {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`
   if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`
   }
   return JSON.stringify(value ?? null)
@@ -64,9 +66,13 @@ export const groupOf = (card: CardView): GroupId | undefined => {
   const known = cache.get(card)
   if (known !== undefined) return known ?? undefined
   const facts = factsOf(card)
-  const group = facts === undefined
-    ? null
-    : `g${createHash("sha256").update(canonical({ method: card.method, facts })).digest("hex").slice(0, 16)}`
+  const group =
+    facts === undefined
+      ? null
+      : `g${createHash("sha256")
+          .update(canonical({ method: card.method, facts }))
+          .digest("hex")
+          .slice(0, 16)}`
   cache.set(card, group)
   return group ?? undefined
 }

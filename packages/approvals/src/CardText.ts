@@ -11,7 +11,15 @@ import type * as Card from "./Card.js"
 // C0 controls but tab and newline, DEL, C1 controls, the bidi embeddings, overrides and isolates.
 const Unsafe = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
 
-const named: Readonly<Record<string, string>> = { "\r": "\\r", "\u001b": "\\x1b", "\u0007": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\u0000": "\\0" }
+const named: Readonly<Record<string, string>> = {
+  "\r": "\\r",
+  "\u001b": "\\x1b",
+  "\u0007": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\v": "\\v",
+  "\u0000": "\\0"
+}
 
 const escapeOne = (c: string): string => {
   const name = named[c]
@@ -104,7 +112,9 @@ const detailLines = (card: Card.CardView): ReadonlyArray<string> => {
       out.push(`server: ${s.server}`, `mode: ${s.mode}`, `message: ${s.message}`)
       if (s.url) out.push(`url: ${s.url}`)
       for (const field of s.fields) {
-        out.push(`field ${field.name}${field.required ? " (required)" : ""}: ${field.type ?? "?"}${field.choices ? ` one of ${field.choices.join(", ")}` : ""}`)
+        out.push(
+          `field ${field.name}${field.required ? " (required)" : ""}: ${field.type ?? "?"}${field.choices ? ` one of ${field.choices.join(", ")}` : ""}`
+        )
       }
       break
     case "userInput":

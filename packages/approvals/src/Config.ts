@@ -68,10 +68,13 @@ export const PositiveCount = integer(1, "a whole number of at least 1")
 /** A whole number of at least 0 (retries, restarts, history). */
 export const Count = integer(0, "a whole number of at least 0")
 
-const fn = Schema.declare((input: unknown): input is (...args: ReadonlyArray<never>) => unknown => Predicate.isFunction(input), {
-  identifier: "Function",
-  message: (issue) => ({ message: `expected a function, not ${shown(issue.actual)}`, override: true })
-})
+const fn = Schema.declare(
+  (input: unknown): input is (...args: ReadonlyArray<never>) => unknown => Predicate.isFunction(input),
+  {
+    identifier: "Function",
+    message: (issue) => ({ message: `expected a function, not ${shown(issue.actual)}`, override: true })
+  }
+)
 
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
@@ -109,11 +112,13 @@ export const ApprovalsSetting = Schema.Struct({
  */
 export const formatIssues = (error: ParseResult.ParseError): ReadonlyArray<string> => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const lines = issues.slice(0, 16).map((issue) =>
-    issue._tag === "Unexpected"
-      ? `${issue.path.map(String).join(".")}: unknown setting (misspelt?)`
-      : `${issue.path.length > 0 ? `${issue.path.map(String).join(".")}: ` : ""}${issue.message}`
-  )
+  const lines = issues
+    .slice(0, 16)
+    .map((issue) =>
+      issue._tag === "Unexpected"
+        ? `${issue.path.map(String).join(".")}: unknown setting (misspelt?)`
+        : `${issue.path.length > 0 ? `${issue.path.map(String).join(".")}: ` : ""}${issue.message}`
+    )
   return issues.length > lines.length ? [...lines, `and ${issues.length - lines.length} more`] : lines
 }
 

@@ -169,7 +169,9 @@ export const make = (options: Options): DeadlineTimer => {
       }
       return Effect.void
     }
-    return Effect.forEach(defects, (defect) => Effect.logError("a deadline callback threw", Cause.die(defect)), { discard: true })
+    return Effect.forEach(defects, (defect) => Effect.logError("a deadline callback threw", Cause.die(defect)), {
+      discard: true
+    })
   }
 
   const loop = (mine: number): Effect.Effect<void> =>
@@ -186,7 +188,10 @@ export const make = (options: Options): DeadlineTimer => {
         return report(defects)
       }
       armedUntil = next.timerDue
-      return Effect.zipRight(report(defects), Effect.zipRight(Effect.sleep(Duration.nanos(BigInt(next.timerDue - at))), loop(mine)))
+      return Effect.zipRight(
+        report(defects),
+        Effect.zipRight(Effect.sleep(Duration.nanos(BigInt(next.timerDue - at))), loop(mine))
+      )
     })
 
   const arm = (due: number): void => {

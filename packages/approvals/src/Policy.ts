@@ -167,7 +167,8 @@ export const allowApplies: (request: ServerRequests.DecodedRequest) => boolean =
  * deny: a request read only in part is not allowed by any rule of the kind that stopped reading,
  * and is denied by every deny rule of that kind.
  */
-export const evaluate: (rules: Rules, request: ServerRequests.DecodedRequest, context: CardContext) => Verdict = RuleEvaluation.evaluate
+export const evaluate: (rules: Rules, request: ServerRequests.DecodedRequest, context: CardContext) => Verdict =
+  RuleEvaluation.evaluate
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -188,7 +189,11 @@ export const MaxRulesFileBytes: number = RulesFile.MaxRulesFileBytes
  * Parse and decode rules text; `format` is what the file extension said. Fails with a
  * `RulesFileError` of reason `Parse` or `Schema`; `path` only names the source in messages.
  */
-export const parse: (path: string, text: string, format: "json" | "yaml") => Either.Either<Rules, RulesFile.RulesFileError> = RulesFile.parse
+export const parse: (
+  path: string,
+  text: string,
+  format: "json" | "yaml"
+) => Either.Either<Rules, RulesFile.RulesFileError> = RulesFile.parse
 
 /**
  * Read a rules file (`.json`, `.yaml` or `.yml`), decoded strictly (an unknown key is an error).

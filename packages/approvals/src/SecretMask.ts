@@ -130,4 +130,5 @@ export const maskValue: (key: string, value: unknown, options?: MaskOptions) => 
  * not a plain record is kept under the key `"(value)"`; a record that cannot be read gives
  * `{ "(value)": Mask }`.
  */
-export const maskRecord: (obj: unknown, options?: MaskOptions) => Readonly<Record<string, unknown>> = MaskedCopy.maskRecord
+export const maskRecord: (obj: unknown, options?: MaskOptions) => Readonly<Record<string, unknown>> =
+  MaskedCopy.maskRecord

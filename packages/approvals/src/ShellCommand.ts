@@ -108,7 +108,8 @@ export const commands: (command: string) => Commands = CommandStarts.commands
  * `maxSegments` of them: for display and tests. A decision must use `commands`, which reads every
  * segment and says when it could not.
  */
-export const segments: (command: string, maxSegments?: number) => ReadonlyArray<ReadonlyArray<string>> = CommandStarts.segments
+export const segments: (command: string, maxSegments?: number) => ReadonlyArray<ReadonlyArray<string>> =
+  CommandStarts.segments
 
 /**
  * The commands one segment may start, as copies: the segment itself and, after a runner such as
@@ -116,7 +117,8 @@ export const segments: (command: string, maxSegments?: number) => ReadonlyArray<
  * its words are not read: see `commands`). For display and tests: the copies make it
  * quadratic in a long runner segment; `commands` gives the same starts as indexes.
  */
-export const commandStarts: (segment: ReadonlyArray<string>) => ReadonlyArray<ReadonlyArray<string>> = CommandStarts.commandStarts
+export const commandStarts: (segment: ReadonlyArray<string>) => ReadonlyArray<ReadonlyArray<string>> =
+  CommandStarts.commandStarts
 
 /** POSIX-quote one word so a shell reads it back unchanged. */
 export const quote: (word: string) => string = ShellLexer.quote

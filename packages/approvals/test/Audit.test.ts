@@ -11,12 +11,12 @@ const secret = "sk-live-9f8e7d6c5b4a39281726354abcdef"
 
 describe("audit trail", () => {
   it.scoped("every opening, settling and late decision is one JSON line; secret values never appear", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = mkdtempSync(join(tmpdir(), "warden-audit-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
       const path = join(dir, "audit.jsonl")
       const layer = Approvals.layer({ deadlines: { default: "1 minute" } })
-      yield* Effect.gen(function*() {
+      yield* Effect.gen(function* () {
         const approvals = yield* Approvals.Approvals
         yield* Audit.jsonlSink(path)
         const wire = recordingLine()
@@ -24,10 +24,16 @@ describe("audit trail", () => {
         const thread = yield* Scope.make()
         // An MCP tool call whose inputs carry a secret, and a command whose line carries one.
         const mcp = captured("mcpServer/elicitation/request", (p) => p._meta?.codex_approval_kind === "mcp_tool_call")
-        const params = { ...(mcp.params as any), _meta: { ...(mcp.params as any)._meta, tool_params: { api_key: secret, why: "probe" } } }
+        const params = {
+          ...(mcp.params as any),
+          _meta: { ...(mcp.params as any)._meta, tool_params: { api_key: secret, why: "probe" } }
+        }
         const opened = yield* desk.open(ServerRequests.decode(1, mcp.method, params), { parent: thread })
         const cmd = captured("item/commandExecution/requestApproval")
-        const cmdParams = { ...(cmd.params as any), command: `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'` }
+        const cmdParams = {
+          ...(cmd.params as any),
+          command: `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'`
+        }
         yield* desk.open(ServerRequests.decode(2, cmd.method, cmdParams), { parent: thread })
         const cardId = opened._tag === "Opened" ? opened.card.id : ""
         yield* approvals.answer(cardId, Decision.Accept)
@@ -36,17 +42,27 @@ describe("audit trail", () => {
         yield* Effect.yieldNow()
       }).pipe(Effect.provide(layer), Effect.scoped)
       const text = readFileSync(path, "utf8")
-      const lines = text.trim().split("\n").map((l) => JSON.parse(l))
-      assert.deepStrictEqual(lines.map((l) => l.type), ["card.opened", "card.opened", "card.settled", "card.late", "card.settled"])
-      assert.deepStrictEqual(lines.filter((l) => l.type === "card.settled").map((l) => [l.outcome, l.source]), [
-        ["accepted", "person"],
-        ["timeout", "deadline"]
-      ])
+      const lines = text
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
+      assert.deepStrictEqual(
+        lines.map((l) => l.type),
+        ["card.opened", "card.opened", "card.settled", "card.late", "card.settled"]
+      )
+      assert.deepStrictEqual(
+        lines.filter((l) => l.type === "card.settled").map((l) => [l.outcome, l.source]),
+        [
+          ["accepted", "person"],
+          ["timeout", "deadline"]
+        ]
+      )
       assert.strictEqual(lines[3].outcome, "accepted")
       for (const line of lines) {
         for (const key of ["ts", "cardId", "method", "threadId", "summary"]) assert.property(line, key)
       }
       assert.notInclude(text, secret)
       assert.notInclude(text, "9f8e7d6c5b4a")
-    }))
+    })
+  )
 })

@@ -23,12 +23,20 @@ const { Mask } = SecretMask
 const ids = { threadId: Adversarial.ThreadId, turnId: Adversarial.TurnId, itemId: Adversarial.ItemId }
 
 /** Allow rules for the first word of every command shape (none may match: all are compound or too long). */
-const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) => allowCmd(`allow-${w}`, w))
-const withDeny = rules(denyCmd("no-rm", "rm"), denyPath("etc", "/etc"), ...allowFirstWords, allowPath("repo", "/work/repo"), {
-  id: "probe",
-  effect: "allow",
-  match: { mcp: { server: "probe" } }
-})
+const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) =>
+  allowCmd(`allow-${w}`, w)
+)
+const withDeny = rules(
+  denyCmd("no-rm", "rm"),
+  denyPath("etc", "/etc"),
+  ...allowFirstWords,
+  allowPath("repo", "/work/repo"),
+  {
+    id: "probe",
+    effect: "allow",
+    match: { mcp: { server: "probe" } }
+  }
+)
 const allowOnly = rules(...allowFirstWords, allowPath("repo", "/work/repo"))
 
 const Deny = (ruleId: string): Policy.Verdict => ({ _tag: "Deny", ruleId })
@@ -39,9 +47,10 @@ const cmd = (command: string) => known("item/commandExecution/requestApproval", 
 /** The synchronous path of the read loop for one server request (see ConnectionCards.open). */
 const readLoop = (shape: Adversarial.Shape) => {
   const frame = JSON.parse(shape.frame) as { id: number; method: string; params: unknown }
-  const context: CardContext = shape.itemStarted !== undefined
-    ? { fileChanges: fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
-    : {}
+  const context: CardContext =
+    shape.itemStarted !== undefined
+      ? { fileChanges: fileChangesOf((JSON.parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+      : {}
   const request = ServerRequests.decode(frame.id, frame.method, frame.params)
   return {
     request,
@@ -71,7 +80,9 @@ const ShapesBound = 600_000
 describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1 MiB each)", () => {
   const shapes = Adversarial.shapes({ frameBytes: 1024 * 1024 })
 
-  it("every frame goes through decode, summary, rules and the safety filter, with bounded results", { timeout: ShapesBound }, async () => {
+  it("every frame goes through decode, summary, rules and the safety filter, with bounded results", {
+    timeout: ShapesBound
+  }, async () => {
     assert.isAbove(shapes.length, 40)
     await eachInTurn(shapes, (shape) => {
       const { safety, summary } = readLoop(shape)
@@ -83,15 +94,22 @@ describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1
     })
   })
 
-  it("every command shape hiding `rm -rf ~` is denied, and no allow rule allows a compound one", { timeout: ShapesBound }, async () => {
-    const commands = shapes.filter((s) => s.target === "shell" && (s.command?.includes(Adversarial.Payload) ?? s.name === "legacy-exec-argv"))
+  it("every command shape hiding `rm -rf ~` is denied, and no allow rule allows a compound one", {
+    timeout: ShapesBound
+  }, async () => {
+    const commands = shapes.filter(
+      (s) => s.target === "shell" && (s.command?.includes(Adversarial.Payload) ?? s.name === "legacy-exec-argv")
+    )
     assert.isAbove(commands.length, 18)
     let compound = 0
     await eachInTurn(commands, (shape) => {
       const { allowOnly: allowed, denyFirst, request } = readLoop(shape)
       assert.deepStrictEqual(denyFirst, Deny("no-rm"), shape.name)
       // `sudo bash -c x ...` is one simple command: an allow on `sudo` allows it (and a deny on rm still wins)
-      const line = request._tag === "Known" && request.method === "item/commandExecution/requestApproval" ? request.params.command ?? "" : ""
+      const line =
+        request._tag === "Known" && request.method === "item/commandExecution/requestApproval"
+          ? (request.params.command ?? "")
+          : ""
       if (line.length > 0 && line.length <= Policy.MaxCommandLength && ShellCommand.unwrap(line).simple) return
       compound++
       assert.notStrictEqual(allowed._tag, "Allow", shape.name)
@@ -99,25 +117,40 @@ describe("bounded work per frame: the adversarial frames (testkit Adversarial, 1
     assert.isAbove(compound, 15)
   })
 
-  it("the file shapes: a path outside the root anywhere in the list is denied, never allowed", { timeout: ShapesBound }, async () => {
-    await eachInTurn(shapes.filter((s) => s.target === "fileChange"), (shape) => {
-      const { allowOnly: allowed, denyFirst } = readLoop(shape)
-      assert.deepStrictEqual(denyFirst, Deny("etc"), shape.name)
-      assert.deepStrictEqual(allowed, NoMatch, shape.name)
-    })
+  it("the file shapes: a path outside the root anywhere in the list is denied, never allowed", {
+    timeout: ShapesBound
+  }, async () => {
+    await eachInTurn(
+      shapes.filter((s) => s.target === "fileChange"),
+      (shape) => {
+        const { allowOnly: allowed, denyFirst } = readLoop(shape)
+        assert.deepStrictEqual(denyFirst, Deny("etc"), shape.name)
+        assert.deepStrictEqual(allowed, NoMatch, shape.name)
+      }
+    )
   })
 
-  it("hostile forms, questions and URLs are refused by the filter, not by an exception", { timeout: ShapesBound }, async () => {
-    await eachInTurn(shapes.filter((s) => s.target === "filter"), (shape) => {
-      const { safety } = readLoop(shape)
-      assert.strictEqual(safety._tag, "Unsafe", shape.name)
-      if (safety._tag === "Unsafe") assert.notInclude(safety.reason, "could not be read", shape.name)
-    })
+  it("hostile forms, questions and URLs are refused by the filter, not by an exception", {
+    timeout: ShapesBound
+  }, async () => {
+    await eachInTurn(
+      shapes.filter((s) => s.target === "filter"),
+      (shape) => {
+        const { safety } = readLoop(shape)
+        assert.strictEqual(safety._tag, "Unsafe", shape.name)
+        if (safety._tag === "Unsafe") assert.notInclude(safety.reason, "could not be read", shape.name)
+      }
+    )
   })
 })
 
 describe("a bound never turns a deny into a miss", () => {
-  const noRm = rules(denyCmd("no-rm", "rm"), allowCmd("true", "true"), allowCmd("sudo", "sudo"), allowCmd("eval", "eval"))
+  const noRm = rules(
+    denyCmd("no-rm", "rm"),
+    allowCmd("true", "true"),
+    allowCmd("sudo", "sudo"),
+    allowCmd("eval", "eval")
+  )
 
   it("sudo followed by 32,000 words, then rm: denied; every start is an index, none a copy", () => {
     const line = `sudo ${"a ".repeat(32_000)}; rm -rf ~`
@@ -152,7 +185,11 @@ describe("a bound never turns a deny into a miss", () => {
       assert.isAtMost(read.work, ShellCommand.WorkPerChar * (line.length + 1024))
       assert.deepStrictEqual(Policy.evaluate(noRm, cmd(line), {}), Deny("no-rm"), line.slice(0, 40))
       // a deny that names something else entirely still matches: what was not read may run anything
-      assert.deepStrictEqual(Policy.evaluate(rules(denyCmd("no-curl", "curl")), cmd(line), {}), Deny("no-curl"), line.slice(0, 40))
+      assert.deepStrictEqual(
+        Policy.evaluate(rules(denyCmd("no-curl", "curl")), cmd(line), {}),
+        Deny("no-curl"),
+        line.slice(0, 40)
+      )
       assert.notStrictEqual(Policy.evaluate(noRm, cmd(line), {})._tag, "Allow")
     }
     // the same kinds of nesting within the bounds are read in full
@@ -162,14 +199,26 @@ describe("a bound never turns a deny into a miss", () => {
     }
   })
 
-  it("option readers (shell options, env -S, su -c, ssh, trap, alias) repeated after a runner: bounded, denied", { timeout: ShapesBound }, async () => {
-    const fill = (head: string, unit: string, tail: string) => head + unit.repeat(Math.floor((60_000 - head.length - tail.length) / unit.length)) + tail
+  it("option readers (shell options, env -S, su -c, ssh, trap, alias) repeated after a runner: bounded, denied", {
+    timeout: ShapesBound
+  }, async () => {
+    const fill = (head: string, unit: string, tail: string) =>
+      head + unit.repeat(Math.floor((60_000 - head.length - tail.length) / unit.length)) + tail
     const lines = [
-      fill("sudo ", "su ", "-c 'rm -rf ~'"), fill("sudo ", "env -u ", "rm -rf ~"), fill("sudo ", "bash -o ", "-c 'rm -rf ~'"),
-      fill("sudo ", "trap ", "'rm -rf ~'"), fill("sudo ", "ssh ", "rm -rf ~"), fill("sudo ", "alias a=b ", "; rm -rf ~"),
-      fill("sudo ", "fish ", "-c 'rm -rf ~'"), fill("", "env -S ", "'rm -rf ~'"), fill("sudo ", "bash -c ", "'rm -rf ~'"),
-      fill("find . ", "-exec find ", "-exec rm -rf ~"), fill("sudo bash ", "-o x ", "-c 'rm -rf ~'"), fill("sudo ", "env -S env ", "-S 'rm -rf ~'"),
-      fill("sudo ", "flock -c ", "'rm -rf ~'"), fill("sudo ", "watch ", "'rm -rf ~'")
+      fill("sudo ", "su ", "-c 'rm -rf ~'"),
+      fill("sudo ", "env -u ", "rm -rf ~"),
+      fill("sudo ", "bash -o ", "-c 'rm -rf ~'"),
+      fill("sudo ", "trap ", "'rm -rf ~'"),
+      fill("sudo ", "ssh ", "rm -rf ~"),
+      fill("sudo ", "alias a=b ", "; rm -rf ~"),
+      fill("sudo ", "fish ", "-c 'rm -rf ~'"),
+      fill("", "env -S ", "'rm -rf ~'"),
+      fill("sudo ", "bash -c ", "'rm -rf ~'"),
+      fill("find . ", "-exec find ", "-exec rm -rf ~"),
+      fill("sudo bash ", "-o x ", "-c 'rm -rf ~'"),
+      fill("sudo ", "env -S env ", "-S 'rm -rf ~'"),
+      fill("sudo ", "flock -c ", "'rm -rf ~'"),
+      fill("sudo ", "watch ", "'rm -rf ~'")
     ]
     // A line is about a second of work on a busy machine: the event loop turns between lines.
     await eachInTurn(lines, (line) => {
@@ -179,7 +228,15 @@ describe("a bound never turns a deny into a miss", () => {
       // one simple command (`sudo su su ... -c 'rm -rf ~'`) is allowed by an allow on its first word, as any
       // simple command is (a deny on rm still wins); a compound one never is
       if (!ShellCommand.unwrap(line).simple) {
-        assert.notStrictEqual(Policy.evaluate(rules(allowCmd("sudo", "sudo"), allowCmd("env", "env"), allowCmd("find", "find")), cmd(line), {})._tag, "Allow", line.slice(0, 30))
+        assert.notStrictEqual(
+          Policy.evaluate(
+            rules(allowCmd("sudo", "sudo"), allowCmd("env", "env"), allowCmd("find", "find")),
+            cmd(line),
+            {}
+          )._tag,
+          "Allow",
+          line.slice(0, 30)
+        )
       }
     })
   })
@@ -199,7 +256,11 @@ describe("a bound never turns a path deny into an allow", () => {
   const repo = rules(allowPath("repo", "/work/repo"))
   const elsewhere = rules(denyPath("secrets", "/srv/secrets"), allowPath("repo", "/work/repo"))
   const fc = known("item/fileChange/requestApproval", ids)
-  const changesItem = (paths: ReadonlyArray<string>) => ({ type: "fileChange", id: "i", changes: paths.map((path) => ({ path, kind: { type: "add" }, diff: "" })) })
+  const changesItem = (paths: ReadonlyArray<string>) => ({
+    type: "fileChange",
+    id: "i",
+    changes: paths.map((path) => ({ path, kind: { type: "add" }, diff: "" }))
+  })
 
   it("201 changes, the 201st outside the repository: not allowed (the old list kept the first 200)", () => {
     const paths = [...Array.from({ length: 200 }, (_, i) => `/work/repo/f${i}`), "/etc/passwd"]
@@ -217,12 +278,18 @@ describe("a bound never turns a path deny into an allow", () => {
     assert.deepStrictEqual(Policy.evaluate(repo, fc, { fileChanges: changes }), NoMatch)
     assert.deepStrictEqual(Policy.evaluate(elsewhere, fc, { fileChanges: changes }), Deny("secrets"))
     // within the bound, the same list is read in full and allowed
-    assert.deepStrictEqual(Policy.evaluate(elsewhere, fc, { fileChanges: changes.slice(0, MaxFileChanges) }), { _tag: "Allow", ruleId: "repo" })
+    assert.deepStrictEqual(Policy.evaluate(elsewhere, fc, { fileChanges: changes.slice(0, MaxFileChanges) }), {
+      _tag: "Allow",
+      ruleId: "repo"
+    })
     const { summary, title } = CardSummary.summarize(fc, { fileChanges: changes })
     assert.isTrue(title.startsWith("write 200+ files"), title)
     if (summary.kind === "fileChange") {
       assert.lengthOf(summary.changes, CardSummary.Bounds.changes + 1)
-      assert.strictEqual(summary.changes.at(-1)!.path, `… ${MaxFileChanges + 5 - CardSummary.Bounds.changes} more changes`)
+      assert.strictEqual(
+        summary.changes.at(-1)!.path,
+        `… ${MaxFileChanges + 5 - CardSummary.Bounds.changes} more changes`
+      )
     }
   })
 
@@ -233,7 +300,11 @@ describe("a bound never turns a path deny into an allow", () => {
       callId: "x",
       fileChanges: Object.fromEntries(many.map((p) => [p, { add: { content: "" } }]))
     })
-    const perms = known("item/permissions/requestApproval", { ...ids, cwd: "/", permissions: { fileSystem: { write: many } } })
+    const perms = known("item/permissions/requestApproval", {
+      ...ids,
+      cwd: "/",
+      permissions: { fileSystem: { write: many } }
+    })
     for (const request of [legacy, perms]) {
       assert.deepStrictEqual(Policy.evaluate(repo, request, {}), NoMatch, request.method)
       assert.deepStrictEqual(Policy.evaluate(elsewhere, request, {}), Deny("secrets"), request.method)
@@ -266,8 +337,11 @@ describe("masking hostile text: linear, and the secrets inside still masked", ()
 
   it("maskShown gives what maskText then truncate gives, on the text a card shows", () => {
     const texts = [
-      "export DB_PASSWORD=hunter2 && run", `curl -H 'Authorization: Bearer abcdefgh12345678' ${"x".repeat(5_000)}`,
-      `${"y ".repeat(3_000)}token=abc123`, "git status", `${"eyJhbGciOiJIUzI1NiJ9.".repeat(2)}${"a".repeat(20_000)}`
+      "export DB_PASSWORD=hunter2 && run",
+      `curl -H 'Authorization: Bearer abcdefgh12345678' ${"x".repeat(5_000)}`,
+      `${"y ".repeat(3_000)}token=abc123`,
+      "git status",
+      `${"eyJhbGciOiJIUzI1NiJ9.".repeat(2)}${"a".repeat(20_000)}`
     ]
     for (const text of texts) {
       for (const max of [40, 160, 2_000, 20_000]) {
@@ -287,7 +361,9 @@ describe("masking hostile text: linear, and the secrets inside still masked", ()
     assert.deepStrictEqual(out.slice(-3), ["--password", Mask, `--token=${Mask}`])
 
     const huge = "a=".repeat(500_000)
-    const record = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i === 0 ? `password=hunter2 ${huge}` : huge]))
+    const record = Object.fromEntries(
+      Array.from({ length: 300 }, (_, i) => [`k${i}`, i === 0 ? `password=hunter2 ${huge}` : huge])
+    )
     const masked = SecretMask.maskRecord(record)
     const json = JSON.stringify(masked)
     assert.notInclude(json, "hunter2")
@@ -304,10 +380,13 @@ describe("masking hostile text: linear, and the secrets inside still masked", ()
       assert.include(JSON.stringify(masked), Mask)
       assert.isBelow(JSON.stringify(masked).length, 1_000)
     }
-    const wide = JSON.parse(`{${Adversarial.upTo(2_000_000, (i) => `"k${i}":{"a":[1,2,3],"token":"x"}`)}}`) as Record<string, unknown>
+    const wide = JSON.parse(`{${Adversarial.upTo(2_000_000, (i) => `"k${i}":{"a":[1,2,3],"token":"x"}`)}}`) as Record<
+      string,
+      unknown
+    >
     const copy = JSON.stringify(SecretMask.maskRecord(wide, { maxEntries: 1_000_000, maxKeys: 1_000_000 }))
     assert.isBelow(copy.length, 200_000, "maxValues: 2 000 values in all")
-    assert.notInclude(copy, "\"token\":\"x\"")
+    assert.notInclude(copy, '"token":"x"')
 
     const tool = known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: deepObject })
     assert.include(CardSummary.summarize(tool, {}).title, "tool t(")
@@ -348,11 +427,18 @@ describe("objects' keys: read within budgets, a frame's large object never enume
       threadId: "t",
       serverName: "probe",
       mode: "form",
-      message: "Allow the probe server to run tool \"poke\"?",
+      message: 'Allow the probe server to run tool "poke"?',
       requestedSchema: { type: "object", properties: {} },
       _meta: { codex_approval_kind: "mcp_tool_call", tool_name: "poke", tool_params: toolParams }
     })
-  const form = (schema: unknown) => known("mcpServer/elicitation/request", { threadId: "t", serverName: "s", mode: "form", message: "Fill in", requestedSchema: schema })
+  const form = (schema: unknown) =>
+    known("mcpServer/elicitation/request", {
+      threadId: "t",
+      serverName: "s",
+      mode: "form",
+      message: "Fill in",
+      requestedSchema: schema
+    })
   /** Everything ConnectionCards.open runs on the read loop for a request (the summary as on first read). */
   const all = (request: ServerRequests.ServerRequest) => ({
     offers: ServerRequests.offersFor(request),
@@ -366,16 +452,28 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     const params = counted(Many)
     const tool = all(toolCall(params.proxy))
     assert.strictEqual(params.reads(), 0)
-    assert.deepStrictEqual(tool.summary.summary.kind === "mcpToolCall" && tool.summary.summary.inputs, { "…": `${Many} more keys` })
+    assert.deepStrictEqual(tool.summary.summary.kind === "mcpToolCall" && tool.summary.summary.inputs, {
+      "…": `${Many} more keys`
+    })
     assert.deepStrictEqual(tool.denyFirst, { _tag: "Allow", ruleId: "probe" }) // the server rule reads no argument
 
     const args = counted(Many)
-    const dynamic = all(known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: args.proxy }))
+    const dynamic = all(
+      known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: args.proxy })
+    )
     assert.strictEqual(args.reads(), 0)
-    assert.deepStrictEqual(dynamic.summary.summary.kind === "dynamicTool" && dynamic.summary.summary.arguments, { "…": `${Many} more keys` })
+    assert.deepStrictEqual(dynamic.summary.summary.kind === "dynamicTool" && dynamic.summary.summary.arguments, {
+      "…": `${Many} more keys`
+    })
 
     const network = counted(Many)
-    all(known("item/permissions/requestApproval", { ...ids, cwd: "/", permissions: { fileSystem: { write: ["/work/repo/a"] }, extra: network.proxy } }))
+    all(
+      known("item/permissions/requestApproval", {
+        ...ids,
+        cwd: "/",
+        permissions: { fileSystem: { write: ["/work/repo/a"] }, extra: network.proxy }
+      })
+    )
     assert.strictEqual(network.reads(), 0)
   })
 
@@ -387,11 +485,16 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     assert.deepStrictEqual(legacy.allowOnly, NoMatch)
     assert.include(legacy.summary.title, "changes not known")
     const shown = legacy.summary.summary.kind === "fileChange" ? legacy.summary.summary.changes : []
-    assert.deepStrictEqual(shown.map((c) => c.path), [`… ${Many} more changes`])
+    assert.deepStrictEqual(
+      shown.map((c) => c.path),
+      [`… ${Many} more changes`]
+    )
 
     // one path inside the repository whose change hides its move target among many keys
     const change = counted(Many, () => ({ move_path: "/etc/passwd" }))
-    const moved = all(known("applyPatchApproval", { conversationId: "c", callId: "x", fileChanges: { "/work/repo/a": change.proxy } }))
+    const moved = all(
+      known("applyPatchApproval", { conversationId: "c", callId: "x", fileChanges: { "/work/repo/a": change.proxy } })
+    )
     assert.strictEqual(change.reads(), 0)
     assert.deepStrictEqual(moved.denyFirst, Deny("etc"))
     assert.deepStrictEqual(moved.allowOnly, NoMatch)
@@ -420,6 +523,9 @@ describe("objects' keys: read within budgets, a frame's large object never enume
     assert.isAtMost(reads, 20_000, "the default maxKeys")
     assert.isAbove(reads, 0, "objects within the budget are read")
     const list = copy["list"] as ReadonlyArray<Record<string, unknown>>
-    assert.include(list.map((o) => o["…"]), "5000 more keys")
+    assert.include(
+      list.map((o) => o["…"]),
+      "5000 more keys"
+    )
   })
 })

@@ -22,7 +22,9 @@ export const frames = (scenario: string): ReadonlyArray<Record_> =>
 
 /** The first server request of a scenario, decoded; throws if there is none or it does not decode. */
 export const request = (scenario: string, index = 0): ServerRequests.ServerRequest => {
-  const requests = frames(scenario).filter((r) => r.dir === "in" && r.frame.id !== undefined && r.frame.method !== undefined)
+  const requests = frames(scenario).filter(
+    (r) => r.dir === "in" && r.frame.id !== undefined && r.frame.method !== undefined
+  )
   const hit = requests[index]
   if (!hit) throw new Error(`${scenario}: no server request #${index}`)
   const decoded = ServerRequests.decode(hit.frame.id!, hit.frame.method!, hit.frame.params)
@@ -32,15 +34,19 @@ export const request = (scenario: string, index = 0): ServerRequests.ServerReque
 
 /** Raw params of the first server request (to build variants of real frames). */
 export const rawParams = (scenario: string, index = 0): Record<string, unknown> => {
-  const requests = frames(scenario).filter((r) => r.dir === "in" && r.frame.id !== undefined && r.frame.method !== undefined)
+  const requests = frames(scenario).filter(
+    (r) => r.dir === "in" && r.frame.id !== undefined && r.frame.method !== undefined
+  )
   return structuredClone(requests[index]!.frame.params) as Record<string, unknown>
 }
 
 /** The context a supervisor keeps for a file-change approval: the changes of its `item/started`. */
 export const fileChangeContext = (scenario: string): CardContext => {
-  const started = frames(scenario).find((r) =>
-    r.dir === "in" && r.frame.method === "item/started" &&
-    (r.frame.params as { item?: { type?: string } } | undefined)?.item?.type === "fileChange"
+  const started = frames(scenario).find(
+    (r) =>
+      r.dir === "in" &&
+      r.frame.method === "item/started" &&
+      (r.frame.params as { item?: { type?: string } } | undefined)?.item?.type === "fileChange"
   )
   if (!started) throw new Error(`${scenario}: no fileChange item/started`)
   return { fileChanges: fileChangesOf((started.frame.params as { item: unknown }).item) }

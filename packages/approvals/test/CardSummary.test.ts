@@ -22,13 +22,24 @@ describe("CardSummary.summarize (real frames)", () => {
   })
 
   it("a short command: `run: git status (in /repo)`", () => {
-    const r = known("item/commandExecution/requestApproval", { ...ids, command: "/bin/bash -lc 'git status'", cwd: "/repo" })
+    const r = known("item/commandExecution/requestApproval", {
+      ...ids,
+      command: "/bin/bash -lc 'git status'",
+      cwd: "/repo"
+    })
     assert.strictEqual(summarize(r, {}).title, "run: git status (in /repo)")
-    assert.strictEqual(summarize(known("item/commandExecution/requestApproval", ids), {}).title, "run: (no command given)")
+    assert.strictEqual(
+      summarize(known("item/commandExecution/requestApproval", ids), {}).title,
+      "run: (no command given)"
+    )
   })
 
   it("a secret in a command reaches neither the summary nor the title", () => {
-    const r = known("item/commandExecution/requestApproval", { ...ids, command: "password=hunter2 ./deploy.sh", cwd: "/repo" })
+    const r = known("item/commandExecution/requestApproval", {
+      ...ids,
+      command: "password=hunter2 ./deploy.sh",
+      cwd: "/repo"
+    })
     const { summary, title } = summarize(r, {})
     assert.strictEqual(summary.kind === "command" && summary.command, `password=${Mask} ./deploy.sh`)
     assert.strictEqual(title, `run: password=${Mask} ./deploy.sh (in /repo)`)
@@ -47,20 +58,32 @@ describe("CardSummary.summarize (real frames)", () => {
 
   it("fileChange titles: several files, moves, unknown changes", () => {
     const r = known("item/fileChange/requestApproval", { ...ids, grantRoot: "/repo" })
-    const two = summarize(r, { fileChanges: [{ path: "a.ts", kind: "update" }, { path: "b.ts", kind: "add" }] })
+    const two = summarize(r, {
+      fileChanges: [
+        { path: "a.ts", kind: "update" },
+        { path: "b.ts", kind: "add" }
+      ]
+    })
     assert.strictEqual(two.title, "write 2 files: a.ts, b.ts")
     assert.strictEqual(summarize(r, {}).title, "write under /repo (changes not known)")
     const many = summarize(r, { fileChanges: ["a", "b", "c", "d", "e"].map((p) => ({ path: p, kind: "add" })) })
     assert.strictEqual(many.title, "write 5 files: a, b, c +2 more")
     const moved = fileChangesOf({ changes: [{ path: "/r/a", kind: { type: "update", move_path: "/r/b" }, diff: "d" }] })
-    assert.deepStrictEqual(moved, [{ path: "/r/a", kind: "move-from", diff: "d" }, { path: "/r/b", kind: "move-to" }])
+    assert.deepStrictEqual(moved, [
+      { path: "/r/a", kind: "move-from", diff: "d" },
+      { path: "/r/b", kind: "move-to" }
+    ])
     assert.deepStrictEqual(fileChangesOf(null), [])
-    assert.deepStrictEqual(fileChangesOf({ changes: [1, { path: "" }, { path: "/x", kind: "add" }] }), [{ path: "/x", kind: "add" }])
+    assert.deepStrictEqual(fileChangesOf({ changes: [1, { path: "" }, { path: "/x", kind: "add" }] }), [
+      { path: "/x", kind: "add" }
+    ])
   })
 
   it("fileChange diffs are masked", () => {
     const r = known("item/fileChange/requestApproval", ids)
-    const { summary } = summarize(r, { fileChanges: [{ path: "/r/.env", kind: "add", diff: "OPENAI_API_KEY=sk-proj-a1B2c3D4e5F6g7H8i9J0\n" }] })
+    const { summary } = summarize(r, {
+      fileChanges: [{ path: "/r/.env", kind: "add", diff: "OPENAI_API_KEY=sk-proj-a1B2c3D4e5F6g7H8i9J0\n" }]
+    })
     assert.strictEqual(summary.kind, "fileChange")
     if (summary.kind === "fileChange") assert.strictEqual(summary.changes[0]!.diff, `OPENAI_API_KEY=${Mask}\n`)
   })
@@ -82,7 +105,7 @@ describe("CardSummary.summarize (real frames)", () => {
       server: "probe",
       tool: "poke",
       inputs: { why: "probe" },
-      message: "Allow the probe MCP server to run tool \"poke\"?"
+      message: 'Allow the probe MCP server to run tool "poke"?'
     })
     assert.strictEqual(title, "mcp probe.poke(why=probe)")
 
@@ -122,7 +145,8 @@ describe("CardSummary.summarize (real frames)", () => {
     })
     const { summary, title } = summarize(r, {})
     assert.strictEqual(summary.kind, "elicitation")
-    if (summary.kind === "elicitation") assert.strictEqual(summary.url, `https://${Mask}:${Mask}@example.com/login?code=${Mask}#${Mask}`)
+    if (summary.kind === "elicitation")
+      assert.strictEqual(summary.url, `https://${Mask}:${Mask}@example.com/login?code=${Mask}#${Mask}`)
     assert.notInclude(title, "abc123")
     assert.notInclude(title, "pw@")
   })
@@ -131,18 +155,40 @@ describe("CardSummary.summarize (real frames)", () => {
     const { summary, title } = summarize(request("d-rui-flag"), {})
     assert.strictEqual(summary.kind, "userInput")
     if (summary.kind !== "userInput") return
-    assert.deepStrictEqual(summary.questions.map((q) => q.id), ["colour_choice", "size_choice"])
-    assert.deepStrictEqual(summary.questions[0]!.options, [{ label: "Red (Recommended)", description: "Warm." }, { label: "Blue", description: "Cool." }])
+    assert.deepStrictEqual(
+      summary.questions.map((q) => q.id),
+      ["colour_choice", "size_choice"]
+    )
+    assert.deepStrictEqual(summary.questions[0]!.options, [
+      { label: "Red (Recommended)", description: "Warm." },
+      { label: "Blue", description: "Cool." }
+    ])
     assert.strictEqual(title, "question: Which colour should the probe use? (+1 more)")
   })
 
   it("dynamic tool: tool, namespace, masked arguments", () => {
     const { summary, title } = summarize(request("x-dynamic-tool"), {})
-    assert.deepStrictEqual(summary, { kind: "dynamicTool", tool: "probe_dyn", namespace: undefined, arguments: { x: "hello" } })
+    assert.deepStrictEqual(summary, {
+      kind: "dynamicTool",
+      tool: "probe_dyn",
+      namespace: undefined,
+      arguments: { x: "hello" }
+    })
     assert.strictEqual(title, "tool probe_dyn(x=hello)")
-    const secret = known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: "ns", arguments: { token: "abc", q: "x" } })
+    const secret = known("item/tool/call", {
+      ...ids,
+      callId: "c",
+      tool: "t",
+      namespace: "ns",
+      arguments: { token: "abc", q: "x" }
+    })
     const s = summarize(secret, {})
-    assert.deepStrictEqual(s.summary, { kind: "dynamicTool", tool: "t", namespace: "ns", arguments: { token: Mask, q: "x" } })
+    assert.deepStrictEqual(s.summary, {
+      kind: "dynamicTool",
+      tool: "t",
+      namespace: "ns",
+      arguments: { token: Mask, q: "x" }
+    })
     assert.strictEqual(s.title, `tool ns.t(token=${Mask}, q=x)`)
   })
 
@@ -152,7 +198,10 @@ describe("CardSummary.summarize (real frames)", () => {
       title: "account/chatgptAuthTokens/refresh"
     })
     assert.strictEqual(summarize(decode("item/teleport", {}), {}).title, "unknown method item/teleport")
-    assert.strictEqual(summarize(decode("item/commandExecution/requestApproval", { nope: 1 }), {}).title, "malformed item/commandExecution/requestApproval")
+    assert.strictEqual(
+      summarize(decode("item/commandExecution/requestApproval", { nope: 1 }), {}).title,
+      "malformed item/commandExecution/requestApproval"
+    )
   })
 
   it("titles are one masked, bounded line", () => {

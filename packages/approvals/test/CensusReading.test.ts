@@ -22,20 +22,29 @@ import * as SafetyFilter from "../src/internal/SafetyFilter.js"
 import * as Policy from "../src/Policy.js"
 
 /** Allow rules for the first word of every command shape, as in BoundedWork.test.ts. */
-const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) => allowCmd(`allow-${w}`, w))
-const withDeny = rules(denyCmd("no-rm", "rm"), denyPath("etc", "/etc"), ...allowFirstWords, allowPath("repo", "/work/repo"), {
-  id: "probe",
-  effect: "allow",
-  match: { mcp: { server: "probe" } }
-})
+const allowFirstWords = ["sudo", "env", "eval", "echo", "true", "a", "bash", "cat", "/bin/bash", "ls"].map((w) =>
+  allowCmd(`allow-${w}`, w)
+)
+const withDeny = rules(
+  denyCmd("no-rm", "rm"),
+  denyPath("etc", "/etc"),
+  ...allowFirstWords,
+  allowPath("repo", "/work/repo"),
+  {
+    id: "probe",
+    effect: "allow",
+    match: { mcp: { server: "probe" } }
+  }
+)
 const allowOnly = rules(...allowFirstWords, allowPath("repo", "/work/repo"))
 
 /** Everything the read loop decides and shows for one frame, read with `parse`. */
 const reading = (shape: Adversarial.Shape, parse: (text: string) => unknown): string => {
   const frame = parse(shape.frame) as { id: number; method: string; params: unknown }
-  const context: CardContext = shape.itemStarted !== undefined
-    ? { fileChanges: fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
-    : {}
+  const context: CardContext =
+    shape.itemStarted !== undefined
+      ? { fileChanges: fileChangesOf((parse(shape.itemStarted) as { params: { item: unknown } }).params.item) }
+      : {}
   const request = ServerRequests.decode(frame.id, frame.method, frame.params)
   return JSON.stringify({
     request: request._tag,
@@ -48,7 +57,9 @@ const reading = (shape: Adversarial.Shape, parse: (text: string) => unknown): st
 }
 
 describe("the census and the read loop", () => {
-  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", { timeout: 600_000 }, async () => {
+  it("the census changes the work, never the answer: every adversarial frame decides and shows the same parsed either way", {
+    timeout: 600_000
+  }, async () => {
     const shapes = Adversarial.shapes({ frameBytes: 1024 * 1024 })
     assert.isAbove(shapes.length, 40)
     for (const shape of shapes) {

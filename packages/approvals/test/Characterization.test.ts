@@ -39,34 +39,299 @@ const generator = (seed: number) => {
 }
 
 const Programs = [
-  "mysql", "/usr/bin/mysql", "mysqldump", "mariadb", "7z", "sshpass", "docker", "podman", "redis-cli", "openssl", "mongosh",
-  "sqlcmd", "ldapsearch", "ldappasswd", "zip", "curl", "smbclient", "lftp", "htpasswd", "xfreerdp", "gh", "aws", "git", "npm",
-  "kubectl", "vault", "keytool", "psql", "echo", "cat", "ls", "rm", "/bin/rm", "grep", "python", "node", "make", "pnpm"
+  "mysql",
+  "/usr/bin/mysql",
+  "mysqldump",
+  "mariadb",
+  "7z",
+  "sshpass",
+  "docker",
+  "podman",
+  "redis-cli",
+  "openssl",
+  "mongosh",
+  "sqlcmd",
+  "ldapsearch",
+  "ldappasswd",
+  "zip",
+  "curl",
+  "smbclient",
+  "lftp",
+  "htpasswd",
+  "xfreerdp",
+  "gh",
+  "aws",
+  "git",
+  "npm",
+  "kubectl",
+  "vault",
+  "keytool",
+  "psql",
+  "echo",
+  "cat",
+  "ls",
+  "rm",
+  "/bin/rm",
+  "grep",
+  "python",
+  "node",
+  "make",
+  "pnpm"
 ]
-const Runners = ["sudo", "sudo -u root", "env", "env -i", "env -S", "env --split-string=", "nohup", "timeout 5", "timeout -s KILL 5", "xargs", "xargs -I R", "nice -n 19", "time", "exec", "command", "chroot /x", "flock f -c", "su -c", "su root --command=", "runuser -c", "watch", "ssh host", "ssh -o ProxyCommand=", "tmux new-session", "eval", "find . -exec", "fd -x", "trap", "alias a=", "coproc", "script -c", "fish -c", "sg wheel"]
-const Shells = ["bash", "/bin/bash", "sh", "/bin/sh", "zsh", "dash", "/usr/local/bin/bash", "/tmp/bash", "bash5", "ksh", "fish", "csh"]
-const ShellFlags = ["-c", "-lc", "-cl", "--login -c", "-l -c", "-o errexit -c", "-O extglob -c", "--rcfile f -c", "-oerrexit -c", "-c --", "-e -c", "-x"]
+const Runners = [
+  "sudo",
+  "sudo -u root",
+  "env",
+  "env -i",
+  "env -S",
+  "env --split-string=",
+  "nohup",
+  "timeout 5",
+  "timeout -s KILL 5",
+  "xargs",
+  "xargs -I R",
+  "nice -n 19",
+  "time",
+  "exec",
+  "command",
+  "chroot /x",
+  "flock f -c",
+  "su -c",
+  "su root --command=",
+  "runuser -c",
+  "watch",
+  "ssh host",
+  "ssh -o ProxyCommand=",
+  "tmux new-session",
+  "eval",
+  "find . -exec",
+  "fd -x",
+  "trap",
+  "alias a=",
+  "coproc",
+  "script -c",
+  "fish -c",
+  "sg wheel"
+]
+const Shells = [
+  "bash",
+  "/bin/bash",
+  "sh",
+  "/bin/sh",
+  "zsh",
+  "dash",
+  "/usr/local/bin/bash",
+  "/tmp/bash",
+  "bash5",
+  "ksh",
+  "fish",
+  "csh"
+]
+const ShellFlags = [
+  "-c",
+  "-lc",
+  "-cl",
+  "--login -c",
+  "-l -c",
+  "-o errexit -c",
+  "-O extglob -c",
+  "--rcfile f -c",
+  "-oerrexit -c",
+  "-c --",
+  "-e -c",
+  "-x"
+]
 const Options = [
-  "-p", "-phunter2", "-p'hunter 2'", "-p\"hunter 2\"", "-p=hunter2", "--password", "--password=hunter2", "--password hunter2", "-u", "-uadmin:hunter2",
-  "--user=admin:hunter2", "-U", "-a", "-k", "-K", "-P", "-w", "-s", "-b", "-nbB", "--body", "-passin", "-storepass", "-keypass", "/p:hunter2", "-x",
-  "--token", "--api-key", "--pw", "-h", "-i", "-r", "-v", "--", "-", "--global", "-it", "-e", "--host=db", "-o", "-n"
+  "-p",
+  "-phunter2",
+  "-p'hunter 2'",
+  '-p"hunter 2"',
+  "-p=hunter2",
+  "--password",
+  "--password=hunter2",
+  "--password hunter2",
+  "-u",
+  "-uadmin:hunter2",
+  "--user=admin:hunter2",
+  "-U",
+  "-a",
+  "-k",
+  "-K",
+  "-P",
+  "-w",
+  "-s",
+  "-b",
+  "-nbB",
+  "--body",
+  "-passin",
+  "-storepass",
+  "-keypass",
+  "/p:hunter2",
+  "-x",
+  "--token",
+  "--api-key",
+  "--pw",
+  "-h",
+  "-i",
+  "-r",
+  "-v",
+  "--",
+  "-",
+  "--global",
+  "-it",
+  "-e",
+  "--host=db",
+  "-o",
+  "-n"
 ]
 const Words = [
-  "admin:hunter2", "user%hunter2", "user,hunter2", "hunter2", "hunter3", "db", "app", "root", "login", "passwd", "set", "config", "configure",
-  "secret", "enc", "rsa", "-6", "user.password", "aws_secret_access_key", "region", "us-east-1", "//registry.npmjs.org/:_authToken", "NAME",
-  "/etc/htpasswd", "file", "https://x", "https://user:pa55w0rd@host/x", "https://abcdefghij1234567890@dev.azure.com/o", "registry.io",
-  "status", "--short", "log", "push", "origin", "main", "build", "-rf", "{}", "+", "\\;", "dir", "a.zip", "f", "ping", "x", "1", "2", "3"
+  "admin:hunter2",
+  "user%hunter2",
+  "user,hunter2",
+  "hunter2",
+  "hunter3",
+  "db",
+  "app",
+  "root",
+  "login",
+  "passwd",
+  "set",
+  "config",
+  "configure",
+  "secret",
+  "enc",
+  "rsa",
+  "-6",
+  "user.password",
+  "aws_secret_access_key",
+  "region",
+  "us-east-1",
+  "//registry.npmjs.org/:_authToken",
+  "NAME",
+  "/etc/htpasswd",
+  "file",
+  "https://x",
+  "https://user:pa55w0rd@host/x",
+  "https://abcdefghij1234567890@dev.azure.com/o",
+  "registry.io",
+  "status",
+  "--short",
+  "log",
+  "push",
+  "origin",
+  "main",
+  "build",
+  "-rf",
+  "{}",
+  "+",
+  "\\;",
+  "dir",
+  "a.zip",
+  "f",
+  "ping",
+  "x",
+  "1",
+  "2",
+  "3"
 ]
 const Secrets = [
-  "sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2m3N4", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "xoxb-1234567890-abcdefghij", "AKIAIOSFODNN7EXAMPLE",
-  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "Zx9Qm2Lp7Rt4Vw8Ks3Nd6Hf1Jb5",
-  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "Bearer abcdefgh12345678", "Authorization: Basic dXNlcjpwYXNz",
+  "sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2m3N4",
+  "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+  "xoxb-1234567890-abcdefghij",
+  "AKIAIOSFODNN7EXAMPLE",
+  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+  "Zx9Qm2Lp7Rt4Vw8Ks3Nd6Hf1Jb5",
+  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+  "Bearer abcdefgh12345678",
+  "Authorization: Basic dXNlcjpwYXNz",
   "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
 ]
-const Assignments = ["PASSWORD=hunter2", "DB_PASSWORD='hunter 2'", "TOKEN=\"abc123def\"", "A=1", "X=$Y", "KEY=$(cat k)", "SSHPASS=hunter2", "api_key: abc123", "token=abc123", "\"password\": \"hunter2\"", "{\\\"password\\\": \\\"hunter2\\\"}"]
-const Operators = [";", "&&", "||", "|", "&", "\n", ";;", "|&", ">", ">>", "2>&1", "&>", "<", "<<EOF", "<<-EOF", "<<<", "<(", ">(", "$(", "`", ")", "(", "{", "}", "!", "#", "\\\n"]
-const Prose = ["it's", "don't", "I'll", "run", "the", "password", "for", "and", "that's", "token", "key", "please", "use", "here", "note:", "question:", "value", "\"quoted", "words\"", "'single", "quote'"]
-const Quoted = ["'a b'", "\"a b\"", "'\\''", "'\\''hunter 2'\\''", "\\\"x\\\"", "$'a\\'b'", "\"$(echo hi)\"", "\"`id`\"", "'", "\"", "`", "\\", "~", "*.ts", "[ab]", "{a,b}", "$HOME", "${X}", "EOF"]
+const Assignments = [
+  "PASSWORD=hunter2",
+  "DB_PASSWORD='hunter 2'",
+  'TOKEN="abc123def"',
+  "A=1",
+  "X=$Y",
+  "KEY=$(cat k)",
+  "SSHPASS=hunter2",
+  "api_key: abc123",
+  "token=abc123",
+  '"password": "hunter2"',
+  '{\\"password\\": \\"hunter2\\"}'
+]
+const Operators = [
+  ";",
+  "&&",
+  "||",
+  "|",
+  "&",
+  "\n",
+  ";;",
+  "|&",
+  ">",
+  ">>",
+  "2>&1",
+  "&>",
+  "<",
+  "<<EOF",
+  "<<-EOF",
+  "<<<",
+  "<(",
+  ">(",
+  "$(",
+  "`",
+  ")",
+  "(",
+  "{",
+  "}",
+  "!",
+  "#",
+  "\\\n"
+]
+const Prose = [
+  "it's",
+  "don't",
+  "I'll",
+  "run",
+  "the",
+  "password",
+  "for",
+  "and",
+  "that's",
+  "token",
+  "key",
+  "please",
+  "use",
+  "here",
+  "note:",
+  "question:",
+  "value",
+  '"quoted',
+  'words"',
+  "'single",
+  "quote'"
+]
+const Quoted = [
+  "'a b'",
+  '"a b"',
+  "'\\''",
+  "'\\''hunter 2'\\''",
+  '\\"x\\"',
+  "$'a\\'b'",
+  '"$(echo hi)"',
+  '"`id`"',
+  "'",
+  '"',
+  "`",
+  "\\",
+  "~",
+  "*.ts",
+  "[ab]",
+  "{a,b}",
+  "$HOME",
+  "${X}",
+  "EOF"
+]
 const Blanks = [" ", " ", " ", " ", "  ", "\t", "", "\n"]
 
 /** One line: fragments of every kind joined by blanks (or nothing), sometimes wrapped as codex wraps, or as JSON text. */
@@ -75,25 +340,26 @@ const line = (g: ReturnType<typeof generator>): string => {
   const n = 1 + g.int(14)
   for (let i = 0; i < n; i++) {
     const r = g.next()
-    const fragment = r < 0.16
-      ? g.pick(Programs)
-      : r < 0.32
-      ? g.pick(Options)
-      : r < 0.46
-      ? g.pick(Words)
-      : r < 0.52
-      ? g.pick(Secrets)
-      : r < 0.58
-      ? g.pick(Assignments)
-      : r < 0.68
-      ? g.pick(Operators)
-      : r < 0.74
-      ? g.pick(Runners)
-      : r < 0.78
-      ? `${g.pick(Shells)} ${g.pick(ShellFlags)}`
-      : r < 0.88
-      ? g.pick(Prose)
-      : g.pick(Quoted)
+    const fragment =
+      r < 0.16
+        ? g.pick(Programs)
+        : r < 0.32
+          ? g.pick(Options)
+          : r < 0.46
+            ? g.pick(Words)
+            : r < 0.52
+              ? g.pick(Secrets)
+              : r < 0.58
+                ? g.pick(Assignments)
+                : r < 0.68
+                  ? g.pick(Operators)
+                  : r < 0.74
+                    ? g.pick(Runners)
+                    : r < 0.78
+                      ? `${g.pick(Shells)} ${g.pick(ShellFlags)}`
+                      : r < 0.88
+                        ? g.pick(Prose)
+                        : g.pick(Quoted)
     parts.push(fragment, g.pick(Blanks))
   }
   let text = parts.join("").trim()
@@ -119,7 +385,8 @@ const Lines = (() => {
 const argvOf = (text: string): ReadonlyArray<string> => text.split(/[ \t\n]+/).filter((w) => w.length > 0)
 
 const ids = { threadId: "t1", turnId: "u1", itemId: "i1" }
-const commandRequest = (command: string) => known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/work/repo" })
+const commandRequest = (command: string) =>
+  known("item/commandExecution/requestApproval", { ...ids, command, cwd: "/work/repo" })
 const argvRequest = (argv: ReadonlyArray<string>) =>
   known("execCommandApproval", { conversationId: "t1", callId: "c1", command: argv, cwd: "/work/repo", parsedCmd: [] })
 
@@ -150,7 +417,10 @@ const Readers: Record<string, (text: string) => unknown> = {
   segments: (text) => ShellCommand.segments(text),
   commandStarts: (text) => ShellCommand.commandStarts(argvOf(text)),
   join: (text) => ShellCommand.join(argvOf(text)),
-  evaluate: (text) => [Policy.evaluate(rules, commandRequest(text), {}), Policy.evaluate(rules, argvRequest(argvOf(text)), {})],
+  evaluate: (text) => [
+    Policy.evaluate(rules, commandRequest(text), {}),
+    Policy.evaluate(rules, argvRequest(argvOf(text)), {})
+  ],
   summary: (text) => {
     const { summary, title } = CardSummary.summarize(commandRequest(text), {})
     const byArgv = CardSummary.summarize(argvRequest(argvOf(text)), {})
@@ -197,7 +467,9 @@ const answersOf = async (name: string): Promise<ReadonlyArray<string>> => {
 describe("masking and command reading answer as recorded (a fixed corpus of command-like lines)", () => {
   for (const name of Object.keys(Readers)) {
     it(name, async () => {
-      const digest = createHash("sha256").update((await answersOf(name)).join("\n")).digest("hex")
+      const digest = createHash("sha256")
+        .update((await answersOf(name)).join("\n"))
+        .digest("hex")
       assert.strictEqual(digest, Recorded[name], `${name}: its answers changed (WARDEN_CORPUS_DUMP=FILE writes them)`)
     })
   }
@@ -206,7 +478,9 @@ describe("masking and command reading answer as recorded (a fixed corpus of comm
     const masked = (await answersOf("maskText")).filter((answer, i) => answer !== JSON.stringify(Lines[i])).length
     const incomplete = (await answersOf("commands")).filter((answer) => answer.includes(`"complete":false`)).length
     const simple = (await answersOf("unwrap")).filter((answer) => answer.includes(`"simple":true`)).length
-    const decided = (await answersOf("evaluate")).filter((answer) => answer !== `[{"_tag":"NoMatch"},{"_tag":"NoMatch"}]`).length
+    const decided = (await answersOf("evaluate")).filter(
+      (answer) => answer !== `[{"_tag":"NoMatch"},{"_tag":"NoMatch"}]`
+    ).length
     assert.isAbove(masked, 1_000)
     assert.isAbove(simple, 300)
     assert.isAbove(incomplete, 20)
@@ -216,7 +490,8 @@ describe("masking and command reading answer as recorded (a fixed corpus of comm
   it.runIf(process.env["WARDEN_CORPUS_DUMP"] !== undefined)("writes every answer to WARDEN_CORPUS_DUMP", async () => {
     const rows: Array<string> = []
     for (const name of Object.keys(Readers)) {
-      for (const [i, answer] of (await answersOf(name)).entries()) rows.push(`${name}\t${i}\t${JSON.stringify(Lines[i])}\t${answer}`)
+      for (const [i, answer] of (await answersOf(name)).entries())
+        rows.push(`${name}\t${i}\t${JSON.stringify(Lines[i])}\t${answer}`)
     }
     writeFileSync(process.env["WARDEN_CORPUS_DUMP"]!, `${rows.join("\n")}\n`)
   })

@@ -24,29 +24,37 @@ const requestFor = (method: ServerRequests.ServerRequestMethod, id: number) => {
 }
 
 describe("refusals on the wire conform to the pinned schema", () => {
-  it.scoped("every method's deadline refusal validates (or is the error frame where the method has no refusal word)", () =>
-    Effect.gen(function*() {
-      const approvals = yield* Approvals.make({ deadlines: { default: "1 second" } })
-      const wire = recordingLine()
-      const desk = approvals.desk(wire.line)
-      const thread = yield* Scope.make()
-      let id = 0
-      for (const method of ServerRequests.ServerRequestMethods) {
-        const request = requestFor(method, id++)
-        assert.strictEqual(request._tag, "Known", method)
-        // Requests that name no thread are refused at once; the rest wait for the deadline.
-        yield* desk.open(request, { parent: thread })
-      }
-      yield* TestClock.adjust("1 second")
-      assert.strictEqual(wire.written.length, ServerRequests.ServerRequestMethods.length)
-      for (const frame of wire.written) {
-        const method = ServerRequests.ServerRequestMethods[frame["id"] as number]!
-        if ("error" in frame) {
-          assert.include(["account/chatgptAuthTokens/refresh", "attestation/generate"], method, `${method} got an error frame`)
-          continue
+  it.scoped(
+    "every method's deadline refusal validates (or is the error frame where the method has no refusal word)",
+    () =>
+      Effect.gen(function* () {
+        const approvals = yield* Approvals.make({ deadlines: { default: "1 second" } })
+        const wire = recordingLine()
+        const desk = approvals.desk(wire.line)
+        const thread = yield* Scope.make()
+        let id = 0
+        for (const method of ServerRequests.ServerRequestMethods) {
+          const request = requestFor(method, id++)
+          assert.strictEqual(request._tag, "Known", method)
+          // Requests that name no thread are refused at once; the rest wait for the deadline.
+          yield* desk.open(request, { parent: thread })
         }
-        const verdict = yield* PinnedSchema.validateAnswer(method, frame["result"])
-        assert.deepStrictEqual(verdict, { _tag: "Valid" }, `${method}: ${JSON.stringify(frame["result"])}`)
-      }
-    }), 60_000)
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(wire.written.length, ServerRequests.ServerRequestMethods.length)
+        for (const frame of wire.written) {
+          const method = ServerRequests.ServerRequestMethods[frame["id"] as number]!
+          if ("error" in frame) {
+            assert.include(
+              ["account/chatgptAuthTokens/refresh", "attestation/generate"],
+              method,
+              `${method} got an error frame`
+            )
+            continue
+          }
+          const verdict = yield* PinnedSchema.validateAnswer(method, frame["result"])
+          assert.deepStrictEqual(verdict, { _tag: "Valid" }, `${method}: ${JSON.stringify(frame["result"])}`)
+        }
+      }),
+    60_000
+  )
 })

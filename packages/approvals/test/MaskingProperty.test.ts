@@ -36,7 +36,8 @@ const chars = (alphabet: string, min: number, max: number) =>
  * carrier holds), then letters, digits and punctuation a shell word keeps (no blanks, quotes,
  * `/`, `,`, `&`, `;`, `|`, `)`, `$`, which end or change a word or a URL's userinfo).
  */
-const password = fc.tuple(chars(alnum, 1, 1), chars(`${alnum}_.+~^*!@%=:-`, 6, 22), chars("0123456789", 1, 1))
+const password = fc
+  .tuple(chars(alnum, 1, 1), chars(`${alnum}_.+~^*!@%=:-`, 6, 22), chars("0123456789", 1, 1))
   .map(([a, b, c]) => `${a}${b}${c}`)
 
 /** Token-like (what may follow `Bearer`): base64url and dots. */
@@ -50,7 +51,9 @@ const prefixed = fc.oneof(
   chars(alnum, 30, 40).map((b) => `github_pat_${b}`),
   fc.tuple(chars("0123456789", 10, 12), chars(alnum, 12, 24)).map(([a, b]) => `xoxb-${a}-${b}`),
   chars("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 16).map((b) => `AKIA${b}`),
-  fc.tuple(chars(`${alnum}_-`, 10, 40), chars(`${alnum}_-`, 10, 60), chars(`${alnum}_-`, 20, 43)).map(([h, p, s]) => `eyJ${h}.eyJ${p}.${s}`),
+  fc
+    .tuple(chars(`${alnum}_-`, 10, 40), chars(`${alnum}_-`, 10, 60), chars(`${alnum}_-`, 20, 43))
+    .map(([h, p, s]) => `eyJ${h}.eyJ${p}.${s}`),
   chars(alnum, 20, 30).map((b) => `glpat-${b}`),
   chars(alnum, 36, 36).map((b) => `npm_${b}`)
 )
@@ -78,22 +81,68 @@ const command = (name: string, line: (s: string) => string, tail?: "line"): Shap
   ...(tail ? { tail } : {})
 })
 
-const EnvKeys = ["PASSWORD", "DB_PASSWORD", "API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD", "SSHPASS", "MYSQL_PWD", "CLIENT_SECRET", "REDISCLI_AUTH"]
-const JsonKeys = ["password", "client_secret", "apiKey", "access_token", "Authorization", "x-api-key", "private_key", "sessionId", "passphrase"]
+const EnvKeys = [
+  "PASSWORD",
+  "DB_PASSWORD",
+  "API_KEY",
+  "GITHUB_TOKEN",
+  "AWS_SECRET_ACCESS_KEY",
+  "PGPASSWORD",
+  "SSHPASS",
+  "MYSQL_PWD",
+  "CLIENT_SECRET",
+  "REDISCLI_AUTH"
+]
+const JsonKeys = [
+  "password",
+  "client_secret",
+  "apiKey",
+  "access_token",
+  "Authorization",
+  "x-api-key",
+  "private_key",
+  "sessionId",
+  "passphrase"
+]
 
 const passwordShapes: ReadonlyArray<Shape> = [
   // env assignments
-  ...EnvKeys.map((key): Shape => ({ name: `env ${key}`, line: (s) => `${key}=${s} run`, argv: (s) => ["env", `${key}=${s}`, "run"], value: (s) => ({ env: { [key]: s } }) })),
+  ...EnvKeys.map(
+    (key): Shape => ({
+      name: `env ${key}`,
+      line: (s) => `${key}=${s} run`,
+      argv: (s) => ["env", `${key}=${s}`, "run"],
+      value: (s) => ({ env: { [key]: s } })
+    })
+  ),
   { name: "export, quoted", line: (s) => `export DB_PASSWORD="${s}"` },
   { name: "export, nested quotes", line: (s) => `export DB_PASSWORD="'${s}'"` },
   { name: "single in double", line: (s) => `bash -c "PASSWORD='${s}' deploy"` },
   // HTTP headers
-  { name: "Authorization header", line: (s) => `Authorization: Basic ${s}`, tail: "line", value: (s) => ({ headers: { Authorization: `Basic ${s}` } }) },
-  { name: "Cookie header", line: (s) => `Cookie: session=${s}`, tail: "line", value: (s) => ({ headers: { Cookie: `session=${s}` } }) },
+  {
+    name: "Authorization header",
+    line: (s) => `Authorization: Basic ${s}`,
+    tail: "line",
+    value: (s) => ({ headers: { Authorization: `Basic ${s}` } })
+  },
+  {
+    name: "Cookie header",
+    line: (s) => `Cookie: session=${s}`,
+    tail: "line",
+    value: (s) => ({ headers: { Cookie: `session=${s}` } })
+  },
   { name: "X-Api-Key header", line: (s) => `X-Api-Key: ${s}`, tail: "line" },
-  { name: "curl -H", line: (s) => `curl -H 'Authorization: Token ${s}' https://api.example.com`, argv: (s) => ["curl", "-H", `Authorization: Token ${s}`, "https://api.example.com"] },
+  {
+    name: "curl -H",
+    line: (s) => `curl -H 'Authorization: Token ${s}' https://api.example.com`,
+    argv: (s) => ["curl", "-H", `Authorization: Token ${s}`, "https://api.example.com"]
+  },
   // URLs with userinfo
-  { name: "URL password", line: (s) => `git push https://deploy:${s}@git.example.com/repo.git`, value: (s) => ({ remote: `https://deploy:${s}@git.example.com/repo.git` }) },
+  {
+    name: "URL password",
+    line: (s) => `git push https://deploy:${s}@git.example.com/repo.git`,
+    value: (s) => ({ remote: `https://deploy:${s}@git.example.com/repo.git` })
+  },
   { name: "postgres URL", line: (s) => `psql postgresql://app:${s}@db.internal:5432/app` },
   { name: "redis URL", line: (s) => `redis-cli -u redis://:${s}@cache:6379` },
   // argv flags, generic and each program's own form
@@ -120,7 +169,13 @@ const passwordShapes: ReadonlyArray<Shape> = [
   command("mongosh -p", (s) => `mongosh -u app -p ${s} --quiet`),
   command("docker exec mysql", (s) => `docker exec -it db mysql -uroot -p${s} app`),
   // JSON keys
-  ...JsonKeys.map((key): Shape => ({ name: `json ${key}`, line: (s) => `{"${key}": "${s}", "user": "ann"}`, value: (s) => ({ level: { [key]: s } }) })),
+  ...JsonKeys.map(
+    (key): Shape => ({
+      name: `json ${key}`,
+      line: (s) => `{"${key}": "${s}", "user": "ann"}`,
+      value: (s) => ({ level: { [key]: s } })
+    })
+  ),
   { name: "json, nested quotes", line: (s) => `{"password": "'${s}'"}` },
   { name: "json in json", line: (s) => JSON.stringify({ body: JSON.stringify({ password: s }) }) },
   { name: "yaml", line: (s) => `password: ${s}` }
@@ -144,7 +199,18 @@ const prefixedShapes: ReadonlyArray<Shape> = [
 // Carriers: how a line reaches Warden
 
 /** Ordinary words that must survive masking around a secret. */
-const plainWord = fc.constantFrom("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
+const plainWord = fc.constantFrom(
+  "alpha",
+  "bravo",
+  "charlie",
+  "delta",
+  "echo",
+  "foxtrot",
+  "golf",
+  "hotel",
+  "india",
+  "juliet"
+)
 
 interface Case {
   readonly shape: Shape
@@ -154,7 +220,8 @@ interface Case {
 }
 
 /** The line with a plain word before it and after it (on its own line when the shape takes the rest of its line). */
-const framed = ({ after, before, secret, shape }: Case): string => `${before} ${shape.line(secret)}${shape.tail === "line" ? "\n" : " "}${after}`
+const framed = ({ after, before, secret, shape }: Case): string =>
+  `${before} ${shape.line(secret)}${shape.tail === "line" ? "\n" : " "}${after}`
 
 /** Text carriers of a line. */
 const textCarriers = (line: string): ReadonlyArray<readonly [string, string]> => [
@@ -170,13 +237,42 @@ const ids = { threadId: "t", turnId: "u", itemId: "i" }
 
 /** Cards carrying the line (as a command, a reason, tool arguments nested a few levels, a diff, an argv). */
 const cards = (line: string, argv: ReadonlyArray<string> | undefined) => {
-  const diffItem = { type: "fileChange", id: "i", changes: [{ path: "/repo/a.env", kind: { type: "add" }, diff: `+${line}\n` }] }
+  const diffItem = {
+    type: "fileChange",
+    id: "i",
+    changes: [{ path: "/repo/a.env", kind: { type: "add" }, diff: `+${line}\n` }]
+  }
   return [
-    CardSummary.summarize(known("item/commandExecution/requestApproval", { ...ids, command: `/bin/bash -lc ${quote(line)}`, cwd: "/repo", reason: line }), {}),
-    CardSummary.summarize(known("item/tool/call", { ...ids, callId: "c", tool: "t", namespace: null, arguments: { a: { b: [{ command: line }] } } }), {}),
-    CardSummary.summarize(known("item/fileChange/requestApproval", { ...ids, reason: line }), { fileChanges: fileChangesOf(diffItem) }),
     CardSummary.summarize(
-      known("execCommandApproval", { conversationId: "c", callId: "x", command: argv ?? ["bash", "-lc", line], cwd: "/repo", reason: null }),
+      known("item/commandExecution/requestApproval", {
+        ...ids,
+        command: `/bin/bash -lc ${quote(line)}`,
+        cwd: "/repo",
+        reason: line
+      }),
+      {}
+    ),
+    CardSummary.summarize(
+      known("item/tool/call", {
+        ...ids,
+        callId: "c",
+        tool: "t",
+        namespace: null,
+        arguments: { a: { b: [{ command: line }] } }
+      }),
+      {}
+    ),
+    CardSummary.summarize(known("item/fileChange/requestApproval", { ...ids, reason: line }), {
+      fileChanges: fileChangesOf(diffItem)
+    }),
+    CardSummary.summarize(
+      known("execCommandApproval", {
+        conversationId: "c",
+        callId: "x",
+        command: argv ?? ["bash", "-lc", line],
+        cwd: "/repo",
+        reason: null
+      }),
       {}
     )
   ]
@@ -197,8 +293,13 @@ const exits = (c: Case): ReadonlyArray<readonly [string, string]> => {
   const argv = c.shape.argv?.(c.secret)
   out.push(["maskArgv(bash -lc)", JSON.stringify(maskArgv(["/bin/bash", "-lc", line]))])
   // (a shape whose last word is the secret ends its argv)
-  if (argv !== undefined) out.push(["maskArgv", JSON.stringify(maskArgv([c.before, ...argv, ...(c.shape.tail === "line" ? [] : [c.after])]))])
-  const record = { tool: "t", arguments: { level1: { level2: [{ level3: line }] } }, ...(c.shape.value ? { value: c.shape.value(c.secret) } : {}) }
+  if (argv !== undefined)
+    out.push(["maskArgv", JSON.stringify(maskArgv([c.before, ...argv, ...(c.shape.tail === "line" ? [] : [c.after])]))])
+  const record = {
+    tool: "t",
+    arguments: { level1: { level2: [{ level3: line }] } },
+    ...(c.shape.value ? { value: c.shape.value(c.secret) } : {})
+  }
   out.push(["maskRecord", JSON.stringify(maskRecord(record))])
   out.push(["maskJson", JSON.stringify(maskJson(record))])
   for (const card of cards(line, argv)) {
@@ -240,7 +341,10 @@ describe("masking property: no secret survives an exit, and the words around it 
     const fixed: ReadonlyArray<readonly [ReadonlyArray<Shape>, ReadonlyArray<string>]> = [
       [passwordShapes, ["hunter2hunter2", "p@ss=w:rd-42", "Zq9.x+y~z^*!3"]],
       [tokenShapes, ["abcdefgh12345678"]],
-      [prefixedShapes, ["sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2m3N4", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "AKIAIOSFODNN7EXAMPLE"]]
+      [
+        prefixedShapes,
+        ["sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2m3N4", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "AKIAIOSFODNN7EXAMPLE"]
+      ]
     ]
     for (const [shapes, secrets] of fixed) {
       for (const shape of shapes) {
@@ -253,7 +357,15 @@ describe("masking property: no secret survives an exit, and the words around it 
     assert.isAbove(passwordShapes.length + tokenShapes.length + prefixedShapes.length, 60)
   })
 
-  property("passwords in env assignments, headers, URLs, argv flags and program forms, JSON keys, nested quotes", caseOf(passwordShapes, password), 300)
+  property(
+    "passwords in env assignments, headers, URLs, argv flags and program forms, JSON keys, nested quotes",
+    caseOf(passwordShapes, password),
+    300
+  )
   property("tokens after Bearer, in quotes, as a URL's user", caseOf(tokenShapes, token), 100)
-  property("tokens with known prefixes (sk-, ghp_, github_pat_, xox, AKIA, JWTs, glpat-, npm_) in any carrier", caseOf(prefixedShapes, prefixed), 150)
+  property(
+    "tokens with known prefixes (sk-, ghp_, github_pat_, xox, AKIA, JWTs, glpat-, npm_) in any carrier",
+    caseOf(prefixedShapes, prefixed),
+    150
+  )
 })

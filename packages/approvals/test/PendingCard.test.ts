@@ -11,7 +11,7 @@ const setup = deskSetup
 
 describe("pending cards", () => {
   it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread, drained } = yield* setup()
       const opened = yield* desk.open(command(), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
@@ -28,40 +28,60 @@ describe("pending cards", () => {
       assert.strictEqual(desk.size(), 0)
       yield* TestClock.adjust("1 hour")
       assert.strictEqual(wire.written.length, 1)
-    }))
+    })
+  )
 
-  it.scoped("a card's view: summary and title are its own enumerable properties (JSON, spreads and Object.keys see them), built once", () =>
-    Effect.gen(function*() {
-      const { desk, thread } = yield* setup()
-      const opened = yield* desk.open(command(), { parent: thread, context: { workItem: 7 } })
-      assert.strictEqual(opened._tag, "Opened")
-      const card = opened._tag === "Opened" ? opened.card : undefined
-      assert.deepStrictEqual(Object.keys(card!), ["id", "requestId", "method", "threadId", "turnId", "workItem", "summary", "title", "offers", "openedAt", "deadlineAt"])
-      const json = JSON.parse(JSON.stringify(card))
-      assert.strictEqual(json.summary.kind, "command")
-      assert.strictEqual(json.title, card!.title)
-      assert.strictEqual(json.workItem, 7)
-      assert.strictEqual({ ...card! }.summary, card!.summary, "a spread copies the (same) summary")
-      assert.strictEqual(card!.summary, card!.summary, "built once")
-      // Nothing of the request beyond the masked summary is enumerable.
-      assert.notInclude(JSON.stringify(card), "proposedExecpolicyAmendment")
-    }))
+  it.scoped(
+    "a card's view: summary and title are its own enumerable properties (JSON, spreads and Object.keys see them), built once",
+    () =>
+      Effect.gen(function* () {
+        const { desk, thread } = yield* setup()
+        const opened = yield* desk.open(command(), { parent: thread, context: { workItem: 7 } })
+        assert.strictEqual(opened._tag, "Opened")
+        const card = opened._tag === "Opened" ? opened.card : undefined
+        assert.deepStrictEqual(Object.keys(card!), [
+          "id",
+          "requestId",
+          "method",
+          "threadId",
+          "turnId",
+          "workItem",
+          "summary",
+          "title",
+          "offers",
+          "openedAt",
+          "deadlineAt"
+        ])
+        const json = JSON.parse(JSON.stringify(card))
+        assert.strictEqual(json.summary.kind, "command")
+        assert.strictEqual(json.title, card!.title)
+        assert.strictEqual(json.workItem, 7)
+        assert.strictEqual({ ...card! }.summary, card!.summary, "a spread copies the (same) summary")
+        assert.strictEqual(card!.summary, card!.summary, "built once")
+        // Nothing of the request beyond the masked summary is enumerable.
+        assert.notInclude(JSON.stringify(card), "proposedExecpolicyAmendment")
+      })
+  )
 
   it.scoped("deadlines are configurable per supervisor and per method", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread } = yield* setup({
         deadlines: { default: "10 seconds", perMethod: { "mcpServer/elicitation/request": "3 seconds" } }
       })
       yield* desk.open(command(), { parent: thread })
-      yield* desk.open(captured("mcpServer/elicitation/request", () => true, 1), { parent: thread })
+      yield* desk.open(
+        captured("mcpServer/elicitation/request", () => true, 1),
+        { parent: thread }
+      )
       yield* TestClock.adjust("3 seconds")
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 1, result: { action: "decline" } }])
       yield* TestClock.adjust("7 seconds")
       assert.deepStrictEqual(wire.written[1], { jsonrpc: "2.0", id: 0, result: { decision: "decline" } })
-    }))
+    })
+  )
 
   it.scoped("a decision after the deadline is dropped and reported late, never written", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, wire, thread, drained } = yield* setup({ deadlines: { default: "1 minute" } })
       const opened = yield* desk.open(command(), { parent: thread })
       yield* TestClock.adjust("1 minute")
@@ -69,13 +89,17 @@ describe("pending cards", () => {
       const late = yield* approvals.answer(cardId, Decision.Accept)
       assert.strictEqual(late._tag, "AlreadySettled")
       assert.strictEqual(late._tag === "AlreadySettled" && late.settlement.outcome, "timeout")
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+      assert.deepStrictEqual(
+        wire.written.map((f) => f["result"]),
+        [{ decision: "decline" }]
+      )
       const lateEvents = (yield* drained()).filter((e) => e._tag === "LateDecision")
       assert.strictEqual(lateEvents.length, 1)
-    }))
+    })
+  )
 
   it.scoped("a person's accept is written once; a second answer is already settled", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, wire, thread } = yield* setup()
       const opened = yield* desk.open(command(), { parent: thread })
       const cardId = opened._tag === "Opened" ? opened.card.id : ""
@@ -88,153 +112,233 @@ describe("pending cards", () => {
       yield* TestClock.adjust("1 hour")
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "accept" } }])
       assert.deepStrictEqual(yield* approvals.answer("c999", Decision.Accept), { _tag: "UnknownCard", cardId: "c999" })
-    }))
+    })
+  )
 
-  it.scoped("the settled history is bounded (settledHistory): the most recent settlements answer late, an older card is unknown; neither writes", () =>
-    Effect.gen(function*() {
-      const { approvals, desk, wire, thread } = yield* setup({ settledHistory: 2 })
-      const ids: Array<string> = []
-      for (let i = 0; i < 3; i++) {
-        const opened = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, i), { parent: thread })
-        const cardId = opened._tag === "Opened" ? opened.card.id : ""
-        ids.push(cardId)
-        assert.strictEqual((yield* approvals.answer(cardId, Decision.Decline))._tag, "Settled")
-      }
-      assert.deepStrictEqual(yield* approvals.answer(ids[0]!, Decision.Accept), { _tag: "UnknownCard", cardId: ids[0]! })
-      assert.strictEqual((yield* approvals.answer(ids[1]!, Decision.Accept))._tag, "AlreadySettled")
-      assert.strictEqual((yield* approvals.answer(ids[2]!, Decision.Accept))._tag, "AlreadySettled")
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }, { decision: "decline" }, { decision: "decline" }])
-      assert.strictEqual(Approvals.DefaultSettledHistory, 1_000)
-    }))
+  it.scoped(
+    "the settled history is bounded (settledHistory): the most recent settlements answer late, an older card is unknown; neither writes",
+    () =>
+      Effect.gen(function* () {
+        const { approvals, desk, wire, thread } = yield* setup({ settledHistory: 2 })
+        const ids: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          const opened = yield* desk.open(
+            captured("item/commandExecution/requestApproval", () => true, i),
+            { parent: thread }
+          )
+          const cardId = opened._tag === "Opened" ? opened.card.id : ""
+          ids.push(cardId)
+          assert.strictEqual((yield* approvals.answer(cardId, Decision.Decline))._tag, "Settled")
+        }
+        assert.deepStrictEqual(yield* approvals.answer(ids[0]!, Decision.Accept), {
+          _tag: "UnknownCard",
+          cardId: ids[0]!
+        })
+        assert.strictEqual((yield* approvals.answer(ids[1]!, Decision.Accept))._tag, "AlreadySettled")
+        assert.strictEqual((yield* approvals.answer(ids[2]!, Decision.Accept))._tag, "AlreadySettled")
+        assert.deepStrictEqual(
+          wire.written.map((f) => f["result"]),
+          [{ decision: "decline" }, { decision: "decline" }, { decision: "decline" }]
+        )
+        assert.strictEqual(Approvals.DefaultSettledHistory, 1_000)
+      })
+  )
 
   it.scoped("a decision the method cannot express is refused, not coerced", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, wire, thread } = yield* setup()
       const opened = yield* desk.open(elicitationForm(), { parent: thread })
       const r = yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", Decision.AcceptForSession)
       assert.strictEqual(r._tag === "Settled" && r.settlement.outcome, "refused")
-      assert.match(r._tag === "Settled" ? r.settlement.detail ?? "" : "", /cannot be expressed/)
+      assert.match(r._tag === "Settled" ? (r.settlement.detail ?? "") : "", /cannot be expressed/)
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { action: "decline" } }])
-    }))
+    })
+  )
 
   it.scoped("abort is refused on every v2 card", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, wire, thread } = yield* setup()
       const opened = yield* desk.open(command(), { parent: thread })
       yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", { _tag: "Abort" })
       assert.deepStrictEqual(wire.written[0]?.["result"], { decision: "decline" })
-    }))
+    })
+  )
 
   it.scoped("a handler's decision is written; a handler that fails or dies is a refusal", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       for (const [handler, expected, outcome] of [
         [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted"],
         [() => Effect.fail("no"), { decision: "decline" }, "refused"],
         [() => Effect.die(new Error("boom")), { decision: "decline" }, "refused"],
-        [() => Effect.sync(() => { throw new Error("thrown") }), { decision: "decline" }, "refused"]
+        [
+          () =>
+            Effect.sync(() => {
+              throw new Error("thrown")
+            }),
+          { decision: "decline" },
+          "refused"
+        ]
       ] as const) {
         const { desk, wire, thread, drained } = yield* setup({ handler })
         yield* desk.open(command(), { parent: thread })
         // Off the loop: the dispatcher's fiber, then (for a handler still deciding) its own.
         for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
-        assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
-        const s = (yield* drained()).find((e) => e._tag === "CardSettled")
-        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
-        assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
-      }
-    }))
-
-  it.scoped("a handler is called after the opener's step, never in it, also one whose answer is already decided (then no fiber runs it); a throw or a non-Effect is a refusal", () =>
-    Effect.gen(function*() {
-      for (const [returned, expected, outcome, detail] of [
-        [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
-        [() => Exit.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
-        [() => Effect.fail("no"), { decision: "decline" }, "refused", "no"],
-        [() => { throw new Error("thrown in the call") }, { decision: "decline" }, "refused", "thrown in the call"],
-        [() => 42, { decision: "decline" }, "refused", "the handler returned number"]
-      ] as const) {
-        let opening = false
-        const calls: Array<boolean> = []
-        const handler = (() => {
-          calls.push(opening)
-          return returned()
-        }) as unknown as Approvals.Handler
-        const { desk, wire, thread, drained } = yield* setup({ handler })
-        // The opener's step: from the open to the tap, with nothing in between that yields.
-        yield* Effect.sync(() => { opening = true }).pipe(
-          Effect.zipRight(desk.open(command(), { parent: thread })),
-          Effect.tap(() => Effect.sync(() => {
-            assert.deepStrictEqual(calls, [], "not called in the opener's step")
-            assert.deepStrictEqual(wire.written, [])
-            opening = false
-          }))
+        assert.deepStrictEqual(
+          wire.written.map((f) => f["result"]),
+          [expected]
         )
-        for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
-        assert.deepStrictEqual(calls, [false], "called once, after the opener's step")
-        assert.deepStrictEqual(wire.written.map((f) => f["result"]), [expected])
         const s = (yield* drained()).find((e) => e._tag === "CardSettled")
         assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
         assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
-        if (detail !== undefined) assert.include(s?._tag === "CardSettled" ? s.settlement.detail : "", detail)
       }
-    }))
+    })
+  )
+
+  it.scoped(
+    "a handler is called after the opener's step, never in it, also one whose answer is already decided (then no fiber runs it); a throw or a non-Effect is a refusal",
+    () =>
+      Effect.gen(function* () {
+        for (const [returned, expected, outcome, detail] of [
+          [() => Effect.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+          [() => Exit.succeed(Decision.Accept), { decision: "accept" }, "accepted", undefined],
+          [() => Effect.fail("no"), { decision: "decline" }, "refused", "no"],
+          [
+            () => {
+              throw new Error("thrown in the call")
+            },
+            { decision: "decline" },
+            "refused",
+            "thrown in the call"
+          ],
+          [() => 42, { decision: "decline" }, "refused", "the handler returned number"]
+        ] as const) {
+          let opening = false
+          const calls: Array<boolean> = []
+          const handler = (() => {
+            calls.push(opening)
+            return returned()
+          }) as unknown as Approvals.Handler
+          const { desk, wire, thread, drained } = yield* setup({ handler })
+          // The opener's step: from the open to the tap, with nothing in between that yields.
+          yield* Effect.sync(() => {
+            opening = true
+          }).pipe(
+            Effect.zipRight(desk.open(command(), { parent: thread })),
+            Effect.tap(() =>
+              Effect.sync(() => {
+                assert.deepStrictEqual(calls, [], "not called in the opener's step")
+                assert.deepStrictEqual(wire.written, [])
+                opening = false
+              })
+            )
+          )
+          for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
+          assert.deepStrictEqual(calls, [false], "called once, after the opener's step")
+          assert.deepStrictEqual(
+            wire.written.map((f) => f["result"]),
+            [expected]
+          )
+          const s = (yield* drained()).find((e) => e._tag === "CardSettled")
+          assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, outcome)
+          assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "Handler")
+          if (detail !== undefined) assert.include(s?._tag === "CardSettled" ? s.settlement.detail : "", detail)
+        }
+      })
+  )
 
   it.scoped("a card settled before its handler is called (withdrawn in the same step) never calls it", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       let called = 0
-      const { desk, wire, thread } = yield* setup({ handler: () => Effect.sync(() => { called++ }).pipe(Effect.as(Decision.Accept)) })
+      const { desk, wire, thread } = yield* setup({
+        handler: () =>
+          Effect.sync(() => {
+            called++
+          }).pipe(Effect.as(Decision.Accept))
+      })
       const opened = yield* desk.open(command(), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
       if (opened._tag === "Opened") desk.withdraw(opened.card.requestId)
       for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
       assert.strictEqual(called, 0)
       assert.deepStrictEqual(wire.written, [])
-    }))
+    })
+  )
 
-  it.scoped("a handler's fiber waits for the next card once it has decided: the next handler sees none of its FiberRefs; one interrupted with its card is replaced", () =>
-    Effect.gen(function*() {
-      const mark = FiberRef.unsafeMake("untouched")
-      const seen: Array<{ readonly fiber: string; readonly mark: string }> = []
-      let call = 0
-      const handler = () =>
-        Effect.gen(function*() {
-          const n = ++call
-          seen.push({ fiber: FiberId.threadName(yield* Effect.fiberId), mark: yield* FiberRef.get(mark) })
-          yield* FiberRef.set(mark, `set by handler ${n}`)
-          if (n === 2) return yield* Effect.never // decided by a person: interrupted with its card
-          return Decision.Accept
-        })
-      const { approvals, desk, wire, thread } = yield* setup({ handler })
-      const written = (n: number) => Effect.gen(function*() {
-        for (let i = 0; i < 100 && wire.written.length < n; i++) yield* Effect.yieldNow()
-        assert.strictEqual(wire.written.length, n)
+  it.scoped(
+    "a handler's fiber waits for the next card once it has decided: the next handler sees none of its FiberRefs; one interrupted with its card is replaced",
+    () =>
+      Effect.gen(function* () {
+        const mark = FiberRef.unsafeMake("untouched")
+        const seen: Array<{ readonly fiber: string; readonly mark: string }> = []
+        let call = 0
+        const handler = () =>
+          Effect.gen(function* () {
+            const n = ++call
+            seen.push({ fiber: FiberId.threadName(yield* Effect.fiberId), mark: yield* FiberRef.get(mark) })
+            yield* FiberRef.set(mark, `set by handler ${n}`)
+            if (n === 2) return yield* Effect.never // decided by a person: interrupted with its card
+            return Decision.Accept
+          })
+        const { approvals, desk, wire, thread } = yield* setup({ handler })
+        const written = (n: number) =>
+          Effect.gen(function* () {
+            for (let i = 0; i < 100 && wire.written.length < n; i++) yield* Effect.yieldNow()
+            assert.strictEqual(wire.written.length, n)
+          })
+        yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          { parent: thread }
+        )
+        yield* written(1)
+        const second = yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 2),
+          { parent: thread }
+        )
+        for (let i = 0; i < 100 && seen.length < 2; i++) yield* Effect.yieldNow()
+        yield* approvals.answer(second._tag === "Opened" ? second.card.id : "", Decision.Decline)
+        yield* written(2)
+        yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 3),
+          { parent: thread }
+        )
+        yield* written(3)
+        assert.deepStrictEqual(
+          wire.written.map((f) => [f["id"], f["result"]]),
+          [
+            [1, { decision: "accept" }],
+            [2, { decision: "decline" }],
+            [3, { decision: "accept" }]
+          ]
+        )
+        assert.deepStrictEqual(
+          seen.map((s) => s.mark),
+          ["untouched", "untouched", "untouched"],
+          "no handler sees what another set"
+        )
+        assert.strictEqual(seen[1]!.fiber, seen[0]!.fiber, "the first handler's fiber ran the second card's")
+        assert.notStrictEqual(seen[2]!.fiber, seen[1]!.fiber, "the interrupted one was replaced")
       })
-      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread })
-      yield* written(1)
-      const second = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 2), { parent: thread })
-      for (let i = 0; i < 100 && seen.length < 2; i++) yield* Effect.yieldNow()
-      yield* approvals.answer(second._tag === "Opened" ? second.card.id : "", Decision.Decline)
-      yield* written(2)
-      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 3), { parent: thread })
-      yield* written(3)
-      assert.deepStrictEqual(wire.written.map((f) => [f["id"], f["result"]]), [[1, { decision: "accept" }], [2, { decision: "decline" }], [3, { decision: "accept" }]])
-      assert.deepStrictEqual(seen.map((s) => s.mark), ["untouched", "untouched", "untouched"], "no handler sees what another set")
-      assert.strictEqual(seen[1]!.fiber, seen[0]!.fiber, "the first handler's fiber ran the second card's")
-      assert.notStrictEqual(seen[2]!.fiber, seen[1]!.fiber, "the interrupted one was replaced")
-    }))
+  )
 
   it.scoped("a handler with no opinion leaves the card to the person and the deadline", () =>
-    Effect.gen(function*() {
-      const { desk, wire, thread } = yield* setup({ handler: () => Effect.succeed(undefined), deadlines: { default: "5 seconds" } })
+    Effect.gen(function* () {
+      const { desk, wire, thread } = yield* setup({
+        handler: () => Effect.succeed(undefined),
+        deadlines: { default: "5 seconds" }
+      })
       yield* desk.open(command(), { parent: thread })
       yield* Effect.yieldNow()
       assert.deepStrictEqual(wire.written, [])
       yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
-    }))
+      assert.deepStrictEqual(
+        wire.written.map((f) => f["result"]),
+        [{ decision: "decline" }]
+      )
+    })
+  )
 
   it.scoped("a slow handler loses to the deadline and its late decision is not written", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread } = yield* setup({
         handler: () => Effect.sleep("10 seconds").pipe(Effect.as(Decision.Accept), Effect.uninterruptible),
         deadlines: { default: "5 seconds" }
@@ -242,41 +346,63 @@ describe("pending cards", () => {
       yield* desk.open(command(), { parent: thread })
       yield* TestClock.adjust("5 seconds")
       yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
-    }))
+      assert.deepStrictEqual(
+        wire.written.map((f) => f["result"]),
+        [{ decision: "decline" }]
+      )
+    })
+  )
 
   it.scoped("closing the thread's scope refuses the open card on a live line", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread, drained } = yield* setup()
       yield* desk.open(command(), { parent: thread })
       yield* Scope.close(thread, Exit.void)
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
+      assert.deepStrictEqual(
+        wire.written.map((f) => f["result"]),
+        [{ decision: "decline" }]
+      )
       const s = (yield* drained()).find((e) => e._tag === "CardSettled")
       assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "ThreadStopped")
       assert.strictEqual(desk.size(), 0)
-    }))
+    })
+  )
 
-  it.scoped("closing the thread's scope settles every card of that thread, and only those; a card opened after it settles at once", () =>
-    Effect.gen(function*() {
-      const { desk, wire, thread, drained } = yield* setup({ handler: () => Effect.never })
-      const other = yield* Scope.make()
-      yield* desk.open(command(), { parent: thread })
-      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread })
-      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 2), { parent: other })
-      yield* Effect.yieldNow()
-      yield* Scope.close(thread, Exit.void)
-      assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1])
-      assert.strictEqual(desk.size(), 1)
-      const late = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 3), { parent: thread })
-      assert.strictEqual(late._tag, "Settled")
-      assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1, 3])
-      const stopped = (yield* drained()).filter((e) => e._tag === "CardSettled" && e.settlement.source._tag === "ThreadStopped")
-      assert.strictEqual(stopped.length, 3)
-      assert.strictEqual(desk.size(), 1)
-    }))
+  it.scoped(
+    "closing the thread's scope settles every card of that thread, and only those; a card opened after it settles at once",
+    () =>
+      Effect.gen(function* () {
+        const { desk, wire, thread, drained } = yield* setup({ handler: () => Effect.never })
+        const other = yield* Scope.make()
+        yield* desk.open(command(), { parent: thread })
+        yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          { parent: thread }
+        )
+        yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 2),
+          { parent: other }
+        )
+        yield* Effect.yieldNow()
+        yield* Scope.close(thread, Exit.void)
+        assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1])
+        assert.strictEqual(desk.size(), 1)
+        const late = yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 3),
+          { parent: thread }
+        )
+        assert.strictEqual(late._tag, "Settled")
+        assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1, 3])
+        const stopped = (yield* drained()).filter(
+          (e) => e._tag === "CardSettled" && e.settlement.source._tag === "ThreadStopped"
+        )
+        assert.strictEqual(stopped.length, 3)
+        assert.strictEqual(desk.size(), 1)
+      })
+  )
 
   it.scoped("closing the thread's scope on a dead line writes nothing but settles the card", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread, drained } = yield* setup()
       yield* desk.open(command(), { parent: thread })
       wire.cut()
@@ -285,10 +411,11 @@ describe("pending cards", () => {
       const s = (yield* drained()).find((e) => e._tag === "CardSettled")
       assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, "connection-lost")
       assert.strictEqual(desk.size(), 0)
-    }))
+    })
+  )
 
   it.scoped("serverRequest/resolved withdraws the card: nothing written", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, wire, thread } = yield* setup()
       const opened = yield* desk.open(command(), { parent: thread })
       const s = desk.withdraw(0)
@@ -297,10 +424,11 @@ describe("pending cards", () => {
       assert.strictEqual(late._tag, "AlreadySettled")
       yield* TestClock.adjust("1 hour")
       assert.deepStrictEqual(wire.written, [])
-    }))
+    })
+  )
 
   it.scoped("a second request on an open id is reported as a duplicate; ids can be reused after settling", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, thread } = yield* setup()
       const first = yield* desk.open(command(), { parent: thread })
       const dup = yield* desk.open(command(), { parent: thread })
@@ -309,70 +437,116 @@ describe("pending cards", () => {
       const again = yield* desk.open(command(), { parent: thread })
       assert.strictEqual(again._tag, "Opened")
       assert.notStrictEqual(again._tag === "Opened" && again.card.id, first._tag === "Opened" && first.card.id)
-    }))
+    })
+  )
 
-  it.scoped("openNow opens in the caller's step: an effect only for a thread's first card (its finalizer), a result otherwise; duplicates too", () =>
-    Effect.gen(function*() {
-      const { desk, thread } = yield* setup()
-      const [fiber, flags] = yield* Effect.withFiberRuntime<readonly [any, any]>((f, status) => Effect.succeed([f, status.runtimeFlags] as const))
-      const first = desk.openNow(command(), { parent: thread }, fiber, flags)
-      assert.isTrue(Effect.isEffect(first), "the thread's first card adds its finalizer: an effect")
-      assert.strictEqual(desk.size(), 1, "registered in the call, before the effect runs")
-      const firstResult = yield* (first as Effect.Effect<Approvals.OpenResult>)
-      assert.strictEqual(firstResult._tag, "Opened")
-      const second = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
-      assert.isFalse(Effect.isEffect(second))
-      assert.strictEqual((second as Approvals.OpenResult)._tag, "Opened")
-      const dup = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 1), { parent: thread }, fiber, flags)
-      assert.strictEqual((dup as Approvals.OpenResult)._tag, "Duplicate")
-      const noThread = desk.openNow(captured("item/commandExecution/requestApproval", () => true, 2), { parent: undefined }, fiber, flags)
-      assert.strictEqual((noThread as Approvals.OpenResult)._tag, "Settled", "refused at once, in the call")
-      // The thread's close settles what openNow opened, as for open.
-      yield* Scope.close(thread, Exit.void)
-      assert.strictEqual(desk.size(), 0)
-    }))
+  it.scoped(
+    "openNow opens in the caller's step: an effect only for a thread's first card (its finalizer), a result otherwise; duplicates too",
+    () =>
+      Effect.gen(function* () {
+        const { desk, thread } = yield* setup()
+        const [fiber, flags] = yield* Effect.withFiberRuntime<readonly [any, any]>((f, status) =>
+          Effect.succeed([f, status.runtimeFlags] as const)
+        )
+        const first = desk.openNow(command(), { parent: thread }, fiber, flags)
+        assert.isTrue(Effect.isEffect(first), "the thread's first card adds its finalizer: an effect")
+        assert.strictEqual(desk.size(), 1, "registered in the call, before the effect runs")
+        const firstResult = yield* first as Effect.Effect<Approvals.OpenResult>
+        assert.strictEqual(firstResult._tag, "Opened")
+        const second = desk.openNow(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          { parent: thread },
+          fiber,
+          flags
+        )
+        assert.isFalse(Effect.isEffect(second))
+        assert.strictEqual((second as Approvals.OpenResult)._tag, "Opened")
+        const dup = desk.openNow(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          { parent: thread },
+          fiber,
+          flags
+        )
+        assert.strictEqual((dup as Approvals.OpenResult)._tag, "Duplicate")
+        const noThread = desk.openNow(
+          captured("item/commandExecution/requestApproval", () => true, 2),
+          { parent: undefined },
+          fiber,
+          flags
+        )
+        assert.strictEqual((noThread as Approvals.OpenResult)._tag, "Settled", "refused at once, in the call")
+        // The thread's close settles what openNow opened, as for open.
+        yield* Scope.close(thread, Exit.void)
+        assert.strictEqual(desk.size(), 0)
+      })
+  )
 
   it.scoped("connection lost: every open card settles at once, nothing written", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, wire, thread } = yield* setup()
-      yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 0), { parent: thread })
-      yield* desk.open(captured("item/fileChange/requestApproval", () => true, 1), { parent: thread })
+      yield* desk.open(
+        captured("item/commandExecution/requestApproval", () => true, 0),
+        { parent: thread }
+      )
+      yield* desk.open(
+        captured("item/fileChange/requestApproval", () => true, 1),
+        { parent: thread }
+      )
       wire.cut()
       const settled = desk.connectionLost("the app-server exited with code 1")
-      assert.deepStrictEqual(settled.map((s) => s.outcome), ["connection-lost", "connection-lost"])
+      assert.deepStrictEqual(
+        settled.map((s) => s.outcome),
+        ["connection-lost", "connection-lost"]
+      )
       assert.strictEqual(desk.size(), 0)
       yield* TestClock.adjust("1 hour")
       assert.deepStrictEqual(wire.written, [])
-    }))
+    })
+  )
 
-  it.scoped("unknown methods get the error frame at once; malformed params and unknown threads are refused at once", () =>
-    Effect.gen(function*() {
-      const { desk, wire, thread } = yield* setup()
-      const { ServerRequests } = yield* Effect.promise(() => import("@warden/protocol"))
-      const u = yield* desk.open(ServerRequests.decode(5, "item/teleport/requestApproval", {}), { parent: thread })
-      assert.strictEqual(u._tag === "Settled" && u.settlement.source._tag, "UnknownMethod")
-      const m = yield* desk.open(ServerRequests.decode(6, "item/commandExecution/requestApproval", { nope: 1 }), { parent: thread })
-      assert.strictEqual(m._tag === "Settled" && m.settlement.source._tag, "Malformed")
-      const n = yield* desk.open(captured("item/commandExecution/requestApproval", () => true, 7), { parent: undefined })
-      assert.strictEqual(n._tag === "Settled" && n.settlement.source._tag, "NoThread")
-      assert.deepStrictEqual(wire.written.map((f) => [f["id"], f["error"] ? "error" : f["result"]]), [
-        [5, "error"],
-        [6, { decision: "decline" }],
-        [7, { decision: "decline" }]
-      ])
-    }))
+  it.scoped(
+    "unknown methods get the error frame at once; malformed params and unknown threads are refused at once",
+    () =>
+      Effect.gen(function* () {
+        const { desk, wire, thread } = yield* setup()
+        const { ServerRequests } = yield* Effect.promise(() => import("@warden/protocol"))
+        const u = yield* desk.open(ServerRequests.decode(5, "item/teleport/requestApproval", {}), { parent: thread })
+        assert.strictEqual(u._tag === "Settled" && u.settlement.source._tag, "UnknownMethod")
+        const m = yield* desk.open(ServerRequests.decode(6, "item/commandExecution/requestApproval", { nope: 1 }), {
+          parent: thread
+        })
+        assert.strictEqual(m._tag === "Settled" && m.settlement.source._tag, "Malformed")
+        const n = yield* desk.open(
+          captured("item/commandExecution/requestApproval", () => true, 7),
+          { parent: undefined }
+        )
+        assert.strictEqual(n._tag === "Settled" && n.settlement.source._tag, "NoThread")
+        assert.deepStrictEqual(
+          wire.written.map((f) => [f["id"], f["error"] ? "error" : f["result"]]),
+          [
+            [5, "error"],
+            [6, { decision: "decline" }],
+            [7, { decision: "decline" }]
+          ]
+        )
+      })
+  )
 
   it.effect("shutdown: closing the engine's scope refuses what is open", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const outer = yield* Scope.make()
       const { desk, wire, thread } = yield* setup().pipe(Scope.extend(outer))
       yield* desk.open(command(), { parent: thread })
       yield* Scope.close(outer, Exit.void)
-      assert.deepStrictEqual(wire.written.map((f) => f["result"]), [{ decision: "decline" }])
-    }))
+      assert.deepStrictEqual(
+        wire.written.map((f) => f["result"]),
+        [{ decision: "decline" }]
+      )
+    })
+  )
 
   it.scoped("the inbox shows open cards and their settlement", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, thread } = yield* setup()
       yield* desk.open(command(), { parent: thread })
       const open = yield* approvals.openCards
@@ -380,10 +554,11 @@ describe("pending cards", () => {
       assert.strictEqual(open[0]!.method, "item/commandExecution/requestApproval")
       assert.include(open[0]!.offers, "Decline")
       assert.strictEqual(open[0]!.deadlineAt - open[0]!.openedAt, 15 * 60_000)
-    }))
+    })
+  )
 
   it.scoped("a card settled as it opens (a remembered rule) reaches the inbox in one chunk with its opening", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { approvals, desk, thread } = yield* setup({ remembered: () => ({ ruleId: "m1" }) })
       const chunks: Array<ReadonlyArray<string>> = []
       yield* approvals.inbox.pipe(
@@ -397,5 +572,6 @@ describe("pending cards", () => {
       assert.strictEqual(opened._tag, "Settled")
       yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => chunks.length > 1, times: 100 }))
       assert.deepStrictEqual(chunks, [["Snapshot"], ["Opened", "Settled"]])
-    }))
+    })
+  )
 })

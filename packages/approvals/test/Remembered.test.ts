@@ -27,12 +27,15 @@ const setup = (config: Approvals.ApprovalsConfig) =>
     desk,
     thread,
     wire,
-    settlements: () => Effect.map(drained(), (events) => events.flatMap((e) => (e._tag === "CardSettled" ? [e.settlement] : [])))
+    settlements: () =>
+      Effect.map(drained(), (events) => events.flatMap((e) => (e._tag === "CardSettled" ? [e.settlement] : [])))
   }))
 
 /** A remembered allow for `pnpm test` (argv prefix), as a ledger snapshot would answer it. */
 const rememberPnpmTest: Approvals.DeskConfig["remembered"] = (request) =>
-  request._tag === "Known" && request.method === "item/commandExecution/requestApproval" && /'pnpm test'$/.test(request.params.command ?? "")
+  request._tag === "Known" &&
+  request.method === "item/commandExecution/requestApproval" &&
+  /'pnpm test'$/.test(request.params.command ?? "")
     ? { ruleId: "r1" }
     : undefined
 
@@ -43,7 +46,7 @@ const only = (list: ReadonlyArray<Settlement>): Settlement => {
 
 describe("remembered allows", () => {
   it.scoped("a matching remembered allow accepts at once, source remembered:<id>, written once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, settlements, thread, wire } = yield* setup({ remembered: rememberPnpmTest })
       const opened = yield* desk.open(commandRequest("pnpm test"), { parent: thread })
       assert.strictEqual(opened._tag, "Settled")
@@ -51,20 +54,25 @@ describe("remembered allows", () => {
       assert.strictEqual(s.outcome, "accepted")
       assert.deepStrictEqual(s.source, { _tag: "Remembered", ruleId: "r1" })
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "accept" } }])
-    }))
+    })
+  )
 
   it.scoped("a deny rule wins over a remembered allow", () =>
-    Effect.gen(function*() {
-      const { desk, settlements, thread, wire } = yield* setup({ rules: rules(denyCmd("no-pnpm", "pnpm")), remembered: rememberPnpmTest })
+    Effect.gen(function* () {
+      const { desk, settlements, thread, wire } = yield* setup({
+        rules: rules(denyCmd("no-pnpm", "pnpm")),
+        remembered: rememberPnpmTest
+      })
       yield* desk.open(commandRequest("pnpm test"), { parent: thread })
       const s = only(yield* settlements())
       assert.strictEqual(s.outcome, "declined")
       assert.deepStrictEqual(s.source, { _tag: "Rule", ruleId: "no-pnpm" })
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "decline" } }])
-    }))
+    })
+  )
 
   it.scoped("an allow rule decides as itself; the lookup is not asked", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       let asked = 0
       const { desk, settlements, thread } = yield* setup({
         rules: rules(allowCmd("pnpm-ok", "pnpm", "test")),
@@ -76,11 +84,15 @@ describe("remembered allows", () => {
       yield* desk.open(commandRequest("pnpm test"), { parent: thread })
       assert.deepStrictEqual(only(yield* settlements()).source, { _tag: "Rule", ruleId: "pnpm-ok" })
       assert.strictEqual(asked, 0)
-    }))
+    })
+  )
 
   it.scoped("no match: the card waits, and its deadline refuses it", () =>
-    Effect.gen(function*() {
-      const { desk, settlements, thread, wire } = yield* setup({ remembered: rememberPnpmTest, deadlines: { default: "1 minute" } })
+    Effect.gen(function* () {
+      const { desk, settlements, thread, wire } = yield* setup({
+        remembered: rememberPnpmTest,
+        deadlines: { default: "1 minute" }
+      })
       const opened = yield* desk.open(commandRequest("rm -rf /"), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
       assert.deepStrictEqual(wire.written, [])
@@ -88,10 +100,11 @@ describe("remembered allows", () => {
       const s = only(yield* settlements())
       assert.strictEqual(s.outcome, "timeout")
       assert.deepStrictEqual(wire.written, [{ jsonrpc: "2.0", id: 0, result: { decision: "decline" } }])
-    }))
+    })
+  )
 
   it.scoped("a lookup that throws never accepts: the card waits for its deadline, the desk goes on", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, settlements, thread, wire } = yield* setup({
         remembered: () => {
           throw new Error("the snapshot broke")
@@ -104,13 +117,18 @@ describe("remembered allows", () => {
       assert.strictEqual(second._tag, "Opened")
       yield* TestClock.adjust("1 minute")
       const all = yield* settlements()
-      assert.deepStrictEqual(all.map((s) => s.outcome), ["timeout", "timeout"])
+      assert.deepStrictEqual(
+        all.map((s) => s.outcome),
+        ["timeout", "timeout"]
+      )
       assert.isTrue(wire.written.every((f) => (f as { result?: { decision?: string } }).result?.decision === "decline"))
-    }))
+    })
+  )
 
   it.scoped("a lookup answering nonsense (no rule id) is no match", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { desk, thread } = yield* setup({ remembered: () => ({ ruleId: 42 }) as never })
       assert.strictEqual((yield* desk.open(commandRequest("pnpm test"), { parent: thread }))._tag, "Opened")
-    }))
+    })
+  )
 })

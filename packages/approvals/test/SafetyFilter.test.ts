@@ -26,15 +26,32 @@ const form = (properties: Record<string, unknown>, extra: Record<string, unknown
   })
 
 const urlElicitation = (url: string) =>
-  known("mcpServer/elicitation/request", { threadId: "t", serverName: "probe", mode: "url", message: "Sign in there", url, elicitationId: "e1" })
+  known("mcpServer/elicitation/request", {
+    threadId: "t",
+    serverName: "probe",
+    mode: "url",
+    message: "Sign in there",
+    url,
+    elicitationId: "e1"
+  })
 
-type Question = { id: string; header: string; question: string; isOther?: boolean; isSecret?: boolean; options?: Array<{ label: string; description: string }> | null }
+type Question = {
+  id: string
+  header: string
+  question: string
+  isOther?: boolean
+  isSecret?: boolean
+  options?: Array<{ label: string; description: string }> | null
+}
 const userInput = (questions: ReadonlyArray<Question>) => known("item/tool/requestUserInput", { ...ids, questions })
 const q = (id: string, question: string, more: Partial<Question> = {}): Question => ({
   id,
   header: "Choice",
   question,
-  options: [{ label: "Yes", description: "Go ahead." }, { label: "No", description: "Stop." }],
+  options: [
+    { label: "Yes", description: "Go ahead." },
+    { label: "No", description: "Stop." }
+  ],
   ...more
 })
 
@@ -53,7 +70,7 @@ describe("SafetyFilter.check: real frames", () => {
 
   it("the MCP tool-call approval stays Safe when its message names keys or tokens (it asks consent, not the secret)", () => {
     const params = rawParams("e-mcp-poke-accept")
-    params["message"] = "Allow the probe MCP server to run tool \"rotate_api_keys\"?"
+    params["message"] = 'Allow the probe MCP server to run tool "rotate_api_keys"?'
     assert.deepStrictEqual(check(known("mcpServer/elicitation/request", params)), { _tag: "Safe" })
   })
 
@@ -67,12 +84,15 @@ describe("SafetyFilter.check: secrets", () => {
   it("a password field is refused; the reason names the field, not the text", () => {
     const v = check(form({ password: { type: "string", title: "Your GitHub password please" } }))
     assertReasonHides(v, "Your GitHub password please")
-    assert.include(unsafeReason(v), "\"password\"")
+    assert.include(unsafeReason(v), '"password"')
   })
 
   it("a field whose title or description asks for a secret is refused", () => {
     assertReasonHides(check(form({ value: { type: "string", title: "API key" } })), "API key")
-    assertReasonHides(check(form({ value: { type: "string", description: "Paste the one-time code we texted you" } })), "Paste the one-time code")
+    assertReasonHides(
+      check(form({ value: { type: "string", description: "Paste the one-time code we texted you" } })),
+      "Paste the one-time code"
+    )
     assertReasonHides(check(form({ pin: { type: "string" } })))
     assertReasonHides(check(form({ session_cookie: { type: "string" } })))
     assertReasonHides(check(form({ code: { type: "string", title: "Verification code" } })), "Verification code")
@@ -99,7 +119,7 @@ describe("SafetyFilter.check: secrets", () => {
   it("a question asking for a token is refused; the reason names the question id only", () => {
     const v = check(userInput([q("deploy", "What is your GitHub token for deploying?", { options: null })]))
     assertReasonHides(v, "What is your GitHub token", "GitHub")
-    assert.include(unsafeReason(v), "\"deploy\"")
+    assert.include(unsafeReason(v), '"deploy"')
   })
 
   it("a question marked isSecret is refused", () => {
@@ -117,10 +137,19 @@ describe("SafetyFilter.check: secrets", () => {
   it("a secret-looking id or header is refused; an innocent free-text question is not", () => {
     assertReasonHides(check(userInput([q("api_key", "Which one?")])), "Which one?")
     assertReasonHides(check(userInput([q("x", "Which one?", { header: "Password" })])), "Which one?")
-    assert.deepStrictEqual(check(userInput([q("colour", "Which colour should the probe use?", { isOther: true })])), { _tag: "Safe" })
-    assert.deepStrictEqual(check(userInput([q("pin_version", "Should I pin the dependency version?")])).
-      _tag, "Unsafe", "a label word is judged strictly")
-    assert.deepStrictEqual(check(userInput([q("deps", "Should I pin the dependency version?")])), { _tag: "Safe" }, "prose 'pin' is a verb")
+    assert.deepStrictEqual(check(userInput([q("colour", "Which colour should the probe use?", { isOther: true })])), {
+      _tag: "Safe"
+    })
+    assert.deepStrictEqual(
+      check(userInput([q("pin_version", "Should I pin the dependency version?")]))._tag,
+      "Unsafe",
+      "a label word is judged strictly"
+    )
+    assert.deepStrictEqual(
+      check(userInput([q("deps", "Should I pin the dependency version?")])),
+      { _tag: "Safe" },
+      "prose 'pin' is a verb"
+    )
     assert.strictEqual(check(userInput([q("deps", "What is your PIN?")]))._tag, "Unsafe")
   })
 
@@ -141,7 +170,9 @@ describe("SafetyFilter.check: bounds", () => {
   })
 
   it("too many fields", () => {
-    const properties = Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`f${i}`, { type: "boolean", title: `Flag ${i}` }]))
+    const properties = Object.fromEntries(
+      Array.from({ length: 9 }, (_, i) => [`f${i}`, { type: "boolean", title: `Flag ${i}` }])
+    )
     assert.include(unsafeReason(check(form(properties))), "9 fields (limit 8)")
   })
 
@@ -190,7 +221,8 @@ describe("SafetyFilter.check: URL elicitations", () => {
       const reason = unsafeReason(v)
       assert.include(reason, why, url)
       assert.notInclude(reason, url)
-      for (const part of ["s3cr3tpw", "tok_abc123", "abc123secret", "alert", "example.com"]) assert.notInclude(reason, part, url)
+      for (const part of ["s3cr3tpw", "tok_abc123", "abc123secret", "alert", "example.com"])
+        assert.notInclude(reason, part, url)
     }
   })
 
@@ -204,7 +236,13 @@ describe("SafetyFilter.check: malformed schemas", () => {
   it("schemas that are not the flat MCP form are refused", () => {
     const bad = [
       known("mcpServer/elicitation/request", { threadId: "t", serverName: "p", mode: "form", message: "m" }),
-      known("mcpServer/elicitation/request", { threadId: "t", serverName: "p", mode: "form", message: "m", requestedSchema: "x" }),
+      known("mcpServer/elicitation/request", {
+        threadId: "t",
+        serverName: "p",
+        mode: "form",
+        message: "m",
+        requestedSchema: "x"
+      }),
       form({}, { type: "array" }),
       form({ a: "not an object" }),
       form({ a: { type: "object" } }),
@@ -214,21 +252,43 @@ describe("SafetyFilter.check: malformed schemas", () => {
       form({ a: { type: "string", enum: [{ nested: true }] } }),
       form({ a: { type: "array", items: { type: "string" } } }),
       form({ a: { type: "string", format: "regex" } }),
-      known("mcpServer/elicitation/request", { threadId: "t", serverName: "p", mode: "teleport", message: "m", requestedSchema: { type: "object", properties: {} } }),
-      known("mcpServer/elicitation/request", { threadId: "t", serverName: "p", mode: "form", message: "m", requestedSchema: { type: "object", properties: {} }, _meta: { codex_approval_kind: "something_new" } })
+      known("mcpServer/elicitation/request", {
+        threadId: "t",
+        serverName: "p",
+        mode: "teleport",
+        message: "m",
+        requestedSchema: { type: "object", properties: {} }
+      }),
+      known("mcpServer/elicitation/request", {
+        threadId: "t",
+        serverName: "p",
+        mode: "form",
+        message: "m",
+        requestedSchema: { type: "object", properties: {} },
+        _meta: { codex_approval_kind: "something_new" }
+      })
     ]
     for (const [i, r] of bad.entries()) assert.strictEqual(check(r)._tag, "Unsafe", `case ${i}`)
   })
 
   it("the MCP field shapes are accepted", () => {
-    const ok = form({
-      colour: { type: "string", title: "Colour", enum: ["red", "blue"], enumNames: ["Red", "Blue"] },
-      size: { type: "string", oneOf: [{ const: "s", title: "Small" }, { const: "l", title: "Large" }] },
-      count: { type: "integer", minimum: 1, maximum: 5, default: 2 },
-      confirm: { type: "boolean", default: false },
-      email: { type: "string", format: "email" },
-      tags: { type: "array", items: { type: "string", enum: ["a", "b"] }, maxItems: 2 }
-    }, { required: ["colour"] })
+    const ok = form(
+      {
+        colour: { type: "string", title: "Colour", enum: ["red", "blue"], enumNames: ["Red", "Blue"] },
+        size: {
+          type: "string",
+          oneOf: [
+            { const: "s", title: "Small" },
+            { const: "l", title: "Large" }
+          ]
+        },
+        count: { type: "integer", minimum: 1, maximum: 5, default: 2 },
+        confirm: { type: "boolean", default: false },
+        email: { type: "string", format: "email" },
+        tags: { type: "array", items: { type: "string", enum: ["a", "b"] }, maxItems: 2 }
+      },
+      { required: ["colour"] }
+    )
     assert.deepStrictEqual(check(ok), { _tag: "Safe" })
   })
 })

@@ -23,9 +23,21 @@ describe("ShellCommand.unwrap", () => {
   })
 
   it("unwraps bash/sh/zsh with -c, -lc, -cl, --login", () => {
-    for (const wrapper of ["/bin/bash -lc", "bash -c", "sh -c", "/usr/bin/zsh -lc", "zsh -cl", "bash --login -c", "/bin/sh -l -c"]) {
+    for (const wrapper of [
+      "/bin/bash -lc",
+      "bash -c",
+      "sh -c",
+      "/usr/bin/zsh -lc",
+      "zsh -cl",
+      "bash --login -c",
+      "/bin/sh -l -c"
+    ]) {
       const u = unwrap(`${wrapper} 'git status --short'`)
-      assert.deepStrictEqual(u, { argv: ["git", "status", "--short"], simple: true, inner: "git status --short" }, wrapper)
+      assert.deepStrictEqual(
+        u,
+        { argv: ["git", "status", "--short"], simple: true, inner: "git status --short" },
+        wrapper
+      )
     }
     assert.deepStrictEqual(unwrap(`bash -c "git log --format='%h'"`).argv, ["git", "log", "--format=%h"])
   })
@@ -38,7 +50,14 @@ describe("ShellCommand.unwrap", () => {
   })
 
   it("splits words honouring single quotes, double quotes and backslashes", () => {
-    assert.deepStrictEqual(unwrap(`echo 'a b' "c d" e\\ f 'it'\\''s' "say \\"hi\\""`).argv, ["echo", "a b", "c d", "e f", "it's", "say \"hi\""])
+    assert.deepStrictEqual(unwrap(`echo 'a b' "c d" e\\ f 'it'\\''s' "say \\"hi\\""`).argv, [
+      "echo",
+      "a b",
+      "c d",
+      "e f",
+      "it's",
+      'say "hi"'
+    ])
     assert.deepStrictEqual(unwrap(`printf "%s\\n" x`).argv, ["printf", "%s\\n", "x"])
     assert.deepStrictEqual(unwrap(`echo ''`).argv, ["echo", ""])
     assert.deepStrictEqual(unwrap("echo a\\\nb").argv, ["echo", "ab"])
@@ -47,9 +66,33 @@ describe("ShellCommand.unwrap", () => {
 
   it("a command with control operators, redirections or expansions is not simple", () => {
     const compound = [
-      "git status; rm -rf /", "a && b", "a || b", "a | b", "a & b", "a > out", "a < in", "a >> out", "a 2>&1",
-      "echo $(whoami)", "echo `whoami`", "echo $HOME", "echo ${HOME}", "echo \"$HOME\"", "echo $'x'", "a\nb", "ls *.ts",
-      "ls ?", "ls [ab]", "echo {a,b}", "cd ~", "(a)", "{ a; }", "a # comment", "cat <(ls)", "a |& b", "a &> out"
+      "git status; rm -rf /",
+      "a && b",
+      "a || b",
+      "a | b",
+      "a & b",
+      "a > out",
+      "a < in",
+      "a >> out",
+      "a 2>&1",
+      "echo $(whoami)",
+      "echo `whoami`",
+      "echo $HOME",
+      "echo ${HOME}",
+      'echo "$HOME"',
+      "echo $'x'",
+      "a\nb",
+      "ls *.ts",
+      "ls ?",
+      "ls [ab]",
+      "echo {a,b}",
+      "cd ~",
+      "(a)",
+      "{ a; }",
+      "a # comment",
+      "cat <(ls)",
+      "a |& b",
+      "a &> out"
     ]
     for (const c of compound) assert.isFalse(unwrap(c).simple, c)
   })
@@ -58,7 +101,7 @@ describe("ShellCommand.unwrap", () => {
     assert.deepStrictEqual(unwrap("git status && rm -rf /").argv, ["git", "status"])
     assert.deepStrictEqual(unwrap("git status 2>/dev/null").argv, ["git", "status"])
     assert.strictEqual(unwrap("echo 'unterminated").argv, undefined)
-    assert.strictEqual(unwrap("echo \"unterminated").argv, undefined)
+    assert.strictEqual(unwrap('echo "unterminated').argv, undefined)
     assert.strictEqual(unwrap("echo $(unterminated").argv, undefined)
     assert.strictEqual(unwrap("").argv, undefined)
     assert.strictEqual(unwrap("   ").argv, undefined)
@@ -81,8 +124,13 @@ describe("ShellCommand.unwrap", () => {
         const line = join(words)
         const direct = unwrap(line)
         const wrapped = unwrap(`/bin/bash -lc ${quote(line)}`)
-        return direct.simple && JSON.stringify(direct.argv) === JSON.stringify(words) &&
-          wrapped.inner === line && JSON.stringify(wrapped.argv) === JSON.stringify(words) && wrapped.simple
+        return (
+          direct.simple &&
+          JSON.stringify(direct.argv) === JSON.stringify(words) &&
+          wrapped.inner === line &&
+          JSON.stringify(wrapped.argv) === JSON.stringify(words) &&
+          wrapped.simple
+        )
       }),
       { numRuns: 300 }
     )
@@ -118,7 +166,7 @@ describe("ShellCommand.segments", () => {
     assert.isTrue(has("/bin/bash -lc 'git status; rm -rf /tmp/x'", ["rm", "-rf"]))
     assert.isTrue(has("echo $(rm -rf x)", ["rm", "-rf"]))
     assert.isTrue(has("echo `rm -rf x`", ["rm", "-rf"]))
-    assert.isTrue(has("echo \"$(rm -rf x)\"", ["rm", "-rf"]))
+    assert.isTrue(has('echo "$(rm -rf x)"', ["rm", "-rf"]))
     assert.isTrue(has("true && (cd /; rm -rf x)", ["rm", "-rf"]))
     assert.isTrue(has("FOO=1 rm -rf x", ["rm", "-rf"]))
     assert.isTrue(has("if true; then rm -rf x; fi", ["rm", "-rf"]))
@@ -135,7 +183,10 @@ describe("ShellCommand.segments", () => {
   })
 
   it("commandStarts looks past runners such as sudo, env and timeout", () => {
-    const starts = (line: string) => segments(line).flatMap((s) => ShellCommand.commandStarts(s)).map((s) => s.join(" "))
+    const starts = (line: string) =>
+      segments(line)
+        .flatMap((s) => ShellCommand.commandStarts(s))
+        .map((s) => s.join(" "))
     assert.include(starts("sudo -u root rm -rf /"), "rm -rf /")
     assert.include(starts("env A=1 rm x"), "rm x")
     assert.include(starts("timeout 5 rm x"), "rm x")
@@ -151,8 +202,23 @@ describe("ShellCommand.commands: nested shells and runners with any options", ()
 
   /** Shell options as a shell reads them: alone, with their argument, or bundled. */
   const shellOption = FastCheck.constantFrom(
-    ["-e"], ["-x"], ["-eu"], ["+x"], ["-o", "errexit"], ["+o", "posix"], ["-O", "extglob"], ["+O", "nullglob"], ["-euo", "pipefail"],
-    ["--norc"], ["--noprofile"], ["--login"], ["--rcfile", "/tmp/rc"], ["--init-file", "/tmp/init"], ["-l"], ["-i"], ["-T"]
+    ["-e"],
+    ["-x"],
+    ["-eu"],
+    ["+x"],
+    ["-o", "errexit"],
+    ["+o", "posix"],
+    ["-O", "extglob"],
+    ["+O", "nullglob"],
+    ["-euo", "pipefail"],
+    ["--norc"],
+    ["--noprofile"],
+    ["--login"],
+    ["--rcfile", "/tmp/rc"],
+    ["--init-file", "/tmp/init"],
+    ["-l"],
+    ["-i"],
+    ["-T"]
   )
 
   it("property: bash/sh/dash/zsh/ksh with any options around -c: the script is read", () => {
@@ -185,10 +251,12 @@ describe("ShellCommand.commands: nested shells and runners with any options", ()
   })
 
   it("commandStarts: after find's -exec, after every runner word; not after find's other options", () => {
-    const starts = (line: string) => segments(line).flatMap((s) => ShellCommand.commandStarts(s)).map((s) => s.join(" "))
+    const starts = (line: string) =>
+      segments(line)
+        .flatMap((s) => ShellCommand.commandStarts(s))
+        .map((s) => s.join(" "))
     assert.deepStrictEqual(starts("find . -name rm -exec rm {} +"), ["find . -name rm -exec rm {} +", "rm {} +"])
     assert.include(starts("time -p rm x"), "rm x")
     assert.include(starts("coproc NAME { rm x; }"), "rm x")
   })
 })
-

@@ -32,7 +32,10 @@ const extent = (src: string, p: number, exact = false): string => {
 describe("ShellLexer: a script as the shell runs it", () => {
   it("quotes group words and are removed; operators end segments", () => {
     const lexed = lexAll(`echo 'mysql -pX' && ls "a b"`)
-    assert.deepStrictEqual(lexed.segments, [["echo", "mysql -pX"], ["ls", "a b"]])
+    assert.deepStrictEqual(lexed.segments, [
+      ["echo", "mysql -pX"],
+      ["ls", "a b"]
+    ])
     assert.isTrue(lexed.complete)
     assert.isTrue(lexed.compound)
   })
@@ -46,15 +49,24 @@ describe("ShellLexer: a script as the shell runs it", () => {
 
 describe("ShellLexer: the command words of any text", () => {
   it("a word ends at any blank, whatever quotes it holds; its opening and closing quotes are not part of it", () => {
-    assert.deepStrictEqual(wordsOf((r) => readTextWords(`echo 'mysql -pX' && ls`, r)), ["echo", "mysql", "-pX", "|", "ls", "|"])
+    assert.deepStrictEqual(
+      wordsOf((r) => readTextWords(`echo 'mysql -pX' && ls`, r)),
+      ["echo", "mysql", "-pX", "|", "ls", "|"]
+    )
   })
 
   it("an apostrophe of prose hides no word, and a line end ends a command", () => {
-    assert.deepStrictEqual(wordsOf((r) => readTextWords("it's fine\nmysql -phunter2", r)), ["it's", "fine", "|", "mysql", "-phunter2", "|"])
+    assert.deepStrictEqual(
+      wordsOf((r) => readTextWords("it's fine\nmysql -phunter2", r)),
+      ["it's", "fine", "|", "mysql", "-phunter2", "|"]
+    )
   })
 
   it("an argv's words are taken exactly; an operator word ends a command", () => {
-    assert.deepStrictEqual(wordsOf((r) => readArgvWords(["mysql", "-p'x'", ";", "ls"], r)), ["mysql", "-p'x'", "|", "ls", "|"])
+    assert.deepStrictEqual(
+      wordsOf((r) => readArgvWords(["mysql", "-p'x'", ";", "ls"], r)),
+      ["mysql", "-p'x'", "|", "ls", "|"]
+    )
   })
 
   it("a value is read inside the quotes it starts with, codex's '\\'' included, when they close on its line", () => {

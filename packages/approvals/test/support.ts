@@ -8,13 +8,17 @@ import { Approvals } from "../src/index.js"
 const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fixtures/codex-0.171.0")
 
 /** Server request frames the real binary sent, from the shared transcripts. */
-export const capturedRequests: ReadonlyArray<{ file: string; frame: { id: number; method: string; params: any } }> = readdirSync(fixtures)
-  .filter((f) => f.endsWith(".jsonl"))
-  .flatMap((f) =>
-    readFileSync(join(fixtures, f), "utf8").split("\n").filter((l) => l.trim().length > 0).map((l) => JSON.parse(l))
-      .filter((r) => r.dir === "in" && r.frame && r.frame.method !== undefined && r.frame.id !== undefined)
-      .map((r) => ({ file: f, frame: r.frame }))
-  )
+export const capturedRequests: ReadonlyArray<{ file: string; frame: { id: number; method: string; params: any } }> =
+  readdirSync(fixtures)
+    .filter((f) => f.endsWith(".jsonl"))
+    .flatMap((f) =>
+      readFileSync(join(fixtures, f), "utf8")
+        .split("\n")
+        .filter((l) => l.trim().length > 0)
+        .map((l) => JSON.parse(l))
+        .filter((r) => r.dir === "in" && r.frame && r.frame.method !== undefined && r.frame.id !== undefined)
+        .map((r) => ({ file: f, frame: r.frame }))
+    )
 
 export const captured = (method: string, pick: (params: any) => boolean = () => true, id: number | string = 0) => {
   const hit = capturedRequests.find((c) => c.frame.method === method && pick(c.frame.params))
@@ -34,12 +38,18 @@ export const recordingLine = () => {
     },
     isOpen: () => open
   }
-  return { line, written, cut: () => { open = false } }
+  return {
+    line,
+    written,
+    cut: () => {
+      open = false
+    }
+  }
 }
 
 /** An approvals engine, a connection's open cards (`approvals.desk`) on a recording line, and a thread scope, in the test's scope. */
 export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const approvals = yield* Approvals.make(config)
     const events = yield* approvals.subscribe
     const wire = recordingLine()

@@ -15,7 +15,9 @@ import type * as Wire from "./Wire.js"
 import { ItemSpec } from "./Wire.js"
 
 /** A cluster failure a client call can meet (the engine's `MailboxFull`, `AlreadyProcessingMessage`, `PersistenceError`). */
-export type ClusterFailure = Effect.Effect.Error<ReturnType<ReturnType<Effect.Effect.Success<typeof WorkItemEntity.client>>["Status"]>>
+export type ClusterFailure = Effect.Effect.Error<
+  ReturnType<ReturnType<Effect.Effect.Success<typeof WorkItemEntity.client>>["Status"]>
+>
 
 /** What a fleet client offers; every call goes to the runner that holds the item now. */
 export interface ClusterClientShape {
@@ -23,7 +25,10 @@ export interface ClusterClientShape {
    * Run a work item to its end (persisted: it survives the death of the runner running it, which
    * is how it moves). A second call with the same id returns the first one's stored result.
    */
-  readonly run: (id: string, spec: Partial<ItemSpec> & { readonly prompt: string }) => Effect.Effect<Wire.RunResult, ClusterFailure>
+  readonly run: (
+    id: string,
+    spec: Partial<ItemSpec> & { readonly prompt: string }
+  ) => Effect.Effect<Wire.RunResult, ClusterFailure>
   /** The item's event lines: a snapshot, then live lines until it ends (one subscription; see `follow`). */
   readonly events: (id: string) => Stream.Stream<Wire.ItemEvent, ClusterFailure>
   /**
@@ -33,7 +38,11 @@ export interface ClusterClientShape {
    */
   readonly follow: (id: string) => Stream.Stream<Wire.ItemEvent>
   /** Answer a card by its fleet-wide id, through the item's entity (never another process). */
-  readonly answer: (itemId: string, cardId: string, decision: Decision.Decision) => Effect.Effect<Wire.AnswerWire, ClusterFailure>
+  readonly answer: (
+    itemId: string,
+    cardId: string,
+    decision: Decision.Decision
+  ) => Effect.Effect<Wire.AnswerWire, ClusterFailure>
   /** Where the item stands. */
   readonly status: (id: string) => Effect.Effect<Wire.ItemStatus, ClusterFailure>
   /** Stop the item (idempotent). */
@@ -46,7 +55,7 @@ export class ClusterClient extends Context.Tag("@warden/cluster/ClusterClient")<
 const finalStatuses = new Set(["completed", "failed", "stopped"])
 
 /** A client over the `Sharding` in context (a runner's, or a client-only node's). */
-export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function*() {
+export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function* () {
   const client = yield* WorkItemEntity.client
   return {
     run: (id, spec) => client(id).Run({ id, spec: new ItemSpec(spec) }),
@@ -70,7 +79,12 @@ export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> =
         Stream.catchAllCause(() => Stream.empty)
       )
       const loop = (): Stream.Stream<Wire.ItemEvent> =>
-        Stream.concat(pass, Stream.suspend(() => (finished ? Stream.empty : Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep("1 second"))), loop()))))
+        Stream.concat(
+          pass,
+          Stream.suspend(() =>
+            finished ? Stream.empty : Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep("1 second"))), loop())
+          )
+        )
       return loop()
     },
     answer: (itemId, cardId, decision) => client(itemId).Answer({ cardId, decision: decision as never }),
@@ -85,5 +99,11 @@ export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> =
  */
 export const layer = (options: { readonly sharding?: Partial<ShardingConfig.ShardingConfig["Type"]> } = {}) =>
   Layer.effect(ClusterClient, make).pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(Option.none(), options.sharding) }))
+    Layer.provideMerge(
+      NodeClusterSocket.layer({
+        clientOnly: true,
+        storage: "sql",
+        shardingConfig: shardingConfig(Option.none(), options.sharding)
+      })
+    )
   ) satisfies Layer.Layer<ClusterClient | Sharding.Sharding, unknown, SqlClient.SqlClient>

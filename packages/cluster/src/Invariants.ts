@@ -47,7 +47,8 @@ export const check = (recorded: Recorded): ReadonlyArray<string> => {
     // A settlement told again by a later runner (`replayed`) repeats one: it must agree with it.
     const outcomes = new Set(s.map((l) => String(l["outcome"])))
     const told = s.filter((l) => l["replayed"] !== true).length
-    if (outcomes.size !== 1 || told > 1) violations.push(`invariant 1: card ${card} has ${outcomes.size} outcomes in ${s.length} settlements`)
+    if (outcomes.size !== 1 || told > 1)
+      violations.push(`invariant 1: card ${card} has ${outcomes.size} outcomes in ${s.length} settlements`)
   }
   for (const [card, s] of settlements) {
     // A card its runner recorded and then died before anyone saw it open is reported only as
@@ -63,7 +64,9 @@ export const check = (recorded: Recorded): ReadonlyArray<string> => {
         const decision = recorded.decisions.get(card)
         const byRule = typeof l["source"] === "string" && String(l["source"]).startsWith("rule:")
         if (!byRule && (decision === undefined || !decision.startsWith("Accept"))) {
-          violations.push(`invariant 2: card ${card} accepted (source ${String(l["source"])}) with no accepting decision (${decision ?? "none"})`)
+          violations.push(
+            `invariant 2: card ${card} accepted (source ${String(l["source"])}) with no accepting decision (${decision ?? "none"})`
+          )
         }
       }
     }

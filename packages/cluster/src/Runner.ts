@@ -71,7 +71,7 @@ class LeaseBook extends Context.Tag("@warden/cluster/Runner/LeaseBook")<LeaseBoo
  */
 const leaseLayer = (margin: Duration.DurationInput | undefined) =>
   Layer.effectContext(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const config = yield* ShardingConfig.ShardingConfig
       const expiration = Duration.decode(config.shardLockExpiration)
       const chosen = margin === undefined ? defaultLeaseMargin(expiration) : Duration.decode(margin)
@@ -88,7 +88,7 @@ const leaseLayer = (margin: Duration.DurationInput | undefined) =>
 /** The engine's SQL lock storage, reporting every acquire, refresh and release to the lease book. */
 const leasedRunnerStorage = Layer.scoped(
   RunnerStorage.RunnerStorage,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const storage = yield* Effect.orDie(SqlRunnerStorage.make({}))
     return ShardLease.leasedStorage(storage, yield* LeaseBook)
   })
@@ -153,7 +153,7 @@ export const layer = (
   // supervisor writes while it stops are recorded (docs/ledger.md).
   const recording = Layer.scoped(
     Handlers.LedgerRecording,
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ledger = yield* Ledger.Ledger
       const run = yield* ledger.beginRun({ id: runId, label: `runner ${address}`, info: { address } })
       yield* run.attach(yield* Supervisor.Supervisor)
@@ -185,7 +185,11 @@ export const entityLayer = (info: {
   readonly address: string
   readonly host?: string
   readonly codexHome?: string
-}): Layer.Layer<Handlers.RunnerInfo | Handlers.LocalItems, never, Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient> =>
+}): Layer.Layer<
+  Handlers.RunnerInfo | Handlers.LocalItems,
+  never,
+  Sharding.Sharding | Supervisor.Supervisor | SqlClient.SqlClient
+> =>
   WorkItemEntity.toLayer(Handlers.make, { concurrency: "unbounded", maxIdleTime: "5 minutes" }).pipe(
     Layer.provide(ItemStore.layer),
     Layer.provideMerge(Layer.sync(Handlers.LocalItems, () => new Map())),

@@ -30,7 +30,11 @@ export const layer = (url: string): Layer.Layer<SqlClient.SqlClient, SqlError> =
     return SqliteClient.layer({ filename: url.slice("sqlite:".length) }).pipe(Layer.orDie)
   }
   if (!/^postgres(ql)?:\/\//.test(url)) {
-    return Layer.die(new Error(`--cluster takes a PostgreSQL URL (postgres://USER@HOST/DB) or sqlite:PATH, not ${JSON.stringify(url.slice(0, 20))}`))
+    return Layer.die(
+      new Error(
+        `--cluster takes a PostgreSQL URL (postgres://USER@HOST/DB) or sqlite:PATH, not ${JSON.stringify(url.slice(0, 20))}`
+      )
+    )
   }
   return PgClient.layer({ url: Redacted.make(url), maxConnections: 8, applicationName: "warden" }).pipe(
     Layer.map((context) => context)

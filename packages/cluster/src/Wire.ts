@@ -135,7 +135,9 @@ export const DecisionWire = Schema.Union(
 /** This answer decided the card (`outcome`: accepted, declined, refused...). */
 export class Settled extends Schema.TaggedClass<Settled>()("Settled", { outcome: Schema.String }) {}
 /** The card had already settled (`outcome`, `stranded` included); nothing was written. */
-export class AlreadySettled extends Schema.TaggedClass<AlreadySettled>()("AlreadySettled", { outcome: Schema.String }) {}
+export class AlreadySettled extends Schema.TaggedClass<AlreadySettled>()("AlreadySettled", {
+  outcome: Schema.String
+}) {}
 /** No card of this item has this id on the runner that holds the item now; nothing was written. */
 export class UnknownCard extends Schema.TaggedClass<UnknownCard>()("UnknownCard", { cardId: Schema.String }) {}
 

@@ -17,7 +17,9 @@ import * as ItemStore from "../src/internal/ItemStore.js"
 
 const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
   Layer.mergeAll(Layer.effect(ClusterClient.ClusterClient, ClusterClient.make), ItemStore.layer).pipe(
-    Layer.provideMerge(Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome: "/codex" })),
+    Layer.provideMerge(
+      Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome: "/codex" })
+    ),
     Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(fake.layer))),
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
@@ -25,243 +27,380 @@ const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
 
 /** Take `item` for `incarnation` (a runner that is not this test's), as its `Run` would: returns the fence its writes carry. */
 const takeFor = (item: string, incarnation: string, host: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* ItemStore.ItemStore
     const before = yield* store.get(item)
-    const taken = yield* store.claim(item, { incarnation, runner: incarnation === "rNow-00000001" ? "127.0.0.1:1" : "127.0.0.1:2", host, codexHome: "/codex" }, { before })
+    const taken = yield* store.claim(
+      item,
+      {
+        incarnation,
+        runner: incarnation === "rNow-00000001" ? "127.0.0.1:1" : "127.0.0.1:2",
+        host,
+        codexHome: "/codex"
+      },
+      { before }
+    )
     assert.isDefined(taken)
     return { incarnation, epoch: taken!.epoch }
   })
 
 /** An item left behind by incarnation `rOld-…` on `host`, with its thread and two cards: c1 open, c2 declined. */
 const seedDeadIncarnation = (item: string, host: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* ItemStore.ItemStore
     const sql = yield* SqlClient.SqlClient
     const fence = yield* takeFor(item, "rOld-00000002", host)
     yield* store.setThread(item, "thr_old", fence)
-    yield* store.cardOpened({ id: "rOld-00000002:c1", itemId: item, method: "item/commandExecution/requestApproval" }, fence)
-    yield* store.cardOpened({ id: "rOld-00000002:c2", itemId: item, method: "item/commandExecution/requestApproval" }, fence)
+    yield* store.cardOpened(
+      { id: "rOld-00000002:c1", itemId: item, method: "item/commandExecution/requestApproval" },
+      fence
+    )
+    yield* store.cardOpened(
+      { id: "rOld-00000002:c2", itemId: item, method: "item/commandExecution/requestApproval" },
+      fence
+    )
     yield* store.settleCard("rOld-00000002:c2", "declined", "person", fence)
     const other = yield* takeFor("someone-else", "rOld-00000002", host)
-    yield* store.cardOpened({ id: "rOld-00000002:c3", itemId: "someone-else", method: "item/commandExecution/requestApproval" }, other)
+    yield* store.cardOpened(
+      { id: "rOld-00000002:c3", itemId: "someone-else", method: "item/commandExecution/requestApproval" },
+      other
+    )
     yield* store.settleCard("rOld-00000002:c3", "accepted", "person", other)
     return sql
   })
 
 describe("WorkItemEntity on an in-memory runner", () => {
-  it.scopedLive("Run completes the item and is de-duplicated by its id: a second Run returns the stored result", () => {
-    const fake = FakeAppServer.make({ finalMessage: "all good" })
-    return Effect.gen(function*() {
-      const client = yield* ClusterClient.ClusterClient
-      const first = yield* client.run("one", { prompt: "hello" })
-      assert.strictEqual(first._tag, "Completed")
-      if (first._tag === "Completed") assert.deepStrictEqual([first.finalMessage, first.turns, first.moves], ["all good", 1, 0])
-      const again = yield* client.run("one", { prompt: "hello" })
-      assert.deepStrictEqual(again, first)
-      assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/start").length, 1)
-      const status = yield* client.status("one")
-      assert.deepStrictEqual([status.status, status.threadId, status.turnsDone], ["completed", first._tag === "Completed" ? first.threadId : "", 1])
-      // Events of a finished item: the snapshot, then the lines of this activation, then the end.
-      const lines = yield* client.events("one").pipe(Stream.runCollect)
-      const types = [...lines].map((e) => e.line["type"])
-      assert.strictEqual(types[0], "item.snapshot")
-      assert.includeMembers(types, ["item.placed", "thread.ready", "turn.started", "turn.completed", "item.finished"])
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
+  it.scopedLive(
+    "Run completes the item and is de-duplicated by its id: a second Run returns the stored result",
+    () => {
+      const fake = FakeAppServer.make({ finalMessage: "all good" })
+      return Effect.gen(function* () {
+        const client = yield* ClusterClient.ClusterClient
+        const first = yield* client.run("one", { prompt: "hello" })
+        assert.strictEqual(first._tag, "Completed")
+        if (first._tag === "Completed")
+          assert.deepStrictEqual([first.finalMessage, first.turns, first.moves], ["all good", 1, 0])
+        const again = yield* client.run("one", { prompt: "hello" })
+        assert.deepStrictEqual(again, first)
+        assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/start").length, 1)
+        const status = yield* client.status("one")
+        assert.deepStrictEqual(
+          [status.status, status.threadId, status.turnsDone],
+          ["completed", first._tag === "Completed" ? first.threadId : "", 1]
+        )
+        // Events of a finished item: the snapshot, then the lines of this activation, then the end.
+        const lines = yield* client.events("one").pipe(Stream.runCollect)
+        const types = [...lines].map((e) => e.line["type"])
+        assert.strictEqual(types[0], "item.snapshot")
+        assert.includeMembers(types, ["item.placed", "thread.ready", "turn.started", "turn.completed", "item.finished"])
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
 
-  it.scopedLive("a move strands the earlier incarnation's open cards once and resumes its thread; decisions for them are written nowhere", () => {
-    const fake = FakeAppServer.make({ behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) } })
-    return Effect.gen(function*() {
-      const sql = yield* seedDeadIncarnation("moved", "host-a")
-      const client = yield* ClusterClient.ClusterClient
-      const result = yield* client.run("moved", { prompt: "go on" })
-      assert.strictEqual(result._tag, "Completed")
-      if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_old", 1])
-      assert.deepStrictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/resume").map((r) => r.params.threadId), ["thr_old"])
-      const rows = yield* sql<{ id: string; outcome: string }>`SELECT id, outcome FROM warden_cluster_cards ORDER BY id`
-      assert.deepStrictEqual(rows.map((r) => [r.id, r.outcome]), [
-        ["rOld-00000002:c1", "stranded"],
-        ["rOld-00000002:c2", "declined"],
-        ["rOld-00000002:c3", "accepted"]
-      ])
-      // Exactly once: a second strand finds nothing.
-      const store = yield* ItemStore.ItemStore
-      const row = yield* store.get("moved")
-      assert.deepStrictEqual(yield* store.strand("moved", { incarnation: "rNow-00000001", epoch: row!.epoch }), [])
-      const lines = yield* client.events("moved").pipe(Stream.runCollect)
-      const moved = [...lines].filter((e) => e.line["type"] === "item.moved")
-      assert.deepStrictEqual(moved.map((e) => [e.line["reason"], e.line["stranded"]]), [["shard-moved", ["rOld-00000002:c1"]]])
-      // The one inbox: an earlier incarnation's card is answered from storage, nothing written.
-      const answersBefore = fake.answersSoFar().length
-      assert.deepStrictEqual(yield* client.answer("moved", "rOld-00000002:c1", { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
-      assert.deepStrictEqual(yield* client.answer("moved", "rOld-00000002:c2", { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "declined" }))
-      // Another item's card, a made-up card, and a malformed id: UnknownCard.
-      assert.strictEqual((yield* client.answer("moved", "rOld-00000002:c3", { _tag: "Accept" }))._tag, "UnknownCard")
-      assert.strictEqual((yield* client.answer("moved", "rOld-00000002:c99", { _tag: "Accept" }))._tag, "UnknownCard")
-      assert.strictEqual((yield* client.answer("moved", "no-colon", { _tag: "Accept" }))._tag, "UnknownCard")
-      assert.strictEqual((yield* client.answer("moved", "rNow-00000001:c1", { _tag: "Accept" }))._tag, "UnknownCard")
-      assert.strictEqual(fake.answersSoFar().length, answersBefore)
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
+  it.scopedLive(
+    "a move strands the earlier incarnation's open cards once and resumes its thread; decisions for them are written nowhere",
+    () => {
+      const fake = FakeAppServer.make({
+        behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) }
+      })
+      return Effect.gen(function* () {
+        const sql = yield* seedDeadIncarnation("moved", "host-a")
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("moved", { prompt: "go on" })
+        assert.strictEqual(result._tag, "Completed")
+        if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_old", 1])
+        assert.deepStrictEqual(
+          fake
+            .requestsSoFar()
+            .filter((r) => r.method === "thread/resume")
+            .map((r) => r.params.threadId),
+          ["thr_old"]
+        )
+        const rows = yield* sql<{
+          id: string
+          outcome: string
+        }>`SELECT id, outcome FROM warden_cluster_cards ORDER BY id`
+        assert.deepStrictEqual(
+          rows.map((r) => [r.id, r.outcome]),
+          [
+            ["rOld-00000002:c1", "stranded"],
+            ["rOld-00000002:c2", "declined"],
+            ["rOld-00000002:c3", "accepted"]
+          ]
+        )
+        // Exactly once: a second strand finds nothing.
+        const store = yield* ItemStore.ItemStore
+        const row = yield* store.get("moved")
+        assert.deepStrictEqual(yield* store.strand("moved", { incarnation: "rNow-00000001", epoch: row!.epoch }), [])
+        const lines = yield* client.events("moved").pipe(Stream.runCollect)
+        const moved = [...lines].filter((e) => e.line["type"] === "item.moved")
+        assert.deepStrictEqual(
+          moved.map((e) => [e.line["reason"], e.line["stranded"]]),
+          [["shard-moved", ["rOld-00000002:c1"]]]
+        )
+        // The one inbox: an earlier incarnation's card is answered from storage, nothing written.
+        const answersBefore = fake.answersSoFar().length
+        assert.deepStrictEqual(
+          yield* client.answer("moved", "rOld-00000002:c1", { _tag: "Accept" }),
+          new Wire.AlreadySettled({ outcome: "stranded" })
+        )
+        assert.deepStrictEqual(
+          yield* client.answer("moved", "rOld-00000002:c2", { _tag: "Accept" }),
+          new Wire.AlreadySettled({ outcome: "declined" })
+        )
+        // Another item's card, a made-up card, and a malformed id: UnknownCard.
+        assert.strictEqual((yield* client.answer("moved", "rOld-00000002:c3", { _tag: "Accept" }))._tag, "UnknownCard")
+        assert.strictEqual((yield* client.answer("moved", "rOld-00000002:c99", { _tag: "Accept" }))._tag, "UnknownCard")
+        assert.strictEqual((yield* client.answer("moved", "no-colon", { _tag: "Accept" }))._tag, "UnknownCard")
+        assert.strictEqual((yield* client.answer("moved", "rNow-00000001:c1", { _tag: "Accept" }))._tag, "UnknownCard")
+        assert.strictEqual(fake.answersSoFar().length, answersBefore)
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
 
-  it.scopedLive("an item this incarnation ran and did not finish (its shard let go of and taken back) is a move to itself, shard-lost", () => {
-    const fake = FakeAppServer.make({ behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) } })
-    return Effect.gen(function*() {
-      // What the cut-off run left: the row held by this incarnation, running, its card refused.
-      const store = yield* ItemStore.ItemStore
-      const fence = yield* takeFor("cut", "rNow-00000001", "host-a")
-      yield* store.setThread("cut", "thr_cut", fence)
-      yield* store.cardOpened({ id: "rNow-00000001:c1", itemId: "cut", method: "item/commandExecution/requestApproval" }, fence)
-      yield* store.settleCard("rNow-00000001:c1", "refused", "ThreadStopped", fence)
-      const client = yield* ClusterClient.ClusterClient
-      const result = yield* client.run("cut", { prompt: "go on" })
-      assert.strictEqual(result._tag, "Completed")
-      if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_cut", 1])
-      assert.deepStrictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/resume").map((r) => r.params.threadId), ["thr_cut"])
-      const lines = [...yield* client.events("cut").pipe(Stream.runCollect)].map((e) => e.line)
-      assert.deepStrictEqual(lines.filter((l) => l["type"] === "item.moved").map((l) => [l["from"], l["to"], l["reason"], l["stranded"]]), [
-        ["127.0.0.1:1", "127.0.0.1:1", "shard-lost", []]
-      ])
-      // The cut-off run's refusal is told again (it may not have reached anyone), nothing stranded.
-      assert.deepStrictEqual(lines.filter((l) => l["type"] === "card.settled").map((l) => [l["card"], l["outcome"], l["replayed"]]), [
-        ["rNow-00000001:c1", "refused", true]
-      ])
-      assert.strictEqual((yield* store.get("cut"))?.moves, 1)
-      // A finished item's Run again is no move.
-      assert.deepStrictEqual(yield* client.run("cut", { prompt: "go on" }), result)
-      assert.strictEqual((yield* store.get("cut"))?.moves, 1)
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
+  it.scopedLive(
+    "an item this incarnation ran and did not finish (its shard let go of and taken back) is a move to itself, shard-lost",
+    () => {
+      const fake = FakeAppServer.make({
+        behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) }
+      })
+      return Effect.gen(function* () {
+        // What the cut-off run left: the row held by this incarnation, running, its card refused.
+        const store = yield* ItemStore.ItemStore
+        const fence = yield* takeFor("cut", "rNow-00000001", "host-a")
+        yield* store.setThread("cut", "thr_cut", fence)
+        yield* store.cardOpened(
+          { id: "rNow-00000001:c1", itemId: "cut", method: "item/commandExecution/requestApproval" },
+          fence
+        )
+        yield* store.settleCard("rNow-00000001:c1", "refused", "ThreadStopped", fence)
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("cut", { prompt: "go on" })
+        assert.strictEqual(result._tag, "Completed")
+        if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_cut", 1])
+        assert.deepStrictEqual(
+          fake
+            .requestsSoFar()
+            .filter((r) => r.method === "thread/resume")
+            .map((r) => r.params.threadId),
+          ["thr_cut"]
+        )
+        const lines = [...(yield* client.events("cut").pipe(Stream.runCollect))].map((e) => e.line)
+        assert.deepStrictEqual(
+          lines.filter((l) => l["type"] === "item.moved").map((l) => [l["from"], l["to"], l["reason"], l["stranded"]]),
+          [["127.0.0.1:1", "127.0.0.1:1", "shard-lost", []]]
+        )
+        // The cut-off run's refusal is told again (it may not have reached anyone), nothing stranded.
+        assert.deepStrictEqual(
+          lines.filter((l) => l["type"] === "card.settled").map((l) => [l["card"], l["outcome"], l["replayed"]]),
+          [["rNow-00000001:c1", "refused", true]]
+        )
+        assert.strictEqual((yield* store.get("cut"))?.moves, 1)
+        // A finished item's Run again is no move.
+        assert.deepStrictEqual(yield* client.run("cut", { prompt: "go on" }), result)
+        assert.strictEqual((yield* store.get("cut"))?.moves, 1)
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
 
-  it.scopedLive("a Run that joined a run cut off while stopping runs the item itself (a shard-lost move), never taking the cut as its reply", () => {
-    const fake = FakeAppServer.make({ behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) } })
-    return Effect.gen(function*() {
-      // The run this incarnation had: its row running, and in the runner's items a run that ends
-      // without a result (interrupted: its shard let go of; the Run is delivered again before it stopped).
-      const store = yield* ItemStore.ItemStore
-      const fence = yield* takeFor("dying", "rNow-00000001", "host-a")
-      yield* store.setThread("dying", "thr_dying", fence)
-      const cut = yield* Deferred.make<Wire.RunResult>()
-      yield* Deferred.interrupt(cut)
-      const localItems = yield* Handlers.LocalItems
-      localItems.set("dying", { run: cut, nextSeq: 0 })
-      const client = yield* ClusterClient.ClusterClient
-      const result = yield* client.run("dying", { prompt: "go on" })
-      assert.strictEqual(result._tag, "Completed")
-      if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_dying", 1])
-      const lines = [...yield* client.events("dying").pipe(Stream.runCollect)].map((e) => e.line)
-      assert.deepStrictEqual(lines.filter((l) => l["type"] === "item.redelivered" || l["type"] === "item.moved").map((l) => [l["type"], l["reason"]]), [
-        ["item.redelivered", undefined],
-        ["item.moved", "shard-lost"]
-      ])
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
+  it.scopedLive(
+    "a Run that joined a run cut off while stopping runs the item itself (a shard-lost move), never taking the cut as its reply",
+    () => {
+      const fake = FakeAppServer.make({
+        behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) }
+      })
+      return Effect.gen(function* () {
+        // The run this incarnation had: its row running, and in the runner's items a run that ends
+        // without a result (interrupted: its shard let go of; the Run is delivered again before it stopped).
+        const store = yield* ItemStore.ItemStore
+        const fence = yield* takeFor("dying", "rNow-00000001", "host-a")
+        yield* store.setThread("dying", "thr_dying", fence)
+        const cut = yield* Deferred.make<Wire.RunResult>()
+        yield* Deferred.interrupt(cut)
+        const localItems = yield* Handlers.LocalItems
+        localItems.set("dying", { run: cut, nextSeq: 0 })
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("dying", { prompt: "go on" })
+        assert.strictEqual(result._tag, "Completed")
+        if (result._tag === "Completed") assert.deepStrictEqual([result.threadId, result.moves], ["thr_dying", 1])
+        const lines = [...(yield* client.events("dying").pipe(Stream.runCollect))].map((e) => e.line)
+        assert.deepStrictEqual(
+          lines
+            .filter((l) => l["type"] === "item.redelivered" || l["type"] === "item.moved")
+            .map((l) => [l["type"], l["reason"]]),
+          [
+            ["item.redelivered", undefined],
+            ["item.moved", "shard-lost"]
+          ]
+        )
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
 
-  it.scopedLive("a thread held on another host fails the moved item thread-unreachable, with a readable reason; its open cards are stranded", () => {
-    const fake = FakeAppServer.make({})
-    return Effect.gen(function*() {
-      const sql = yield* seedDeadIncarnation("far", "host-b")
-      const client = yield* ClusterClient.ClusterClient
-      const result = yield* client.run("far", { prompt: "go on" })
-      assert.strictEqual(result._tag, "Failed")
-      if (result._tag === "Failed") {
-        assert.strictEqual(result.reason, "thread-unreachable")
-        assert.strictEqual(result.threadId, "thr_old")
-        assert.include(result.detail, "host host-b")
-      }
-      assert.strictEqual(fake.requestsSoFar().filter((r) => r.method.startsWith("thread/")).length, 0)
-      const rows = yield* sql<{ outcome: string }>`SELECT outcome FROM warden_cluster_cards WHERE id = 'rOld-00000002:c1'`
-      assert.strictEqual(rows[0]?.outcome, "stranded")
-      assert.deepStrictEqual(yield* client.run("far", { prompt: "go on" }), result)
-    }).pipe(Effect.provide(setup(fake, "host-a")))
-  }, 60_000)
+  it.scopedLive(
+    "a thread held on another host fails the moved item thread-unreachable, with a readable reason; its open cards are stranded",
+    () => {
+      const fake = FakeAppServer.make({})
+      return Effect.gen(function* () {
+        const sql = yield* seedDeadIncarnation("far", "host-b")
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("far", { prompt: "go on" })
+        assert.strictEqual(result._tag, "Failed")
+        if (result._tag === "Failed") {
+          assert.strictEqual(result.reason, "thread-unreachable")
+          assert.strictEqual(result.threadId, "thr_old")
+          assert.include(result.detail, "host host-b")
+        }
+        assert.strictEqual(fake.requestsSoFar().filter((r) => r.method.startsWith("thread/")).length, 0)
+        const rows = yield* sql<{
+          outcome: string
+        }>`SELECT outcome FROM warden_cluster_cards WHERE id = 'rOld-00000002:c1'`
+        assert.strictEqual(rows[0]?.outcome, "stranded")
+        assert.deepStrictEqual(yield* client.run("far", { prompt: "go on" }), result)
+      }).pipe(Effect.provide(setup(fake, "host-a")))
+    },
+    60_000
+  )
 
-  it.scopedLive("a card of this runner answered through the entity settles once; Stop of a finished item changes nothing", () => {
-    const fake = FakeAppServer.make({ turns: "manual" })
-    return Effect.gen(function*() {
-      const client = yield* ClusterClient.ClusterClient
-      const run = yield* client.run("asks", { prompt: "do it" }).pipe(Effect.fork)
-      const turn = yield* fake.nextRequest("turn/start")
-      const threadId = String(turn.params.threadId)
-      const requestId = yield* fake.request("item/commandExecution/requestApproval", { threadId, turnId: "turn_1", itemId: "call_1", command: "echo hi", cwd: "/tmp" })
-      const opened = yield* client.events("asks").pipe(
-        Stream.filter((e) => e.line["type"] === "card.opened"),
-        Stream.runHead,
-        Effect.flatten
-      )
-      const card = String(opened.line["card"])
-      assert.isTrue(card.startsWith("rNow-00000001:"))
-      assert.deepStrictEqual(yield* client.answer("asks", card, { _tag: "Decline" }), new Wire.Settled({ outcome: "declined" }))
-      assert.deepStrictEqual((yield* fake.answerTo(requestId))["result"], { decision: "decline" })
-      assert.deepStrictEqual(yield* client.answer("asks", card, { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "declined" }))
-      yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
-      const result = yield* run.await.pipe(Effect.flatten)
-      assert.strictEqual(result._tag, "Completed")
-      yield* client.stop("asks")
-      assert.deepStrictEqual(yield* client.run("asks", { prompt: "do it" }), result)
-      assert.strictEqual(fake.answersSoFar().length, 1)
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
-  it.scopedLive("a runner whose item another runner took answers its card from storage, writes nothing to codex or storage, stops the item and never replies", () => {
-    const fake = FakeAppServer.make({ turns: "manual" })
-    return Effect.gen(function*() {
-      const client = yield* ClusterClient.ClusterClient
-      const store = yield* ItemStore.ItemStore
-      const supervisor = yield* Supervisor.Supervisor
-      const finished = yield* supervisor.subscribe
-      /** The item runs here until a card is open; then another runner takes it (its claim raises the epoch). */
-      const openThenTaken = (item: string, strand: boolean) =>
-        Effect.gen(function*() {
-          const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
-          const turn = yield* fake.nextRequest("turn/start")
-          const threadId = String(turn.params.threadId)
-          const requestId = yield* fake.request("item/commandExecution/requestApproval", { threadId, turnId: "turn_1", itemId: "call_1", command: "rm -rf /tmp/x", cwd: "/tmp" })
-          const opened = yield* client.events(item).pipe(Stream.filter((e) => e.line["type"] === "card.opened"), Stream.runHead, Effect.flatten)
-          const card = String(opened.line["card"])
-          const before = yield* store.get(item)
-          const taken = yield* store.claim(item, { incarnation: "rNew-00000003", runner: "127.0.0.1:3", host: "host-a", codexHome: "/codex" }, { before, reason: "shard-moved" })
-          assert.deepStrictEqual(taken, { epoch: 2, moves: 1 })
-          if (strand) assert.deepStrictEqual(yield* store.strand(item, { incarnation: "rNew-00000003", epoch: 2 }), [card])
-          return { run, card, requestId, taken: yield* store.get(item) }
+  it.scopedLive(
+    "a card of this runner answered through the entity settles once; Stop of a finished item changes nothing",
+    () => {
+      const fake = FakeAppServer.make({ turns: "manual" })
+      return Effect.gen(function* () {
+        const client = yield* ClusterClient.ClusterClient
+        const run = yield* client.run("asks", { prompt: "do it" }).pipe(Effect.fork)
+        const turn = yield* fake.nextRequest("turn/start")
+        const threadId = String(turn.params.threadId)
+        const requestId = yield* fake.request("item/commandExecution/requestApproval", {
+          threadId,
+          turnId: "turn_1",
+          itemId: "call_1",
+          command: "echo hi",
+          cwd: "/tmp"
         })
-      const stoppedHere = (item: string) =>
-        Effect.gen(function*() {
-          while (true) {
-            const event = yield* Queue.take(finished)
-            if (event._tag === "ItemFinished" && event.item === item) return event
-          }
-        })
+        const opened = yield* client.events("asks").pipe(
+          Stream.filter((e) => e.line["type"] === "card.opened"),
+          Stream.runHead,
+          Effect.flatten
+        )
+        const card = String(opened.line["card"])
+        assert.isTrue(card.startsWith("rNow-00000001:"))
+        assert.deepStrictEqual(
+          yield* client.answer("asks", card, { _tag: "Decline" }),
+          new Wire.Settled({ outcome: "declined" })
+        )
+        assert.deepStrictEqual((yield* fake.answerTo(requestId))["result"], { decision: "decline" })
+        assert.deepStrictEqual(
+          yield* client.answer("asks", card, { _tag: "Accept" }),
+          new Wire.AlreadySettled({ outcome: "declined" })
+        )
+        yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+        const result = yield* run.await.pipe(Effect.flatten)
+        assert.strictEqual(result._tag, "Completed")
+        yield* client.stop("asks")
+        assert.deepStrictEqual(yield* client.run("asks", { prompt: "do it" }), result)
+        assert.strictEqual(fake.answersSoFar().length, 1)
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
+  it.scopedLive(
+    "a runner whose item another runner took answers its card from storage, writes nothing to codex or storage, stops the item and never replies",
+    () => {
+      const fake = FakeAppServer.make({ turns: "manual" })
+      return Effect.gen(function* () {
+        const client = yield* ClusterClient.ClusterClient
+        const store = yield* ItemStore.ItemStore
+        const supervisor = yield* Supervisor.Supervisor
+        const finished = yield* supervisor.subscribe
+        /** The item runs here until a card is open; then another runner takes it (its claim raises the epoch). */
+        const openThenTaken = (item: string, strand: boolean) =>
+          Effect.gen(function* () {
+            const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
+            const turn = yield* fake.nextRequest("turn/start")
+            const threadId = String(turn.params.threadId)
+            const requestId = yield* fake.request("item/commandExecution/requestApproval", {
+              threadId,
+              turnId: "turn_1",
+              itemId: "call_1",
+              command: "rm -rf /tmp/x",
+              cwd: "/tmp"
+            })
+            const opened = yield* client.events(item).pipe(
+              Stream.filter((e) => e.line["type"] === "card.opened"),
+              Stream.runHead,
+              Effect.flatten
+            )
+            const card = String(opened.line["card"])
+            const before = yield* store.get(item)
+            const taken = yield* store.claim(
+              item,
+              { incarnation: "rNew-00000003", runner: "127.0.0.1:3", host: "host-a", codexHome: "/codex" },
+              { before, reason: "shard-moved" }
+            )
+            assert.deepStrictEqual(taken, { epoch: 2, moves: 1 })
+            if (strand)
+              assert.deepStrictEqual(yield* store.strand(item, { incarnation: "rNew-00000003", epoch: 2 }), [card])
+            return { run, card, requestId, taken: yield* store.get(item) }
+          })
+        const stoppedHere = (item: string) =>
+          Effect.gen(function* () {
+            while (true) {
+              const event = yield* Queue.take(finished)
+              if (event._tag === "ItemFinished" && event.item === item) return event
+            }
+          })
 
-      // The card stranded by the new owner: the decision is answered from storage, nothing written.
-      const a = yield* openThenTaken("taken-a", true)
-      assert.deepStrictEqual(yield* client.answer("taken-a", a.card, { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
-      // The runner learnt it lost the item: it stops driving it (the turn interrupted, the card refused to codex).
-      yield* stoppedHere("taken-a")
-      assert.deepStrictEqual((yield* fake.answerTo(a.requestId))["result"], { decision: "decline" })
-      assert.deepStrictEqual(yield* client.answer("taken-a", a.card, { _tag: "Accept" }), new Wire.AlreadySettled({ outcome: "stranded" }))
+        // The card stranded by the new owner: the decision is answered from storage, nothing written.
+        const a = yield* openThenTaken("taken-a", true)
+        assert.deepStrictEqual(
+          yield* client.answer("taken-a", a.card, { _tag: "Accept" }),
+          new Wire.AlreadySettled({ outcome: "stranded" })
+        )
+        // The runner learnt it lost the item: it stops driving it (the turn interrupted, the card refused to codex).
+        yield* stoppedHere("taken-a")
+        assert.deepStrictEqual((yield* fake.answerTo(a.requestId))["result"], { decision: "decline" })
+        assert.deepStrictEqual(
+          yield* client.answer("taken-a", a.card, { _tag: "Accept" }),
+          new Wire.AlreadySettled({ outcome: "stranded" })
+        )
 
-      // The card still open in storage: the settlement is refused (the item is held under another
-      // epoch), so the decision never reaches codex; the card is left to the new owner to strand.
-      const b = yield* openThenTaken("taken-b", false)
-      assert.deepStrictEqual(yield* client.answer("taken-b", b.card, { _tag: "Accept" }), new Wire.UnknownCard({ cardId: b.card }))
-      yield* stoppedHere("taken-b")
-      assert.deepStrictEqual((yield* fake.answerTo(b.requestId))["result"], { decision: "decline" })
+        // The card still open in storage: the settlement is refused (the item is held under another
+        // epoch), so the decision never reaches codex; the card is left to the new owner to strand.
+        const b = yield* openThenTaken("taken-b", false)
+        assert.deepStrictEqual(
+          yield* client.answer("taken-b", b.card, { _tag: "Accept" }),
+          new Wire.UnknownCard({ cardId: b.card })
+        )
+        yield* stoppedHere("taken-b")
+        assert.deepStrictEqual((yield* fake.answerTo(b.requestId))["result"], { decision: "decline" })
 
-      // Nothing this runner wrote after the other runner took the items: the rows are as the taking left them.
-      for (const { card, item, taken } of [{ ...a, item: "taken-a" }, { ...b, item: "taken-b" }]) {
-        assert.deepStrictEqual(yield* store.get(item), taken)
-        const cards = yield* store.cards({ itemId: item })
-        assert.deepStrictEqual(cards.map((c) => [c.id, c.outcome]), [[card, item === "taken-a" ? "stranded" : null]])
-      }
-      // Codex was never told to accept anything.
-      assert.isFalse(fake.answersSoFar().some((answer) => JSON.stringify(answer).includes("accept")))
-      // Neither run replies: they wait for the engine to close their entities (here: interrupted).
-      for (const run of [a.run, b.run]) {
-        assert.isNull(run.unsafePoll())
-        const exit = yield* Fiber.interrupt(run)
-        assert.isTrue(Exit.isInterrupted(exit))
-      }
-    }).pipe(Effect.provide(setup(fake)))
-  }, 60_000)
+        // Nothing this runner wrote after the other runner took the items: the rows are as the taking left them.
+        for (const { card, item, taken } of [
+          { ...a, item: "taken-a" },
+          { ...b, item: "taken-b" }
+        ]) {
+          assert.deepStrictEqual(yield* store.get(item), taken)
+          const cards = yield* store.cards({ itemId: item })
+          assert.deepStrictEqual(
+            cards.map((c) => [c.id, c.outcome]),
+            [[card, item === "taken-a" ? "stranded" : null]]
+          )
+        }
+        // Codex was never told to accept anything.
+        assert.isFalse(fake.answersSoFar().some((answer) => JSON.stringify(answer).includes("accept")))
+        // Neither run replies: they wait for the engine to close their entities (here: interrupted).
+        for (const run of [a.run, b.run]) {
+          assert.isNull(run.unsafePoll())
+          const exit = yield* Fiber.interrupt(run)
+          assert.isTrue(Exit.isInterrupted(exit))
+        }
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
 })

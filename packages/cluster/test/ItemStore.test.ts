@@ -18,7 +18,7 @@ const a = { incarnation: "rA-00000001", runner: "127.0.0.1:1", host: "h", codexH
 const b = { incarnation: "rB-00000002", runner: "127.0.0.1:2", host: "h", codexHome: "/codex" }
 
 /** What a runner that lost its item tries to write, and what the store must answer: nothing changed, each time. */
-const conditionalWrites = Effect.gen(function*() {
+const conditionalWrites = Effect.gen(function* () {
   const store = yield* ItemStore.ItemStore
   const sql = yield* SqlClient.SqlClient
 
@@ -45,7 +45,7 @@ const conditionalWrites = Effect.gen(function*() {
   // Everything A writes now changes nothing, and says so.
   assert.isFalse(yield* store.setThread("item", "thr_stale", fenceA))
   assert.isFalse(yield* store.turnDone("item", fenceA))
-  assert.isFalse(yield* store.finish("item", "completed", "{\"stale\":true}", fenceA))
+  assert.isFalse(yield* store.finish("item", "completed", '{"stale":true}', fenceA))
   assert.isFalse(yield* store.cardOpened({ id: "rA-00000001:c4", itemId: "item", method }, fenceA))
   // c1 is open, but the item is B's: A cannot settle it (not accepted, not anything).
   assert.deepStrictEqual(yield* store.settleCard("rA-00000001:c1", "accepted", "person", fenceA), { _tag: "Lost" })
@@ -53,7 +53,13 @@ const conditionalWrites = Effect.gen(function*() {
   assert.deepStrictEqual(yield* store.strand("item", fenceA), [])
   const afterStale = yield* store.get("item")
   assert.deepStrictEqual(
-    { ...afterStale, threadId: afterStale?.threadId, turnsDone: afterStale?.turnsDone, status: afterStale?.status, result: afterStale?.result },
+    {
+      ...afterStale,
+      threadId: afterStale?.threadId,
+      turnsDone: afterStale?.turnsDone,
+      status: afterStale?.status,
+      result: afterStale?.result
+    },
     { ...asA!, incarnation: b.incarnation, runner: b.runner, epoch: 2, moves: 1 }
   )
   assert.isUndefined(yield* store.card("rA-00000001:c4"))
@@ -64,10 +70,15 @@ const conditionalWrites = Effect.gen(function*() {
   assert.deepStrictEqual(yield* store.strand("item", fenceB), [])
   const c1 = yield* store.settleCard("rA-00000001:c1", "accepted", "person", fenceA)
   assert.strictEqual(c1._tag, "Already")
-  if (c1._tag === "Already") assert.deepStrictEqual([c1.row.outcome, c1.row.settledBy, c1.row.settledEpoch], ["stranded", b.incarnation, 2])
+  if (c1._tag === "Already")
+    assert.deepStrictEqual([c1.row.outcome, c1.row.settledBy, c1.row.settledEpoch], ["stranded", b.incarnation, 2])
   // A correction only touches a person's settlement recorded by the same fence.
-  assert.isFalse(yield* store.correctCard("rA-00000001:c1", { from: "stranded", to: "timeout", source: "Deadline" }, fenceA))
-  assert.isFalse(yield* store.correctCard("rA-00000001:c2", { from: "declined", to: "refused", source: "ThreadStopped" }, fenceB))
+  assert.isFalse(
+    yield* store.correctCard("rA-00000001:c1", { from: "stranded", to: "timeout", source: "Deadline" }, fenceA)
+  )
+  assert.isFalse(
+    yield* store.correctCard("rA-00000001:c2", { from: "declined", to: "refused", source: "ThreadStopped" }, fenceB)
+  )
 
   // B's own writes go through; its card settles once, its end is recorded.
   assert.isTrue(yield* store.setThread("item", "thr_a", fenceB))
@@ -78,43 +89,55 @@ const conditionalWrites = Effect.gen(function*() {
   // A person's settlement recorded first, then settled otherwise by the card's race: put right.
   assert.isTrue(yield* store.cardOpened({ id: "rB-00000002:c2", itemId: "item", method }, fenceB))
   assert.deepStrictEqual(yield* store.settleCard("rB-00000002:c2", "accepted", "person", fenceB), { _tag: "Settled" })
-  assert.isTrue(yield* store.correctCard("rB-00000002:c2", { from: "accepted", to: "timeout", source: "Deadline" }, fenceB))
+  assert.isTrue(
+    yield* store.correctCard("rB-00000002:c2", { from: "accepted", to: "timeout", source: "Deadline" }, fenceB)
+  )
   assert.isTrue(yield* store.turnDone("item", fenceB))
-  assert.isTrue(yield* store.finish("item", "completed", "{\"by\":\"b\"}", fenceB))
+  assert.isTrue(yield* store.finish("item", "completed", '{"by":"b"}', fenceB))
 
   const cards = yield* store.cards({ itemId: "item" })
-  assert.deepStrictEqual(cards.map((c) => [c.id, c.outcome, c.source, c.epoch, c.settledBy, c.settledEpoch]), [
-    ["rA-00000001:c1", "stranded", "stranded", 1, b.incarnation, 2],
-    ["rA-00000001:c2", "declined", "person", 1, a.incarnation, 1],
-    ["rA-00000001:c3", "stranded", "stranded", 1, b.incarnation, 2],
-    ["rB-00000002:c1", "accepted", "person", 2, b.incarnation, 2],
-    ["rB-00000002:c2", "timeout", "Deadline", 2, b.incarnation, 2]
-  ])
+  assert.deepStrictEqual(
+    cards.map((c) => [c.id, c.outcome, c.source, c.epoch, c.settledBy, c.settledEpoch]),
+    [
+      ["rA-00000001:c1", "stranded", "stranded", 1, b.incarnation, 2],
+      ["rA-00000001:c2", "declined", "person", 1, a.incarnation, 1],
+      ["rA-00000001:c3", "stranded", "stranded", 1, b.incarnation, 2],
+      ["rB-00000002:c1", "accepted", "person", 2, b.incarnation, 2],
+      ["rB-00000002:c2", "timeout", "Deadline", 2, b.incarnation, 2]
+    ]
+  )
   const row = yield* store.get("item")
-  assert.deepStrictEqual([row?.incarnation, row?.epoch, row?.turnsDone, row?.moves, row?.status, row?.result, row?.threadId], [
-    b.incarnation,
-    2,
-    2,
-    1,
-    "completed",
-    "{\"by\":\"b\"}",
-    "thr_a"
-  ])
+  assert.deepStrictEqual(
+    [row?.incarnation, row?.epoch, row?.turnsDone, row?.moves, row?.status, row?.result, row?.threadId],
+    [b.incarnation, 2, 2, 1, "completed", '{"by":"b"}', "thr_a"]
+  )
   // Every taking is recorded, the move with its reason; the row's moves count the moves.
   const claims = yield* store.claims("item")
-  assert.deepStrictEqual(claims.map((c) => [c.epoch, c.incarnation, c.fromIncarnation, c.reason]), [
-    [1, a.incarnation, null, null],
-    [2, b.incarnation, a.incarnation, "shard-moved"]
-  ])
+  assert.deepStrictEqual(
+    claims.map((c) => [c.epoch, c.incarnation, c.fromIncarnation, c.reason]),
+    [
+      [1, a.incarnation, null, null],
+      [2, b.incarnation, a.incarnation, "shard-moved"]
+    ]
+  )
   assert.strictEqual(claims.filter((c) => c.reason !== null).length, row?.moves)
   // Opening the store again (another runner starting) migrates nothing twice.
   yield* ItemStore.make
-  const migrations = yield* sql<{ migration_id: unknown; name: string }>`SELECT migration_id, name FROM warden_cluster_migrations ORDER BY migration_id`
-  assert.deepStrictEqual(migrations.map((m) => [Number(m.migration_id), m.name]), [[1, "initial"], [2, "fencing"]])
+  const migrations = yield* sql<{
+    migration_id: unknown
+    name: string
+  }>`SELECT migration_id, name FROM warden_cluster_migrations ORDER BY migration_id`
+  assert.deepStrictEqual(
+    migrations.map((m) => [Number(m.migration_id), m.name]),
+    [
+      [1, "initial"],
+      [2, "fencing"]
+    ]
+  )
 })
 
 /** A database made before migrations were kept (the tables as the first release created them) is brought forward. */
-const fromFirstRelease = Effect.gen(function*() {
+const fromFirstRelease = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE warden_cluster_items (id VARCHAR(255) PRIMARY KEY, incarnation VARCHAR(255), runner VARCHAR(255), host VARCHAR(255),
     codex_home TEXT, thread_id VARCHAR(255), turns_done INTEGER NOT NULL DEFAULT 0, moves INTEGER NOT NULL DEFAULT 0,
@@ -135,20 +158,37 @@ const fromFirstRelease = Effect.gen(function*() {
 const onSqlite = <A, E>(effect: Effect.Effect<A, E, ItemStore.ItemStore | SqlClient.SqlClient>) =>
   effect.pipe(Effect.provide(ItemStore.layer.pipe(Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" })))))
 
-const onPostgres = <A, E>(effect: Effect.Effect<A, E, ItemStore.ItemStore | SqlClient.SqlClient>): Effect.Effect<A, unknown, Scope.Scope> =>
-  Effect.gen(function*() {
+const onPostgres = <A, E>(
+  effect: Effect.Effect<A, E, ItemStore.ItemStore | SqlClient.SqlClient>
+): Effect.Effect<A, unknown, Scope.Scope> =>
+  Effect.gen(function* () {
     const pg = yield* Postgres.start()
     return yield* effect.pipe(Effect.provide(ItemStore.layer.pipe(Layer.provideMerge(Storage.layer(pg.url)))))
   })
 
 describe("ItemStore: conditional writes (fencing)", () => {
-  it.scoped("SQLite: a runner's writes for an item it lost change nothing and say so", () => onSqlite(conditionalWrites), 60_000)
-  it.scoped("SQLite: a database from before migrations is brought forward", () =>
-    fromFirstRelease.pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" }))), 60_000)
-  it.scopedLive("PostgreSQL: a runner's writes for an item it lost change nothing and say so", () => onPostgres(conditionalWrites), 120_000)
-  it.scopedLive("PostgreSQL: a database from before migrations is brought forward", () =>
-    Effect.gen(function*() {
-      const pg = yield* Postgres.start()
-      return yield* fromFirstRelease.pipe(Effect.provide(Storage.layer(pg.url)))
-    }), 120_000)
+  it.scoped(
+    "SQLite: a runner's writes for an item it lost change nothing and say so",
+    () => onSqlite(conditionalWrites),
+    60_000
+  )
+  it.scoped(
+    "SQLite: a database from before migrations is brought forward",
+    () => fromFirstRelease.pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" }))),
+    60_000
+  )
+  it.scopedLive(
+    "PostgreSQL: a runner's writes for an item it lost change nothing and say so",
+    () => onPostgres(conditionalWrites),
+    120_000
+  )
+  it.scopedLive(
+    "PostgreSQL: a database from before migrations is brought forward",
+    () =>
+      Effect.gen(function* () {
+        const pg = yield* Postgres.start()
+        return yield* fromFirstRelease.pipe(Effect.provide(Storage.layer(pg.url)))
+      }),
+    120_000
+  )
 })

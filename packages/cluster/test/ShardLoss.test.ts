@@ -36,7 +36,12 @@ const timings = { ...shardingTimings, shardLockExpiration: "60 seconds" } as con
 const started = killedAfterAll()
 
 /** Bounded wait on state with no event of its own (a stored row, lines from another process). */
-const until = (what: string, condition: Effect.Effect<boolean>, timeout: Duration.DurationInput, context: () => string) =>
+const until = (
+  what: string,
+  condition: Effect.Effect<boolean>,
+  timeout: Duration.DurationInput,
+  context: () => string
+) =>
   condition.pipe(
     Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail(what))),
     Effect.retry(Schedule.spaced("200 millis")),
@@ -44,115 +49,148 @@ const until = (what: string, condition: Effect.Effect<boolean>, timeout: Duratio
   )
 
 describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
-  it.live("loses its shards and gets them back: the item's restart is a recorded move, its refused card matches it, the submitter sees every line", () =>
-    Effect.gen(function*() {
-      const pg = yield* Postgres.start()
-      started.add(pg.pid)
-      const runner = yield* spawnTsx(runnerScript, {
-        WARDEN_CLUSTER_URL: pg.url,
-        WARDEN_RUNNER_PORT: String(yield* freePort),
-        WARDEN_RUNNER_NAME: "only",
-        WARDEN_RUNNER_SHARDING: JSON.stringify(timings)
-      })
-      started.add(runner.pid)
-      const ready = yield* runner.waitForJson("the runner ready", (l) => l.type === "runner.ready", "120 seconds")
-      const address = String(ready["address"])
-      yield* runner.waitForJson("the runner holds every shard", (l) => l.type === "runner.shards" && l.count === 300, "120 seconds")
-
-      const context = yield* Layer.build(ClusterClient.layer({ sharding: timings }).pipe(Layer.provideMerge(Storage.layer(pg.url))))
-      const client = Context.get(context, ClusterClient.ClusterClient)
-      const sql = Context.get(context, SqlClient.SqlClient)
-
-      // What the submitter sees (`ClusterClient.follow`, as `warden submit` reads it).
-      const lines: Array<Wire.ItemEvent["line"]> = []
-      const decisions = new Map<string, string>()
-      let answering = false
-      const answer = (card: string) =>
-        Effect.gen(function*() {
-          if (decisions.has(card)) return
-          decisions.set(card, "Accept")
-          yield* client.answer("held", card, { _tag: "Accept" })
+  it.live(
+    "loses its shards and gets them back: the item's restart is a recorded move, its refused card matches it, the submitter sees every line",
+    () =>
+      Effect.gen(function* () {
+        const pg = yield* Postgres.start()
+        started.add(pg.pid)
+        const runner = yield* spawnTsx(runnerScript, {
+          WARDEN_CLUSTER_URL: pg.url,
+          WARDEN_RUNNER_PORT: String(yield* freePort),
+          WARDEN_RUNNER_NAME: "only",
+          WARDEN_RUNNER_SHARDING: JSON.stringify(timings)
         })
-      const follower = yield* client.follow("held").pipe(
-        Stream.runForEach((e) =>
-          Effect.gen(function*() {
-            lines.push({ ...e.line, runner: e.runner, incarnation: e.incarnation })
-            if (answering && e.line["type"] === "card.opened") yield* answer(String(e.line["card"]))
+        started.add(runner.pid)
+        const ready = yield* runner.waitForJson("the runner ready", (l) => l.type === "runner.ready", "120 seconds")
+        const address = String(ready["address"])
+        yield* runner.waitForJson(
+          "the runner holds every shard",
+          (l) => l.type === "runner.shards" && l.count === 300,
+          "120 seconds"
+        )
+
+        const context = yield* Layer.build(
+          ClusterClient.layer({ sharding: timings }).pipe(Layer.provideMerge(Storage.layer(pg.url)))
+        )
+        const client = Context.get(context, ClusterClient.ClusterClient)
+        const sql = Context.get(context, SqlClient.SqlClient)
+
+        // What the submitter sees (`ClusterClient.follow`, as `warden submit` reads it).
+        const lines: Array<Wire.ItemEvent["line"]> = []
+        const decisions = new Map<string, string>()
+        let answering = false
+        const answer = (card: string) =>
+          Effect.gen(function* () {
+            if (decisions.has(card)) return
+            decisions.set(card, "Accept")
+            yield* client.answer("held", card, { _tag: "Accept" })
           })
-        ),
-        Effect.fork
-      )
-      const run = yield* client.run("held", { prompt: "do it" }).pipe(Effect.fork)
-      const describeState = () => `lines: ${JSON.stringify(lines)}\n--- runner stdout:\n${runner.lines().slice(-20).join("\n")}\n--- stderr:\n${runner.stderr().slice(-3000)}`
-      const cardRows = sql<{ id: string; outcome: string | null; source: string | null }>`
+        const follower = yield* client.follow("held").pipe(
+          Stream.runForEach((e) =>
+            Effect.gen(function* () {
+              lines.push({ ...e.line, runner: e.runner, incarnation: e.incarnation })
+              if (answering && e.line["type"] === "card.opened") yield* answer(String(e.line["card"]))
+            })
+          ),
+          Effect.fork
+        )
+        const run = yield* client.run("held", { prompt: "do it" }).pipe(Effect.fork)
+        const describeState = () =>
+          `lines: ${JSON.stringify(lines)}\n--- runner stdout:\n${runner.lines().slice(-20).join("\n")}\n--- stderr:\n${runner.stderr().slice(-3000)}`
+        const cardRows = sql<{ id: string; outcome: string | null; source: string | null }>`
         SELECT id, outcome, source FROM warden_cluster_cards WHERE item_id = 'held' ORDER BY opened_at, id`
-      yield* until("the item's first card open", Effect.sync(() => lines.some((l) => l["type"] === "card.opened")), "120 seconds", describeState)
-      const firstCard = String(lines.find((l) => l["type"] === "card.opened")!["card"])
+        yield* until(
+          "the item's first card open",
+          Effect.sync(() => lines.some((l) => l["type"] === "card.opened")),
+          "120 seconds",
+          describeState
+        )
+        const firstCard = String(lines.find((l) => l["type"] === "card.opened")!["card"])
 
-      // The runner's heartbeat row held: its next shard lock refresh waits past its 3 s.
-      const locked = yield* Deferred.make<number>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* sql.withTransaction(
-        Effect.gen(function*() {
-          const rows = yield* sql`SELECT address FROM cluster_runners WHERE address = ${address} FOR UPDATE`
-          yield* Deferred.succeed(locked, rows.length)
-          yield* Deferred.await(release)
-        })
-      ).pipe(Effect.fork)
-      expect(yield* Deferred.await(locked)).toBe(1)
-      // The runner lets go of its shards: the running item is stopped, its open card refused.
-      yield* until(
-        "the open card refused while the refresh waits",
-        Effect.map(cardRows.pipe(Effect.orDie), (rows) => rows.some((r) => r.id === firstCard && r.outcome !== null)),
-        "120 seconds",
-        describeState
-      )
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
+        // The runner's heartbeat row held: its next shard lock refresh waits past its 3 s.
+        const locked = yield* Deferred.make<number>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const rows = yield* sql`SELECT address FROM cluster_runners WHERE address = ${address} FOR UPDATE`
+              yield* Deferred.succeed(locked, rows.length)
+              yield* Deferred.await(release)
+            })
+          )
+          .pipe(Effect.fork)
+        expect(yield* Deferred.await(locked)).toBe(1)
+        // The runner lets go of its shards: the running item is stopped, its open card refused.
+        yield* until(
+          "the open card refused while the refresh waits",
+          Effect.map(cardRows.pipe(Effect.orDie), (rows) => rows.some((r) => r.id === firstCard && r.outcome !== null)),
+          "120 seconds",
+          describeState
+        )
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
 
-      // The shards come back to the same runner; the item runs again there. Every card is accepted now.
-      answering = true
-      for (const l of lines.filter((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard)) yield* answer(String(l["card"]))
-      yield* until(
-        "the restarted run's card seen by the submitter",
-        Effect.sync(() => lines.some((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard)),
-        "120 seconds",
-        describeState
-      )
-      const result = yield* Fiber.join(run).pipe(
-        Effect.timeoutFail({ duration: "120 seconds", onTimeout: () => new Error(`the item did not end\n${describeState()}`) })
-      )
-      yield* Fiber.join(follower).pipe(
-        Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`the item's lines did not end\n${describeState()}`) })
-      )
+        // The shards come back to the same runner; the item runs again there. Every card is accepted now.
+        answering = true
+        for (const l of lines.filter((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard))
+          yield* answer(String(l["card"]))
+        yield* until(
+          "the restarted run's card seen by the submitter",
+          Effect.sync(() => lines.some((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard)),
+          "120 seconds",
+          describeState
+        )
+        const result = yield* Fiber.join(run).pipe(
+          Effect.timeoutFail({
+            duration: "120 seconds",
+            onTimeout: () => new Error(`the item did not end\n${describeState()}`)
+          })
+        )
+        yield* Fiber.join(follower).pipe(
+          Effect.timeoutFail({
+            duration: "60 seconds",
+            onTimeout: () => new Error(`the item's lines did not end\n${describeState()}`)
+          })
+        )
 
-      // The runner never went away: one incarnation, one address.
-      expect(new Set(lines.map((l) => l["incarnation"]))).toEqual(new Set([String(ready["runId"])]))
-      const rows = yield* cardRows
-      const first = rows.find((r) => r.id === firstCard)!
-      expect(first.outcome, JSON.stringify(rows)).toBe("refused")
-      // Refused by the supervisor as the run stopped: its turn interrupted (TurnEnded) or its thread stopped (ThreadStopped).
-      expect(["ThreadStopped", "TurnEnded"]).toContain(first.source)
-      // The refused card corresponds to a recorded move, from this runner back to itself.
-      const moved = lines.filter((l) => l["type"] === "item.moved")
-      expect(moved.map((l) => ({ from: l["from"], to: l["to"], reason: l["reason"], stranded: l["stranded"] })), describeState()).toEqual([
-        { from: address, to: address, reason: "shard-lost", stranded: [] }
-      ])
-      expect(lines.filter((l) => l["type"] === "item.placed").length).toBe(2)
-      expect(result._tag, JSON.stringify(result)).toBe("Completed")
-      if (result._tag === "Completed") {
-        expect(result.moves).toBe(1)
-        // The restart resumed the item's thread.
-        expect(result.threadId).toBe(String(lines.find((l) => l["type"] === "thread.ready")!["threadId"]))
-      }
-      expect(lines.some((l) => l["type"] === "thread.resumed")).toBe(true)
-      const item = yield* sql<{ status: string; moves: number }>`SELECT status, moves FROM warden_cluster_items WHERE id = 'held'`
-      expect(item.map((r) => ({ status: r.status, moves: Number(r.moves) }))).toEqual([{ status: "completed", moves: 1 }])
-      // The refusal reached the submitter (told again by the restarted run if the first line was
-      // cut off with the stream); the restarted run's card was answered.
-      expect(new Set(lines.filter((l) => l["type"] === "card.settled" && l["card"] === firstCard).map((l) => l["outcome"]))).toEqual(new Set(["refused"]))
-      expect(rows.filter((r) => r.id !== firstCard).map((r) => r.outcome)).toEqual(["accepted"])
-      expect(Invariants.check({ lines, decisions, dead: [], items: ["held"] })).toEqual([])
-      yield* runner.stop
-    }).pipe(Effect.scoped), 300_000)
+        // The runner never went away: one incarnation, one address.
+        expect(new Set(lines.map((l) => l["incarnation"]))).toEqual(new Set([String(ready["runId"])]))
+        const rows = yield* cardRows
+        const first = rows.find((r) => r.id === firstCard)!
+        expect(first.outcome, JSON.stringify(rows)).toBe("refused")
+        // Refused by the supervisor as the run stopped: its turn interrupted (TurnEnded) or its thread stopped (ThreadStopped).
+        expect(["ThreadStopped", "TurnEnded"]).toContain(first.source)
+        // The refused card corresponds to a recorded move, from this runner back to itself.
+        const moved = lines.filter((l) => l["type"] === "item.moved")
+        expect(
+          moved.map((l) => ({ from: l["from"], to: l["to"], reason: l["reason"], stranded: l["stranded"] })),
+          describeState()
+        ).toEqual([{ from: address, to: address, reason: "shard-lost", stranded: [] }])
+        expect(lines.filter((l) => l["type"] === "item.placed").length).toBe(2)
+        expect(result._tag, JSON.stringify(result)).toBe("Completed")
+        if (result._tag === "Completed") {
+          expect(result.moves).toBe(1)
+          // The restart resumed the item's thread.
+          expect(result.threadId).toBe(String(lines.find((l) => l["type"] === "thread.ready")!["threadId"]))
+        }
+        expect(lines.some((l) => l["type"] === "thread.resumed")).toBe(true)
+        const item = yield* sql<{
+          status: string
+          moves: number
+        }>`SELECT status, moves FROM warden_cluster_items WHERE id = 'held'`
+        expect(item.map((r) => ({ status: r.status, moves: Number(r.moves) }))).toEqual([
+          { status: "completed", moves: 1 }
+        ])
+        // The refusal reached the submitter (told again by the restarted run if the first line was
+        // cut off with the stream); the restarted run's card was answered.
+        expect(
+          new Set(lines.filter((l) => l["type"] === "card.settled" && l["card"] === firstCard).map((l) => l["outcome"]))
+        ).toEqual(new Set(["refused"]))
+        expect(rows.filter((r) => r.id !== firstCard).map((r) => r.outcome)).toEqual(["accepted"])
+        expect(Invariants.check({ lines, decisions, dead: [], items: ["held"] })).toEqual([])
+        yield* runner.stop
+      }).pipe(Effect.scoped),
+    300_000
+  )
 })

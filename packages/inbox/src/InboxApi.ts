@@ -8,7 +8,16 @@
  * before anything else is looked at. What the API shows is what the approvals engine already
  * masked (card views and settlements); request values are never sent.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import {
+  HttpApi,
+  HttpApiEndpoint,
+  HttpApiError,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  OpenApi
+} from "@effect/platform"
 import { Schema } from "effect"
 import { version } from "./internal/Version.js"
 
@@ -75,7 +84,11 @@ export const ItemJson = Schema.Struct({
 export type ItemJson = typeof ItemJson.Type
 
 /** No open card, and no card settled recently, has this id. Nothing was decided. */
-export class UnknownCard extends Schema.TaggedError<UnknownCard>()("UnknownCard", { cardId: Schema.String }, HttpApiSchema.annotations({ status: 404 })) {}
+export class UnknownCard extends Schema.TaggedError<UnknownCard>()(
+  "UnknownCard",
+  { cardId: Schema.String },
+  HttpApiSchema.annotations({ status: 404 })
+) {}
 
 /** The card had already settled: this decision changed nothing; `settlement` says who decided. */
 export class AlreadySettled extends Schema.TaggedError<AlreadySettled>()(
@@ -85,13 +98,25 @@ export class AlreadySettled extends Schema.TaggedError<AlreadySettled>()(
 ) {}
 
 /** The body is not a decision (`reason` says why). Nothing was decided. */
-export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", { reason: Schema.String }, HttpApiSchema.annotations({ status: 400 })) {}
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()(
+  "InvalidDecision",
+  { reason: Schema.String },
+  HttpApiSchema.annotations({ status: 400 })
+) {}
 
 /** `always` could not be remembered (no ledger, or no scope for this card); the card stays open. */
-export class NotRemembered extends Schema.TaggedError<NotRemembered>()("NotRemembered", { reason: Schema.String }, HttpApiSchema.annotations({ status: 422 })) {}
+export class NotRemembered extends Schema.TaggedError<NotRemembered>()(
+  "NotRemembered",
+  { reason: Schema.String },
+  HttpApiSchema.annotations({ status: 422 })
+) {}
 
 /** This inbox takes no work items (`warden run`'s are given on its command line; only `warden serve` takes them). */
-export class NotAccepting extends Schema.TaggedError<NotAccepting>()("NotAccepting", { reason: Schema.String }, HttpApiSchema.annotations({ status: 405 })) {}
+export class NotAccepting extends Schema.TaggedError<NotAccepting>()(
+  "NotAccepting",
+  { reason: Schema.String },
+  HttpApiSchema.annotations({ status: 405 })
+) {}
 
 /** A work item as submitted (`warden serve`): its prompt, non-empty, at most 64 KiB. */
 export const Submission = Schema.Struct({
@@ -110,31 +135,43 @@ const cardId = HttpApiSchema.param("cardId", Schema.String)
 /** The cards, the work items, and decisions. */
 export class InboxGroup extends HttpApiGroup.make("inbox")
   .add(
-    HttpApiEndpoint.get("info", "/api/info").addSuccess(Schema.Struct({
-      /** Whether `always` is offered (the ledger is on). */
-      always: Schema.Boolean,
-      /** The server's clock (epoch ms), so a page can correct its countdowns. */
-      now: Schema.Number,
-      title: Schema.String,
-      /** Whether work items can be submitted (`POST /api/items`: `warden serve`). */
-      accepting: Schema.Boolean
-    }))
+    HttpApiEndpoint.get("info", "/api/info").addSuccess(
+      Schema.Struct({
+        /** Whether `always` is offered (the ledger is on). */
+        always: Schema.Boolean,
+        /** The server's clock (epoch ms), so a page can correct its countdowns. */
+        now: Schema.Number,
+        title: Schema.String,
+        /** Whether work items can be submitted (`POST /api/items`: `warden serve`). */
+        accepting: Schema.Boolean
+      })
+    )
   )
-  .add(HttpApiEndpoint.get("cards", "/api/cards").addSuccess(Schema.Struct({ cards: Schema.Array(CardBrief), now: Schema.Number })))
+  .add(
+    HttpApiEndpoint.get("cards", "/api/cards").addSuccess(
+      Schema.Struct({ cards: Schema.Array(CardBrief), now: Schema.Number })
+    )
+  )
   .add(HttpApiEndpoint.get("card")`/api/cards/${cardId}`.addSuccess(CardFull).addError(UnknownCard))
   .add(
     HttpApiEndpoint.post("decide")`/api/cards/${cardId}/decision`
-      .setPayload(Schema.Struct({
-        /** `accept`, `acceptForSession`, `decline`, `cancel`, `always`, or the method's structured answer (as `--approvals stdin`). */
-        decision: Schema.Unknown
-      }))
+      .setPayload(
+        Schema.Struct({
+          /** `accept`, `acceptForSession`, `decline`, `cancel`, `always`, or the method's structured answer (as `--approvals stdin`). */
+          decision: Schema.Unknown
+        })
+      )
       .addSuccess(Schema.Struct({ settlement: SettlementJson }))
       .addError(UnknownCard)
       .addError(AlreadySettled)
       .addError(InvalidDecision)
       .addError(NotRemembered)
   )
-  .add(HttpApiEndpoint.get("items", "/api/items").addSuccess(Schema.Struct({ items: Schema.Array(ItemJson), now: Schema.Number })))
+  .add(
+    HttpApiEndpoint.get("items", "/api/items").addSuccess(
+      Schema.Struct({ items: Schema.Array(ItemJson), now: Schema.Number })
+    )
+  )
   .add(
     HttpApiEndpoint.post("submit", "/api/items")
       .setPayload(Submission)
@@ -142,8 +179,7 @@ export class InboxGroup extends HttpApiGroup.make("inbox")
       .addSuccess(Schema.Struct({ item: Schema.Union(Schema.String, Schema.Number) }), { status: 202 })
       .addError(NotAccepting)
   )
-  .middleware(Authorization)
-{}
+  .middleware(Authorization) {}
 
 /**
  * The event stream: `text/event-stream`, one event per card or work-item change (`card.opened`,
@@ -161,5 +197,7 @@ export class InboxApi extends HttpApi.make("warden-inbox")
   .add(StreamGroup)
   .annotate(OpenApi.Title, "Warden web inbox")
   .annotate(OpenApi.Version, version)
-  .annotate(OpenApi.Description, "Answer Warden's approval cards over HTTP. Every route needs the access token printed at start (header X-Warden-Token; the event stream also takes ?token=).")
-{}
+  .annotate(
+    OpenApi.Description,
+    "Answer Warden's approval cards over HTTP. Every route needs the access token printed at start (header X-Warden-Token; the event stream also takes ?token=)."
+  ) {}

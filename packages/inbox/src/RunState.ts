@@ -16,12 +16,7 @@ import { Cause, Exit } from "effect"
  * How a work item ended, as reported in `item.finished.status` and `run.finished.items`: its last
  * turn's status, or why it failed (`WorkItemFailed`'s reasons, one list kept in the supervisor).
  */
-export type ItemStatus =
-  | "completed"
-  | "interrupted"
-  | "failed"
-  | Errors.WorkItemFailed["reason"]
-  | (string & {})
+export type ItemStatus = "completed" | "interrupted" | "failed" | Errors.WorkItemFailed["reason"] | (string & {})
 
 /** A work item that has not ended: waiting for a slot, or running. */
 export type LiveStatus = "queued" | "running"
@@ -115,7 +110,10 @@ export interface ItemOutcome {
 
 /** How a work item's exit reads: its status, thread, final message and error. */
 export const outcomeOf = (
-  exit: Exit.Exit<WorkItem.WorkResult, { readonly reason: string; readonly message: string; readonly threadId: string | undefined }>
+  exit: Exit.Exit<
+    WorkItem.WorkResult,
+    { readonly reason: string; readonly message: string; readonly threadId: string | undefined }
+  >
 ): ItemOutcome => {
   if (Exit.isSuccess(exit)) {
     const result = exit.value
@@ -124,12 +122,22 @@ export const outcomeOf = (
   }
   const failure = Cause.failureOption(exit.cause)
   if (failure._tag === "Some") {
-    return { status: failure.value.reason, threadId: failure.value.threadId, finalMessage: undefined, error: failure.value.message }
+    return {
+      status: failure.value.reason,
+      threadId: failure.value.threadId,
+      finalMessage: undefined,
+      error: failure.value.message
+    }
   }
   if (Cause.isInterruptedOnly(exit.cause)) {
     return { status: "interrupted", threadId: undefined, finalMessage: undefined, error: "the work item was stopped" }
   }
-  return { status: "failed", threadId: undefined, finalMessage: undefined, error: Cause.pretty(exit.cause).split("\n")[0] }
+  return {
+    status: "failed",
+    threadId: undefined,
+    finalMessage: undefined,
+    error: Cause.pretty(exit.cause).split("\n")[0]
+  }
 }
 
 const record = Json.asRecord
@@ -168,7 +176,11 @@ const activityOfItem = (item: Record<string, unknown>): string => {
 }
 
 const itemOf = (state: RunState, id: string | number | undefined): ItemState | undefined =>
-  typeof id === "number" ? state.items[id] : typeof id === "string" && /^\d+$/.test(id) ? state.items[Number(id)] : undefined
+  typeof id === "number"
+    ? state.items[id]
+    : typeof id === "string" && /^\d+$/.test(id)
+      ? state.items[Number(id)]
+      : undefined
 
 const waitingActivity = (state: RunState, item: ItemState): string | undefined => {
   const ids = [...state.openCards.values()].filter((c) => itemOf(state, c.workItem) === item).map((c) => c.id)
@@ -195,7 +207,7 @@ export const applyItemEvent = (
     item.finalMessage = outcome.finalMessage
     item.error = outcome.error
     item.finishedAt = now
-    item.activity = outcome.status === "completed" ? "done" : outcome.error ?? outcome.status
+    item.activity = outcome.status === "completed" ? "done" : (outcome.error ?? outcome.status)
     return true
   }
   const work = event.event
@@ -314,7 +326,8 @@ export const applyApprovalEvent = (state: RunState, event: ApprovalEvent.Approva
         state.outcomes.set(index, counts)
       }
       const item = itemOf(state, card.workItem)
-      if (item && item.finishedAt === undefined) item.activity = waitingActivity(state, item) ?? `card ${card.id} ${event.settlement.outcome}`
+      if (item && item.finishedAt === undefined)
+        item.activity = waitingActivity(state, item) ?? `card ${card.id} ${event.settlement.outcome}`
       return
     }
     case "LateDecision":

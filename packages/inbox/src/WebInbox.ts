@@ -32,7 +32,9 @@ export { DefaultLimits, newToken, tokenMatches, WebInboxError } from "./internal
  * Remembers an allow scoped to what the card asked (the CLI gives the ledger's `rememberAlways`);
  * Left: why nothing was remembered.
  */
-export type RememberAlways = (card: Card.CardView) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
+export type RememberAlways = (
+  card: Card.CardView
+) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
 
 /** How to run the web inbox. */
 export interface WebInboxConfig {
@@ -134,7 +136,10 @@ export const publicOrigin: (text: string) => Either.Either<string, string> = Add
  * every event stream). Fails with `WebInboxError` when the address is not loopback and
  * `allowRemote` is not set, or cannot be bound, or `publicUrl` is not one.
  */
-export const make: (supervisor: Supervisor.SupervisorShape, config?: WebInboxConfig) => Effect.Effect<WebInbox, Server.WebInboxError, Scope.Scope> = Server.make
+export const make: (
+  supervisor: Supervisor.SupervisorShape,
+  config?: WebInboxConfig
+) => Effect.Effect<WebInbox, Server.WebInboxError, Scope.Scope> = Server.make
 
 /**
  * {@link make} as a layer over the `Supervisor` service: mount the inbox on your own supervisor.
@@ -154,5 +159,10 @@ export const make: (supervisor: Supervisor.SupervisorShape, config?: WebInboxCon
  * })
  * ```
  */
-export const layer = (config: WebInboxConfig = {}): Layer.Layer<WebInboxService, Server.WebInboxError, Supervisor.Supervisor> =>
-  Layer.scoped(WebInboxService, Effect.flatMap(Supervisor.Supervisor, (supervisor) => make(supervisor, config)))
+export const layer = (
+  config: WebInboxConfig = {}
+): Layer.Layer<WebInboxService, Server.WebInboxError, Supervisor.Supervisor> =>
+  Layer.scoped(
+    WebInboxService,
+    Effect.flatMap(Supervisor.Supervisor, (supervisor) => make(supervisor, config))
+  )

@@ -25,15 +25,34 @@ describe("signed links", () => {
     const segments = path.split("/").slice(2)
     assert.strictEqual(signer.check(segments, 0, false)._tag, "Valid")
     const [card, decision, expires, nonce, signature] = segments as [string, string, string, string, string]
-    assert.strictEqual(signer.check([card, decision, expires, nonce, signature + "="], 0, false)._tag, "Forged", "padding")
-    assert.strictEqual(signer.check([card, decision, expires, nonce, signature.replace(/-/g, "+").replace(/_/g, "/")], 0, false)._tag, signature.match(/[-_]/) ? "Forged" : "Valid", "base64 alphabet")
-    assert.strictEqual(signer.check([card, decision, "0" + expires, nonce, signature], 0, false)._tag, "Forged", "a leading zero in the expiry")
+    assert.strictEqual(
+      signer.check([card, decision, expires, nonce, signature + "="], 0, false)._tag,
+      "Forged",
+      "padding"
+    )
+    assert.strictEqual(
+      signer.check([card, decision, expires, nonce, signature.replace(/-/g, "+").replace(/_/g, "/")], 0, false)._tag,
+      signature.match(/[-_]/) ? "Forged" : "Valid",
+      "base64 alphabet"
+    )
+    assert.strictEqual(
+      signer.check([card, decision, "0" + expires, nonce, signature], 0, false)._tag,
+      "Forged",
+      "a leading zero in the expiry"
+    )
     // The last character carries 2 spare bits in base64url of 32 bytes: a different one decodes the same.
     const last = signature.at(-1)!
     const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     const sibling = alphabet[(alphabet.indexOf(last) & ~3) | ((alphabet.indexOf(last) + 1) & 3)]!
-    assert.deepStrictEqual(Buffer.from(signature.slice(0, -1) + sibling, "base64url"), Buffer.from(signature, "base64url"))
-    assert.strictEqual(signer.check([card, decision, expires, nonce, signature.slice(0, -1) + sibling], 0, false)._tag, "Forged", "spare bits")
+    assert.deepStrictEqual(
+      Buffer.from(signature.slice(0, -1) + sibling, "base64url"),
+      Buffer.from(signature, "base64url")
+    )
+    assert.strictEqual(
+      signer.check([card, decision, expires, nonce, signature.slice(0, -1) + sibling], 0, false)._tag,
+      "Forged",
+      "spare bits"
+    )
     assert.strictEqual(signer.check(segments, 0, false)._tag, "Valid")
   })
 })

@@ -110,7 +110,8 @@ export const fromView = (view: CardTypes.CardView): CardFacts => {
       }
       case "fileChange": {
         const paths = summary.changes.map((c): PathFact => ({ path: c.path, kind: c.kind }))
-        const cut = paths.some((p) => p.kind === Card.OmittedChanges || endsCut(p.path)) ||
+        const cut =
+          paths.some((p) => p.kind === Card.OmittedChanges || endsCut(p.path)) ||
           (summary.grantRoot !== undefined && endsCut(summary.grantRoot))
         return {
           kind: "fileChange",
@@ -140,14 +141,26 @@ export const fromView = (view: CardTypes.CardView): CardFacts => {
       case "mcpToolCall":
         return {
           kind: "mcpToolCall",
-          mcp: { server: summary.server, tool: summary.tool, toolCall: true, noFields: view.offers.includes("Accept"), mode: "form" },
+          mcp: {
+            server: summary.server,
+            tool: summary.tool,
+            toolCall: true,
+            noFields: view.offers.includes("Accept"),
+            mode: "form"
+          },
           complete: true,
           masked: false
         }
       case "elicitation":
         return {
           kind: "elicitation",
-          mcp: { server: summary.server, tool: undefined, toolCall: false, noFields: summary.fields.length === 0, mode: summary.mode },
+          mcp: {
+            server: summary.server,
+            tool: undefined,
+            toolCall: false,
+            noFields: summary.fields.length === 0,
+            mode: summary.mode
+          },
           complete: true,
           masked: false
         }
@@ -190,7 +203,13 @@ export const toRequest = (card: RecordedRequest): Rebuilt | undefined => {
   switch (card.method) {
     case "item/commandExecution/requestApproval":
       if (f.kind !== "command" || f.command === undefined) return undefined
-      return decoded({ threadId, turnId, itemId: "", command: f.command, ...(f.cwd !== undefined ? { cwd: f.cwd } : {}) })
+      return decoded({
+        threadId,
+        turnId,
+        itemId: "",
+        command: f.command,
+        ...(f.cwd !== undefined ? { cwd: f.cwd } : {})
+      })
     case "execCommandApproval":
       if (f.kind !== "command" || f.command === undefined) return undefined
       return decoded({
@@ -209,7 +228,12 @@ export const toRequest = (card: RecordedRequest): Rebuilt | undefined => {
       if (f.kind !== "fileChange") return undefined
       // No change map: the rules read the recorded changes (the context), as they read a fileChange item's.
       return decoded(
-        { conversationId: threadId, callId: "", fileChanges: null, ...(f.grantRoot !== undefined ? { grantRoot: f.grantRoot } : {}) },
+        {
+          conversationId: threadId,
+          callId: "",
+          fileChanges: null,
+          ...(f.grantRoot !== undefined ? { grantRoot: f.grantRoot } : {})
+        },
         { fileChanges: f.paths ?? [] }
       )
     case "item/permissions/requestApproval":
@@ -225,7 +249,9 @@ export const toRequest = (card: RecordedRequest): Rebuilt | undefined => {
         mode: m.mode,
         message: "",
         requestedSchema: { type: "object", properties: m.noFields ? {} : { content: { type: "string" } } },
-        _meta: m.toolCall ? { codex_approval_kind: "mcp_tool_call", ...(m.tool !== undefined ? { tool_name: m.tool } : {}) } : null
+        _meta: m.toolCall
+          ? { codex_approval_kind: "mcp_tool_call", ...(m.tool !== undefined ? { tool_name: m.tool } : {}) }
+          : null
       })
     }
     default:

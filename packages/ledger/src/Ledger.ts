@@ -185,7 +185,10 @@ export interface LedgerShape {
    * Late decisions (an answer that came after its card had settled), of a run or a card, oldest
    * first. Fails with `LedgerError` (`Sql`).
    */
-  readonly lateDecisions: (filter?: { readonly runId?: string; readonly cardId?: string }) => Effect.Effect<ReadonlyArray<Records.LateDecisionRecord>, LedgerError>
+  readonly lateDecisions: (filter?: {
+    readonly runId?: string
+    readonly cardId?: string
+  }) => Effect.Effect<ReadonlyArray<Records.LateDecisionRecord>, LedgerError>
   /**
    * A run's cards counted by how they ended (every card: open, settled once, or stranded once).
    * Fails with `LedgerError` (`Sql`).
@@ -277,7 +280,9 @@ export interface LedgerShape {
    * The rules in force now, oldest first (or, with `all`, every rule ever remembered, revoked and
    * expired ones too). Fails with `LedgerError` (`Sql`).
    */
-  readonly rememberedRules: (options?: Queries.RuleListOptions) => Effect.Effect<ReadonlyArray<Remembered.RememberedRule>, LedgerError>
+  readonly rememberedRules: (
+    options?: Queries.RuleListOptions
+  ) => Effect.Effect<ReadonlyArray<Remembered.RememberedRule>, LedgerError>
   /**
    * Revoke a rule and return it, kept with who revoked it and when; revoking it again changes
    * nothing (the first revocation stands). Fails with `LedgerError`: `NotFound` when no rule has
@@ -319,12 +324,19 @@ export interface LedgerOptions extends Writer.WriterOptions {
  * The audit file, open for appending until the scope closes (after the writer: opened before it),
  * and what appends a written slice's card events to it.
  */
-const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>, LedgerError, Scope.Scope> =>
+const openAudit = (
+  path: string
+): Effect.Effect<(ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>, LedgerError, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
       Effect.try({
         try: () => Fs.openSync(path, "a", 0o600),
-        catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot append to the audit file ${path}: ${describeCause(cause)}`, cause })
+        catch: (cause) =>
+          new LedgerError({
+            reason: "Open",
+            detail: `cannot append to the audit file ${path}: ${describeCause(cause)}`,
+            cause
+          })
       }),
       (fd) => Effect.sync(() => Fs.closeSync(fd))
     ),
@@ -332,7 +344,8 @@ const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.O
       Effect.suspend(() => {
         let text = ""
         for (const op of ops) {
-          if (op._tag === "Event" && op.event._tag === "Approval") text += JSON.stringify(Projection.auditRecord(op.event.event)) + "\n"
+          if (op._tag === "Event" && op.event._tag === "Approval")
+            text += JSON.stringify(Projection.auditRecord(op.event.event)) + "\n"
         }
         if (text === "") return Effect.void
         try {
@@ -352,14 +365,23 @@ const openAudit = (path: string): Effect.Effect<(ops: ReadonlyArray<Projection.O
  * `LedgerError` of reason `Migration` when the schema cannot be brought up to date. Most embedders
  * want `layerSqlite` (or `layer`) instead.
  */
-export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> =>
-  Effect.gen(function*() {
+export const make = (
+  options: LedgerOptions = {}
+): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
     /** A write another process may find locked: tried again asynchronously (`lockTimeout`). */
     const writing = <A>(effect: Effect.Effect<A, LedgerError>) => Busy.retry(effect, lockTimeout)
     yield* Migrations.run({ timeout: lockTimeout }).pipe(
-      Effect.mapError((cause) => new LedgerError({ reason: "Migration", detail: `could not bring the schema up to date: ${describeCause(cause)}`, cause }))
+      Effect.mapError(
+        (cause) =>
+          new LedgerError({
+            reason: "Migration",
+            detail: `could not bring the schema up to date: ${describeCause(cause)}`,
+            cause
+          })
+      )
     )
     const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()
@@ -386,12 +408,14 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
         Effect.flatMap(restore(Queue.takeBetween(queue, 1, 4096)), (chunk) =>
           Effect.sync(() => {
             for (const a of chunk) record(a)
-          }))
+          })
+        )
       ),
       drain: Effect.flatMap(Queue.takeAll(queue), (chunk) =>
         Effect.sync(() => {
           for (const a of chunk) record(a)
-        }))
+        })
+      )
     })
     const startPump = (f: Feed) => FiberSet.run(pumps, Effect.forever(f.take))
     // Attaching, flushing and closing take turns: each stops the pumps, or starts them, whole.
@@ -400,7 +424,7 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
      * Everything the attached sources published so far is recorded, in order: the pumps are
      * stopped (each records the chunk it holds first), then what is left in their queues is drained.
      */
-    const quiesce = Effect.gen(function*() {
+    const quiesce = Effect.gen(function* () {
       yield* FiberSet.clear(pumps)
       for (const f of feeds) yield* f.drain
     })
@@ -428,20 +452,23 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
             resumedFrom: Store.optionalId(info.resumedFrom)
           }
         })
-        const record = (event: LedgerEvent): boolean => isRecorded(event) ? offer({ _tag: "Event", runId, at: now(), event }) : true
+        const record = (event: LedgerEvent): boolean =>
+          isRecorded(event) ? offer({ _tag: "Event", runId, at: now(), event }) : true
         const attach = (source: EventSource): Effect.Effect<void> =>
-          lock.withPermits(1)(Effect.gen(function*() {
-            const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
-            const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
-            const added = [
-              feed(supervisorEvents, (event: Supervisor.SupervisorEvent) => record({ _tag: "Supervisor", event })),
-              feed(approvalEvents, (event: ApprovalEvent.ApprovalEvent) => record({ _tag: "Approval", event }))
-            ]
-            for (const f of added) {
-              feeds.push(f)
-              yield* startPump(f)
-            }
-          }))
+          lock.withPermits(1)(
+            Effect.gen(function* () {
+              const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
+              const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
+              const added = [
+                feed(supervisorEvents, (event: Supervisor.SupervisorEvent) => record({ _tag: "Supervisor", event })),
+                feed(approvalEvents, (event: ApprovalEvent.ApprovalEvent) => record({ _tag: "Approval", event }))
+              ]
+              for (const f of added) {
+                feeds.push(f)
+                yield* startPump(f)
+              }
+            })
+          )
         return { id: runId, record, attach, end: endRun(runId, "ended") }
       })
 
@@ -449,11 +476,13 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
     // still open, then let the writer write everything queued. Runs before the subscriptions'
     // scope, the pumps' set and the writer's fiber are closed (they were made before it).
     yield* Effect.addFinalizer(() =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        yield* quiesce
-        for (const runId of Array.from(live)) yield* endRun(runId, "ended")
-        yield* writer.close
-      }))
+      lock.withPermits(1)(
+        Effect.gen(function* () {
+          yield* quiesce
+          for (const runId of Array.from(live)) yield* endRun(runId, "ended")
+          yield* writer.close
+        })
+      )
     )
 
     /** Record what the attached sources published so far, restart their pumps, wait for the writer. */
@@ -464,7 +493,12 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
 
     const guardDead = (runId: string) =>
       live.has(runId)
-        ? Effect.fail(new LedgerError({ reason: "LiveRun", detail: `run ${runId} is being recorded by this ledger; its open cards are not stranded` }))
+        ? Effect.fail(
+            new LedgerError({
+              reason: "LiveRun",
+              detail: `run ${runId} is being recorded by this ledger; its open cards are not stranded`
+            })
+          )
         : Effect.void
 
     return {
@@ -474,11 +508,18 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
       failures: Stream.fromPubSub(writer.failures),
       subscribeFailures: writer.failures.subscribe,
       ...Queries.reads(sql, now),
-      markStranded: (runId) => Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
+      markStranded: (runId) =>
+        Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
       markStrandedItem: (runId, item) =>
-        Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now())))),
+        Effect.zipRight(
+          guardDead(runId),
+          writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now())))
+        ),
       recover: (deadRunId, intoRunId) =>
-        Effect.zipRight(guardDead(deadRunId), writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now())))),
+        Effect.zipRight(
+          guardDead(deadRunId),
+          writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now())))
+        ),
       prune: (before) => writing(Effect.suspend(() => Queries.prune(sql, before))),
       remember: (input) => writing(Effect.suspend(() => Queries.remember(sql, input, now()))),
       revoke: (ruleId, by) => writing(Effect.suspend(() => Queries.revoke(sql, ruleId, by, now())))
@@ -491,7 +532,8 @@ export const make = (options: LedgerOptions = {}): Effect.Effect<LedgerShape, Le
  * It sets no pragmas (only `layerSqlite` does). Building it fails with `LedgerError` of reason
  * `Migration` when the schema cannot be brought up to date.
  */
-export const layer = (options: LedgerOptions = {}): Layer.Layer<Ledger, LedgerError, SqlClient.SqlClient> => Layer.scoped(Ledger, make(options))
+export const layer = (options: LedgerOptions = {}): Layer.Layer<Ledger, LedgerError, SqlClient.SqlClient> =>
+  Layer.scoped(Ledger, make(options))
 
 /** Where `layerSqlite` keeps the ledger, and how its writer writes (`LedgerOptions`). */
 export interface SqliteOptions extends LedgerOptions {
@@ -531,7 +573,9 @@ const makeDirectories = (dir: string): void => {
       Fs.mkdirSync(d, { mode: 0o700 })
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST" || !Fs.statSync(d).isDirectory()) {
-        throw new Error(`cannot make the directory ${d} (${(error as NodeJS.ErrnoException).code ?? String(error)}): not a place for files`)
+        throw new Error(
+          `cannot make the directory ${d} (${(error as NodeJS.ErrnoException).code ?? String(error)}): not a place for files`
+        )
       }
     }
   }
@@ -576,7 +620,7 @@ const makeDirectories = (dir: string): void => {
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerError> =>
   Layer.scoped(
     Ledger,
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const filename = Path.resolve(options.filename)
       yield* Effect.try({
         try: () => {
@@ -587,7 +631,8 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
           Fs.closeSync(Fs.openSync(filename, "a", 0o600))
           if (!Fs.statSync(filename).isFile()) throw new Error("it is not a regular file")
         },
-        catch: (cause) => new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
+        catch: (cause) =>
+          new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
       })
       const openFailed = (cause: unknown) =>
         Integrity.isCorrupt(cause)
@@ -604,7 +649,10 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
       // An unprepared statement's prepare throws outside the client's error handling: a defect.
       const opening = <A, E>(effect: Effect.Effect<A, E>) =>
-        effect.pipe(Effect.mapError(openFailed), Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause))))
+        effect.pipe(
+          Effect.mapError(openFailed),
+          Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause)))
+        )
       // No busy timeout: better-sqlite3 would wait for another process's lock synchronously, on the
       // event loop (5 s by default). A busy answer comes back at once and is waited for here, and in
       // the writer, asynchronously (`Busy.retry`, up to `lockTimeout`).

@@ -25,12 +25,20 @@ import * as Migrations from "./Migrations.js"
 import * as Queries from "./internal/Queries.js"
 
 /** What a read-only ledger offers: the audit, recovery and remembered-rule reads of `LedgerShape`. */
-export interface LedgerReaderShape extends
-  Pick<
+export interface LedgerReaderShape
+  extends Pick<
     LedgerShape,
-    "runs" | "workItems" | "threads" | "turns" | "cards" | "lateDecisions" | "accounting" | "unfinishedItems" | "openCards" | "rememberedRules"
-  >
-{}
+    | "runs"
+    | "workItems"
+    | "threads"
+    | "turns"
+    | "cards"
+    | "lateDecisions"
+    | "accounting"
+    | "unfinishedItems"
+    | "openCards"
+    | "rememberedRules"
+  > {}
 
 /** The read-only ledger's tag, provided by `layerSqlite`. */
 export class LedgerReader extends Context.Tag("@warden/ledger/LedgerReader")<LedgerReader, LedgerReaderShape>() {}
@@ -42,10 +50,19 @@ export const schemaVersion: number = Math.max(...Object.keys(Migrations.migratio
  * The reads on the `SqlClient` in context, once its schema is checked (never migrated). Fails with
  * `LedgerError` of reason `Migration` when the schema is older than this code's (or absent).
  */
-export const make: Effect.Effect<LedgerReaderShape, LedgerError, SqlClient.SqlClient> = Effect.gen(function*() {
+export const make: Effect.Effect<LedgerReaderShape, LedgerError, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ readonly id: unknown }>`SELECT max(migration_id) AS id FROM ${sql(Migrations.MigrationsTable)}`.pipe(
-    Effect.mapError((cause) => new LedgerError({ reason: "Migration", detail: `not a ledger Warden can read (${describeCause(cause)})`, cause }))
+  const rows = yield* sql<{
+    readonly id: unknown
+  }>`SELECT max(migration_id) AS id FROM ${sql(Migrations.MigrationsTable)}`.pipe(
+    Effect.mapError(
+      (cause) =>
+        new LedgerError({
+          reason: "Migration",
+          detail: `not a ledger Warden can read (${describeCause(cause)})`,
+          cause
+        })
+    )
   )
   const at = Number(rows[0]?.id ?? 0)
   if (!(at >= schemaVersion)) {
@@ -70,9 +87,14 @@ const checkReadable = (filename: string): Effect.Effect<void, LedgerError> =>
     },
     catch: (cause) => {
       const code = errnoOf(cause)
-      if (code === "ENOENT" || code === "ENOTDIR") return new LedgerError({ reason: "NotFound", detail: `no ledger at ${filename}`, cause })
+      if (code === "ENOENT" || code === "ENOTDIR")
+        return new LedgerError({ reason: "NotFound", detail: `no ledger at ${filename}`, cause })
       if (code === "EACCES" || code === "EPERM") {
-        return new LedgerError({ reason: "Permission", detail: `permission denied: you may not read ${filename}`, cause })
+        return new LedgerError({
+          reason: "Permission",
+          detail: `permission denied: you may not read ${filename}`,
+          cause
+        })
       }
       return new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause })
     }
@@ -80,13 +102,18 @@ const checkReadable = (filename: string): Effect.Effect<void, LedgerError> =>
 
 /** A read-only SQLite client on `filename`, its schema checked by a first query (so a failed open shows here). */
 const openReadOnly = (filename: string): Effect.Effect<SqliteClient.SqliteClient, LedgerError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const client = yield* SqliteClient.make({ filename, readonly: true, disableWAL: true }).pipe(
       Effect.provide(Reactivity.layer),
-      Effect.catchAllDefect((cause) => new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause }))
+      Effect.catchAllDefect(
+        (cause) =>
+          new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause })
+      )
     )
     const readFailed = (cause: unknown) =>
-      Integrity.isCorrupt(cause) ? Integrity.corrupt(filename, cause) : new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause })
+      Integrity.isCorrupt(cause)
+        ? Integrity.corrupt(filename, cause)
+        : new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause })
     // The first read opens the WAL index (`-shm`): where it cannot be made, this fails.
     yield* client`SELECT count(*) AS n FROM sqlite_master`.pipe(Effect.mapError(readFailed))
     // A damaged file is refused as `warden run` refuses it (Ledger.layerSqlite).
@@ -126,7 +153,11 @@ const privateCopy = (filename: string): Effect.Effect<string, LedgerError, Scope
       },
       catch: (cause) =>
         errnoOf(cause) === "EACCES"
-          ? new LedgerError({ reason: "Permission", detail: `permission denied: you may not read ${filename} (or its -wal file)`, cause })
+          ? new LedgerError({
+              reason: "Permission",
+              detail: `permission denied: you may not read ${filename} (or its -wal file)`,
+              cause
+            })
           : new LedgerError({ reason: "Open", detail: `cannot read ${filename}: ${describeCause(cause)}`, cause })
     }),
     (copy) => Effect.sync(() => Fs.rmSync(Path.dirname(copy), { recursive: true, force: true }))
@@ -153,14 +184,23 @@ const privateCopy = (filename: string): Effect.Effect<string, LedgerError, Scope
 export const layerSqlite = (options: { readonly filename: string }): Layer.Layer<LedgerReader, LedgerError> =>
   Layer.scoped(
     LedgerReader,
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const filename = Path.resolve(options.filename)
       yield* checkReadable(filename)
       // In place; else (no -shm index can be made beside it) from a private copy.
       const client = yield* openReadOnly(filename).pipe(
-        Effect.catchIf((e) => e.reason !== "Corrupt", () =>
-          Effect.flatMap(privateCopy(filename), (copy) =>
-            openReadOnly(copy).pipe(Effect.mapError((e) => new LedgerError({ reason: e.reason, detail: e.detail.replaceAll(copy, filename), cause: e.cause })))))
+        Effect.catchIf(
+          (e) => e.reason !== "Corrupt",
+          () =>
+            Effect.flatMap(privateCopy(filename), (copy) =>
+              openReadOnly(copy).pipe(
+                Effect.mapError(
+                  (e) =>
+                    new LedgerError({ reason: e.reason, detail: e.detail.replaceAll(copy, filename), cause: e.cause })
+                )
+              )
+            )
+        )
       )
       return yield* make.pipe(Effect.provideService(SqlClient.SqlClient, client))
     })

@@ -18,7 +18,7 @@ import * as Busy from "./internal/Busy.js"
  */
 export const MigrationsTable = "ledger_migrations"
 
-const initial = Effect.gen(function*() {
+const initial = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE ledger_runs (
     run_id text PRIMARY KEY,
@@ -153,14 +153,14 @@ const initial = Effect.gen(function*() {
 })
 
 /** Where a person's decision came from (`terminal`, `stdin`, `web`, `link`), beside its source. */
-const channel = Effect.gen(function*() {
+const channel = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE ledger_settlements ADD COLUMN channel text`
   yield* sql`ALTER TABLE ledger_late_decisions ADD COLUMN channel text`
 })
 
 /** The worktree a work item ran in (`WorkItem.worktree`), so that `warden resume` takes it up again. */
-const worktree = Effect.gen(function*() {
+const worktree = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE ledger_work_items ADD COLUMN worktree_branch text`
   yield* sql`ALTER TABLE ledger_work_items ADD COLUMN worktree_path text`
@@ -170,7 +170,7 @@ const worktree = Effect.gen(function*() {
  * Records that could not be written (the database stayed locked, or the write failed), counted on
  * their run once it can be written again, beside `dropped_events` (a full queue).
  */
-const lostEvents = Effect.gen(function*() {
+const lostEvents = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE ledger_runs ADD COLUMN lost_events integer NOT NULL DEFAULT 0`
 })
@@ -234,7 +234,7 @@ const lock = (sql: SqlClient.SqlClient) =>
 export const run = (
   options: { readonly timeout?: Duration.DurationInput } = {}
 ): Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, MigrationFailed | SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const timeout = options.timeout ?? Busy.DefaultTimeout
     yield* Busy.retry(
@@ -258,18 +258,21 @@ export const run = (
     const newest = ordered[ordered.length - 1]?.id ?? 0
     if ((yield* latest(sql)) >= newest) return []
     return yield* Busy.retry(
-      sql.withTransaction(Effect.gen(function*() {
-        yield* lock(sql)
-        const applied = yield* latest(sql)
-        const ran: Array<readonly [number, string]> = []
-        for (const m of ordered) {
-          if (m.id <= applied) continue
-          yield* Effect.mapError(m.effect, (cause) => new MigrationFailed({ id: m.id, name: m.name, cause }))
-          yield* sql`INSERT INTO ${sql(MigrationsTable)} (migration_id, name) VALUES (${m.id}, ${m.name})`.withoutTransform
-          ran.push([m.id, m.name])
-        }
-        return ran
-      })),
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* lock(sql)
+          const applied = yield* latest(sql)
+          const ran: Array<readonly [number, string]> = []
+          for (const m of ordered) {
+            if (m.id <= applied) continue
+            yield* Effect.mapError(m.effect, (cause) => new MigrationFailed({ id: m.id, name: m.name, cause }))
+            yield* sql`INSERT INTO ${sql(MigrationsTable)} (migration_id, name) VALUES (${m.id}, ${m.name})`
+              .withoutTransform
+            ran.push([m.id, m.name])
+          }
+          return ran
+        })
+      ),
       timeout
     )
   })

@@ -40,12 +40,17 @@ export const MaxWordLength = 500
 export const MaxPathLength = 1_024
 
 const Word = Schema.String.pipe(
-  Schema.filter((w) => w.length > 0 && w.length <= MaxWordLength && !w.includes("\u0000") ? undefined : `a word must be 1 to ${MaxWordLength} characters, no NUL`)
+  Schema.filter((w) =>
+    w.length > 0 && w.length <= MaxWordLength && !w.includes("\u0000")
+      ? undefined
+      : `a word must be 1 to ${MaxWordLength} characters, no NUL`
+  )
 )
 
 const Root = Schema.String.pipe(
   Schema.filter((p) => {
-    if (!p.startsWith("/") || p.includes("\u0000") || p.length > MaxPathLength) return "must be an absolute path (starting with /), no NUL"
+    if (!p.startsWith("/") || p.includes("\u0000") || p.length > MaxPathLength)
+      return "must be an absolute path (starting with /), no NUL"
     if (p.split("/").includes("..") || p.split("/").includes(".")) return "must not contain . or .. segments"
     if (posix.normalize(p).replace(/\/+$/, "") === "") return "must not be / (that would allow everything)"
     return undefined
@@ -53,7 +58,9 @@ const Root = Schema.String.pipe(
 )
 
 const NonEmpty = Schema.String.pipe(
-  Schema.filter((s) => (s.length > 0 && s.length <= 200 && !s.includes("\u0000") ? undefined : "must be 1 to 200 characters, no NUL"))
+  Schema.filter((s) =>
+    s.length > 0 && s.length <= 200 && !s.includes("\u0000") ? undefined : "must be 1 to 200 characters, no NUL"
+  )
 )
 
 /**
@@ -169,18 +176,26 @@ const formatIssues = (error: ParseResult.ParseError): string =>
  */
 export const validateScope = (input: unknown): Either.Either<RememberedScope, string> =>
   Either.flatMap(
-    Either.mapLeft(Schema.decodeUnknownEither(RememberedScope, { onExcessProperty: "error", errors: "all" })(input), formatIssues),
+    Either.mapLeft(
+      Schema.decodeUnknownEither(RememberedScope, { onExcessProperty: "error", errors: "all" })(input),
+      formatIssues
+    ),
     (scope): Either.Either<RememberedScope, string> => {
       // A masked value (`•••`) stands for a secret that is not there: a rule naming it matches nothing.
-      if (JSON.stringify(scope).includes(SecretMask.Mask)) return Either.left("it holds a masked value (a secret was there), which no request could match")
+      if (JSON.stringify(scope).includes(SecretMask.Mask))
+        return Either.left("it holds a masked value (a secret was there), which no request could match")
       const secret = "it holds a value that looks secret; a remembered rule never stores one"
       switch (scope._tag) {
         case "Command": {
           const masked = SecretMask.maskArgv(scope.argv)
-          return masked.length === scope.argv.length && masked.every((w, i) => w === scope.argv[i]) ? Either.right(scope) : Either.left(`the command cannot be remembered: ${secret}`)
+          return masked.length === scope.argv.length && masked.every((w, i) => w === scope.argv[i])
+            ? Either.right(scope)
+            : Either.left(`the command cannot be remembered: ${secret}`)
         }
         case "Path":
-          return SecretMask.maskText(scope.root) === scope.root ? Either.right(scope) : Either.left(`the path cannot be remembered: ${secret}`)
+          return SecretMask.maskText(scope.root) === scope.root
+            ? Either.right(scope)
+            : Either.left(`the path cannot be remembered: ${secret}`)
         case "Mcp":
           return SecretMask.maskText(scope.server) === scope.server && SecretMask.maskText(scope.tool) === scope.tool
             ? Either.right(scope)
@@ -260,7 +275,8 @@ const simpleArgv = (line: string | undefined): ReadonlyArray<string> | undefined
   return u.simple ? u.argv : undefined
 }
 
-const sameWords = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => a.length === b.length && a.every((w, i) => w === b[i])
+const sameWords = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((w, i) => w === b[i])
 
 /**
  * The remembered rule that allows this request at `now`, if any. Pure, synchronous and linear in
@@ -358,7 +374,12 @@ const cleanAbsolute = (p: string): boolean => p.startsWith("/") && !p.includes("
 
 /** The deepest directory all `paths` (normalised) lie under or are. */
 const commonRoot = (paths: ReadonlyArray<string>): string => {
-  const split = paths.map((p) => posix.resolve(p).split("/").filter((s) => s.length > 0))
+  const split = paths.map((p) =>
+    posix
+      .resolve(p)
+      .split("/")
+      .filter((s) => s.length > 0)
+  )
   const first = split[0] ?? []
   let n = first.length
   for (const parts of split) {
@@ -390,11 +411,18 @@ const legacyPaths = (fileChanges: unknown): ReadonlyArray<string> | "unreadable"
   return out.length > 0 ? out : undefined
 }
 
-const filesRoot = (changed: ReadonlyArray<string>, grantRoot: string | null | undefined): Either.Either<string, string> => {
+const filesRoot = (
+  changed: ReadonlyArray<string>,
+  grantRoot: string | null | undefined
+): Either.Either<string, string> => {
   if (changed.length === 0) return Either.left("the changes are not known")
   if (changed.length > Policy.MaxPaths) return Either.left("too many changes to place")
-  const all = grantRoot !== undefined && grantRoot !== null ? [...changed.map(posix.dirname), grantRoot] : changed.map(posix.dirname)
-  if (!changed.every(cleanAbsolute) || !all.every(cleanAbsolute)) return Either.left("a path is relative or has a .. segment")
+  const all =
+    grantRoot !== undefined && grantRoot !== null
+      ? [...changed.map(posix.dirname), grantRoot]
+      : changed.map(posix.dirname)
+  if (!changed.every(cleanAbsolute) || !all.every(cleanAbsolute))
+    return Either.left("a path is relative or has a .. segment")
   return Either.right(commonRoot(all))
 }
 
@@ -426,7 +454,10 @@ const filesRoot = (changed: ReadonlyArray<string>, grantRoot: string | null | un
  *   })
  * ```
  */
-export const scopeFor = (request: ServerRequests.DecodedRequest, context: Card.CardContext): Either.Either<RememberedScope, string> => {
+export const scopeFor = (
+  request: ServerRequests.DecodedRequest,
+  context: Card.CardContext
+): Either.Either<RememberedScope, string> => {
   if (request._tag !== "Known" || !Policy.allowApplies(request)) {
     return Either.left("only yes/no approvals (commands, file changes, permissions, MCP tool calls) can be remembered")
   }
@@ -442,23 +473,35 @@ export const scopeFor = (request: ServerRequests.DecodedRequest, context: Card.C
       case "item/fileChange/requestApproval": {
         const changes = context.fileChanges ?? []
         if (changes.some((c) => c.kind === "omitted")) return Either.left("the change list was cut")
-        return Either.map(filesRoot(changes.map((c) => c.path), request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
+        return Either.map(
+          filesRoot(
+            changes.map((c) => c.path),
+            request.params.grantRoot
+          ),
+          (root) => ({ _tag: "Path", root, target: "files" })
+        )
       }
       case "applyPatchApproval": {
         const legacy = legacyPaths(request.params.fileChanges)
         if (legacy === "unreadable") return Either.left("too many changes to place")
         const changed = legacy ?? (context.fileChanges ?? []).map((c) => c.path)
-        return Either.map(filesRoot(changed, request.params.grantRoot), (root) => ({ _tag: "Path", root, target: "files" }))
+        return Either.map(filesRoot(changed, request.params.grantRoot), (root) => ({
+          _tag: "Path",
+          root,
+          target: "files"
+        }))
       }
       case "item/permissions/requestApproval": {
-        if (Policy.askedPathCount(request.params.permissions) > Policy.MaxPaths) return Either.left("too many paths asked")
+        if (Policy.askedPathCount(request.params.permissions) > Policy.MaxPaths)
+          return Either.left("too many paths asked")
         const read = PermissionsGrant.readRequested(request.params.permissions)
         if (Either.isLeft(read)) return Either.left("the permissions asked cannot be read")
         if (read.right.network?.enabled === true) return Either.left("network access cannot be remembered")
         const fs = read.right.fileSystem
         const paths: Array<string> = [...(fs?.read ?? []), ...(fs?.write ?? [])]
         for (const entry of fs?.entries ?? []) {
-          if (entry.path.type !== "path") return Either.left("only plain paths can be remembered (no globs, no special paths)")
+          if (entry.path.type !== "path")
+            return Either.left("only plain paths can be remembered (no globs, no special paths)")
           paths.push(entry.path.path)
         }
         if (paths.length === 0) return Either.left("nothing is asked")

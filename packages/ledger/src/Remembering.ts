@@ -29,9 +29,12 @@ export const scopeForCard = (card: Card.CardView): Either.Either<Remembered.Reme
   const facts = CardFacts.fromView(card)
   // The facts are the card's masked summary: a rule built from a masked value (`-p•••`) would
   // name the mask, never the secret, and so could never match the card it came from.
-  if (facts.masked) return Either.left("what it asks held a value that looks secret and was masked, so no rule could match it")
+  if (facts.masked)
+    return Either.left("what it asks held a value that looks secret and was masked, so no rule could match it")
   const rebuilt = CardFacts.toRequest({ method: card.method, threadId: card.threadId, turnId: card.turnId, facts })
-  return rebuilt === undefined ? Either.left("its request cannot be read back") : Remembered.scopeFor(rebuilt.request, rebuilt.context)
+  return rebuilt === undefined
+    ? Either.left("its request cannot be read back")
+    : Remembered.scopeFor(rebuilt.request, rebuilt.context)
 }
 
 /** Who answered "always", and for how long. */
@@ -57,7 +60,10 @@ export interface Remembering {
    * The cards' `remembered` lookup (`DecisionConfig.remembered`) over the snapshot: the rule in force that allows this request
    * now (`Remembered.rememberedFor`), or undefined. Synchronous, no I/O.
    */
-  readonly lookup: (request: ServerRequests.DecodedRequest, context: Card.CardContext) => { readonly ruleId: string } | undefined
+  readonly lookup: (
+    request: ServerRequests.DecodedRequest,
+    context: Card.CardContext
+  ) => { readonly ruleId: string } | undefined
   /** The rules in the snapshot (in force when loaded, plus those `always` stored since). */
   readonly rules: () => ReadonlyArray<Remembered.RememberedRule>
   /**
@@ -99,7 +105,7 @@ export interface Remembering {
  * ```
  */
 export const make = (ledger: LedgerShape, runId: string): Effect.Effect<Remembering, LedgerError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     let rules: ReadonlyArray<Remembered.RememberedRule> = yield* ledger.rememberedRules()
     const clock = yield* Effect.clock
     return {
@@ -109,9 +115,13 @@ export const make = (ledger: LedgerShape, runId: string): Effect.Effect<Remember
       },
       rules: () => rules,
       always: (card, input) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const scope = scopeForCard(card)
-          if (Either.isLeft(scope)) return yield* new LedgerError({ reason: "Invalid", detail: `card ${card.id} cannot be remembered: ${scope.left}` })
+          if (Either.isLeft(scope))
+            return yield* new LedgerError({
+              reason: "Invalid",
+              detail: `card ${card.id} cannot be remembered: ${scope.left}`
+            })
           const rule = yield* ledger.remember({
             scope: scope.right,
             author: input.author,

@@ -128,7 +128,8 @@ const Denied = new Set(["declined", "cancelled", "refused"])
 const Deciders = new Set(["rule", "remembered", "person", "handler", "safety-filter"])
 
 /** Someone decided no: a rule, a person, a handler, the safety filter. */
-const isDenial = (s: RecordedSettlement | undefined): boolean => s !== undefined && Denied.has(s.outcome) && Deciders.has(s.sourceKind)
+const isDenial = (s: RecordedSettlement | undefined): boolean =>
+  s !== undefined && Denied.has(s.outcome) && Deciders.has(s.sourceKind)
 
 /** What a replay runs with besides the candidate rules. */
 export interface ReplayOptions {
@@ -153,9 +154,10 @@ export const candidateFor = (card: RecordedCard, rules: Policy.Rules, options: R
     case "Deny":
       return { _tag: "Decline", ruleId: verdict.ruleId }
     case "NoMatch": {
-      const remembered = options.remembered === undefined || options.remembered.length === 0
-        ? undefined
-        : Remembered.rememberedFor(rebuilt.request, rebuilt.context, options.remembered, options.now ?? Date.now())
+      const remembered =
+        options.remembered === undefined || options.remembered.length === 0
+          ? undefined
+          : Remembered.rememberedFor(rebuilt.request, rebuilt.context, options.remembered, options.now ?? Date.now())
       return remembered === undefined ? { _tag: "Ask" } : { _tag: "Accept", ruleId: remembered.id, remembered: true }
     }
   }
@@ -204,7 +206,11 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
  * }) // fails with RulesFileError | LedgerError
  * ```
  */
-export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules, options: ReplayOptions = {}): Report => {
+export const replay = (
+  cards: ReadonlyArray<RecordedCard>,
+  rules: Policy.Rules,
+  options: ReplayOptions = {}
+): Report => {
   const replayed = cards.map((card): ReplayedCard => {
     const candidate = candidateFor(card, rules, options)
     return { card, candidate, change: changeOf(card, candidate), approximate: !card.facts.complete }

@@ -27,35 +27,60 @@ const secrets = {
 
 describe("masking", () => {
   it.scoped("a secret in a command, an env, a config, a tool argument or a text never reaches the database file", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const filename = Path.join(yield* tempDir, "ledger.db")
       const s = yield* script()
-      yield* Effect.gen(function*() {
+      yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         const run = yield* ledger.beginRun({
           label: `nightly with token=${secrets.github}`,
           info: { argv: ["warden", "run", "--api-key", secrets.openai, "deploy the service"] }
         })
         yield* run.attach(s.source)
-        run.record(LedgerEvent.itemSubmitted({
-          id: 1,
-          prompt: `deploy the service with OPENAI_API_KEY=${secrets.openai} please`,
-          followUps: [`then push using ${secrets.github}`],
-          cwd: "/repo",
-          config: { shell_environment_policy: { set: { AWS_SECRET_ACCESS_KEY: secrets.aws } }, apiKey: secrets.configKey }
-        }))
+        run.record(
+          LedgerEvent.itemSubmitted({
+            id: 1,
+            prompt: `deploy the service with OPENAI_API_KEY=${secrets.openai} please`,
+            followUps: [`then push using ${secrets.github}`],
+            cwd: "/repo",
+            config: {
+              shell_environment_policy: { set: { AWS_SECRET_ACCESS_KEY: secrets.aws } },
+              apiKey: secrets.configKey
+            }
+          })
+        )
         s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
-        s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: `deploy the service with OPENAI_API_KEY=${secrets.openai} please` })
+        s.work({
+          _tag: "TurnStarted",
+          item: 1,
+          threadId: "thr_1",
+          turnId: "turn_1",
+          prompt: `deploy the service with OPENAI_API_KEY=${secrets.openai} please`
+        })
 
         const curl = yield* s.open(
           "item/commandExecution/requestApproval",
-          commandParams("thr_1", "turn_1", `/bin/bash -lc 'curl -H "Authorization: Bearer ${secrets.jwt}" https://api.example.com/deploy'`)
+          commandParams(
+            "thr_1",
+            "turn_1",
+            `/bin/bash -lc 'curl -H "Authorization: Bearer ${secrets.jwt}" https://api.example.com/deploy'`
+          )
         )
-        const mysql = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", `mysql -uroot -p${secrets.mysql} shop`))
-        const env = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", `AWS_SECRET_ACCESS_KEY=${secrets.aws} aws s3 ls`))
+        const mysql = yield* s.open(
+          "item/commandExecution/requestApproval",
+          commandParams("thr_1", "turn_1", `mysql -uroot -p${secrets.mysql} shop`)
+        )
+        const env = yield* s.open(
+          "item/commandExecution/requestApproval",
+          commandParams("thr_1", "turn_1", `AWS_SECRET_ACCESS_KEY=${secrets.aws} aws s3 ls`)
+        )
         const tool = yield* s.open(
           "mcpServer/elicitation/request",
-          mcpToolCallParams("thr_1", "turn_1", "db", "login", { user: "admin", password: secrets.toolPassword, note: `bearer ${secrets.jwt}` })
+          mcpToolCallParams("thr_1", "turn_1", "db", "login", {
+            user: "admin",
+            password: secrets.toolPassword,
+            note: `bearer ${secrets.jwt}`
+          })
         )
         for (const card of [curl, mysql, env, tool]) yield* s.approvals.answer(card.id, Decision.Decline)
         yield* s.approvals.answer(curl.id, Decision.Accept) // late
@@ -92,7 +117,11 @@ describe("masking", () => {
             })
           )
         })
-        yield* ledger.remember({ scope: { _tag: "Command", argv: ["git", "status"], exact: true }, author: "alice", note: `because ${secrets.note}` })
+        yield* ledger.remember({
+          scope: { _tag: "Command", argv: ["git", "status"], exact: true },
+          author: "alice",
+          note: `because ${secrets.note}`
+        })
         const stats = yield* ledger.flush
         assert.strictEqual(stats.failed, 0)
 
@@ -107,7 +136,10 @@ describe("masking", () => {
         assert.include(cards[0]!.title, "curl")
         assert.deepStrictEqual(cards[3]!.facts.mcp?.tool, "login")
         // The command facts say masking changed them (a rule naming a masked word cannot be replayed exactly).
-        assert.deepStrictEqual(cards.map((c) => c.facts.masked), [true, true, true, false])
+        assert.deepStrictEqual(
+          cards.map((c) => c.facts.masked),
+          [true, true, true, false]
+        )
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
       // The ledger is closed: every byte it left on disk.
@@ -116,8 +148,20 @@ describe("masking", () => {
         assert.notInclude(bytes, secret, `the ${name} secret reached the database file`)
       }
       // ...and the ordinary words around them did (the test would pass on an empty file otherwise).
-      for (const word of ["deploy the service", "then push using", "api.example.com", "mysql", "aws s3 ls", "admin", "auth failed for", "app-server exited", "because", "nightly with"]) {
+      for (const word of [
+        "deploy the service",
+        "then push using",
+        "api.example.com",
+        "mysql",
+        "aws s3 ls",
+        "admin",
+        "auth failed for",
+        "app-server exited",
+        "because",
+        "nightly with"
+      ]) {
         assert.include(bytes, word)
       }
-    }))
+    })
+  )
 })

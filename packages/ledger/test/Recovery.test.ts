@@ -19,7 +19,10 @@ const crashRun = Path.join(__dirname, "fixtures", "crash-run.ts")
 const recordThenKill = (filename: string) =>
   Effect.acquireUseRelease(
     Effect.sync(() =>
-      ChildProcess.spawn(process.execPath, ["--import", "tsx", crashRun, filename], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      ChildProcess.spawn(process.execPath, ["--import", "tsx", crashRun, filename], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
     ),
     (child) =>
       Effect.async<string, Error>((resume) => {
@@ -33,7 +36,9 @@ const recordThenKill = (filename: string) =>
         child.stderr!.on("data", (chunk: Buffer) => {
           err += chunk.toString("utf8")
         })
-        child.on("exit", (code, signal) => resume(Effect.fail(new Error(`the crash fixture exited early (${code ?? signal}): ${err}`))))
+        child.on("exit", (code, signal) =>
+          resume(Effect.fail(new Error(`the crash fixture exited early (${code ?? signal}): ${err}`)))
+        )
       }).pipe(
         Effect.tap(() =>
           Effect.async<void>((resume) => {
@@ -47,119 +52,175 @@ const recordThenKill = (filename: string) =>
   )
 
 describe("recovery", () => {
-  it.live("after a SIGKILL: the run is still running, its unfinished items and open card are found, and recovered exactly once", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const filename = Path.join(yield* tempDir, "ledger.db")
-      const dead = yield* recordThenKill(filename)
+  it.live(
+    "after a SIGKILL: the run is still running, its unfinished items and open card are found, and recovered exactly once",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const filename = Path.join(yield* tempDir, "ledger.db")
+          const dead = yield* recordThenKill(filename)
 
-      yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        const [before] = yield* ledger.runs()
-        assert.strictEqual(before!.runId, dead)
-        assert.strictEqual(before!.status, "running")
+          yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const [before] = yield* ledger.runs()
+            assert.strictEqual(before!.runId, dead)
+            assert.strictEqual(before!.status, "running")
 
-        const unfinished = yield* ledger.unfinishedItems(dead)
-        assert.deepStrictEqual(
-          unfinished.map((i) => [i.item, i.status, i.threadId, i.generation, i.turnsDone, i.remainingPrompts]),
-          [
-            ["2", "running", "thr_2", 0, 1, ["second turn", "third turn"]],
-            ["3", "pending", undefined, undefined, 0, ["never started"]]
-          ]
-        )
-        assert.deepStrictEqual(unfinished[0]!.options, { cwd: "/repo" })
-        const open = yield* ledger.openCards(dead)
-        assert.deepStrictEqual(open.map((c) => [c.cardId, c.title, c.workItem]), [["c2", "run: make deploy (in /repo)", "2"]])
+            const unfinished = yield* ledger.unfinishedItems(dead)
+            assert.deepStrictEqual(
+              unfinished.map((i) => [i.item, i.status, i.threadId, i.generation, i.turnsDone, i.remainingPrompts]),
+              [
+                ["2", "running", "thr_2", 0, 1, ["second turn", "third turn"]],
+                ["3", "pending", undefined, undefined, 0, ["never started"]]
+              ]
+            )
+            assert.deepStrictEqual(unfinished[0]!.options, { cwd: "/repo" })
+            const open = yield* ledger.openCards(dead)
+            assert.deepStrictEqual(
+              open.map((c) => [c.cardId, c.title, c.workItem]),
+              [["c2", "run: make deploy (in /repo)", "2"]]
+            )
 
-        const run = yield* ledger.beginRun({ label: "resume", resumedFrom: dead })
-        const recovered = yield* ledger.recover(dead, run.id)
-        assert.strictEqual(recovered.stranded, 1)
-        assert.deepStrictEqual(recovered.items.map((i) => [i.item, i.remainingPrompts]), [
-          ["2", ["second turn", "third turn"]],
-          ["3", ["never started"]]
-        ])
-        // Exactly once: a second recovery finds nothing, stranding again changes nothing.
-        // The turn in progress at the crash will never complete: closed as crashed.
-        assert.strictEqual(recovered.crashedTurns, 1)
-        assert.deepStrictEqual((yield* ledger.turns(dead)).map((t) => [t.turnId, t.status, t.error]), [
-          ["turn_1", "completed", undefined],
-          ["turn_2", "completed", undefined],
-          ["turn_3", "crashed", "in progress when its run died"]
-        ])
-        const again = yield* ledger.recover(dead, run.id)
-        assert.deepStrictEqual(again, { stranded: 0, crashedTurns: 0, items: [], notResumed: [] })
-        assert.strictEqual(yield* ledger.markStranded(dead), 0)
+            const run = yield* ledger.beginRun({ label: "resume", resumedFrom: dead })
+            const recovered = yield* ledger.recover(dead, run.id)
+            assert.strictEqual(recovered.stranded, 1)
+            assert.deepStrictEqual(
+              recovered.items.map((i) => [i.item, i.remainingPrompts]),
+              [
+                ["2", ["second turn", "third turn"]],
+                ["3", ["never started"]]
+              ]
+            )
+            // Exactly once: a second recovery finds nothing, stranding again changes nothing.
+            // The turn in progress at the crash will never complete: closed as crashed.
+            assert.strictEqual(recovered.crashedTurns, 1)
+            assert.deepStrictEqual(
+              (yield* ledger.turns(dead)).map((t) => [t.turnId, t.status, t.error]),
+              [
+                ["turn_1", "completed", undefined],
+                ["turn_2", "completed", undefined],
+                ["turn_3", "crashed", "in progress when its run died"]
+              ]
+            )
+            const again = yield* ledger.recover(dead, run.id)
+            assert.deepStrictEqual(again, { stranded: 0, crashedTurns: 0, items: [], notResumed: [] })
+            assert.strictEqual(yield* ledger.markStranded(dead), 0)
 
-        const items = yield* ledger.workItems(dead)
-        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.handedTo]), [
-          ["1", "finished", undefined],
-          ["2", "handed-over", run.id],
-          ["3", "handed-over", run.id]
-        ])
-        const cards = yield* ledger.cards({ runId: dead })
-        assert.deepStrictEqual(cards.map((c) => [c.cardId, c.settlement?.outcome, c.settlement?.source, c.settlement?.written]), [
-          ["c1", "accepted", "person", true],
-          ["c2", "stranded", "stranded", false]
-        ])
-        assert.deepStrictEqual(yield* ledger.accounting(dead), {
-          cards: 2,
-          open: 0,
-          settled: 1,
-          stranded: 1,
-          byOutcome: { accepted: 1, stranded: 1 },
-          lateDecisions: 0
+            const items = yield* ledger.workItems(dead)
+            assert.deepStrictEqual(
+              items.map((i) => [i.item, i.status, i.handedTo]),
+              [
+                ["1", "finished", undefined],
+                ["2", "handed-over", run.id],
+                ["3", "handed-over", run.id]
+              ]
+            )
+            const cards = yield* ledger.cards({ runId: dead })
+            assert.deepStrictEqual(
+              cards.map((c) => [c.cardId, c.settlement?.outcome, c.settlement?.source, c.settlement?.written]),
+              [
+                ["c1", "accepted", "person", true],
+                ["c2", "stranded", "stranded", false]
+              ]
+            )
+            assert.deepStrictEqual(yield* ledger.accounting(dead), {
+              cards: 2,
+              open: 0,
+              settled: 1,
+              stranded: 1,
+              byOutcome: { accepted: 1, stranded: 1 },
+              lateDecisions: 0
+            })
+            yield* ledger.flush // queries read what is written: the new run's row is written with the next batch
+            const runs = yield* ledger.runs()
+            assert.deepStrictEqual(
+              runs.map((r) => [r.runId, r.status, r.resumedFrom]).sort(),
+              [
+                [dead, "crashed", undefined],
+                [run.id, "running", dead]
+              ].sort()
+            )
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
         })
-        yield* ledger.flush // queries read what is written: the new run's row is written with the next batch
-        const runs = yield* ledger.runs()
-        assert.deepStrictEqual(runs.map((r) => [r.runId, r.status, r.resumedFrom]).sort(), [
-          [dead, "crashed", undefined],
-          [run.id, "running", dead]
-        ].sort())
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    })), { timeout: 60_000 })
+      ),
+    { timeout: 60_000 }
+  )
 
-  it.scoped("recover hands over only the items that can run again as asked; the rest are recorded not-resumed with their reason", () =>
-    Effect.gen(function*() {
-      const filename = Path.join(yield* tempDir, "ledger.db")
-      const s = yield* script()
-      const dead = yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        const run = yield* ledger.beginRun()
-        yield* run.attach(s.source)
-        run.record(LedgerEvent.itemSubmitted({ id: 0, prompt: "fix the test" }))
-        run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "log in with password=Hunter2Secret9x and deploy" }))
-        run.record(LedgerEvent.itemSubmitted({ id: 2, prompt: "deploy", config: { env: { OPENAI_API_KEY: "sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE" } } }))
-        run.record(LedgerEvent.itemSubmitted({ id: 3, prompt: "all done" }))
-        s.work({ _tag: "ThreadReady", item: 3, threadId: "thr_3", resumed: false })
-        s.work({ _tag: "TurnStarted", item: 3, threadId: "thr_3", turnId: "turn_3", prompt: "all done" })
-        s.work({ _tag: "TurnCompleted", item: 3, threadId: "thr_3", turn: { turnId: "turn_3", status: "completed", finalMessage: "ok", items: [], error: undefined, errors: [] } })
-        yield* ledger.flush
-        return run.id
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+  it.scoped(
+    "recover hands over only the items that can run again as asked; the rest are recorded not-resumed with their reason",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        const dead = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          run.record(LedgerEvent.itemSubmitted({ id: 0, prompt: "fix the test" }))
+          run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "log in with password=Hunter2Secret9x and deploy" }))
+          run.record(
+            LedgerEvent.itemSubmitted({
+              id: 2,
+              prompt: "deploy",
+              config: { env: { OPENAI_API_KEY: "sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE" } }
+            })
+          )
+          run.record(LedgerEvent.itemSubmitted({ id: 3, prompt: "all done" }))
+          s.work({ _tag: "ThreadReady", item: 3, threadId: "thr_3", resumed: false })
+          s.work({ _tag: "TurnStarted", item: 3, threadId: "thr_3", turnId: "turn_3", prompt: "all done" })
+          s.work({
+            _tag: "TurnCompleted",
+            item: 3,
+            threadId: "thr_3",
+            turn: { turnId: "turn_3", status: "completed", finalMessage: "ok", items: [], error: undefined, errors: [] }
+          })
+          yield* ledger.flush
+          return run.id
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
-      yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        const into = yield* ledger.beginRun({ resumedFrom: dead })
-        const recovered = yield* ledger.recover(dead, into.id)
-        assert.deepStrictEqual(recovered.items.map((i) => [i.item, i.status, i.handedTo]), [["0", "handed-over", into.id]])
-        assert.deepStrictEqual(recovered.notResumed.map((i) => [i.item, i.reason]), [["1", "prompt-masked"], ["2", "options-masked"], ["3", "nothing-left"]])
-        const items = yield* ledger.workItems(dead)
-        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.handedTo, i.failureReason]), [
-          ["0", "handed-over", into.id, undefined],
-          ["1", "not-resumed", undefined, "prompt-masked"],
-          ["2", "not-resumed", undefined, "options-masked"],
-          ["3", "not-resumed", undefined, "nothing-left"]
-        ])
-        assert.match(items[1]!.failureDetail ?? "", /held a secret and was stored masked/)
-        // Once: a second recovery finds nothing.
-        assert.deepStrictEqual(yield* ledger.recover(dead, into.id), { stranded: 0, crashedTurns: 0, items: [], notResumed: [] })
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    }))
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const into = yield* ledger.beginRun({ resumedFrom: dead })
+          const recovered = yield* ledger.recover(dead, into.id)
+          assert.deepStrictEqual(
+            recovered.items.map((i) => [i.item, i.status, i.handedTo]),
+            [["0", "handed-over", into.id]]
+          )
+          assert.deepStrictEqual(
+            recovered.notResumed.map((i) => [i.item, i.reason]),
+            [
+              ["1", "prompt-masked"],
+              ["2", "options-masked"],
+              ["3", "nothing-left"]
+            ]
+          )
+          const items = yield* ledger.workItems(dead)
+          assert.deepStrictEqual(
+            items.map((i) => [i.item, i.status, i.handedTo, i.failureReason]),
+            [
+              ["0", "handed-over", into.id, undefined],
+              ["1", "not-resumed", undefined, "prompt-masked"],
+              ["2", "not-resumed", undefined, "options-masked"],
+              ["3", "not-resumed", undefined, "nothing-left"]
+            ]
+          )
+          assert.match(items[1]!.failureDetail ?? "", /held a secret and was stored masked/)
+          // Once: a second recovery finds nothing.
+          assert.deepStrictEqual(yield* ledger.recover(dead, into.id), {
+            stranded: 0,
+            crashedTurns: 0,
+            items: [],
+            notResumed: []
+          })
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
 
   it.scoped("markStranded strands each open card once, leaves settled ones alone, and refuses a live run", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const filename = Path.join(yield* tempDir, "ledger.db")
       const s = yield* script()
-      const first = yield* Effect.gen(function*() {
+      const first = yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         const run = yield* ledger.beginRun()
         yield* run.attach(s.source)
@@ -171,88 +232,122 @@ describe("recovery", () => {
         yield* ledger.flush
         const refused = yield* Effect.flip(ledger.markStranded(run.id))
         assert.strictEqual(refused.reason, "LiveRun")
-        assert.deepStrictEqual((yield* ledger.openCards(run.id)).map((c) => c.cardId), ["c2", "c3"])
+        assert.deepStrictEqual(
+          (yield* ledger.openCards(run.id)).map((c) => c.cardId),
+          ["c2", "c3"]
+        )
         return run.id
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
-      yield* Effect.gen(function*() {
+      yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         assert.strictEqual(yield* ledger.markStranded(first), 2)
         assert.strictEqual(yield* ledger.markStranded(first), 0)
         assert.strictEqual(yield* ledger.markStranded("no-such-run"), 0)
         const cards = yield* ledger.cards({ runId: first })
-        assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome), ["declined", "stranded", "stranded"])
+        assert.deepStrictEqual(
+          cards.map((c) => c.settlement?.outcome),
+          ["declined", "stranded", "stranded"]
+        )
         // A cleanly closed run stays `ended`; only a run that was still `running` becomes `crashed`.
         const [run] = yield* ledger.runs()
         assert.strictEqual(run!.status, "ended")
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    }))
+    })
+  )
 
-  it.scoped("markStrandedItem strands one item's open cards once, leaves its settled cards, other items and the run's status alone", () =>
-    Effect.gen(function*() {
-      const filename = Path.join(yield* tempDir, "ledger.db")
-      const s = yield* script()
-      const first = yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        const run = yield* ledger.beginRun()
-        yield* run.attach(s.source)
-        run.record(LedgerEvent.itemSubmitted({ id: "a", prompt: "p" }))
-        run.record(LedgerEvent.itemSubmitted({ id: "b", prompt: "q" }))
-        const a1 = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make a"), { context: { workItem: "a" } })
-        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make b"), { context: { workItem: "a" } })
-        yield* s.open("item/commandExecution/requestApproval", commandParams("thr_2", "turn_2", "make c"), { context: { workItem: "b" } })
-        yield* s.approvals.answer(a1.id, Decision.Decline)
-        yield* ledger.flush
-        assert.strictEqual((yield* Effect.flip(ledger.markStrandedItem(run.id, "a"))).reason, "LiveRun")
-        return run.id
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+  it.scoped(
+    "markStrandedItem strands one item's open cards once, leaves its settled cards, other items and the run's status alone",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        const first = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          run.record(LedgerEvent.itemSubmitted({ id: "a", prompt: "p" }))
+          run.record(LedgerEvent.itemSubmitted({ id: "b", prompt: "q" }))
+          const a1 = yield* s.open(
+            "item/commandExecution/requestApproval",
+            commandParams("thr_1", "turn_1", "make a"),
+            { context: { workItem: "a" } }
+          )
+          yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make b"), {
+            context: { workItem: "a" }
+          })
+          yield* s.open("item/commandExecution/requestApproval", commandParams("thr_2", "turn_2", "make c"), {
+            context: { workItem: "b" }
+          })
+          yield* s.approvals.answer(a1.id, Decision.Decline)
+          yield* ledger.flush
+          assert.strictEqual((yield* Effect.flip(ledger.markStrandedItem(run.id, "a"))).reason, "LiveRun")
+          return run.id
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
-      yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 1)
-        assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 0)
-        const cards = yield* ledger.cards({ runId: first })
-        assert.deepStrictEqual(cards.map((c) => [c.cardId, c.settlement?.outcome]), [["c1", "declined"], ["c2", "stranded"], ["c3", undefined]])
-        const [run] = yield* ledger.runs()
-        assert.strictEqual(run!.status, "ended")
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    }))
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 1)
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 0)
+          const cards = yield* ledger.cards({ runId: first })
+          assert.deepStrictEqual(
+            cards.map((c) => [c.cardId, c.settlement?.outcome]),
+            [
+              ["c1", "declined"],
+              ["c2", "stranded"],
+              ["c3", undefined]
+            ]
+          )
+          const [run] = yield* ledger.runs()
+          assert.strictEqual(run!.status, "ended")
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
 
-  it.scoped("a settlement recorded after the card was stranded does not replace it (one settlement per card) and is kept as a late decision", () =>
-    Effect.gen(function*() {
-      const filename = Path.join(yield* tempDir, "ledger.db")
-      const s = yield* script()
-      // A first ledger records the card open, a second strands it, the first then records the
-      // card's settlement (a run wrongly taken for dead): the ledger keeps exactly one.
-      const runId = yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        const run = yield* ledger.beginRun({ id: "r-shared" })
-        yield* run.attach(s.source)
-        const card = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", "make it"))
-        yield* ledger.flush
-        const stranded = yield* Effect.provide(
-          Effect.flatMap(Ledger.Ledger, (other) => other.markStranded(run.id)),
-          Ledger.layerSqlite({ filename })
-        )
-        assert.strictEqual(stranded, 1)
-        yield* s.approvals.answer(card.id, Decision.Accept)
-        const stats = yield* ledger.flush
-        assert.strictEqual(stats.failed, 0)
-        return run.id
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+  it.scoped(
+    "a settlement recorded after the card was stranded does not replace it (one settlement per card) and is kept as a late decision",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        // A first ledger records the card open, a second strands it, the first then records the
+        // card's settlement (a run wrongly taken for dead): the ledger keeps exactly one.
+        const runId = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun({ id: "r-shared" })
+          yield* run.attach(s.source)
+          const card = yield* s.open(
+            "item/commandExecution/requestApproval",
+            commandParams("thr_1", "turn_1", "make it")
+          )
+          yield* ledger.flush
+          const stranded = yield* Effect.provide(
+            Effect.flatMap(Ledger.Ledger, (other) => other.markStranded(run.id)),
+            Ledger.layerSqlite({ filename })
+          )
+          assert.strictEqual(stranded, 1)
+          yield* s.approvals.answer(card.id, Decision.Accept)
+          const stats = yield* ledger.flush
+          assert.strictEqual(stats.failed, 0)
+          return run.id
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
-      yield* Effect.gen(function*() {
-        const ledger = yield* Ledger.Ledger
-        assert.deepStrictEqual(yield* ledger.accounting(runId), {
-          cards: 1,
-          open: 0,
-          settled: 0,
-          stranded: 1,
-          byOutcome: { stranded: 1 },
-          lateDecisions: 1
-        })
-        const late = yield* ledger.lateDecisions({ runId })
-        assert.deepStrictEqual(late.map((l) => [l.cardId, l.decision, l.source, l.outcome]), [["c1", "accept", "person", "stranded"]])
-      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    }))
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          assert.deepStrictEqual(yield* ledger.accounting(runId), {
+            cards: 1,
+            open: 0,
+            settled: 0,
+            stranded: 1,
+            byOutcome: { stranded: 1 },
+            lateDecisions: 1
+          })
+          const late = yield* ledger.lateDecisions({ runId })
+          assert.deepStrictEqual(
+            late.map((l) => [l.cardId, l.decision, l.source, l.outcome]),
+            [["c1", "accept", "person", "stranded"]]
+          )
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
 })

@@ -37,14 +37,18 @@ describe("Remembering through the promise facade", () => {
         approvals: {
           rules: { rules: [{ id: "no-push", effect: "deny", match: { command: { argvPrefix: ["git", "push"] } } }] },
           remembered: remembering.lookup,
-          remember: (card, options) => ledgerRuntime.runPromise(remembering.always(card, options)).then((rule) => ({ ruleId: rule.id }))
+          remember: (card, options) =>
+            ledgerRuntime.runPromise(remembering.always(card, options)).then((rule) => ({ ruleId: rule.id }))
         }
       })
       try {
         const settled = (async () => {
           const out: Array<string> = []
           for await (const event of warden.approvalEvents()) {
-            if (event._tag === "CardSettled") out.push(`${event.settlement.card.summary.kind === "command" ? event.settlement.card.summary.command : "?"} ${Card.describeSource(event.settlement.source)}`)
+            if (event._tag === "CardSettled")
+              out.push(
+                `${event.settlement.card.summary.kind === "command" ? event.settlement.card.summary.command : "?"} ${Card.describeSource(event.settlement.source)}`
+              )
             if (out.length === 3) return out
           }
           return out
@@ -53,7 +57,12 @@ describe("Remembering through the promise facade", () => {
         const threadId = await handle.threadId
         await Effect.runPromise(fake.nextRequest("turn/start"))
         const ask = (command: string, itemId: string) =>
-          Effect.runPromise(fake.request("item/commandExecution/requestApproval", { ...commandParams(threadId, "turn_1", command), itemId }))
+          Effect.runPromise(
+            fake.request("item/commandExecution/requestApproval", {
+              ...commandParams(threadId, "turn_1", command),
+              itemId
+            })
+          )
         // The inbox: a snapshot, then every change; the next card opened with this command.
         const updates = warden.cards()[Symbol.asyncIterator]()
         const openCard = async (command: string): Promise<Card.CardView> => {
@@ -72,7 +81,9 @@ describe("Remembering through the promise facade", () => {
         const compoundCard = await openCard("echo a; echo b")
         const notRemembered = await warden.always(compoundCard.id, { author: "alice" })
         expect(notRemembered._tag).toBe("NotRemembered")
-        expect(notRemembered._tag === "NotRemembered" && notRemembered.reason).toMatch(/only a simple command .* can be remembered/)
+        expect(notRemembered._tag === "NotRemembered" && notRemembered.reason).toMatch(
+          /only a simple command .* can be remembered/
+        )
         expect((await warden.openCards()).map((c) => c.id)).toEqual([compoundCard.id])
         await warden.answer(compoundCard.id, "decline")
         expect((await Effect.runPromise(fake.answerTo(compound)))["result"]).toEqual({ decision: "decline" })
@@ -80,22 +91,40 @@ describe("Remembering through the promise facade", () => {
         // `rm -rf build`: always → stored (exact argv), accepted.
         const first = await ask("rm -rf build", "call_1")
         const card = await openCard("rm -rf build")
-        expect(Either.getOrThrow(Remembering.scopeForCard(card))).toEqual({ _tag: "Command", argv: ["rm", "-rf", "build"], exact: true })
+        expect(Either.getOrThrow(Remembering.scopeForCard(card))).toEqual({
+          _tag: "Command",
+          argv: ["rm", "-rf", "build"],
+          exact: true
+        })
         const expiresAt = Date.now() + 3_600_000
         const always = await warden.always(card.id, { author: "alice", expiresAt })
-        expect(always, JSON.stringify(always)).toMatchObject({ _tag: "Remembered", cardId: card.id, answer: { _tag: "Settled" } })
+        expect(always, JSON.stringify(always)).toMatchObject({
+          _tag: "Remembered",
+          cardId: card.id,
+          answer: { _tag: "Settled" }
+        })
         expect((await Effect.runPromise(fake.answerTo(first)))["result"]).toEqual({ decision: "accept" })
         const ruleId = always._tag === "Remembered" ? always.ruleId : ""
         const stored = await ledgerRuntime.runPromise(ledger.rememberedRules())
         expect(stored.map((r) => [r.id, r.scope, r.author, r.expiresAt, r.from])).toEqual([
-          [ruleId, { _tag: "Command", argv: ["rm", "-rf", "build"], exact: true }, "alice", expiresAt, { runId: run.id, cardId: card.id }]
+          [
+            ruleId,
+            { _tag: "Command", argv: ["rm", "-rf", "build"], exact: true },
+            "alice",
+            expiresAt,
+            { runId: run.id, cardId: card.id }
+          ]
         ])
         expect(remembering.rules().map((r) => r.id)).toEqual([ruleId])
 
         // The same command again: accepted by the remembered rule (no person asked).
         const again = await ask("rm -rf build", "call_2")
         expect((await Effect.runPromise(fake.answerTo(again)))["result"]).toEqual({ decision: "accept" })
-        expect(await settled).toEqual(["echo a; echo b person", "rm -rf build person", `rm -rf build remembered:${ruleId}`])
+        expect(await settled).toEqual([
+          "echo a; echo b person",
+          "rm -rf build person",
+          `rm -rf build remembered:${ruleId}`
+        ])
         await updates.return?.()
       } finally {
         await warden.close()
@@ -116,7 +145,9 @@ describe("Remembering through the promise facade", () => {
         const handle = await denied.start({ prompt: "y" })
         const threadId = await handle.threadId
         await Effect.runPromise(fake2.nextRequest("turn/start"))
-        const id = await Effect.runPromise(fake2.request("item/commandExecution/requestApproval", commandParams(threadId, "turn_1", "rm -rf build")))
+        const id = await Effect.runPromise(
+          fake2.request("item/commandExecution/requestApproval", commandParams(threadId, "turn_1", "rm -rf build"))
+        )
         expect((await Effect.runPromise(fake2.answerTo(id)))["result"]).toEqual({ decision: "decline" })
       } finally {
         await denied.close()

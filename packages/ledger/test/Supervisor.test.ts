@@ -16,7 +16,7 @@ import { commandParams, tempDir } from "./support.js"
 
 /** Advance the TestClock once something sleeps until within `duration` (a sleep registered later would never fire). */
 const advance = (duration: Duration.DurationInput) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const millis = Duration.toMillis(Duration.decode(duration))
     for (let spins = 0; ; spins++) {
       const now = yield* Clock.currentTimeMillis
@@ -28,7 +28,7 @@ const advance = (duration: Duration.DurationInput) =>
   })
 
 const until = <A>(queue: Queue.Dequeue<A>, predicate: (a: A) => boolean) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     while (true) {
       const a = yield* Queue.take(queue)
       if (predicate(a)) return a
@@ -37,18 +37,16 @@ const until = <A>(queue: Queue.Dequeue<A>, predicate: (a: A) => boolean) =>
 
 describe("attached to a supervisor", () => {
   it.scoped("records a supervised run: a card accepted, a restart with resume, a card refused at shutdown", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const filename = Path.join(yield* tempDir, "ledger.db")
-      const runId = yield* Effect.gen(function*() {
+      const runId = yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         const run = yield* ledger.beginRun({ label: "supervised" })
         const supervisorScope = yield* Scope.make()
         const fake = FakeAppServer.make({ turns: "manual" })
-        const supervisor = yield* Supervisor.make({ restart: { policy: "resume", maxAttempts: 2, backoff: "1 second" } }).pipe(
-          Effect.provide(fake.layer),
-          Effect.orDie,
-          Scope.extend(supervisorScope)
-        )
+        const supervisor = yield* Supervisor.make({
+          restart: { policy: "resume", maxAttempts: 2, backoff: "1 second" }
+        }).pipe(Effect.provide(fake.layer), Effect.orDie, Scope.extend(supervisorScope))
         yield* run.attach(supervisor)
         const events = yield* supervisor.subscribe
         const approvals = yield* supervisor.subscribeApprovals
@@ -58,7 +56,10 @@ describe("attached to a supervisor", () => {
         const one = yield* supervisor.start(first).pipe(Scope.extend(supervisorScope))
         const thread1 = yield* one.threadId
         yield* fake.nextRequest("turn/start")
-        yield* fake.request("item/commandExecution/requestApproval", commandParams(thread1, "turn_1", "/bin/bash -lc 'make test'"))
+        yield* fake.request(
+          "item/commandExecution/requestApproval",
+          commandParams(thread1, "turn_1", "/bin/bash -lc 'make test'")
+        )
         const opened = yield* until(approvals, (e) => e._tag === "CardOpened")
         assert.strictEqual(opened._tag === "CardOpened" && opened.card.workItem, 1)
         yield* supervisor.inbox.answer(opened._tag === "CardOpened" ? opened.card.id : "", Decision.Accept)
@@ -86,29 +87,51 @@ describe("attached to a supervisor", () => {
         return run.id
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
 
-      yield* Effect.gen(function*() {
+      yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         const items = yield* ledger.workItems(runId)
-        assert.deepStrictEqual(items.map((i) => [i.item, i.status, i.resumes, i.turnsDone, i.resultStatus ?? i.failureReason]), [
-          ["1", "finished", 1, 1, "completed"],
-          ["2", "stopped", 0, 0, "stopped"]
-        ])
+        assert.deepStrictEqual(
+          items.map((i) => [i.item, i.status, i.resumes, i.turnsDone, i.resultStatus ?? i.failureReason]),
+          [
+            ["1", "finished", 1, 1, "completed"],
+            ["2", "stopped", 0, 0, "stopped"]
+          ]
+        )
         assert.strictEqual(items[0]!.finalMessage, "fixed after a restart")
         const threads = yield* ledger.threads(runId)
-        assert.deepStrictEqual(threads.map((t) => [t.item, t.generation]), [["1", 1], ["2", 0]])
+        assert.deepStrictEqual(
+          threads.map((t) => [t.item, t.generation]),
+          [
+            ["1", 1],
+            ["2", 0]
+          ]
+        )
         const turns = yield* ledger.turns(runId)
-        assert.deepStrictEqual(turns.slice(0, 2).map((t) => [t.turnId, t.status]), [["turn_1", "connection-lost"], ["turn_2", "completed"]])
+        assert.deepStrictEqual(
+          turns.slice(0, 2).map((t) => [t.turnId, t.status]),
+          [
+            ["turn_1", "connection-lost"],
+            ["turn_2", "completed"]
+          ]
+        )
 
         const cards = yield* ledger.cards({ runId })
         assert.strictEqual(cards.length, 2)
-        assert.deepStrictEqual([cards[0]!.workItem, cards[0]!.settlement?.outcome, cards[0]!.settlement?.source], ["1", "accepted", "person"])
+        assert.deepStrictEqual(
+          [cards[0]!.workItem, cards[0]!.settlement?.outcome, cards[0]!.settlement?.source],
+          ["1", "accepted", "person"]
+        )
         assert.strictEqual(cards[1]!.workItem, "2")
         assert.include(["shutdown", "refused"], cards[1]!.settlement?.outcome)
         // Which closing step refused it first depends on the order scopes close in; some did, with a refusal.
         assert.include(["shutdown", "thread-stopped", "turn-ended"], cards[1]!.settlement?.source)
         const accounting = yield* ledger.accounting(runId)
-        assert.deepStrictEqual([accounting.cards, accounting.open, accounting.settled, accounting.stranded], [2, 0, 2, 0])
+        assert.deepStrictEqual(
+          [accounting.cards, accounting.open, accounting.settled, accounting.stranded],
+          [2, 0, 2, 0]
+        )
         assert.deepStrictEqual(yield* ledger.unfinishedItems(runId), [])
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-    }))
+    })
+  )
 })

@@ -19,23 +19,36 @@ import { Ledger, LedgerEvent } from "../src/index.js"
 import { allowCmd, commandParams, denyCmd, rules } from "./support.js"
 
 const cards = Number(process.argv[2] ?? 20_000)
-const lines = ["git status", "/bin/bash -lc 'rm -rf build'", "make test && curl -H 'Authorization: Bearer abc123def456ghi789' https://x"]
+const lines = [
+  "git status",
+  "/bin/bash -lc 'rm -rf build'",
+  "make test && curl -H 'Authorization: Bearer abc123def456ghi789' https://x"
+]
 
 const openAll = (approvals: Approvals.ApprovalsShape, parent: Scope.Scope, n: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const line: ApprovalsTypes.Line = { write: () => true, isOpen: () => true }
     const desk = approvals.desk(line)
     for (let i = 0; i < n; i++) {
-      yield* desk.open(ServerRequests.decode(i, "item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", lines[i % lines.length]!)), {
-        parent,
-        context: { workItem: 1 }
-      })
+      yield* desk.open(
+        ServerRequests.decode(
+          i,
+          "item/commandExecution/requestApproval",
+          commandParams("thr_1", "turn_1", lines[i % lines.length]!)
+        ),
+        {
+          parent,
+          context: { workItem: 1 }
+        }
+      )
     }
   })
 
-const config = { rules: rules(denyCmd("no-rm", "rm"), allowCmd("git", "git"), denyCmd("no-curl", "curl"), allowCmd("make", "make")) }
+const config = {
+  rules: rules(denyCmd("no-rm", "rm"), allowCmd("git", "git"), denyCmd("no-curl", "curl"), allowCmd("make", "make"))
+}
 
-const program = Effect.gen(function*() {
+const program = Effect.gen(function* () {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-ledger-measure-"))
   yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true })))
   const parent = yield* Scope.make()
@@ -47,7 +60,7 @@ const program = Effect.gen(function*() {
   yield* openAll(plain, parent, cards)
   const withoutMs = performance.now() - t
 
-  yield* Effect.gen(function*() {
+  yield* Effect.gen(function* () {
     const ledger = yield* Ledger.Ledger
     const run = yield* ledger.beginRun()
 
@@ -87,15 +100,17 @@ const program = Effect.gen(function*() {
     }, 1)
     let fiberGapMs = 0
     let running = true
-    const probe = yield* Effect.fork(Effect.gen(function*() {
-      let last = performance.now()
-      while (running) {
-        yield* Effect.yieldNow()
-        const now = performance.now()
-        fiberGapMs = Math.max(fiberGapMs, now - last)
-        last = now
-      }
-    }))
+    const probe = yield* Effect.fork(
+      Effect.gen(function* () {
+        let last = performance.now()
+        while (running) {
+          yield* Effect.yieldNow()
+          const now = performance.now()
+          fiberGapMs = Math.max(fiberGapMs, now - last)
+          last = now
+        }
+      })
+    )
     yield* openAll(approvals, parent, cards)
     lastTick = performance.now()
     yield* ledger.flush
@@ -114,7 +129,9 @@ const program = Effect.gen(function*() {
       opsPerTransaction: Math.round(ops / Math.max(1, batches)),
       writerLongestEventLoopGapMs: Number(loopGapMs.toFixed(2)),
       writerLongestFiberGapMs: Number(fiberGapMs.toFixed(2)),
-      dbBytes: Fs.statSync(Path.join(dir, "ledger.db")).size + (Fs.existsSync(Path.join(dir, "ledger.db-wal")) ? Fs.statSync(Path.join(dir, "ledger.db-wal")).size : 0)
+      dbBytes:
+        Fs.statSync(Path.join(dir, "ledger.db")).size +
+        (Fs.existsSync(Path.join(dir, "ledger.db-wal")) ? Fs.statSync(Path.join(dir, "ledger.db-wal")).size : 0)
     }
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
   }).pipe(Effect.provide(Ledger.layerSqlite({ filename: Path.join(dir, "ledger.db") })))

@@ -49,7 +49,13 @@ export const fileChangeParams = (threadId: string, turnId: string, grantRoot?: s
   ...(grantRoot !== undefined ? { grantRoot } : {})
 })
 
-export const mcpToolCallParams = (threadId: string, turnId: string, server: string, tool: string, args: Record<string, unknown>) => ({
+export const mcpToolCallParams = (
+  threadId: string,
+  turnId: string,
+  server: string,
+  tool: string,
+  args: Record<string, unknown>
+) => ({
   threadId,
   turnId,
   serverName: server,
@@ -77,12 +83,19 @@ export interface Script {
   /** Publish a supervisor event, as the supervisor does (synchronously). */
   readonly publish: (event: Supervisor.SupervisorEvent) => void
   readonly work: (event: WorkItem.WorkEvent) => void
-  readonly finished: (item: string | number, result: Partial<WorkItem.WorkResult> & { readonly threadId: string }) => void
+  readonly finished: (
+    item: string | number,
+    result: Partial<WorkItem.WorkResult> & { readonly threadId: string }
+  ) => void
   /** Open a card through a desk, as a connection's read loop does. */
   readonly open: (
     method: string,
     params: unknown,
-    options?: { readonly parent?: Scope.Scope | "none"; readonly context?: Card.CardContext; readonly id?: number | string }
+    options?: {
+      readonly parent?: Scope.Scope | "none"
+      readonly context?: Card.CardContext
+      readonly id?: number | string
+    }
   ) => Effect.Effect<Card.CardView>
   /** A thread's scope: closing it refuses its open cards (thread-stopped). */
   readonly thread: Effect.Effect<Scope.CloseableScope>
@@ -90,7 +103,7 @@ export interface Script {
 }
 
 export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Script, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const approvals = yield* Approvals.make(config).pipe(Effect.orDie)
     const events = yield* PubSub.unbounded<Supervisor.SupervisorEvent>()
     const written: Array<Record<string, unknown>> = []
@@ -126,15 +139,15 @@ export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Sc
       open: (method, params, options = {}) =>
         Effect.flatMap(
           desk.open(ServerRequests.decode(options.id ?? nextId++, method, params), {
-            parent: options.parent === "none" ? undefined : options.parent ?? defaultParent,
+            parent: options.parent === "none" ? undefined : (options.parent ?? defaultParent),
             context: { workItem: "1", ...options.context }
           }),
           (result) =>
             result._tag === "Opened"
               ? Effect.succeed(result.card)
               : result._tag === "Settled"
-              ? Effect.succeed(result.settlement.card)
-              : Effect.dieMessage(`duplicate request id ${String(result.requestId)}`)
+                ? Effect.succeed(result.settlement.card)
+                : Effect.dieMessage(`duplicate request id ${String(result.requestId)}`)
         ),
       thread: Scope.make(),
       written

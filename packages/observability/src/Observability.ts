@@ -136,18 +136,29 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
           if (reported) return Effect.void
           reported = true
           return report(
-            SecretMask.maskText(`warden: exporting telemetry to ${describeEndpoint(endpoint)} failed (${what}); it is dropped while that lasts (reported once)`)
+            SecretMask.maskText(
+              `warden: exporting telemetry to ${describeEndpoint(endpoint)} failed (${what}); it is dropped while that lasts (reported once)`
+            )
           )
         })
       return client.pipe(
-        HttpClient.tap((response) => (response.status >= 200 && response.status < 300 ? Effect.void : once(`the collector answered ${response.status}`))),
+        HttpClient.tap((response) =>
+          response.status >= 200 && response.status < 300
+            ? Effect.void
+            : once(`the collector answered ${response.status}`)
+        ),
         HttpClient.transformResponse((response) =>
           response.pipe(
             Effect.tapError((error) => once(describeError(error))),
             Effect.mapError((error) =>
               // Not "Transport": the exporter's retry policy would try three more times, a second apart.
               error._tag === "RequestError" && error.reason === "Transport"
-                ? new HttpClientError.RequestError({ request: error.request, reason: "Encode", cause: error.cause, description: "the collector cannot be reached" })
+                ? new HttpClientError.RequestError({
+                    request: error.request,
+                    reason: "Encode",
+                    cause: error.cause,
+                    description: "the collector cannot be reached"
+                  })
                 : error
             )
           )
@@ -160,12 +171,17 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
     // interrupted meanwhile: the periodic export that is in flight when the layer closes would
     // otherwise be aborted, and its spans and records lost (the final flush sends only what came
     // after it).
-    Layer.provide(Layer.succeed(FetchHttpClient.Fetch, (input, init) =>
-      globalThis.fetch(input, { ...init, signal: AbortSignal.timeout(10_000) })))
+    Layer.provide(
+      Layer.succeed(FetchHttpClient.Fetch, (input, init) =>
+        globalThis.fetch(input, { ...init, signal: AbortSignal.timeout(10_000) })
+      )
+    )
   )
 
 const describeError = (error: HttpClientError.HttpClientError): string => {
-  const cause = error.cause as { readonly cause?: { readonly code?: unknown; readonly message?: unknown }; readonly message?: unknown } | undefined
+  const cause = error.cause as
+    | { readonly cause?: { readonly code?: unknown; readonly message?: unknown }; readonly message?: unknown }
+    | undefined
   const code = cause?.cause?.code ?? cause?.cause?.message ?? cause?.message
   return typeof code === "string" ? code : error.message
 }

@@ -123,7 +123,8 @@ export const DynamicToolSpec = Schema.Struct({
 /** Config overrides, dotted keys as in `-c` (e.g. `"sandbox_workspace_write.writable_roots"`). */
 const Config = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
-const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
+const nullable = <A, I>(schema: Schema.Schema<A, I>) =>
+  Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 
 // ---------------------------------------------------------------------------------------------
 // initialize
@@ -235,14 +236,16 @@ export const TurnStartParams = Schema.Struct({
    * Experimental (needs `experimentalApi`): `plan` makes request_user_input questions blocking.
    * `developer_instructions: null` means the mode's built-in instructions.
    */
-  collaborationMode: Schema.optional(Schema.Struct({
-    mode: Schema.Literal("plan", "default"),
-    settings: Schema.Struct({
-      model: Schema.String,
-      developer_instructions: Schema.optional(Schema.NullOr(Schema.String)),
-      reasoning_effort: Schema.optional(Schema.NullOr(Schema.String))
+  collaborationMode: Schema.optional(
+    Schema.Struct({
+      mode: Schema.Literal("plan", "default"),
+      settings: Schema.Struct({
+        model: Schema.String,
+        developer_instructions: Schema.optional(Schema.NullOr(Schema.String)),
+        reasoning_effort: Schema.optional(Schema.NullOr(Schema.String))
+      })
     })
-  }))
+  )
 })
 
 /**
@@ -303,7 +306,7 @@ export const ThreadUnsubscribeResult = Schema.Struct({ status: Schema.String })
  * and `turn/interrupt`; `ParamsOf` and `ResultOf` give their types, `typed` a sender that uses them.
  */
 export const ClientMethods = {
-  "initialize": { params: InitializeParams, result: InitializeResult },
+  initialize: { params: InitializeParams, result: InitializeResult },
   "thread/start": { params: ThreadStartParams, result: ThreadResult },
   "thread/resume": { params: ThreadResumeParams, result: ThreadResult },
   "thread/unsubscribe": { params: ThreadUnsubscribeParams, result: ThreadUnsubscribeResult },
@@ -367,12 +370,13 @@ export const encodeParams = <M extends ClientMethod>(
   params: ParamsOf<M>
 ): Effect.Effect<unknown, ClientParamsInvalid> =>
   Schema.encode(paramsSchema(method), { errors: "all" })(params).pipe(
-    Effect.mapError((cause) =>
-      new ClientParamsInvalid({
-        method,
-        cause,
-        message: `refusing to send ${method}: its params do not match the protocol: ${describe(cause)}`
-      })
+    Effect.mapError(
+      (cause) =>
+        new ClientParamsInvalid({
+          method,
+          cause,
+          message: `refusing to send ${method}: its params do not match the protocol: ${describe(cause)}`
+        })
     )
   )
 
@@ -388,13 +392,14 @@ export const decodeResult = <M extends ClientMethod>(
 ): Effect.Effect<ResultOf<M>, ClientResultInvalid> =>
   Schema.decodeUnknown(resultSchema(method), { errors: "all" })(result).pipe(
     Effect.map((decoded) => decoded as ResultOf<M>),
-    Effect.mapError((cause) =>
-      new ClientResultInvalid({
-        method,
-        result,
-        cause,
-        message: `codex answered ${method} with a result this supervisor cannot read (protocol drift?): ${describe(cause)}`
-      })
+    Effect.mapError(
+      (cause) =>
+        new ClientResultInvalid({
+          method,
+          result,
+          cause,
+          message: `codex answered ${method} with a result this supervisor cannot read (protocol drift?): ${describe(cause)}`
+        })
     )
   )
 
@@ -420,12 +425,13 @@ export const decodeResult = <M extends ClientMethod>(
  * })
  * ```
  */
-export const typed = <E, R>(send: (method: string, params: unknown) => Effect.Effect<unknown, E, R>) =>
-<M extends ClientMethod>(
-  method: M,
-  params: ParamsOf<M>
-): Effect.Effect<ResultOf<M>, E | ClientParamsInvalid | ClientResultInvalid, R> =>
-  encodeParams(method, params).pipe(
-    Effect.flatMap((encoded) => send(method, encoded)),
-    Effect.flatMap((raw) => decodeResult(method, raw))
-  )
+export const typed =
+  <E, R>(send: (method: string, params: unknown) => Effect.Effect<unknown, E, R>) =>
+  <M extends ClientMethod>(
+    method: M,
+    params: ParamsOf<M>
+  ): Effect.Effect<ResultOf<M>, E | ClientParamsInvalid | ClientResultInvalid, R> =>
+    encodeParams(method, params).pipe(
+      Effect.flatMap((encoded) => send(method, encoded)),
+      Effect.flatMap((raw) => decodeResult(method, raw))
+    )

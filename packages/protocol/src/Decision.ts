@@ -32,8 +32,18 @@ export type Decision =
   | { readonly _tag: "Abort" }
   | { readonly _tag: "AcceptWithExecpolicyAmendment"; readonly amendment: ReadonlyArray<string> }
   | { readonly _tag: "ApplyNetworkPolicyAmendment"; readonly host: string; readonly action: "allow" | "deny" }
-  | { readonly _tag: "Grant"; readonly permissions: unknown; readonly scope?: unknown; readonly strictAutoReview?: unknown }
-  | { readonly _tag: "Elicitation"; readonly action: "accept" | "decline" | "cancel"; readonly content?: unknown; readonly persist?: "session" | "always" }
+  | {
+      readonly _tag: "Grant"
+      readonly permissions: unknown
+      readonly scope?: unknown
+      readonly strictAutoReview?: unknown
+    }
+  | {
+      readonly _tag: "Elicitation"
+      readonly action: "accept" | "decline" | "cancel"
+      readonly content?: unknown
+      readonly persist?: "session" | "always"
+    }
   | { readonly _tag: "Answers"; readonly answers: unknown }
   | { readonly _tag: "ToolResult"; readonly contentItems: unknown; readonly success: unknown }
 
@@ -145,7 +155,10 @@ export const fromJson = (value: unknown): Decision | undefined => {
   }
   if ("applyNetworkPolicyAmendment" in v) {
     const inner = v["applyNetworkPolicyAmendment"] as Record<string, unknown> | null
-    const amendment = inner && typeof inner === "object" ? inner["network_policy_amendment"] as Record<string, unknown> | null : undefined
+    const amendment =
+      inner && typeof inner === "object"
+        ? (inner["network_policy_amendment"] as Record<string, unknown> | null)
+        : undefined
     if (!amendment || typeof amendment !== "object") return undefined
     const host = amendment["host"]
     const action = amendment["action"]
@@ -154,7 +167,12 @@ export const fromJson = (value: unknown): Decision | undefined => {
       : undefined
   }
   if ("permissions" in v) {
-    return { _tag: "Grant", permissions: v["permissions"], ...("scope" in v ? { scope: v["scope"] } : {}), ...("strictAutoReview" in v ? { strictAutoReview: v["strictAutoReview"] } : {}) }
+    return {
+      _tag: "Grant",
+      permissions: v["permissions"],
+      ...("scope" in v ? { scope: v["scope"] } : {}),
+      ...("strictAutoReview" in v ? { strictAutoReview: v["strictAutoReview"] } : {})
+    }
   }
   if ("action" in v) {
     const action = v["action"]

@@ -79,7 +79,11 @@ export interface RateLimitSnapshot {
   readonly limitName: string | null
   readonly primary: RateLimitWindow | null
   readonly secondary: RateLimitWindow | null
-  readonly credits: { readonly hasCredits: boolean; readonly unlimited: boolean; readonly balance: string | null } | null
+  readonly credits: {
+    readonly hasCredits: boolean
+    readonly unlimited: boolean
+    readonly balance: string | null
+  } | null
   readonly planType: string | null
   readonly rateLimitReachedType: string | null
 }
@@ -364,7 +368,8 @@ export type DomainEventTag = DomainEvent["_tag"]
 // ---------------------------------------------------------------------------------------------
 // Wire shapes (unknown keys are ignored by Schema.Struct decoding)
 
-const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
+const nullable = <A, I>(schema: Schema.Schema<A, I>) =>
+  Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 const inTurn = { threadId: Schema.String, turnId: Schema.String }
 const Item = Schema.transform(
   Schema.Unknown,
@@ -402,53 +407,81 @@ const via = <A, I>(schema: Schema.Schema<A, I>, build: (params: A) => DomainEven
 const builders: ReadonlyMap<string, Build> = new Map<string, Build>([
   [
     "item/agentMessage/delta",
-    via(Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String }), (p) => ({ _tag: "AgentMessageDelta", ...p }))
+    via(Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String }), (p) => ({
+      _tag: "AgentMessageDelta",
+      ...p
+    }))
   ],
   [
     "item/reasoning/summaryTextDelta",
     via(
       Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String, summaryIndex: Schema.Number }),
-      (p) => ({ _tag: "ReasoningDelta", threadId: p.threadId, turnId: p.turnId, itemId: p.itemId, part: "summary", index: p.summaryIndex, delta: p.delta })
+      (p) => ({
+        _tag: "ReasoningDelta",
+        threadId: p.threadId,
+        turnId: p.turnId,
+        itemId: p.itemId,
+        part: "summary",
+        index: p.summaryIndex,
+        delta: p.delta
+      })
     )
   ],
   [
     "item/reasoning/textDelta",
     via(
       Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String, contentIndex: Schema.Number }),
-      (p) => ({ _tag: "ReasoningDelta", threadId: p.threadId, turnId: p.turnId, itemId: p.itemId, part: "text", index: p.contentIndex, delta: p.delta })
+      (p) => ({
+        _tag: "ReasoningDelta",
+        threadId: p.threadId,
+        turnId: p.turnId,
+        itemId: p.itemId,
+        part: "text",
+        index: p.contentIndex,
+        delta: p.delta
+      })
     )
   ],
   [
     "item/reasoning/summaryPartAdded",
-    via(
-      Schema.Struct({ ...inTurn, itemId: Schema.String, summaryIndex: Schema.Number }),
-      (p) => ({ _tag: "ReasoningSummaryPartAdded", ...p })
-    )
+    via(Schema.Struct({ ...inTurn, itemId: Schema.String, summaryIndex: Schema.Number }), (p) => ({
+      _tag: "ReasoningSummaryPartAdded",
+      ...p
+    }))
   ],
   [
     "item/started",
-    via(
-      Schema.Struct({ ...inTurn, item: Item, startedAtMs: nullable(Schema.Number) }),
-      (p) => ({ _tag: "ItemStarted", threadId: p.threadId, turnId: p.turnId, item: p.item, atMs: p.startedAtMs })
-    )
+    via(Schema.Struct({ ...inTurn, item: Item, startedAtMs: nullable(Schema.Number) }), (p) => ({
+      _tag: "ItemStarted",
+      threadId: p.threadId,
+      turnId: p.turnId,
+      item: p.item,
+      atMs: p.startedAtMs
+    }))
   ],
   [
     "item/completed",
-    via(
-      Schema.Struct({ ...inTurn, item: Item, completedAtMs: nullable(Schema.Number) }),
-      (p) => ({ _tag: "ItemCompleted", threadId: p.threadId, turnId: p.turnId, item: p.item, atMs: p.completedAtMs })
-    )
+    via(Schema.Struct({ ...inTurn, item: Item, completedAtMs: nullable(Schema.Number) }), (p) => ({
+      _tag: "ItemCompleted",
+      threadId: p.threadId,
+      turnId: p.turnId,
+      item: p.item,
+      atMs: p.completedAtMs
+    }))
   ],
   [
     "item/commandExecution/outputDelta",
-    via(Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String }), (p) => ({ _tag: "CommandOutputDelta", ...p }))
+    via(Schema.Struct({ ...inTurn, itemId: Schema.String, delta: Schema.String }), (p) => ({
+      _tag: "CommandOutputDelta",
+      ...p
+    }))
   ],
   [
     "item/fileChange/patchUpdated",
-    via(
-      Schema.Struct({ ...inTurn, itemId: Schema.String, changes: Schema.Array(ThreadItem.FileChange) }),
-      (p) => ({ _tag: "FileChangePatchUpdated", ...p })
-    )
+    via(Schema.Struct({ ...inTurn, itemId: Schema.String, changes: Schema.Array(ThreadItem.FileChange) }), (p) => ({
+      _tag: "FileChangePatchUpdated",
+      ...p
+    }))
   ],
   [
     "turn/diff/updated",
@@ -535,17 +568,17 @@ const builders: ReadonlyMap<string, Build> = new Map<string, Build>([
   ],
   [
     "serverRequest/resolved",
-    via(
-      Schema.Struct({ threadId: Schema.String, requestId: Schema.Union(Schema.Number, Schema.String) }),
-      (p) => ({ _tag: "RequestWithdrawn", ...p })
-    )
+    via(Schema.Struct({ threadId: Schema.String, requestId: Schema.Union(Schema.Number, Schema.String) }), (p) => ({
+      _tag: "RequestWithdrawn",
+      ...p
+    }))
   ],
   [
     "thread/status/changed",
-    via(
-      Schema.Struct({ threadId: Schema.String, status: ThreadStatusFromWire }),
-      (p) => ({ _tag: "ThreadStatusChanged", ...p })
-    )
+    via(Schema.Struct({ threadId: Schema.String, status: ThreadStatusFromWire }), (p) => ({
+      _tag: "ThreadStatusChanged",
+      ...p
+    }))
   ],
   [
     "thread/started",
@@ -554,23 +587,24 @@ const builders: ReadonlyMap<string, Build> = new Map<string, Build>([
   ["thread/closed", via(Schema.Struct({ threadId: Schema.String }), (p) => ({ _tag: "ThreadClosed", ...p }))],
   [
     "error",
-    via(
-      Schema.Struct({ ...inTurn, error: Schema.Unknown, willRetry: Schema.Boolean }),
-      (p) => ({
-        _tag: "Error",
-        threadId: p.threadId,
-        turnId: p.turnId,
-        willRetry: p.willRetry,
-        error: turnErrorOf(p.error) ?? { message: "error notification without an error", codexErrorInfo: null, additionalDetails: null }
-      })
-    )
+    via(Schema.Struct({ ...inTurn, error: Schema.Unknown, willRetry: Schema.Boolean }), (p) => ({
+      _tag: "Error",
+      threadId: p.threadId,
+      turnId: p.turnId,
+      willRetry: p.willRetry,
+      error: turnErrorOf(p.error) ?? {
+        message: "error notification without an error",
+        codexErrorInfo: null,
+        additionalDetails: null
+      }
+    }))
   ],
   [
     "warning",
-    via(
-      Schema.Struct({ threadId: nullable(Schema.String), message: Schema.String }),
-      (p) => ({ _tag: "Warning", ...p })
-    )
+    via(Schema.Struct({ threadId: nullable(Schema.String), message: Schema.String }), (p) => ({
+      _tag: "Warning",
+      ...p
+    }))
   ],
   [
     "configWarning",
@@ -581,10 +615,10 @@ const builders: ReadonlyMap<string, Build> = new Map<string, Build>([
   ],
   [
     "model/rerouted",
-    via(
-      Schema.Struct({ ...inTurn, fromModel: Schema.String, toModel: Schema.String, reason: Schema.String }),
-      (p) => ({ _tag: "ModelRerouted", ...p })
-    )
+    via(Schema.Struct({ ...inTurn, fromModel: Schema.String, toModel: Schema.String, reason: Schema.String }), (p) => ({
+      _tag: "ModelRerouted",
+      ...p
+    }))
   ]
 ])
 

@@ -98,7 +98,8 @@ const expectedOf = (issue: ParseResult.Type): string | undefined => {
   else if (Option.isSome(annotation)) {
     const message = annotation.value(issue)
     if (typeof message === "string") text = message
-    else if (typeof message === "object" && "message" in message && typeof message.message === "string") text = message.message
+    else if (typeof message === "object" && "message" in message && typeof message.message === "string")
+      text = message.message
   }
   const expected = (text.split("\n", 1)[0] ?? "").replace(/,?\s*actual[\s\S]*$/i, "").trim()
   return /^expected /i.test(expected) ? expected.replace(/^expected/i, "expected") : undefined

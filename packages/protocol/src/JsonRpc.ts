@@ -54,7 +54,8 @@ type Frame = { readonly [key: string]: unknown }
  * hold exactly (|id| <= 2^53 - 1). A larger number has already lost digits in `JSON.parse` (two
  * different requests could read as one id), and a fraction is no id codex sends: both are refused.
  */
-const isId = (id: unknown): id is RequestId => (typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"
+const isId = (id: unknown): id is RequestId =>
+  (typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"
 
 const badId = (kind: string, id: unknown, frame: Frame): string =>
   typeof id === "number"

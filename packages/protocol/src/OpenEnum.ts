@@ -31,9 +31,7 @@ export type Open<L extends string> = L | "unknown"
  * Schema.decodeUnknownSync(Status)("paused") // "unknown"
  * ```
  */
-export const make = <const L extends ReadonlyArray<string>>(
-  ...known: L
-): Schema.Schema<Open<L[number]>, string> => {
+export const make = <const L extends ReadonlyArray<string>>(...known: L): Schema.Schema<Open<L[number]>, string> => {
   const isKnown = (value: string): value is L[number] => known.includes(value)
   return Schema.transform(
     Schema.String,
@@ -51,7 +49,5 @@ export const make = <const L extends ReadonlyArray<string>>(
  *
  * Anything that is not one of the `known` strings, a non-string included, maps to `"unknown"`.
  */
-export const of = <const L extends ReadonlyArray<string>>(
-  known: L,
-  value: unknown
-): Open<L[number]> => (typeof value === "string" && known.includes(value) ? (value as L[number]) : "unknown")
+export const of = <const L extends ReadonlyArray<string>>(known: L, value: unknown): Open<L[number]> =>
+  typeof value === "string" && known.includes(value) ? (value as L[number]) : "unknown"

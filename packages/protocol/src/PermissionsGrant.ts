@@ -27,7 +27,10 @@ export type GrantScope = "turn" | "session"
 export type FileSystemPath =
   | { readonly type: "path"; readonly path: string }
   | { readonly type: "glob_pattern"; readonly pattern: string }
-  | { readonly type: "special"; readonly value: { readonly kind: string; readonly path?: string; readonly subpath?: string | null } }
+  | {
+      readonly type: "special"
+      readonly value: { readonly kind: string; readonly path?: string; readonly subpath?: string | null }
+    }
 
 /**
  * One location of `fileSystem.entries` with its access, `read`, `write` or `deny`.
@@ -136,7 +139,8 @@ const fileSystemPath = (value: unknown, where: string): FileSystemPath => {
     }
     case "glob_pattern": {
       const pattern = record.get("pattern")
-      if (typeof pattern !== "string" || pattern.length === 0 || record.size !== 2) fail(`${where} is not a valid glob entry`)
+      if (typeof pattern !== "string" || pattern.length === 0 || record.size !== 2)
+        fail(`${where} is not a valid glob entry`)
       return { type: "glob_pattern", pattern: pattern as string }
     }
     case "special": {
@@ -168,8 +172,12 @@ const entryList = (value: unknown, where: string): ReadonlyArray<FileSystemEntry
   return items.map((item, i) => {
     const record = plainRecord(item, `${where}[${i}]`, ["path", "access"])
     const access = record.get("access")
-    if (access !== "read" && access !== "write" && access !== "deny") fail(`${where}[${i}].access is not read, write or deny`)
-    return { path: fileSystemPath(record.get("path"), `${where}[${i}].path`), access: access as FileSystemEntry["access"] }
+    if (access !== "read" && access !== "write" && access !== "deny")
+      fail(`${where}[${i}].access is not read, write or deny`)
+    return {
+      path: fileSystemPath(record.get("path"), `${where}[${i}].path`),
+      access: access as FileSystemEntry["access"]
+    }
   })
 }
 
@@ -204,7 +212,8 @@ const checkShape = (value: unknown, where: string): CheckedGrant => {
   if (netValue !== undefined && netValue !== null) {
     const net = plainRecord(netValue, `${where}.network`, ["enabled"])
     const enabled = net.get("enabled")
-    if (enabled !== undefined && enabled !== null && typeof enabled !== "boolean") fail(`${where}.network.enabled is not a boolean`)
+    if (enabled !== undefined && enabled !== null && typeof enabled !== "boolean")
+      fail(`${where}.network.enabled is not a boolean`)
     if (enabled === true || enabled === false) network = { enabled }
   }
   return { ...(fileSystem ? { fileSystem } : {}), ...(network ? { network } : {}) }
@@ -251,7 +260,11 @@ export const normalize = (set: CheckedGrant): AccessSet => {
 }
 
 const describePath = (path: FileSystemPath): string =>
-  path.type === "path" ? JSON.stringify(path.path) : path.type === "glob_pattern" ? `glob ${JSON.stringify(path.pattern)}` : `special ${JSON.stringify(path.value.kind)}`
+  path.type === "path"
+    ? JSON.stringify(path.path)
+    : path.type === "glob_pattern"
+      ? `glob ${JSON.stringify(path.pattern)}`
+      : `special ${JSON.stringify(path.value.kind)}`
 
 /**
  * Checks that a granted set is within the asked one, and returns the asked denies the grant leaves out.
@@ -267,9 +280,16 @@ export const within = (asked: AccessSet, granted: AccessSet): Either.Either<Read
   for (const [key, given] of granted.byPath) {
     if (given.access === "deny") continue // narrowing is always allowed
     const wanted = asked.byPath.get(key)
-    if (wanted === undefined) return Either.left(`grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was not asked for`)
-    if (wanted.access === "deny") return Either.left(`grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was asked as deny`)
-    if (rank[given.access] > rank[wanted.access]) return Either.left(`grant writes ${describePath(given.path)}, which was asked as read only`)
+    if (wanted === undefined)
+      return Either.left(
+        `grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was not asked for`
+      )
+    if (wanted.access === "deny")
+      return Either.left(
+        `grant ${given.access === "write" ? "writes" : "reads"} ${describePath(given.path)}, which was asked as deny`
+      )
+    if (rank[given.access] > rank[wanted.access])
+      return Either.left(`grant writes ${describePath(given.path)}, which was asked as read only`)
   }
   if (granted.network && !asked.network) return Either.left("grant enables the network, which was not asked for")
   const keep: Array<FileSystemPath> = []
@@ -292,7 +312,10 @@ export const toWire = (grant: CheckedGrant): Record<string, unknown> => {
     if (grant.fileSystem.read) fs["read"] = [...grant.fileSystem.read]
     if (grant.fileSystem.write) fs["write"] = [...grant.fileSystem.write]
     if (grant.fileSystem.entries) {
-      fs["entries"] = grant.fileSystem.entries.map((e) => ({ path: { ...e.path, ...(e.path.type === "special" ? { value: { ...e.path.value } } : {}) }, access: e.access }))
+      fs["entries"] = grant.fileSystem.entries.map((e) => ({
+        path: { ...e.path, ...(e.path.type === "special" ? { value: { ...e.path.value } } : {}) },
+        access: e.access
+      }))
     }
     if (grant.fileSystem.globScanMaxDepth !== undefined) fs["globScanMaxDepth"] = grant.fileSystem.globScanMaxDepth
     out["fileSystem"] = fs
@@ -358,15 +381,19 @@ export const checkGrant = (
     const kept = within(normalize(asked), normalize(given))
     if (Either.isLeft(kept)) return fail(kept.left)
     // A grant that gives any file-system access carries every deny that was asked with it.
-    const answer = given.fileSystem !== undefined && kept.right.length > 0
-      ? {
-        ...given,
-        fileSystem: {
-          ...given.fileSystem,
-          entries: [...(given.fileSystem.entries ?? []), ...kept.right.map((path): FileSystemEntry => ({ path, access: "deny" }))]
-        }
-      }
-      : given
+    const answer =
+      given.fileSystem !== undefined && kept.right.length > 0
+        ? {
+            ...given,
+            fileSystem: {
+              ...given.fileSystem,
+              entries: [
+                ...(given.fileSystem.entries ?? []),
+                ...kept.right.map((path): FileSystemEntry => ({ path, access: "deny" }))
+              ]
+            }
+          }
+        : given
     const scope = scopeOf(grant.scope)
     const strict = grant.strictAutoReview
     if (strict !== undefined && typeof strict !== "boolean") fail("strictAutoReview is not a boolean")

@@ -122,7 +122,9 @@ const envelope = (
     const methodSchema = isRecord(properties) ? properties["method"] : undefined
     const methods = isRecord(methodSchema) ? methodSchema["enum"] : undefined
     if (!Array.isArray(methods) || methods.length !== 1 || typeof methods[0] !== "string") {
-      return Either.left(layoutChanged(`a ${name} variant has no single method enum: ${JSON.stringify(variant).slice(0, 300)}`))
+      return Either.left(
+        layoutChanged(`a ${name} variant has no single method enum: ${JSON.stringify(variant).slice(0, 300)}`)
+      )
     }
     const params = isRecord(properties) ? properties["params"] : undefined
     const paramsRef = isRecord(params) && typeof params["$ref"] === "string" ? params["$ref"] : null
@@ -140,7 +142,7 @@ const envelope = (
  * as expected, including a server request with no `XxxResponse` next to its params.
  */
 export const fromBundle = (bundle: unknown): Either.Either<SchemaDump, SchemaDumpError> =>
-  Either.gen(function*() {
+  Either.gen(function* () {
     if (!isRecord(bundle)) return yield* Either.left(layoutChanged(`${BundleFile} is not a JSON object`))
     const clientRequests = yield* envelope(bundle, "ClientRequest", true)
     const clientNotifications = yield* envelope(bundle, "ClientNotification", false)
@@ -178,7 +180,11 @@ export const load = (dir: string): Effect.Effect<SchemaDump, SchemaDumpError> =>
   Effect.tryPromise({
     try: async () => JSON.parse(await readFile(join(dir, BundleFile), "utf8")) as unknown,
     catch: (cause) =>
-      new SchemaDumpError({ reason: "ReadFailed", message: `could not read ${join(dir, BundleFile)}: ${String(cause)}`, cause })
+      new SchemaDumpError({
+        reason: "ReadFailed",
+        message: `could not read ${join(dir, BundleFile)}: ${String(cause)}`,
+        cause
+      })
   }).pipe(Effect.flatMap(fromBundle))
 
 /**
@@ -188,7 +194,10 @@ export const load = (dir: string): Effect.Effect<SchemaDump, SchemaDumpError> =>
 const MinimalEnvNames = ["PATH", "HOME"] as const
 
 /** `env` (default: the `MinimalEnvNames` of this process) without undefined values, with `CODEX_HOME` set. */
-const childEnv = (env: Readonly<Record<string, string | undefined>> | undefined, codexHome: string): Record<string, string> => {
+const childEnv = (
+  env: Readonly<Record<string, string | undefined>> | undefined,
+  codexHome: string
+): Record<string, string> => {
   const out: Record<string, string> = {}
   if (env === undefined) {
     for (const name of MinimalEnvNames) {
@@ -217,13 +226,15 @@ const runGenerator = (binary: string, args: ReadonlyArray<string>, env: Record<s
       (error, _stdout, stderr) => {
         if (error === null) return resume(Effect.void)
         const tail = String(stderr).trim().split("\n").slice(0, 5).join(" | ")
-        resume(Effect.fail(
-          new SchemaDumpError({
-            reason: "GenerateFailed",
-            message: `\`${binary} ${args.join(" ")}\` failed (${error.message.split("\n")[0]}): ${tail}`,
-            cause: error
-          })
-        ))
+        resume(
+          Effect.fail(
+            new SchemaDumpError({
+              reason: "GenerateFailed",
+              message: `\`${binary} ${args.join(" ")}\` failed (${error.message.split("\n")[0]}): ${tail}`,
+              cause: error
+            })
+          )
+        )
       }
     )
     // Interrupted: the child must not outlive us.
@@ -272,33 +283,40 @@ export interface GenerateOptions {
  * })
  * ```
  */
-export const generate = (
-  binary: string,
-  options?: GenerateOptions
-): Effect.Effect<SchemaDump, SchemaDumpError> =>
+export const generate = (binary: string, options?: GenerateOptions): Effect.Effect<SchemaDump, SchemaDumpError> =>
   Effect.acquireUseRelease(
     Effect.tryPromise({
       try: () => mkdtemp(join(tmpdir(), "warden-codex-schema-")),
       catch: (cause) =>
-        new SchemaDumpError({ reason: "GenerateFailed", message: `could not create a temporary directory: ${String(cause)}`, cause })
+        new SchemaDumpError({
+          reason: "GenerateFailed",
+          message: `could not create a temporary directory: ${String(cause)}`,
+          cause
+        })
     }),
     (dir) =>
       Effect.tryPromise({
         try: () => mkdir(join(dir, "codex-home")),
         catch: (cause) =>
-          new SchemaDumpError({ reason: "GenerateFailed", message: `could not prepare ${dir}: ${String(cause)}`, cause })
+          new SchemaDumpError({
+            reason: "GenerateFailed",
+            message: `could not prepare ${dir}: ${String(cause)}`,
+            cause
+          })
       }).pipe(
-        Effect.zipRight(runGenerator(
-          binary,
-          [
-            "app-server",
-            "generate-json-schema",
-            "--out",
-            join(dir, "out"),
-            ...(options?.experimental === true ? ["--experimental"] : [])
-          ],
-          childEnv(options?.env, join(dir, "codex-home"))
-        )),
+        Effect.zipRight(
+          runGenerator(
+            binary,
+            [
+              "app-server",
+              "generate-json-schema",
+              "--out",
+              join(dir, "out"),
+              ...(options?.experimental === true ? ["--experimental"] : [])
+            ],
+            childEnv(options?.env, join(dir, "codex-home"))
+          )
+        ),
         Effect.zipRight(load(join(dir, "out")))
       ),
     (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }).catch(() => undefined))
@@ -438,7 +456,8 @@ export const makeValidator = (dump: SchemaDump): Validator => {
     return (method: string, value: unknown): Validation => {
       const entry = index.get(method)
       if (entry === undefined) return { _tag: "Unavailable", reason: `the dump has no ${kind} ${method}` }
-      if (entry.responseRef === null) return { _tag: "Unavailable", reason: `the dump names no response for ${kind} ${method}` }
+      if (entry.responseRef === null)
+        return { _tag: "Unavailable", reason: `the dump names no response for ${kind} ${method}` }
       return check(entry.responseRef, value)
     }
   }

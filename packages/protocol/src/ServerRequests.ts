@@ -131,7 +131,6 @@ const BoundedArray = <S extends Schema.Schema.Any>(item: S) =>
     { strict: false }
   )
 
-
 const NetworkAmendment = Schema.Struct({ host: Schema.String, action: Schema.String })
 
 /**
@@ -336,7 +335,8 @@ const offeredWord = (available: ReadonlyArray<unknown> | null | undefined, word:
   available === undefined || available === null || available.some((d) => d === word)
 
 const offeredObject = (available: ReadonlyArray<unknown> | null | undefined, key: string): boolean =>
-  available === undefined || available === null ||
+  available === undefined ||
+  available === null ||
   available.some((d) => typeof d === "object" && d !== null && key in (d as object))
 
 const sameStrings = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
@@ -349,7 +349,9 @@ const commandApproval: MethodSpec<CommandApprovalParams> = {
     const method = "item/commandExecution/requestApproval"
     switch (d._tag) {
       case "Accept":
-        return offeredWord(p.availableDecisions, "accept") ? Either.right(commandDecision("accept")) : Either.left("accept is not offered by this request")
+        return offeredWord(p.availableDecisions, "accept")
+          ? Either.right(commandDecision("accept"))
+          : Either.left("accept is not offered by this request")
       case "AcceptForSession":
         return offeredWord(p.availableDecisions, "acceptForSession")
           ? Either.right(commandDecision("acceptForSession"))
@@ -364,13 +366,18 @@ const commandApproval: MethodSpec<CommandApprovalParams> = {
         if (!proposed || !offeredObject(p.availableDecisions, "acceptWithExecpolicyAmendment")) {
           return Either.left("an execpolicy amendment is not offered by this request")
         }
-        if (!sameStrings(proposed, d.amendment)) return Either.left("the amendment differs from the one the request proposed")
+        if (!sameStrings(proposed, d.amendment))
+          return Either.left("the amendment differs from the one the request proposed")
         return Either.right(commandDecision({ acceptWithExecpolicyAmendment: { execpolicy_amendment: [...proposed] } }))
       }
       case "ApplyNetworkPolicyAmendment": {
         const match = (p.proposedNetworkPolicyAmendments ?? []).find((a) => a.host === d.host && a.action === d.action)
         if (!match) return Either.left("that network policy amendment is not offered by this request")
-        return Either.right(commandDecision({ applyNetworkPolicyAmendment: { network_policy_amendment: { host: match.host, action: match.action } } }))
+        return Either.right(
+          commandDecision({
+            applyNetworkPolicyAmendment: { network_policy_amendment: { host: match.host, action: match.action } }
+          })
+        )
       }
       default:
         return cannot(d, method)
@@ -429,7 +436,10 @@ const permissionsApproval: MethodSpec<PermissionsApprovalParams> = {
       case "AcceptForSession":
         // Grant exactly what was asked, rebuilt from checked values.
         return Either.map(
-          PermissionsGrant.checkGrant(p.permissions, { permissions: p.permissions, scope: d._tag === "Accept" ? "turn" : "session" }),
+          PermissionsGrant.checkGrant(p.permissions, {
+            permissions: p.permissions,
+            scope: d._tag === "Accept" ? "turn" : "session"
+          }),
           grantReply
         )
       case "Grant":
@@ -454,7 +464,9 @@ const schemaProperties = (schema: unknown): Record<string, unknown> => {
 /** The persistence levels an elicitation offers in `_meta.persist`. */
 export const persistOffered = (p: ElicitationParams): ReadonlyArray<"session" | "always"> => {
   const persist = p._meta?.["persist"]
-  return Array.isArray(persist) ? persist.filter((x): x is "session" | "always" => x === "session" || x === "always") : []
+  return Array.isArray(persist)
+    ? persist.filter((x): x is "session" | "always" => x === "session" || x === "always")
+    : []
 }
 
 /** Set an own data property (a key named `__proto__` stays a key, never a prototype). */
@@ -483,12 +495,18 @@ const fieldValue = (field: Record<string, unknown>, value: unknown): unknown | u
     case "boolean":
       return typeof value === "boolean" ? value : undefined
     case "array": {
-      const items = typeof field["items"] === "object" && field["items"] !== null ? (field["items"] as Record<string, unknown>) : {}
+      const items =
+        typeof field["items"] === "object" && field["items"] !== null ? (field["items"] as Record<string, unknown>) : {}
       const itemChoices = Array.isArray(items["enum"]) ? (items["enum"] as ReadonlyArray<unknown>) : undefined
-      return Array.isArray(value) && value.every((x) => typeof x === "string" && (itemChoices === undefined || itemChoices.includes(x))) ? [...value] : undefined
+      return Array.isArray(value) &&
+        value.every((x) => typeof x === "string" && (itemChoices === undefined || itemChoices.includes(x)))
+        ? [...value]
+        : undefined
     }
     case undefined:
-      return (typeof value === "string" || typeof value === "number" || typeof value === "boolean") && inChoices(value) ? value : undefined
+      return (typeof value === "string" || typeof value === "number" || typeof value === "boolean") && inChoices(value)
+        ? value
+        : undefined
     default:
       return undefined
   }
@@ -501,12 +519,20 @@ const fieldValue = (field: Record<string, unknown>, value: unknown): unknown | u
  */
 const formContent = (p: ElicitationParams, content: unknown): Either.Either<Record<string, unknown>, string> => {
   const props = schemaProperties(p.requestedSchema)
-  const requiredList = typeof p.requestedSchema === "object" && p.requestedSchema !== null ? (p.requestedSchema as Record<string, unknown>)["required"] : undefined
+  const requiredList =
+    typeof p.requestedSchema === "object" && p.requestedSchema !== null
+      ? (p.requestedSchema as Record<string, unknown>)["required"]
+      : undefined
   const required = Array.isArray(requiredList) ? requiredList.filter((x): x is string => typeof x === "string") : []
   if (content === undefined) {
     return isEmpty(props) ? Either.right({}) : Either.left("accepting this form needs content")
   }
-  if (typeof content !== "object" || content === null || Array.isArray(content) || Object.getPrototypeOf(content) !== Object.prototype) {
+  if (
+    typeof content !== "object" ||
+    content === null ||
+    Array.isArray(content) ||
+    Object.getPrototypeOf(content) !== Object.prototype
+  ) {
     return Either.left("content is not a plain object")
   }
   const out: Record<string, unknown> = {}
@@ -518,12 +544,15 @@ const formContent = (p: ElicitationParams, content: unknown): Either.Either<Reco
     const value = fieldValue(field, descriptor.value)
     if (value === undefined) {
       const type = typeof field["type"] === "string" ? field["type"] : "primitive"
-      return Either.left(`content.${key} is not ${Array.isArray(field["enum"]) ? "one of the form's choices" : `a ${type} value`}`)
+      return Either.left(
+        `content.${key} is not ${Array.isArray(field["enum"]) ? "one of the form's choices" : `a ${type} value`}`
+      )
     }
     defineOwn(out, key, value)
   }
   for (const key of required) {
-    if (!Object.hasOwn(out, key) && ownField(props, key) !== undefined) return Either.left(`content.${key} is required by the form`)
+    if (!Object.hasOwn(out, key) && ownField(props, key) !== undefined)
+      return Either.left(`content.${key} is required by the form`)
   }
   return Either.right(out)
 }
@@ -540,7 +569,9 @@ const elicitation: MethodSpec<ElicitationParams> = {
       case "Accept":
         return p.mode === "url"
           ? Either.right(result({ action: "accept" }))
-          : Either.map(formContent(p, undefined), (content) => result(Object.keys(content).length === 0 ? { action: "accept" } : { action: "accept", content }))
+          : Either.map(formContent(p, undefined), (content) =>
+              result(Object.keys(content).length === 0 ? { action: "accept" } : { action: "accept", content })
+            )
       case "Elicitation": {
         if (d.action !== "accept") return Either.right(result({ action: d.action }))
         if (d.persist !== undefined && !persistOffered(p).includes(d.persist)) {
@@ -548,10 +579,17 @@ const elicitation: MethodSpec<ElicitationParams> = {
         }
         const meta = d.persist !== undefined ? { _meta: { persist: d.persist } } : {}
         if (p.mode === "url") {
-          return d.content === undefined ? Either.right(result({ action: "accept", ...meta })) : Either.left("a URL elicitation takes no content")
+          return d.content === undefined
+            ? Either.right(result({ action: "accept", ...meta }))
+            : Either.left("a URL elicitation takes no content")
         }
         return Either.map(formContent(p, d.content), (content) =>
-          result({ action: "accept", ...(Object.keys(content).length > 0 || d.content !== undefined ? { content } : {}), ...meta }))
+          result({
+            action: "accept",
+            ...(Object.keys(content).length > 0 || d.content !== undefined ? { content } : {}),
+            ...meta
+          })
+        )
       }
       default:
         return cannot(d, "mcpServer/elicitation/request")
@@ -579,7 +617,12 @@ const userInput: MethodSpec<UserInputParams> = {
         return Either.right(result({ answers: {} }))
       case "Answers": {
         const answers = d.answers
-        if (typeof answers !== "object" || answers === null || Array.isArray(answers) || Object.getPrototypeOf(answers) !== Object.prototype) {
+        if (
+          typeof answers !== "object" ||
+          answers === null ||
+          Array.isArray(answers) ||
+          Object.getPrototypeOf(answers) !== Object.prototype
+        ) {
           return Either.left("answers is not a plain object")
         }
         const ids = new Set(p.questions.map((q) => q.id))
@@ -592,11 +635,15 @@ const userInput: MethodSpec<UserInputParams> = {
           const list = Array.isArray(raw)
             ? raw
             : typeof raw === "object" && raw !== null && Array.isArray((raw as Record<string, unknown>)["answers"])
-            ? ((raw as Record<string, unknown>)["answers"] as ReadonlyArray<unknown>)
-            : typeof raw === "string"
-            ? [raw]
-            : undefined
-          if (!list || list.length > MaxAnswersPerQuestion || !list.every((x) => typeof x === "string" && x.length <= MaxAnswerLength)) {
+              ? ((raw as Record<string, unknown>)["answers"] as ReadonlyArray<unknown>)
+              : typeof raw === "string"
+                ? [raw]
+                : undefined
+          if (
+            !list ||
+            list.length > MaxAnswersPerQuestion ||
+            !list.every((x) => typeof x === "string" && x.length <= MaxAnswerLength)
+          ) {
             return Either.left(`answers.${id} is not a bounded list of strings`)
           }
           defineOwn(out, id, { answers: [...(list as ReadonlyArray<string>)] })
@@ -616,8 +663,10 @@ const contentItem = (item: unknown): Record<string, string> | undefined => {
   if (typeof item !== "object" || item === null) return undefined
   const i = item as Record<string, unknown>
   if (i["type"] === "inputText" && typeof i["text"] === "string") return { type: "inputText", text: i["text"] }
-  if (i["type"] === "inputImage" && typeof i["imageUrl"] === "string") return { type: "inputImage", imageUrl: i["imageUrl"] }
-  if (i["type"] === "inputAudio" && typeof i["audioUrl"] === "string") return { type: "inputAudio", audioUrl: i["audioUrl"] }
+  if (i["type"] === "inputImage" && typeof i["imageUrl"] === "string")
+    return { type: "inputImage", imageUrl: i["imageUrl"] }
+  if (i["type"] === "inputAudio" && typeof i["audioUrl"] === "string")
+    return { type: "inputAudio", audioUrl: i["audioUrl"] }
   return undefined
 }
 
@@ -632,7 +681,8 @@ const dynamicToolCall: MethodSpec<DynamicToolCallParams> = {
         if (typeof d.success !== "boolean") return Either.left("success is not a boolean")
         if (!Array.isArray(d.contentItems)) return Either.left("contentItems is not an array")
         const items = d.contentItems.map(contentItem)
-        if (items.some((x) => x === undefined)) return Either.left("a content item is not inputText, inputImage or inputAudio")
+        if (items.some((x) => x === undefined))
+          return Either.left("a content item is not inputText, inputImage or inputAudio")
         return Either.right(result({ contentItems: items, success: d.success }))
       }
       default:
@@ -654,7 +704,9 @@ const refuseOnly = <P>(params: Schema.Schema<P, any>, method: string): MethodSpe
   turnId: () => undefined
 })
 
-const legacyDenied: Reply = result({ decision: { denied: { rejection: "Warden refused this request: nobody approved it." } } })
+const legacyDenied: Reply = result({
+  decision: { denied: { rejection: "Warden refused this request: nobody approved it." } }
+})
 
 const legacyApproval = <P>(params: Schema.Schema<P, any>, method: string): MethodSpec<P> => ({
   params,
@@ -689,8 +741,8 @@ export type ParamsOf = {
   "item/tool/call": DynamicToolCallParams
   "account/chatgptAuthTokens/refresh": typeof TokenRefreshParams.Type
   "attestation/generate": typeof AttestationParams.Type
-  "applyPatchApproval": typeof LegacyApplyPatchParams.Type
-  "execCommandApproval": typeof LegacyExecParams.Type
+  applyPatchApproval: typeof LegacyApplyPatchParams.Type
+  execCommandApproval: typeof LegacyExecParams.Type
 }
 
 /**
@@ -716,8 +768,8 @@ export const Specs: { readonly [M in ServerRequestMethod]: MethodSpec<ParamsOf[M
   "item/tool/call": dynamicToolCall,
   "account/chatgptAuthTokens/refresh": refuseOnly(TokenRefreshParams, "account/chatgptAuthTokens/refresh"),
   "attestation/generate": refuseOnly(AttestationParams, "attestation/generate"),
-  "applyPatchApproval": legacyApproval(LegacyApplyPatchParams, "applyPatchApproval"),
-  "execCommandApproval": legacyApproval(LegacyExecParams, "execCommandApproval")
+  applyPatchApproval: legacyApproval(LegacyApplyPatchParams, "applyPatchApproval"),
+  execCommandApproval: legacyApproval(LegacyExecParams, "execCommandApproval")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -729,7 +781,12 @@ export const Specs: { readonly [M in ServerRequestMethod]: MethodSpec<ParamsOf[M
  * Narrow on `method` to get that method's params type.
  */
 export type ServerRequest = {
-  readonly [M in ServerRequestMethod]: { readonly _tag: "Known"; readonly id: RequestId; readonly method: M; readonly params: ParamsOf[M] }
+  readonly [M in ServerRequestMethod]: {
+    readonly _tag: "Known"
+    readonly id: RequestId
+    readonly method: M
+    readonly params: ParamsOf[M]
+  }
 }[ServerRequestMethod]
 
 /**
@@ -743,10 +800,19 @@ export type DecodedRequest =
   /** A method outside the union: answered with the error frame. */
   | { readonly _tag: "Unknown"; readonly id: RequestId; readonly method: string; readonly params: unknown }
   /** A known method whose params do not decode: nobody can be shown it; refused at once. */
-  | { readonly _tag: "Malformed"; readonly id: RequestId; readonly method: ServerRequestMethod; readonly params: unknown; readonly detail: string }
+  | {
+      readonly _tag: "Malformed"
+      readonly id: RequestId
+      readonly method: ServerRequestMethod
+      readonly params: unknown
+      readonly detail: string
+    }
 
 const decoders = Object.fromEntries(
-  ServerRequestMethods.map((m) => [m, Schema.decodeUnknownEither(Specs[m].params as Schema.Schema<unknown, unknown>, { onExcessProperty: "ignore" })])
+  ServerRequestMethods.map((m) => [
+    m,
+    Schema.decodeUnknownEither(Specs[m].params as Schema.Schema<unknown, unknown>, { onExcessProperty: "ignore" })
+  ])
 ) as Record<ServerRequestMethod, (u: unknown) => Either.Either<unknown, import("effect/ParseResult").ParseError>>
 
 const fastDecoders = Object.fromEntries(
@@ -796,7 +862,9 @@ export const decode = (id: RequestId, method: string, params: unknown): DecodedR
  * a closed scope, a failed handler).
  */
 export const refusalFor = (request: DecodedRequest): Reply =>
-  request._tag === "Unknown" ? { _tag: "Error", error: unknownMethodError(request.method) } : Specs[request.method].refusal
+  request._tag === "Unknown"
+    ? { _tag: "Error", error: unknownMethodError(request.method) }
+    : Specs[request.method].refusal
 
 /**
  * Encodes a decision as the answer to a known request, or says why it cannot be expressed.

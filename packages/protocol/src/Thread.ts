@@ -77,7 +77,8 @@ export const ThreadStatusFromWire = Schema.transform(ThreadStatusWire, ThreadSta
   }
 })
 
-const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
+const nullable = <A, I>(schema: Schema.Schema<A, I>) =>
+  Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 
 /**
  * A thread as the server describes it, with a strict id and everything else informational.

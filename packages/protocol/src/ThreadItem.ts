@@ -27,7 +27,8 @@ export const SubAgentActivityKinds = ["started", "interacted", "interrupted", "c
  */
 export const MessagePhases = ["commentary", "partial_answer", "final_answer"] as const
 
-const nullable = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
+const nullable = <A, I>(schema: Schema.Schema<A, I>) =>
+  Schema.optionalWith(Schema.NullOr(schema), { default: () => null })
 const anyValue = Schema.optionalWith(Schema.Unknown, { default: () => null })
 
 /**
@@ -56,7 +57,11 @@ export const FileChange = Schema.transform(
       movePath: wire.kind.move_path,
       diff: wire.diff
     }),
-    encode: (change) => ({ path: change.path, kind: { type: change.kind, move_path: change.movePath }, diff: change.diff })
+    encode: (change) => ({
+      path: change.path,
+      kind: { type: change.kind, move_path: change.movePath },
+      diff: change.diff
+    })
   }
 )
 export type FileChange = Schema.Schema.Type<typeof FileChange>

@@ -73,7 +73,6 @@ export interface TurnError {
   readonly additionalDetails: string | null
 }
 
-
 /**
  * Reads a wire `codexErrorInfo` into a `CodexErrorInfo`, or null when it is neither a string nor an object.
  *

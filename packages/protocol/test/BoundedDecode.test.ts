@@ -9,12 +9,15 @@ const ids = { threadId: "t", turnId: "u", itemId: "i" }
 /** An array of `n` copies of `item` that counts the items read (`get` of an index). */
 const countedArray = (n: number, item: unknown) => {
   let reads = 0
-  const proxy = new Proxy(Array.from({ length: n }, () => item), {
-    get: (t, key, receiver) => {
-      if (typeof key === "string" && /^[0-9]+$/.test(key)) reads++
-      return Reflect.get(t, key, receiver)
+  const proxy = new Proxy(
+    Array.from({ length: n }, () => item),
+    {
+      get: (t, key, receiver) => {
+        if (typeof key === "string" && /^[0-9]+$/.test(key)) reads++
+        return Reflect.get(t, key, receiver)
+      }
     }
-  })
+  )
   return { proxy, reads: () => reads }
 }
 
@@ -39,29 +42,49 @@ describe("decoding a request: bounded work, whatever its size", () => {
     const questions = countedArray(ServerRequests.MaxItems + 1, { id: "q", header: "h", question: "q" })
     const decoded = ServerRequests.decode(1, "item/tool/requestUserInput", { ...ids, questions: questions.proxy })
     assert.strictEqual(decoded._tag, "Malformed")
-    assert.include(decoded._tag === "Malformed" ? decoded.detail : "", `questions: expected an array of at most ${ServerRequests.MaxItems} items`)
+    assert.include(
+      decoded._tag === "Malformed" ? decoded.detail : "",
+      `questions: expected an array of at most ${ServerRequests.MaxItems} items`
+    )
     assert.strictEqual(questions.reads(), 0)
 
     const options = countedArray(100_000, { label: "l", description: "d" })
-    const one = ServerRequests.decode(1, "item/tool/requestUserInput", { ...ids, questions: [{ id: "q", header: "h", question: "q", options: options.proxy }] })
+    const one = ServerRequests.decode(1, "item/tool/requestUserInput", {
+      ...ids,
+      questions: [{ id: "q", header: "h", question: "q", options: options.proxy }]
+    })
     assert.strictEqual(one._tag, "Malformed")
     assert.strictEqual(options.reads(), 0)
 
     const amendments = countedArray(100_000, { host: "a", action: "allow" })
-    const command = ServerRequests.decode(1, "item/commandExecution/requestApproval", { ...ids, command: "ls", proposedNetworkPolicyAmendments: amendments.proxy })
+    const command = ServerRequests.decode(1, "item/commandExecution/requestApproval", {
+      ...ids,
+      command: "ls",
+      proposedNetworkPolicyAmendments: amendments.proxy
+    })
     assert.strictEqual(command._tag, "Malformed")
     assert.strictEqual(amendments.reads(), 0)
 
     // at the bound, decoded as before
-    const atMost = ServerRequests.decode(1, "item/tool/requestUserInput", { ...ids, questions: Array.from({ length: ServerRequests.MaxItems }, () => ({ id: "q", header: "h", question: "q" })) })
+    const atMost = ServerRequests.decode(1, "item/tool/requestUserInput", {
+      ...ids,
+      questions: Array.from({ length: ServerRequests.MaxItems }, () => ({ id: "q", header: "h", question: "q" }))
+    })
     assert.strictEqual(atMost._tag, "Known")
   })
 
   it("a malformed request's detail never formats the value it read (the formatter wrote each one whole, once per union member)", () => {
     const actions = countedObject(50_000) // an object where an array belongs
-    const decoded = ServerRequests.decode(1, "item/commandExecution/requestApproval", { ...ids, command: "ls", commandActions: actions.proxy })
+    const decoded = ServerRequests.decode(1, "item/commandExecution/requestApproval", {
+      ...ids,
+      command: "ls",
+      commandActions: actions.proxy
+    })
     assert.strictEqual(decoded._tag, "Malformed")
-    assert.strictEqual(decoded._tag === "Malformed" ? decoded.detail : "", "commandActions: expected an array; commandActions: expected null; commandActions: expected undefined")
+    assert.strictEqual(
+      decoded._tag === "Malformed" ? decoded.detail : "",
+      "commandActions: expected an array; commandActions: expected null; commandActions: expected undefined"
+    )
     assert.strictEqual(actions.reads(), 0)
   })
 })

@@ -41,11 +41,12 @@ describe("Events.toEvent on every transcript", () => {
   it("no item in the transcripts falls back to unknown", () => {
     for (const t of transcripts) {
       for (const event of eventsOf(t.name)) {
-        const items: ReadonlyArray<ThreadItem> = event._tag === "ItemStarted" || event._tag === "ItemCompleted"
-          ? [event.item]
-          : event._tag === "TurnCompleted"
-          ? event.items
-          : []
+        const items: ReadonlyArray<ThreadItem> =
+          event._tag === "ItemStarted" || event._tag === "ItemCompleted"
+            ? [event.item]
+            : event._tag === "TurnCompleted"
+              ? event.items
+              : []
         for (const item of items) assert.notStrictEqual(item.type, "unknown", `${t.name}: ${JSON.stringify(item)}`)
       }
     }
@@ -54,11 +55,14 @@ describe("Events.toEvent on every transcript", () => {
   it("h-http-500: retries reported, then turn/completed failed with codexErrorInfo internalServerError", () => {
     const events = eventsOf("h-http-500")
     const errors = only(events, "Error")
-    assert.deepStrictEqual(errors.map((e) => [e.willRetry, e.error.codexErrorInfo?.code]), [
-      [true, "responseStreamDisconnected"],
-      [true, "responseStreamDisconnected"],
-      [false, "internalServerError"]
-    ])
+    assert.deepStrictEqual(
+      errors.map((e) => [e.willRetry, e.error.codexErrorInfo?.code]),
+      [
+        [true, "responseStreamDisconnected"],
+        [true, "responseStreamDisconnected"],
+        [false, "internalServerError"]
+      ]
+    )
     assert.strictEqual(errors[0]!.error.message, "Reconnecting... 1/2")
     const [completed] = only(events, "TurnCompleted")
     assert.strictEqual(completed!.status, "failed")
@@ -82,7 +86,10 @@ describe("Events.toEvent on every transcript", () => {
     if (command?.type !== "commandExecution") return
     assert.strictEqual(command.status, "completed")
     assert.strictEqual(command.exitCode, 0)
-    assert.strictEqual(command.aggregatedOutput, "approved-output-accept\ntick-1\ntick-2\ntick-3\n/var/tmp/rc-probe-accept\n")
+    assert.strictEqual(
+      command.aggregatedOutput,
+      "approved-output-accept\ntick-1\ntick-2\ntick-3\n/var/tmp/rc-probe-accept\n"
+    )
     assert.strictEqual(command.cwd, "/tmp/rc-ws-a-cmd-accept-BOiw0A")
     assert.isNumber(command.durationMs)
 
@@ -93,7 +100,10 @@ describe("Events.toEvent on every transcript", () => {
     const [completed] = only(events, "TurnCompleted")
     assert.strictEqual(completed!.status, "completed")
     assert.isNull(completed!.error)
-    assert.deepStrictEqual(completed!.items.map((i) => i.type === "agentMessage" ? i.text : i.type), ["after accept"])
+    assert.deepStrictEqual(
+      completed!.items.map((i) => (i.type === "agentMessage" ? i.text : i.type)),
+      ["after accept"]
+    )
 
     const usage = only(events, "TokenUsageUpdated")
     assert.deepStrictEqual(usage[0]!.total, {
@@ -118,14 +128,18 @@ describe("Events.toEvent on every transcript", () => {
     const patch = completedItems(eventsOf("b-patch-decline")).find((i) => i.type === "fileChange")
     assert.strictEqual(patch?.type === "fileChange" ? patch.status : undefined, "declined")
     const mcp = completedItems(eventsOf("e-mcp-poke-decline")).find((i) => i.type === "mcpToolCall")
-    assert.deepStrictEqual(
-      mcp?.type === "mcpToolCall" ? [mcp.status, mcp.error, mcp.server] : undefined,
-      ["failed", { message: "user rejected MCP tool call" }, "probe"]
-    )
+    assert.deepStrictEqual(mcp?.type === "mcpToolCall" ? [mcp.status, mcp.error, mcp.server] : undefined, [
+      "failed",
+      { message: "user rejected MCP tool call" },
+      "probe"
+    ])
     const dynamic = completedItems(eventsOf("x-dynamic-tool")).filter((i) => i.type === "dynamicToolCall")
     assert.deepStrictEqual(
-      dynamic.map((i) => i.type === "dynamicToolCall" ? [i.tool, i.status, i.success] : []),
-      [["probe_dyn", "completed", true], ["probe_dyn", "failed", false]]
+      dynamic.map((i) => (i.type === "dynamicToolCall" ? [i.tool, i.status, i.success] : [])),
+      [
+        ["probe_dyn", "completed", true],
+        ["probe_dyn", "failed", false]
+      ]
     )
   })
 
@@ -149,11 +163,21 @@ describe("Events.toEvent on every transcript", () => {
 
   it("a fileChange item carries its changes (started and completed) and the turn diff follows", () => {
     const events = eventsOf("b-patch-accept")
-    const expected = [{ path: "/var/tmp/rc-probe-patch-accept.txt", kind: "add", movePath: null, diff: "hello from accept\n" }]
-    const started = only(events, "ItemStarted").map((e) => e.item).find((i) => i.type === "fileChange")
+    const expected = [
+      { path: "/var/tmp/rc-probe-patch-accept.txt", kind: "add", movePath: null, diff: "hello from accept\n" }
+    ]
+    const started = only(events, "ItemStarted")
+      .map((e) => e.item)
+      .find((i) => i.type === "fileChange")
     const completed = completedItems(events).find((i) => i.type === "fileChange")
-    assert.deepStrictEqual(started?.type === "fileChange" ? [started.status, started.changes] : [], ["inProgress", expected])
-    assert.deepStrictEqual(completed?.type === "fileChange" ? [completed.status, completed.changes] : [], ["completed", expected])
+    assert.deepStrictEqual(started?.type === "fileChange" ? [started.status, started.changes] : [], [
+      "inProgress",
+      expected
+    ])
+    assert.deepStrictEqual(completed?.type === "fileChange" ? [completed.status, completed.changes] : [], [
+      "completed",
+      expected
+    ])
     const diffs = only(events, "TurnDiffUpdated")
     assert.isAbove(diffs.length, 0)
     assert.include(diffs.at(-1)!.diff, "+hello from accept")
@@ -280,13 +304,24 @@ describe("Events.toEvent on shapes the transcripts do not cover (taken from the 
     )
     assert.deepStrictEqual(
       itemOf({ type: "subAgentActivity", id: "s", kind: "started", agentThreadId: "sub", agentPath: "/root/helper" }),
-      { type: "subAgentActivity", id: "s", activity: "started", agentThreadId: "sub", agentPath: "/root/helper", model: null }
+      {
+        type: "subAgentActivity",
+        id: "s",
+        activity: "started",
+        agentThreadId: "sub",
+        agentPath: "/root/helper",
+        model: null
+      }
     )
     assert.deepStrictEqual(
       itemOf({ type: "subAgentActivity", id: "s", kind: "hibernated", agentThreadId: "sub", agentPath: "/x" }),
       { type: "subAgentActivity", id: "s", activity: "unknown", agentThreadId: "sub", agentPath: "/x", model: null }
     )
-    assert.deepStrictEqual(itemOf({ type: "webSearch", id: "w", query: "effect" }), { type: "webSearch", id: "w", query: "effect" })
+    assert.deepStrictEqual(itemOf({ type: "webSearch", id: "w", query: "effect" }), {
+      type: "webSearch",
+      id: "w",
+      query: "effect"
+    })
     assert.deepStrictEqual(itemOf({ type: "contextCompaction", id: "k" }), { type: "contextCompaction", id: "k" })
     assert.deepStrictEqual(itemOf({ type: "imageView", id: "i", path: "/a.png" }), {
       type: "unknown",
@@ -319,17 +354,21 @@ describe("Events.toEvent on shapes the transcripts do not cover (taken from the 
       durationMs: null
     })
     assert.deepStrictEqual(
-      Events.toEvent("thread/status/changed", { threadId: "th", status: { type: "active", activeFlags: ["waitingOnBudget"] } }),
+      Events.toEvent("thread/status/changed", {
+        threadId: "th",
+        status: { type: "active", activeFlags: ["waitingOnBudget"] }
+      }),
       { _tag: "ThreadStatusChanged", threadId: "th", status: { _tag: "Active", activeFlags: ["unknown"] } }
     )
     assert.deepStrictEqual(
       Events.toEvent("thread/status/changed", { threadId: "th", status: { type: "hibernating" } }),
       { _tag: "ThreadStatusChanged", threadId: "th", status: { _tag: "Unknown", type: "hibernating" } }
     )
-    assert.deepStrictEqual(
-      Events.toEvent("thread/status/changed", { threadId: "th", status: { type: "notLoaded" } }),
-      { _tag: "ThreadStatusChanged", threadId: "th", status: { _tag: "NotLoaded" } }
-    )
+    assert.deepStrictEqual(Events.toEvent("thread/status/changed", { threadId: "th", status: { type: "notLoaded" } }), {
+      _tag: "ThreadStatusChanged",
+      threadId: "th",
+      status: { _tag: "NotLoaded" }
+    })
   })
 
   it("codexErrorInfo: bare codes, object codes with an HTTP status, and an error without a message", () => {
@@ -346,14 +385,28 @@ describe("Events.toEvent on shapes the transcripts do not cover (taken from the 
       failed({ message: "conn", codexErrorInfo: { httpConnectionFailed: { httpStatusCode: 502 } } })?.codexErrorInfo,
       { code: "httpConnectionFailed", httpStatusCode: 502, detail: { httpStatusCode: 502 } }
     )
-    assert.deepStrictEqual(failed({ message: "plain" }), { message: "plain", codexErrorInfo: null, additionalDetails: null })
+    assert.deepStrictEqual(failed({ message: "plain" }), {
+      message: "plain",
+      codexErrorInfo: null,
+      additionalDetails: null
+    })
     assert.include(failed({ code: 7 })?.message ?? "", "unreadable turn error")
   })
 
   it("turn plan updates, patch updates, model reroutes, thread closed", () => {
     assert.deepStrictEqual(
-      Events.toEvent("turn/plan/updated", { ...inTurn, explanation: null, plan: [{ step: "a", status: "inProgress" }] }),
-      { _tag: "TurnPlanUpdated", threadId: "th", turnId: "tu", explanation: null, plan: [{ step: "a", status: "inProgress" }] }
+      Events.toEvent("turn/plan/updated", {
+        ...inTurn,
+        explanation: null,
+        plan: [{ step: "a", status: "inProgress" }]
+      }),
+      {
+        _tag: "TurnPlanUpdated",
+        threadId: "th",
+        turnId: "tu",
+        explanation: null,
+        plan: [{ step: "a", status: "inProgress" }]
+      }
     )
     assert.deepStrictEqual(
       Events.toEvent("item/fileChange/patchUpdated", {
@@ -371,9 +424,19 @@ describe("Events.toEvent on shapes the transcripts do not cover (taken from the 
     )
     assert.deepStrictEqual(
       Events.toEvent("model/rerouted", { ...inTurn, fromModel: "a", toModel: "b", reason: "highRiskCyberActivity" }),
-      { _tag: "ModelRerouted", threadId: "th", turnId: "tu", fromModel: "a", toModel: "b", reason: "highRiskCyberActivity" }
+      {
+        _tag: "ModelRerouted",
+        threadId: "th",
+        turnId: "tu",
+        fromModel: "a",
+        toModel: "b",
+        reason: "highRiskCyberActivity"
+      }
     )
-    assert.deepStrictEqual(Events.toEvent("thread/closed", { threadId: "th" }), { _tag: "ThreadClosed", threadId: "th" })
+    assert.deepStrictEqual(Events.toEvent("thread/closed", { threadId: "th" }), {
+      _tag: "ThreadClosed",
+      threadId: "th"
+    })
   })
 
   it("a known method with unreadable params is Malformed (with the issue), an unknown one is Other", () => {
@@ -383,7 +446,11 @@ describe("Events.toEvent on shapes the transcripts do not cover (taken from the 
     assert.strictEqual(Events.toEvent("thread/started", { threadId: "th" })._tag, "Malformed")
     assert.strictEqual(Events.toEvent("thread/started", { thread: { id: "" } })._tag, "Malformed")
     assert.strictEqual(Events.toEvent("item/completed", null)._tag, "Malformed")
-    assert.deepStrictEqual(Events.toEvent("brand/new", { a: 1 }), { _tag: "Other", method: "brand/new", params: { a: 1 } })
+    assert.deepStrictEqual(Events.toEvent("brand/new", { a: 1 }), {
+      _tag: "Other",
+      method: "brand/new",
+      params: { a: 1 }
+    })
     // Object.prototype keys are not methods.
     assert.strictEqual(Events.toEvent("constructor", {})._tag, "Other")
     assert.strictEqual(Events.toEvent("__proto__", {})._tag, "Other")
@@ -408,11 +475,12 @@ describe("Events.threadIdOf", () => {
     for (const t of transcripts) {
       for (const m of serverMessages(t)) {
         const params = m.params as { threadId?: unknown; thread?: { id?: unknown } } | undefined
-        const expected = m.method === "thread/started"
-          ? (params?.thread?.id as string)
-          : typeof params?.threadId === "string"
-          ? params.threadId
-          : undefined
+        const expected =
+          m.method === "thread/started"
+            ? (params?.thread?.id as string)
+            : typeof params?.threadId === "string"
+              ? params.threadId
+              : undefined
         const actual = Events.threadIdOf(m.method, m.params)
         assert.strictEqual(actual, expected, `${t.name} ${m.method}`)
         if (actual === undefined) withoutThread++

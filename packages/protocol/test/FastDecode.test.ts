@@ -17,23 +17,32 @@ const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fix
 const captured: ReadonlyArray<{ method: ServerRequestMethod; params: unknown }> = readdirSync(fixtures)
   .filter((f) => f.endsWith(".jsonl"))
   .flatMap((f) =>
-    readFileSync(join(fixtures, f), "utf8").split("\n").filter((l) => l.trim().length > 0).map((l) => JSON.parse(l))
-      .filter((r) => r.dir === "in" && r.frame && r.frame.id !== undefined && ServerRequests.isServerRequestMethod(r.frame.method))
+    readFileSync(join(fixtures, f), "utf8")
+      .split("\n")
+      .filter((l) => l.trim().length > 0)
+      .map((l) => JSON.parse(l))
+      .filter(
+        (r) =>
+          r.dir === "in" && r.frame && r.frame.id !== undefined && ServerRequests.isServerRequestMethod(r.frame.method)
+      )
       .map((r) => ({ method: r.frame.method, params: r.frame.params }))
   )
 
 const methods = ServerRequests.ServerRequestMethods
 const schemaOf = (method: ServerRequestMethod) => ServerRequests.Specs[method].params as Schema.Schema<unknown, unknown>
-const slow = Object.fromEntries(methods.map((m) => [m, Schema.decodeUnknownEither(schemaOf(m), { onExcessProperty: "ignore" })])) as Record<
+const slow = Object.fromEntries(
+  methods.map((m) => [m, Schema.decodeUnknownEither(schemaOf(m), { onExcessProperty: "ignore" })])
+) as Record<ServerRequestMethod, (u: unknown) => Either.Either<unknown, unknown>>
+const fast = Object.fromEntries(methods.map((m) => [m, FastDecode.compile(schemaOf(m).ast)])) as Record<
   ServerRequestMethod,
-  (u: unknown) => Either.Either<unknown, unknown>
+  FastDecode.Decoder | undefined
 >
-const fast = Object.fromEntries(methods.map((m) => [m, FastDecode.compile(schemaOf(m).ast)])) as Record<ServerRequestMethod, FastDecode.Decoder | undefined>
 
 /** Deep equality that also requires the same own keys in the same order (what JSON would show). */
 const sameValue = (a: unknown, b: unknown, path = "$"): string | undefined => {
   if (Object.is(a, b)) return undefined
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return `${path}: ${String(a)} vs ${String(b)}`
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null)
+    return `${path}: ${String(a)} vs ${String(b)}`
   if (Array.isArray(a) !== Array.isArray(b)) return `${path}: array vs object`
   const ka = Object.keys(a)
   const kb = Object.keys(b)
@@ -46,7 +55,11 @@ const sameValue = (a: unknown, b: unknown, path = "$"): string | undefined => {
 }
 
 /** Check one input; returns what went wrong, or undefined. Counts which path decided. */
-const check = (method: ServerRequestMethod, input: unknown, tally: { fast: number; miss: number }): string | undefined => {
+const check = (
+  method: ServerRequestMethod,
+  input: unknown,
+  tally: { fast: number; miss: number }
+): string | undefined => {
   const decoder = fast[method]
   if (decoder === undefined) return undefined // no fast path for this shape (an empty struct): the Schema decoder decides
   const out = decoder(input)
@@ -56,7 +69,8 @@ const check = (method: ServerRequestMethod, input: unknown, tally: { fast: numbe
     return undefined
   }
   tally.fast++
-  if (Either.isLeft(reference)) return `${method}: the fast path accepted what Schema refuses: ${JSON.stringify(input)?.slice(0, 300)}`
+  if (Either.isLeft(reference))
+    return `${method}: the fast path accepted what Schema refuses: ${JSON.stringify(input)?.slice(0, 300)}`
   const diff = sameValue(out, reference.right)
   return diff === undefined ? undefined : `${method}: ${diff} for ${JSON.stringify(input)?.slice(0, 300)}`
 }
@@ -69,7 +83,9 @@ const anyValue: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
     fc.string(),
     fc.double(),
     fc.array(tie("value"), { maxLength: 3 }),
-    fc.dictionary(fc.constantFrom("label", "description", "host", "action", "id", "x", "type"), tie("value"), { maxKeys: 4 })
+    fc.dictionary(fc.constantFrom("label", "description", "host", "action", "id", "x", "type"), tie("value"), {
+      maxKeys: 4
+    })
   )
 })).value
 
@@ -84,19 +100,30 @@ const paramsFor = (method: ServerRequestMethod): fc.Arbitrary<unknown> => {
     fc.array(fc.record({ label: fc.string(), description: fc.string() }), { maxLength: 3 }),
     fc.array(fc.record({ host: fc.string(), action: fc.string() }), { maxLength: 3 }),
     fc.array(
-      fc.record({ id: fc.string(), header: fc.string(), question: fc.string(), isOther: fc.boolean(), options: fc.constantFrom(null, [], [{ label: "a", description: "b" }]) }, {
-        requiredKeys: ["id", "header", "question"]
-      }),
+      fc.record(
+        {
+          id: fc.string(),
+          header: fc.string(),
+          question: fc.string(),
+          isOther: fc.boolean(),
+          options: fc.constantFrom(null, [], [{ label: "a", description: "b" }])
+        },
+        {
+          requiredKeys: ["id", "header", "question"]
+        }
+      ),
       { maxLength: 3 }
     ),
     fc.boolean(),
     anyValue
   )
-  return fc.tuple(
-    fc.record(Object.fromEntries(names.map((n) => [n, plausible])), { requiredKeys: [] }),
-    fc.dictionary(fc.constantFrom("extra", "startedAtMs", "environmentId"), anyValue, { maxKeys: 2 }),
-    fc.boolean()
-  ).map(([own, extra, extraFirst]) => (extraFirst ? { ...extra, ...own } : { ...own, ...extra }))
+  return fc
+    .tuple(
+      fc.record(Object.fromEntries(names.map((n) => [n, plausible])), { requiredKeys: [] }),
+      fc.dictionary(fc.constantFrom("extra", "startedAtMs", "environmentId"), anyValue, { maxKeys: 2 }),
+      fc.boolean()
+    )
+    .map(([own, extra, extraFirst]) => (extraFirst ? { ...extra, ...own } : { ...own, ...extra }))
 }
 
 describe("the fast decode of server requests' params", () => {
@@ -135,18 +162,25 @@ describe("the fast decode of server requests' params", () => {
 
   it("captured requests with one field replaced by any value, or removed: the fast path agrees or leaves it to Schema", () => {
     const tally = { fast: 0, miss: 0 }
-    const withKeys = captured.filter((c) => typeof c.params === "object" && c.params !== null && Object.keys(c.params).length > 0)
+    const withKeys = captured.filter(
+      (c) => typeof c.params === "object" && c.params !== null && Object.keys(c.params).length > 0
+    )
     fc.assert(
-      fc.property(fc.nat(withKeys.length - 1), fc.nat(), fc.option(anyValue, { nil: Symbol.for("remove") as unknown }), (which, keyIndex, value) => {
-        const c = withKeys[which]!
-        const params = { ...(c.params as Record<string, unknown>) }
-        const keys = Object.keys(params)
-        const key = keys[keyIndex % keys.length]!
-        if (value === Symbol.for("remove")) delete params[key]
-        else params[key] = value
-        const problem = check(c.method, params, tally)
-        if (problem !== undefined) throw new Error(problem)
-      }),
+      fc.property(
+        fc.nat(withKeys.length - 1),
+        fc.nat(),
+        fc.option(anyValue, { nil: Symbol.for("remove") as unknown }),
+        (which, keyIndex, value) => {
+          const c = withKeys[which]!
+          const params = { ...(c.params as Record<string, unknown>) }
+          const keys = Object.keys(params)
+          const key = keys[keyIndex % keys.length]!
+          if (value === Symbol.for("remove")) delete params[key]
+          else params[key] = value
+          const problem = check(c.method, params, tally)
+          if (problem !== undefined) throw new Error(problem)
+        }
+      ),
       { numRuns: 5_000 }
     )
     assert.isAbove(tally.fast, 100)
@@ -169,7 +203,10 @@ describe("the fast decode of server requests' params", () => {
     assert.notStrictEqual(out, input)
     assert.strictEqual(out["commandActions"], input["commandActions"])
     const amendments = [{ host: "example.com", action: "allow", extra: 1 }]
-    const withNet = fast["item/commandExecution/requestApproval"]!({ ...input, proposedNetworkPolicyAmendments: amendments }) as Record<string, unknown>
+    const withNet = fast["item/commandExecution/requestApproval"]!({
+      ...input,
+      proposedNetworkPolicyAmendments: amendments
+    }) as Record<string, unknown>
     assert.deepStrictEqual(withNet["proposedNetworkPolicyAmendments"], [{ host: "example.com", action: "allow" }])
     assert.notStrictEqual(withNet["proposedNetworkPolicyAmendments"], amendments)
   })

@@ -7,7 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { JsonCensus } from "@warden/json"
 import { Json } from "../src/index.js"
 
-const objectOf = (keys: number): Record<string, number> => Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, i]))
+const objectOf = (keys: number): Record<string, number> =>
+  Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, i]))
 
 describe("Json reads the census of @warden/json", () => {
   it("is the census's keysWithin and isEmpty", () => {

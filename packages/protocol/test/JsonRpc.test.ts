@@ -17,7 +17,11 @@ describe("JsonRpc.classify", () => {
   })
   it("an error response carries code, message and data", () => {
     const c = JsonRpc.classify({ id: 3, error: { code: -32001, message: "Server overloaded; retry later.", data: 1 } })
-    assert.deepStrictEqual(c, { _tag: "ErrorResponse", id: 3, error: { code: -32001, message: "Server overloaded; retry later.", data: 1 } })
+    assert.deepStrictEqual(c, {
+      _tag: "ErrorResponse",
+      id: 3,
+      error: { code: -32001, message: "Server overloaded; retry later.", data: 1 }
+    })
   })
   it("ids must be exact: numbers beyond 2^53 - 1 (which JSON.parse rounds) and fractions are refused, never collapsed", () => {
     const a = JSON.parse('{"id": 9007199254740993, "method": "item/commandExecution/requestApproval", "params": {}}')
@@ -29,18 +33,39 @@ describe("JsonRpc.classify", () => {
       assert.include(c._tag === "Invalid" ? c.detail : "", "not an exact integer")
     }
     assert.strictEqual(JsonRpc.classify({ id: Number.MAX_SAFE_INTEGER, method: "x" })._tag, "Request")
-    assert.strictEqual(JsonRpc.classify({ id: "9007199254740993", method: "x" })._tag, "Request", "as a string it is exact")
+    assert.strictEqual(
+      JsonRpc.classify({ id: "9007199254740993", method: "x" })._tag,
+      "Request",
+      "as a string it is exact"
+    )
   })
   it("anything else is Invalid with a readable detail", () => {
-    for (const frame of [{}, { id: null }, { id: 1 }, { method: 5 }, { id: {}, method: "x" }, { id: 1, error: "boom" }, { id: true, result: 1 }]) {
+    for (const frame of [
+      {},
+      { id: null },
+      { id: 1 },
+      { method: 5 },
+      { id: {}, method: "x" },
+      { id: 1, error: "boom" },
+      { id: true, result: 1 }
+    ]) {
       const c = JsonRpc.classify(frame)
       assert.strictEqual(c._tag, "Invalid", JSON.stringify(frame))
       assert.isTrue(c._tag === "Invalid" && c.detail.length > 10)
     }
   })
   it("encoders produce JSON-RPC 2.0 frames", () => {
-    assert.deepStrictEqual(JsonRpc.request(1, "initialize", { a: 1 }), { jsonrpc: "2.0", id: 1, method: "initialize", params: { a: 1 } })
+    assert.deepStrictEqual(JsonRpc.request(1, "initialize", { a: 1 }), {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { a: 1 }
+    })
     assert.deepStrictEqual(JsonRpc.notification("initialized"), { jsonrpc: "2.0", method: "initialized" })
-    assert.deepStrictEqual(JsonRpc.response(0, { decision: "decline" }), { jsonrpc: "2.0", id: 0, result: { decision: "decline" } })
+    assert.deepStrictEqual(JsonRpc.response(0, { decision: "decline" }), {
+      jsonrpc: "2.0",
+      id: 0,
+      result: { decision: "decline" }
+    })
   })
 })

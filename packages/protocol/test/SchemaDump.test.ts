@@ -7,13 +7,15 @@ const bundle = {
   $schema: "http://json-schema.org/draft-07/schema#",
   definitions: {
     ServerRequest: {
-      oneOf: [{
-        properties: {
-          id: { $ref: "#/definitions/RequestId" },
-          method: { enum: ["item/ask"], type: "string" },
-          params: { $ref: "#/definitions/AskParams" }
+      oneOf: [
+        {
+          properties: {
+            id: { $ref: "#/definitions/RequestId" },
+            method: { enum: ["item/ask"], type: "string" },
+            params: { $ref: "#/definitions/AskParams" }
+          }
         }
-      }]
+      ]
     },
     ClientRequest: {
       oneOf: [
@@ -34,10 +36,19 @@ const bundle = {
       properties: { decision: { $ref: "#/definitions/Decision" }, count: { type: "integer", format: "uint8" } },
       required: ["decision"]
     },
-    Decision: { oneOf: [{ enum: ["yes"], type: "string" }, { enum: ["no"], type: "string" }] },
+    Decision: {
+      oneOf: [
+        { enum: ["yes"], type: "string" },
+        { enum: ["no"], type: "string" }
+      ]
+    },
     v2: {
       ThreadStartParams: { type: "object" },
-      ThreadStartResponse: { type: "object", properties: { thread: { $ref: "#/definitions/v2/Thread" } }, required: ["thread"] },
+      ThreadStartResponse: {
+        type: "object",
+        properties: { thread: { $ref: "#/definitions/v2/Thread" } },
+        required: ["thread"]
+      },
       Thread: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
       TurnStarted: { type: "object" },
       Kind: { oneOf: [{ properties: { type: { enum: ["a"] } } }, { properties: { type: { enum: ["b"] } } }] }
@@ -55,7 +66,11 @@ describe("SchemaDump.fromBundle", () => {
       { method: "item/ask", paramsRef: "#/definitions/AskParams", responseRef: "#/definitions/AskResponse" }
     ])
     assert.deepStrictEqual(dump.clientRequests, [
-      { method: "thread/start", paramsRef: "#/definitions/v2/ThreadStartParams", responseRef: "#/definitions/v2/ThreadStartResponse" },
+      {
+        method: "thread/start",
+        paramsRef: "#/definitions/v2/ThreadStartParams",
+        responseRef: "#/definitions/v2/ThreadStartResponse"
+      },
       { method: "account/logout", paramsRef: null, responseRef: null }
     ])
     assert.deepStrictEqual(dump.serverNotificationMethods, ["turn/started"])
@@ -87,7 +102,9 @@ describe("SchemaDump.makeValidator", () => {
 
   it("validates server request answers through $ref chains, with the dump's integer formats", () => {
     assert.deepStrictEqual(validator.serverRequestResponse("item/ask", { decision: "yes" }), { _tag: "Valid" })
-    assert.deepStrictEqual(validator.serverRequestResponse("item/ask", { decision: "no", count: 255, extra: 1 }), { _tag: "Valid" })
+    assert.deepStrictEqual(validator.serverRequestResponse("item/ask", { decision: "no", count: 255, extra: 1 }), {
+      _tag: "Valid"
+    })
     const wrongWord = validator.serverRequestResponse("item/ask", { decision: "maybe" })
     assert.strictEqual(wrongWord._tag, "Invalid")
     assert.include(wrongWord._tag === "Invalid" ? wrongWord.errors : "", "value/decision")
@@ -111,18 +128,20 @@ describe("SchemaDump.makeValidator", () => {
 
 describe("SchemaDump.load / generate failures", () => {
   it.live("a directory without a dump is ReadFailed", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const error = yield* Effect.flip(SchemaDump.load("/nonexistent/warden-dump"))
       assert.strictEqual(error.reason, "ReadFailed")
       assert.include(error.message, SchemaDump.BundleFile)
-    }))
+    })
+  )
 
   it.live("a binary that cannot run, or exits non-zero, is GenerateFailed naming the command", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const missing = yield* Effect.flip(SchemaDump.generate("/nonexistent/codex"))
       assert.strictEqual(missing.reason, "GenerateFailed")
       assert.include(missing.message, "/nonexistent/codex app-server generate-json-schema")
       const failing = yield* Effect.flip(SchemaDump.generate("/bin/false"))
       assert.strictEqual(failing.reason, "GenerateFailed")
-    }))
+    })
+  )
 })

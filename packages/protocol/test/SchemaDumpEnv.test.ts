@@ -19,7 +19,14 @@ const fakeCodex = Effect.acquireRelease(
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-schema-env-"))
     const binary = Path.join(dir, "codex")
     const envFile = Path.join(dir, "env.json")
-    const bundle = { definitions: { ClientRequest: { oneOf: [] }, ClientNotification: { oneOf: [] }, ServerRequest: { oneOf: [] }, ServerNotification: { oneOf: [] } } }
+    const bundle = {
+      definitions: {
+        ClientRequest: { oneOf: [] },
+        ClientNotification: { oneOf: [] },
+        ServerRequest: { oneOf: [] },
+        ServerNotification: { oneOf: [] }
+      }
+    }
     Fs.writeFileSync(
       binary,
       `#!${process.execPath}
@@ -56,47 +63,62 @@ const parentEnv = (vars: Readonly<Record<string, string>>) =>
   )
 
 describe("SchemaDump.generate: the child's environment", () => {
-  it.scopedLive("by default: PATH, HOME and a private CODEX_HOME, nothing else of ours (no WARDEN_* variable, no secret)", () =>
-    Effect.gen(function*() {
-      const fake = yield* fakeCodex
-      const secret = "schema-env-secret-0123456789"
-      const other = "schema-env-other-value-9876543210"
-      yield* parentEnv({ WARDEN_NOTIFY_SECRET: secret, warden_lower: secret, HOOK_KEY: secret, SCHEMA_ENV_OTHER: other, CODEX_HOME: "/parent/codex-home" })
+  it.scopedLive(
+    "by default: PATH, HOME and a private CODEX_HOME, nothing else of ours (no WARDEN_* variable, no secret)",
+    () =>
+      Effect.gen(function* () {
+        const fake = yield* fakeCodex
+        const secret = "schema-env-secret-0123456789"
+        const other = "schema-env-other-value-9876543210"
+        yield* parentEnv({
+          WARDEN_NOTIFY_SECRET: secret,
+          warden_lower: secret,
+          HOOK_KEY: secret,
+          SCHEMA_ENV_OTHER: other,
+          CODEX_HOME: "/parent/codex-home"
+        })
 
-      const dump = yield* SchemaDump.generate(fake.binary)
-      assert.deepStrictEqual(dump.clientRequestMethods, [])
+        const dump = yield* SchemaDump.generate(fake.binary)
+        assert.deepStrictEqual(dump.clientRequestMethods, [])
 
-      const env = fake.env()
-      const expected = ["CODEX_HOME", ...["HOME", "PATH"].filter((name) => process.env[name] !== undefined)].sort()
-      assert.deepStrictEqual(Object.keys(env).sort(), expected)
-      assert.deepStrictEqual(Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")), [])
-      if (process.env["PATH"] !== undefined) assert.strictEqual(env["PATH"], process.env["PATH"])
-      if (process.env["HOME"] !== undefined) assert.strictEqual(env["HOME"], process.env["HOME"])
-      // The private CODEX_HOME, not the parent's: a fresh directory under the temp directory.
-      assert.notStrictEqual(env["CODEX_HOME"], "/parent/codex-home")
-      assert.isTrue(env["CODEX_HOME"]!.startsWith(Path.join(Os.tmpdir(), "warden-codex-schema-")), env["CODEX_HOME"])
-      // No value of the parent's environment beyond PATH and HOME, under any name.
-      const parentValues = Object.entries(process.env)
-        .filter(([name, value]) => name !== "PATH" && name !== "HOME" && value !== undefined && value !== "")
-        .map(([, value]) => value!)
-      for (const [name, value] of Object.entries(env)) {
-        if (name === "PATH" || name === "HOME") continue
-        assert.notInclude(parentValues, value, `${name} carries a value of the parent's environment`)
-      }
-      for (const value of Object.values(env)) {
-        assert.notInclude(value, secret)
-        assert.notInclude(value, other)
-      }
-    }))
+        const env = fake.env()
+        const expected = ["CODEX_HOME", ...["HOME", "PATH"].filter((name) => process.env[name] !== undefined)].sort()
+        assert.deepStrictEqual(Object.keys(env).sort(), expected)
+        assert.deepStrictEqual(
+          Object.keys(env).filter((name) => name.toUpperCase().startsWith("WARDEN_")),
+          []
+        )
+        if (process.env["PATH"] !== undefined) assert.strictEqual(env["PATH"], process.env["PATH"])
+        if (process.env["HOME"] !== undefined) assert.strictEqual(env["HOME"], process.env["HOME"])
+        // The private CODEX_HOME, not the parent's: a fresh directory under the temp directory.
+        assert.notStrictEqual(env["CODEX_HOME"], "/parent/codex-home")
+        assert.isTrue(env["CODEX_HOME"]!.startsWith(Path.join(Os.tmpdir(), "warden-codex-schema-")), env["CODEX_HOME"])
+        // No value of the parent's environment beyond PATH and HOME, under any name.
+        const parentValues = Object.entries(process.env)
+          .filter(([name, value]) => name !== "PATH" && name !== "HOME" && value !== undefined && value !== "")
+          .map(([, value]) => value!)
+        for (const [name, value] of Object.entries(env)) {
+          if (name === "PATH" || name === "HOME") continue
+          assert.notInclude(parentValues, value, `${name} carries a value of the parent's environment`)
+        }
+        for (const value of Object.values(env)) {
+          assert.notInclude(value, secret)
+          assert.notInclude(value, other)
+        }
+      })
+  )
 
   it.scopedLive("with env: that environment, as given, except CODEX_HOME (the private one) and undefined values", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fake = yield* fakeCodex
       yield* parentEnv({ SCHEMA_ENV_NOT_PASSED: "x" })
-      yield* SchemaDump.generate(fake.binary, { env: { PATH: "/usr/bin:/bin", PASSED: "yes", CODEX_HOME: "/caller/codex-home", GONE: undefined } })
+      yield* SchemaDump.generate(fake.binary, {
+        env: { PATH: "/usr/bin:/bin", PASSED: "yes", CODEX_HOME: "/caller/codex-home", GONE: undefined }
+      })
       const env = fake.env()
       assert.deepStrictEqual(Object.keys(env).sort(), ["CODEX_HOME", "PASSED", "PATH"])
       assert.deepStrictEqual({ PATH: env["PATH"], PASSED: env["PASSED"] }, { PATH: "/usr/bin:/bin", PASSED: "yes" })
       assert.notStrictEqual(env["CODEX_HOME"], "/caller/codex-home")
-    }))
+    })
+  )
 })

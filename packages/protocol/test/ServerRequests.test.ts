@@ -11,7 +11,10 @@ const fixtures = process.env["WARDEN_FIXTURES"] ?? join(__dirname, "../../../fix
 const captured = readdirSync(fixtures)
   .filter((f) => f.endsWith(".jsonl"))
   .flatMap((f) =>
-    readFileSync(join(fixtures, f), "utf8").split("\n").filter((l) => l.trim().length > 0).map((l) => JSON.parse(l))
+    readFileSync(join(fixtures, f), "utf8")
+      .split("\n")
+      .filter((l) => l.trim().length > 0)
+      .map((l) => JSON.parse(l))
       .filter((r) => r.dir === "in" && r.frame && r.frame.method !== undefined && r.frame.id !== undefined)
       .map((r) => ({ file: f, frame: r.frame }))
   )
@@ -24,7 +27,8 @@ const firstOf = (method: ServerRequestMethod) => {
   return decoded
 }
 
-const answer = (method: ServerRequestMethod, decision: Decision.Decision) => ServerRequests.answerFor(firstOf(method), decision)
+const answer = (method: ServerRequestMethod, decision: Decision.Decision) =>
+  ServerRequests.answerFor(firstOf(method), decision)
 const ok = (r: Either.Either<ServerRequests.Reply, string>) => {
   if (Either.isLeft(r)) throw new Error(`refused: ${r.left}`)
   return r.right
@@ -46,9 +50,18 @@ describe("ServerRequests", () => {
 
   it("refusals are the vocabulary that keeps the turn going", () => {
     const refusal = (m: ServerRequestMethod) => ServerRequests.Specs[m].refusal
-    assert.deepStrictEqual(refusal("item/commandExecution/requestApproval"), { _tag: "Result", result: { decision: "decline" } })
-    assert.deepStrictEqual(refusal("item/fileChange/requestApproval"), { _tag: "Result", result: { decision: "decline" } })
-    assert.deepStrictEqual(refusal("item/permissions/requestApproval"), { _tag: "Result", result: { permissions: {}, scope: "turn" } })
+    assert.deepStrictEqual(refusal("item/commandExecution/requestApproval"), {
+      _tag: "Result",
+      result: { decision: "decline" }
+    })
+    assert.deepStrictEqual(refusal("item/fileChange/requestApproval"), {
+      _tag: "Result",
+      result: { decision: "decline" }
+    })
+    assert.deepStrictEqual(refusal("item/permissions/requestApproval"), {
+      _tag: "Result",
+      result: { permissions: {}, scope: "turn" }
+    })
     assert.deepStrictEqual(refusal("mcpServer/elicitation/request"), { _tag: "Result", result: { action: "decline" } })
     assert.deepStrictEqual(refusal("item/tool/requestUserInput"), { _tag: "Result", result: { answers: {} } })
     assert.deepStrictEqual(refusal("item/tool/call"), { _tag: "Result", result: { contentItems: [], success: false } })
@@ -61,7 +74,11 @@ describe("ServerRequests", () => {
     assert.strictEqual(d._tag, "Unknown")
     const reply = ServerRequests.refusalFor(d)
     assert.strictEqual(reply._tag, "Error")
-    assert.deepStrictEqual(ServerRequests.replyFrame(7, reply), { jsonrpc: "2.0", id: 7, error: ServerRequests.unknownMethodError("item/teleport/requestApproval") })
+    assert.deepStrictEqual(ServerRequests.replyFrame(7, reply), {
+      jsonrpc: "2.0",
+      id: 7,
+      error: ServerRequests.unknownMethodError("item/teleport/requestApproval")
+    })
   })
 
   it("a known method with bad params is Malformed (refused at once, never shown)", () => {
@@ -88,17 +105,31 @@ describe("ServerRequests", () => {
     // The captured request lists accept, an amendment and cancel: no acceptForSession.
     assert.isTrue(Either.isLeft(ServerRequests.answerFor(req, Decision.AcceptForSession)))
     assert.notInclude(ServerRequests.offersFor(req), "AcceptForSession")
-    const offering = ServerRequests.decode(1, m, { ...(req.params as object), availableDecisions: ["accept", "acceptForSession"] })
+    const offering = ServerRequests.decode(1, m, {
+      ...(req.params as object),
+      availableDecisions: ["accept", "acceptForSession"]
+    })
     assert.strictEqual(offering._tag, "Known")
     if (offering._tag === "Known") {
-      assert.deepStrictEqual(result(ServerRequests.answerFor(offering, Decision.AcceptForSession)), { decision: "acceptForSession" })
+      assert.deepStrictEqual(result(ServerRequests.answerFor(offering, Decision.AcceptForSession)), {
+        decision: "acceptForSession"
+      })
       // No amendment offered here any more.
-      assert.isTrue(Either.isLeft(ServerRequests.answerFor(offering, { _tag: "AcceptWithExecpolicyAmendment", amendment: [] })))
+      assert.isTrue(
+        Either.isLeft(ServerRequests.answerFor(offering, { _tag: "AcceptWithExecpolicyAmendment", amendment: [] }))
+      )
     }
   })
 
   it("abort is not a v2 decision anywhere", () => {
-    for (const m of ["item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval", "mcpServer/elicitation/request", "item/tool/requestUserInput", "item/tool/call"] as const) {
+    for (const m of [
+      "item/commandExecution/requestApproval",
+      "item/fileChange/requestApproval",
+      "item/permissions/requestApproval",
+      "mcpServer/elicitation/request",
+      "item/tool/requestUserInput",
+      "item/tool/call"
+    ] as const) {
       assert.isTrue(Either.isLeft(answer(m, { _tag: "Abort" })), m)
     }
   })
@@ -113,12 +144,18 @@ describe("ServerRequests", () => {
       message: "Fill in",
       requestedSchema: {
         type: "object",
-        properties: { name: { type: "string" }, count: { type: "integer" }, ok: { type: "boolean" }, tags: { type: "array", items: { type: "string", enum: ["a", "b"] } } },
+        properties: {
+          name: { type: "string" },
+          count: { type: "integer" },
+          ok: { type: "boolean" },
+          tags: { type: "array", items: { type: "string", enum: ["a", "b"] } }
+        },
         required: ["name"]
       }
     })
     if (req._tag !== "Known") throw new Error("did not decode")
-    const accept = (content: Record<string, unknown>) => ServerRequests.answerFor(req, { _tag: "Elicitation", action: "accept", content })
+    const accept = (content: Record<string, unknown>) =>
+      ServerRequests.answerFor(req, { _tag: "Elicitation", action: "accept", content })
     for (const key of ["toString", "constructor", "hasOwnProperty", "__proto__", "valueOf"]) {
       const content = JSON.parse(`{"name": "x", ${JSON.stringify(key)}: "y"}`)
       const r = accept(content)
@@ -130,7 +167,10 @@ describe("ServerRequests", () => {
     assert.isTrue(Either.isLeft(accept({ name: "x", tags: ["c"] })), "an item outside the array's choices")
     const missing = accept({ count: 2 })
     assert.isTrue(Either.isLeft(missing) && missing.left.includes("content.name is required"))
-    assert.deepStrictEqual(result(accept({ name: "x", count: 2, ok: false, tags: ["a"] })), { action: "accept", content: { name: "x", count: 2, ok: false, tags: ["a"] } })
+    assert.deepStrictEqual(result(accept({ name: "x", count: 2, ok: false, tags: ["a"] })), {
+      action: "accept",
+      content: { name: "x", count: 2, ok: false, tags: ["a"] }
+    })
   })
 
   it("elicitation: acceptForSession is refused; persist only where _meta.persist offers it", () => {
@@ -141,16 +181,41 @@ describe("ServerRequests", () => {
     assert.strictEqual(req._tag, "Known")
     if (req._tag !== "Known") return
     assert.deepStrictEqual(result(ServerRequests.answerFor(req, Decision.Accept)), { action: "accept" })
-    assert.deepStrictEqual(result(ServerRequests.answerFor(req, { _tag: "Elicitation", action: "accept", persist: "session" })), { action: "accept", _meta: { persist: "session" } })
+    assert.deepStrictEqual(
+      result(ServerRequests.answerFor(req, { _tag: "Elicitation", action: "accept", persist: "session" })),
+      { action: "accept", _meta: { persist: "session" } }
+    )
     const form = captured.find((c) => c.frame.method === m && c.frame.params._meta === null)!
     const formReq = ServerRequests.decode(form.frame.id, m, form.frame.params)
     if (formReq._tag !== "Known") throw new Error("form did not decode")
-    assert.isTrue(Either.isLeft(ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", persist: "session", content: { colour: "red" } })))
+    assert.isTrue(
+      Either.isLeft(
+        ServerRequests.answerFor(formReq, {
+          _tag: "Elicitation",
+          action: "accept",
+          persist: "session",
+          content: { colour: "red" }
+        })
+      )
+    )
     // A form with fields: plain Accept cannot say what was chosen.
     assert.isTrue(Either.isLeft(ServerRequests.answerFor(formReq, Decision.Accept)))
-    assert.deepStrictEqual(result(ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { colour: "green" } })), { action: "accept", content: { colour: "green" } })
-    assert.isTrue(Either.isLeft(ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { colour: "purple" } })))
-    assert.isTrue(Either.isLeft(ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { password: "x" } })))
+    assert.deepStrictEqual(
+      result(
+        ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { colour: "green" } })
+      ),
+      { action: "accept", content: { colour: "green" } }
+    )
+    assert.isTrue(
+      Either.isLeft(
+        ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { colour: "purple" } })
+      )
+    )
+    assert.isTrue(
+      Either.isLeft(
+        ServerRequests.answerFor(formReq, { _tag: "Elicitation", action: "accept", content: { password: "x" } })
+      )
+    )
   })
 
   it("permissions: accept grants what was asked; decline is the empty grant; a wider grant refuses", () => {
@@ -170,7 +235,9 @@ describe("ServerRequests", () => {
     const m = "item/tool/requestUserInput"
     const req = firstOf(m)
     const id = (req.params as ServerRequests.UserInputParams).questions[0]!.id
-    assert.deepStrictEqual(result(answer(m, { _tag: "Answers", answers: { [id]: ["Blue"] } })), { answers: { [id]: { answers: ["Blue"] } } })
+    assert.deepStrictEqual(result(answer(m, { _tag: "Answers", answers: { [id]: ["Blue"] } })), {
+      answers: { [id]: { answers: ["Blue"] } }
+    })
     assert.isTrue(Either.isLeft(answer(m, { _tag: "Answers", answers: { nope: ["x"] } })))
     assert.isTrue(Either.isLeft(answer(m, { _tag: "Answers", answers: { [id]: [1] } })))
     assert.isTrue(Either.isLeft(answer(m, Decision.Accept)))
@@ -179,17 +246,26 @@ describe("ServerRequests", () => {
 
   it("dynamic tool call: a checked tool result, or the failed empty result", () => {
     const m = "item/tool/call"
-    assert.deepStrictEqual(result(answer(m, { _tag: "ToolResult", contentItems: [{ type: "inputText", text: "hi", extra: 1 }], success: true })), {
-      contentItems: [{ type: "inputText", text: "hi" }],
-      success: true
-    })
+    assert.deepStrictEqual(
+      result(
+        answer(m, { _tag: "ToolResult", contentItems: [{ type: "inputText", text: "hi", extra: 1 }], success: true })
+      ),
+      {
+        contentItems: [{ type: "inputText", text: "hi" }],
+        success: true
+      }
+    )
     assert.isTrue(Either.isLeft(answer(m, { _tag: "ToolResult", contentItems: [{ type: "script" }], success: true })))
     assert.isTrue(Either.isLeft(answer(m, Decision.Accept)))
   })
 
   it("Decision.fromJson reads the CLI's words and structured answers", () => {
     assert.deepStrictEqual(Decision.fromJson("accept"), Decision.Accept)
-    assert.deepStrictEqual(Decision.fromJson({ action: "accept", persist: "always" }), { _tag: "Elicitation", action: "accept", persist: "always" })
+    assert.deepStrictEqual(Decision.fromJson({ action: "accept", persist: "always" }), {
+      _tag: "Elicitation",
+      action: "accept",
+      persist: "always"
+    })
     assert.deepStrictEqual(Decision.fromJson({ answers: { a: ["b"] } }), { _tag: "Answers", answers: { a: ["b"] } })
     assert.strictEqual(Decision.fromJson("yes please"), undefined)
     assert.strictEqual(Decision.fromJson(42), undefined)

@@ -42,7 +42,8 @@ const ClientInfoSetting = Schema.Struct({
   title: Schema.optional(Schema.String),
   version: Schema.String
 })
-const sameAsProtocol: Schema.Schema<typeof ClientMethods.ClientInfo.Type, typeof ClientMethods.ClientInfo.Encoded> = ClientInfoSetting
+const sameAsProtocol: Schema.Schema<typeof ClientMethods.ClientInfo.Type, typeof ClientMethods.ClientInfo.Encoded> =
+  ClientInfoSetting
 void sameAsProtocol
 
 /** The schema of `SupervisorConfig.connection` (client info, request deadlines, overload retries, capabilities). */
@@ -75,15 +76,21 @@ export const SupervisorSetting = Schema.Struct({
   stallTimeout: optional(DurationSetting),
   interruptTimeout: optional(DurationSetting),
   concurrency: optional(PositiveCount),
-  admission: optional(Schema.Struct({
-    adaptive: optional(Schema.Boolean),
-    cooldown: optional(DurationSetting),
-    recoverAfter: optional(DurationSetting)
-  })),
+  admission: optional(
+    Schema.Struct({
+      adaptive: optional(Schema.Boolean),
+      cooldown: optional(DurationSetting),
+      recoverAfter: optional(DurationSetting)
+    })
+  ),
   pool: optional(PositiveCount),
   restart: optional(RestartSetting),
   runBudget: optional(Schema.Struct({ maxTokens: PositiveCount })),
-  runId: optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,64}$/, { message: () => "letters, digits, '.', '_' or '-', 1 to 64 of them" })))
+  runId: optional(
+    Schema.String.pipe(
+      Schema.pattern(/^[A-Za-z0-9._-]{1,64}$/, { message: () => "letters, digits, '.', '_' or '-', 1 to 64 of them" })
+    )
+  )
 })
 
 /**
@@ -190,7 +197,10 @@ const resolveDecoded = (config: Decoded, runId: string): ResolvedConfig => {
     connection: {
       clientInfo: connection.clientInfo ?? given.clientInfo,
       requestTimeout: connection.requestTimeout ?? given.requestTimeout,
-      requestTimeouts: connection.requestTimeouts === undefined ? given.requestTimeouts : new Map(Object.entries(connection.requestTimeouts)),
+      requestTimeouts:
+        connection.requestTimeouts === undefined
+          ? given.requestTimeouts
+          : new Map(Object.entries(connection.requestTimeouts)),
       overloadRetries: connection.overloadRetries ?? given.overloadRetries,
       overloadBackoff: connection.overloadBackoff ?? given.overloadBackoff,
       capabilities: Option.fromNullable(connection.capabilities)

@@ -24,7 +24,13 @@ import type { WorkEvent, WorkItem, WorkResult } from "./WorkItem.js"
  * `Decision.fromJson` reads it (`{ answers }`, `{ permissions, scope }`, `{ action, content }`,
  * ...).
  */
-export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | "decline" | "cancel" | Record<string, unknown>
+export type DecisionInput =
+  | Decision.Decision
+  | "accept"
+  | "acceptForSession"
+  | "decline"
+  | "cancel"
+  | Record<string, unknown>
 
 /**
  * A program that decides cards, for code without Effect, as a plain function (usually `async`).
@@ -34,7 +40,10 @@ export type DecisionInput = Decision.Decision | "accept" | "acceptForSession" | 
  * Return `undefined` for no opinion (a person, through `answer`, or the deadline decides).
  * `signal` aborts when the card settles without this handler (deadline, withdrawal, stop).
  */
-export type CardHandler = (card: Card.CardView, signal: AbortSignal) => Promise<DecisionInput | undefined> | DecisionInput | undefined
+export type CardHandler = (
+  card: Card.CardView,
+  signal: AbortSignal
+) => Promise<DecisionInput | undefined> | DecisionInput | undefined
 
 /**
  * Who answered "always" and for how long, as `WardenSupervisor.always` passes it to the
@@ -85,7 +94,12 @@ export interface FacadeApprovalsConfig extends Omit<Approvals.ApprovalsConfig, "
  * that cannot be accepted, or the hook refused).
  */
 export type AlwaysResult =
-  | { readonly _tag: "Remembered"; readonly cardId: string; readonly ruleId: string; readonly answer: Approvals.AnswerResult }
+  | {
+      readonly _tag: "Remembered"
+      readonly cardId: string
+      readonly ruleId: string
+      readonly answer: Approvals.AnswerResult
+    }
   | { readonly _tag: "NotRemembered"; readonly cardId: string; readonly reason: string }
 
 /**
@@ -103,14 +117,16 @@ export interface FacadeConfig extends Omit<SupervisorNs.SupervisorConfig, "appro
 }
 
 /** The facade's plain handler as the engine's Effect handler. */
-export const effectHandler = (handler: CardHandler): Approvals.Handler => (card) =>
-  Effect.tryPromise({
-    try: async (signal) => {
-      const input = await handler(card, signal)
-      return input === undefined ? undefined : toDecision(input)
-    },
-    catch: (error) => error
-  })
+export const effectHandler =
+  (handler: CardHandler): Approvals.Handler =>
+  (card) =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        const input = await handler(card, signal)
+        return input === undefined ? undefined : toDecision(input)
+      },
+      catch: (error) => error
+    })
 
 /**
  * A started work item, as Promises.
@@ -188,7 +204,8 @@ const settle = <A, E>(exit: Exit.Exit<A, E>): Promise<A> =>
  * the input when it is not a decision.
  */
 export const toDecision = (input: DecisionInput): Decision.Decision => {
-  if (typeof input === "object" && input !== null && "_tag" in input && typeof input["_tag"] === "string") return input as Decision.Decision
+  if (typeof input === "object" && input !== null && "_tag" in input && typeof input["_tag"] === "string")
+    return input as Decision.Decision
   const decoded = Decision.fromJson(input)
   if (decoded === undefined) throw new TypeError(`not a decision: ${JSON.stringify(input)}`)
   return decoded
@@ -240,8 +257,12 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
   const engineInput = facadeInput.approvals !== undefined ? { ...facadeInput, approvals: approvalsInput } : facadeInput
   // Checked before anything starts, with the embedder's own handler (a function, or not).
   const checked = Config.decode(engineInput)
-  const rememberIssue = remember !== undefined && typeof remember !== "function" ? ["approvals.remember: expected a function"] : []
-  if (Either.isLeft(checked)) throw rememberIssue.length > 0 ? new ApprovalsConfig.ConfigError({ issues: [...checked.left.issues, ...rememberIssue] }) : checked.left
+  const rememberIssue =
+    remember !== undefined && typeof remember !== "function" ? ["approvals.remember: expected a function"] : []
+  if (Either.isLeft(checked))
+    throw rememberIssue.length > 0
+      ? new ApprovalsConfig.ConfigError({ issues: [...checked.left.issues, ...rememberIssue] })
+      : checked.left
   if (rememberIssue.length > 0) throw new ApprovalsConfig.ConfigError({ issues: rememberIssue })
   const { approvals, ...rest } = engineInput
   const { handler, ...approvalsRest } = approvals ?? {}
@@ -267,9 +288,13 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     const handle = await runtime.runPromise(Scope.extend(supervisor.start(item), scope))
     const result = run(handle.await as Effect.Effect<WorkResult, WorkItemFailed>)
     // The item's scope closes when it ends, whatever the outcome (unless `close` did it first).
-    void result.then(() => undefined, () => undefined).then(() =>
-      itemScopes.has(scope) ? runtime.runPromise(closeItem(scope)) : undefined
-    ).catch(() => undefined)
+    void result
+      .then(
+        () => undefined,
+        () => undefined
+      )
+      .then(() => (itemScopes.has(scope) ? runtime.runPromise(closeItem(scope)) : undefined))
+      .catch(() => undefined)
     return {
       threadId: run(handle.threadId),
       events: Stream.toAsyncIterableRuntime(handle.events, rt),
@@ -285,21 +310,26 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     start,
     openCards: () => run(supervisor.inbox.open),
     cards: () => Stream.toAsyncIterableRuntime(supervisor.inbox.updates, rt),
-    answer: (cardId, decision) => Promise.resolve().then(() => run(supervisor.inbox.answer(cardId, toDecision(decision)))),
-    answerGroup: (group, decision) => Promise.resolve().then(() => run(supervisor.inbox.answerGroup(group, toDecision(decision)))),
+    answer: (cardId, decision) =>
+      Promise.resolve().then(() => run(supervisor.inbox.answer(cardId, toDecision(decision)))),
+    answerGroup: (group, decision) =>
+      Promise.resolve().then(() => run(supervisor.inbox.answerGroup(group, toDecision(decision)))),
     always: async (cardId, options = {}) => {
-      if (remember === undefined) throw new TypeError("\"always\" needs a remember hook (approvals.remember, e.g. the ledger's Remembering)")
+      if (remember === undefined)
+        throw new TypeError('"always" needs a remember hook (approvals.remember, e.g. the ledger\'s Remembering)')
       const notRemembered = (reason: string): AlwaysResult => ({ _tag: "NotRemembered", cardId, reason })
       const card = (await run(supervisor.approvals.openCards)).find((c) => c.id === cardId)
       if (card === undefined) return notRemembered(`no open card ${cardId}`)
       if (!card.offers.includes("Accept")) return notRemembered(`card ${cardId} cannot be accepted`)
       let ruleId: unknown
       try {
-        ruleId = (await remember(card, {
-          author: options.author ?? "facade",
-          ...(options.expiresAt !== undefined ? { expiresAt: options.expiresAt } : {}),
-          ...(options.note !== undefined ? { note: options.note } : {})
-        }))?.ruleId
+        ruleId = (
+          await remember(card, {
+            author: options.author ?? "facade",
+            ...(options.expiresAt !== undefined ? { expiresAt: options.expiresAt } : {}),
+            ...(options.note !== undefined ? { note: options.note } : {})
+          })
+        )?.ruleId
       } catch (error) {
         return notRemembered(error instanceof Error ? error.message : String(error))
       }
@@ -309,7 +339,9 @@ export const createSupervisor = async (config: FacadeConfig = {}): Promise<Warde
     events: () => Stream.toAsyncIterableRuntime(supervisor.events, rt),
     approvalEvents: () => Stream.toAsyncIterableRuntime(supervisor.approvals.events, rt),
     close: async () => {
-      await runtime.runPromise(Effect.forEach(Array.from(itemScopes), closeItem, { discard: true })).catch(() => undefined)
+      await runtime
+        .runPromise(Effect.forEach(Array.from(itemScopes), closeItem, { discard: true }))
+        .catch(() => undefined)
       await runtime.dispose()
     }
   }

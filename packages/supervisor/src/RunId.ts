@@ -21,4 +21,6 @@
 
 /** A new run id for a run that starts at `now` (milliseconds since the epoch; default: now). */
 export const make = (now: number = Date.now()): string =>
-  `r${Math.floor(now).toString(36).padStart(9, "0")}-${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, "0")}`
+  `r${Math.floor(now).toString(36).padStart(9, "0")}-${Math.floor(Math.random() * 2 ** 32)
+    .toString(16)
+    .padStart(8, "0")}`

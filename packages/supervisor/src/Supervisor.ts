@@ -113,28 +113,33 @@ export interface SupervisorConfig {
  */
 export type SupervisorEvent =
   /** A slot's app-server answered `initialize`; `connection` is unique to this connection (it grows across restarts). */
-  | { readonly _tag: "ConnectionReady"; readonly slot: number; readonly connection: number; readonly init: AppServerConnection.InitializeResult }
+  | {
+      readonly _tag: "ConnectionReady"
+      readonly slot: number
+      readonly connection: number
+      readonly init: AppServerConnection.InitializeResult
+    }
   /** A ready connection ended (`reason`, a message, the stderr tail); its cards were settled connection-lost. */
   | {
-    readonly _tag: "ConnectionLost"
-    readonly slot: number
-    readonly connection: number
-    readonly reason: ConnectionEndedNs.EndReason
-    readonly message: string
-    readonly stderrTail: string
-  }
+      readonly _tag: "ConnectionLost"
+      readonly slot: number
+      readonly connection: number
+      readonly reason: ConnectionEndedNs.EndReason
+      readonly message: string
+      readonly stderrTail: string
+    }
   /**
    * A slot's app-server could not be brought up: the child could not be spawned, or it ended (or
    * failed) before the `initialize` handshake completed. `reason` is the connection's end reason
    * when it ended; `stderrTail` what it wrote to stderr (empty when nothing could be read).
    */
   | {
-    readonly _tag: "ConnectionFailed"
-    readonly slot: number
-    readonly reason: ConnectionEndedNs.EndReason | undefined
-    readonly message: string
-    readonly stderrTail: string
-  }
+      readonly _tag: "ConnectionFailed"
+      readonly slot: number
+      readonly reason: ConnectionEndedNs.EndReason | undefined
+      readonly message: string
+      readonly stderrTail: string
+    }
   /** The slot starts its app-server again after `delayMs` (`attempt`: consecutive failures so far). */
   | { readonly _tag: "ConnectionRestarting"; readonly slot: number; readonly attempt: number; readonly delayMs: number }
   /** More than `restart.maxAttempts` consecutive failures: the slot is down, its waiting work items fail. */
@@ -147,7 +152,11 @@ export type SupervisorEvent =
   /** An event of a work item. */
   | { readonly _tag: "Work"; readonly event: WorkEvent }
   /** A work item ended: its result, or how it failed (or was interrupted). */
-  | { readonly _tag: "ItemFinished"; readonly item: string | number | undefined; readonly exit: Exit.Exit<WorkResult, WorkItemFailed> }
+  | {
+      readonly _tag: "ItemFinished"
+      readonly item: string | number | undefined
+      readonly exit: Exit.Exit<WorkResult, WorkItemFailed>
+    }
 
 /**
  * `steer` or `interrupt` found no running turn.
@@ -228,30 +237,47 @@ export class Supervisor extends Context.Tag("@warden/supervisor/Supervisor")<Sup
 const compose = (
   config: Config.ResolvedConfig
 ): Effect.Effect<SupervisorShape, never, Scope.Scope | TransportNs.Transport | ApprovalsNs.Approvals> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const approvals = yield* ApprovalsNs.Approvals
     // Telemetry (`Telemetry.Telemetry` in the context, e.g. from Observability.layer): metrics, request spans, card spans under their turns.
     const telemetry = Option.getOrUndefined(yield* Effect.serviceOption(Telemetry))
     const events = yield* SupervisorEvents.make(approvals, telemetry !== undefined)
-    const admission = yield* Admission.make(
-      { max: config.concurrency, ...config.admission },
-      (change) => events.publish({ _tag: "AdmissionChanged", ...change })
+    const admission = yield* Admission.make({ max: config.concurrency, ...config.admission }, (change) =>
+      events.publish({ _tag: "AdmissionChanged", ...change })
     )
-    const budgets = yield* Budget.make(approvals, { runBudget: config.runBudget, interruptTimeout: config.interruptTimeout })
-    const slots = yield* SlotPool.make({ approvals, config, pressure: admission.pressure, telemetry, publish: events.publish })
+    const budgets = yield* Budget.make(approvals, {
+      runBudget: config.runBudget,
+      interruptTimeout: config.interruptTimeout
+    })
+    const slots = yield* SlotPool.make({
+      approvals,
+      config,
+      pressure: admission.pressure,
+      telemetry,
+      publish: events.publish
+    })
     const items = WorkItemLifecycle.make({
       admission,
       budgets,
       worktrees: ItemWorktree.make(config.runId),
       slots,
       publish: events.publish,
-      runnerConfig: { stallTimeout: config.stallTimeout, interruptTimeout: config.interruptTimeout, telemetry: telemetry !== undefined },
+      runnerConfig: {
+        stallTimeout: config.stallTimeout,
+        interruptTimeout: config.interruptTimeout,
+        telemetry: telemetry !== undefined
+      },
       restartPolicy: config.restart.policy
     })
     return {
       run: items.run,
       start: items.start,
-      inbox: { updates: approvals.inbox, open: approvals.openCards, answer: approvals.answer, answerGroup: approvals.answerGroup },
+      inbox: {
+        updates: approvals.inbox,
+        open: approvals.openCards,
+        answer: approvals.answer,
+        answerGroup: approvals.answerGroup
+      },
       subscribe: events.subscribe,
       events: events.stream,
       subscribeApprovals: approvals.subscribe,
@@ -283,10 +309,13 @@ const compose = (
  * }).pipe(Effect.scoped, Effect.provide(CodexCommand.transportLayer({ command: "codex" })))
  * ```
  */
-export const make = (input: SupervisorConfig = {}): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
+export const make = (
+  input: SupervisorConfig = {}
+): Effect.Effect<SupervisorShape, ConfigError, Scope.Scope | TransportNs.Transport> =>
   Effect.flatMap(Config.resolve(input), (config) =>
     // The default engine, made in the same scope before the parts: it closes after them.
-    Effect.provideServiceEffect(compose(config), ApprovalsNs.Approvals, ApprovalsNs.make(config.approvals)))
+    Effect.provideServiceEffect(compose(config), ApprovalsNs.Approvals, ApprovalsNs.make(config.approvals))
+  )
 
 /**
  * The supervisor, in the caller's scope, over the `Approvals` service of its context.
@@ -396,4 +425,5 @@ export const layer = (config: SupervisorConfig = {}): Layer.Layer<Supervisor, Co
  */
 export const layerWithApprovals = (
   config: SupervisorConfig = {}
-): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport | ApprovalsNs.Approvals> => Layer.scoped(Supervisor, makeWithApprovals(config))
+): Layer.Layer<Supervisor, ConfigError, TransportNs.Transport | ApprovalsNs.Approvals> =>
+  Layer.scoped(Supervisor, makeWithApprovals(config))

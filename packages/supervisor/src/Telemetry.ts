@@ -91,14 +91,20 @@ const counter = (name: string, description: string, unit: string): Metric.Metric
   withUnit(MetricKey.counter(name, { description, incremental: true }), unit)
 const gauge = (name: string, description: string, unit: string): Metric.Metric.Gauge<number> =>
   withUnit(MetricKey.gauge(name, { description }), unit)
-const histogram = (name: string, boundaries: MetricBoundaries.MetricBoundaries, description: string, unit: string): Metric.Metric.Histogram<number> =>
-  withUnit(MetricKey.histogram(name, boundaries, description), unit)
+const histogram = (
+  name: string,
+  boundaries: MetricBoundaries.MetricBoundaries,
+  description: string,
+  unit: string
+): Metric.Metric.Histogram<number> => withUnit(MetricKey.histogram(name, boundaries, description), unit)
 
 /**
  * The same label array for the same values, every time: Effect caches a metric's series by the
  * identity of the labels array, so an update with a cached array costs no registry lookup.
  */
-export const labelsOf = (keys: ReadonlyArray<string>): (...values: ReadonlyArray<string>) => ReadonlyArray<MetricLabel.MetricLabel> => {
+export const labelsOf = (
+  keys: ReadonlyArray<string>
+): ((...values: ReadonlyArray<string>) => ReadonlyArray<MetricLabel.MetricLabel>) => {
   const cache = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
   return (...values) => {
     const id = values.join("\u0000")
@@ -147,7 +153,12 @@ export const Metrics: {
   /** App-server connections lost, by `warden.reason` (the end reason: `Exited`, `StdoutClosed`, `InternalDefect`, ...). */
   losses: counter("warden.connection.losses", "App-server connections lost", "{connection}"),
   /** Client requests, sent to answered, by `rpc.method` and `warden.outcome` (`ok` or the error's tag) (ms). */
-  requestLatency: histogram("warden.request.duration", millis, "Time from a client request's sending to its answer", "ms"),
+  requestLatency: histogram(
+    "warden.request.duration",
+    millis,
+    "Time from a client request's sending to its answer",
+    "ms"
+  ),
   /** From a stdout chunk's arrival to the last frame it carried handled by the read loop (ms). */
   readLoopLag: histogram(
     "warden.read_loop.lag",

@@ -125,41 +125,81 @@ export interface WorkResult {
 export type WorkEvent =
   /** The item's worktree is checked out at `path` on `branch` (`reused`: one a crashed run left); the thread runs there. */
   | {
-    readonly _tag: "WorktreeReady"
-    readonly item: string | number | undefined
-    readonly path: string
-    readonly branch: string
-    readonly base: string
-    readonly reused: boolean
-  }
+      readonly _tag: "WorktreeReady"
+      readonly item: string | number | undefined
+      readonly path: string
+      readonly branch: string
+      readonly base: string
+      readonly reused: boolean
+    }
   /** The item ended and its worktree was finished: committed, then kept or removed (`worktree`). */
-  | { readonly _tag: "WorktreeFinished"; readonly item: string | number | undefined; readonly worktree: WorktreeSummary }
+  | {
+      readonly _tag: "WorktreeFinished"
+      readonly item: string | number | undefined
+      readonly worktree: WorktreeSummary
+    }
   /** The thread exists (`resumed`: by `thread/resume`, given `threadId` or after a restart). */
-  | { readonly _tag: "ThreadReady"; readonly item: string | number | undefined; readonly threadId: string; readonly resumed: boolean }
+  | {
+      readonly _tag: "ThreadReady"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly resumed: boolean
+    }
   /**
    * `threadId` named a thread codex never persisted and the item asked for `ifThreadMissing:
    * "start"`: a new thread is being started instead (`ThreadReady` follows with its id).
    */
-  | { readonly _tag: "ThreadStartedFresh"; readonly item: string | number | undefined; readonly missingThreadId: string; readonly detail: string }
+  | {
+      readonly _tag: "ThreadStartedFresh"
+      readonly item: string | number | undefined
+      readonly missingThreadId: string
+      readonly detail: string
+    }
   /** `turn/start` was answered: the turn runs with `prompt`. */
-  | { readonly _tag: "TurnStarted"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string; readonly prompt: string }
+  | {
+      readonly _tag: "TurnStarted"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly turnId: string
+      readonly prompt: string
+    }
   /** A notification for this thread, in the order the server sent it. */
   | {
-    readonly _tag: "Notification"
-    readonly item: string | number | undefined
-    readonly threadId: string
-    readonly turnId: string | undefined
-    readonly method: string
-    readonly params: unknown
-  }
+      readonly _tag: "Notification"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly turnId: string | undefined
+      readonly method: string
+      readonly params: unknown
+    }
   /** `turn/completed` was read: the turn's result. */
-  | { readonly _tag: "TurnCompleted"; readonly item: string | number | undefined; readonly threadId: string; readonly turn: TurnResult }
+  | {
+      readonly _tag: "TurnCompleted"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly turn: TurnResult
+    }
   /** The app-server connection ended under this item; its open cards were settled as connection-lost. */
-  | { readonly _tag: "ConnectionLost"; readonly item: string | number | undefined; readonly threadId: string | undefined; readonly detail: string }
+  | {
+      readonly _tag: "ConnectionLost"
+      readonly item: string | number | undefined
+      readonly threadId: string | undefined
+      readonly detail: string
+    }
   /** The thread was resumed on a restarted app-server; the interrupted turn is run again. */
-  | { readonly _tag: "Resumed"; readonly item: string | number | undefined; readonly threadId: string; readonly attempt: number }
+  | {
+      readonly _tag: "Resumed"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly attempt: number
+    }
   /**
    * No event for `stallTimeout` while no card was open and no command ran: the turn is
    * interrupted and the item fails `stalled`.
    */
-  | { readonly _tag: "Stalled"; readonly item: string | number | undefined; readonly threadId: string; readonly turnId: string }
+  | {
+      readonly _tag: "Stalled"
+      readonly item: string | number | undefined
+      readonly threadId: string
+      readonly turnId: string
+    }

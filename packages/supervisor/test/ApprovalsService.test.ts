@@ -16,11 +16,13 @@ import { commandApproval } from "./support.js"
 const item = { prompt: "x", cwd: "/tmp/ws" }
 
 const nextOpened = (events: Queue.Dequeue<ApprovalEvent.ApprovalEvent>): Effect.Effect<Card.CardView> =>
-  Effect.flatMap(Queue.take(events), (event) => (event._tag === "CardOpened" ? Effect.succeed(event.card) : nextOpened(events)))
+  Effect.flatMap(Queue.take(events), (event) =>
+    event._tag === "CardOpened" ? Effect.succeed(event.card) : nextOpened(events)
+  )
 
 describe("Supervisor over the Approvals service of its context", () => {
   it.scoped("its cards are the service's: opened there, answered through it, written once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fake = FakeAppServer.make({ turns: "manual" })
       const approvals = yield* Approvals.make({ deadlines: { default: "1 hour" } })
       const events = yield* approvals.subscribe
@@ -34,23 +36,30 @@ describe("Supervisor over the Approvals service of its context", () => {
       yield* fake.nextRequest("turn/start")
       const id = yield* fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
       const card = yield* nextOpened(events)
-      assert.deepStrictEqual((yield* approvals.openCards).map((c) => c.id), [card.id])
+      assert.deepStrictEqual(
+        (yield* approvals.openCards).map((c) => c.id),
+        [card.id]
+      )
       const answered = yield* approvals.answer(card.id, Decision.Accept)
       assert.strictEqual(answered._tag, "Settled")
       assert.deepStrictEqual((yield* fake.answerTo(id))["result"], { decision: "accept" })
       yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ran it" })
       assert.strictEqual((yield* handle.await).status, "completed")
       assert.strictEqual(fake.answersSoFar().filter((a) => a["id"] === id).length, 1)
-    }))
+    })
+  )
 
   it.scoped("layerWithApprovals: releasing it refuses its open cards while the child can hear it (shutdown)", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fake = FakeAppServer.make({ turns: "manual" })
       const approvals = yield* Approvals.make()
       const events = yield* approvals.subscribe
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        Supervisor.layerWithApprovals({}).pipe(Layer.provide(fake.layer), Layer.provide(Layer.succeed(Approvals.Approvals, approvals))),
+        Supervisor.layerWithApprovals({}).pipe(
+          Layer.provide(fake.layer),
+          Layer.provide(Layer.succeed(Approvals.Approvals, approvals))
+        ),
         scope
       )
       const supervisor = Context.get(context, Supervisor.Supervisor)
@@ -64,10 +73,11 @@ describe("Supervisor over the Approvals service of its context", () => {
       assert.deepStrictEqual(yield* approvals.openCards, [])
       const settled = Array.from(yield* Queue.takeAll(events)).find((e) => e._tag === "CardSettled")
       assert.strictEqual(settled?._tag === "CardSettled" ? settled.settlement.outcome : undefined, "shutdown")
-    }))
+    })
+  )
 
   it.scoped("approvals in its configuration is a ConfigError, before anything starts", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fake = FakeAppServer.make()
       const approvals = yield* Approvals.make()
       const error = yield* Effect.flip(
@@ -79,5 +89,6 @@ describe("Supervisor over the Approvals service of its context", () => {
       assert.strictEqual(error._tag, "ConfigError")
       assert.include(error.message, "approvals: this supervisor uses the Approvals service of its context")
       assert.strictEqual(fake.connections(), 0, "nothing was started")
-    }))
+    })
+  )
 })

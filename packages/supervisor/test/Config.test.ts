@@ -9,26 +9,33 @@ import { Duration, Effect, Either, Option } from "effect"
 import { Config, Supervisor } from "../src/index.js"
 
 describe("configuration decoded at construction", () => {
-  it.scoped("a per-method card deadline that Duration.decode rejects fails Supervisor.make, before any app-server starts", () =>
-    Effect.gen(function*() {
-      const fake = FakeAppServer.make()
-      const error = yield* Effect.flip(
-        Supervisor.make({ approvals: { deadlines: { perMethod: { "item/commandExecution/requestApproval": "ten minutes" as never } } } }).pipe(
-          Effect.provide(fake.layer)
+  it.scoped(
+    "a per-method card deadline that Duration.decode rejects fails Supervisor.make, before any app-server starts",
+    () =>
+      Effect.gen(function* () {
+        const fake = FakeAppServer.make()
+        const error = yield* Effect.flip(
+          Supervisor.make({
+            approvals: { deadlines: { perMethod: { "item/commandExecution/requestApproval": "ten minutes" as never } } }
+          }).pipe(Effect.provide(fake.layer))
         )
-      )
-      assert.strictEqual(error._tag, "ConfigError")
-      assert.include(error.message, "approvals.deadlines.perMethod.item/commandExecution/requestApproval: expected a duration")
-      assert.strictEqual(fake.connections(), 0, "nothing was started")
-    }))
+        assert.strictEqual(error._tag, "ConfigError")
+        assert.include(
+          error.message,
+          "approvals.deadlines.perMethod.item/commandExecution/requestApproval: expected a duration"
+        )
+        assert.strictEqual(fake.connections(), 0, "nothing was started")
+      })
+  )
 
   it.scoped("Approvals.make checks its own configuration the same way", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const error = yield* Effect.flip(Approvals.make({ deadlines: { default: -5 }, settledHistory: 1.5 }))
       assert.strictEqual(error._tag, "ConfigError")
       assert.include(error.message, "deadlines.default: expected a duration")
       assert.include(error.message, "settledHistory: expected a whole number of at least 0, not 1.5")
-    }))
+    })
+  )
 
   it("every kind of bad value is named, several at once; unknown keys are errors", () => {
     const decoded = Config.decode({
@@ -40,7 +47,16 @@ describe("configuration decoded at construction", () => {
     })
     assert.isTrue(Either.isLeft(decoded))
     const message = Either.isLeft(decoded) ? decoded.left.message : ""
-    for (const part of ["connection.requestTimeout", "connection.overloadRetries", "connection.clientInfo.version", "restart.policy", "restart.backoff", "pool", "approvals.rules.rules.0.effect", "extra: unknown setting"]) {
+    for (const part of [
+      "connection.requestTimeout",
+      "connection.overloadRetries",
+      "connection.clientInfo.version",
+      "restart.policy",
+      "restart.backoff",
+      "pool",
+      "approvals.rules.rules.0.effect",
+      "extra: unknown setting"
+    ]) {
       assert.include(message, part)
     }
   })
@@ -63,12 +79,16 @@ describe("configuration decoded at construction", () => {
   })
 
   it.effect("resolve applies every default once: nothing optional is left, given values win", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const resolved = yield* Config.resolve({})
       assert.deepStrictEqual({ ...resolved, runId: "" }, { ...Config.defaults, runId: "" })
       assert.match(resolved.runId, /^r[0-9a-z]{9}-[0-9a-f]{8}$/, "a new run id when none is given")
       const given = yield* Config.resolve({
-        connection: { requestTimeout: "3 seconds", requestTimeouts: { "turn/start": 500 }, capabilities: { experimentalApi: true } },
+        connection: {
+          requestTimeout: "3 seconds",
+          requestTimeouts: { "turn/start": 500 },
+          capabilities: { experimentalApi: true }
+        },
         restart: { policy: "fail" },
         admission: { adaptive: true },
         runBudget: { maxTokens: 1000 },
@@ -86,5 +106,6 @@ describe("configuration decoded at construction", () => {
       assert.strictEqual(given.pool, 2)
       const error = yield* Effect.flip(Config.resolve({ pool: 0 }))
       assert.include(error.message, "pool: expected a whole number of at least 1")
-    }))
+    })
+  )
 })

@@ -29,7 +29,9 @@ describe("promise facade", () => {
       await Effect.runPromise(fake.nextRequest("turn/start"))
       const cards = warden.cards()[Symbol.asyncIterator]()
       expect((await cards.next()).value).toMatchObject({ _tag: "Snapshot" })
-      const id = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      const id = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      )
       const opened = (await cards.next()).value
       expect(opened._tag).toBe("Opened")
       const answered = await warden.answer(opened.card.id, "accept")
@@ -68,9 +70,13 @@ describe("promise facade: plain async handlers and checked configuration", () =>
       const handle = await warden.start({ prompt: "x" })
       const threadId = await handle.threadId
       await Effect.runPromise(fake.nextRequest("turn/start"))
-      const first = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      const first = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      )
       expect((await Effect.runPromise(fake.answerTo(first)))["result"]).toEqual({ decision: "accept" })
-      const second = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2")))
+      const second = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2"))
+      )
       expect((await Effect.runPromise(fake.answerTo(second)))["result"]).toEqual({ decision: "decline" })
       await Effect.runPromise(fake.completeTurn(threadId, "turn_1", "completed", { message: "done" }))
       expect((await handle.result).status).toBe("completed")
@@ -96,7 +102,9 @@ describe("promise facade: plain async handlers and checked configuration", () =>
       const handle = await warden.start({ prompt: "x" })
       const threadId = await handle.threadId
       await Effect.runPromise(fake.nextRequest("turn/start"))
-      const id = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      const id = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      )
       expect((await Effect.runPromise(fake.answerTo(id)))["result"]).toEqual({ decision: "decline" })
       await aborted
       const open = await warden.openCards()
@@ -113,22 +121,34 @@ describe("promise facade: plain async handlers and checked configuration", () =>
       approvals: { deadlines: { default: "5m", perMethod: { "item/tool/call": "soon" } } },
       concurrency: 0,
       stallTimout: "1 minute"
-    } as never).then(() => undefined, (e: unknown) => e)
+    } as never).then(
+      () => undefined,
+      (e: unknown) => e
+    )
     expect(error).toMatchObject({ _tag: "ConfigError" })
     const message = (error as Error).message
     expect(message).toContain("approvals.deadlines.default: expected a duration")
-    expect(message).toContain("\"5m\"")
+    expect(message).toContain('"5m"')
     expect(message).toContain("approvals.deadlines.perMethod.item/tool/call")
     expect(message).toContain("concurrency: expected a whole number of at least 1, not 0")
     expect(message).toContain("stallTimout: unknown setting")
     expect(fake.connections()).toBe(0)
-    const notAFunction = await createSupervisor({ transport: fake.layer, approvals: { handler: "accept" as never } }).then(() => undefined, (e: unknown) => e)
+    const notAFunction = await createSupervisor({
+      transport: fake.layer,
+      approvals: { handler: "accept" as never }
+    }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
     expect((notAFunction as Error).message).toContain("approvals.handler: expected a function")
   })
 
   it("a remember hook that is not a function is a ConfigError; without a hook, always rejects with a TypeError", async () => {
     const fake = FakeAppServer.make()
-    const bad = await createSupervisor({ transport: fake.layer, approvals: { remember: "yes" as never } }).then(() => undefined, (e: unknown) => e)
+    const bad = await createSupervisor({ transport: fake.layer, approvals: { remember: "yes" as never } }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
     expect(bad).toMatchObject({ _tag: "ConfigError" })
     expect((bad as Error).message).toContain("approvals.remember: expected a function")
     expect(fake.connections()).toBe(0)
@@ -153,7 +173,10 @@ describe("promise facade: always", () => {
       transport: fake.layer,
       approvals: {
         rules: { rules: [{ id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }] },
-        remembered: (request) => (request._tag === "Known" && request.method === "item/commandExecution/requestApproval" && rules.length > 0 ? { ruleId: rules[0]! } : undefined),
+        remembered: (request) =>
+          request._tag === "Known" && request.method === "item/commandExecution/requestApproval" && rules.length > 0
+            ? { ruleId: rules[0]! }
+            : undefined,
         remember: async (card, options) => {
           hookCalls.push([card.id, options.author, options.expiresAt])
           if (refuseNext) {
@@ -169,7 +192,8 @@ describe("promise facade: always", () => {
       const settled = (async () => {
         const out: Array<[string, string]> = []
         for await (const event of warden.approvalEvents()) {
-          if (event._tag === "CardSettled") out.push([event.settlement.card.id, Card.describeSource(event.settlement.source)])
+          if (event._tag === "CardSettled")
+            out.push([event.settlement.card.id, Card.describeSource(event.settlement.source)])
           if (out.length === 3) return out
         }
         return out
@@ -179,7 +203,9 @@ describe("promise facade: always", () => {
       await Effect.runPromise(fake.nextRequest("turn/start"))
       const cards = warden.cards()[Symbol.asyncIterator]()
       expect((await cards.next()).value).toMatchObject({ _tag: "Snapshot" })
-      const first = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1")))
+      const first = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1"))
+      )
       const opened = (await cards.next()).value
       expect(opened._tag).toBe("Opened")
       const cardId: string = opened.card.id
@@ -194,12 +220,22 @@ describe("promise facade: always", () => {
       const remembered = await warden.always(cardId, { author: "alice", expiresAt })
       expect(remembered).toMatchObject({ _tag: "Remembered", cardId, ruleId: "m1", answer: { _tag: "Settled" } })
       expect((await Effect.runPromise(fake.answerTo(first)))["result"]).toEqual({ decision: "accept" })
-      expect(hookCalls).toEqual([[cardId, "alice", undefined], [cardId, "alice", expiresAt]])
+      expect(hookCalls).toEqual([
+        [cardId, "alice", undefined],
+        [cardId, "alice", expiresAt]
+      ])
 
       // The next command is allowed by the remembered rule; `rm` is declined by the deny rule.
-      const second = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2")))
+      const second = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", "call_2"))
+      )
       expect((await Effect.runPromise(fake.answerTo(second)))["result"]).toEqual({ decision: "accept" })
-      const rm = await Effect.runPromise(fake.request("item/commandExecution/requestApproval", { ...commandApproval(threadId, "turn_1", "call_3"), command: "rm -rf /tmp/ws/x" }))
+      const rm = await Effect.runPromise(
+        fake.request("item/commandExecution/requestApproval", {
+          ...commandApproval(threadId, "turn_1", "call_3"),
+          command: "rm -rf /tmp/ws/x"
+        })
+      )
       expect((await Effect.runPromise(fake.answerTo(rm)))["result"]).toEqual({ decision: "decline" })
       const sources = await settled
       expect(sources.map(([, source]) => source)).toEqual(["person", "remembered:m1", "rule:no-rm"])

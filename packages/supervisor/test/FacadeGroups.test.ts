@@ -20,7 +20,12 @@ describe("promise facade: one answer for many cards", () => {
       const updates = warden.cards()[Symbol.asyncIterator]()
       expect((await updates.next()).value).toMatchObject({ _tag: "Snapshot", cards: [] })
       const ask = (itemId: string, command: string) =>
-        Effect.runPromise(fake.request("item/commandExecution/requestApproval", { ...commandApproval(threadId, "turn_1", itemId), command }))
+        Effect.runPromise(
+          fake.request("item/commandExecution/requestApproval", {
+            ...commandApproval(threadId, "turn_1", itemId),
+            command
+          })
+        )
       const ids = [await ask("a", "pnpm test"), await ask("b", "pnpm test"), await ask("c", "make lint")]
       const opened = []
       for (let i = 0; i < 3; i++) opened.push((await updates.next()).value.card)

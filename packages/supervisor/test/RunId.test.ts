@@ -9,12 +9,26 @@ describe("RunId", () => {
     const id = RunId.make()
     assert.match(id, format)
     assert.match(RunId.make(0), /^r000000000-[0-9a-f]{8}$/)
-    assert.strictEqual(RunId.make(Date.UTC(2026, 0, 1)).slice(0, 10), `r${Date.UTC(2026, 0, 1).toString(36).padStart(9, "0")}`)
+    assert.strictEqual(
+      RunId.make(Date.UTC(2026, 0, 1)).slice(0, 10),
+      `r${Date.UTC(2026, 0, 1).toString(36).padStart(9, "0")}`
+    )
     assert.isTrue(Either.isRight(Config.decode({ runId: id })))
   })
 
   it("its text order is its time order, across a change in the number of digits too", () => {
-    const times = [0, 35, 36, 1_295, 1_296, Date.UTC(2026, 0, 1), Date.UTC(2026, 0, 1) + 1, 36 ** 8 - 1, 36 ** 8, 36 ** 9 - 1]
+    const times = [
+      0,
+      35,
+      36,
+      1_295,
+      1_296,
+      Date.UTC(2026, 0, 1),
+      Date.UTC(2026, 0, 1) + 1,
+      36 ** 8 - 1,
+      36 ** 8,
+      36 ** 9 - 1
+    ]
     const ids = times.map((t) => RunId.make(t))
     assert.deepStrictEqual([...ids].sort(), ids)
     fc.assert(

@@ -19,13 +19,20 @@ export const supervise = (
   config: Supervisor.SupervisorConfig = {},
   fakeOptions: FakeAppServer.Options = {}
 ): Effect.Effect<
-  { readonly fake: FakeAppServer.FakeAppServer; readonly supervisor: Supervisor.SupervisorShape; readonly events: Queue.Dequeue<Supervisor.SupervisorEvent> },
+  {
+    readonly fake: FakeAppServer.FakeAppServer
+    readonly supervisor: Supervisor.SupervisorShape
+    readonly events: Queue.Dequeue<Supervisor.SupervisorEvent>
+  },
   never,
   Scope.Scope
 > =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const fake = FakeAppServer.make(fakeOptions)
-    const supervisor = yield* Supervisor.make(config).pipe(Effect.provide(Layer.merge(fake.layer, Layer.empty)), Effect.orDie)
+    const supervisor = yield* Supervisor.make(config).pipe(
+      Effect.provide(Layer.merge(fake.layer, Layer.empty)),
+      Effect.orDie
+    )
     const events = yield* supervisor.subscribe
     return { fake, supervisor, events }
   })
@@ -35,7 +42,7 @@ export const waitFor = <A extends Supervisor.SupervisorEvent>(
   events: Queue.Dequeue<Supervisor.SupervisorEvent>,
   predicate: (event: Supervisor.SupervisorEvent) => event is A
 ): Effect.Effect<A> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     while (true) {
       const event = yield* Queue.take(events)
       if (predicate(event)) return event
@@ -47,7 +54,7 @@ export const waitFor = <A extends Supervisor.SupervisorEvent>(
  * deadline that this advance reaches (a sleep registered after the advance would never fire).
  */
 export const advance = (duration: import("effect").Duration.DurationInput) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const millis = Duration.toMillis(Duration.decode(duration))
     for (let spins = 0; ; spins++) {
       const now = yield* Clock.currentTimeMillis
@@ -60,8 +67,12 @@ export const advance = (duration: import("effect").Duration.DurationInput) =>
   })
 
 /** Move the TestClock forward in steps until `fiber` is done (bounded), for schedules with jitter. */
-export const advanceUntilDone = <A, E>(fiber: import("effect").Fiber.Fiber<A, E>, step: import("effect").Duration.DurationInput, maxSteps = 1_000) =>
-  Effect.gen(function*() {
+export const advanceUntilDone = <A, E>(
+  fiber: import("effect").Fiber.Fiber<A, E>,
+  step: import("effect").Duration.DurationInput,
+  maxSteps = 1_000
+) =>
+  Effect.gen(function* () {
     for (let i = 0; i < maxSteps; i++) {
       if ((yield* Fiber.poll(fiber))._tag === "Some") return
       yield* TestClock.adjust(step)

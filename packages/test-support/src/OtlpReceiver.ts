@@ -93,9 +93,15 @@ export interface Receiver {
 }
 
 interface Bodies {
-  readonly resourceSpans?: ReadonlyArray<{ readonly scopeSpans?: ReadonlyArray<{ readonly spans?: ReadonlyArray<Span> }> }>
-  readonly resourceLogs?: ReadonlyArray<{ readonly scopeLogs?: ReadonlyArray<{ readonly logRecords?: ReadonlyArray<LogRecord> }> }>
-  readonly resourceMetrics?: ReadonlyArray<{ readonly scopeMetrics?: ReadonlyArray<{ readonly metrics?: ReadonlyArray<Metric> }> }>
+  readonly resourceSpans?: ReadonlyArray<{
+    readonly scopeSpans?: ReadonlyArray<{ readonly spans?: ReadonlyArray<Span> }>
+  }>
+  readonly resourceLogs?: ReadonlyArray<{
+    readonly scopeLogs?: ReadonlyArray<{ readonly logRecords?: ReadonlyArray<LogRecord> }>
+  }>
+  readonly resourceMetrics?: ReadonlyArray<{
+    readonly scopeMetrics?: ReadonlyArray<{ readonly metrics?: ReadonlyArray<Metric> }>
+  }>
 }
 
 const parse = (text: string): Bodies => {
@@ -127,23 +133,32 @@ export const make: Effect.Effect<Receiver, never, Scope.Scope> = Effect.acquireR
     server.listen(0, "127.0.0.1", () => {
       const port = (server.address() as AddressInfo).port
       const of = (path: string) => received.filter((r) => r.path === path).map((r) => r.body)
-      resume(Effect.succeed({
-        server,
-        receiver: {
-          url: `http://127.0.0.1:${port}`,
-          received: () => received.map(({ headers, path, text }) => ({ headers, path, text })),
-          spans: () => of("/v1/traces").flatMap((b) => (b.resourceSpans ?? []).flatMap((r) => (r.scopeSpans ?? []).flatMap((s) => s.spans ?? []))),
-          logs: () => of("/v1/logs").flatMap((b) => (b.resourceLogs ?? []).flatMap((r) => (r.scopeLogs ?? []).flatMap((s) => s.logRecords ?? []))),
-          metrics: () => {
-            const last = new Map<string, Metric>()
-            for (const b of of("/v1/metrics")) {
-              for (const r of b.resourceMetrics ?? []) for (const s of r.scopeMetrics ?? []) for (const m of s.metrics ?? []) last.set(m.name, m)
-            }
-            return last
-          },
-          allText: () => received.map((r) => r.text).join("\n")
-        }
-      }))
+      resume(
+        Effect.succeed({
+          server,
+          receiver: {
+            url: `http://127.0.0.1:${port}`,
+            received: () => received.map(({ headers, path, text }) => ({ headers, path, text })),
+            spans: () =>
+              of("/v1/traces").flatMap((b) =>
+                (b.resourceSpans ?? []).flatMap((r) => (r.scopeSpans ?? []).flatMap((s) => s.spans ?? []))
+              ),
+            logs: () =>
+              of("/v1/logs").flatMap((b) =>
+                (b.resourceLogs ?? []).flatMap((r) => (r.scopeLogs ?? []).flatMap((s) => s.logRecords ?? []))
+              ),
+            metrics: () => {
+              const last = new Map<string, Metric>()
+              for (const b of of("/v1/metrics")) {
+                for (const r of b.resourceMetrics ?? [])
+                  for (const s of r.scopeMetrics ?? []) for (const m of s.metrics ?? []) last.set(m.name, m)
+              }
+              return last
+            },
+            allText: () => received.map((r) => r.text).join("\n")
+          }
+        })
+      )
     })
   }),
   ({ server }) =>
@@ -154,13 +169,19 @@ export const make: Effect.Effect<Receiver, never, Scope.Scope> = Effect.acquireR
 ).pipe(Effect.map(({ receiver }) => receiver))
 
 /** An attribute's value, or undefined. */
-export const attribute = (attributes: ReadonlyArray<KeyValue> | undefined, key: string): string | number | boolean | undefined => {
+export const attribute = (
+  attributes: ReadonlyArray<KeyValue> | undefined,
+  key: string
+): string | number | boolean | undefined => {
   const value = attributes?.find((a) => a.key === key)?.value
-  return value === undefined ? undefined : value.stringValue ?? value.intValue ?? value.boolValue ?? value.doubleValue
+  return value === undefined ? undefined : (value.stringValue ?? value.intValue ?? value.boolValue ?? value.doubleValue)
 }
 
 /** The data points of `metric` whose attributes include every one of `labels`. */
-export const points = (metric: Metric | undefined, labels: Readonly<Record<string, string>> = {}): ReadonlyArray<DataPoint> => {
+export const points = (
+  metric: Metric | undefined,
+  labels: Readonly<Record<string, string>> = {}
+): ReadonlyArray<DataPoint> => {
   const all = metric?.sum?.dataPoints ?? metric?.gauge?.dataPoints ?? metric?.histogram?.dataPoints ?? []
   return all.filter((p) => Object.entries(labels).every(([k, v]) => attribute(p.attributes, k) === v))
 }

@@ -27,12 +27,14 @@ export const installedCodexVersion = (): string => {
 }
 
 /** The dump of `generate-json-schema` of the pinned codex (stable surface, no --experimental). */
-export const pinnedDump: Effect.Effect<SchemaDump.SchemaDump, SchemaDump.SchemaDumpError | RealCodex.RealCodexError> = PinnedSchema.dump
+export const pinnedDump: Effect.Effect<SchemaDump.SchemaDump, SchemaDump.SchemaDumpError | RealCodex.RealCodexError> =
+  PinnedSchema.dump
 
 /** A validator of the pinned dump, made once per process. */
-export const pinnedValidator: Effect.Effect<SchemaDump.Validator, SchemaDump.SchemaDumpError | RealCodex.RealCodexError> = Effect.runSync(
-  Effect.cached(Effect.map(pinnedDump, SchemaDump.makeValidator))
-)
+export const pinnedValidator: Effect.Effect<
+  SchemaDump.Validator,
+  SchemaDump.SchemaDumpError | RealCodex.RealCodexError
+> = Effect.runSync(Effect.cached(Effect.map(pinnedDump, SchemaDump.makeValidator)))
 
 /**
  * Validate `value` (the `result` of our reply) against the pinned schema's response for `method`.

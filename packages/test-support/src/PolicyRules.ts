@@ -13,12 +13,24 @@ export const rules = (...list: ReadonlyArray<unknown>): Policy.Rules => {
 }
 
 /** Allows the commands that start with `argvPrefix`. */
-export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "allow", match: { command: { argvPrefix } } })
+export const allowCmd = (id: string, ...argvPrefix: Array<string>) => ({
+  id,
+  effect: "allow",
+  match: { command: { argvPrefix } }
+})
 /** Denies the commands that start with `argvPrefix`. */
-export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({ id, effect: "deny", match: { command: { argvPrefix } } })
+export const denyCmd = (id: string, ...argvPrefix: Array<string>) => ({
+  id,
+  effect: "deny",
+  match: { command: { argvPrefix } }
+})
 /** Allows file changes under `under`. */
 export const allowPath = (id: string, under: string) => ({ id, effect: "allow", match: { path: { under } } })
 /** Denies file changes under `under`. */
 export const denyPath = (id: string, under: string) => ({ id, effect: "deny", match: { path: { under } } })
 /** Allows the MCP tool calls to `server` (to its `tool` only, when given). */
-export const allowMcp = (id: string, server: string, tool?: string) => ({ id, effect: "allow", match: { mcp: tool === undefined ? { server } : { server, tool } } })
+export const allowMcp = (id: string, server: string, tool?: string) => ({
+  id,
+  effect: "allow",
+  match: { mcp: tool === undefined ? { server } : { server, tool } }
+})

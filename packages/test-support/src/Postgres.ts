@@ -48,11 +48,14 @@ const binDir = (): string | undefined => {
   }
   const root = "/usr/lib/postgresql"
   const versions = Fs.existsSync(root)
-    ? Fs.readdirSync(root).filter((v) => Fs.existsSync(Path.join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a))
+    ? Fs.readdirSync(root)
+        .filter((v) => Fs.existsSync(Path.join(root, v, "bin", "initdb")))
+        .sort((a, b) => Number(b) - Number(a))
     : []
   if (versions[0] !== undefined) return Path.join(root, versions[0], "bin")
   throw new PostgresMissing({
-    message: "PostgreSQL server binaries not found (initdb, pg_ctl): install the Debian package: apt-get install postgresql"
+    message:
+      "PostgreSQL server binaries not found (initdb, pg_ctl): install the Debian package: apt-get install postgresql"
   })
 }
 
@@ -60,7 +63,10 @@ const run = (command: string, args: ReadonlyArray<string>, asPostgres: boolean) 
   Effect.async<string, PostgresFailed>((resume) => {
     const [file, argv] = asPostgres ? ["runuser", ["-u", "postgres", "--", command, ...args]] : [command, [...args]]
     const child = execFile(file, argv, { encoding: "utf8", timeout: 120_000 }, (error, stdout, stderr) => {
-      if (error) resume(Effect.fail(new PostgresFailed({ message: `${command} ${args.join(" ")}: ${error.message}\n${stderr}` })))
+      if (error)
+        resume(
+          Effect.fail(new PostgresFailed({ message: `${command} ${args.join(" ")}: ${error.message}\n${stderr}` }))
+        )
       else resume(Effect.succeed(stdout))
     })
     return Effect.sync(() => child.kill("SIGKILL"))
@@ -78,9 +84,14 @@ let counter = 0
  * // PgClient.layer({ host: pg.host, port: pg.port, username: pg.username, database: pg.database })
  * ```
  */
-export const start = (options: { readonly database?: string } = {}): Effect.Effect<Server, PostgresMissing | PostgresFailed, Scope.Scope> =>
-  Effect.gen(function*() {
-    const bin = yield* Effect.try({ try: binDir, catch: (e) => e instanceof PostgresMissing ? e : new PostgresMissing({ message: String(e) }) })
+export const start = (
+  options: { readonly database?: string } = {}
+): Effect.Effect<Server, PostgresMissing | PostgresFailed, Scope.Scope> =>
+  Effect.gen(function* () {
+    const bin = yield* Effect.try({
+      try: binDir,
+      catch: (e) => (e instanceof PostgresMissing ? e : new PostgresMissing({ message: String(e) }))
+    })
     const tool = (name: string) => (bin === undefined ? name : Path.join(bin, name))
     const asPostgres = process.getuid?.() === 0
     const port = 54_000 + ((process.pid * 7 + ++counter) % 900)
@@ -94,10 +105,12 @@ export const start = (options: { readonly database?: string } = {}): Effect.Effe
         return { dir }
       }),
       ({ dir }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const data = Path.join(dir, "data")
           if (Fs.existsSync(Path.join(data, "postmaster.pid"))) {
-            yield* run(tool("pg_ctl"), ["-D", data, "-m", "fast", "-w", "-t", "20", "stop"], asPostgres).pipe(Effect.ignore)
+            yield* run(tool("pg_ctl"), ["-D", data, "-m", "fast", "-w", "-t", "20", "stop"], asPostgres).pipe(
+              Effect.ignore
+            )
           }
           // Safety net: the postmaster recorded in its pid file, if it is still there.
           try {
@@ -111,18 +124,22 @@ export const start = (options: { readonly database?: string } = {}): Effect.Effe
     )
     const data = Path.join(server.dir, "data")
     yield* run(tool("initdb"), ["-D", data, "-U", username, "--auth=trust", "-E", "UTF8", "--no-sync"], asPostgres)
-    yield* run(tool("pg_ctl"), [
-      "-D",
-      data,
-      "-l",
-      Path.join(server.dir, "server.log"),
-      "-w",
-      "-t",
-      "60",
-      "-o",
-      `-k ${server.dir} -p ${port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
-      "start"
-    ], asPostgres)
+    yield* run(
+      tool("pg_ctl"),
+      [
+        "-D",
+        data,
+        "-l",
+        Path.join(server.dir, "server.log"),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        `-k ${server.dir} -p ${port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+        "start"
+      ],
+      asPostgres
+    )
     yield* run(tool("createdb"), ["-h", server.dir, "-p", String(port), "-U", username, database], false)
     const pid = Number(Fs.readFileSync(Path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
     return {

@@ -27,11 +27,20 @@ export interface Proc extends TestProcess.TestProcess {
 }
 
 /** Spawn `tsx script` with `env` (added to a copy of this process's, minus the engine's `HOST`/`PORT`). */
-export const spawnTsx = (script: string, env: Readonly<Record<string, string>>): Effect.Effect<Proc, never, Scope.Scope> => {
+export const spawnTsx = (
+  script: string,
+  env: Readonly<Record<string, string>>
+): Effect.Effect<Proc, never, Scope.Scope> => {
   const base: Record<string, string | undefined> = { ...process.env }
   for (const key of ["HOST", "PORT", "LISTEN_HOST", "LISTEN_PORT"]) delete base[key]
   return Effect.map(
-    TestProcess.spawn(tsx, [script], { cwd: repoRoot, env: { ...base, ...env }, stdin: "ignore", stopTimeout: "20 seconds", stderrLimit: 100_000 }),
+    TestProcess.spawn(tsx, [script], {
+      cwd: repoRoot,
+      env: { ...base, ...env },
+      stdin: "ignore",
+      stopTimeout: "20 seconds",
+      stderrLimit: 100_000
+    }),
     (child): Proc => ({
       ...child,
       json: () =>

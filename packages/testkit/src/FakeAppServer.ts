@@ -177,15 +177,16 @@ export const make = (options: Options = {}): FakeAppServer => {
   }
 
   const completeTurn: FakeAppServer["completeTurn"] = (threadId, turnId, status = "completed", opts) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       // As measured on 0.171.0: a normal end resolves pending requests before turn/completed;
       // an interrupt sends turn/completed first, then serverRequest/resolved.
-      const resolvePending = Effect.gen(function*() {
+      const resolvePending = Effect.gen(function* () {
         const open = openByTurn.get(turnId)
         if (!open) return
         openByTurn.delete(turnId)
         for (const requestId of open) {
-          if (!answered.has(requestId)) yield* send(self.peer, { method: "serverRequest/resolved", params: { threadId, requestId } })
+          if (!answered.has(requestId))
+            yield* send(self.peer, { method: "serverRequest/resolved", params: { threadId, requestId } })
         }
       })
       if (status !== "interrupted") yield* resolvePending
@@ -200,7 +201,12 @@ export const make = (options: Options = {}): FakeAppServer => {
 
   const defaults: Record<string, Behaviour> = {
     initialize: () => ({
-      result: { userAgent: "fake-app-server/0.171.0", codexHome: "/tmp/fake-codex-home", platformFamily: "unix", platformOs: "linux" }
+      result: {
+        userAgent: "fake-app-server/0.171.0",
+        codexHome: "/tmp/fake-codex-home",
+        platformFamily: "unix",
+        platformOs: "linux"
+      }
     }),
     "thread/start": () => {
       const id = `thr_${++threadCounter}`
@@ -211,14 +217,16 @@ export const make = (options: Options = {}): FakeAppServer => {
       threads.includes(params?.threadId)
         ? { result: { thread: { id: params.threadId } } }
         : { error: { code: -32600, message: `thread not found: ${params?.threadId}` } },
-    "turn/start": () => ({ result: { turn: { id: `turn_${++turnCounter}`, status: "inProgress", items: [], error: null } } }),
+    "turn/start": () => ({
+      result: { turn: { id: `turn_${++turnCounter}`, status: "inProgress", items: [], error: null } }
+    }),
     "turn/steer": (params) => ({ result: { turnId: params?.expectedTurnId } }),
     "turn/interrupt": () => ({ result: {} }),
     "thread/unsubscribe": () => ({ result: { status: "unsubscribed" } })
   }
 
   const program = (peer: Peer): Effect.Effect<void> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const conn = ++connection
       nextServerId = 0
       while (true) {
@@ -239,7 +247,9 @@ export const make = (options: Options = {}): FakeAppServer => {
           deliverRequest({ connection: conn, id, method, params })
           const behaviour = options.behaviour?.[method] ?? defaults[method]
           const context: Context = { connection: conn, requestId: id, peer, server: self }
-          const produced = behaviour ? behaviour(params, context) : { error: { code: -32600, message: `unknown method ${method}` } }
+          const produced = behaviour
+            ? behaviour(params, context)
+            : { error: { code: -32600, message: `unknown method ${method}` } }
           const answer = Effect.isEffect(produced) ? yield* produced : produced
           if (answer === "silence") continue
           if ("error" in answer) {
@@ -322,5 +332,3 @@ export const make = (options: Options = {}): FakeAppServer => {
   }
   return self
 }
-
-

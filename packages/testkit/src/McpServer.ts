@@ -60,7 +60,11 @@ export const override = (registration: Registration): string => {
     `args=[${registration.args.map(toml).join(", ")}]`,
     ...(registration.env === undefined
       ? []
-      : [`env={${Object.entries(registration.env).map(([k, v]) => `${toml(k)}=${toml(v)}`).join(", ")}}`])
+      : [
+          `env={${Object.entries(registration.env)
+            .map(([k, v]) => `${toml(k)}=${toml(v)}`)
+            .join(", ")}}`
+        ])
   ]
   return `mcp_servers.${registration.name}={${fields.join(", ")}}`
 }
@@ -69,5 +73,8 @@ export const override = (registration: Registration): string => {
 export const readLog = (logFile: string): Effect.Effect<ReadonlyArray<unknown>> =>
   Effect.sync(() => {
     if (!Fs.existsSync(logFile)) return []
-    return Fs.readFileSync(logFile, "utf8").split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as unknown)
+    return Fs.readFileSync(logFile, "utf8")
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => JSON.parse(l) as unknown)
   })

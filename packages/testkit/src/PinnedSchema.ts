@@ -9,7 +9,7 @@ import * as RealCodex from "./RealCodex.js"
 
 const loaded = Effect.runSync(
   Effect.cached(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const binary = yield* RealCodex.binaryPath
       const dump = yield* SchemaDump.generate(binary)
       return { dump, validator: SchemaDump.makeValidator(dump) }

@@ -97,7 +97,8 @@ export const binaryPath: Effect.Effect<string, RealCodexError> = Effect.suspend(
     catch: (cause) =>
       new RealCodexError({
         reason: "BinaryMissing",
-        detail: `cannot find the codex native binary (${target.pkg}, vendor/${target.triple}/bin/codex). ` +
+        detail:
+          `cannot find the codex native binary (${target.pkg}, vendor/${target.triple}/bin/codex). ` +
           "It is an optional dependency of the pinned @openai/codex devDependency: run `pnpm install` at the " +
           `workspace root, and check that optional dependencies are not skipped. Cause: ${String(cause)}`,
         cause
@@ -112,7 +113,11 @@ export const version: Effect.Effect<string, RealCodexError> = Effect.flatMap(bin
       if (error !== null) {
         resume(
           Effect.fail(
-            new RealCodexError({ reason: "Version", detail: `\`${exe} --version\` failed: ${stderr.trim()}`, cause: error })
+            new RealCodexError({
+              reason: "Version",
+              detail: `\`${exe} --version\` failed: ${stderr.trim()}`,
+              cause: error
+            })
           )
         )
       } else {
@@ -120,7 +125,8 @@ export const version: Effect.Effect<string, RealCodexError> = Effect.flatMap(bin
       }
     })
     return Effect.sync(() => child.kill("SIGKILL"))
-  }))
+  })
+)
 
 /** A TOML basic string (JSON string escapes are valid TOML escapes). */
 export const tomlString = (s: string): string => JSON.stringify(s)
@@ -184,7 +190,14 @@ export interface Launch {
  * The executable, the flags after `app-server` (the transport adds `app-server` itself), the
  * environment, the cwd.
  */
-export const codexCommand = (launch: Launch): { readonly command: string; readonly args: ReadonlyArray<string>; readonly env: Readonly<Record<string, string>>; readonly cwd: string } => ({
+export const codexCommand = (
+  launch: Launch
+): {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env: Readonly<Record<string, string>>
+  readonly cwd: string
+} => ({
   command: launch.command,
   args: launch.args.slice(launch.args.indexOf("app-server") + 1),
   env: launch.env,
@@ -194,7 +207,9 @@ export const codexCommand = (launch: Launch): { readonly command: string; readon
 const passThroughEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT"] as const
 
 /** The `-c` value that defines the mock model provider, `model_providers.mock={...}`. */
-export const providerOverride = (options: Pick<Options, "baseUrl" | "requestMaxRetries" | "streamMaxRetries" | "streamIdleTimeoutMs">): string => {
+export const providerOverride = (
+  options: Pick<Options, "baseUrl" | "requestMaxRetries" | "streamMaxRetries" | "streamIdleTimeoutMs">
+): string => {
   const fields = [
     `name="mock"`,
     `base_url=${tomlString(options.baseUrl)}`,
@@ -212,14 +227,23 @@ export const providerOverride = (options: Pick<Options, "baseUrl" | "requestMaxR
 export const appServerArgs = (options: Options): Effect.Effect<ReadonlyArray<string>, RealCodexError> =>
   Effect.suspend(() => {
     const nonNegInt = (n: number | undefined) => n === undefined || (Number.isInteger(n) && n >= 0)
-    if (!nonNegInt(options.requestMaxRetries) || !nonNegInt(options.streamMaxRetries) || !nonNegInt(options.streamIdleTimeoutMs)) {
+    if (
+      !nonNegInt(options.requestMaxRetries) ||
+      !nonNegInt(options.streamMaxRetries) ||
+      !nonNegInt(options.streamIdleTimeoutMs)
+    ) {
       return Effect.fail(
-        new RealCodexError({ reason: "InvalidOption", detail: "retries and stream_idle_timeout_ms must be non-negative integers" })
+        new RealCodexError({
+          reason: "InvalidOption",
+          detail: "retries and stream_idle_timeout_ms must be non-negative integers"
+        })
       )
     }
     const badKey = Object.keys(options.config ?? {}).find((k) => k.trim() === "" || /[\s=]/.test(k))
     if (badKey !== undefined) {
-      return Effect.fail(new RealCodexError({ reason: "InvalidOption", detail: `invalid -c key ${JSON.stringify(badKey)}` }))
+      return Effect.fail(
+        new RealCodexError({ reason: "InvalidOption", detail: `invalid -c key ${JSON.stringify(badKey)}` })
+      )
     }
     const badServer = (options.mcpServers ?? []).find((s) => !bareKey.test(s.name))
     if (badServer !== undefined) {
@@ -294,7 +318,7 @@ const makeDirs = Effect.acquireRelease(
  * ```
  */
 export const make = (options: Options): Effect.Effect<Launch, RealCodexError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const command = yield* binaryPath
     const args = yield* appServerArgs(options)
     const dirs = yield* makeDirs
@@ -303,11 +327,15 @@ export const make = (options: Options): Effect.Effect<Launch, RealCodexError, Sc
       const v = process.env[k]
       if (v !== undefined) env[k] = v
     }
-    Object.assign(env, {
-      HOME: dirs.home,
-      CODEX_HOME: dirs.codexHome,
-      OPENAI_API_KEY: "dummy"
-    }, options.env ?? {})
+    Object.assign(
+      env,
+      {
+        HOME: dirs.home,
+        CODEX_HOME: dirs.codexHome,
+        OPENAI_API_KEY: "dummy"
+      },
+      options.env ?? {}
+    )
     return {
       command,
       args,

@@ -129,7 +129,7 @@ const textsOf = (item: unknown, role: string): ReadonlyArray<string> => {
   const content = item["content"]
   if (typeof content === "string") return [content]
   if (!Array.isArray(content)) return []
-  return content.flatMap((c: unknown) => isRecord(c) && typeof c["text"] === "string" ? [c["text"]] : [])
+  return content.flatMap((c: unknown) => (isRecord(c) && typeof c["text"] === "string" ? [c["text"]] : []))
 }
 
 /** The texts of the request's `role:"user"` messages (prompts, plus codex's environment context). */
@@ -235,7 +235,8 @@ const readBody = (req: Http.IncomingMessage): Effect.Effect<string> =>
     req.on("close", finish)
   })
 
-const sleepMs = (ms: number | undefined) => ms === undefined || ms === 0 ? Effect.void : Effect.sleep(Duration.millis(ms))
+const sleepMs = (ms: number | undefined) =>
+  ms === undefined || ms === 0 ? Effect.void : Effect.sleep(Duration.millis(ms))
 
 const defaultUsage: Step.Usage = { input_tokens: 10, output_tokens: 5, total_tokens: 15 }
 
@@ -250,7 +251,12 @@ const itemJson = (item: Step.OutputItem, seq: number, index: number): Record<str
         ...(item.namespace === undefined ? {} : { namespace: item.namespace })
       }
     case "CustomToolCall":
-      return { type: "custom_tool_call", call_id: item.callId ?? `call_${seq}_${index}`, name: item.name, input: item.input }
+      return {
+        type: "custom_tool_call",
+        call_id: item.callId ?? `call_${seq}_${index}`,
+        name: item.name,
+        input: item.input
+      }
     case "Message":
       return {
         type: "message",
@@ -273,7 +279,7 @@ const chunksOf = (text: string, size: number): Array<string> => {
 const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const
 
 const serveReply = (res: Http.ServerResponse, step: Step.Reply, seq: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const id = `resp_${seq}`
     res.writeHead(200, sseHeaders)
     yield* write(res, sseFrame("response.created", { response: { id, object: "response", status: "in_progress" } }))
@@ -308,7 +314,7 @@ const serveReply = (res: Http.ServerResponse, step: Step.Reply, seq: number) =>
   })
 
 const serve = (res: Http.ServerResponse, step: Step.Step, seq: number): Effect.Effect<void> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* sleepMs(step.delayMs)
     if (res.destroyed) return
     const id = `resp_${seq}`
@@ -394,7 +400,7 @@ const serve = (res: Http.ServerResponse, step: Step.Step, seq: number): Effect.E
  * ```
  */
 export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | ServerError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const decoded = yield* decodeScript(script)
     const exhaustedText = decoded.exhaustedText ?? defaultExhaustedText
     const lanes = new Map<string, Array<Step.Step>>(Object.entries(decoded.lanes).map(([k, v]) => [k, [...v]]))
@@ -415,7 +421,7 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
     }
 
     const handle = (req: Http.IncomingMessage, res: Http.ServerResponse): Effect.Effect<void> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const text = yield* readBody(req)
         const path = (req.url ?? "/").split("?")[0]!
         const method = req.method ?? "GET"
@@ -429,7 +435,7 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
         const isResponses = method === "POST" && path.endsWith("/responses")
         const lane = laneOf(body)
         const picked = isResponses && parsed ? take(lane) : undefined
-        const served: Served = !isResponses ? "NotFound" : !parsed ? "BadRequest" : picked?.step._tag ?? "Exhausted"
+        const served: Served = !isResponses ? "NotFound" : !parsed ? "BadRequest" : (picked?.step._tag ?? "Exhausted")
         const mySeq = ++seq
         yield* SubscriptionRef.update(recorded, (all) => [
           ...all,
@@ -447,7 +453,11 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
         ])
         if (served === "NotFound" || served === "BadRequest") {
           res.writeHead(served === "NotFound" ? 404 : 400, { "content-type": "application/json" })
-          res.end(JSON.stringify({ error: { message: `ScriptedModel: ${served} ${method} ${path}`, type: "invalid_request_error" } }))
+          res.end(
+            JSON.stringify({
+              error: { message: `ScriptedModel: ${served} ${method} ${path}`, type: "invalid_request_error" }
+            })
+          )
           return
         }
         const step = picked?.step ?? Step.message(exhaustedText)
@@ -500,7 +510,7 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
       requests: SubscriptionRef.get(recorded),
       awaitRequests: (count, lane) =>
         recorded.changes.pipe(
-          Stream.map((all) => lane === undefined ? all : all.filter((r) => r.lane === lane)),
+          Stream.map((all) => (lane === undefined ? all : all.filter((r) => r.lane === lane))),
           Stream.filter((all) => all.length >= count),
           Stream.runHead,
           Effect.map(Option.getOrElse((): ReadonlyArray<RecordedRequest> => []))

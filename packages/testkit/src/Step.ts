@@ -197,11 +197,11 @@ export const requestPermissions = (args: {
         ...(args.write === undefined && args.read === undefined
           ? {}
           : {
-            file_system: {
-              ...(args.write === undefined ? {} : { write: [...args.write] }),
-              ...(args.read === undefined ? {} : { read: [...args.read] })
-            }
-          }),
+              file_system: {
+                ...(args.write === undefined ? {} : { write: [...args.write] }),
+                ...(args.read === undefined ? {} : { read: [...args.read] })
+              }
+            }),
         ...(args.network === undefined ? {} : { network: { enabled: args.network } })
       }
     },
@@ -239,7 +239,12 @@ export const customToolCall = (name: string, input: string, options?: { readonly
 /** An assistant message (with `stream`, also sent as output_text deltas). */
 export const message = (
   text: string,
-  options?: { readonly stream?: boolean; readonly chunkSize?: number; readonly chunkDelayMs?: number; readonly id?: string }
+  options?: {
+    readonly stream?: boolean
+    readonly chunkSize?: number
+    readonly chunkDelayMs?: number
+    readonly id?: string
+  }
 ): Reply =>
   one({
     _tag: "Message",

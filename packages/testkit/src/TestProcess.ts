@@ -63,11 +63,23 @@ export interface TestProcess {
   /** stderr so far (its last `stderrLimit` characters). */
   readonly stderr: () => string
   /** The first stdout line (from the start) that is a JSON object matching `predicate`, waiting for it; other lines are skipped. */
-  readonly waitForJson: (what: string, predicate: (line: JsonLine) => boolean, timeout?: Duration.DurationInput) => Effect.Effect<JsonLine, TestProcessError>
+  readonly waitForJson: (
+    what: string,
+    predicate: (line: JsonLine) => boolean,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<JsonLine, TestProcessError>
   /** Waits until `predicate` holds for stderr; the stderr text then. */
-  readonly waitForStderr: (what: string, predicate: (text: string) => boolean, timeout?: Duration.DurationInput) => Effect.Effect<string, TestProcessError>
+  readonly waitForStderr: (
+    what: string,
+    predicate: (text: string) => boolean,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<string, TestProcessError>
   /** Waits until `probe` returns a value, asked again at every output (and at the exit). */
-  readonly waitUntil: <A>(what: string, probe: () => A | undefined, timeout?: Duration.DurationInput) => Effect.Effect<A, TestProcessError>
+  readonly waitUntil: <A>(
+    what: string,
+    probe: () => A | undefined,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<A, TestProcessError>
   readonly write: (text: string) => Effect.Effect<void>
   readonly endStdin: Effect.Effect<void>
   /** Waits for the exit (bounded, default 45 s). */
@@ -99,15 +111,19 @@ const killAll = (pids: Iterable<number>) => {
 const parseJson = (line: string): JsonLine | undefined => {
   try {
     const value: unknown = JSON.parse(line)
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? value as JsonLine : undefined
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as JsonLine) : undefined
   } catch {
     return undefined
   }
 }
 
 /** Spawns `command args` in a process group of its own, stopped (with what it started) when the scope closes. */
-export const spawn = (command: string, args: ReadonlyArray<string>, options: Options = {}): Effect.Effect<TestProcess, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const spawn = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: Options = {}
+): Effect.Effect<TestProcess, never, Scope.Scope> =>
+  Effect.gen(function* () {
     const stdoutLines: Array<string> = []
     let stderrText = ""
     const stderrLimit = options.stderrLimit ?? 1_000_000
@@ -118,13 +134,13 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
     let child!: ChildProcess.ChildProcess
     const stopTimeout = options.stopTimeout ?? "10 seconds"
 
-    const kill = Effect.gen(function*() {
+    const kill = Effect.gen(function* () {
       for (const pid of ProcessTree.descendants(child.pid!)) tree.add(pid)
       signalGroup(child.pid!, "SIGKILL")
       killAll(tree)
       return yield* Deferred.await(exit)
     })
-    const stop = Effect.gen(function*() {
+    const stop = Effect.gen(function* () {
       for (const pid of ProcessTree.descendants(child.pid!)) tree.add(pid)
       if (!(yield* Deferred.isDone(exit))) {
         signalGroup(child.pid!, "SIGTERM")
@@ -173,7 +189,11 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
     const outputTail = () => `stdout:\n${stdoutLines.slice(-20).join("\n")}\nstderr:\n${stderrText.slice(-3000)}`
 
     const waitUntil = <A>(what: string, probe: () => A | undefined, timeout: Duration.DurationInput = "30 seconds") =>
-      waits.until(probe, timeout, () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` }))
+      waits.until(
+        probe,
+        timeout,
+        () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` })
+      )
 
     return {
       pid: child.pid!,
@@ -181,14 +201,19 @@ export const spawn = (command: string, args: ReadonlyArray<string>, options: Opt
       stderr: () => stderrText,
       waitUntil,
       waitForJson: (what, predicate, timeout) =>
-        waitUntil(what, () => {
-          for (const line of stdoutLines) {
-            const parsed = parseJson(line)
-            if (parsed !== undefined && predicate(parsed)) return parsed
-          }
-          return undefined
-        }, timeout),
-      waitForStderr: (what, predicate, timeout) => waitUntil(what, () => (predicate(stderrText) ? stderrText : undefined), timeout),
+        waitUntil(
+          what,
+          () => {
+            for (const line of stdoutLines) {
+              const parsed = parseJson(line)
+              if (parsed !== undefined && predicate(parsed)) return parsed
+            }
+            return undefined
+          },
+          timeout
+        ),
+      waitForStderr: (what, predicate, timeout) =>
+        waitUntil(what, () => (predicate(stderrText) ? stderrText : undefined), timeout),
       write: (text) =>
         Effect.sync(() => {
           child.stdin?.write(text)

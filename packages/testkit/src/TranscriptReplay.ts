@@ -72,24 +72,27 @@ export interface Transcript {
 }
 
 /** The golden transcripts of codex 0.171.0 (`$WARDEN_FIXTURES` overrides). */
-export const fixturesDir: string = process.env["WARDEN_FIXTURES"] ??
-  fileURLToPath(new URL("../../../fixtures/codex-0.171.0", import.meta.url))
+export const fixturesDir: string =
+  process.env["WARDEN_FIXTURES"] ?? fileURLToPath(new URL("../../../fixtures/codex-0.171.0", import.meta.url))
 
 /** Parse one `.jsonl` transcript. */
 export const parse = (name: string, text: string): Transcript => ({
   name,
-  lines: text.split("\n").filter((line) => line.trim().length > 0).map((line, index) => {
-    const raw = JSON.parse(line) as { dir?: unknown; t?: unknown; proc?: unknown; frame?: unknown }
-    if ((raw.dir !== "in" && raw.dir !== "out") || !isRecord(raw.frame)) {
-      throw new Error(`${name}: line ${index + 1} is not {dir: "in" | "out", t, frame}`)
-    }
-    return {
-      dir: raw.dir,
-      t: typeof raw.t === "number" ? raw.t : 0,
-      proc: typeof raw.proc === "number" ? raw.proc : 1,
-      frame: raw.frame
-    }
-  })
+  lines: text
+    .split("\n")
+    .filter((line) => line.trim().length > 0)
+    .map((line, index) => {
+      const raw = JSON.parse(line) as { dir?: unknown; t?: unknown; proc?: unknown; frame?: unknown }
+      if ((raw.dir !== "in" && raw.dir !== "out") || !isRecord(raw.frame)) {
+        throw new Error(`${name}: line ${index + 1} is not {dir: "in" | "out", t, frame}`)
+      }
+      return {
+        dir: raw.dir,
+        t: typeof raw.t === "number" ? raw.t : 0,
+        proc: typeof raw.proc === "number" ? raw.proc : 1,
+        frame: raw.frame
+      }
+    })
 })
 
 /** Read `<dir>/<name>.jsonl`. */
@@ -98,7 +101,10 @@ export const load = (name: string, dir: string = fixturesDir): Transcript =>
 
 /** Every transcript in `dir`, by name. */
 export const loadAll = (dir: string = fixturesDir): ReadonlyArray<Transcript> =>
-  Fs.readdirSync(dir).filter((f) => f.endsWith(".jsonl")).sort().map((f) => load(f.slice(0, -".jsonl".length), dir))
+  Fs.readdirSync(dir)
+    .filter((f) => f.endsWith(".jsonl"))
+    .sort()
+    .map((f) => load(f.slice(0, -".jsonl".length), dir))
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -142,19 +148,25 @@ const textOf = (params: unknown): string => {
 /** What the harness is asked to do, as the capturing client did at this point. */
 export type Cue =
   | {
-    readonly _tag: "Answer"
-    readonly proc: number
-    /** The server request id (as the server sent it). */
-    readonly requestId: string | number
-    readonly method: string
-    readonly params: unknown
-    /** What the capturing client wrote: `{result}` or `{error}`. */
-    readonly answer: Frame
-    /** That answer in Warden's vocabulary; undefined when it has no word for it (error frames, bad shapes). */
-    readonly decision: DecisionNs.Decision | undefined
-  }
+      readonly _tag: "Answer"
+      readonly proc: number
+      /** The server request id (as the server sent it). */
+      readonly requestId: string | number
+      readonly method: string
+      readonly params: unknown
+      /** What the capturing client wrote: `{result}` or `{error}`. */
+      readonly answer: Frame
+      /** That answer in Warden's vocabulary; undefined when it has no word for it (error frames, bad shapes). */
+      readonly decision: DecisionNs.Decision | undefined
+    }
   | { readonly _tag: "Interrupt"; readonly proc: number; readonly threadId: string; readonly turnId: string }
-  | { readonly _tag: "Steer"; readonly proc: number; readonly threadId: string; readonly turnId: string; readonly text: string }
+  | {
+      readonly _tag: "Steer"
+      readonly proc: number
+      readonly threadId: string
+      readonly turnId: string
+      readonly text: string
+    }
 
 /**
  * One client action of a process's script (`auto`, `cue` or `skip`; see the module doc), with the
@@ -224,13 +236,19 @@ export interface Plan {
   readonly threads: ReadonlyArray<ThreadPlan>
   readonly serverRequests: ReadonlyArray<ServerRequestPlan>
   /** The client actions a Warden client does not make, with the reason: the reduced part of the replay. */
-  readonly skipped: ReadonlyArray<{ readonly proc: number; readonly index: number; readonly what: string; readonly why: string }>
+  readonly skipped: ReadonlyArray<{
+    readonly proc: number
+    readonly index: number
+    readonly what: string
+    readonly why: string
+  }>
 }
 
 const describeFrame = (frame: Frame): string => {
   if (isRaw(frame)) return `raw ${JSON.stringify(String(frame["__raw"] ?? frame["__unparsed"])).slice(0, 60)}`
   const method = str(frame["method"])
-  if (method !== undefined) return frame["id"] !== undefined ? `${method} #${idKey(frame["id"])}` : `${method} (notification)`
+  if (method !== undefined)
+    return frame["id"] !== undefined ? `${method} #${idKey(frame["id"])}` : `${method} (notification)`
   return `answer #${idKey(frame["id"])}`
 }
 
@@ -281,9 +299,11 @@ const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
           const threadId = isRecord(result["thread"]) ? str(result["thread"]["id"]) : undefined
           if ((request.method === "thread/start" || request.method === "thread/resume") && threadId) {
             loadedThreads.add(threadId)
-            if (request.method === "thread/start") started.push({ threadId, params: isRecord(request.params) ? request.params : {} })
+            if (request.method === "thread/start")
+              started.push({ threadId, params: isRecord(request.params) ? request.params : {} })
           }
-          const turnId = request.method === "turn/start" && isRecord(result["turn"]) ? str(result["turn"]["id"]) : undefined
+          const turnId =
+            request.method === "turn/start" && isRecord(result["turn"]) ? str(result["turn"]["id"]) : undefined
           const threadOfTurn = isRecord(request.params) ? str(request.params["threadId"]) : undefined
           if (turnId && threadOfTurn) {
             activeTurns.set(turnId, threadOfTurn)
@@ -300,7 +320,7 @@ const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
         const turnId = isRecord(turn) ? str(turn["id"]) : undefined
         if (turnId) {
           activeTurns.delete(turnId)
-          completed.set(turnId, isRecord(turn) ? str(turn["status"]) ?? "unknown" : "unknown")
+          completed.set(turnId, isRecord(turn) ? (str(turn["status"]) ?? "unknown") : "unknown")
         }
       }
       continue
@@ -347,7 +367,8 @@ const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
         }
         case "thread/resume": {
           const threadId = str(p["threadId"])
-          if (threadId !== undefined && loadedThreads.has(threadId)) skip("resumes a thread already loaded in this process")
+          if (threadId !== undefined && loadedThreads.has(threadId))
+            skip("resumes a thread already loaded in this process")
           else auto()
           break
         }
@@ -356,7 +377,9 @@ const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
           const threadId = str(p["threadId"])
           const turnId = str(p[method === "turn/steer" ? "expectedTurnId" : "turnId"])
           if (threadId === undefined || turnId === undefined || activeTurns.get(turnId) !== threadId) {
-            skip(`${method === "turn/steer" ? "steers" : "interrupts"} a turn that is not running (Warden only names its running turn)`)
+            skip(
+              `${method === "turn/steer" ? "steers" : "interrupts"} a turn that is not running (Warden only names its running turn)`
+            )
           } else if (method === "turn/steer") {
             cue({ _tag: "Steer", proc, threadId, turnId, text: textOf(params) })
           } else {
@@ -407,7 +430,12 @@ const planProc = (proc: number, lines: ReadonlyArray<Line>) => {
 /** Split a transcript into per-process scripts, threads (work items) and server requests. */
 export const plan = (transcript: Transcript): Plan => {
   const procNumbers = [...new Set(transcript.lines.map((l) => l.proc))].sort((a, b) => a - b)
-  const planned = procNumbers.map((proc) => planProc(proc, transcript.lines.filter((l) => l.proc === proc)))
+  const planned = procNumbers.map((proc) =>
+    planProc(
+      proc,
+      transcript.lines.filter((l) => l.proc === proc)
+    )
+  )
   const threads = new Map<string, { startParams: Record<string, unknown>; turns: Array<TurnPlan> }>()
   for (const p of planned) {
     for (const s of p.started) threads.set(s.threadId, { startParams: s.params, turns: [] })
@@ -426,7 +454,9 @@ export const plan = (transcript: Transcript): Plan => {
     })),
     serverRequests: planned.flatMap((p) => p.serverRequests),
     skipped: planned.flatMap((p) =>
-      p.proc.actions.filter((a) => a.kind === "skip").map((a) => ({ proc: a.proc, index: a.index, what: describeFrame(a.frame), why: a.why ?? "" }))
+      p.proc.actions
+        .filter((a) => a.kind === "skip")
+        .map((a) => ({ proc: a.proc, index: a.index, what: describeFrame(a.frame), why: a.why ?? "" }))
     )
   }
 }
@@ -533,7 +563,7 @@ const encoder = new TextEncoder()
  * ```
  */
 export const make = (transcript: Transcript, options?: MemoryTransport.Options): Effect.Effect<Replay> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const thePlan = plan(transcript)
     const cues = yield* Queue.unbounded<PendingCue>()
     const doneSignal = yield* Deferred.make<void>()
@@ -551,7 +581,7 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
     const position = new Map<number, string>()
 
     const program = (peer: MemoryTransport.Peer): Effect.Effect<void> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = ++connections
         const procPlan = thePlan.procs[connection - 1]
         if (procPlan === undefined) {
@@ -567,14 +597,15 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
         const idMap = new Map<string, unknown>() // transcript request id -> client request id
         let stdinEnded = false
 
-        yield* Effect.gen(function*() {
+        yield* Effect.gen(function* () {
           while (true) {
             const [frames, done] = yield* peer.written.takeAll
             for (const frame of frames) {
               clientFrames.push({ connection, frame })
               // A work item's end: no transcript has a place for it; answered as 0.171.0 does.
               if (frame["method"] === "thread/unsubscribe" && frame["id"] !== undefined) {
-                if (!peer.hasExited()) yield* peer.sendFrame({ id: frame["id"] as string | number, result: { status: "unsubscribed" } })
+                if (!peer.hasExited())
+                  yield* peer.sendFrame({ id: frame["id"] as string | number, result: { status: "unsubscribed" } })
                 continue
               }
               yield* Queue.offer(inbox, { _tag: "Frame", frame })
@@ -584,7 +615,7 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
         }).pipe(Effect.fork) // a child of the peer's program: it ends with it
 
         const emit = (lines: ReadonlyArray<Line>) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             // Frames the server wrote at the same millisecond go out as one chunk (as a pipe read
             // would deliver them), so the client sees packed frames the way it does in production.
             let chunk = ""
@@ -592,7 +623,9 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
             const flush = Effect.suspend(() => {
               const text = chunk
               chunk = ""
-              return text.length > 0 && !stdinEnded && !peer.hasExited() ? peer.sendRaw(encoder.encode(text)) : Effect.void
+              return text.length > 0 && !stdinEnded && !peer.hasExited()
+                ? peer.sendRaw(encoder.encode(text))
+                : Effect.void
             })
             for (const line of lines) {
               let frame = line.frame
@@ -617,7 +650,7 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
 
         /** Next client frame with this key (buffered ones first), a pass of `seq`, or the end of stdin. */
         const awaitFrame = (key: string | undefined, seq: number | undefined) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const buffered = buffer.findIndex((f) => keyOf(f) === key)
             if (buffered >= 0) return { _tag: "Frame" as const, frame: buffer.splice(buffered, 1)[0]! }
             while (true) {
@@ -637,14 +670,18 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
           })
 
         const bindId = (action: Action, frame: Frame) => {
-          if (action.frame["method"] !== undefined && action.frame["id"] !== undefined) idMap.set(idKey(action.frame["id"]), frame["id"])
+          if (action.frame["method"] !== undefined && action.frame["id"] !== undefined)
+            idMap.set(idKey(action.frame["id"]), frame["id"])
           matched.push({ proc, index: action.index, frame })
         }
 
         yield* emit(procPlan.prelude)
         for (const action of procPlan.actions) {
           if (stdinEnded) break
-          position.set(connection, `process ${proc}, action ${action.index} (${action.kind} ${describeFrame(action.frame)})`)
+          position.set(
+            connection,
+            `process ${proc}, action ${action.index} (${action.kind} ${describeFrame(action.frame)})`
+          )
           if (action.kind === "skip") {
             yield* emit(action.emits)
             continue
@@ -675,12 +712,15 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
 
         // Whatever the transcript had no place for: requests get an error (nobody hangs), the rest is recorded.
         const leftover = (frame: Frame) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             unexpected.push({ connection, frame })
             if (str(frame["method"]) !== undefined && frame["id"] !== undefined && !peer.hasExited()) {
               yield* peer.sendFrame({
                 id: frame["id"] as string | number,
-                error: { code: -32600, message: `TranscriptReplay: ${String(frame["method"])} is not in the transcript ${transcript.name}` }
+                error: {
+                  code: -32600,
+                  message: `TranscriptReplay: ${String(frame["method"])} is not in the transcript ${transcript.name}`
+                }
               })
             }
           })
@@ -720,7 +760,10 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
       describe: () =>
         `replay of ${transcript.name}: ${connections} connection(s); ` +
         Array.from(position, ([c, where]) => `connection ${c}: ${where}`).join("; ") +
-        `; last client frames: ${clientFrames.slice(-4).map((f) => describeFrame(f.frame)).join(", ")}`
+        `; last client frames: ${clientFrames
+          .slice(-4)
+          .map((f) => describeFrame(f.frame))
+          .join(", ")}`
     }
   })
 
@@ -729,12 +772,21 @@ export const make = (transcript: Transcript, options?: MemoryTransport.Options):
 
 /** The answers the client wrote to server request `id` on `connection`. */
 export const answersTo = (report: Report, connection: number, id: string | number): ReadonlyArray<Frame> =>
-  report.clientFrames.filter((f) =>
-    f.connection === connection && f.frame["method"] === undefined && f.frame["id"] !== undefined && idKey(f.frame["id"]) === idKey(id)
-  ).map((f) => f.frame)
+  report.clientFrames
+    .filter(
+      (f) =>
+        f.connection === connection &&
+        f.frame["method"] === undefined &&
+        f.frame["id"] !== undefined &&
+        idKey(f.frame["id"]) === idKey(id)
+    )
+    .map((f) => f.frame)
 
 /** What Warden writes for `decision` on this request (its encoder), or the method's refusal when it cannot express it. */
-export const wardenAnswer = (request: { readonly id: string | number; readonly method: string; readonly params: unknown }, decision: DecisionNs.Decision | undefined): ServerRequests.Reply => {
+export const wardenAnswer = (
+  request: { readonly id: string | number; readonly method: string; readonly params: unknown },
+  decision: DecisionNs.Decision | undefined
+): ServerRequests.Reply => {
   const decoded = ServerRequests.decode(request.id, request.method, request.params)
   if (decoded._tag !== "Known" || decision === undefined) return ServerRequests.refusalFor(decoded)
   const encoded = ServerRequests.answerFor(decoded, decision)
@@ -742,15 +794,19 @@ export const wardenAnswer = (request: { readonly id: string | number; readonly m
 }
 
 /** The method's refusal (the answer written when nobody decided). */
-export const refusal = (request: { readonly id: string | number; readonly method: string; readonly params: unknown }): ServerRequests.Reply =>
-  ServerRequests.refusalFor(ServerRequests.decode(request.id, request.method, request.params))
+export const refusal = (request: {
+  readonly id: string | number
+  readonly method: string
+  readonly params: unknown
+}): ServerRequests.Reply => ServerRequests.refusalFor(ServerRequests.decode(request.id, request.method, request.params))
 
 /** A reply as it goes on the wire (without the id). */
 export const replyBody = (reply: ServerRequests.Reply): Frame =>
   reply._tag === "Result" ? { result: reply.result } : { error: reply.error }
 
 /** A client answer frame without its envelope (`{result}` or `{error}`). */
-export const answerBody = (frame: Frame): Frame => ("error" in frame ? { error: frame["error"] } : { result: frame["result"] })
+export const answerBody = (frame: Frame): Frame =>
+  "error" in frame ? { error: frame["error"] } : { result: frame["result"] }
 
 /**
  * The client's answers that break invariants holding whatever it decided, as messages (empty when
@@ -777,23 +833,33 @@ export const violations = (report: Report, validator: SchemaDump.Validator): Rea
     if ("result" in frame) {
       const verdict = validator.serverRequestResponse(request.method, frame["result"])
       if (verdict._tag !== "Valid") {
-        out.push(`connection ${connection}: the answer to ${request.method} #${idKey(request.id)} is not valid: ${verdict._tag === "Invalid" ? verdict.errors : verdict.reason}`)
+        out.push(
+          `connection ${connection}: the answer to ${request.method} #${idKey(request.id)} is not valid: ${verdict._tag === "Invalid" ? verdict.errors : verdict.reason}`
+        )
       }
     } else if ("error" in frame) {
       if (refusal(request)._tag !== "Error") {
-        out.push(`connection ${connection}: ${request.method} #${idKey(request.id)} was answered with an error frame; its refusal is a result`)
+        out.push(
+          `connection ${connection}: ${request.method} #${idKey(request.id)} was answered with an error frame; its refusal is a result`
+        )
       }
     } else {
-      out.push(`connection ${connection}: the answer to ${request.method} #${idKey(request.id)} has neither result nor error`)
+      out.push(
+        `connection ${connection}: the answer to ${request.method} #${idKey(request.id)} has neither result nor error`
+      )
     }
   }
   for (const [key, count] of counts) {
-    if (count > 1) out.push(`connection ${key.split(":")[0]}: server request ${key.slice(key.indexOf(":") + 1)} got ${count} answers`)
+    if (count > 1)
+      out.push(
+        `connection ${key.split(":")[0]}: server request ${key.slice(key.indexOf(":") + 1)} got ${count} answers`
+      )
   }
   return out
 }
 
 /** The pinned binary's schema validator (its dump from `PinnedSchema`, generated once per process, offline). */
-export const pinnedValidator: Effect.Effect<SchemaDump.Validator, SchemaDump.SchemaDumpError | RealCodex.RealCodexError> = Effect.runSync(
-  Effect.cached(Effect.map(PinnedSchema.dump, SchemaDump.makeValidator))
-)
+export const pinnedValidator: Effect.Effect<
+  SchemaDump.Validator,
+  SchemaDump.SchemaDumpError | RealCodex.RealCodexError
+> = Effect.runSync(Effect.cached(Effect.map(PinnedSchema.dump, SchemaDump.makeValidator)))

@@ -15,7 +15,8 @@ describe("golden transcripts", () => {
     for (const t of transcripts) assert.include(files, t.replace(/\.jsonl$/, ".summary.json"))
     if (existsSync(shared)) {
       assert.deepStrictEqual(files, readdirSync(shared).sort())
-      for (const f of files) assert.strictEqual(readFileSync(join(copy, f), "utf8"), readFileSync(join(shared, f), "utf8"), f)
+      for (const f of files)
+        assert.strictEqual(readFileSync(join(copy, f), "utf8"), readFileSync(join(shared, f), "utf8"), f)
     }
   })
 })

@@ -20,43 +20,59 @@ const withGrandchild = [
 
 describe("TestProcess", () => {
   it.live("waits on output (skipping lines that are not JSON), writes stdin, and reports the exit", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
-      const ready = yield* child.waitForJson("ready", (l) => l.type === "ready")
-      assert.strictEqual(ready.type, "ready")
-      yield* child.waitForStderr("the stderr line", (t) => t.includes("to stderr"))
-      assert.deepStrictEqual(child.lines().slice(0, 2), ["not json", "{\"type\":\"ready\"}"])
-      yield* child.write("quit\n")
-      const exited = yield* child.exited()
-      assert.deepStrictEqual(exited, { code: 7, signal: null })
-    })))
+    Effect.scoped(
+      Effect.gen(function* () {
+        const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
+        const ready = yield* child.waitForJson("ready", (l) => l.type === "ready")
+        assert.strictEqual(ready.type, "ready")
+        yield* child.waitForStderr("the stderr line", (t) => t.includes("to stderr"))
+        assert.deepStrictEqual(child.lines().slice(0, 2), ["not json", '{"type":"ready"}'])
+        yield* child.write("quit\n")
+        const exited = yield* child.exited()
+        assert.deepStrictEqual(exited, { code: 7, signal: null })
+      })
+    )
+  )
 
   it.live("a wait that times out fails with the output's last lines", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
-      yield* child.waitForJson("ready", (l) => l.type === "ready")
-      const failed = yield* Effect.exit(child.waitForJson("a line that never comes", (l) => l.type === "never", "200 millis"))
-      assert.isTrue(Exit.isFailure(failed))
-      const error = Exit.isFailure(failed) ? String(failed.cause) : ""
-      assert.include(error, "timed out waiting for a line that never comes")
-      assert.include(error, "not json")
-    })))
+    Effect.scoped(
+      Effect.gen(function* () {
+        const child = yield* TestProcess.spawn(process.execPath, ["-e", script])
+        yield* child.waitForJson("ready", (l) => l.type === "ready")
+        const failed = yield* Effect.exit(
+          child.waitForJson("a line that never comes", (l) => l.type === "never", "200 millis")
+        )
+        assert.isTrue(Exit.isFailure(failed))
+        const error = Exit.isFailure(failed) ? String(failed.cause) : ""
+        assert.include(error, "timed out waiting for a line that never comes")
+        assert.include(error, "not json")
+      })
+    )
+  )
 
   it.live("closing the scope stops the child and what it started, even a grandchild outside its group's reach", () =>
-    Effect.gen(function*() {
-      const pids = yield* Effect.scoped(Effect.gen(function*() {
-        const child = yield* TestProcess.spawn(process.execPath, ["-e", withGrandchild])
-        const line = yield* child.waitForJson("the grandchild's pid", (l) => l.type === "grandchild")
-        const grandchild = line["pid"] as number
-        assert.isTrue(ProcessTree.isAlive(grandchild))
-        return { child: child.pid, grandchild }
-      }))
+    Effect.gen(function* () {
+      const pids = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const child = yield* TestProcess.spawn(process.execPath, ["-e", withGrandchild])
+          const line = yield* child.waitForJson("the grandchild's pid", (l) => l.type === "grandchild")
+          const grandchild = line["pid"] as number
+          assert.isTrue(ProcessTree.isAlive(grandchild))
+          return { child: child.pid, grandchild }
+        })
+      )
       assert.isFalse(ProcessTree.isAlive(pids.child), "the child")
       // SIGKILLed when the scope closed; the kernel reaps it on its own schedule: asked again, bounded.
-      const gone = yield* Effect.suspend(() => ProcessTree.isAlive(pids.grandchild) ? Effect.fail("alive") : Effect.succeed(true)).pipe(
+      const gone = yield* Effect.suspend(() =>
+        ProcessTree.isAlive(pids.grandchild) ? Effect.fail("alive") : Effect.succeed(true)
+      ).pipe(
         Effect.retry(Schedule.spaced("10 millis")),
-        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error(`the grandchild ${pids.grandchild} is still running`) })
+        Effect.timeoutFail({
+          duration: "5 seconds",
+          onTimeout: () => new Error(`the grandchild ${pids.grandchild} is still running`)
+        })
       )
       assert.isTrue(gone, "the grandchild")
-    }))
+    })
+  )
 })

@@ -60,9 +60,10 @@ const commandLine = (options: Options): string =>
 const spawnFailure = (options: Options, error: unknown): SpawnFailed => {
   let detail = ConnectionCore.describeError(error)
   if (error instanceof Error && "code" in error && error.code === "ENOENT") {
-    detail += options.cwd === undefined
-      ? `: the executable was not found (searched PATH for ${JSON.stringify(options.command)})`
-      : `: the executable was not found, or the working directory ${JSON.stringify(options.cwd)} does not exist`
+    detail +=
+      options.cwd === undefined
+        ? `: the executable was not found (searched PATH for ${JSON.stringify(options.command)})`
+        : `: the executable was not found, or the working directory ${JSON.stringify(options.cwd)} does not exist`
   }
   return new SpawnFailed({ command: commandLine(options), detail })
 }
@@ -177,7 +178,7 @@ export const make = (options: Options): TransportShape => ({
   // Uninterruptible from spawn until the stop finalizer is registered: no window for a leaked child.
   // Forks inside are `Effect.interruptible` (ConnectionCore), so they do not inherit this.
   connect: Effect.uninterruptible(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const core = yield* ConnectionCore.make(options)
       const child = yield* spawnChild(options, core)
       return yield* core.start(control(child))

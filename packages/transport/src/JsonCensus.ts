@@ -9,5 +9,16 @@
  */
 
 // What the census module exports, by name (each documented where it is written).
-export { ScanFrom, MinKeys, MaxDepth, keyCount, note, scan, census, parse, keysWithin, isEmpty } from "@warden/json/JsonCensus"
+export {
+  ScanFrom,
+  MinKeys,
+  MaxDepth,
+  keyCount,
+  note,
+  scan,
+  census,
+  parse,
+  keysWithin,
+  isEmpty
+} from "@warden/json/JsonCensus"
 export type { Found, Keys } from "@warden/json/JsonCensus"

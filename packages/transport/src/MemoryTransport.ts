@@ -60,7 +60,11 @@ export interface Peer {
   /** Close stdout (EOF) without exiting. */
   readonly closeStdout: Effect.Effect<void>
   /** Exit; with `drain` (default true) stdout and stderr close right after the exit is seen. */
-  readonly exit: (code: number | null, signal?: string | null, options?: { readonly drain?: boolean }) => Effect.Effect<void>
+  readonly exit: (
+    code: number | null,
+    signal?: string | null,
+    options?: { readonly drain?: boolean }
+  ) => Effect.Effect<void>
   /** The next client write reports this error in its callback (as a failed pipe does). */
   readonly failNextWrite: (detail: string) => Effect.Effect<void>
   /** Every client write from now on throws this error (as a destroyed pipe can). */
@@ -268,7 +272,7 @@ export const make = (options: Options = {}): MemoryTransport => {
 
   const transport: TransportShape = {
     connect: Effect.uninterruptible(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (options.spawnFailure !== undefined) {
           return yield* Effect.fail(new SpawnFailed({ command: "memory peer", detail: options.spawnFailure }))
         }

@@ -22,7 +22,18 @@ describe("the transport and the census of @warden/json", () => {
 
   it("the transport's JsonCensus (its index and its ./JsonCensus entry point) re-exports it", () => {
     for (const moved of [Moved, FromIndex]) {
-      for (const name of ["census", "isEmpty", "keyCount", "keysWithin", "MaxDepth", "MinKeys", "note", "parse", "scan", "ScanFrom"] as const) {
+      for (const name of [
+        "census",
+        "isEmpty",
+        "keyCount",
+        "keysWithin",
+        "MaxDepth",
+        "MinKeys",
+        "note",
+        "parse",
+        "scan",
+        "ScanFrom"
+      ] as const) {
         assert.strictEqual(moved[name], JsonCensus[name], name)
       }
     }

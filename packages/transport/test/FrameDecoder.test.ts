@@ -53,19 +53,22 @@ describe("FrameDecoder", () => {
       const { fault, frames } = decodeAll(cut(bytes(text), cuts))
       assert.isUndefined(fault)
       // Compare with what JSON itself round-trips (e.g. -0 becomes 0, "__proto__" an own key).
-      assert.deepStrictEqual(frames, objects.map((o) => JSON.parse(JSON.stringify(o))))
+      assert.deepStrictEqual(
+        frames,
+        objects.map((o) => JSON.parse(JSON.stringify(o)))
+      )
     },
     { fastCheck: { numRuns: 300 } }
   )
 
   it("a whole chunk of frames comes back as one batch", () => {
-    const batch = FrameDecoder.make().push(bytes("{\"a\":1}\n{\"b\":2}\n{\"c\":"))
+    const batch = FrameDecoder.make().push(bytes('{"a":1}\n{"b":2}\n{"c":'))
     assert.deepStrictEqual(batch.frames, [{ a: 1 }, { b: 2 }])
     assert.isUndefined(batch.fault)
   })
 
   it("a character cut across chunks arrives whole (every cut inside a 4-byte character)", () => {
-    const data = bytes("{\"s\":\"🦀\"}\n")
+    const data = bytes('{"s":"🦀"}\n')
     for (const at of [7, 8, 9]) {
       const { fault, frames } = decodeAll([data.subarray(0, at), data.subarray(at)])
       assert.isUndefined(fault)
@@ -76,7 +79,10 @@ describe("FrameDecoder", () => {
   it("a long frame over many chunks (the long-line path) decodes, with the frames around it", () => {
     const big = { method: "turn/diff/updated", params: { diff: "+ 日本 line\n".repeat(20_000) } }
     const data = bytes(`{"a":1}\n${JSON.stringify(big)}\r\n{"b":2}\n`)
-    const chunks = cut(data, Array.from({ length: data.length / 997 }, (_, i) => i * 997 + 5))
+    const chunks = cut(
+      data,
+      Array.from({ length: data.length / 997 }, (_, i) => i * 997 + 5)
+    )
     const { fault, frames } = decodeAll(chunks)
     assert.isUndefined(fault)
     assert.deepStrictEqual(frames, [{ a: 1 }, big, { b: 2 }])
@@ -84,16 +90,16 @@ describe("FrameDecoder", () => {
 
   it("a byte-order mark is dropped at the very start of the stream only", () => {
     const bom = new Uint8Array([0xef, 0xbb, 0xbf])
-    const first = decodeAll([bom.subarray(0, 2), new Uint8Array([...bom.subarray(2), ...bytes("{\"a\":1}\n")])])
+    const first = decodeAll([bom.subarray(0, 2), new Uint8Array([...bom.subarray(2), ...bytes('{"a":1}\n')])])
     assert.isUndefined(first.fault)
     assert.deepStrictEqual(first.frames, [{ a: 1 }])
-    const later = decodeAll([bytes("{\"a\":1}\n"), new Uint8Array([...bom, ...bytes("{\"b\":2}\n")])])
+    const later = decodeAll([bytes('{"a":1}\n'), new Uint8Array([...bom, ...bytes('{"b":2}\n')])])
     assert.deepStrictEqual(later.frames, [{ a: 1 }])
     assert.include(later.fault?.message ?? "", "not valid JSON")
   })
 
   it("invalid UTF-8 inside a string becomes U+FFFD, as TextDecoder decodes it; the frame survives", () => {
-    const data = new Uint8Array([...bytes("{\"s\":\"a"), 0xff, 0xe2, 0x82, ...bytes("b\"}\n")])
+    const data = new Uint8Array([...bytes('{"s":"a'), 0xff, 0xe2, 0x82, ...bytes('b"}\n')])
     const { fault, frames } = decodeAll([data])
     assert.isUndefined(fault)
     assert.deepStrictEqual(frames, [{ s: new TextDecoder().decode(data.subarray(6, 10)) + "b" }])
@@ -103,34 +109,42 @@ describe("FrameDecoder", () => {
   it("the residue is a copy: a caller may reuse its buffer for the next chunk", () => {
     const decoder = FrameDecoder.make()
     const buffer = new Uint8Array(16)
-    const first = bytes("{\"k\":\"ab")
+    const first = bytes('{"k":"ab')
     buffer.set(first)
     assert.deepStrictEqual(decoder.push(buffer.subarray(0, first.length)).frames, [])
     buffer.fill(0x7a) // "zzzz...": overwrites what the decoder was given
-    const second = bytes("cd\"}\n")
+    const second = bytes('cd"}\n')
     buffer.set(second)
     assert.deepStrictEqual(decoder.push(buffer.subarray(0, second.length)).frames, [{ k: "abcd" }])
   })
 
   it("blank and whitespace-only lines are skipped", () => {
-    const { fault, frames } = decodeAll([bytes("\n\r\n   \n\t\r\n{\"a\":1}\n\n")])
+    const { fault, frames } = decodeAll([bytes('\n\r\n   \n\t\r\n{"a":1}\n\n')])
     assert.isUndefined(fault)
     assert.deepStrictEqual(frames, [{ a: 1 }])
   })
 
   it("a line that is not JSON is fatal, quotes the line, and stops the decoder", () => {
     const decoder = FrameDecoder.make()
-    const batch = decoder.push(bytes("{\"ok\":1}\n{\"method\":\"item/commandExecution/requestApproval\",\"id\":4\n{\"next\":2}\n"))
+    const batch = decoder.push(
+      bytes('{"ok":1}\n{"method":"item/commandExecution/requestApproval","id":4\n{"next":2}\n')
+    )
     assert.deepStrictEqual(batch.frames, [{ ok: 1 }])
     assert.include(batch.fault?.message ?? "", "unreadable frame: not valid JSON")
     assert.include(batch.fault?.message ?? "", "approval request whose id is now lost")
     assert.include(batch.fault?.message ?? "", "requestApproval")
     assert.strictEqual(decoder.fault(), batch.fault)
-    assert.deepStrictEqual(decoder.push(bytes("{\"later\":3}\n")).frames, [])
+    assert.deepStrictEqual(decoder.push(bytes('{"later":3}\n')).frames, [])
     assert.isUndefined(decoder.end())
   })
 
-  for (const [line, kind] of [["[1,2]", "array"], ["null", "null"], ["42", "number"], ["\"text\"", "string"], ["true", "boolean"]]) {
+  for (const [line, kind] of [
+    ["[1,2]", "array"],
+    ["null", "null"],
+    ["42", "number"],
+    ['"text"', "string"],
+    ["true", "boolean"]
+  ]) {
     it(`a JSON ${kind} is fatal: not a JSON object`, () => {
       const { fault, frames } = decodeAll([bytes(`{"a":1}\n${line}\n`)])
       assert.deepStrictEqual(frames, [{ a: 1 }])
@@ -161,7 +175,7 @@ describe("FrameDecoder", () => {
     })
 
     it("a terminated line one byte over is fatal before it is parsed", () => {
-      const { fault, frames } = decodeAll([bytes("{\"a\":1}\n" + frameOf(max + 1) + "\n")], { maxFrameBytes: max })
+      const { fault, frames } = decodeAll([bytes('{"a":1}\n' + frameOf(max + 1) + "\n")], { maxFrameBytes: max })
       assert.deepStrictEqual(frames, [{ a: 1 }])
       assert.include(fault?.message ?? "", "oversized frame")
       assert.include(fault?.message ?? "", `passed the ${max}-byte bound`)
@@ -175,14 +189,14 @@ describe("FrameDecoder", () => {
 
     it("an unterminated residue over the bound is fatal at once, without waiting for a newline or EOF", () => {
       const decoder = FrameDecoder.make({ maxFrameBytes: max })
-      assert.isUndefined(decoder.push(bytes("{\"s\":\"" + "y".repeat(40))).fault)
+      assert.isUndefined(decoder.push(bytes('{"s":"' + "y".repeat(40))).fault)
       const batch = decoder.push(bytes("y".repeat(40)))
       assert.include(batch.fault?.message ?? "", "86 bytes arrived with no newline")
       assert.isUndefined(decoder.end())
     })
 
     it("the residue after the last newline of a chunk is bounded too", () => {
-      const { fault, frames } = decodeAll([bytes("{\"a\":1}\n" + "q".repeat(max + 1))], { maxFrameBytes: max })
+      const { fault, frames } = decodeAll([bytes('{"a":1}\n' + "q".repeat(max + 1))], { maxFrameBytes: max })
       assert.deepStrictEqual(frames, [{ a: 1 }])
       assert.include(fault?.message ?? "", "with no newline")
     })
@@ -197,7 +211,7 @@ describe("FrameDecoder", () => {
 
     it("a long line growing chunk by chunk is measured exactly once it may be over", () => {
       const decoder = FrameDecoder.make({ maxFrameBytes: 300 })
-      assert.isUndefined(decoder.push(bytes("{\"s\":\"" + "é".repeat(50))).fault) // 106 bytes, 56 units
+      assert.isUndefined(decoder.push(bytes('{"s":"' + "é".repeat(50))).fault) // 106 bytes, 56 units
       assert.isUndefined(decoder.push(bytes("é".repeat(50))).fault) // 206 bytes, 106 units: now measured
       assert.isUndefined(decoder.push(bytes("é".repeat(47))).fault) // 300 bytes: exactly the bound
       assert.include(decoder.push(bytes("z")).fault?.message ?? "", "301 bytes arrived with no newline")
@@ -207,16 +221,16 @@ describe("FrameDecoder", () => {
   describe("end of stream", () => {
     it("a truncated last frame is a fault reported by end()", () => {
       const decoder = FrameDecoder.make()
-      assert.deepStrictEqual(decoder.push(bytes("{\"a\":1}\n{\"id\":0,\"method\":\"item/fileChange/req")).frames, [{ a: 1 }])
+      assert.deepStrictEqual(decoder.push(bytes('{"a":1}\n{"id":0,"method":"item/fileChange/req')).frames, [{ a: 1 }])
       const fault = decoder.end()
       assert.include(fault?.message ?? "", "truncated frame")
       assert.include(fault?.message ?? "", "item/fileChange/req")
       assert.isUndefined(decoder.end())
-      assert.deepStrictEqual(decoder.push(bytes("{\"b\":2}\n")).frames, [])
+      assert.deepStrictEqual(decoder.push(bytes('{"b":2}\n')).frames, [])
     })
 
     it("a complete object without its newline is still truncated", () => {
-      assert.include(decodeAll([bytes("{\"a\":1}")]).fault?.message ?? "", "truncated frame")
+      assert.include(decodeAll([bytes('{"a":1}')]).fault?.message ?? "", "truncated frame")
     })
 
     it("a partial character at EOF is truncated too", () => {
@@ -224,8 +238,8 @@ describe("FrameDecoder", () => {
     })
 
     it("a clean end, or only whitespace after the last newline, is no fault", () => {
-      assert.isUndefined(decodeAll([bytes("{\"a\":1}\n")]).fault)
-      assert.isUndefined(decodeAll([bytes("{\"a\":1}\n  \r")]).fault)
+      assert.isUndefined(decodeAll([bytes('{"a":1}\n')]).fault)
+      assert.isUndefined(decodeAll([bytes('{"a":1}\n  \r')]).fault)
       assert.isUndefined(decodeAll([]).fault)
     })
   })

@@ -83,7 +83,8 @@ const openBytes = (line: Uint8Array): number => {
   let k = 0
   while (k < 3 && n - 1 - k >= 0 && (line[n - 1 - k]! & 0xc0) === 0x80) k++
   const lead = n - 1 - k >= 0 ? line[n - 1 - k]! : 0
-  const needs = lead >= 0xf0 && lead <= 0xf4 ? 3 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xc2 && lead <= 0xdf ? 1 : -1
+  const needs =
+    lead >= 0xf0 && lead <= 0xf4 ? 3 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xc2 && lead <= 0xdf ? 1 : -1
   if (needs > k) n -= k + 1
   return n
 }
@@ -91,7 +92,11 @@ const openBytes = (line: Uint8Array): number => {
 // ---------------------------------------------------------------------------------------------
 // Streams
 
-const jsonObject = fc.dictionary(fc.string({ unit: "binary", maxLength: 6 }), fc.jsonValue({ stringUnit: "binary", maxDepth: 2 }), { maxKeys: 4 })
+const jsonObject = fc.dictionary(
+  fc.string({ unit: "binary", maxLength: 6 }),
+  fc.jsonValue({ stringUnit: "binary", maxDepth: 2 }),
+  { maxKeys: 4 }
+)
 
 const invalidUtf8: ReadonlyArray<ReadonlyArray<number>> = [
   [0xff],
@@ -111,7 +116,12 @@ const invalidUtf8: ReadonlyArray<ReadonlyArray<number>> = [
 const piece = (max: number): fc.Arbitrary<Uint8Array> =>
   fc.oneof(
     // A good frame, LF or CRLF.
-    { weight: 6, arbitrary: fc.tuple(jsonObject, fc.boolean()).map(([o, crlf]) => encoder.encode(JSON.stringify(o) + (crlf ? "\r\n" : "\n"))) },
+    {
+      weight: 6,
+      arbitrary: fc
+        .tuple(jsonObject, fc.boolean())
+        .map(([o, crlf]) => encoder.encode(JSON.stringify(o) + (crlf ? "\r\n" : "\n")))
+    },
     // Blank lines.
     { weight: 1, arbitrary: fc.constantFrom("\n", "\r\n", "  \t\n", " ").map((s) => encoder.encode(s)) },
     // Any bytes at all (newlines and invalid UTF-8 included).
@@ -120,27 +130,45 @@ const piece = (max: number): fc.Arbitrary<Uint8Array> =>
     { weight: 2, arbitrary: fc.constantFrom(...invalidUtf8).map((b) => Uint8Array.from(b)) },
     {
       weight: 2,
-      arbitrary: fc.constantFrom(...invalidUtf8).map((b) => Uint8Array.from([...encoder.encode("{\"s\":\""), ...b, ...encoder.encode("\"}\n")]))
+      arbitrary: fc
+        .constantFrom(...invalidUtf8)
+        .map((b) => Uint8Array.from([...encoder.encode('{"s":"'), ...b, ...encoder.encode('"}\n')]))
     },
     // JSON that is not an object.
-    { weight: 1, arbitrary: fc.constantFrom("[1]\n", "\"x\"\n", "null\n", "42\n", "{\"a\":\n").map((s) => encoder.encode(s)) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom("[1]\n", '"x"\n', "null\n", "42\n", '{"a":\n').map((s) => encoder.encode(s))
+    },
     // Lines around the bound (content of max - 3 .. max + 3 bytes), LF or CRLF, and far past it.
     {
       weight: 2,
-      arbitrary: fc.tuple(fc.integer({ min: -3, max: 3 }), fc.boolean(), fc.constantFrom("a", "é", "😀")).map(([delta, crlf, ch]) => {
-        const filler = Math.max(0, max + delta - 8)
-        const unit = encoder.encode(ch).length
-        const text = "{\"p\":\"" + ch.repeat(Math.floor(filler / unit)) + "a".repeat(filler % unit) + "\"}"
-        return encoder.encode(text + (crlf ? "\r\n" : "\n"))
-      })
+      arbitrary: fc
+        .tuple(fc.integer({ min: -3, max: 3 }), fc.boolean(), fc.constantFrom("a", "é", "😀"))
+        .map(([delta, crlf, ch]) => {
+          const filler = Math.max(0, max + delta - 8)
+          const unit = encoder.encode(ch).length
+          const text = '{"p":"' + ch.repeat(Math.floor(filler / unit)) + "a".repeat(filler % unit) + '"}'
+          return encoder.encode(text + (crlf ? "\r\n" : "\n"))
+        })
     },
-    { weight: 1, arbitrary: fc.integer({ min: 2, max: 4 }).map((k) => encoder.encode("{\"long\":\"" + "x".repeat(max * k) + "\"}\n")) }
+    {
+      weight: 1,
+      arbitrary: fc.integer({ min: 2, max: 4 }).map((k) => encoder.encode('{"long":"' + "x".repeat(max * k) + '"}\n'))
+    }
   )
 
 /** Bytes as a person reads them: printable ASCII as is, the rest as \xHH. */
 const showBytes = (bytes: Uint8Array): string => {
   let out = ""
-  for (const b of bytes) out += b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : b === 0x0a ? "\\n" : b === 0x0d ? "\\r" : `\\x${b.toString(16).padStart(2, "0")}`
+  for (const b of bytes)
+    out +=
+      b >= 0x20 && b < 0x7f && b !== 0x5c
+        ? String.fromCharCode(b)
+        : b === 0x0a
+          ? "\\n"
+          : b === 0x0d
+            ? "\\r"
+            : `\\x${b.toString(16).padStart(2, "0")}`
   return out
 }
 
@@ -160,7 +188,9 @@ class FuzzCase {
     return cut(stream, cutPoints(stream, this.cuts, this.beforeLf))
   }
   [fc.toStringMethod](): string {
-    return `\nbound ${this.max} bytes; chunks fed in order:\n${this.chunks().map((c, i) => `  ${i + 1}. "${showBytes(c)}"`).join("\n")}\n`
+    return `\nbound ${this.max} bytes; chunks fed in order:\n${this.chunks()
+      .map((c, i) => `  ${i + 1}. "${showBytes(c)}"`)
+      .join("\n")}\n`
   }
 }
 
@@ -168,10 +198,17 @@ class FuzzCase {
  * A bound, a stream, and where it is cut into chunks: at any byte, and right before some line
  * feeds (so a CRLF is cut between its CR and its LF).
  */
-const fuzzCase = fc.constantFrom(16, 64, 256).chain((max) =>
-  fc.tuple(fc.array(piece(max), { maxLength: 12 }), fc.array(fc.nat(), { maxLength: 12 }), fc.array(fc.nat(), { maxLength: 4 }))
-    .map(([pieces, cuts, beforeLf]) => new FuzzCase(max, pieces, cuts, beforeLf))
-)
+const fuzzCase = fc
+  .constantFrom(16, 64, 256)
+  .chain((max) =>
+    fc
+      .tuple(
+        fc.array(piece(max), { maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 4 })
+      )
+      .map(([pieces, cuts, beforeLf]) => new FuzzCase(max, pieces, cuts, beforeLf))
+  )
 
 /** The cut points of a case: the arbitrary ones, and just before the k-th line feed for each k. */
 const cutPoints = (stream: Uint8Array, cuts: ReadonlyArray<number>, beforeLf: ReadonlyArray<number>): Array<number> => {
@@ -202,10 +239,14 @@ const cut = (data: Uint8Array, points: ReadonlyArray<number>): Array<Uint8Array>
 }
 
 /** Bytes of the line still open after `upTo` bytes of the stream (see `openBytes`). */
-const openLineBytes = (stream: Uint8Array, upTo: number): number => openBytes(stream.subarray(stream.lastIndexOf(NL, upTo - 1) + 1, upTo))
+const openLineBytes = (stream: Uint8Array, upTo: number): number =>
+  openBytes(stream.subarray(stream.lastIndexOf(NL, upTo - 1) + 1, upTo))
 
 const isFault = (fault: unknown): boolean =>
-  fault instanceof FrameDecoder.FrameFault && fault._tag === "FrameFault" && typeof fault.detail === "string" && fault.detail.length > 0
+  fault instanceof FrameDecoder.FrameFault &&
+  fault._tag === "FrameFault" &&
+  typeof fault.detail === "string" &&
+  fault.detail.length > 0
 
 // ---------------------------------------------------------------------------------------------
 // Running: asynchronous, yielding (`yieldNow`, as the supervisor's property families)
@@ -213,7 +254,12 @@ const isFault = (fault: unknown): boolean =>
 const seed = process.env["WARDEN_PROPERTY_SEED"] !== undefined ? Number(process.env["WARDEN_PROPERTY_SEED"]) : undefined
 
 /** `fc.assert` of an async property over `arbitrary`, each case after `yieldNow`; shrinking as usual. */
-const property = <A>(name: string, arbitrary: fc.Arbitrary<A>, numRuns: number, check: (value: A) => void | Promise<void>) =>
+const property = <A>(
+  name: string,
+  arbitrary: fc.Arbitrary<A>,
+  numRuns: number,
+  check: (value: A) => void | Promise<void>
+) =>
   it(name, async () => {
     await fc.assert(
       fc.asyncProperty(arbitrary, async (value) => {
@@ -251,7 +297,11 @@ describe("framing fuzz", () => {
           continue
         }
         // Memory bound: a line open past the bound must have been refused by now (bound + one chunk at most).
-        assert.isAtMost(openLineBytes(stream, fed), max, `a line of ${openLineBytes(stream, fed)} bytes is still held (bound ${max})`)
+        assert.isAtMost(
+          openLineBytes(stream, fed),
+          max,
+          `a line of ${openLineBytes(stream, fed)} bytes is still held (bound ${max})`
+        )
       }
       const atEnd = decoder.end()
       if (fault !== undefined) assert.isUndefined(atEnd, "a second fault after the first")
@@ -271,46 +321,56 @@ describe("framing fuzz", () => {
     fuzzCase,
     500,
     (fuzz) =>
-      Effect.runPromise(Effect.provide(Effect.gen(function*() {
-        const { max } = fuzz
-        const stream = fuzz.stream
-        const expected = reference(stream, max)
-        const memory = MemoryTransport.make({ maxFrameBytes: max })
-        const exit = yield* Effect.exit(Effect.scoped(Effect.gen(function*() {
-          const connection = yield* memory.transport.connect
-          for (const chunk of fuzz.chunks()) yield* memory.peer.sendRaw(chunk)
-          yield* memory.peer.closeStdout
-          yield* memory.peer.exit(0)
-          // The end needs no timer (the peer exited and its pipes closed): it is reported at once.
-          for (let spins = 0; spins < 1_000 && connection.endedNow() === undefined; spins++) yield* Effect.yieldNow()
-          const ended = connection.endedNow()
-          assert.isDefined(ended, "the connection's end was never reported")
-          const frames: Array<JsonObject> = []
-          while (true) {
-            const [batch, done] = yield* connection.incoming.takeAll
-            frames.push(...batch)
-            if (done) break
-          }
-          return { ended: ended!, frames }
-        })))
-        assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? String(exit.cause) : "")
-        if (Exit.isFailure(exit)) return
-        const { ended, frames } = exit.value
-        assert.deepStrictEqual(frames, expected.frames)
-        if (expected.fault) {
-          assert.strictEqual(ended.reason._tag, "Protocol")
-          assert.match(ended.reason._tag === "Protocol" ? ended.reason.detail : "", /frame/)
-        } else {
-          assert.strictEqual(ended.reason._tag, "Exited")
-        }
-      }), TestContext.TestContext))
+      Effect.runPromise(
+        Effect.provide(
+          Effect.gen(function* () {
+            const { max } = fuzz
+            const stream = fuzz.stream
+            const expected = reference(stream, max)
+            const memory = MemoryTransport.make({ maxFrameBytes: max })
+            const exit = yield* Effect.exit(
+              Effect.scoped(
+                Effect.gen(function* () {
+                  const connection = yield* memory.transport.connect
+                  for (const chunk of fuzz.chunks()) yield* memory.peer.sendRaw(chunk)
+                  yield* memory.peer.closeStdout
+                  yield* memory.peer.exit(0)
+                  // The end needs no timer (the peer exited and its pipes closed): it is reported at once.
+                  for (let spins = 0; spins < 1_000 && connection.endedNow() === undefined; spins++)
+                    yield* Effect.yieldNow()
+                  const ended = connection.endedNow()
+                  assert.isDefined(ended, "the connection's end was never reported")
+                  const frames: Array<JsonObject> = []
+                  while (true) {
+                    const [batch, done] = yield* connection.incoming.takeAll
+                    frames.push(...batch)
+                    if (done) break
+                  }
+                  return { ended: ended!, frames }
+                })
+              )
+            )
+            assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? String(exit.cause) : "")
+            if (Exit.isFailure(exit)) return
+            const { ended, frames } = exit.value
+            assert.deepStrictEqual(frames, expected.frames)
+            if (expected.fault) {
+              assert.strictEqual(ended.reason._tag, "Protocol")
+              assert.match(ended.reason._tag === "Protocol" ? ended.reason.detail : "", /frame/)
+            } else {
+              assert.strictEqual(ended.reason._tag, "Exited")
+            }
+          }),
+          TestContext.TestContext
+        )
+      )
   )
 
   // Found by the first property (shrunk): the bound counted a line's CR when a chunk ended between
   // its CR and its LF, so a line of exactly the bound was refused or not depending on where the
   // pipe happened to cut it. Fixed in FrameDecoder.residueComplete.
   it("a line of exactly the bound ending in CRLF is a frame wherever the chunks are cut", () => {
-    const line = "{\"p\":\"" + "a".repeat(56) + "\"}" // 64 bytes
+    const line = '{"p":"' + "a".repeat(56) + '"}' // 64 bytes
     for (let at = 1; at <= line.length + 1; at++) {
       const bytes = encoder.encode(line + "\r\n")
       const decoder = FrameDecoder.make({ maxFrameBytes: 64 })

@@ -50,34 +50,40 @@ for (const implementation of implementations) {
       implementation.test(name, () => Effect.provide(body(), implementation.layer()), 20_000)
 
     test("echo round trip, in order, unicode intact", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
-        const payload = { text: "héllo ✓ 日本 🦀 \u2028 \"quoted\"", list: [1, 2.5, null, true, { nested: "ok" }] }
+        const payload = { text: 'héllo ✓ 日本 🦀 \u2028 "quoted"', list: [1, 2.5, null, true, { nested: "ok" }] }
         yield* connection.send({ cmd: "echo", id: 1, payload })
         yield* connection.send({ cmd: "echo", id: "two", payload: "again" })
         const first = yield* connection.incoming.take
         const second = yield* connection.incoming.take
-        assert.deepStrictEqual([first, second], [{ id: 1, echo: payload }, { id: "two", echo: "again" }])
+        assert.deepStrictEqual(
+          [first, second],
+          [
+            { id: 1, echo: payload },
+            { id: "two", echo: "again" }
+          ]
+        )
         assert.isTrue(connection.isOpen())
         assert.isUndefined(connection.endedNow())
       }))
 
     test("a UTF-8 character split across writes arrives whole", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         const frame = { s: "日本 🦀 ok" }
         const bytes = new TextEncoder().encode(JSON.stringify(frame) + "\n")
-        const inHan = new TextEncoder().encode("{\"s\":\"").length + 1 // inside the 3-byte 日
-        const inCrab = new TextEncoder().encode("{\"s\":\"日本 ").length + 2 // inside the 4-byte 🦀
+        const inHan = new TextEncoder().encode('{"s":"').length + 1 // inside the 3-byte 日
+        const inCrab = new TextEncoder().encode('{"s":"日本 ').length + 2 // inside the 4-byte 🦀
         const parts = [bytes.subarray(0, inHan), bytes.subarray(inHan, inCrab), bytes.subarray(inCrab)]
         yield* connection.send({ cmd: "split", parts: parts.map(base64), pauseMs: 30 })
         assert.deepStrictEqual(yield* connection.incoming.take, frame)
       }))
 
     test("a line that is not JSON ends the connection with Protocol; frames after it are never delivered", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
-        yield* connection.send({ cmd: "raw", data: "{\"before\":1}\nnot json at all\n{\"after\":2}\n" })
+        yield* connection.send({ cmd: "raw", data: '{"before":1}\nnot json at all\n{"after":2}\n' })
         const ended = yield* connection.ended
         assert.strictEqual(ended.reason._tag, "Protocol")
         assert.include(ended.message, "broke the protocol")
@@ -89,7 +95,7 @@ for (const implementation of implementations) {
       }))
 
     test("a JSON line that is not an object is a Protocol fault", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "raw", data: "[1,2,3]\n" })
         const ended = yield* connection.ended
@@ -99,7 +105,7 @@ for (const implementation of implementations) {
       }))
 
     test("an oversized terminated frame is a Protocol fault", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "raw", data: JSON.stringify({ big: "x".repeat(MAX_FRAME_BYTES) }) + "\n" })
         const ended = yield* connection.ended
@@ -108,16 +114,16 @@ for (const implementation of implementations) {
       }))
 
     test("an oversized frame with no newline yet is a Protocol fault before it ends", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
-        yield* connection.send({ cmd: "raw", data: "{\"big\":\"" + "y".repeat(2 * MAX_FRAME_BYTES) })
+        yield* connection.send({ cmd: "raw", data: '{"big":"' + "y".repeat(2 * MAX_FRAME_BYTES) })
         const ended = yield* connection.ended
         assert.strictEqual(ended.reason._tag, "Protocol")
         assert.include(ended.message, "with no newline")
       }))
 
     test("exit with code 1 after writing to stderr: Exited, and the message carries the stderr tail", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "stderr", data: "error: config.toml line 3: unknown key `sandbox`\n" })
         yield* connection.send({ cmd: "exit", code: 1 })
@@ -130,7 +136,7 @@ for (const implementation of implementations) {
       }))
 
     test("1 MiB of stderr does not block the peer; the tail keeps the last 64 KiB", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         const bytes = 1024 * 1024
         yield* connection.send({ cmd: "flood-stderr", bytes })
@@ -142,7 +148,7 @@ for (const implementation of implementations) {
       }))
 
     test("send after the end fails with ConnectionClosed carrying the end", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "exit", code: 0 })
         const ended = yield* connection.ended
@@ -153,7 +159,7 @@ for (const implementation of implementations) {
       }))
 
     test("abort(): closed at once, then ended as Protocol with the detail", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "echo", id: 1, payload: "up" })
         yield* connection.incoming.take
@@ -169,7 +175,7 @@ for (const implementation of implementations) {
       }))
 
     test("close: ClosedByUs, reported when close returns, incoming ended", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const connection = yield* connect
         yield* connection.send({ cmd: "echo", id: 1, payload: "up" })
         yield* connection.incoming.take
@@ -183,7 +189,7 @@ for (const implementation of implementations) {
       }))
 
     test("closing the scope closes the connection", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const scope = yield* Scope.make()
         const connection = yield* Scope.extend(connect, scope)
         yield* connection.send({ cmd: "echo", id: 1, payload: "up" })

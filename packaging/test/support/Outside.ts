@@ -30,26 +30,50 @@ export interface Ran {
 export type Env = Readonly<Record<string, string>>
 
 /** `path` is `dir` or inside it. */
-export const isInside = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith(Path.sep) ? dir : dir + Path.sep)
+export const isInside = (path: string, dir: string): boolean =>
+  path === dir || path.startsWith(dir.endsWith(Path.sep) ? dir : dir + Path.sep)
 
 /** What a user's shell would have: PATH without any `node_modules/.bin` nor anything in the workspace, plus
  * what npm needs to reach its registry. No pnpm, npm-script, vitest or NODE_OPTIONS variables. */
 export const outsideEnv = (extra: Env = {}): Env => {
   const keep = [
-    "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-    "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR",
-    "NPM_CONFIG_REGISTRY", "NPM_CONFIG_CACHE", "NPM_CONFIG_USERCONFIG", "NPM_CONFIG_CAFILE",
-    "npm_config_registry", "npm_config_cache", "npm_config_userconfig", "npm_config_cafile"
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NPM_CONFIG_REGISTRY",
+    "NPM_CONFIG_CACHE",
+    "NPM_CONFIG_USERCONFIG",
+    "NPM_CONFIG_CAFILE",
+    "npm_config_registry",
+    "npm_config_cache",
+    "npm_config_userconfig",
+    "npm_config_cafile"
   ]
   const env: Record<string, string> = {}
   for (const key of keep) {
     const value = process.env[key]
     if (value !== undefined) env[key] = value
   }
-  const path = (process.env["PATH"] ?? "").split(Path.delimiter).filter((dir) =>
-    dir !== "" && !dir.split(Path.sep).includes("node_modules") && !isInside(Path.resolve(dir), repoRoot)
-  )
+  const path = (process.env["PATH"] ?? "")
+    .split(Path.delimiter)
+    .filter(
+      (dir) => dir !== "" && !dir.split(Path.sep).includes("node_modules") && !isInside(Path.resolve(dir), repoRoot)
+    )
   // The Node that runs this test first, so npm, npx and the installed `warden` run on it.
   env["PATH"] = [Path.dirname(process.execPath), ...path].join(Path.delimiter)
   env["npm_config_update_notifier"] = "false"
@@ -77,17 +101,25 @@ export const run = (
   options: { readonly cwd: string; readonly env: Env; readonly timeout: Duration.DurationInput }
 ): Effect.Effect<Ran, RunError> =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const what = [command, ...args].join(" ")
-      const exited = yield* Deferred.make<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }, RunError>()
+      const exited = yield* Deferred.make<
+        { readonly code: number | null; readonly signal: NodeJS.Signals | null },
+        RunError
+      >()
       let stdout = ""
       let stderr = ""
       const child = yield* Effect.acquireRelease(
         Effect.sync(() =>
-          ChildProcess.spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], detached: true })
+          ChildProcess.spawn(command, args, {
+            cwd: options.cwd,
+            env: options.env,
+            stdio: ["ignore", "pipe", "pipe"],
+            detached: true
+          })
         ),
         (child) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             if (child.pid === undefined) return
             const pid = child.pid
             const tree = ProcessTree.descendants(pid)
@@ -111,14 +143,17 @@ export const run = (
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
         stderr += chunk
       })
-      child.on("error", (error) => Deferred.unsafeDone(exited, Effect.fail(new RunError({ detail: `${what}: ${error.message}` }))))
+      child.on("error", (error) =>
+        Deferred.unsafeDone(exited, Effect.fail(new RunError({ detail: `${what}: ${error.message}` })))
+      )
       child.on("close", (code, signal) => Deferred.unsafeDone(exited, Effect.succeed({ code, signal })))
       const ended = yield* Deferred.await(exited).pipe(
         Effect.timeoutFail({
           duration: options.timeout,
           onTimeout: () =>
             new RunError({
-              detail: `${what} (in ${options.cwd}) did not end within ${Duration.format(Duration.decode(options.timeout))}\n` +
+              detail:
+                `${what} (in ${options.cwd}) did not end within ${Duration.format(Duration.decode(options.timeout))}\n` +
                 `stdout:\n${stdout.slice(-3000)}\nstderr:\n${stderr.slice(-3000)}`
             })
         })
@@ -137,22 +172,27 @@ export const runOk = (
     ran.code === 0
       ? Effect.succeed(ran)
       : Effect.fail(
-        new RunError({
-          detail: `${[command, ...args].join(" ")} (in ${options.cwd}) exited ${ran.code ?? ran.signal}\n` +
-            `stdout:\n${ran.stdout.slice(-4000)}\nstderr:\n${ran.stderr.slice(-4000)}`
-        })
-      ))
+          new RunError({
+            detail:
+              `${[command, ...args].join(" ")} (in ${options.cwd}) exited ${ran.code ?? ran.signal}\n` +
+              `stdout:\n${ran.stdout.slice(-4000)}\nstderr:\n${ran.stderr.slice(-4000)}`
+          })
+        )
+  )
 
 /** The files (realpaths) of every `file:` module a traced process resolved (see consumer/trace.mjs). */
 export const tracedFiles = (traceFile: string): ReadonlyArray<string> =>
-  Fs.readFileSync(traceFile, "utf8").split("\n").filter((line) => line.startsWith("file:")).map((url) => {
-    const path = fileURLToPath(url)
-    try {
-      return Fs.realpathSync(path)
-    } catch {
-      return path
-    }
-  })
+  Fs.readFileSync(traceFile, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("file:"))
+    .map((url) => {
+      const path = fileURLToPath(url)
+      try {
+        return Fs.realpathSync(path)
+      } catch {
+        return path
+      }
+    })
 
 /** Pids of the processes (other than this one) whose command line mentions `dir`, from Linux /proc. */
 export const processesMentioning = (dir: string): ReadonlyArray<number> => {
@@ -161,7 +201,8 @@ export const processesMentioning = (dir: string): ReadonlyArray<number> => {
   for (const entry of Fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
     try {
-      if (Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(dir) && ProcessTree.isAlive(Number(entry))) found.push(Number(entry))
+      if (Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(dir) && ProcessTree.isAlive(Number(entry)))
+        found.push(Number(entry))
     } catch {
       // gone meanwhile
     }
@@ -171,7 +212,7 @@ export const processesMentioning = (dir: string): ReadonlyArray<number> => {
 
 /** Waits (bounded) until no process mentions `dir`; returns those still there. */
 export const settledProcesses = (dir: string): Effect.Effect<ReadonlyArray<number>> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     for (let i = 0; i < 50; i++) {
       if (processesMentioning(dir).length === 0) return []
       yield* Effect.sleep("200 millis")

@@ -24,7 +24,8 @@ export class NoRuleDecided extends Data.TaggedError("NoRuleDecided")<{}> {
   }
 }
 
-export const defaultMode = (stdinIsTerminal: boolean, inbox = false): Mode => (stdinIsTerminal ? "prompt" : inbox ? "inbox" : "deny")
+export const defaultMode = (stdinIsTerminal: boolean, inbox = false): Mode =>
+  stdinIsTerminal ? "prompt" : inbox ? "inbox" : "deny"
 
 export const handlerFor = (mode: Mode): Approvals.Handler | undefined => {
   switch (mode) {
@@ -39,4 +40,5 @@ export const handlerFor = (mode: Mode): Approvals.Handler | undefined => {
   }
 }
 
-export const answeringFor = (mode: Mode): Answering => (mode === "prompt" ? "prompt" : mode === "stdin" ? "stdin" : "none")
+export const answeringFor = (mode: Mode): Answering =>
+  mode === "prompt" ? "prompt" : mode === "stdin" ? "stdin" : "none"

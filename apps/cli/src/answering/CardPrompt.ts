@@ -19,7 +19,9 @@ import * as RunState from "@warden/inbox/RunState"
  */
 export interface Always {
   readonly scopeOf: (card: Card.CardView) => Either.Either<string, string>
-  readonly remember: (card: Card.CardView) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
+  readonly remember: (
+    card: Card.CardView
+  ) => Effect.Effect<Either.Either<{ readonly id: string; readonly describe: string }, string>>
 }
 
 export type Choice =
@@ -43,14 +45,18 @@ export const choicesFor = (card: Card.CardView, always?: Always, groupSize = 1):
   // "always" accepts: offered only where the card can be accepted and a scope can be derived.
   const scope = always !== undefined && card.offers.includes("Accept") ? always.scopeOf(card) : undefined
   return [
-    ...(card.offers.includes("Accept") ? [{ _tag: "Decide", key: "a", label: "accept once", decision: Decision.Accept } as const] : []),
+    ...(card.offers.includes("Accept")
+      ? [{ _tag: "Decide", key: "a", label: "accept once", decision: Decision.Accept } as const]
+      : []),
     ...(card.offers.includes("Accept") && groupSize > 1
       ? [{ _tag: "DecideGroup", key: "g", label: `accept all ${groupSize}`, decision: Decision.Accept } as const]
       : []),
     ...(card.offers.includes("AcceptForSession")
       ? [{ _tag: "Decide", key: "s", label: "accept for session", decision: Decision.AcceptForSession } as const]
       : []),
-    ...(scope !== undefined && Either.isRight(scope) ? [{ _tag: "Always", key: "r", label: `always: ${CardText.escapeControls(scope.right)}` } as const] : []),
+    ...(scope !== undefined && Either.isRight(scope)
+      ? [{ _tag: "Always", key: "r", label: `always: ${CardText.escapeControls(scope.right)}` } as const]
+      : []),
     { _tag: "Decide", key: "d", label: "decline", decision: Decision.Decline },
     { _tag: "Details", key: "v", label: "details" }
   ]
@@ -67,7 +73,12 @@ const inverse = (s: string) => `\u001b[7m${s}\u001b[27m`
 const bold = (s: string) => `\u001b[1m${s}\u001b[22m`
 
 /** The frame's lines (without a trailing newline). */
-export const frame = (card: Card.CardView, choices: ReadonlyArray<Choice>, state: State, chosen?: string): ReadonlyArray<string> => {
+export const frame = (
+  card: Card.CardView,
+  choices: ReadonlyArray<Choice>,
+  state: State,
+  chosen?: string
+): ReadonlyArray<string> => {
   const item = RunState.itemIndexOf(card.workItem)
   const head = bold(`── card ${card.id} · item ${item ?? "?"} · ${CardText.kindLabel(card)} ──`)
   const lines = [head, `  ${CardText.escapeControls(card.title)}`]
@@ -105,7 +116,9 @@ export const make = (card: Card.CardView, always?: Always, groupSize = 1): Promp
     switch (key) {
       case "left":
       case "up":
-        return Action.NextFrame({ state: { ...state, selected: (state.selected + choices.length - 1) % choices.length } })
+        return Action.NextFrame({
+          state: { ...state, selected: (state.selected + choices.length - 1) % choices.length }
+        })
       case "right":
       case "down":
       case "tab":
@@ -119,23 +132,26 @@ export const make = (card: Card.CardView, always?: Always, groupSize = 1): Promp
       }
     }
   }
-  return Prompt.custom<State, Answer>({ selected: 0, details: false }, {
-    render: (state, action) =>
-      Effect.succeed(
-        frame(
-          card,
-          choices,
-          state,
-          action._tag === "Submit"
-            ? action.value._tag === "Always"
-              ? "always"
-              : action.value._tag === "DecideGroup"
-              ? `${Decision.describe(action.value.decision)} (all ${groupSize})`
-              : Decision.describe(action.value.decision)
-            : undefined
-        ).join("\n")
-      ),
-    process: (input, state) => Effect.succeed(process(input, state)),
-    clear: () => Effect.succeed("")
-  })
+  return Prompt.custom<State, Answer>(
+    { selected: 0, details: false },
+    {
+      render: (state, action) =>
+        Effect.succeed(
+          frame(
+            card,
+            choices,
+            state,
+            action._tag === "Submit"
+              ? action.value._tag === "Always"
+                ? "always"
+                : action.value._tag === "DecideGroup"
+                  ? `${Decision.describe(action.value.decision)} (all ${groupSize})`
+                  : Decision.describe(action.value.decision)
+              : undefined
+          ).join("\n")
+        ),
+      process: (input, state) => Effect.succeed(process(input, state)),
+      clear: () => Effect.succeed("")
+    }
+  )
 }

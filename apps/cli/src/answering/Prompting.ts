@@ -29,7 +29,10 @@ const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]
  * The open cards, oldest first, after one batch of inbox updates, applied together: a card opened
  * and settled in the same batch (a remembered rule settled it as it opened) is never among them.
  */
-export const afterUpdates = (cards: ReadonlyArray<Card.CardView>, updates: Iterable<Approvals.InboxUpdate>): ReadonlyArray<Card.CardView> => {
+export const afterUpdates = (
+  cards: ReadonlyArray<Card.CardView>,
+  updates: Iterable<Approvals.InboxUpdate>
+): ReadonlyArray<Card.CardView> => {
   let next = cards
   for (const update of updates) {
     switch (update._tag) {
@@ -53,7 +56,7 @@ export const afterUpdates = (cards: ReadonlyArray<Card.CardView>, updates: Itera
  * never asks about a card that was settled in the step that opened it.
  */
 export const openCards = (updates: Stream.Stream<Approvals.InboxUpdate>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ref = yield* SubscriptionRef.make<ReadonlyArray<Card.CardView>>([])
     yield* updates.pipe(
       Stream.runForEachChunk((chunk) => SubscriptionRef.update(ref, (cards) => afterUpdates(cards, chunk))),
@@ -69,8 +72,12 @@ export const openCards = (updates: Stream.Stream<Approvals.InboxUpdate>) =>
  * `prompt`), then the card is accepted; if it cannot be stored, the board says why and the card is
  * asked about again.
  */
-export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always?: CardPrompt.Always): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const run = (
+  supervisor: Supervisor.SupervisorShape,
+  board: Board,
+  always?: CardPrompt.Always
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function* () {
     const node = yield* NodeTerminal.make(() => false)
     const keys = yield* node.readInput
     const listeners = new Set<Mailbox.Mailbox<Terminal.UserInput>>()
@@ -114,9 +121,12 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
       Stream.runHead
     )
     const settled = (card: Card.CardView) =>
-      open.changes.pipe(Stream.filter((cards) => !cards.some((c) => c.id === card.id)), Stream.runHead)
+      open.changes.pipe(
+        Stream.filter((cards) => !cards.some((c) => c.id === card.id)),
+        Stream.runHead
+      )
 
-    const askOnce = Effect.gen(function*() {
+    const askOnce = Effect.gen(function* () {
       const head = yield* firstOpen
       if (Option.isNone(head)) return
       const card = head.value
@@ -127,9 +137,13 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
       const members = membersOf(yield* SubscriptionRef.get(open))
       // A card of the same group that opens (or leaves) while the prompt is shown: the prompt is
       // asked again, so that `[g] accept all N` counts what is open now.
-      const regrouped = group === undefined
-        ? Effect.never
-        : open.changes.pipe(Stream.filter((cards) => membersOf(cards).length !== members.length), Stream.runHead)
+      const regrouped =
+        group === undefined
+          ? Effect.never
+          : open.changes.pipe(
+              Stream.filter((cards) => membersOf(cards).length !== members.length),
+              Stream.runHead
+            )
       const answer = yield* Prompt.run(CardPrompt.make(card, always, Math.max(1, members.length))).pipe(
         Effect.provide(promptEnv),
         Effect.map((a): Option.Option<CardPrompt.Answer> | "regroup" => Option.some(a)),
@@ -145,7 +159,9 @@ export const run = (supervisor: Supervisor.SupervisorShape, board: Board, always
         const settled = result.answered.filter((a) => a.result._tag === "Settled").length
         board.log(
           `${settled} card(s) asking the same as ${card.id} answered` +
-            (result.notOffered.length > 0 ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}` : "")
+            (result.notOffered.length > 0
+              ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}`
+              : "")
         )
         return
       }

@@ -42,22 +42,27 @@ export const parseLine = (line: string): LineVerdict => {
     return { _tag: "Invalid", reason: `not JSON (${error instanceof Error ? error.message : String(error)})` }
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return { _tag: "Invalid", reason: "not a JSON object; expected {\"cardId\": ..., \"decision\": ...}" }
+    return { _tag: "Invalid", reason: 'not a JSON object; expected {"cardId": ..., "decision": ...}' }
   }
   const record = value as Record<string, unknown>
   const group = record["group"]
   if (group !== undefined && record["cardId"] === undefined) {
-    if (typeof group !== "string" || !/^g[0-9a-f]{16}$/.test(group)) return { _tag: "Invalid", reason: "\"group\" is not a group id (g and 16 hex digits, from card.opened)" }
+    if (typeof group !== "string" || !/^g[0-9a-f]{16}$/.test(group))
+      return { _tag: "Invalid", reason: '"group" is not a group id (g and 16 hex digits, from card.opened)' }
     if (!("decision" in record)) return { _tag: "Invalid", reason: `no "decision" for group ${group}` }
-    if (record["decision"] === "always") return { _tag: "Invalid", reason: `group ${group}: "always" answers one card at a time (give its cardId)` }
+    if (record["decision"] === "always")
+      return { _tag: "Invalid", reason: `group ${group}: "always" answers one card at a time (give its cardId)` }
     const decision = Decision.fromJson(record["decision"])
     if (decision === undefined) {
-      return { _tag: "Invalid", reason: `group ${group}: decision ${JSON.stringify(record["decision"]).slice(0, 120)} is not a decision` }
+      return {
+        _tag: "Invalid",
+        reason: `group ${group}: decision ${JSON.stringify(record["decision"]).slice(0, 120)} is not a decision`
+      }
     }
     return { _tag: "Group", group, decision }
   }
   const cardId = record["cardId"]
-  if (typeof cardId !== "string" || cardId === "") return { _tag: "Invalid", reason: "no \"cardId\" string" }
+  if (typeof cardId !== "string" || cardId === "") return { _tag: "Invalid", reason: 'no "cardId" string' }
   if (!("decision" in record)) return { _tag: "Invalid", reason: `no "decision" for card ${cardId}` }
   if (record["decision"] === "always") return { _tag: "Always", cardId }
   const decision = Decision.fromJson(record["decision"])
@@ -82,7 +87,7 @@ export const run = (
   report: (line: string) => void,
   always?: RememberAlways
 ): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const lines = yield* Mailbox.make<string>()
     const rl = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -100,7 +105,7 @@ export const run = (
     void rl
     let lineNumber = 0
     const handle = (line: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         lineNumber++
         const verdict = parseLine(line)
         switch (verdict._tag) {
@@ -121,10 +126,14 @@ export const run = (
             }
             const remembered = yield* always(card)
             if (Either.isLeft(remembered)) {
-              report(`warden: stdin line ${lineNumber}: card ${verdict.cardId} not remembered (${remembered.left}); it stays open`)
+              report(
+                `warden: stdin line ${lineNumber}: card ${verdict.cardId} not remembered (${remembered.left}); it stays open`
+              )
               return
             }
-            report(`warden: remembered ${remembered.right.id}: allow ${remembered.right.describe} (from card ${verdict.cardId})`)
+            report(
+              `warden: remembered ${remembered.right.id}: allow ${remembered.right.describe} (from card ${verdict.cardId})`
+            )
             yield* answer(verdict.cardId, Decision.Accept)
             return
           }
@@ -140,25 +149,33 @@ export const run = (
             const settled = result.answered.filter((a) => a.result._tag === "Settled")
             report(
               `warden: stdin line ${lineNumber}: group ${verdict.group}: ${settled.length} card(s) answered` +
-                (result.answered.length > settled.length ? `, ${result.answered.length - settled.length} already settled` : "") +
-                (result.notOffered.length > 0 ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}` : "")
+                (result.answered.length > settled.length
+                  ? `, ${result.answered.length - settled.length} already settled`
+                  : "") +
+                (result.notOffered.length > 0
+                  ? `; left open (the decision is not offered): ${result.notOffered.join(", ")}`
+                  : "")
             )
             return
           }
         }
       })
     const answer = (cardId: string, decision: Decision.Decision) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const result = yield* supervisor.approvals.answer(cardId, decision, "stdin")
         if (result._tag === "UnknownCard") {
           report(`warden: stdin line ${lineNumber} ignored: no open card ${cardId}`)
         } else if (result._tag === "AlreadySettled") {
-          report(`warden: stdin line ${lineNumber} ignored: card ${cardId} already settled (${result.settlement.outcome})`)
+          report(
+            `warden: stdin line ${lineNumber} ignored: card ${cardId} already settled (${result.settlement.outcome})`
+          )
         } else if (result.settlement.outcome === "refused") {
-          report(`warden: stdin line ${lineNumber}: card ${cardId} refused: ${result.settlement.detail ?? "the decision cannot be expressed"}`)
+          report(
+            `warden: stdin line ${lineNumber}: card ${cardId} refused: ${result.settlement.detail ?? "the decision cannot be expressed"}`
+          )
         }
       })
-    const loop: Effect.Effect<void> = Effect.gen(function*() {
+    const loop: Effect.Effect<void> = Effect.gen(function* () {
       while (true) {
         const [batch, done] = yield* lines.takeAll
         for (const line of batch) yield* handle(line)

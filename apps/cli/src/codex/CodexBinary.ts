@@ -48,16 +48,25 @@ export const resolve = (command: string): Effect.Effect<string, ExitCodes.CliExi
  * `codex --version`, trimmed (e.g. `codex-cli 0.171.0`), and the version number in it. The child
  * gets our environment as every child of Warden does (`ChildEnv`: no `WARDEN_*`, no withheld secret).
  */
-export const version = (binary: string): Effect.Effect<{ readonly text: string; readonly version: string | undefined }, string> =>
+export const version = (
+  binary: string
+): Effect.Effect<{ readonly text: string; readonly version: string | undefined }, string> =>
   Effect.async<{ readonly text: string; readonly version: string | undefined }, string>((resume) => {
-    const child = execFile(binary, ["--version"], { env: ChildEnv.make(), timeout: 20_000, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
-      if (error !== null) {
-        resume(Effect.fail(`\`${binary} --version\` failed: ${(String(stderr).trim() || error.message).split("\n")[0]}`))
-        return
+    const child = execFile(
+      binary,
+      ["--version"],
+      { env: ChildEnv.make(), timeout: 20_000, killSignal: "SIGKILL" },
+      (error, stdout, stderr) => {
+        if (error !== null) {
+          resume(
+            Effect.fail(`\`${binary} --version\` failed: ${(String(stderr).trim() || error.message).split("\n")[0]}`)
+          )
+          return
+        }
+        const text = String(stdout).trim()
+        resume(Effect.succeed({ text, version: /(\d+\.\d+\.\d+(?:-[\w.]+)?)/.exec(text)?.[1] }))
       }
-      const text = String(stdout).trim()
-      resume(Effect.succeed({ text, version: /(\d+\.\d+\.\d+(?:-[\w.]+)?)/.exec(text)?.[1] }))
-    })
+    )
     return Effect.sync(() => {
       child.kill("SIGKILL")
     })

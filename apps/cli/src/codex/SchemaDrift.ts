@@ -51,7 +51,11 @@ export const sampleParams: { readonly [M in ServerRequests.ServerRequestMethod]:
     cwd: "/work",
     permissions: {
       network: null,
-      fileSystem: { read: null, write: ["/var/tmp/x"], entries: [{ path: { type: "path", path: "/var/tmp/x" }, access: "write" }] }
+      fileSystem: {
+        read: null,
+        write: ["/var/tmp/x"],
+        entries: [{ path: { type: "path", path: "/var/tmp/x" }, access: "write" }]
+      }
     }
   },
   "mcpServer/elicitation/request": {
@@ -92,7 +96,8 @@ export const sampleDecisions: ReadonlyArray<Decision.Decision> = [
 ]
 
 const sorted = (values: Iterable<string>) => [...new Set(values)].sort()
-const missingFrom = (values: Iterable<string>, from: ReadonlyArray<string>) => sorted([...values].filter((v) => !from.includes(v)))
+const missingFrom = (values: Iterable<string>, from: ReadonlyArray<string>) =>
+  sorted([...values].filter((v) => !from.includes(v)))
 
 export const check = (dump: SchemaDump.SchemaDump, validator: SchemaDump.Validator): Report => {
   const answers: Array<AnswerCheck> = []

@@ -20,12 +20,16 @@ import * as Opts from "../contract/Options.js"
 
 const cluster = Options.text("cluster").pipe(
   Options.withPseudoName("URL"),
-  Options.withDescription("the fleet's database: PostgreSQL (postgres://USER@HOST/DB; a unix socket: postgres://USER@/DB?host=DIR&port=N), or sqlite:PATH for one host")
+  Options.withDescription(
+    "the fleet's database: PostgreSQL (postgres://USER@HOST/DB; a unix socket: postgres://USER@/DB?host=DIR&port=N), or sqlite:PATH for one host"
+  )
 )
 
 const shardingOption = Options.text("sharding").pipe(
   Options.withPseudoName("KEY=VALUE"),
-  Options.withDescription("override a ShardingConfig key of the engine (repeatable; e.g. shardLockExpiration=10s); give a submitter the runners' timings so it notices a dead runner as soon as they do"),
+  Options.withDescription(
+    "override a ShardingConfig key of the engine (repeatable; e.g. shardLockExpiration=10s); give a submitter the runners' timings so it notices a dead runner as soon as they do"
+  ),
   Options.repeated
 )
 
@@ -37,17 +41,29 @@ export const runner = Command.make(
     listen: Options.text("listen").pipe(
       Options.withPseudoName("HOST:PORT"),
       Options.withDefault("127.0.0.1:34431"),
-      Options.withDescription("the address this runner listens on and other runners reach it at (default 127.0.0.1:34431)")
+      Options.withDescription(
+        "the address this runner listens on and other runners reach it at (default 127.0.0.1:34431)"
+      )
     ),
     codex: Opts.codex,
     config: Opts.config,
     enable: Opts.enable,
     disable: Opts.disable,
-    concurrency: Options.integer("concurrency").pipe(Options.withDefault(4), Options.withDescription("work items running at once on this runner (default 4)")),
-    pool: Options.integer("pool").pipe(Options.withDefault(1), Options.withDescription("app-server processes of this runner (default 1)")),
+    concurrency: Options.integer("concurrency").pipe(
+      Options.withDefault(4),
+      Options.withDescription("work items running at once on this runner (default 4)")
+    ),
+    pool: Options.integer("pool").pipe(
+      Options.withDefault(1),
+      Options.withDescription("app-server processes of this runner (default 1)")
+    ),
     sharding: shardingOption
   },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.runner(o))
+  (o) =>
+    Effect.flatMap(
+      Effect.promise(() => import("./ClusterHandlers.js")),
+      (run) => run.runner(o)
+    )
 ).pipe(Command.withDescription("run one runner of a fleet: a supervisor hosting the work items its shards hold"))
 
 /** `warden submit`. */
@@ -58,7 +74,9 @@ export const submit = Command.make(
     json: Options.boolean("json").pipe(Options.withDescription("print events as JSON lines")),
     approvals: Options.choice("approvals", ["deny", "stdin"]).pipe(
       Options.withDefault("deny" as const),
-      Options.withDescription("how cards are answered: deny (decline every card) or stdin (JSON lines {\"cardId\", \"decision\"})")
+      Options.withDescription(
+        'how cards are answered: deny (decline every card) or stdin (JSON lines {"cardId", "decision"})'
+      )
     ),
     cwd: Opts.cwd,
     model: Opts.model,
@@ -66,16 +84,26 @@ export const submit = Command.make(
     approvalPolicy: Opts.approvalPolicy,
     sharding: shardingOption,
     allowSecrets: Options.boolean("allow-secrets-in-storage").pipe(
-      Options.withDescription("submit a PROMPT that holds something secret-looking anyway (the fleet's database stores prompts verbatim)")
+      Options.withDescription(
+        "submit a PROMPT that holds something secret-looking anyway (the fleet's database stores prompts verbatim)"
+      )
     ),
     prompts: Args.text({ name: "PROMPT" }).pipe(Args.atLeast(1))
   },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.submit(o))
+  (o) =>
+    Effect.flatMap(
+      Effect.promise(() => import("./ClusterHandlers.js")),
+      (run) => run.submit(o)
+    )
 ).pipe(Command.withDescription("submit work items to a fleet and follow them (exit codes as `warden run`)"))
 
 /** `warden fleet`. */
 export const fleet = Command.make(
   "fleet",
   { cluster, json: Options.boolean("json").pipe(Options.withDescription("print one JSON object")) },
-  (o) => Effect.flatMap(Effect.promise(() => import("./ClusterHandlers.js")), (run) => run.fleet(o))
+  (o) =>
+    Effect.flatMap(
+      Effect.promise(() => import("./ClusterHandlers.js")),
+      (run) => run.fleet(o)
+    )
 ).pipe(Command.withDescription("the fleet: runners, items by status and runner, open cards"))

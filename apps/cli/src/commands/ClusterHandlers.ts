@@ -66,20 +66,26 @@ const parseSharding = (pairs: ReadonlyArray<string>) => {
     const at = pair.indexOf("=")
     if (at <= 0) return undefined
     const value = pair.slice(at + 1)
-    out[pair.slice(0, at)] = /^\d+$/.test(value) ? Number(value) : value === "true" ? true : value === "false" ? false : value
+    out[pair.slice(0, at)] = /^\d+$/.test(value)
+      ? Number(value)
+      : value === "true"
+        ? true
+        : value === "false"
+          ? false
+          : value
   }
   return out
 }
 
 /** Prints the runner's readiness, then its shard count whenever it changes. */
 const report = Layer.scopedDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sharding = yield* Sharding.Sharding
     const info = yield* Runner.RunnerInfo
     yield* say({ type: "runner.ready", runId: info.runId, address: info.address, pid: process.pid })
     let last = -1
     // The engine publishes no event for shard assignment: the runner reads its own state.
-    yield* Effect.gen(function*() {
+    yield* Effect.gen(function* () {
       let count = 0
       for (let i = 1; i <= 300; i++) if (sharding.hasShardId(ShardId.make("default", i))) count++
       if (count !== last) {
@@ -99,131 +105,200 @@ const verdictOf = (result: Wire.RunResult): Verdict => ({
 
 /** `warden runner`. */
 export const runner = (o: RunnerInput) =>
-    Effect.gen(function*() {
-      const address = parseAddress(o.listen)
-      if (address === undefined) return yield* Effect.fail(ExitCodes.usage(`--listen expects HOST:PORT, got ${JSON.stringify(o.listen)}`))
-      const sharding = parseSharding(o.sharding)
-      if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
-      // The database URL may carry its password: no child (codex, git) gets a variable holding it.
-      ChildEnv.withhold(o.cluster)
-      const live = report.pipe(
-        Layer.provideMerge(Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding, ledger: true })),
-        Layer.provide(CodexCommand.transportLayer({ command: o.codex, config: o.config, enable: o.enable, disable: o.disable })),
-        Layer.provide(Storage.layer(o.cluster))
+  Effect.gen(function* () {
+    const address = parseAddress(o.listen)
+    if (address === undefined)
+      return yield* Effect.fail(ExitCodes.usage(`--listen expects HOST:PORT, got ${JSON.stringify(o.listen)}`))
+    const sharding = parseSharding(o.sharding)
+    if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    // The database URL may carry its password: no child (codex, git) gets a variable holding it.
+    ChildEnv.withhold(o.cluster)
+    const live = report.pipe(
+      Layer.provideMerge(
+        Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding, ledger: true })
+      ),
+      Layer.provide(
+        CodexCommand.transportLayer({ command: o.codex, config: o.config, enable: o.enable, disable: o.disable })
+      ),
+      Layer.provide(Storage.layer(o.cluster))
+    )
+    return yield* Layer.launch(live).pipe(
+      Effect.mapError(
+        (e) =>
+          new ExitCodes.CliExit({
+            code: ExitCodes.Failed,
+            message: `warden runner: ${SecretMask.maskText(e instanceof Error ? e.message : String(e))}`
+          })
       )
-      return yield* Layer.launch(live).pipe(
-        Effect.mapError((e) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `warden runner: ${SecretMask.maskText(e instanceof Error ? e.message : String(e))}` }))
-      )
-    })
+    )
+  })
 
 /** `warden submit`. */
 export const submit = (o: SubmitInput) =>
-    Effect.gen(function*() {
-      // The persisted Run payload must be runnable again, so the fleet's database stores prompts
-      // verbatim: a secret-looking prompt is refused unless the caller says so.
-      const secret = o.prompts.findIndex((p) => SecretMask.maskText(p) !== p)
-      if (secret >= 0 && !o.allowSecrets) {
-        return yield* Effect.fail(
-          ExitCodes.usage(`PROMPT ${secret + 1} holds something that looks secret, and the fleet stores prompts verbatim: remove it, or pass --allow-secrets-in-storage`)
+  Effect.gen(function* () {
+    // The persisted Run payload must be runnable again, so the fleet's database stores prompts
+    // verbatim: a secret-looking prompt is refused unless the caller says so.
+    const secret = o.prompts.findIndex((p) => SecretMask.maskText(p) !== p)
+    if (secret >= 0 && !o.allowSecrets) {
+      return yield* Effect.fail(
+        ExitCodes.usage(
+          `PROMPT ${secret + 1} holds something that looks secret, and the fleet stores prompts verbatim: remove it, or pass --allow-secrets-in-storage`
         )
-      }
-      const sharding = parseSharding(o.sharding)
-      if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
-      const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
-      const client = Context.get(context, ClusterClient.ClusterClient)
-      const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
-      const ids = o.prompts.map((_, i) => `${submission}-${i + 1}`)
-      const indexOf = new Map(ids.map((id, i) => [id, i + 1]))
-      /** Card id → item id, from the card.opened lines seen. */
-      const cardItems = new Map<string, string>()
-      const seen = new Set<string>()
-      const out = (line: Record<string, unknown>) =>
-        o.json ? say(line) : Console.log(`item ${String(line["item"] ?? "")}: ${String(line["type"])} ${JSON.stringify(SecretMask.maskJson({ ...line, type: undefined, item: undefined }))}`)
-      const answer = (itemId: string, cardId: string, decision: Parameters<typeof client.answer>[2]) =>
-        client.answer(itemId, cardId, decision).pipe(
-          // While the card's runner is dead and not yet replaced, the engine retries; bounded here.
-          Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => ({ _tag: "runner unreachable" }) }),
-          Effect.flatMap((result) => out({ type: "card.answer", item: indexOf.get(itemId), card: cardId, result: result._tag, ...("outcome" in result ? { outcome: result.outcome } : {}) })),
-          Effect.catchAll((e) => Console.error(`warden submit: the decision for ${cardId} was not delivered (${e._tag}); nothing was written`))
+      )
+    }
+    const sharding = parseSharding(o.sharding)
+    if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
+    const client = Context.get(context, ClusterClient.ClusterClient)
+    const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
+    const ids = o.prompts.map((_, i) => `${submission}-${i + 1}`)
+    const indexOf = new Map(ids.map((id, i) => [id, i + 1]))
+    /** Card id → item id, from the card.opened lines seen. */
+    const cardItems = new Map<string, string>()
+    const seen = new Set<string>()
+    const out = (line: Record<string, unknown>) =>
+      o.json
+        ? say(line)
+        : Console.log(
+            `item ${String(line["item"] ?? "")}: ${String(line["type"])} ${JSON.stringify(SecretMask.maskJson({ ...line, type: undefined, item: undefined }))}`
+          )
+    const answer = (itemId: string, cardId: string, decision: Parameters<typeof client.answer>[2]) =>
+      client.answer(itemId, cardId, decision).pipe(
+        // While the card's runner is dead and not yet replaced, the engine retries; bounded here.
+        Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => ({ _tag: "runner unreachable" }) }),
+        Effect.flatMap((result) =>
+          out({
+            type: "card.answer",
+            item: indexOf.get(itemId),
+            card: cardId,
+            result: result._tag,
+            ...("outcome" in result ? { outcome: result.outcome } : {})
+          })
+        ),
+        Effect.catchAll((e) =>
+          Console.error(`warden submit: the decision for ${cardId} was not delivered (${e._tag}); nothing was written`)
         )
-      const onEvent = (itemId: string, event: Wire.ItemEvent) =>
-        Effect.gen(function*() {
-          if (event.seq < 0) return
-          const key = `${itemId}/${event.incarnation}/${event.seq}`
-          if (seen.has(key)) return
-          seen.add(key)
-          const line = { ...event.line, item: indexOf.get(itemId), itemId, runner: event.runner, incarnation: event.incarnation }
-          yield* out(line)
-          if (event.line["type"] === "card.opened") {
-            const card = String(event.line["card"])
-            cardItems.set(card, itemId)
-            if (o.approvals === "deny") yield* answer(itemId, card, { _tag: "Decline" })
-          }
-        })
-      if (o.approvals === "stdin") {
-        const lines = Readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
-        yield* Effect.addFinalizer(() => Effect.sync(() => lines.close()))
-        yield* Stream.fromAsyncIterable(lines, (e) => e).pipe(
-          Stream.runForEach((text) => {
-            const verdict = StdinDecisions.parseLine(text)
-            if (verdict._tag === "Blank") return Effect.void
-            if (verdict._tag !== "Decision") return Console.error(`warden submit: stdin: ${verdict._tag === "Invalid" ? verdict.reason : "only {cardId, decision} lines are routed in a fleet"}`)
-            const itemId = cardItems.get(verdict.cardId)
-            if (itemId === undefined) return Console.error(`warden submit: stdin: no card ${verdict.cardId} among the submitted items`)
-            return answer(itemId, verdict.cardId, verdict.decision)
-          }),
-          Effect.ignore,
-          Effect.forkScoped
-        )
-      }
-      const followers = yield* Effect.forEach(ids, (id) =>
-        client.follow(id).pipe(Stream.runForEach((e) => onEvent(id, e)), Effect.fork))
-      const verdicts = yield* Effect.forEach(
-        ids,
-        (id, i) =>
-          client.run(id, {
+      )
+    const onEvent = (itemId: string, event: Wire.ItemEvent) =>
+      Effect.gen(function* () {
+        if (event.seq < 0) return
+        const key = `${itemId}/${event.incarnation}/${event.seq}`
+        if (seen.has(key)) return
+        seen.add(key)
+        const line = {
+          ...event.line,
+          item: indexOf.get(itemId),
+          itemId,
+          runner: event.runner,
+          incarnation: event.incarnation
+        }
+        yield* out(line)
+        if (event.line["type"] === "card.opened") {
+          const card = String(event.line["card"])
+          cardItems.set(card, itemId)
+          if (o.approvals === "deny") yield* answer(itemId, card, { _tag: "Decline" })
+        }
+      })
+    if (o.approvals === "stdin") {
+      const lines = Readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
+      yield* Effect.addFinalizer(() => Effect.sync(() => lines.close()))
+      yield* Stream.fromAsyncIterable(lines, (e) => e).pipe(
+        Stream.runForEach((text) => {
+          const verdict = StdinDecisions.parseLine(text)
+          if (verdict._tag === "Blank") return Effect.void
+          if (verdict._tag !== "Decision")
+            return Console.error(
+              `warden submit: stdin: ${verdict._tag === "Invalid" ? verdict.reason : "only {cardId, decision} lines are routed in a fleet"}`
+            )
+          const itemId = cardItems.get(verdict.cardId)
+          if (itemId === undefined)
+            return Console.error(`warden submit: stdin: no card ${verdict.cardId} among the submitted items`)
+          return answer(itemId, verdict.cardId, verdict.decision)
+        }),
+        Effect.ignore,
+        Effect.forkScoped
+      )
+    }
+    const followers = yield* Effect.forEach(ids, (id) =>
+      client.follow(id).pipe(
+        Stream.runForEach((e) => onEvent(id, e)),
+        Effect.fork
+      )
+    )
+    const verdicts = yield* Effect.forEach(
+      ids,
+      (id, i) =>
+        client
+          .run(id, {
             prompt: o.prompts[i]!,
             cwd: o.cwd,
             approvalPolicy: o.approvalPolicy,
             ...(o.model._tag === "Some" ? { model: o.model.value } : {}),
             ...(o.sandbox._tag === "Some" ? { sandbox: o.sandbox.value } : {})
-          }).pipe(
+          })
+          .pipe(
             Effect.exit,
-            Effect.map((exit): Verdict =>
-              Exit.isSuccess(exit)
-                ? verdictOf(exit.value)
-                : verdictOf(new Wire.Failed({ reason: "cluster-error", detail: SecretMask.maskText(String(exit.cause)), threadId: null }))
+            Effect.map(
+              (exit): Verdict =>
+                Exit.isSuccess(exit)
+                  ? verdictOf(exit.value)
+                  : verdictOf(
+                      new Wire.Failed({
+                        reason: "cluster-error",
+                        detail: SecretMask.maskText(String(exit.cause)),
+                        threadId: null
+                      })
+                    )
             ),
-            Effect.tap((v) => out({ type: "item.result", item: i + 1, itemId: id, status: v.status, result: Schema.encodeSync(Wire.RunResult)(v.result) }))
+            Effect.tap((v) =>
+              out({
+                type: "item.result",
+                item: i + 1,
+                itemId: id,
+                status: v.status,
+                result: Schema.encodeSync(Wire.RunResult)(v.result)
+              })
+            )
           ),
-        { concurrency: "unbounded" }
-      )
-      yield* Effect.forEach(followers, (f) => Fiber.join(f).pipe(Effect.timeoutOption("10 seconds")))
-      yield* out({ type: "run.finished", items: verdicts.map((v) => v.status) })
-      const code = ExitCodes.forItems(verdicts.map((v) => v.status))
-      if (code !== ExitCodes.Ok) return yield* Effect.fail(new ExitCodes.CliExit({ code }))
-    }).pipe(Effect.scoped)
+      { concurrency: "unbounded" }
+    )
+    yield* Effect.forEach(followers, (f) => Fiber.join(f).pipe(Effect.timeoutOption("10 seconds")))
+    yield* out({ type: "run.finished", items: verdicts.map((v) => v.status) })
+    const code = ExitCodes.forItems(verdicts.map((v) => v.status))
+    if (code !== ExitCodes.Ok) return yield* Effect.fail(new ExitCodes.CliExit({ code }))
+  }).pipe(Effect.scoped)
 
 /** `warden fleet`. */
 export const fleet = (o: FleetInput) =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown }>`
-        SELECT address, healthy, last_heartbeat FROM cluster_runners ORDER BY address`.pipe(Effect.orElseSucceed(() => []))
-      const items = yield* sql<{ runner: string | null; status: string; n: unknown }>`
-        SELECT runner, status, COUNT(*) AS n FROM warden_cluster_items GROUP BY runner, status ORDER BY runner, status`.pipe(Effect.orElseSucceed(() => []))
-      const open = yield* sql<{ id: string; item_id: string; method: string }>`
-        SELECT id, item_id, method FROM warden_cluster_cards WHERE outcome IS NULL ORDER BY opened_at`.pipe(Effect.orElseSucceed(() => []))
-      const view = {
-        runners: runners.map((r) => ({ address: r.address, healthy: Boolean(r.healthy), lastHeartbeat: String(r.last_heartbeat) })),
-        items: items.map((r) => ({ runner: r.runner, status: r.status, count: Number(r.n) })),
-        openCards: open.map((c) => ({ card: c.id, item: c.item_id, method: c.method }))
-      }
-      if (o.json) return yield* Console.log(JSON.stringify(SecretMask.maskJson(view)))
-      yield* Console.log(`runners (${view.runners.length}):`)
-      for (const r of view.runners) yield* Console.log(`  ${r.address}  healthy=${r.healthy}  heartbeat ${r.lastHeartbeat}`)
-      yield* Console.log("items:")
-      for (const r of view.items) yield* Console.log(`  ${r.runner ?? "-"}  ${r.status}  ${r.count}`)
-      yield* Console.log(`open cards (${view.openCards.length}):`)
-      for (const c of view.openCards) yield* Console.log(`  ${c.card}  item ${c.item}  ${c.method}`)
-    }).pipe(Effect.provide(Storage.layer(o.cluster)), Effect.orDie)
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown }>`
+        SELECT address, healthy, last_heartbeat FROM cluster_runners ORDER BY address`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
+    const items = yield* sql<{ runner: string | null; status: string; n: unknown }>`
+        SELECT runner, status, COUNT(*) AS n FROM warden_cluster_items GROUP BY runner, status ORDER BY runner, status`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
+    const open = yield* sql<{ id: string; item_id: string; method: string }>`
+        SELECT id, item_id, method FROM warden_cluster_cards WHERE outcome IS NULL ORDER BY opened_at`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
+    const view = {
+      runners: runners.map((r) => ({
+        address: r.address,
+        healthy: Boolean(r.healthy),
+        lastHeartbeat: String(r.last_heartbeat)
+      })),
+      items: items.map((r) => ({ runner: r.runner, status: r.status, count: Number(r.n) })),
+      openCards: open.map((c) => ({ card: c.id, item: c.item_id, method: c.method }))
+    }
+    if (o.json) return yield* Console.log(JSON.stringify(SecretMask.maskJson(view)))
+    yield* Console.log(`runners (${view.runners.length}):`)
+    for (const r of view.runners)
+      yield* Console.log(`  ${r.address}  healthy=${r.healthy}  heartbeat ${r.lastHeartbeat}`)
+    yield* Console.log("items:")
+    for (const r of view.items) yield* Console.log(`  ${r.runner ?? "-"}  ${r.status}  ${r.count}`)
+    yield* Console.log(`open cards (${view.openCards.length}):`)
+    for (const c of view.openCards) yield* Console.log(`  ${c.card}  item ${c.item}  ${c.method}`)
+  }).pipe(Effect.provide(Storage.layer(o.cluster)), Effect.orDie)

@@ -86,7 +86,7 @@ export const script = (notePath: string): ScriptedModel.ScriptInput => ({
 
 export const handler = () =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const attended = process.stdin.isTTY === true
       const screen = Screen.make()
       const outside = yield* outsideDir
@@ -94,18 +94,31 @@ export const handler = () =>
       const model = yield* ScriptedModel.make(script(notePath)).pipe(
         Effect.mapError((e) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: e.message }))
       )
-      const launch = yield* RealCodex.make({ baseUrl: model.baseUrl, mcpServers: [McpServer.registration({ name: McpName })] }).pipe(
-        Effect.mapError((e) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: e.message }))
+      const launch = yield* RealCodex.make({
+        baseUrl: model.baseUrl,
+        mcpServers: [McpServer.registration({ name: McpName })]
+      }).pipe(Effect.mapError((e) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: e.message })))
+      screen.err(
+        `warden demo: a scripted model on ${model.baseUrl}, the pinned codex at ${launch.command}, three work items at once.`
       )
-      screen.err(`warden demo: a scripted model on ${model.baseUrl}, the pinned codex at ${launch.command}, three work items at once.`)
       screen.err(
         attended
           ? "Answer each card on the board: [a] accept once, [s] accept for session, [d] decline, [v] details (Ctrl-C refuses every open card and stops)."
           : `No terminal: the demo policy answers. Command: accept; file change: decline; MCP tool: left to its ${unattendedLabel} deadline.`
       )
-      const item = (prompt: string) => ({ prompt, cwd: launch.workspace, sandbox: "workspace-write", approvalPolicy: "on-request" })
+      const item = (prompt: string) => ({
+        prompt,
+        cwd: launch.workspace,
+        sandbox: "workspace-write",
+        approvalPolicy: "on-request"
+      })
       const result = yield* SupervisedRun.run({
-        transport: ChildProcessTransport.layer({ command: launch.command, args: launch.args, env: launch.env, cwd: launch.cwd }),
+        transport: ChildProcessTransport.layer({
+          command: launch.command,
+          args: launch.args,
+          env: launch.env,
+          cwd: launch.cwd
+        }),
         supervisor: {
           connection: { clientInfo: { name: "warden", title: "Warden demo", version } },
           approvals: {

@@ -43,13 +43,13 @@ export const reportLines = (
     report.breaking
       ? "drift: BREAKING (an answer Warden writes no longer validates; update Warden or pin the tested codex)"
       : report.unknownServerRequests.length + report.goneServerRequests.length + report.goneNotifications.length > 0
-      ? "drift: some, none of it breaks an answer"
-      : "drift: none"
+        ? "drift: some, none of it breaks an answer"
+        : "drift: none"
   ]
 }
 
 export const handler = (args: { readonly codex: string; readonly json: boolean }) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const binary = yield* CodexBinary.resolve(args.codex)
     const version = yield* CodexBinary.version(binary).pipe(
       Effect.mapError((message) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message }))
@@ -77,5 +77,7 @@ export const handler = (args: { readonly codex: string; readonly json: boolean }
   })
 
 export const command = Command.make("doctor", options, handler).pipe(
-  Command.withDescription("check the codex binary: its version, and drift between its protocol schema and what Warden handles")
+  Command.withDescription(
+    "check the codex binary: its version, and drift between its protocol schema and what Warden handles"
+  )
 )

@@ -31,34 +31,65 @@ type ReaderShape = import("../state/StateLedger.js").LedgerReader.LedgerReaderSh
 const json = Options.boolean("json").pipe(Options.withDescription("one JSON object per line on stdout"))
 
 const filterOptions = {
-  run: Options.text("run").pipe(Options.withPseudoName("ID"), Options.withDescription("only this run's cards"), Options.optional),
-  item: Options.text("item").pipe(Options.withPseudoName("ID"), Options.withDescription("only this work item's cards (the PROMPT index of `warden run`)"), Options.optional),
+  run: Options.text("run").pipe(
+    Options.withPseudoName("ID"),
+    Options.withDescription("only this run's cards"),
+    Options.optional
+  ),
+  item: Options.text("item").pipe(
+    Options.withPseudoName("ID"),
+    Options.withDescription("only this work item's cards (the PROMPT index of `warden run`)"),
+    Options.optional
+  ),
   outcome: Options.text("outcome").pipe(
     Options.withPseudoName("O"),
-    Options.withDescription("only cards that ended so: accepted, declined, cancelled, refused, timeout, withdrawn, connection-lost, shutdown, stranded, or open"),
+    Options.withDescription(
+      "only cards that ended so: accepted, declined, cancelled, refused, timeout, withdrawn, connection-lost, shutdown, stranded, or open"
+    ),
     Options.optional
   ),
   source: Options.text("source").pipe(
     Options.withPseudoName("S"),
-    Options.withDescription("only cards settled by this source (rule:no-rm, person, remembered:ID) or kind of source (rule, remembered, person, handler, deadline)"),
+    Options.withDescription(
+      "only cards settled by this source (rule:no-rm, person, remembered:ID) or kind of source (rule, remembered, person, handler, deadline)"
+    ),
     Options.optional
   ),
-  method: Options.text("method").pipe(Options.withPseudoName("M"), Options.withDescription("only cards of this method (e.g. item/commandExecution/requestApproval)"), Options.optional),
+  method: Options.text("method").pipe(
+    Options.withPseudoName("M"),
+    Options.withDescription("only cards of this method (e.g. item/commandExecution/requestApproval)"),
+    Options.optional
+  ),
   since: Options.text("since").pipe(
     Options.withPseudoName("T"),
-    Options.withDescription("only cards opened since T: a duration ago (30m, 2h) or a date/time (2026-12-01, 2026-12-01T10:00:00Z)"),
+    Options.withDescription(
+      "only cards opened since T: a duration ago (30m, 2h) or a date/time (2026-12-01, 2026-12-01T10:00:00Z)"
+    ),
     Options.optional
   )
 }
 
-const Outcomes = ["accepted", "declined", "cancelled", "refused", "timeout", "withdrawn", "connection-lost", "shutdown", "stranded", "open"] as const
+const Outcomes = [
+  "accepted",
+  "declined",
+  "cancelled",
+  "refused",
+  "timeout",
+  "withdrawn",
+  "connection-lost",
+  "shutdown",
+  "stranded",
+  "open"
+] as const
 
 /** `--since`: a duration ago, or a date that `Date.parse` reads. */
 export const parseSince = (text: string, now: number): Either.Either<number, string> => {
   const duration = Durations.parse(text)
   if (Either.isRight(duration)) return Either.right(now - Duration.toMillis(duration.right))
   const at = Date.parse(text)
-  return Number.isNaN(at) ? Either.left(`--since ${text}: neither a duration (30m, 2h) nor a date (2026-12-01T10:00:00Z)`) : Either.right(at)
+  return Number.isNaN(at)
+    ? Either.left(`--since ${text}: neither a duration (30m, 2h) nor a date (2026-12-01T10:00:00Z)`)
+    : Either.right(at)
 }
 
 type Filters = {
@@ -71,7 +102,7 @@ type Filters = {
 }
 
 const cardFilter = (f: Filters) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     if (Option.isSome(f.outcome) && !(Outcomes as ReadonlyArray<string>).includes(f.outcome.value)) {
       return yield* ExitCodes.usage(`--outcome ${f.outcome.value}: one of ${Outcomes.join(", ")}`)
     }
@@ -96,8 +127,10 @@ const cardFilter = (f: Filters) =>
  * created, migrated or written: a user who may only read it can). A `--state` that cannot be used
  * (no ledger there, not a file, not readable) is exit 2 (`StatePath.check`).
  */
-const readLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledger: ReaderShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.gen(function*() {
+const readLedger = (
+  state: Option.Option<string>
+): Effect.Effect<{ readonly ledger: ReaderShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.gen(function* () {
     const path = yield* StatePath.check(state, { access: "read", create: false })
     const StateLedger = yield* StatePath.loadStateLedger
     const ledger = yield* StateLedger.openReader(path)
@@ -108,15 +141,18 @@ const readLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledg
  * The existing ledger at `--state`, opened to be changed (`rules revoke`, `audit --prune-before`);
  * never creates one. Not writable by this user: exit 2 (`StatePath.check`).
  */
-const writeLedger = (state: Option.Option<string>): Effect.Effect<{ readonly ledger: LedgerShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.gen(function*() {
+const writeLedger = (
+  state: Option.Option<string>
+): Effect.Effect<{ readonly ledger: LedgerShape; readonly StateLedger: StateLedger }, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.gen(function* () {
     const path = yield* StatePath.check(state, { access: "write", create: false })
     const StateLedger = yield* StatePath.loadStateLedger
     const ledger = yield* StateLedger.openLedger(path)
     return { ledger, StateLedger }
   })
 
-const ledgerFailure = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
+const ledgerFailure = (error: { readonly message: string }) =>
+  new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -149,20 +185,34 @@ export const cardJson = (c: CardRecord) => ({
 /** One card as `warden audit` prints it for a person. */
 export const cardLine = (c: CardRecord) => {
   const s = c.settlement
-  const how = s === undefined ? "open" : `${s.outcome} by ${s.source}${s.decision !== undefined ? ` (${s.decision})` : ""}${s.latencyMs !== undefined ? ` in ${Durations.short(s.latencyMs)}` : ""}`
+  const how =
+    s === undefined
+      ? "open"
+      : `${s.outcome} by ${s.source}${s.decision !== undefined ? ` (${s.decision})` : ""}${s.latencyMs !== undefined ? ` in ${Durations.short(s.latencyMs)}` : ""}`
   return `${iso(c.openedAt)}  run ${c.runId}  item ${c.workItem ?? "-"}  ${c.cardId}  ${c.kind}  ${how}  ${c.title}`
 }
 
 const pruneBefore = Options.text("prune-before").pipe(
   Options.withPseudoName("T"),
-  Options.withDescription("instead of listing: delete the cards settled before T (a duration ago, e.g. 720h, or a date) of runs no longer running, and the runs left without cards; open cards and remembered rules are kept"),
+  Options.withDescription(
+    "instead of listing: delete the cards settled before T (a duration ago, e.g. 720h, or a date) of runs no longer running, and the runs left without cards; open cards and remembered rules are kept"
+  ),
   Options.optional
 )
 
 /** `warden audit --prune-before T`: retention. No filters: what is older than T goes, whatever it was. */
-const prune = (args: Filters & { readonly state: Option.Option<string>; readonly pruneBefore: Option.Option<string>; readonly json: boolean }, at: string) =>
-  Effect.gen(function*() {
-    const given = (["run", "item", "outcome", "source", "method", "since"] as const).filter((k) => Option.isSome(args[k]))
+const prune = (
+  args: Filters & {
+    readonly state: Option.Option<string>
+    readonly pruneBefore: Option.Option<string>
+    readonly json: boolean
+  },
+  at: string
+) =>
+  Effect.gen(function* () {
+    const given = (["run", "item", "outcome", "source", "method", "since"] as const).filter((k) =>
+      Option.isSome(args[k])
+    )
     if (given.length > 0) return yield* ExitCodes.usage(`--prune-before takes no filters (got --${given.join(", --")})`)
     const before = parseSince(at, Date.now())
     if (Either.isLeft(before)) return yield* ExitCodes.usage(before.left.replace("--since", "--prune-before"))
@@ -170,32 +220,59 @@ const prune = (args: Filters & { readonly state: Option.Option<string>; readonly
     const pruned = yield* ledger.prune(before.right).pipe(Effect.mapError(ledgerFailure))
     yield* args.json
       ? out(JSON.stringify({ type: "pruned", before: iso(before.right), cards: pruned.cards, runs: pruned.runs }))
-      : out(`pruned ${pruned.cards} card${pruned.cards === 1 ? "" : "s"} settled before ${iso(before.right)} and ${pruned.runs} run${pruned.runs === 1 ? "" : "s"} left without cards`)
+      : out(
+          `pruned ${pruned.cards} card${pruned.cards === 1 ? "" : "s"} settled before ${iso(before.right)} and ${pruned.runs} run${pruned.runs === 1 ? "" : "s"} left without cards`
+        )
   })
 
 export const audit = Command.make("audit", { state: Opts.state, ...filterOptions, json, pruneBefore }, (args) =>
-  Effect.scoped(Effect.gen(function*() {
-    if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
-    const filter = yield* cardFilter(args)
-    const { ledger } = yield* readLedger(args.state)
-    const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
-    for (const card of cards) yield* args.json ? out(JSON.stringify(cardJson(card))) : say(cardLine(card), false)
-    const late = yield* ledger.lateDecisions(Option.isSome(args.run) ? { runId: args.run.value } : {}).pipe(Effect.mapError(ledgerFailure))
-    const shown = new Set(cards.map((c) => `${c.runId}\u0000${c.cardId}`))
-    for (const l of late.filter((l) => shown.has(`${l.runId}\u0000${l.cardId}`))) {
-      yield* args.json
-        ? out(JSON.stringify({ type: "card.late", runId: l.runId, cardId: l.cardId, decision: l.decision, source: l.source, outcome: l.outcome, at: iso(l.at) }))
-        : say(`${iso(l.at)}  run ${l.runId}  ${l.cardId}  late ${l.decision} by ${l.source} (dropped: the card had ${l.outcome})`, false)
-    }
-    // Runs whose record has gaps: records the ledger lost (locked, a failed write) or dropped.
-    const runs = yield* ledger.runs().pipe(Effect.mapError(ledgerFailure))
-    for (const r of runs.filter((r) => (r.lostEvents > 0 || r.droppedEvents > 0) && (Option.isNone(args.run) || r.runId === args.run.value)).reverse()) {
-      yield* args.json
-        ? out(JSON.stringify(gapsJson(r)))
-        : say(`run ${r.runId} (${r.label ?? "no label"}, started ${iso(r.startedAt)}): ${gapsText(r)}: its record has gaps`, false)
-    }
-    yield* say(`${cards.length} card${cards.length === 1 ? "" : "s"}`, args.json)
-  }))).pipe(Command.withDescription("list the recorded approval cards and how each was decided (masked), filtered"))
+  Effect.scoped(
+    Effect.gen(function* () {
+      if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
+      const filter = yield* cardFilter(args)
+      const { ledger } = yield* readLedger(args.state)
+      const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+      for (const card of cards) yield* args.json ? out(JSON.stringify(cardJson(card))) : say(cardLine(card), false)
+      const late = yield* ledger
+        .lateDecisions(Option.isSome(args.run) ? { runId: args.run.value } : {})
+        .pipe(Effect.mapError(ledgerFailure))
+      const shown = new Set(cards.map((c) => `${c.runId}\u0000${c.cardId}`))
+      for (const l of late.filter((l) => shown.has(`${l.runId}\u0000${l.cardId}`))) {
+        yield* args.json
+          ? out(
+              JSON.stringify({
+                type: "card.late",
+                runId: l.runId,
+                cardId: l.cardId,
+                decision: l.decision,
+                source: l.source,
+                outcome: l.outcome,
+                at: iso(l.at)
+              })
+            )
+          : say(
+              `${iso(l.at)}  run ${l.runId}  ${l.cardId}  late ${l.decision} by ${l.source} (dropped: the card had ${l.outcome})`,
+              false
+            )
+      }
+      // Runs whose record has gaps: records the ledger lost (locked, a failed write) or dropped.
+      const runs = yield* ledger.runs().pipe(Effect.mapError(ledgerFailure))
+      for (const r of runs
+        .filter(
+          (r) => (r.lostEvents > 0 || r.droppedEvents > 0) && (Option.isNone(args.run) || r.runId === args.run.value)
+        )
+        .reverse()) {
+        yield* args.json
+          ? out(JSON.stringify(gapsJson(r)))
+          : say(
+              `run ${r.runId} (${r.label ?? "no label"}, started ${iso(r.startedAt)}): ${gapsText(r)}: its record has gaps`,
+              false
+            )
+      }
+      yield* say(`${cards.length} card${cards.length === 1 ? "" : "s"}`, args.json)
+    })
+  )
+).pipe(Command.withDescription("list the recorded approval cards and how each was decided (masked), filtered"))
 
 type RunRecord = import("../state/StateLedger.js").Ledger.RunRecord
 
@@ -211,9 +288,15 @@ export const gapsJson = (r: RunRecord) => ({
 
 const gapsText = (r: RunRecord) =>
   [
-    r.lostEvents > 0 ? `${r.lostEvents} record${r.lostEvents === 1 ? "" : "s"} lost (never written: the database stayed locked, or a write failed)` : "",
-    r.droppedEvents > 0 ? `${r.droppedEvents} record${r.droppedEvents === 1 ? "" : "s"} dropped (the ledger's queue was full)` : ""
-  ].filter((s) => s !== "").join(", ")
+    r.lostEvents > 0
+      ? `${r.lostEvents} record${r.lostEvents === 1 ? "" : "s"} lost (never written: the database stayed locked, or a write failed)`
+      : "",
+    r.droppedEvents > 0
+      ? `${r.droppedEvents} record${r.droppedEvents === 1 ? "" : "s"} dropped (the ledger's queue was full)`
+      : ""
+  ]
+    .filter((s) => s !== "")
+    .join(", ")
 
 type RememberedRule = import("../state/StateLedger.js").Remembered.RememberedRule
 
@@ -239,77 +322,138 @@ const ruleLine = (rule: RememberedRule, describe: string) =>
     rule.revokedAt !== undefined ? `  REVOKED by ${rule.revokedBy ?? "?"} at ${iso(rule.revokedAt)}` : ""
   ].join("")
 
-const list = Command.make("list", {
-  state: Opts.state,
-  all: Options.boolean("all").pipe(Options.withDescription("also the revoked and expired rules")),
-  json
-}, (args) =>
-  Effect.scoped(Effect.gen(function*() {
-    const { ledger, StateLedger } = yield* readLedger(args.state)
-    const rules = yield* ledger.rememberedRules(args.all ? { all: true } : {}).pipe(Effect.mapError(ledgerFailure))
-    const describe = (r: RememberedRule) => StateLedger.Remembered.describeScope(r.scope)
-    for (const rule of rules) yield* args.json ? out(JSON.stringify(ruleJson(rule, describe))) : say(ruleLine(rule, describe(rule)), false)
-    yield* say(`${rules.length} remembered rule${rules.length === 1 ? "" : "s"}${args.all ? "" : " in force"}`, args.json)
-  }))).pipe(Command.withDescription("list the remembered rules (\"always\" answers) in force"))
-
-const revoke = Command.make("revoke", {
-  state: Opts.state,
-  by: Options.text("by").pipe(Options.withPseudoName("NAME"), Options.withDescription("who revokes it (default: $USER)"), Options.optional),
-  id: Args.text({ name: "ID" }).pipe(Args.withDescription("the remembered rule's id (`warden rules list`)"))
-}, (args) =>
-  Effect.scoped(Effect.gen(function*() {
-    const { ledger, StateLedger } = yield* writeLedger(args.state)
-    const by = Option.getOrElse(args.by, () => process.env["USER"] ?? "cli")
-    const rule = yield* ledger.revoke(args.id, by).pipe(
-      Effect.mapError((e) => e.reason === "NotFound" ? ExitCodes.usage(`no remembered rule ${args.id}`) : ledgerFailure(e))
+const list = Command.make(
+  "list",
+  {
+    state: Opts.state,
+    all: Options.boolean("all").pipe(Options.withDescription("also the revoked and expired rules")),
+    json
+  },
+  (args) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { ledger, StateLedger } = yield* readLedger(args.state)
+        const rules = yield* ledger.rememberedRules(args.all ? { all: true } : {}).pipe(Effect.mapError(ledgerFailure))
+        const describe = (r: RememberedRule) => StateLedger.Remembered.describeScope(r.scope)
+        for (const rule of rules)
+          yield* args.json ? out(JSON.stringify(ruleJson(rule, describe))) : say(ruleLine(rule, describe(rule)), false)
+        yield* say(
+          `${rules.length} remembered rule${rules.length === 1 ? "" : "s"}${args.all ? "" : " in force"}`,
+          args.json
+        )
+      })
     )
-    yield* out(CardText.escapeControls(`revoked ${rule.id} (allow ${StateLedger.Remembered.describeScope(rule.scope)}); it decides no card from now on (a running \`warden run\` keeps it until it ends)`))
-  }))).pipe(Command.withDescription("revoke a remembered rule (it is kept, marked revoked)"))
+).pipe(Command.withDescription('list the remembered rules ("always" answers) in force'))
 
-const test = Command.make("test", {
-  state: Opts.state,
-  rules: Options.text("rules").pipe(Options.withPseudoName("CANDIDATE"), Options.withDescription("the candidate policy rules (.json, .yaml, .yml)")),
-  ...filterOptions,
-  json
-}, (args) =>
-  Effect.scoped(Effect.gen(function*() {
-    const filter = yield* cardFilter(args)
-    const candidate = yield* Policy.load(args.rules).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
-    const { ledger, StateLedger } = yield* readLedger(args.state)
-    const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
-    // As in a run: the remembered rules in force decide what no candidate rule decides (a deny still wins).
-    const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
-    const report = StateLedger.Replay.replay(cards, candidate, { remembered, now: Date.now() })
-    for (const r of report.cards) {
-      const was = r.card.settlement === undefined ? "open" : `${r.card.settlement.outcome} by ${r.card.settlement.source}`
-      const would = r.candidate._tag === "Accept" || r.candidate._tag === "Decline"
-        ? `${r.candidate._tag === "Accept" ? "accept" : "decline"} by ${r.candidate._tag === "Accept" && r.candidate.remembered === true ? "remembered" : "rule"}:${r.candidate.ruleId}`
-        : r.candidate._tag === "Ask" ? "ask (no rule decides)" : "refused (never reaches the rules)"
-      if (args.json) {
-        yield* out(JSON.stringify({
-          type: "replay.card",
-          runId: r.card.runId,
-          cardId: r.card.cardId,
-          item: r.card.workItem ?? null,
-          method: r.card.method,
-          title: r.card.title,
-          was: r.card.settlement === undefined ? { outcome: "open", source: null } : { outcome: r.card.settlement.outcome, source: r.card.settlement.source },
-          candidate: r.candidate,
-          change: r.change,
-          approximate: r.approximate
-        }))
-      } else {
-        yield* say(`${r.card.runId} ${r.card.cardId}  ${r.change === "same" ? "same" : r.change.toUpperCase()}  was ${was}; would ${would}${r.approximate ? " (approximate: facts cut)" : ""}  ${r.card.title}`, false)
-      }
-    }
-    const inForce = `${remembered.length} remembered rule${remembered.length === 1 ? "" : "s"} in force`
-    yield* args.json
-      ? out(JSON.stringify({ type: "replay.totals", ...report.totals, remembered: remembered.length, summary: report.summary }))
-      : say(`${report.summary} (with the ${inForce}${remembered.length > 0 ? ": `warden rules list`" : ""})`, false)
-  }))).pipe(Command.withDescription("replay the recorded cards against candidate rules, with the remembered rules in force: what they would have decided, against what was decided"))
+const revoke = Command.make(
+  "revoke",
+  {
+    state: Opts.state,
+    by: Options.text("by").pipe(
+      Options.withPseudoName("NAME"),
+      Options.withDescription("who revokes it (default: $USER)"),
+      Options.optional
+    ),
+    id: Args.text({ name: "ID" }).pipe(Args.withDescription("the remembered rule's id (`warden rules list`)"))
+  },
+  (args) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { ledger, StateLedger } = yield* writeLedger(args.state)
+        const by = Option.getOrElse(args.by, () => process.env["USER"] ?? "cli")
+        const rule = yield* ledger
+          .revoke(args.id, by)
+          .pipe(
+            Effect.mapError((e) =>
+              e.reason === "NotFound" ? ExitCodes.usage(`no remembered rule ${args.id}`) : ledgerFailure(e)
+            )
+          )
+        yield* out(
+          CardText.escapeControls(
+            `revoked ${rule.id} (allow ${StateLedger.Remembered.describeScope(rule.scope)}); it decides no card from now on (a running \`warden run\` keeps it until it ends)`
+          )
+        )
+      })
+    )
+).pipe(Command.withDescription("revoke a remembered rule (it is kept, marked revoked)"))
+
+const test = Command.make(
+  "test",
+  {
+    state: Opts.state,
+    rules: Options.text("rules").pipe(
+      Options.withPseudoName("CANDIDATE"),
+      Options.withDescription("the candidate policy rules (.json, .yaml, .yml)")
+    ),
+    ...filterOptions,
+    json
+  },
+  (args) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const filter = yield* cardFilter(args)
+        const candidate = yield* Policy.load(args.rules).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+        const { ledger, StateLedger } = yield* readLedger(args.state)
+        const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+        // As in a run: the remembered rules in force decide what no candidate rule decides (a deny still wins).
+        const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
+        const report = StateLedger.Replay.replay(cards, candidate, { remembered, now: Date.now() })
+        for (const r of report.cards) {
+          const was =
+            r.card.settlement === undefined ? "open" : `${r.card.settlement.outcome} by ${r.card.settlement.source}`
+          const would =
+            r.candidate._tag === "Accept" || r.candidate._tag === "Decline"
+              ? `${r.candidate._tag === "Accept" ? "accept" : "decline"} by ${r.candidate._tag === "Accept" && r.candidate.remembered === true ? "remembered" : "rule"}:${r.candidate.ruleId}`
+              : r.candidate._tag === "Ask"
+                ? "ask (no rule decides)"
+                : "refused (never reaches the rules)"
+          if (args.json) {
+            yield* out(
+              JSON.stringify({
+                type: "replay.card",
+                runId: r.card.runId,
+                cardId: r.card.cardId,
+                item: r.card.workItem ?? null,
+                method: r.card.method,
+                title: r.card.title,
+                was:
+                  r.card.settlement === undefined
+                    ? { outcome: "open", source: null }
+                    : { outcome: r.card.settlement.outcome, source: r.card.settlement.source },
+                candidate: r.candidate,
+                change: r.change,
+                approximate: r.approximate
+              })
+            )
+          } else {
+            yield* say(
+              `${r.card.runId} ${r.card.cardId}  ${r.change === "same" ? "same" : r.change.toUpperCase()}  was ${was}; would ${would}${r.approximate ? " (approximate: facts cut)" : ""}  ${r.card.title}`,
+              false
+            )
+          }
+        }
+        const inForce = `${remembered.length} remembered rule${remembered.length === 1 ? "" : "s"} in force`
+        yield* args.json
+          ? out(
+              JSON.stringify({
+                type: "replay.totals",
+                ...report.totals,
+                remembered: remembered.length,
+                summary: report.summary
+              })
+            )
+          : say(`${report.summary} (with the ${inForce}${remembered.length > 0 ? ": `warden rules list`" : ""})`, false)
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "replay the recorded cards against candidate rules, with the remembered rules in force: what they would have decided, against what was decided"
+  )
+)
 
 export const rules = Command.make("rules", {}, () =>
-  Effect.fail(ExitCodes.usage("warden rules: list, revoke ID or test --rules CANDIDATE (`warden rules --help`)"))).pipe(
-    Command.withDescription("remembered rules (list, revoke) and replaying candidate rules against the ledger (test)"),
-    Command.withSubcommands([list, revoke, test])
-  )
+  Effect.fail(ExitCodes.usage("warden rules: list, revoke ID or test --rules CANDIDATE (`warden rules --help`)"))
+).pipe(
+  Command.withDescription("remembered rules (list, revoke) and replaying candidate rules against the ledger (test)"),
+  Command.withSubcommands([list, revoke, test])
+)

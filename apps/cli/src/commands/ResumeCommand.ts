@@ -24,42 +24,67 @@ const { prompts: _prompts, noState: _noState, ...runOptions } = RunCommand.optio
 export const options = {
   ...runOptions,
   state: Opts.state,
-  run: Options.text("run").pipe(Options.withPseudoName("ID"), Options.withDescription("the dead run to resume (default: the newest dead run of this host)"), Options.optional)
+  run: Options.text("run").pipe(
+    Options.withPseudoName("ID"),
+    Options.withDescription("the dead run to resume (default: the newest dead run of this host)"),
+    Options.optional
+  )
 }
 
 export const command = Command.make("resume", options, (args) =>
-  Effect.scoped(Effect.gen(function*() {
-    // The one rule for a --state that cannot be used (exit 2); resume writes the ledger it finds.
-    const path = yield* StatePath.check(args.state, { access: "write", create: false })
-    yield* RunCommand.execute(args, {
-      title: "warden resume",
-      open: ({ cwd, mode }) =>
-        Effect.gen(function*() {
-          const StateLedger = yield* StatePath.loadStateLedger
-          const resumed = yield* StateLedger.resume(path, {
-            runId: Option.getOrUndefined(args.run),
-            info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) },
-            flags: { config: args.config, enable: args.enable, disable: args.disable },
-            ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
-          })
-          if (Either.isLeft(resumed)) return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
-          const r = resumed.right
-          process.stderr.write(`warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`)
-          for (const n of r.notResumed) {
-            process.stderr.write(`warden: item ${n.item} of run ${r.deadRunId} not resumed (${n.reason}): ${n.detail}\n`)
-            if (args.json) {
-              process.stdout.write(JsonOutput.render({ type: "item.not_resumed", fromRunId: r.deadRunId, fromItem: n.item, reason: n.reason, detail: n.detail }, new Date()) + "\n")
+  Effect.scoped(
+    Effect.gen(function* () {
+      // The one rule for a --state that cannot be used (exit 2); resume writes the ledger it finds.
+      const path = yield* StatePath.check(args.state, { access: "write", create: false })
+      yield* RunCommand.execute(args, {
+        title: "warden resume",
+        open: ({ cwd, mode }) =>
+          Effect.gen(function* () {
+            const StateLedger = yield* StatePath.loadStateLedger
+            const resumed = yield* StateLedger.resume(path, {
+              runId: Option.getOrUndefined(args.run),
+              info: { resume: true, cwd, approvals: mode, rules: Option.getOrUndefined(args.rules) },
+              flags: { config: args.config, enable: args.enable, disable: args.disable },
+              ...(Option.isSome(args.audit) ? { audit: args.audit.value } : {})
+            })
+            if (Either.isLeft(resumed))
+              return { recorder: Effect.succeed(undefined), recording: false, items: [], message: resumed.left }
+            const r = resumed.right
+            process.stderr.write(
+              `warden: resuming run ${r.deadRunId} as ${r.recorder.runId}: ${r.items.length} item(s) to run again, ${r.stranded} open card(s) recorded stranded\n`
+            )
+            for (const n of r.notResumed) {
+              process.stderr.write(
+                `warden: item ${n.item} of run ${r.deadRunId} not resumed (${n.reason}): ${n.detail}\n`
+              )
+              if (args.json) {
+                process.stdout.write(
+                  JsonOutput.render(
+                    {
+                      type: "item.not_resumed",
+                      fromRunId: r.deadRunId,
+                      fromItem: n.item,
+                      reason: n.reason,
+                      detail: n.detail
+                    },
+                    new Date()
+                  ) + "\n"
+                )
+              }
             }
-          }
-          const undone = r.notResumed.filter((n) => StateLedger.leavesWorkUndone(n.reason)).length
-          return {
-            recorder: Effect.succeed(r.recorder),
-            recording: true,
-            items: r.items,
-            message: `nothing to run again from run ${r.deadRunId}`,
-            codexFlags: r.codexFlags,
-            ...(undone > 0 ? { notRun: { count: undone, why: `${undone} item(s) of run ${r.deadRunId} not resumed (see above)` } } : {})
-          }
-        })
+            const undone = r.notResumed.filter((n) => StateLedger.leavesWorkUndone(n.reason)).length
+            return {
+              recorder: Effect.succeed(r.recorder),
+              recording: true,
+              items: r.items,
+              message: `nothing to run again from run ${r.deadRunId}`,
+              codexFlags: r.codexFlags,
+              ...(undone > 0
+                ? { notRun: { count: undone, why: `${undone} item(s) of run ${r.deadRunId} not resumed (see above)` } }
+                : {})
+            }
+          })
+      })
     })
-  }))).pipe(Command.withDescription("resume the unfinished work items of a warden run that died, on a new app-server"))
+  )
+).pipe(Command.withDescription("resume the unfinished work items of a warden run that died, on a new app-server"))

@@ -82,7 +82,8 @@ export const directory = (dir: string) =>
 export const writable = (path: string) =>
   Effect.try({
     try: () => Fs.closeSync(Fs.openSync(path, "a")),
-    catch: (e) => ExitCodes.usage(`--audit ${path}: cannot append to it (${e instanceof Error ? e.message : String(e)})`)
+    catch: (e) =>
+      ExitCodes.usage(`--audit ${path}: cannot append to it (${e instanceof Error ? e.message : String(e)})`)
   })
 
 /**
@@ -92,7 +93,9 @@ export const writable = (path: string) =>
 export const checkPrompts = (prompts: ReadonlyArray<string>, argv: ReadonlyArray<string>) => {
   const flagLike = prompts.find((p) => /^--?[A-Za-z]/.test(p))
   return flagLike !== undefined && !argv.includes("--")
-    ? Effect.fail(ExitCodes.usage(`unknown option ${flagLike.split(/\s/)[0]}; a PROMPT that starts with - goes after --`))
+    ? Effect.fail(
+        ExitCodes.usage(`unknown option ${flagLike.split(/\s/)[0]}; a PROMPT that starts with - goes after --`)
+      )
     : Effect.void
 }
 
@@ -106,7 +109,9 @@ const recorderFor = (
 ): Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit, Scope.Scope> =>
   path === undefined
     ? Effect.succeed(undefined)
-    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) => StateLedger.record(path, { id: runId, label, info }, audit))
+    : Effect.flatMap(StatePath.loadStateLedger, (StateLedger) =>
+        StateLedger.record(path, { id: runId, label, info }, audit)
+      )
 
 export const handler = (args: Parsed) => Effect.scoped(handlerScoped(args))
 
@@ -122,28 +127,36 @@ export interface Plan {
    * Opens the ledger (in the command's scope, which encloses the supervisor's) and says what to
    * run. `items` empty: nothing is started, `message` says why.
    */
-  readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<{
-    /** The ledger's recorder, opened when SupervisedRun.run asks (once codex was spawned), or none. */
-    readonly recorder: Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
-    /** Whether there is a ledger (`recorder` yields one). */
-    readonly recording: boolean
-    readonly items: ReadonlyArray<WorkItem.WorkItem>
-    readonly message?: string
-    /** The run's id when it is decided before the ledger opens (`warden run`): worktree branches are named by it. */
-    readonly runId?: string
-    /**
-     * Work that was asked and will not run (`warden resume`'s not-resumed items): the exit code is
-     * 1 at best, and `why` is said when nothing else runs.
-     */
-    readonly notRun?: { readonly count: number; readonly why: string }
-    /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
-    readonly codexFlags?: { readonly config: ReadonlyArray<string>; readonly enable: ReadonlyArray<string>; readonly disable: ReadonlyArray<string> }
-  }, ExitCodes.CliExit, Scope.Scope>
+  readonly open: (context: { readonly cwd: string; readonly mode: string }) => Effect.Effect<
+    {
+      /** The ledger's recorder, opened when SupervisedRun.run asks (once codex was spawned), or none. */
+      readonly recorder: Effect.Effect<import("../state/StateLedger.js").Recorder | undefined, ExitCodes.CliExit>
+      /** Whether there is a ledger (`recorder` yields one). */
+      readonly recording: boolean
+      readonly items: ReadonlyArray<WorkItem.WorkItem>
+      readonly message?: string
+      /** The run's id when it is decided before the ledger opens (`warden run`): worktree branches are named by it. */
+      readonly runId?: string
+      /**
+       * Work that was asked and will not run (`warden resume`'s not-resumed items): the exit code is
+       * 1 at best, and `why` is said when nothing else runs.
+       */
+      readonly notRun?: { readonly count: number; readonly why: string }
+      /** How to start codex instead of the command line's `-c`/`--enable`/`--disable` (a resumed run's). */
+      readonly codexFlags?: {
+        readonly config: ReadonlyArray<string>
+        readonly enable: ReadonlyArray<string>
+        readonly disable: ReadonlyArray<string>
+      }
+    },
+    ExitCodes.CliExit,
+    Scope.Scope
+  >
 }
 
 /** Checks the options, opens the plan, and runs its items under one supervisor. */
 export const execute = (args: Common, plan: Plan) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const cwd = yield* directory(args.cwd)
     if (!args.worktree && (Option.isSome(args.base) || args.keepWorktrees)) {
       return yield* ExitCodes.usage(`${Option.isSome(args.base) ? "--base" : "--keep-worktrees"} needs --worktree`)
@@ -156,15 +169,21 @@ export const execute = (args: Common, plan: Plan) =>
     const binary = yield* CodexBinary.resolve(args.codex)
     const stdinIsTerminal = process.stdin.isTTY === true
     if (plan.serve === true && Option.isNone(args.inbox)) {
-      return yield* ExitCodes.usage("warden serve needs --inbox [HOST:]PORT (work items are submitted there: POST /api/items)")
+      return yield* ExitCodes.usage(
+        "warden serve needs --inbox [HOST:]PORT (work items are submitted there: POST /api/items)"
+      )
     }
-    const mode = Option.getOrElse(args.approvals, () => ApprovalModes.defaultMode(stdinIsTerminal, Option.isSome(args.inbox)))
+    const mode = Option.getOrElse(args.approvals, () =>
+      ApprovalModes.defaultMode(stdinIsTerminal, Option.isSome(args.inbox))
+    )
     if (mode === "inbox" && Option.isNone(args.inbox)) {
       return yield* ExitCodes.usage("--approvals inbox needs --inbox [HOST:]PORT")
     }
     // warden serve's inbox takes work items, so it has a use even when every card is decided at once.
     if (Option.isSome(args.inbox) && (mode === "deny" || mode === "rules") && plan.serve !== true) {
-      return yield* ExitCodes.usage(`--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`)
+      return yield* ExitCodes.usage(
+        `--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`
+      )
     }
     const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
     // No child gets it, under whatever name it is also exported (ChildEnv: WARDEN_* never reach one).
@@ -173,9 +192,12 @@ export const execute = (args: Common, plan: Plan) =>
       return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
     }
     if (args.notify.length > 0 && notifySecret === "") {
-      return yield* ExitCodes.usage("--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET")
+      return yield* ExitCodes.usage(
+        "--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET"
+      )
     }
-    if (Option.isSome(args.inboxPublicUrl) && Option.isNone(args.inbox)) return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
+    if (Option.isSome(args.inboxPublicUrl) && Option.isNone(args.inbox))
+      return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
     if (Option.isSome(args.inbox)) {
       // Loaded only when asked for (the session uses it next): a run without --inbox never loads the HTTP server.
       const { WebInbox } = yield* Effect.promise(() => import("@warden/inbox"))
@@ -184,11 +206,15 @@ export const execute = (args: Common, plan: Plan) =>
         if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
       }
       if (!args.inboxAllowRemote && !WebInbox.isLoopback(args.inbox.value.host)) {
-        return yield* ExitCodes.usage(`--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`)
+        return yield* ExitCodes.usage(
+          `--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
+        )
       }
     }
     if (mode === "prompt" && !stdinIsTerminal) {
-      return yield* ExitCodes.usage("--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin")
+      return yield* ExitCodes.usage(
+        "--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin"
+      )
     }
     if (mode === "rules" && Option.isNone(args.rules)) {
       return yield* ExitCodes.usage("--approvals rules needs --rules FILE")
@@ -224,7 +250,10 @@ export const execute = (args: Common, plan: Plan) =>
     const planned = yield* plan.open({ cwd, mode })
     const { recorder, recording, message, codexFlags, runId, notRun } = planned
     const worktree: Worktree.WorktreeOptions | undefined = args.worktree
-      ? { ...(Option.isSome(args.base) ? { base: args.base.value } : {}), ...(args.keepWorktrees ? { keep: "always" as const } : {}) }
+      ? {
+          ...(Option.isSome(args.base) ? { base: args.base.value } : {}),
+          ...(args.keepWorktrees ? { keep: "always" as const } : {})
+        }
       : undefined
     const budget = {
       ...(Option.isSome(args.maxTokens) ? { maxTokens: args.maxTokens.value } : {}),
@@ -246,7 +275,13 @@ export const execute = (args: Common, plan: Plan) =>
     }
     const telemetry = yield* telemetryFor(Option.getOrUndefined(args.otlp), screen)
     const result = yield* SupervisedRun.run({
-      transport: CodexCommand.transportLayer({ command: binary, config: flags.config, enable: flags.enable, disable: flags.disable, cwd }),
+      transport: CodexCommand.transportLayer({
+        command: binary,
+        config: flags.config,
+        enable: flags.enable,
+        disable: flags.disable,
+        cwd
+      }),
       supervisor: config(recording, runId),
       items,
       answering: ApprovalModes.answeringFor(mode),
@@ -255,16 +290,24 @@ export const execute = (args: Common, plan: Plan) =>
       title: plan.title,
       screen,
       ...(notRun !== undefined ? { notRun: notRun.count } : {}),
-      ...(recording ? { recorder: Effect.tap(recorder, (r) => Effect.sync(() => { if (r !== undefined) opened.current = r })) } : {}),
+      ...(recording
+        ? {
+            recorder: Effect.tap(recorder, (r) =>
+              Effect.sync(() => {
+                if (r !== undefined) opened.current = r
+              })
+            )
+          }
+        : {}),
       ...(Option.isSome(args.inbox)
         ? {
-          inbox: {
-            ...args.inbox.value,
-            allowRemote: args.inboxAllowRemote,
-            ...(Option.isSome(args.inboxPublicUrl) ? { publicUrl: args.inboxPublicUrl.value } : {}),
-            ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {})
+            inbox: {
+              ...args.inbox.value,
+              allowRemote: args.inboxAllowRemote,
+              ...(Option.isSome(args.inboxPublicUrl) ? { publicUrl: args.inboxPublicUrl.value } : {}),
+              ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {})
+            }
           }
-        }
         : {}),
       ...(telemetry ? { telemetry } : {}),
       ...(plan.serve === true ? { serve: { item: (prompt: string) => decorate(itemFor(args, cwd, prompt)) } } : {})
@@ -304,7 +347,9 @@ const itemFor = (args: Common, cwd: string, prompt: string): WorkItem.WorkItem =
 })
 
 const handlerScoped = (args: Parsed) =>
-  Effect.flatMap(checkPrompts(args.prompts, process.argv), () => startRun(args, args.prompts, { title: "warden run", serve: false }))
+  Effect.flatMap(checkPrompts(args.prompts, process.argv), () =>
+    startRun(args, args.prompts, { title: "warden run", serve: false })
+  )
 
 /**
  * A new run of this command line's items (`warden run`: its PROMPTs; `warden serve`: none, then
@@ -315,7 +360,7 @@ export const startRun = (
   prompts: ReadonlyArray<string>,
   how: { readonly title: string; readonly serve: boolean }
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const state = yield* StatePath.forRun(args.state, args.noState)
     // Made here, in the ledger's format: known before the ledger opens (after codex was spawned).
     const runId = RunId.make()
@@ -325,17 +370,28 @@ export const startRun = (
       open: ({ cwd, mode }) =>
         Effect.map(
           // Not opened here: SupervisedRun.run opens it once codex was spawned (in this handler's scope).
-          Effect.map(Effect.scope, (scope) => Scope.extend(recorderFor(state, runId, {
-            prompts: prompts.length,
-            ...(how.serve ? { serve: true } : {}),
-            cwd,
-            approvals: mode,
-            rules: Option.getOrUndefined(args.rules),
-            pool: args.pool,
-            concurrency: args.concurrency,
-            // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
-            codex: { config: args.config, enable: args.enable, disable: args.disable }
-          }, Option.getOrUndefined(args.audit), how.title), scope)),
+          Effect.map(Effect.scope, (scope) =>
+            Scope.extend(
+              recorderFor(
+                state,
+                runId,
+                {
+                  prompts: prompts.length,
+                  ...(how.serve ? { serve: true } : {}),
+                  cwd,
+                  approvals: mode,
+                  rules: Option.getOrUndefined(args.rules),
+                  pool: args.pool,
+                  concurrency: args.concurrency,
+                  // How codex was started, for `warden resume` (stored masked: a secret in a -c value is not kept).
+                  codex: { config: args.config, enable: args.enable, disable: args.disable }
+                },
+                Option.getOrUndefined(args.audit),
+                how.title
+              ),
+              scope
+            )
+          ),
           (recorder) => ({
             recorder,
             recording: state !== undefined,

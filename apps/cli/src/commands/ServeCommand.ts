@@ -17,6 +17,9 @@ const { prompts: _prompts, ...serveOptions } = RunCommand.options
 export const options = serveOptions
 
 export const command = Command.make("serve", options, (args) =>
-  Effect.scoped(RunCommand.startRun(args, [], { title: "warden serve", serve: true }))).pipe(
-    Command.withDescription("a standing supervisor with the web inbox (--inbox): work items are submitted there (POST /api/items) until it is stopped")
+  Effect.scoped(RunCommand.startRun(args, [], { title: "warden serve", serve: true }))
+).pipe(
+  Command.withDescription(
+    "a standing supervisor with the web inbox (--inbox): work items are submitted there (POST /api/items) until it is stopped"
   )
+)

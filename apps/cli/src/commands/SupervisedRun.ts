@@ -23,7 +23,20 @@ import { Supervisor } from "@warden/supervisor"
 import type { Telemetry } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
 import { Transport } from "@warden/transport"
-import { Cause, Context, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Queue, Redacted, Scope } from "effect"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Effect,
+  ExecutionStrategy,
+  Exit,
+  Fiber,
+  FiberSet,
+  Layer,
+  Queue,
+  Redacted,
+  Scope
+} from "effect"
 import * as Board from "../terminal/Board.js"
 import type * as CardPrompt from "../answering/CardPrompt.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
@@ -102,7 +115,11 @@ export interface Result {
 const forward = <A>(queue: Queue.Dequeue<A>, handle: (a: A) => void) =>
   Effect.uninterruptibleMask((restore) =>
     restore(Queue.takeBetween(queue, 1, Number.MAX_SAFE_INTEGER)).pipe(
-      Effect.flatMap((batch) => Effect.sync(() => { for (const a of batch) handle(a) }))
+      Effect.flatMap((batch) =>
+        Effect.sync(() => {
+          for (const a of batch) handle(a)
+        })
+      )
     )
   ).pipe(Effect.forever)
 
@@ -113,7 +130,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
   let aborted = false
 
   return Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const screen = options.screen
       const board = yield* Board.make(screen, tally, { title: options.title })
       const emit = (line: JsonOutput.Line) => {
@@ -132,19 +149,25 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       // The reporter outlives the supervisor (closed by hand, last).
       const reporterScope = yield* Scope.make(ExecutionStrategy.sequential)
-      const queues: { supervisor?: Queue.Dequeue<Supervisor.SupervisorEvent>; approvals?: Queue.Dequeue<ApprovalEvent.ApprovalEvent> } = {}
+      const queues: {
+        supervisor?: Queue.Dequeue<Supervisor.SupervisorEvent>
+        approvals?: Queue.Dequeue<ApprovalEvent.ApprovalEvent>
+      } = {}
       const forwarders: Array<Fiber.RuntimeFiber<never, never>> = []
       yield* Effect.addFinalizer((exit) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* Fiber.interruptAll(forwarders)
           // A ledger that could not be opened: nothing ran, nothing is reported (the error says why).
           if (queues.approvals && !aborted) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
-          if (queues.supervisor && !aborted) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+          if (queues.supervisor && !aborted)
+            for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile; but a stop is
           // how `warden serve` ends.
           const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
           exitCode = Exit.isInterrupted(exit)
-            ? (options.serve !== undefined && stopped && !aborted ? ExitCodes.Ok : ExitCodes.Failed)
+            ? options.serve !== undefined && stopped && !aborted
+              ? ExitCodes.Ok
+              : ExitCodes.Failed
             : ExitCodes.forItems(RunState.finalStatuses(tally), options.notRun ?? 0)
           // The process ends with this code too (Main.ts), though the command itself was interrupted.
           if (stopped) ExitCodes.stopEndsWith(exitCode)
@@ -162,7 +185,9 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       const spawned = yield* Deferred.make<void>()
       const transport = Layer.map(options.transport, (context) => {
         const inner = Context.get(context, Transport.Transport)
-        return Context.make(Transport.Transport, { connect: inner.connect.pipe(Effect.ensuring(Deferred.succeed(spawned, undefined))) })
+        return Context.make(Transport.Transport, {
+          connect: inner.connect.pipe(Effect.ensuring(Deferred.succeed(spawned, undefined)))
+        })
       })
       const supervisor = yield* Supervisor.make(options.supervisor).pipe(
         Effect.provide(transport),
@@ -174,12 +199,17 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       // The ledger opens beside codex's start-up: after the spawn, before anything is recorded or
       // run. What the supervisor publishes meanwhile (its first connection's events) is reported,
       // but not recorded in the ledger.
-      const recorder = options.recorder === undefined
-        ? undefined
-        : yield* Deferred.await(spawned).pipe(
-          Effect.zipRight(options.recorder),
-          Effect.tapError(() => Effect.sync(() => { aborted = true }))
-        )
+      const recorder =
+        options.recorder === undefined
+          ? undefined
+          : yield* Deferred.await(spawned).pipe(
+              Effect.zipRight(options.recorder),
+              Effect.tapError(() =>
+                Effect.sync(() => {
+                  aborted = true
+                })
+              )
+            )
       if (recorder !== undefined) yield* recorder.attach(supervisor)
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
@@ -207,12 +237,15 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         return FiberSet.run(itemFibers, supervisor.run(item).pipe(Effect.exit))
       }
       const serve = options.serve
-      const submit = serve === undefined ? undefined : ({ prompt }: { readonly prompt: string }) =>
-        Effect.suspend(() => {
-          const index = RunState.add(tally, prompt)
-          emit({ type: "item.submitted", item: index, prompt })
-          return Effect.as(start({ ...serve.item(prompt), id: index }), index)
-        })
+      const submit =
+        serve === undefined
+          ? undefined
+          : ({ prompt }: { readonly prompt: string }) =>
+              Effect.suspend(() => {
+                const index = RunState.add(tally, prompt)
+                emit({ type: "item.submitted", item: index, prompt })
+                return Effect.as(start({ ...serve.item(prompt), id: index }), index)
+              })
 
       if (options.inbox !== undefined) {
         // Loaded only when asked for: a run without --inbox never loads the HTTP server.
@@ -232,11 +265,17 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})
         }).pipe(Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })))
         if (!WebInbox.isLoopback(inbox.host)) {
-          screen.err(`warden: WARNING: the inbox listens on ${inbox.host}, not loopback: anyone who reaches it with the token decides cards, over plain HTTP`)
+          screen.err(
+            `warden: WARNING: the inbox listens on ${inbox.host}, not loopback: anyone who reaches it with the token decides cards, over plain HTTP`
+          )
         }
         // The token is printed here, once, and goes through nothing Warden records (not the logger, not --json, not the ledger).
         screen.err(`warden: inbox at ${Redacted.value(inbox.link)}`)
-        emit({ type: "inbox.listening", url: inbox.url, ...(options.inbox.publicUrl !== undefined ? { publicUrl: inbox.publicUrl } : {}) })
+        emit({
+          type: "inbox.listening",
+          url: inbox.url,
+          ...(options.inbox.publicUrl !== undefined ? { publicUrl: inbox.publicUrl } : {})
+        })
       }
 
       const fibers = yield* Effect.forEach(options.items, (item, index) => start({ ...item, id: index }))

@@ -11,7 +11,9 @@ const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y
 
 export const parse = (text: string): Either.Either<Duration.Duration, string> => {
   const input = text.trim()
-  const fail = Either.left(`invalid duration ${JSON.stringify(text)}: use a number and a unit (ms, s, m, h, d), e.g. 300ms, 5s, 2m, 15m, 1h, 7d`)
+  const fail = Either.left(
+    `invalid duration ${JSON.stringify(text)}: use a number and a unit (ms, s, m, h, d), e.g. 300ms, 5s, 2m, 15m, 1h, 7d`
+  )
   if (input.length === 0) return fail
   let total = 0
   part.lastIndex = 0
@@ -20,7 +22,8 @@ export const parse = (text: string): Either.Either<Duration.Duration, string> =>
     if (match === null) return fail
     total += Number(match[1]) * unitMs[match[2] as keyof typeof unitMs]
   }
-  if (!Number.isFinite(total) || total <= 0) return Either.left(`invalid duration ${JSON.stringify(text)}: it must be more than zero`)
+  if (!Number.isFinite(total) || total <= 0)
+    return Either.left(`invalid duration ${JSON.stringify(text)}: it must be more than zero`)
   return Either.right(Duration.millis(Math.round(total)))
 }
 
@@ -41,5 +44,7 @@ export const clock = (ms: number): string => {
   const h = Math.floor(seconds / 3_600)
   const m = Math.floor((seconds % 3_600) / 60)
   const s = seconds % 60
-  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${String(s).padStart(2, "0")}` : `${m}:${String(s).padStart(2, "0")}`
+  return h > 0
+    ? `${h}:${String(m).padStart(2, "0")}:${String(s).padStart(2, "0")}`
+    : `${m}:${String(s).padStart(2, "0")}`
 }

@@ -44,59 +44,72 @@ const abbreviated = (commit: string) => commit.slice(0, 12)
 const finishedWorktree = (worktree: RunState.ItemState["worktree"]) =>
   worktree !== undefined && "changed" in worktree
     ? {
-      path: worktree.path,
-      branch: worktree.branch,
-      base: abbreviated(worktree.base),
-      head: abbreviated(worktree.head),
-      changed: worktree.changed,
-      kept: worktree.kept,
-      diffstat: worktree.diffstat,
-      files: worktree.files,
-      insertions: worktree.insertions,
-      deletions: worktree.deletions,
-      error: worktree.error ?? null
-    }
+        path: worktree.path,
+        branch: worktree.branch,
+        base: abbreviated(worktree.base),
+        head: abbreviated(worktree.head),
+        changed: worktree.changed,
+        kept: worktree.kept,
+        diffstat: worktree.diffstat,
+        files: worktree.files,
+        insertions: worktree.insertions,
+        deletions: worktree.deletions,
+        error: worktree.error ?? null
+      }
     : null
 
 /** Lines for a supervisor event; `tally` has already seen the event (it knows each item's prompt and thread). */
-export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: RunState.RunState): ReadonlyArray<Line> => {
+export const fromSupervisorEvent = (
+  event: Supervisor.SupervisorEvent,
+  tally: RunState.RunState
+): ReadonlyArray<Line> => {
   switch (event._tag) {
     case "ConnectionReady":
-      return [{ type: "connection.ready", slot: event.slot, userAgent: event.init.userAgent, codexHome: event.init.codexHome }]
+      return [
+        { type: "connection.ready", slot: event.slot, userAgent: event.init.userAgent, codexHome: event.init.codexHome }
+      ]
     case "ConnectionLost":
-      return [{
-        type: "connection.lost",
-        slot: event.slot,
-        reason: ConnectionEnded.describeReason(event.reason),
-        message: event.message,
-        stderrTail: event.stderrTail
-      }]
+      return [
+        {
+          type: "connection.lost",
+          slot: event.slot,
+          reason: ConnectionEnded.describeReason(event.reason),
+          message: event.message,
+          stderrTail: event.stderrTail
+        }
+      ]
     case "ConnectionFailed":
-      return [{
-        type: "connection.lost",
-        slot: event.slot,
-        reason: event.reason ? ConnectionEnded.describeReason(event.reason) : event.message,
-        message: event.message,
-        stderrTail: event.stderrTail
-      }]
+      return [
+        {
+          type: "connection.lost",
+          slot: event.slot,
+          reason: event.reason ? ConnectionEnded.describeReason(event.reason) : event.message,
+          message: event.message,
+          stderrTail: event.stderrTail
+        }
+      ]
     case "ConnectionRestarting":
       return [{ type: "connection.restarting", slot: event.slot, attempt: event.attempt, delayMs: event.delayMs }]
     case "ConnectionGaveUp":
       return [{ type: "connection.gave-up", slot: event.slot, detail: event.detail }]
     case "AdmissionChanged":
-      return [{ type: "admission.changed", limit: event.limit, max: event.max, reason: SecretMask.maskText(event.reason) }]
+      return [
+        { type: "admission.changed", limit: event.limit, max: event.max, reason: SecretMask.maskText(event.reason) }
+      ]
     case "ItemFinished": {
       const outcome = RunState.outcomeOf(event.exit)
       const index = RunState.itemIndexOf(event.item)
-      return [{
-        type: "item.finished",
-        item: index,
-        threadId: outcome.threadId ?? (index === null ? undefined : tally.items[index]?.threadId) ?? null,
-        status: outcome.status,
-        finalMessage: outcome.finalMessage ?? null,
-        error: outcome.error ?? null,
-        worktree: finishedWorktree(index === null ? undefined : tally.items[index]?.worktree)
-      }]
+      return [
+        {
+          type: "item.finished",
+          item: index,
+          threadId: outcome.threadId ?? (index === null ? undefined : tally.items[index]?.threadId) ?? null,
+          status: outcome.status,
+          finalMessage: outcome.finalMessage ?? null,
+          error: outcome.error ?? null,
+          worktree: finishedWorktree(index === null ? undefined : tally.items[index]?.worktree)
+        }
+      ]
     }
     case "Work": {
       const work = event.event
@@ -105,24 +118,42 @@ export const fromSupervisorEvent = (event: Supervisor.SupervisorEvent, tally: Ru
         case "ThreadReady":
           return work.resumed
             ? [{ type: "item.resumed", item, threadId: work.threadId }]
-            : [{ type: "item.started", item, prompt: item === null ? null : tally.items[item]?.prompt ?? null, threadId: work.threadId }]
+            : [
+                {
+                  type: "item.started",
+                  item,
+                  prompt: item === null ? null : (tally.items[item]?.prompt ?? null),
+                  threadId: work.threadId
+                }
+              ]
         case "TurnStarted":
           return [{ type: "turn.started", item, threadId: work.threadId, turnId: work.turnId }]
         case "TurnCompleted":
-          return [{
-            type: "turn.completed",
-            item,
-            threadId: work.threadId,
-            turnId: work.turn.turnId,
-            status: work.turn.status,
-            error: work.turn.error?.message ?? null
-          }]
+          return [
+            {
+              type: "turn.completed",
+              item,
+              threadId: work.threadId,
+              turnId: work.turn.turnId,
+              status: work.turn.status,
+              error: work.turn.error?.message ?? null
+            }
+          ]
         case "Stalled":
           return [{ type: "item.stalled", item, threadId: work.threadId, turnId: work.turnId }]
         case "ThreadStartedFresh":
           return [{ type: "item.thread_missing", item, missingThreadId: work.missingThreadId, detail: work.detail }]
         case "WorktreeReady":
-          return [{ type: "item.worktree", item, path: work.path, branch: work.branch, base: abbreviated(work.base), reused: work.reused }]
+          return [
+            {
+              type: "item.worktree",
+              item,
+              path: work.path,
+              branch: work.branch,
+              base: abbreviated(work.base),
+              reused: work.reused
+            }
+          ]
         case "WorktreeFinished": // in item.finished, which follows
         case "Resumed": // announced before the new app-server is up; ThreadReady{resumed} reports the resume
         case "ConnectionLost":
@@ -141,46 +172,53 @@ const cardBase = (card: Card.CardView) => ({
 })
 
 /** `channel` of a person's decision (`stdin`, `web`, ...), when the inbox was told it. */
-const channelOf = (source: Card.Source) => (source._tag === "Person" && source.channel !== undefined ? { channel: source.channel } : {})
+const channelOf = (source: Card.Source) =>
+  source._tag === "Person" && source.channel !== undefined ? { channel: source.channel } : {}
 
 export const fromApprovalEvent = (event: ApprovalEvent.ApprovalEvent): ReadonlyArray<Line> => {
   switch (event._tag) {
     case "CardOpened": {
       const card = event.card
-      return [{
-        type: "card.opened",
-        ...cardBase(card),
-        turnId: card.turnId ?? null,
-        kind: card.summary.kind,
-        group: CardGroup.groupOf(card) ?? null,
-        summary: card.title,
-        offers: card.offers.map(CardText.offerWord),
-        deadline: new Date(card.deadlineAt).toISOString()
-      }]
+      return [
+        {
+          type: "card.opened",
+          ...cardBase(card),
+          turnId: card.turnId ?? null,
+          kind: card.summary.kind,
+          group: CardGroup.groupOf(card) ?? null,
+          summary: card.title,
+          offers: card.offers.map(CardText.offerWord),
+          deadline: new Date(card.deadlineAt).toISOString()
+        }
+      ]
     }
     case "CardSettled": {
       const s = event.settlement
-      return [{
-        type: "card.settled",
-        ...cardBase(s.card),
-        outcome: s.outcome,
-        source: CardNs.describeSource(s.source),
-        ...channelOf(s.source),
-        decision: s.decision ?? null,
-        written: s.written,
-        detail: s.detail ?? null,
-        latencyMs: s.latencyMs
-      }]
+      return [
+        {
+          type: "card.settled",
+          ...cardBase(s.card),
+          outcome: s.outcome,
+          source: CardNs.describeSource(s.source),
+          ...channelOf(s.source),
+          decision: s.decision ?? null,
+          written: s.written,
+          detail: s.detail ?? null,
+          latencyMs: s.latencyMs
+        }
+      ]
     }
     case "LateDecision":
-      return [{
-        type: "card.late",
-        ...cardBase(event.card),
-        decision: event.decision,
-        source: CardNs.describeSource(event.source),
-        ...channelOf(event.source),
-        outcome: event.outcome
-      }]
+      return [
+        {
+          type: "card.late",
+          ...cardBase(event.card),
+          decision: event.decision,
+          source: CardNs.describeSource(event.source),
+          ...channelOf(event.source),
+          outcome: event.outcome
+        }
+      ]
   }
 }
 

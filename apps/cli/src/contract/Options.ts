@@ -13,7 +13,12 @@ const durationOption = (name: string, fallback: string, description: string) =>
     Options.withDefault(fallback),
     Options.withPseudoName("DURATION"),
     Options.withDescription(`${description} (e.g. 300ms, 5s, 2m, 15m, 1h; default ${fallback})`),
-    Options.mapEffect((text) => Either.match(Durations.parse(text), { onLeft: (e) => Effect.fail(invalid(`--${name}: ${e}`)), onRight: Effect.succeed }))
+    Options.mapEffect((text) =>
+      Either.match(Durations.parse(text), {
+        onLeft: (e) => Effect.fail(invalid(`--${name}: ${e}`)),
+        onRight: Effect.succeed
+      })
+    )
   )
 
 const positiveInteger = (name: string, fallback: number, description: string, min = 1) =>
@@ -21,13 +26,17 @@ const positiveInteger = (name: string, fallback: number, description: string, mi
     Options.withDefault(fallback),
     Options.withPseudoName("N"),
     Options.withDescription(`${description} (default ${fallback})`),
-    Options.mapEffect((n) => (n >= min ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least ${min}, got ${n}`))))
+    Options.mapEffect((n) =>
+      n >= min ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least ${min}, got ${n}`))
+    )
   )
 
 export const codex = Options.text("codex").pipe(
   Options.withDefault("codex"),
   Options.withPseudoName("PATH"),
-  Options.withDescription("the codex executable (default: `codex` on PATH; tested with 0.171.0: npm i -g @openai/codex@0.171.0)")
+  Options.withDescription(
+    "the codex executable (default: `codex` on PATH; tested with 0.171.0: npm i -g @openai/codex@0.171.0)"
+  )
 )
 
 export const cwd = Options.text("cwd").pipe(
@@ -43,7 +52,9 @@ export const config = Options.text("config").pipe(
   Options.repeated,
   Options.mapEffect((pairs) => {
     const bad = pairs.find((kv) => !/^[^=\s]+=/.test(kv))
-    return bad === undefined ? Effect.succeed(pairs) : Effect.fail(invalid(`-c/--config expects key=value, got ${JSON.stringify(bad)}`))
+    return bad === undefined
+      ? Effect.succeed(pairs)
+      : Effect.fail(invalid(`-c/--config expects key=value, got ${JSON.stringify(bad)}`))
   })
 )
 
@@ -66,7 +77,12 @@ export const sandbox = Options.choice("sandbox", ["read-only", "workspace-write"
   Options.optional
 )
 
-export const approvalPolicy = Options.choice("approval-policy", ["untrusted", "on-failure", "on-request", "never"]).pipe(
+export const approvalPolicy = Options.choice("approval-policy", [
+  "untrusted",
+  "on-failure",
+  "on-request",
+  "never"
+]).pipe(
   Options.withDefault("on-request" as const),
   Options.withDescription("when codex asks for approval (default on-request)")
 )
@@ -74,7 +90,7 @@ export const approvalPolicy = Options.choice("approval-policy", ["untrusted", "o
 export const approvals = Options.choice("approvals", ["prompt", "deny", "rules", "stdin", "inbox"]).pipe(
   Options.withDescription(
     "who answers the cards: prompt (a person on this terminal), deny (decline every card), rules (--rules decide, the rest is refused), " +
-      "stdin (JSON lines {\"cardId\",\"decision\"}; \"decision\": \"always\" also remembers an allow in the ledger), inbox (only the web inbox, --inbox); " +
+      'stdin (JSON lines {"cardId","decision"}; "decision": "always" also remembers an allow in the ledger), inbox (only the web inbox, --inbox); ' +
       "default prompt when stdin is a terminal, otherwise inbox with --inbox, otherwise deny"
   ),
   Options.optional
@@ -86,9 +102,17 @@ export const rules = Options.text("rules").pipe(
   Options.optional
 )
 
-export const approvalTimeout = durationOption("approval-timeout", "15m", "how long a card waits for a decision before it refuses by itself")
+export const approvalTimeout = durationOption(
+  "approval-timeout",
+  "15m",
+  "how long a card waits for a decision before it refuses by itself"
+)
 export const requestTimeout = durationOption("request-timeout", "2m", "how long a request to the app-server may take")
-export const stallTimeout = durationOption("stall-timeout", "10m", "no event for this long (no card open, no command running): the turn is stalled")
+export const stallTimeout = durationOption(
+  "stall-timeout",
+  "10m",
+  "no event for this long (no card open, no command running): the turn is stalled"
+)
 
 export const json = Options.boolean("json").pipe(
   Options.withDescription("one JSON object per line on stdout (nothing else on stdout; human output goes to stderr)")
@@ -108,13 +132,19 @@ export const audit = Options.text("audit").pipe(
   Options.optional
 )
 
-export const concurrency = positiveInteger("concurrency", 4, "work items running at once (at most; adaptive admission may run fewer)")
+export const concurrency = positiveInteger(
+  "concurrency",
+  4,
+  "work items running at once (at most; adaptive admission may run fewer)"
+)
 
 const optionalCount = (name: string, description: string) =>
   Options.integer(name).pipe(
     Options.withPseudoName("N"),
     Options.withDescription(description),
-    Options.mapEffect((n) => (n >= 1 ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least 1, got ${n}`)))),
+    Options.mapEffect((n) =>
+      n >= 1 ? Effect.succeed(n) : Effect.fail(invalid(`--${name} must be at least 1, got ${n}`))
+    ),
     Options.optional
   )
 
@@ -125,8 +155,15 @@ export const maxTokens = optionalCount(
 
 export const maxTurnTime = Options.text("max-turn-time").pipe(
   Options.withPseudoName("DURATION"),
-  Options.withDescription("each turn's time budget: once a turn ran this long, a card asks whether to continue for as long again (no: interrupted, budget-exhausted)"),
-  Options.mapEffect((text) => Either.match(Durations.parse(text), { onLeft: (e) => Effect.fail(invalid(`--max-turn-time: ${e}`)), onRight: Effect.succeed })),
+  Options.withDescription(
+    "each turn's time budget: once a turn ran this long, a card asks whether to continue for as long again (no: interrupted, budget-exhausted)"
+  ),
+  Options.mapEffect((text) =>
+    Either.match(Durations.parse(text), {
+      onLeft: (e) => Effect.fail(invalid(`--max-turn-time: ${e}`)),
+      onRight: Effect.succeed
+    })
+  ),
   Options.optional
 )
 
@@ -147,8 +184,12 @@ export const admissionRecovery = durationOption(
   "adaptive admission: how long without overload or rate limits before one more item is admitted again"
 )
 export const pool = positiveInteger("pool", 1, "app-server processes; threads spread across them")
-export const restarts = positiveInteger("restarts", 3, "app-server restarts in a row before giving up (0: never restart)", 0)
-
+export const restarts = positiveInteger(
+  "restarts",
+  3,
+  "app-server restarts in a row before giving up (0: never restart)",
+  0
+)
 
 export const worktree = Options.boolean("worktree").pipe(
   Options.withDescription(
@@ -169,7 +210,9 @@ export const keepWorktrees = Options.boolean("keep-worktrees").pipe(
 
 export const state = Options.text("state").pipe(
   Options.withPseudoName("PATH"),
-  Options.withDescription("the ledger (SQLite) that records the run: cards, settlements, work items (default $XDG_STATE_HOME/warden/ledger.db, else ~/.local/state/warden/ledger.db)"),
+  Options.withDescription(
+    "the ledger (SQLite) that records the run: cards, settlements, work items (default $XDG_STATE_HOME/warden/ledger.db, else ~/.local/state/warden/ledger.db)"
+  ),
   Options.optional
 )
 
@@ -187,7 +230,10 @@ export interface InboxAddress {
 export const parseInboxAddress = (text: string): Either.Either<InboxAddress, string> => {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]:|([^:\s[\]]+):)?(\d{1,5})$/.exec(text.trim())
   const port = match ? Number(match[3]) : NaN
-  if (!match || !(port >= 0 && port <= 65535)) return Either.left(`--inbox expects [HOST:]PORT (e.g. 8420, 127.0.0.1:8420, [::1]:8420), got ${JSON.stringify(text)}`)
+  if (!match || !(port >= 0 && port <= 65535))
+    return Either.left(
+      `--inbox expects [HOST:]PORT (e.g. 8420, 127.0.0.1:8420, [::1]:8420), got ${JSON.stringify(text)}`
+    )
   return Either.right({ host: match[1] ?? match[2] ?? "127.0.0.1", port })
 }
 
@@ -197,12 +243,16 @@ export const inbox = Options.text("inbox").pipe(
     "serve the web inbox (the board, open cards, decisions, an event stream) on this address (default host 127.0.0.1; port 0: any free one); " +
       "its URL with a fresh access token is printed once on stderr"
   ),
-  Options.mapEffect((text) => Either.match(parseInboxAddress(text), { onLeft: (e) => Effect.fail(invalid(e)), onRight: Effect.succeed })),
+  Options.mapEffect((text) =>
+    Either.match(parseInboxAddress(text), { onLeft: (e) => Effect.fail(invalid(e)), onRight: Effect.succeed })
+  ),
   Options.optional
 )
 
 export const inboxAllowRemote = Options.boolean("inbox-allow-remote").pipe(
-  Options.withDescription("let --inbox bind to an address other than loopback (anyone who reaches it with the token decides cards; prefer an SSH tunnel)")
+  Options.withDescription(
+    "let --inbox bind to an address other than loopback (anyone who reaches it with the token decides cards; prefer an SSH tunnel)"
+  )
 )
 
 export const inboxPublicUrl = Options.text("inbox-public-url").pipe(
@@ -243,7 +293,9 @@ export const notifyUrlProblem = (text: string): string | undefined => {
     url = undefined
   }
   if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
-    return text.includes("@") ? "--notify expects an http(s) URL (not repeated here: it may hold credentials)" : `--notify expects an http(s) URL, got ${JSON.stringify(text)}`
+    return text.includes("@")
+      ? "--notify expects an http(s) URL (not repeated here: it may hold credentials)"
+      : `--notify expects an http(s) URL, got ${JSON.stringify(text)}`
   }
   if (url.username !== "" || url.password !== "") {
     return `--notify ${url.protocol}//…@${url.host}: a URL with credentials (user:password@) can never be delivered (fetch refuses them); the receiver verifies the X-Warden-Signature header instead (or put a token in the path)`
@@ -253,6 +305,8 @@ export const notifyUrlProblem = (text: string): string | undefined => {
 
 export const notifySecret = Options.text("notify-secret").pipe(
   Options.withPseudoName("SECRET"),
-  Options.withDescription("the HMAC secret of --notify (default: the environment variable WARDEN_NOTIFY_SECRET, which keeps it out of the process list)"),
+  Options.withDescription(
+    "the HMAC secret of --notify (default: the environment variable WARDEN_NOTIFY_SECRET, which keeps it out of the process list)"
+  ),
   Options.optional
 )

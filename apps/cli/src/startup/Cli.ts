@@ -13,4 +13,15 @@ import * as ServeCommand from "../commands/ServeCommand.js"
 
 export type { Cli } from "./CommandTree.js"
 
-export const run: CommandTree.Cli = CommandTree.make([RunCommand.command, ServeCommand.command, DemoCommand.command, DoctorCommand.command, LedgerCommands.audit, LedgerCommands.rules, ResumeCommand.command, ClusterCommands.runner, ClusterCommands.submit, ClusterCommands.fleet])
+export const run: CommandTree.Cli = CommandTree.make([
+  RunCommand.command,
+  ServeCommand.command,
+  DemoCommand.command,
+  DoctorCommand.command,
+  LedgerCommands.audit,
+  LedgerCommands.rules,
+  ResumeCommand.command,
+  ClusterCommands.runner,
+  ClusterCommands.submit,
+  ClusterCommands.fleet
+])

@@ -19,11 +19,14 @@ type Subcommand = Command.Command<any, CliApp.CliApp.Environment, unknown, any>
 
 export const make = (subcommands: readonly [Subcommand, ...Array<Subcommand>]): Cli => {
   const root = Command.make("warden", {}, () =>
-    Console.error("warden: supervise codex app-server agents. Commands: run, serve, resume, audit, rules, demo, doctor, runner, submit, fleet (`warden --help` for details).").pipe(
-      Effect.zipRight(Effect.fail(new ExitCodes.CliExit({ code: ExitCodes.Usage })))
-    )).pipe(
-      Command.withDescription("Warden supervises codex app-server agents; every approval is a card, and deny is the default in every failure mode."),
-      Command.withSubcommands(subcommands)
-    )
+    Console.error(
+      "warden: supervise codex app-server agents. Commands: run, serve, resume, audit, rules, demo, doctor, runner, submit, fleet (`warden --help` for details)."
+    ).pipe(Effect.zipRight(Effect.fail(new ExitCodes.CliExit({ code: ExitCodes.Usage }))))
+  ).pipe(
+    Command.withDescription(
+      "Warden supervises codex app-server agents; every approval is a card, and deny is the default in every failure mode."
+    ),
+    Command.withSubcommands(subcommands)
+  )
   return Command.run(root, { name: "warden", version })
 }

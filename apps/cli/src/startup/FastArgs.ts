@@ -52,7 +52,13 @@ const collect = (node: Node, repeatable: boolean, into: Map<string, Leaf>): bool
   switch (node._tag) {
     case "Single": {
       const primitive = node["primitiveType"]
-      if (typeof node["name"] !== "string" || !Array.isArray(node["aliases"]) || typeof primitive !== "object" || primitive === null) return false
+      if (
+        typeof node["name"] !== "string" ||
+        !Array.isArray(node["aliases"]) ||
+        typeof primitive !== "object" ||
+        primitive === null
+      )
+        return false
       const leaf: Leaf = { node, primitive: primitive as Node, repeatable, values: [] }
       for (const name of [node["name"], ...(node["aliases"] as Array<unknown>)]) {
         if (typeof name !== "string" || into.has(fullName(name))) return false
@@ -61,11 +67,21 @@ const collect = (node: Node, repeatable: boolean, into: Map<string, Leaf>): bool
       return true
     }
     case "Variadic":
-      return Option.isOption(node["min"]) && Option.isNone(node["min"]) && Option.isOption(node["max"]) && Option.isNone(node["max"]) &&
-        (node["argumentOption"] as Node | undefined)?._tag === "Single" && collect(node["argumentOption"] as Node, true, into)
+      return (
+        Option.isOption(node["min"]) &&
+        Option.isNone(node["min"]) &&
+        Option.isOption(node["max"]) &&
+        Option.isNone(node["max"]) &&
+        (node["argumentOption"] as Node | undefined)?._tag === "Single" &&
+        collect(node["argumentOption"] as Node, true, into)
+      )
     case "Map":
     case "WithDefault":
-      return typeof node["options"] === "object" && node["options"] !== null && collect(node["options"] as Node, repeatable, into)
+      return (
+        typeof node["options"] === "object" &&
+        node["options"] !== null &&
+        collect(node["options"] as Node, repeatable, into)
+      )
     default:
       return false
   }
@@ -83,7 +99,9 @@ const primitiveValue = (primitive: Node, value: string | undefined): unknown | D
     case "Choice": {
       const alternatives = primitive["alternatives"]
       if (value === undefined || !Array.isArray(alternatives)) return Declined
-      const found = alternatives.find((pair) => Array.isArray(pair) && pair[0] === value) as [string, unknown] | undefined
+      const found = alternatives.find((pair) => Array.isArray(pair) && pair[0] === value) as
+        | [string, unknown]
+        | undefined
       return found === undefined ? Declined : found[1]
     }
     case "Bool": {

@@ -66,7 +66,14 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
     // What @effect/cli needs (CliApp.Environment), not the whole NodeContext: its command executor
     // and worker manager are never used, and loading them is start-up time.
     // Logs go to stderr: with --json, stdout carries nothing but the events.
-    Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Logger.replace(Logger.defaultLogger, stderrLogger)))
+    Effect.provide(
+      Layer.mergeAll(
+        NodeFileSystem.layer,
+        NodePath.layer,
+        NodeTerminal.layer,
+        Logger.replace(Logger.defaultLogger, stderrLogger)
+      )
+    )
   )
 
   NodeRuntime.runMain(program, {
@@ -78,7 +85,9 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
       const code = ExitCodes.final(
         Exit.isSuccess(exit) && typeof exit.value === "number"
           ? exit.value
-          : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? ExitCodes.whenStopped() : ExitCodes.Failed
+          : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+            ? ExitCodes.whenStopped()
+            : ExitCodes.Failed
       )
       // Nothing should be left running; if something is, it must not keep the process alive.
       setTimeout(() => process.exit(code), 3_000).unref()

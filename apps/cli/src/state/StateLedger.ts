@@ -26,21 +26,34 @@ export { Replay } from "@warden/ledger"
  * How long the ledger waits while another process holds its lock before records are given up:
  * `WARDEN_LEDGER_LOCK_TIMEOUT` (a duration: `30s`, `10m`), else the ledger's default (5 minutes).
  */
-export const lockTimeout = (env: NodeJS.ProcessEnv = process.env): Effect.Effect<Duration.Duration | undefined, ExitCodes.CliExit> => {
+export const lockTimeout = (
+  env: NodeJS.ProcessEnv = process.env
+): Effect.Effect<Duration.Duration | undefined, ExitCodes.CliExit> => {
   const value = env["WARDEN_LEDGER_LOCK_TIMEOUT"]
   if (value === undefined || value.trim() === "") return Effect.succeed(undefined)
   const parsed = Durations.parse(value)
-  return Either.isRight(parsed) ? Effect.succeed(parsed.right) : Effect.fail(ExitCodes.usage(`WARDEN_LEDGER_LOCK_TIMEOUT: ${parsed.left}`))
+  return Either.isRight(parsed)
+    ? Effect.succeed(parsed.right)
+    : Effect.fail(ExitCodes.usage(`WARDEN_LEDGER_LOCK_TIMEOUT: ${parsed.left}`))
 }
 
 /** What the ledger's write failures say, in one line: how many records, and why. */
-export const lostMessage = (filename: string, lost: number, failures: ReadonlyArray<Ledger.LedgerWriteFailed>, timeout: Duration.Duration | undefined): string => {
+export const lostMessage = (
+  filename: string,
+  lost: number,
+  failures: ReadonlyArray<Ledger.LedgerWriteFailed>,
+  timeout: Duration.Duration | undefined
+): string => {
   const locked = failures.filter((f) => f.reason === "Locked").reduce((n, f) => n + f.events, 0)
   const other = failures.find((f) => f.reason === "Failed")
   const why = [
-    locked > 0 ? `${locked} because another process held the database's lock for longer than ${Duration.format(timeout ?? Duration.minutes(5))} (WARDEN_LEDGER_LOCK_TIMEOUT)` : "",
+    locked > 0
+      ? `${locked} because another process held the database's lock for longer than ${Duration.format(timeout ?? Duration.minutes(5))} (WARDEN_LEDGER_LOCK_TIMEOUT)`
+      : "",
     other !== undefined ? `${lost - locked} because a write failed: ${other.detail}` : ""
-  ].filter((s) => s !== "").join("; ")
+  ]
+    .filter((s) => s !== "")
+    .join("; ")
   return `the ledger lost ${lost} record${lost === 1 ? "" : "s"} of this run (${why}): the run's record in ${filename} has gaps; \`warden audit\` lists the runs with lost records`
 }
 
@@ -53,32 +66,41 @@ export const lostMessage = (filename: string, lost: number, failures: ReadonlyAr
  * longer than `WARDEN_LEDGER_LOCK_TIMEOUT`, or a write failed) are said on stderr, how many and
  * why, and the process exits 4 where it would have exited 0 (`ExitCodes.ledgerLost`).
  */
-export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.gen(function*() {
+export const openLedger = (
+  filename: string,
+  audit?: string
+): Effect.Effect<Ledger.LedgerShape, ExitCodes.CliExit, Scope.Scope> =>
+  Effect.gen(function* () {
     const timeout = yield* lockTimeout()
     // Holds the failures' subscription until the ledger has closed (its finalizer runs after the ledger's).
     const subscription = yield* Scope.make()
     const opened: { ledger?: Ledger.LedgerShape; failures?: Queue.Dequeue<Ledger.LedgerWriteFailed> } = {}
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { ledger, failures } = opened
         if (ledger !== undefined && failures !== undefined) {
           const stats = yield* ledger.stats
           const reported = Chunk.toReadonlyArray(yield* Queue.takeAll(failures))
           if (stats.failed > 0) {
             ExitCodes.ledgerLost()
-            process.stderr.write(`warden: ${SecretMask.maskText(lostMessage(filename, stats.failed, reported, timeout))}\n`)
+            process.stderr.write(
+              `warden: ${SecretMask.maskText(lostMessage(filename, stats.failed, reported, timeout))}\n`
+            )
           }
         }
         yield* Scope.close(subscription, Exit.void)
       })
     )
-    const context = yield* Layer.build(Ledger.layerSqlite({
-      filename,
-      ...(audit !== undefined ? { audit } : {}),
-      ...(timeout !== undefined ? { lockTimeout: timeout } : {})
-    })).pipe(
-      Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
+    const context = yield* Layer.build(
+      Ledger.layerSqlite({
+        filename,
+        ...(audit !== undefined ? { audit } : {}),
+        ...(timeout !== undefined ? { lockTimeout: timeout } : {})
+      })
+    ).pipe(
+      Effect.mapError(
+        (error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` })
+      )
     )
     const ledger = Context.get(context, Ledger.Ledger)
     opened.failures = yield* Scope.extend(ledger.subscribeFailures, subscription)
@@ -92,7 +114,9 @@ export const openLedger = (filename: string, audit?: string): Effect.Effect<Ledg
  * none: exit 2 (the one rule for a `--state` that cannot be used, `StatePath.check`); any other
  * failure (not a database, a schema too old to read without migrating): exit 1 with why.
  */
-export const openReader = (filename: string): Effect.Effect<LedgerReader.LedgerReaderShape, ExitCodes.CliExit, Scope.Scope> =>
+export const openReader = (
+  filename: string
+): Effect.Effect<LedgerReader.LedgerReaderShape, ExitCodes.CliExit, Scope.Scope> =>
   Layer.build(LedgerReader.layerSqlite({ filename })).pipe(
     Effect.map((context) => Context.get(context, LedgerReader.LedgerReader)),
     Effect.mapError((error) =>
@@ -116,12 +140,18 @@ export interface Recorder {
    * The desk's `remembered` lookup: the remembered rules in force, as loaded at start and
    * updated by `rememberAlways` (an in-memory snapshot: the lookup does no I/O).
    */
-  readonly remembered: (request: ServerRequests.DecodedRequest, context: Card.CardContext) => { readonly ruleId: string } | undefined
+  readonly remembered: (
+    request: ServerRequests.DecodedRequest,
+    context: Card.CardContext
+  ) => { readonly ruleId: string } | undefined
   /**
    * Stores a remembered rule scoped to what `card` asked (`Remembered.scopeFor` of the card's
    * facts), authored by `author`, and adds it to the snapshot. Left: why none can be stored.
    */
-  readonly rememberAlways: (card: Card.CardView, author: string) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
+  readonly rememberAlways: (
+    card: Card.CardView,
+    author: string
+  ) => Effect.Effect<Either.Either<Remembered.RememberedRule, string>>
   /** `rememberAlways` as `--approvals stdin` uses it (author `stdin`). */
   readonly always: StdinDecisions.RememberAlways
   /** "always" as the terminal prompt offers it (author `prompt`). */
@@ -136,7 +166,9 @@ export const record = (
   info: { readonly id?: string; readonly label: string; readonly info: unknown },
   audit?: string
 ): Effect.Effect<Recorder, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.flatMap(openLedger(filename, audit), (ledger) => recordIn(ledger, filename, info, undefined, audit !== undefined))
+  Effect.flatMap(openLedger(filename, audit), (ledger) =>
+    recordIn(ledger, filename, info, undefined, audit !== undefined)
+  )
 
 /** Begins a run in an open ledger. `origins`: the dead run's item each submitted item continues (by item id). */
 export const recordIn = (
@@ -146,7 +178,7 @@ export const recordIn = (
   origins?: ReadonlyMap<string, LedgerEvent.ItemOrigin>,
   writesAudit: boolean = false
 ): Effect.Effect<Recorder, ExitCodes.CliExit> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const run = yield* ledger.beginRun({
       label: info.label,
       info: info.info,
@@ -154,12 +186,24 @@ export const recordIn = (
       ...(info.resumedFrom !== undefined ? { resumedFrom: info.resumedFrom } : {})
     })
     const remembering = yield* Remembering.make(ledger, run.id).pipe(
-      Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` }))
+      Effect.mapError(
+        (error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `--state ${filename}: ${error.message}` })
+      )
     )
-    const rememberAlways = (card: Card.CardView, author: string): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
-      remembering.always(card, { author }).pipe(Effect.mapError((error) => error.detail), Effect.either)
-    const alwaysAs = (author: string): StdinDecisions.RememberAlways => (card) =>
-      rememberAlways(card, author).pipe(Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) }))))
+    const rememberAlways = (
+      card: Card.CardView,
+      author: string
+    ): Effect.Effect<Either.Either<Remembered.RememberedRule, string>> =>
+      remembering.always(card, { author }).pipe(
+        Effect.mapError((error) => error.detail),
+        Effect.either
+      )
+    const alwaysAs =
+      (author: string): StdinDecisions.RememberAlways =>
+      (card) =>
+        rememberAlways(card, author).pipe(
+          Effect.map(Either.map((rule) => ({ id: rule.id, describe: Remembered.describeScope(rule.scope) })))
+        )
     return {
       runId: run.id,
       writesAudit,
@@ -201,12 +245,19 @@ const alive = (pid: number): boolean => {
  * rebooted), newest first. A run of another host is never taken for dead here.
  */
 export const deadRuns = (ledger: Ledger.LedgerShape, host: string = Os.hostname()) =>
-  ledger.runs("running").pipe(
-    Effect.map((runs) => runs.filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid)).sort((a, b) => b.startedAt - a.startedAt))
-  )
+  ledger
+    .runs("running")
+    .pipe(
+      Effect.map((runs) =>
+        runs
+          .filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid))
+          .sort((a, b) => b.startedAt - a.startedAt)
+      )
+    )
 
 /** Whether a stored value had something masked in it (it cannot be sent again as given). */
-const isMasked = (value: unknown): boolean => value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
+const isMasked = (value: unknown): boolean =>
+  value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
 
 /** How `warden run` started codex, as recorded in its run's info (`codex`) and reused by `warden resume`. */
 export interface CodexFlags {
@@ -222,9 +273,16 @@ const strings = (value: unknown): ReadonlyArray<string> | undefined =>
 export const recordedFlags = (info: unknown): Either.Either<CodexFlags | undefined, string> => {
   const codex = typeof info === "object" && info !== null ? (info as Record<string, unknown>)["codex"] : undefined
   if (typeof codex !== "object" || codex === null) return Either.right(undefined)
-  if (isMasked(codex)) return Either.left("its codex flags (-c, --enable, --disable) held a secret and were stored masked; give them again on the command line")
+  if (isMasked(codex))
+    return Either.left(
+      "its codex flags (-c, --enable, --disable) held a secret and were stored masked; give them again on the command line"
+    )
   const c = codex as Record<string, unknown>
-  return Either.right({ config: strings(c["config"]) ?? [], enable: strings(c["enable"]) ?? [], disable: strings(c["disable"]) ?? [] })
+  return Either.right({
+    config: strings(c["config"]) ?? [],
+    enable: strings(c["enable"]) ?? [],
+    disable: strings(c["disable"]) ?? []
+  })
 }
 
 /** What `warden resume` runs: the dead run's unfinished items, recovered into a new run. */
@@ -269,25 +327,29 @@ export const resume = (
     readonly audit?: string
   }
 ): Effect.Effect<Either.Either<Resumed, string>, ExitCodes.CliExit, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ledger = yield* openLedger(filename, options.audit)
-    const failed = (error: { readonly message: string }) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
+    const failed = (error: { readonly message: string }) =>
+      new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
     const dead = yield* deadRuns(ledger).pipe(Effect.mapError(failed))
     const target = options.runId === undefined ? dead[0] : dead.find((r) => r.runId === options.runId)
     if (target === undefined && options.runId === undefined) {
-      return Either.left(`no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`)
+      return Either.left(
+        `no dead run to resume in ${filename} (a run still marked running whose process is gone, on this host)`
+      )
     }
     if (target === undefined) {
       // Named on the command line and not resumable: a usage error, as `rules revoke` of an unknown id.
       const named = (yield* ledger.runs().pipe(Effect.mapError(failed))).find((r) => r.runId === options.runId)
       if (named === undefined) return yield* ExitCodes.usage(`--run ${options.runId}: no such run in ${filename}`)
-      const why = named.status === "crashed"
-        ? "it was already recovered (crashed, its items handed over or recorded not-resumed)"
-        : named.status === "ended"
-        ? "it ended cleanly"
-        : named.host !== Os.hostname()
-        ? `it runs on another host (${named.host ?? "unknown"}); only a run of this host is taken for dead`
-        : `its process (${named.pid ?? "?"}) is still alive`
+      const why =
+        named.status === "crashed"
+          ? "it was already recovered (crashed, its items handed over or recorded not-resumed)"
+          : named.status === "ended"
+            ? "it ended cleanly"
+            : named.host !== Os.hostname()
+              ? `it runs on another host (${named.host ?? "unknown"}); only a run of this host is taken for dead`
+              : `its process (${named.pid ?? "?"}) is still alive`
       return yield* ExitCodes.usage(`--run ${options.runId}: not a dead run to resume: ${why}`)
     }
     // Checked before anything is recovered: a resume that cannot start changes nothing.
@@ -301,27 +363,49 @@ export const resume = (
     const items: Array<WorkItem.WorkItem> = []
     // The recorder (and its run) first: the dead run's items are handed to it.
     let index = 0
-    const recorder = yield* recordIn(ledger, filename, { label: "warden resume", info: { ...options.info, codex: codexFlags }, resumedFrom: target.runId }, recovered, options.audit !== undefined)
+    const recorder = yield* recordIn(
+      ledger,
+      filename,
+      { label: "warden resume", info: { ...options.info, codex: codexFlags }, resumedFrom: target.runId },
+      recovered,
+      options.audit !== undefined
+    )
     const recovery = yield* ledger.recover(target.runId, recorder.runId).pipe(Effect.mapError(failed))
     // The ledger hands over only what can run again as asked; the rest it records `not-resumed`.
     for (const item of recovery.items) {
       const o = item.options as Record<string, unknown>
       const str = (k: string) => (typeof o[k] === "string" ? { [k]: o[k] as string } : {})
       const obj = (k: "config" | "threadParams") =>
-        typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k]) ? { [k]: o[k] as Readonly<Record<string, unknown>> } : {}
+        typeof o[k] === "object" && o[k] !== null && !Array.isArray(o[k])
+          ? { [k]: o[k] as Readonly<Record<string, unknown>> }
+          : {}
       // Its worktree: the one it ran in (the same branch and path: taken up as it is, with its work),
       // else as it was asked for (a new branch of this run). Its budget, as it was given.
-      const asked = typeof o["worktree"] === "object" && o["worktree"] !== null ? o["worktree"] as Record<string, unknown> : undefined
-      const worktreeOptions = asked === undefined ? undefined : {
-        ...(typeof asked["base"] === "string" && !isMasked(asked["base"]) ? { base: asked["base"] } : {}),
-        ...(asked["keep"] === "always" ? { keep: "always" as const } : {}),
-        ...(item.worktree !== undefined && !isMasked(item.worktree) ? { branch: item.worktree.branch, path: item.worktree.path } : {})
-      }
-      const budgetAsked = typeof o["budget"] === "object" && o["budget"] !== null ? o["budget"] as Record<string, unknown> : undefined
-      const budget = budgetAsked === undefined ? undefined : {
-        ...(typeof budgetAsked["maxTokens"] === "number" ? { maxTokens: budgetAsked["maxTokens"] } : {}),
-        ...(typeof budgetAsked["maxTurnTimeMs"] === "number" ? { maxTurnTime: Duration.millis(budgetAsked["maxTurnTimeMs"]) } : {})
-      }
+      const asked =
+        typeof o["worktree"] === "object" && o["worktree"] !== null
+          ? (o["worktree"] as Record<string, unknown>)
+          : undefined
+      const worktreeOptions =
+        asked === undefined
+          ? undefined
+          : {
+              ...(typeof asked["base"] === "string" && !isMasked(asked["base"]) ? { base: asked["base"] } : {}),
+              ...(asked["keep"] === "always" ? { keep: "always" as const } : {}),
+              ...(item.worktree !== undefined && !isMasked(item.worktree)
+                ? { branch: item.worktree.branch, path: item.worktree.path }
+                : {})
+            }
+      const budgetAsked =
+        typeof o["budget"] === "object" && o["budget"] !== null ? (o["budget"] as Record<string, unknown>) : undefined
+      const budget =
+        budgetAsked === undefined
+          ? undefined
+          : {
+              ...(typeof budgetAsked["maxTokens"] === "number" ? { maxTokens: budgetAsked["maxTokens"] } : {}),
+              ...(typeof budgetAsked["maxTurnTimeMs"] === "number"
+                ? { maxTurnTime: Duration.millis(budgetAsked["maxTurnTimeMs"]) }
+                : {})
+            }
       const [prompt, ...followUps] = item.remainingPrompts
       const id = index++
       recovered.set(String(id), { runId: target.runId, item: item.item })
@@ -340,5 +424,12 @@ export const resume = (
         ...(budget !== undefined ? { budget } : {})
       })
     }
-    return Either.right({ recorder, deadRunId: target.runId, stranded: recovery.stranded, items, notResumed: recovery.notResumed.map((i) => ({ item: i.item, reason: i.reason, detail: i.detail })), codexFlags })
+    return Either.right({
+      recorder,
+      deadRunId: target.runId,
+      stranded: recovery.stranded,
+      items,
+      notResumed: recovery.notResumed.map((i) => ({ item: i.item, reason: i.reason, detail: i.detail })),
+      codexFlags
+    })
   })

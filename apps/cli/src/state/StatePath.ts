@@ -10,12 +10,14 @@ import * as ExitCodes from "../contract/ExitCodes.js"
 /** `$XDG_STATE_HOME/warden/ledger.db` (an absolute XDG_STATE_HOME), else `~/.local/state/warden/ledger.db`. */
 export const defaultPath = (env: NodeJS.ProcessEnv = process.env): string => {
   const xdg = env["XDG_STATE_HOME"]
-  const base = xdg !== undefined && xdg !== "" && Path.isAbsolute(xdg) ? xdg : Path.join(Os.homedir(), ".local", "state")
+  const base =
+    xdg !== undefined && xdg !== "" && Path.isAbsolute(xdg) ? xdg : Path.join(Os.homedir(), ".local", "state")
   return Path.join(base, "warden", "ledger.db")
 }
 
 /** The file `--state` names (absolute), else the default. */
-export const resolve = (state: Option.Option<string>): string => (Option.isSome(state) ? Path.resolve(state.value) : defaultPath())
+export const resolve = (state: Option.Option<string>): string =>
+  Option.isSome(state) ? Path.resolve(state.value) : defaultPath()
 
 /** Kernel filesystems that hold no regular files of ours (statfs magic numbers, Linux). */
 const PseudoFilesystems: ReadonlyMap<number, string> = new Map([
@@ -92,11 +94,13 @@ export const permission = (path: string, need: "read" | "write"): string | undef
     // Not there: a directory above it may be unsearchable (then its existence cannot be told).
     const dir = deepestExisting(path)
     if (denied(dir, Fs.constants.X_OK)) return `permission denied: you may not look in ${dir}`
-    if (need === "write" && denied(dir, Fs.constants.W_OK | Fs.constants.X_OK)) return `permission denied: you may not make the ledger in ${dir}`
+    if (need === "write" && denied(dir, Fs.constants.W_OK | Fs.constants.X_OK))
+      return `permission denied: you may not make the ledger in ${dir}`
     return undefined
   }
   if (denied(path, Fs.constants.R_OK)) return `permission denied: you may not read it`
-  if (need === "write" && denied(path, Fs.constants.W_OK)) return `permission denied: you may read it but not write it (this command writes the ledger)`
+  if (need === "write" && denied(path, Fs.constants.W_OK))
+    return `permission denied: you may read it but not write it (this command writes the ledger)`
   return undefined
 }
 
@@ -119,7 +123,9 @@ export const check = (
     const refused = permission(path, need.access)
     if (refused !== undefined) return Effect.fail(ExitCodes.usage(`--state ${path}: ${refused}`))
     if (!need.create && statOrUndefined(path) === undefined) {
-      return Effect.fail(ExitCodes.usage(`no ledger at ${path} (\`warden run\` records one there; another with --state PATH)`))
+      return Effect.fail(
+        ExitCodes.usage(`no ledger at ${path} (\`warden run\` records one there; another with --state PATH)`)
+      )
     }
     return Effect.succeed(path)
   })
@@ -128,11 +134,17 @@ export const check = (
  * `warden run`: the ledger's file, or undefined with `--no-state`. A usage error (exit 2): both
  * given, or a path that cannot be used (`check`: cannot hold a file, may not be written).
  */
-export const forRun = (state: Option.Option<string>, noState: boolean): Effect.Effect<string | undefined, ExitCodes.CliExit> => {
-  if (noState && Option.isSome(state)) return Effect.fail(ExitCodes.usage("--state and --no-state cannot both be given"))
+export const forRun = (
+  state: Option.Option<string>,
+  noState: boolean
+): Effect.Effect<string | undefined, ExitCodes.CliExit> => {
+  if (noState && Option.isSome(state))
+    return Effect.fail(ExitCodes.usage("--state and --no-state cannot both be given"))
   if (noState) return Effect.succeed(undefined)
   return check(state, { access: "write", create: true })
 }
 
 /** Loads StateLedger.ts (and with it SQLite) only when a command needs the ledger. */
-export const loadStateLedger: Effect.Effect<typeof import("./StateLedger.js")> = Effect.promise(() => import("./StateLedger.js"))
+export const loadStateLedger: Effect.Effect<typeof import("./StateLedger.js")> = Effect.promise(
+  () => import("./StateLedger.js")
+)

@@ -28,7 +28,13 @@ export interface Board {
 }
 
 export const tokens = (n: number | undefined): string =>
-  n === undefined ? "-" : n < 1_000 ? String(n) : n < 1_000_000 ? `${(n / 1_000).toFixed(1)}k` : `${(n / 1_000_000).toFixed(1)}M`
+  n === undefined
+    ? "-"
+    : n < 1_000
+      ? String(n)
+      : n < 1_000_000
+        ? `${(n / 1_000).toFixed(1)}k`
+        : `${(n / 1_000_000).toFixed(1)}M`
 
 /** Server text on one line: whitespace runs (newlines, carriage returns) as one space, controls escaped. */
 const oneLine = (text: string, max = 80): string => {
@@ -74,7 +80,7 @@ export const make = (
   tally: RunState.RunState,
   options: { readonly title: string; readonly now?: () => number }
 ): Effect.Effect<Board, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const now = options.now ?? (() => Date.now())
     let prompt: ReadonlyArray<string> | undefined
     let finished = false
@@ -86,15 +92,18 @@ export const make = (
       const t = now()
       const running = tally.items.filter((i) => i.status === "running").length
       const done = tally.items.filter((i) => i.status !== "running" && i.status !== "queued").length
-      const connection = tally.connection._tag === "Ready"
-        ? tally.connection.userAgent.split(" ")[0] ?? "ready"
-        : tally.connection._tag === "Starting"
-        ? "starting app-server"
-        : tally.connection._tag === "Restarting"
-        ? `app-server restarting (attempt ${tally.connection.attempt})`
-        : "app-server lost"
+      const connection =
+        tally.connection._tag === "Ready"
+          ? (tally.connection.userAgent.split(" ")[0] ?? "ready")
+          : tally.connection._tag === "Starting"
+            ? "starting app-server"
+            : tally.connection._tag === "Restarting"
+              ? `app-server restarting (attempt ${tally.connection.attempt})`
+              : "app-server lost"
       const lines: Array<string> = [
-        bold(`${options.title} · ${connection} · ${tally.items.length} items: ${running} running${tally.admission !== undefined && tally.admission.limit < tally.admission.max ? ` (admission ${tally.admission.limit} of ${tally.admission.max})` : ""}, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`),
+        bold(
+          `${options.title} · ${connection} · ${tally.items.length} items: ${running} running${tally.admission !== undefined && tally.admission.limit < tally.admission.max ? ` (admission ${tally.admission.limit} of ${tally.admission.max})` : ""}, ${done} done · ${tally.openCards.size} open cards · ${Durations.clock(t - tally.startedAt)}`
+        ),
         dim(` #  ${pad("STATUS", 16)}${padLeft("TOKENS", 7)}  ${padLeft("ELAPSED", 7)}  ACTIVITY`)
       ]
       for (const item of tally.items) {
@@ -170,7 +179,8 @@ export const make = (
         case "ItemFinished": {
           const outcome = RunState.outcomeOf(event.exit)
           const message = outcome.finalMessage !== undefined ? `: ${oneLine(outcome.finalMessage, 160)}` : ""
-          const error = outcome.error !== undefined && outcome.status !== "completed" ? `: ${oneLine(outcome.error, 300)}` : ""
+          const error =
+            outcome.error !== undefined && outcome.status !== "completed" ? `: ${oneLine(outcome.error, 300)}` : ""
           log(`${itemTag(event.item)} ${outcome.status}${message}${error}`)
           break
         }
@@ -178,7 +188,9 @@ export const make = (
           const work = event.event
           switch (work._tag) {
             case "WorktreeReady":
-              log(`${itemTag(work.item)} works in ${work.path} on branch ${work.branch}${work.reused ? " (left by an earlier run, taken up)" : ""}`)
+              log(
+                `${itemTag(work.item)} works in ${work.path} on branch ${work.branch}${work.reused ? " (left by an earlier run, taken up)" : ""}`
+              )
               break
             case "WorktreeFinished": {
               const w = work.worktree
@@ -186,27 +198,33 @@ export const make = (
                 w.error !== undefined
                   ? `${itemTag(work.item)} worktree ${w.path} kept as it was: ${oneLine(w.error, 200)}`
                   : w.changed
-                  ? `${itemTag(work.item)} changed ${w.files} file${w.files === 1 ? "" : "s"} (+${w.insertions} -${w.deletions}) on branch ${w.branch}; worktree kept at ${w.path}`
-                  : w.kept
-                  ? `${itemTag(work.item)} changed nothing; worktree kept at ${w.path} (branch ${w.branch})`
-                  : `${itemTag(work.item)} changed nothing; worktree and branch ${w.branch} removed`
+                    ? `${itemTag(work.item)} changed ${w.files} file${w.files === 1 ? "" : "s"} (+${w.insertions} -${w.deletions}) on branch ${w.branch}; worktree kept at ${w.path}`
+                    : w.kept
+                      ? `${itemTag(work.item)} changed nothing; worktree kept at ${w.path} (branch ${w.branch})`
+                      : `${itemTag(work.item)} changed nothing; worktree and branch ${w.branch} removed`
               )
               break
             }
             case "ThreadStartedFresh":
-              log(`${itemTag(work.item)}: codex never saved thread ${work.missingThreadId}; starting a new thread (it does not know the old one's turns)`)
+              log(
+                `${itemTag(work.item)}: codex never saved thread ${work.missingThreadId}; starting a new thread (it does not know the old one's turns)`
+              )
               break
             case "ThreadReady":
               if (work.resumed) {
-                log(`${itemTag(work.item)} resumed thread ${work.threadId} on a new app-server; the interrupted turn runs again`)
+                log(
+                  `${itemTag(work.item)} resumed thread ${work.threadId} on a new app-server; the interrupted turn runs again`
+                )
               } else {
                 const index = RunState.itemIndexOf(work.item)
-                const text = index === null ? "" : tally.items[index]?.prompt ?? ""
+                const text = index === null ? "" : (tally.items[index]?.prompt ?? "")
                 log(`${itemTag(work.item)} started on thread ${work.threadId}: ${oneLine(text, 100)}`)
               }
               break
             case "TurnCompleted":
-              log(`${itemTag(work.item)} turn ${work.turn.status}${work.turn.error ? `: ${oneLine(work.turn.error.message, 200)}` : ""}`)
+              log(
+                `${itemTag(work.item)} turn ${work.turn.status}${work.turn.error ? `: ${oneLine(work.turn.error.message, 200)}` : ""}`
+              )
               break
             case "Stalled":
               log(`${itemTag(work.item)} stalled: no event for too long; interrupting the turn`)
@@ -230,25 +248,35 @@ export const make = (
       switch (event._tag) {
         case "CardOpened": {
           const card = event.card
-          log(`${itemTag(card.workItem)} card ${card.id} opened (${CardText.kindLabel(card)}): ${oneLine(card.title, 160)}`)
+          log(
+            `${itemTag(card.workItem)} card ${card.id} opened (${CardText.kindLabel(card)}): ${oneLine(card.title, 160)}`
+          )
           break
         }
         case "CardSettled": {
           const s = event.settlement
           const source = CardNs.describeSource(s.source)
           const by = source === s.outcome ? "" : ` by ${source}`
-          log(`${itemTag(s.card.workItem)} card ${s.card.id} ${s.outcome}${by}${s.detail ? ` (${oneLine(s.detail, 160)})` : ""}`)
+          log(
+            `${itemTag(s.card.workItem)} card ${s.card.id} ${s.outcome}${by}${s.detail ? ` (${oneLine(s.detail, 160)})` : ""}`
+          )
           break
         }
         case "LateDecision":
-          log(`${itemTag(event.card.workItem)} card ${event.card.id}: a late ${event.decision} was dropped (already ${event.outcome})`)
+          log(
+            `${itemTag(event.card.workItem)} card ${event.card.id}: a late ${event.decision} was dropped (already ${event.outcome})`
+          )
           break
       }
       redraw()
     }
 
     if (screen.live) {
-      yield* Effect.sync(redraw).pipe(Effect.repeat(Schedule.spaced("1 second")), Effect.interruptible, Effect.forkScoped)
+      yield* Effect.sync(redraw).pipe(
+        Effect.repeat(Schedule.spaced("1 second")),
+        Effect.interruptible,
+        Effect.forkScoped
+      )
     }
 
     return {
@@ -256,7 +284,8 @@ export const make = (
       onApprovalEvent,
       setPrompt: (lines) => {
         // Without a live board (stderr is not a terminal) the prompt is printed as it changes.
-        if (!screen.live && lines !== undefined && lines.join("\n") !== prompt?.join("\n")) for (const line of lines) log(line)
+        if (!screen.live && lines !== undefined && lines.join("\n") !== prompt?.join("\n"))
+          for (const line of lines) log(line)
         prompt = lines
         redraw()
       },

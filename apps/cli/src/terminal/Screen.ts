@@ -33,7 +33,7 @@ export const fit = (line: string, width: number): string => {
   if (visible(line).length <= width) return line
   let out = ""
   let shown = 0
-  for (let i = 0; i < line.length && shown < width - 1;) {
+  for (let i = 0; i < line.length && shown < width - 1; ) {
     const sgr = /^\u001b\[[0-9;?]*[A-Za-z]/.exec(line.slice(i))
     if (sgr) {
       out += sgr[0]
@@ -51,7 +51,7 @@ export const fit = (line: string, width: number): string => {
 export const make = (options?: { readonly live?: boolean }): Screen => {
   const stdout = process.stdout
   const stderr = process.stderr
-  const live = options?.live ?? (stderr.isTTY === true)
+  const live = options?.live ?? stderr.isTTY === true
   const sameTerminal = stdout.isTTY === true && stderr.isTTY === true
   let drawn = 0
   let current: ReadonlyArray<string> = []

@@ -10,7 +10,10 @@ import * as RunState from "@warden/inbox/RunState"
 const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
   const line = (cells: ReadonlyArray<string>) =>
-    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd()
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd()
   return [line(header), ...rows.map(line)]
 }
 
@@ -23,7 +26,8 @@ export const lines = (tally: RunState.RunState, exitCode: number): ReadonlyArray
   const statuses = RunState.finalStatuses(tally)
   const itemRows = tally.items.map((item, i) => {
     const counts = tally.outcomes.get(i) ?? new Map<string, number>()
-    const elapsed = item.startedAt === undefined ? "-" : Durations.short((item.finishedAt ?? Date.now()) - item.startedAt)
+    const elapsed =
+      item.startedAt === undefined ? "-" : Durations.short((item.finishedAt ?? Date.now()) - item.startedAt)
     const result = item.finalMessage ?? item.error ?? ""
     return [
       String(i),
@@ -34,10 +38,7 @@ export const lines = (tally: RunState.RunState, exitCode: number): ReadonlyArray
       flat(result, 100)
     ]
   })
-  const out: Array<string> = [
-    "",
-    ...table(["ITEM", "STATUS", "CARDS", "TOKENS", "ELAPSED", "RESULT"], itemRows)
-  ]
+  const out: Array<string> = ["", ...table(["ITEM", "STATUS", "CARDS", "TOKENS", "ELAPSED", "RESULT"], itemRows)]
   if (tally.settled.length > 0) {
     const cardRows = tally.settled.map((s) => [
       s.card.id,
@@ -49,19 +50,22 @@ export const lines = (tally: RunState.RunState, exitCode: number): ReadonlyArray
     ])
     out.push("", ...table(["CARD", "ITEM", "KIND", "OUTCOME", "DECIDED BY", "SUMMARY"], cardRows))
     if (tally.settledCount > tally.settled.length) {
-      out.push(`(the last ${tally.settled.length.toLocaleString("en-US")} of ${tally.settledCount.toLocaleString("en-US")} cards; the ledger has them all: warden audit)`)
+      out.push(
+        `(the last ${tally.settled.length.toLocaleString("en-US")} of ${tally.settledCount.toLocaleString("en-US")} cards; the ledger has them all: warden audit)`
+      )
     }
   }
   const worktreeRows = tally.items.flatMap((item, i) => {
     const w = item.worktree
     if (w === undefined || !("changed" in w)) return []
-    const what = w.error !== undefined
-      ? `kept as it was: ${flat(w.error, 80)}`
-      : w.changed
-      ? `${w.files} file${w.files === 1 ? "" : "s"} +${w.insertions} -${w.deletions}, kept at ${w.path}`
-      : w.kept
-      ? `no change, kept at ${w.path}`
-      : "no change, removed"
+    const what =
+      w.error !== undefined
+        ? `kept as it was: ${flat(w.error, 80)}`
+        : w.changed
+          ? `${w.files} file${w.files === 1 ? "" : "s"} +${w.insertions} -${w.deletions}, kept at ${w.path}`
+          : w.kept
+            ? `no change, kept at ${w.path}`
+            : "no change, removed"
     return [[String(i), w.branch, what]]
   })
   if (worktreeRows.length > 0) out.push("", ...table(["ITEM", "BRANCH", "WORKTREE"], worktreeRows))

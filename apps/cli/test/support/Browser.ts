@@ -23,34 +23,42 @@ export class BrowserError extends Data.TaggedError("BrowserError")<{ readonly de
 /** The chromium executable, or a failure that says how to install it. */
 export const executable: Effect.Effect<string, BrowserError> = Effect.suspend(() => {
   // As scripts/prerequisites.mjs finds it: WARDEN_CHROMIUM, else `chromium` on PATH.
-  const onPath = (process.env["PATH"] ?? "").split(":").filter((dir) => dir !== "").map((dir) => Path.join(dir, "chromium"))
+  const onPath = (process.env["PATH"] ?? "")
+    .split(":")
+    .filter((dir) => dir !== "")
+    .map((dir) => Path.join(dir, "chromium"))
     .find((file) => Fs.existsSync(file))
   const path = process.env["WARDEN_CHROMIUM"] ?? onPath ?? "/usr/bin/chromium"
   return Fs.existsSync(path)
     ? Effect.succeed(path)
     : Effect.fail(
-      new BrowserError({
-        detail: `chromium is not installed (${path} does not exist). The web inbox tests drive a real headless Chromium: ` +
-          "install it with `apt-get install -y chromium` (Debian package `chromium`; `pnpm test` installs it when run as root), or point WARDEN_CHROMIUM at one."
-      })
-    )
+        new BrowserError({
+          detail:
+            `chromium is not installed (${path} does not exist). The web inbox tests drive a real headless Chromium: ` +
+            "install it with `apt-get install -y chromium` (Debian package `chromium`; `pnpm test` installs it when run as root), or point WARDEN_CHROMIUM at one."
+        })
+      )
 })
 
 /** A headless browser, closed with the scope. */
-export const launch: Effect.Effect<Browser, BrowserError, Scope.Scope> = Effect.gen(function*() {
+export const launch: Effect.Effect<Browser, BrowserError, Scope.Scope> = Effect.gen(function* () {
   const executablePath = yield* executable
   const root = process.getuid?.() === 0
   return yield* Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => chromium.launch({ executablePath, headless: true, args: root ? ["--no-sandbox"] : [], timeout: 60_000 }),
+      try: () =>
+        chromium.launch({ executablePath, headless: true, args: root ? ["--no-sandbox"] : [], timeout: 60_000 }),
       catch: (e) => new BrowserError({ detail: `chromium did not start: ${String(e)}` })
     }),
     (browser) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // The browser runs as our child (playwright-core drives it in this process): its processes, by executable.
         const tree = ProcessTree.descendants(process.pid).filter((pid) => /chrom/i.test(ProcessTree.commandLine(pid)))
         // A finalizer is uninterruptible: without `interruptible` the timeout could not cut a close that hangs.
-        yield* Effect.promise(() => browser.close().catch(() => undefined)).pipe(Effect.interruptible, Effect.timeoutOption("10 seconds"))
+        yield* Effect.promise(() => browser.close().catch(() => undefined)).pipe(
+          Effect.interruptible,
+          Effect.timeoutOption("10 seconds")
+        )
         for (const p of tree) {
           try {
             process.kill(p, "SIGKILL")

@@ -24,7 +24,9 @@ export const bin = Path.join("apps", "cli", "node_modules", ".cache", "warden-te
 export const command = (args: ReadonlyArray<string>, via: "bundle" | "tsx" = "bundle"): ReadonlyArray<string> => {
   if (via === "tsx") return [process.execPath, "--import", "tsx", source, ...args]
   if (!Fs.existsSync(Path.join(repoRoot, bin))) {
-    throw new Error(`${bin} is missing: vitest's global set-up (scripts/test-bundle.mjs) builds it; run the tests with vitest (pnpm test)`)
+    throw new Error(
+      `${bin} is missing: vitest's global set-up (scripts/test-bundle.mjs) builds it; run the tests with vitest (pnpm test)`
+    )
   }
   return [process.execPath, bin, ...args]
 }
@@ -32,7 +34,9 @@ export const command = (args: ReadonlyArray<string>, via: "bundle" | "tsx" = "bu
 /** The process running the CLI's own code (the spawned node process; its child if something else was spawned). */
 export const cliPid = (cli: { readonly pid: number }): number | undefined => {
   const line = ProcessTree.commandLine(cli.pid)
-  return line.includes(bin) || line.includes(source) ? cli.pid : [...ProcessTree.find(cli.pid, bin), ...ProcessTree.find(cli.pid, source)][0]
+  return line.includes(bin) || line.includes(source)
+    ? cli.pid
+    : [...ProcessTree.find(cli.pid, bin), ...ProcessTree.find(cli.pid, source)][0]
 }
 
 export type JsonLine = TestProcess.JsonLine & { readonly ts: string }
@@ -42,7 +46,11 @@ export interface Cli extends Omit<TestProcess.TestProcess, "waitForJson"> {
   /** Every stdout line so far, parsed (throws on a line that is not JSON: `--json` promises none). */
   readonly json: () => ReadonlyArray<JsonLine>
   /** The first JSON line (from the start) matching `predicate`, waiting for it. */
-  readonly waitForJson: (what: string, predicate: (line: JsonLine) => boolean, timeout?: Parameters<TestProcess.TestProcess["waitForJson"]>[2]) => Effect.Effect<JsonLine, TestProcess.TestProcessError>
+  readonly waitForJson: (
+    what: string,
+    predicate: (line: JsonLine) => boolean,
+    timeout?: Parameters<TestProcess.TestProcess["waitForJson"]>[2]
+  ) => Effect.Effect<JsonLine, TestProcess.TestProcessError>
 }
 
 export interface Options {
@@ -71,9 +79,10 @@ process.on("exit", () => Fs.rmSync(stateHome, { recursive: true, force: true }))
 /** `warden ARGS` from the sources; the scope's end stops it and whatever it started (codex runs in a process group of its own). */
 export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Effect<Cli, never, Scope.Scope> => {
   const line = command(args, options?.via)
-  const [file, ...rest] = options?.filePermissions === true && process.getuid?.() === 0
-    ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", ...line]
-    : line
+  const [file, ...rest] =
+    options?.filePermissions === true && process.getuid?.() === 0
+      ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", ...line]
+      : line
   return Effect.map(
     TestProcess.spawn(file!, rest, {
       cwd: repoRoot,
@@ -85,7 +94,10 @@ export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Ef
       ...child,
       json: () => child.lines().map((l) => JSON.parse(l) as JsonLine),
       waitForJson: (what, predicate, timeout) =>
-        child.waitForJson(what, (line) => predicate(line as JsonLine), timeout) as Effect.Effect<JsonLine, TestProcess.TestProcessError>
+        child.waitForJson(what, (line) => predicate(line as JsonLine), timeout) as Effect.Effect<
+          JsonLine,
+          TestProcess.TestProcessError
+        >
     })
   )
 }
@@ -93,7 +105,7 @@ export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Ef
 /** Run to completion with stdin from /dev/null; returns the exit and the outputs. */
 export const runToEnd = (args: ReadonlyArray<string>, options?: Omit<Options, "stdin">) =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const cli = yield* spawn(args, { ...options, stdin: "ignore" })
       const exited = yield* cli.exited()
       return { exited, stdout: cli.lines(), stderr: cli.stderr(), json: cli.json }

@@ -38,9 +38,15 @@ const lastShards = (cli: CliProcess.Cli) => {
 
 const measure = (runnerCount: number) =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const lanes = Object.fromEntries(
-        Array.from({ length: ITEMS }, (_, i) => [`i${i}`, [Step.execCommand({ cmd: `echo bench-${i}`, escalated: true, justification: "bench" }), Step.message(`done ${i}`)]])
+        Array.from({ length: ITEMS }, (_, i) => [
+          `i${i}`,
+          [
+            Step.execCommand({ cmd: `echo bench-${i}`, escalated: true, justification: "bench" }),
+            Step.message(`done ${i}`)
+          ]
+        ])
       )
       const codex = yield* Codex.setup({ lanes })
       const pg = yield* Postgres.start()
@@ -48,16 +54,42 @@ const measure = (runnerCount: number) =>
       for (let i = 0; i < runnerCount; i++) {
         const port = yield* freePort
         const cli = yield* CliProcess.spawn(
-          ["runner", "--cluster", pg.url, "--listen", `127.0.0.1:${port}`, "--codex", codex.launch.command, ...Codex.flagsOf(codex.launch), "--concurrency", String(ITEMS)],
+          [
+            "runner",
+            "--cluster",
+            pg.url,
+            "--listen",
+            `127.0.0.1:${port}`,
+            "--codex",
+            codex.launch.command,
+            ...Codex.flagsOf(codex.launch),
+            "--concurrency",
+            String(ITEMS)
+          ],
           { env: codex.env, stdin: "ignore" }
         )
         yield* cli.waitForJson("ready", (l) => l.type === "runner.ready", "120 seconds")
         runners.push(cli)
-        yield* until("shards split", () => runners.every((r) => lastShards(r) > 0) && runners.reduce((n, r) => n + lastShards(r), 0) === 300)
+        yield* until(
+          "shards split",
+          () => runners.every((r) => lastShards(r) > 0) && runners.reduce((n, r) => n + lastShards(r), 0) === 300
+        )
       }
       const prompts = Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`i${i}`)} run the command`)
       const submit = yield* CliProcess.spawn(
-        ["submit", "--cluster", pg.url, "--json", "--approvals", "stdin", "--cwd", codex.launch.workspace, "--sandbox", "workspace-write", ...prompts],
+        [
+          "submit",
+          "--cluster",
+          pg.url,
+          "--json",
+          "--approvals",
+          "stdin",
+          "--cwd",
+          codex.launch.workspace,
+          "--sandbox",
+          "workspace-write",
+          ...prompts
+        ],
         { env: codex.env }
       )
       const answered = new Set<string>()
@@ -77,7 +109,10 @@ const measure = (runnerCount: number) =>
       const firstPlaced = Math.min(...lines.filter((l) => l.type === "item.placed").map(at))
       const finished = at(lines.find((l) => l.type === "run.finished")!)
       const opened = new Map(lines.filter((l) => l.type === "card.opened").map((l) => [String(l["card"]), at(l)]))
-      const seen = lines.filter((l) => l.type === "card.settled").map((l) => at(l) - (opened.get(String(l["card"])) ?? NaN)).filter(Number.isFinite)
+      const seen = lines
+        .filter((l) => l.type === "card.settled")
+        .map((l) => at(l) - (opened.get(String(l["card"])) ?? NaN))
+        .filter(Number.isFinite)
       const engine = lines.filter((l) => l.type === "card.settled").map((l) => Number(l["latencyMs"]))
       const completed = lines.filter((l) => l.type === "item.result" && l["status"] === "completed").length
       return {
@@ -93,9 +128,14 @@ const measure = (runnerCount: number) =>
     })
   )
 
-const counts = process.argv.slice(2).map(Number).filter((n) => n > 0)
+const counts = process.argv
+  .slice(2)
+  .map(Number)
+  .filter((n) => n > 0)
 Effect.runPromise(
-  Effect.forEach(counts.length > 0 ? counts : [1, 2, 3], (n) => measure(n).pipe(Effect.tap((r) => Effect.sync(() => console.log(JSON.stringify(r))))))
+  Effect.forEach(counts.length > 0 ? counts : [1, 2, 3], (n) =>
+    measure(n).pipe(Effect.tap((r) => Effect.sync(() => console.log(JSON.stringify(r)))))
+  )
 ).catch((e) => {
   console.error(e)
   process.exitCode = 1

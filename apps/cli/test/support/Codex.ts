@@ -21,7 +21,8 @@ export const flagsOf = (launch: RealCodex.Launch): ReadonlyArray<string> => {
   const out: Array<string> = []
   for (let i = 0; i < args.length; i += 2) {
     const flag = args[i]!
-    if (flag !== "-c" && flag !== "--enable" && flag !== "--disable") throw new Error(`unexpected app-server flag ${flag}`)
+    if (flag !== "-c" && flag !== "--enable" && flag !== "--disable")
+      throw new Error(`unexpected app-server flag ${flag}`)
     out.push(flag, args[i + 1]!)
   }
   return out
@@ -31,7 +32,7 @@ export const setup = (
   script: ScriptedModel.ScriptInput,
   options?: { readonly mcp?: string }
 ): Effect.Effect<Setup, unknown, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const model = yield* ScriptedModel.make(script)
     const launch = yield* RealCodex.make({
       baseUrl: model.baseUrl,

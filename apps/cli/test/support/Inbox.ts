@@ -43,7 +43,7 @@ export const setup = (
   config: Omit<WebInbox.WebInboxConfig, "port"> = {},
   supervisorConfig: Supervisor.SupervisorConfig = {}
 ): Effect.Effect<Setup, unknown, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const fake = FakeAppServer.make({ turns: "manual" })
     const supervisor = yield* Supervisor.make(supervisorConfig).pipe(Effect.provide(fake.layer))
     const inbox = yield* WebInbox.make(supervisor, { ...config, port: 0 })
@@ -55,12 +55,24 @@ export const setup = (
       supervisor.approvals.inbox.pipe(
         Stream.filterMap((update) =>
           Option.fromNullable(
-            update._tag === "Snapshot" ? update.cards.find((c) => c.requestId === requestId)?.id : update._tag === "Opened" && update.card.requestId === requestId ? update.card.id : undefined
+            update._tag === "Snapshot"
+              ? update.cards.find((c) => c.requestId === requestId)?.id
+              : update._tag === "Opened" && update.card.requestId === requestId
+                ? update.card.id
+                : undefined
           )
         ),
         Stream.runHead,
-        Effect.flatMap(Option.match({ onNone: () => Effect.fail(new InboxTestError({ detail: "the inbox stream ended" })), onSome: Effect.succeed })),
-        Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new InboxTestError({ detail: `no card opened for request ${requestId}` }) })
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.fail(new InboxTestError({ detail: "the inbox stream ended" })),
+            onSome: Effect.succeed
+          })
+        ),
+        Effect.timeoutFail({
+          duration: "10 seconds",
+          onTimeout: () => new InboxTestError({ detail: `no card opened for request ${requestId}` })
+        })
       )
     return {
       fake,
@@ -68,7 +80,8 @@ export const setup = (
       inbox,
       token: Redacted.value(inbox.token),
       threadId,
-      openCommand: (command, itemId) => fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", itemId, command)),
+      openCommand: (command, itemId) =>
+        fake.request("item/commandExecution/requestApproval", commandApproval(threadId, "turn_1", itemId, command)),
       cardFor
     }
   })
@@ -86,7 +99,7 @@ export const call = (url: string, init: RequestInit = {}): Effect.Effect<Reply, 
     try: async (signal) => {
       const res = await fetch(url, { ...init, signal })
       const text = await res.text()
-      let json: unknown 
+      let json: unknown
       try {
         json = JSON.parse(text)
       } catch {
@@ -113,9 +126,15 @@ export interface EventReader {
 }
 
 /** Reads the event stream at `url` until the scope closes. */
-export const events = (url: string, headers: Record<string, string> = {}): Effect.Effect<EventReader, InboxTestError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const controller = yield* Effect.acquireRelease(Effect.sync(() => new AbortController()), (c) => Effect.sync(() => c.abort()))
+export const events = (
+  url: string,
+  headers: Record<string, string> = {}
+): Effect.Effect<EventReader, InboxTestError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const controller = yield* Effect.acquireRelease(
+      Effect.sync(() => new AbortController()),
+      (c) => Effect.sync(() => c.abort())
+    )
     const res = yield* Effect.tryPromise({
       try: () => fetch(url, { headers, signal: controller.signal }),
       catch: (e) => new InboxTestError({ detail: `GET ${url}: ${String(e)}` })
@@ -159,13 +178,17 @@ export const events = (url: string, headers: Record<string, string> = {}): Effec
       status: res.status,
       events: () => [...seen],
       ended: Deferred.await(ended).pipe(
-        Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new InboxTestError({ detail: "the event stream did not end" }) })
+        Effect.timeoutFail({
+          duration: "15 seconds",
+          onTimeout: () => new InboxTestError({ detail: "the event stream did not end" })
+        })
       ),
       waitFor: (what, predicate) =>
         waits.until(
           () => seen.find(predicate),
           "15 seconds",
-          () => new InboxTestError({ detail: `no ${what} on the event stream; saw ${JSON.stringify(seen).slice(0, 2000)}` })
+          () =>
+            new InboxTestError({ detail: `no ${what} on the event stream; saw ${JSON.stringify(seen).slice(0, 2000)}` })
         )
     }
   })
@@ -176,11 +199,17 @@ export interface Delivery {
 }
 
 /** A notification receiver on loopback answering each POST with the next status of `statuses` (then 200). */
-export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
-  readonly url: string
-  readonly waitFor: (n: number) => Effect.Effect<ReadonlyArray<Delivery>, InboxTestError>
-}, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const receiver = (
+  statuses: ReadonlyArray<number>
+): Effect.Effect<
+  {
+    readonly url: string
+    readonly waitFor: (n: number) => Effect.Effect<ReadonlyArray<Delivery>, InboxTestError>
+  },
+  never,
+  Scope.Scope
+> =>
+  Effect.gen(function* () {
     const deliveries: Array<Delivery> = []
     const waits = WokenWait.make()
     const server = yield* Effect.acquireRelease(
@@ -198,7 +227,11 @@ export const receiver = (statuses: ReadonlyArray<number>): Effect.Effect<{
         })
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
       }),
-      (server) => Effect.async<void>((resume) => { server.closeAllConnections(); server.close(() => resume(Effect.void)) })
+      (server) =>
+        Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
     )
     const port = (server.address() as { port: number }).port
     return {

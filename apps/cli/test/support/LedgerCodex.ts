@@ -72,7 +72,7 @@ export const writeFakeCodex = (dir: string): string => {
 /** Reads the ledger at `filename` through the Ledger API, then closes it. */
 export const readLedger = <A, E>(filename: string, f: (ledger: Ledger.LedgerShape) => Effect.Effect<A, E>) =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const context = yield* Layer.build(Ledger.layerSqlite({ filename }))
       return yield* f(Context.get(context, Ledger.Ledger))
     })
@@ -88,16 +88,17 @@ export const crashOnceRecorded = (
   filename: string,
   want: { readonly cards: number; readonly turns: number }
 ): Effect.Effect<{ readonly runId: string; readonly signal: NodeJS.Signals | null }, TestProcess.TestProcessError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const runId = yield* readLedger(filename, (ledger) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const run = (yield* ledger.runs("running"))[0]
         if (run === undefined) return yield* Effect.fail("no run yet")
         const cards = yield* ledger.cards({ runId: run.runId })
         const turns = yield* ledger.turns(run.runId)
         if (cards.length < want.cards || turns.length < want.turns) return yield* Effect.fail("not written yet")
         return run.runId
-      })).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
+      })
+    ).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.compose(Schedule.recurs(100)))), Effect.orDie)
     process.kill(-cli.pid, "SIGKILL")
     const exited = yield* cli.exited()
     return { runId, signal: exited.signal }

@@ -30,7 +30,8 @@ export const executable: Effect.Effect<string, TmuxError> = Effect.suspend(() =>
   }
   return Effect.fail(
     new TmuxError({
-      detail: "tmux is not installed (`which tmux` finds nothing). The human-mode tests drive `warden` in a real terminal " +
+      detail:
+        "tmux is not installed (`which tmux` finds nothing). The human-mode tests drive `warden` in a real terminal " +
         "under tmux: install it with `apt-get install -y tmux` (Debian package `tmux`), e.g. in the CI setup."
     })
   )
@@ -45,7 +46,11 @@ export interface Pane {
   readonly history: Effect.Effect<string, TmuxError>
   readonly sendKeys: (...keys: ReadonlyArray<string>) => Effect.Effect<void, TmuxError>
   /** Polls the visible screen until `predicate` holds; returns that screen. */
-  readonly waitFor: (what: string, predicate: (screen: string) => boolean, timeout?: Duration.DurationInput) => Effect.Effect<string, TmuxError>
+  readonly waitFor: (
+    what: string,
+    predicate: (screen: string) => boolean,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<string, TmuxError>
   /** Waits for the command to exit; returns its exit status. */
   readonly exitStatus: (timeout?: Duration.DurationInput) => Effect.Effect<number, TmuxError>
 }
@@ -58,7 +63,7 @@ export const run = (
   args: ReadonlyArray<string>,
   options?: { readonly env?: Readonly<Record<string, string>>; readonly width?: number; readonly height?: number }
 ): Effect.Effect<Pane, TmuxError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const tmux = yield* executable
     const socket = `warden-test-${process.pid}-${++counter}`
     const dir = yield* Effect.acquireRelease(
@@ -67,10 +72,18 @@ export const run = (
     )
     const tmuxSync = (tmuxArgs: ReadonlyArray<string>) =>
       Effect.try({
-        try: () => ChildProcess.execFileSync(tmux, ["-L", socket, ...tmuxArgs], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "pipe", "pipe"] }),
+        try: () =>
+          ChildProcess.execFileSync(tmux, ["-L", socket, ...tmuxArgs], {
+            encoding: "utf8",
+            timeout: 10_000,
+            stdio: ["ignore", "pipe", "pipe"]
+          }),
         catch: (e) => new TmuxError({ detail: `tmux ${tmuxArgs.join(" ")} failed: ${String(e)}` })
       })
-    Fs.writeFileSync(Path.join(dir, "tmux.conf"), "set -g history-limit 10000\nset -g status off\nset -g scroll-on-clear off\n")
+    Fs.writeFileSync(
+      Path.join(dir, "tmux.conf"),
+      "set -g history-limit 10000\nset -g status off\nset -g scroll-on-clear off\n"
+    )
     // The pane runs a shell that waits for the CLI and writes its exit status to a file (tmux 3.3
     // does not always reap a pane's process by itself, so its own exit status is not reliable).
     const exitFile = Path.join(dir, "exit-status")
@@ -80,7 +93,9 @@ export const run = (
       [
         "#!/bin/sh",
         `cd ${shellQuote(CliProcess.repoRoot)}`,
-        ...Object.entries({ XDG_STATE_HOME: CliProcess.stateHome, ...options?.env }).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
+        ...Object.entries({ XDG_STATE_HOME: CliProcess.stateHome, ...options?.env }).map(
+          ([k, v]) => `export ${k}=${shellQuote(v)}`
+        ),
         "trap 'true' INT TERM",
         CliProcess.command(args).map(shellQuote).join(" "),
         `echo $? > ${shellQuote(exitFile)}`,
@@ -119,7 +134,7 @@ export const run = (
 
     // Stop whatever still runs under the pane before the server goes (registered after it: runs first).
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const tree = ProcessTree.descendants(pid)
         if ((yield* status) === undefined) {
           // The CLI is the shell's child (node running the CLI compiled for this run).
@@ -132,7 +147,10 @@ export const run = (
             break
           }
           yield* status.pipe(
-            Effect.filterOrFail((s) => s !== undefined, () => "running"),
+            Effect.filterOrFail(
+              (s) => s !== undefined,
+              () => "running"
+            ),
             Effect.retry(Schedule.spaced("100 millis")),
             Effect.timeoutOption("8 seconds"),
             Effect.ignore
@@ -148,11 +166,20 @@ export const run = (
       })
     )
 
-    const trim = (text: string) => text.split("\n").map((l) => l.trimEnd()).join("\n").trimEnd()
+    const trim = (text: string) =>
+      text
+        .split("\n")
+        .map((l) => l.trimEnd())
+        .join("\n")
+        .trimEnd()
     const screen = Effect.map(tmuxSync(["capture-pane", "-p", "-J", "-t", "main"]), trim)
     const history = Effect.map(tmuxSync(["capture-pane", "-p", "-J", "-S", "-", "-t", "main"]), trim)
 
-    const waitFor = (what: string, predicate: (screen: string) => boolean, timeout: Duration.DurationInput = "20 seconds") => {
+    const waitFor = (
+      what: string,
+      predicate: (screen: string) => boolean,
+      timeout: Duration.DurationInput = "20 seconds"
+    ) => {
       let last = ""
       return screen.pipe(
         Effect.tap((s) => {
@@ -175,14 +202,21 @@ export const run = (
       waitFor,
       exitStatus: (timeout = "30 seconds") =>
         status.pipe(
-          Effect.filterOrFail((s): s is number => s !== undefined, () => new TmuxError({ detail: "running" })),
+          Effect.filterOrFail(
+            (s): s is number => s !== undefined,
+            () => new TmuxError({ detail: "running" })
+          ),
           Effect.retry(Schedule.spaced("150 millis")),
           Effect.timeoutFail({
             duration: timeout,
             onTimeout: () => new TmuxError({ detail: "the command in the pane did not exit" })
           }),
           Effect.catchTag("TmuxError", (e) =>
-            Effect.flatMap(Effect.orElseSucceed(screen, () => ""), (s) => Effect.fail(new TmuxError({ detail: `${e.detail}; the screen:\n${s}` }))))
+            Effect.flatMap(
+              Effect.orElseSucceed(screen, () => ""),
+              (s) => Effect.fail(new TmuxError({ detail: `${e.detail}; the screen:\n${s}` }))
+            )
+          )
         )
     }
   })

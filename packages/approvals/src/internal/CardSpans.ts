@@ -39,10 +39,14 @@ export const startSpan = (
   fork?: (effect: Effect.Effect<void>) => void
 ): Effect.Effect<Tracer.Span> =>
   Effect.flatMap(Effect.clock, (clock) =>
-    Effect.map(Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent }), (span) => {
-      card.attachSpan(span, clock, parent === undefined ? undefined : fork)
-      return span
-    }))
+    Effect.map(
+      Effect.makeSpan("warden.card", parent === undefined ? spanOptions(card) : { ...spanOptions(card), parent }),
+      (span) => {
+        card.attachSpan(span, clock, parent === undefined ? undefined : fork)
+        return span
+      }
+    )
+  )
 
 /** The card settled: its span says so and ends (described by a fiber of `fork`'s with telemetry). */
 export const endSpan = (card: PendingCard, settlement: Settlement, state: SpanState): void => {
@@ -54,7 +58,12 @@ export const endSpan = (card: PendingCard, settlement: Settlement, state: SpanSt
 }
 
 /** A settled card's span described and ended, and its log record written (telemetry on; its own fiber). */
-const describeSettled = (card: PendingCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): Effect.Effect<void> =>
+const describeSettled = (
+  card: PendingCard,
+  settlement: Settlement,
+  span: Tracer.Span,
+  endTime: bigint
+): Effect.Effect<void> =>
   Effect.suspend(() => {
     const source = describeSource(settlement.source)
     span.attribute("warden.source", source)

@@ -55,7 +55,10 @@ const optText = (value: string | null | undefined, max: number = Bounds.text): s
 
 /** One line: control characters and line breaks become spaces, runs of spaces collapse. */
 const oneLine = (value: string): string =>
-  value.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ").replace(/\s+/g, " ").trim()
+  value
+    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ")
+    .replace(/\s+/g, " ")
+    .trim()
 
 /** A title from text that is already masked: one line, bounded. */
 const maskedLine = (masked: string, max: number = Bounds.title): string =>
@@ -82,7 +85,9 @@ const brief = (value: unknown, max = 40): string => {
 const callArgs = (inputs: unknown): string => {
   if (!isRecord(inputs)) return inputs === undefined ? "" : brief(inputs)
   return truncate(
-    Object.entries(inputs).map(([k, v]) => `${truncate(k, 30)}=${brief(v)}`).join(", "),
+    Object.entries(inputs)
+      .map(([k, v]) => `${truncate(k, 30)}=${brief(v)}`)
+      .join(", "),
     100
   )
 }
@@ -118,7 +123,7 @@ const legacyChanges = (fileChanges: unknown): ReadonlyArray<FileChange> => {
     const kinds = Json.keysWithin(change, 16).keys
     const kind = kinds !== undefined && kinds.length > 0 ? kinds[0]! : "unknown"
     const body = kinds !== undefined && kinds.length > 0 ? change[kind] : undefined
-    const diff = isRecord(body) ? str(body["unified_diff"]) ?? str(body["content"]) : undefined
+    const diff = isRecord(body) ? (str(body["unified_diff"]) ?? str(body["content"])) : undefined
     const movePath = isRecord(body) ? str(body["move_path"]) : undefined
     out.push({ path, kind: movePath ? "move-from" : kind, ...(diff !== undefined ? { diff } : {}) })
     if (movePath) out.push({ path: movePath, kind: "move-to" })
@@ -171,7 +176,8 @@ const fileChangeTitle = (changes: ReadonlyArray<FileChange>, grantRoot: string |
 // Elicitations
 
 /** The first `n` items of a list (never the whole list copied). */
-const first = (list: ReadonlyArray<unknown>, n: number): ReadonlyArray<unknown> => (list.length > n ? list.slice(0, n) : list)
+const first = (list: ReadonlyArray<unknown>, n: number): ReadonlyArray<unknown> =>
+  list.length > n ? list.slice(0, n) : list
 
 /** A form with more fields than this shows none (the safety filter refuses it). */
 const FieldsRead = 10_000
@@ -200,12 +206,12 @@ const schemaFields = (schema: unknown): ReadonlyArray<FormField> => {
     const choiceSource = Array.isArray(f["enum"])
       ? first(f["enum"], Bounds.choices)
       : Array.isArray(f["oneOf"])
-      ? first(f["oneOf"], Bounds.choices).map(constOf)
-      : Array.isArray(items["enum"])
-      ? first(items["enum"], Bounds.choices)
-      : Array.isArray(items["anyOf"])
-      ? first(items["anyOf"], Bounds.choices).map(constOf)
-      : undefined
+        ? first(f["oneOf"], Bounds.choices).map(constOf)
+        : Array.isArray(items["enum"])
+          ? first(items["enum"], Bounds.choices)
+          : Array.isArray(items["anyOf"])
+            ? first(items["anyOf"], Bounds.choices).map(constOf)
+            : undefined
     const choices = choiceSource?.map((c) => text(typeof c === "string" ? c : brief(c, 200), 200))
     const title = str(f["title"])
     const type = str(f["type"])
@@ -246,7 +252,8 @@ const shownUrl = (url: string): string => {
   }
 }
 
-const isMcpToolCall = (p: ServerRequests.ElicitationParams): boolean => p._meta?.["codex_approval_kind"] === "mcp_tool_call"
+const isMcpToolCall = (p: ServerRequests.ElicitationParams): boolean =>
+  p._meta?.["codex_approval_kind"] === "mcp_tool_call"
 
 const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> => {
   const params = meta["tool_params"]
@@ -256,7 +263,12 @@ const toolInputs = (meta: Readonly<Record<string, unknown>>): Readonly<Record<st
   const fromDisplay: Record<string, unknown> = {}
   for (const entry of first(display, 100)) {
     if (isRecord(entry) && typeof entry["name"] === "string") {
-      Object.defineProperty(fromDisplay, entry["name"], { value: entry["value"], enumerable: true, writable: true, configurable: true })
+      Object.defineProperty(fromDisplay, entry["name"], {
+        value: entry["value"],
+        enumerable: true,
+        writable: true,
+        configurable: true
+      })
     }
   }
   return maskRecord(fromDisplay)
@@ -286,7 +298,11 @@ const command = (raw: string, cwd: string | undefined, reason: string | null | u
   return { summary, title: `${maskedLine(`run: ${what}`, Bounds.title - where.length)}${where}` }
 }
 
-const fileChange = (changes: ReadonlyArray<FileChange>, reason: string | null | undefined, grantRoot: string | null | undefined): Summarized => {
+const fileChange = (
+  changes: ReadonlyArray<FileChange>,
+  reason: string | null | undefined,
+  grantRoot: string | null | undefined
+): Summarized => {
   const shown = shownChanges(changes)
   const root = optText(grantRoot, Bounds.path)
   return {
@@ -312,7 +328,7 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
     case "applyPatchApproval": {
       const p = request.params
       const changes = legacyChanges(p.fileChanges)
-      return fileChange(changes.length > 0 ? changes : context.fileChanges ?? [], p.reason, p.grantRoot)
+      return fileChange(changes.length > 0 ? changes : (context.fileChanges ?? []), p.reason, p.grantRoot)
     }
     case "item/permissions/requestApproval": {
       const p = request.params
@@ -325,7 +341,13 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
           cwd: text(p.cwd, Bounds.path),
           reason: optText(p.reason)
         },
-        title: line(asked === undefined ? "grant permissions (not readable)" : asked.length === 0 ? "grant nothing" : `grant ${listed(asked, 4)}`)
+        title: line(
+          asked === undefined
+            ? "grant permissions (not readable)"
+            : asked.length === 0
+              ? "grant nothing"
+              : `grant ${listed(asked, 4)}`
+        )
       }
     }
     case "mcpServer/elicitation/request": {
@@ -344,22 +366,38 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
       }
       const url = p.mode === "url" && p.url !== undefined ? shownUrl(p.url) : undefined
       return {
-        summary: { kind: "elicitation", server, message, mode: text(p.mode, 40), fields: schemaFields(p.requestedSchema), url },
+        summary: {
+          kind: "elicitation",
+          server,
+          message,
+          mode: text(p.mode, 40),
+          fields: schemaFields(p.requestedSchema),
+          url
+        },
         title: line(url !== undefined ? `open ${url} for ${server}` : `form from ${server}: ${p.message}`)
       }
     }
     case "item/tool/requestUserInput": {
       const p = request.params
-      const questions = p.questions.slice(0, Bounds.questions).map((q): ServerRequests.UserInputQuestion => ({
-        id: text(q.id, 200),
-        header: text(q.header, 200),
-        question: text(q.question),
-        ...(q.isOther !== undefined ? { isOther: q.isOther } : {}),
-        ...(q.isSecret !== undefined ? { isSecret: q.isSecret } : {}),
-        ...(q.options !== undefined
-          ? { options: q.options === null ? null : q.options.slice(0, Bounds.choices).map((o) => ({ label: text(o.label, 200), description: text(o.description, 500) })) }
-          : {})
-      }))
+      const questions = p.questions.slice(0, Bounds.questions).map(
+        (q): ServerRequests.UserInputQuestion => ({
+          id: text(q.id, 200),
+          header: text(q.header, 200),
+          question: text(q.question),
+          ...(q.isOther !== undefined ? { isOther: q.isOther } : {}),
+          ...(q.isSecret !== undefined ? { isSecret: q.isSecret } : {}),
+          ...(q.options !== undefined
+            ? {
+                options:
+                  q.options === null
+                    ? null
+                    : q.options
+                        .slice(0, Bounds.choices)
+                        .map((o) => ({ label: text(o.label, 200), description: text(o.description, 500) }))
+              }
+            : {})
+        })
+      )
       const first = p.questions[0]
       const more = p.questions.length > 1 ? ` (+${p.questions.length - 1} more)` : ""
       return {

@@ -16,7 +16,21 @@ import { peel } from "./ShellWrapper.js"
 
 /** Words that start or shape a command without being one (stripped before deny matching). */
 const ReservedWords = new Set([
-  "!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done", "while", "until", "case", "esac", "select"
+  "!",
+  "{",
+  "}",
+  "if",
+  "then",
+  "elif",
+  "else",
+  "fi",
+  "do",
+  "done",
+  "while",
+  "until",
+  "case",
+  "esac",
+  "select"
 ])
 
 /**
@@ -26,10 +40,46 @@ const ReservedWords = new Set([
  * later word.
  */
 const Runners = new Set([
-  "sudo", "doas", "env", "nohup", "exec", "command", "builtin", "nice", "ionice", "timeout", "stdbuf", "xargs",
-  "watch", "setsid", "unbuffer", "chroot", "flock", "time", "strace", "ltrace", "caffeinate", "coproc", "function",
-  "su", "runuser", "pkexec", "busybox", "toybox", "unshare", "nsenter", "firejail", "chrt", "taskset", "numactl",
-  "prlimit", "setpriv", "systemd-run", "gosu", "su-exec", "chpst"
+  "sudo",
+  "doas",
+  "env",
+  "nohup",
+  "exec",
+  "command",
+  "builtin",
+  "nice",
+  "ionice",
+  "timeout",
+  "stdbuf",
+  "xargs",
+  "watch",
+  "setsid",
+  "unbuffer",
+  "chroot",
+  "flock",
+  "time",
+  "strace",
+  "ltrace",
+  "caffeinate",
+  "coproc",
+  "function",
+  "su",
+  "runuser",
+  "pkexec",
+  "busybox",
+  "toybox",
+  "unshare",
+  "nsenter",
+  "firejail",
+  "chrt",
+  "taskset",
+  "numactl",
+  "prlimit",
+  "setpriv",
+  "systemd-run",
+  "gosu",
+  "su-exec",
+  "chpst"
 ])
 
 /**
@@ -37,16 +87,45 @@ const Runners = new Set([
  * `zsh-5.9`); `fish` is read apart (its `-c` takes the script as its own argument).
  */
 const PosixShells = new Set([
-  "sh", "bash", "rbash", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "lksh", "pdksh", "oksh", "loksh", "yash", "posh",
-  "hush", "csh", "tcsh"
+  "sh",
+  "bash",
+  "rbash",
+  "dash",
+  "ash",
+  "zsh",
+  "ksh",
+  "ksh93",
+  "mksh",
+  "lksh",
+  "pdksh",
+  "oksh",
+  "loksh",
+  "yash",
+  "posh",
+  "hush",
+  "csh",
+  "tcsh"
 ])
 
 /** Shell options whose next word is their argument (`bash -o errexit`, `-O extglob`; ksh93 `-R file`; mksh `-T tty`). */
 const ShellArgLetters = new Set(["o", "O", "R", "T"])
 /** Long shell options that take no argument; any other (`--rcfile F`, `--init-file F`) is taken to take one. */
 const ShellFlagsLong = new Set([
-  "--login", "--norc", "--noprofile", "--noediting", "--posix", "--restricted", "--verbose", "--debugger",
-  "--dump-strings", "--dump-po-strings", "--help", "--version", "--wordexp", "--pretty-print", "--protected"
+  "--login",
+  "--norc",
+  "--noprofile",
+  "--noediting",
+  "--posix",
+  "--restricted",
+  "--verbose",
+  "--debugger",
+  "--dump-strings",
+  "--dump-po-strings",
+  "--help",
+  "--version",
+  "--wordexp",
+  "--pretty-print",
+  "--protected"
 ])
 
 /** `env` options whose argument may be the next word (GNU `-u NAME`, `-C DIR`, `-a ARG`; BSD `-P PATH`, `-L`/`-U USER`). */
@@ -103,7 +182,7 @@ const skipLeading = (words: ReadonlyArray<string>, i: number): number => {
 type Then = "every" | ReadonlySet<string> | undefined
 
 const thenAfter = (name: string, then: Then): Then =>
-  then === "every" || Runners.has(name) ? "every" : then ?? ExecOptions.get(name)
+  then === "every" || Runners.has(name) ? "every" : (then ?? ExecOptions.get(name))
 
 /** Does a command start at `words[i]` (`i` past the segment's first start), given how starts go on? */
 const startsAt = (words: ReadonlyArray<string>, i: number, then: Then): boolean =>
@@ -118,7 +197,7 @@ const startsAt = (words: ReadonlyArray<string>, i: number, then: Then): boolean 
  * true, and then returns true.
  */
 const eachStart = (words: ReadonlyArray<string>, at: number, f: (start: number) => boolean): boolean => {
-  let then: Then 
+  let then: Then
   for (let start = at; start < words.length; start++) {
     if (start > at && !startsAt(words, start, then)) continue
     if (f(start)) return true
@@ -164,7 +243,8 @@ const walkScript = (walk: Walk, script: string, depth: number, lexedAlready?: Le
   walk.work += script.length
   const lexed = lexedAlready ?? lexAll(script)
   if (lexed.truncated) walk.complete = false
-  for (let i = 0; i < lexed.segments.length && !walk.stopped; i++) walkSegment(walk, lexed.segments[i]!, depth, lead && i === 0)
+  for (let i = 0; i < lexed.segments.length && !walk.stopped; i++)
+    walkSegment(walk, lexed.segments[i]!, depth, lead && i === 0)
   for (const words of lexed.nested) if (!walk.stopped) walkSegment(walk, words, depth, false)
 }
 
@@ -387,7 +467,14 @@ const walkSegment = (walk: Walk, words: ReadonlyArray<string>, depth: number, le
 }
 
 const walkLine = (command: string, onSegment: Walk["onSegment"], onStart: Walk["onStart"]): Walk => {
-  const walk: Walk = { budget: WorkPerChar * (command.length + 1024), work: 0, complete: true, stopped: false, onSegment, onStart }
+  const walk: Walk = {
+    budget: WorkPerChar * (command.length + 1024),
+    work: 0,
+    complete: true,
+    stopped: false,
+    onSegment,
+    onStart
+  }
   const { inner, lexed } = peel(command)
   walkScript(walk, inner, 0, lexed)
   return walk
@@ -399,10 +486,14 @@ const walkLine = (command: string, onSegment: Walk["onSegment"], onStart: Walk["
  */
 export const commands = (command: string): Commands => {
   const starts: Array<Start> = []
-  const { complete, work } = walkLine(command, () => false, (words, at) => {
-    starts.push({ words, at })
-    return false
-  })
+  const { complete, work } = walkLine(
+    command,
+    () => false,
+    (words, at) => {
+      starts.push({ words, at })
+      return false
+    }
+  )
   return { starts, complete, work }
 }
 
@@ -410,10 +501,14 @@ export const commands = (command: string): Commands => {
 export const segments = (command: string, maxSegments = 512): ReadonlyArray<ReadonlyArray<string>> => {
   const found: Array<ReadonlyArray<string>> = []
   if (maxSegments <= 0) return found
-  walkLine(command, (words, at) => {
-    found.push(at === 0 ? words : words.slice(at))
-    return found.length >= maxSegments
-  }, () => false)
+  walkLine(
+    command,
+    (words, at) => {
+      found.push(at === 0 ? words : words.slice(at))
+      return found.length >= maxSegments
+    },
+    () => false
+  )
   return found
 }
 

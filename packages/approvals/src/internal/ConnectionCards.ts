@@ -13,7 +13,16 @@ import type { JsonRpc, ServerRequests } from "@warden/protocol"
 import { ServerRequests as SR } from "@warden/protocol"
 import { Effect, Runtime } from "effect"
 import type { Duration, Fiber, RuntimeFlags, Scope, Tracer } from "effect"
-import type { CloseReason, ConnectionCards, DecisionConfig, FiberOwner, Handler, Line, OpenOptions, OpenResult } from "../Approvals.js"
+import type {
+  CloseReason,
+  ConnectionCards,
+  DecisionConfig,
+  FiberOwner,
+  Handler,
+  Line,
+  OpenOptions,
+  OpenResult
+} from "../Approvals.js"
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
@@ -39,7 +48,12 @@ const ThreadStopped: CloseReason = { _tag: "ThreadStopped" }
  * fibers its cards schedule live in `owner` (the connection's scope, so they end with it; the
  * engine's by default).
  */
-export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: FiberOwner = engine): ConnectionCards => {
+export const make = (
+  line: Line,
+  engine: Engine,
+  config: DecisionConfig,
+  owner: FiberOwner = engine
+): ConnectionCards => {
   const byRequestId = new Map<JsonRpc.RequestId, PendingCard>()
   // One fiber for every deadline of this connection, one finalizer per parent scope (`ParentCards`).
   const timer = DeadlineTimer.make({ nanos: engine.nanos, spawn: owner.spawn, fork: owner.fork })
@@ -97,7 +111,9 @@ export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: 
 
     const traceParent = options.traceParent
     if (traceParent !== undefined) {
-      return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) => asEffect(decide(card, request, options, context, fiber, runtimeFlags, span)))
+      return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) =>
+        asEffect(decide(card, request, options, context, fiber, runtimeFlags, span))
+      )
     }
     return decide(card, request, options, context, fiber, runtimeFlags, undefined)
   }
@@ -116,11 +132,15 @@ export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: 
       return settleNow(card, (c) => c.refuse("refused", { _tag: "UnknownMethod" }, `unknown method ${request.method}`))
     }
     if (request._tag === "Malformed") {
-      return settleNow(card, (c) => c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail))
+      return settleNow(card, (c) =>
+        c.refuse("refused", { _tag: "Malformed", detail: "params did not decode" }, request.detail)
+      )
     }
     const parent = options.parent
     if (parent === undefined) {
-      return settleNow(card, (c) => c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs"))
+      return settleNow(card, (c) =>
+        c.refuse("refused", { _tag: "NoThread" }, "the request names no thread this supervisor runs")
+      )
     }
     if (config.rules) {
       const verdict = evaluate(config.rules, request, context)
@@ -150,7 +170,9 @@ export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: 
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
     if (span === undefined && tracesVisibly(fiber)) {
-      return Effect.flatMap(startSpan(card, undefined), (cardSpan) => asEffect(waitFor(card, parent, options, fiber, runtimeFlags, cardSpan)))
+      return Effect.flatMap(startSpan(card, undefined), (cardSpan) =>
+        asEffect(waitFor(card, parent, options, fiber, runtimeFlags, cardSpan))
+      )
     }
     return waitFor(card, parent, options, fiber, runtimeFlags, span)
   }
@@ -169,7 +191,9 @@ export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: 
       handler: config.handler,
       onParentClose: options.onParentClose ?? ThreadStopped,
       parents,
-      handlers: handlers(fiber, () => Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })),
+      handlers: handlers(fiber, () =>
+        Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })
+      ),
       span: cardSpan
     })
     // Settled only if the card was already (the parent scope had closed).
@@ -185,7 +209,9 @@ export const make = (line: Line, engine: Engine, config: DecisionConfig, owner: 
   }
 
   const closeWhere = (predicate: (card: CardView) => boolean, reason: CloseReason) =>
-    Array.from(byRequestId.values()).filter((c) => predicate(c.view)).map((c) => c.close(reason))
+    Array.from(byRequestId.values())
+      .filter((c) => predicate(c.view))
+      .map((c) => c.close(reason))
 
   const connectionLost = (detail: string) =>
     Array.from(byRequestId.values()).map((c) => c.close({ _tag: "ConnectionLost", detail }))
@@ -227,7 +253,12 @@ interface AwaitOptions {
  * Returns an effect only for a parent's first card (its finalizer is added); otherwise everything
  * happens here, synchronously.
  */
-const awaitDecision = (card: PendingCard, parent: Scope.Scope, timer: DeadlineTimer.DeadlineTimer, options: AwaitOptions): Effect.Effect<void> | undefined => {
+const awaitDecision = (
+  card: PendingCard,
+  parent: Scope.Scope,
+  timer: DeadlineTimer.DeadlineTimer,
+  options: AwaitOptions
+): Effect.Effect<void> | undefined => {
   if (card.settlement) return undefined
   timer.schedule(card, card.deadline)
   const registered = options.parents.add(parent, card, options.onParentClose)
@@ -251,5 +282,8 @@ const startHandler = (card: PendingCard, options: AwaitOptions): void => {
   // close. Its life is bounded by its card instead: whatever settles the card (a decision, the
   // deadline, the parent's close, the connection's end) interrupts it, and nobody waits. How it
   // ended decides (`PendingCard.handlerEnded`).
-  options.handlers.run(card, Effect.interruptible(Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span })))
+  options.handlers.run(
+    card,
+    Effect.interruptible(Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span }))
+  )
 }

@@ -8,7 +8,14 @@ import type { Decision } from "@warden/protocol"
 import { Cause, Chunk, Effect, FiberSet, Option, PubSub, Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
-import type { AnswerResult, ApprovalsConfig, ApprovalsShape, FiberOwner, GroupAnswer, InboxUpdate } from "../Approvals.js"
+import type {
+  AnswerResult,
+  ApprovalsConfig,
+  ApprovalsShape,
+  FiberOwner,
+  GroupAnswer,
+  InboxUpdate
+} from "../Approvals.js"
 import type { CardId, Settlement, Source } from "../Card.js"
 import * as CardGroup from "../CardGroup.js"
 import * as ConnectionCards from "./ConnectionCards.js"
@@ -43,14 +50,16 @@ const drainedBatches = <A>(queue: Queue.Dequeue<A>): Stream.Stream<A> =>
     Queue.take(queue).pipe(
       Effect.flatMap((first) => Effect.map(Queue.takeAll(queue), (rest) => Chunk.prepend(rest, first))),
       Effect.catchAllCause((cause) =>
-        Effect.flatMap(Queue.isShutdown(queue), (down) => (down && Cause.isInterruptedOnly(cause) ? Effect.fail(Option.none()) : Effect.failCause(cause)))
+        Effect.flatMap(Queue.isShutdown(queue), (down) =>
+          down && Cause.isInterruptedOnly(cause) ? Effect.fail(Option.none()) : Effect.failCause(cause)
+        )
       )
     )
   )
 
 /** The engine for an already decoded configuration (`Approvals.make` decodes it). */
 export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const clock = yield* Effect.clock
     const pubsub = yield* PubSub.unbounded<ApprovalEvent>()
     const runFork = yield* FiberSet.makeRuntime<never>()
@@ -133,15 +142,22 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
               }
             })
           )
-        ))
+        )
+      )
     )
 
-    const answerGroup = (group: CardGroup.GroupId, decision: Decision.Decision, channel?: string): Effect.Effect<GroupAnswer> =>
+    const answerGroup = (
+      group: CardGroup.GroupId,
+      decision: Decision.Decision,
+      channel?: string
+    ): Effect.Effect<GroupAnswer> =>
       Effect.suspend(() => {
         const members = Array.from(open.values(), (c) => c.view).filter((view) => CardGroup.groupOf(view) === group)
         const offered = members.filter((view) => view.offers.includes(decision._tag))
         return Effect.map(
-          Effect.forEach(offered, (view) => Effect.map(answer(view.id, decision, channel), (result) => ({ cardId: view.id, result }))),
+          Effect.forEach(offered, (view) =>
+            Effect.map(answer(view.id, decision, channel), (result) => ({ cardId: view.id, result }))
+          ),
           (answered): GroupAnswer => ({
             group,
             answered,

@@ -46,9 +46,10 @@ export const fileChangesOf = (item: unknown): ReadonlyArray<FileChange> => {
       const path = str(change["path"])
       if (path === undefined || path.length === 0) continue
       const rawKind = change["kind"]
-      const kind = typeof rawKind === "string" ? rawKind : isRecord(rawKind) ? str(rawKind["type"]) ?? "unknown" : "unknown"
+      const kind =
+        typeof rawKind === "string" ? rawKind : isRecord(rawKind) ? (str(rawKind["type"]) ?? "unknown") : "unknown"
       const diff = str(change["diff"])
-      const movePath = isRecord(rawKind) ? str(rawKind["move_path"]) ?? str(rawKind["movePath"]) : undefined
+      const movePath = isRecord(rawKind) ? (str(rawKind["move_path"]) ?? str(rawKind["movePath"])) : undefined
       if (movePath !== undefined && movePath.length > 0) {
         out.push({ path, kind: "move-from", ...(diff !== undefined ? { diff } : {}) })
         out.push({ path: movePath, kind: "move-to" })

@@ -72,7 +72,10 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
     for (const w of workers) w.fiber?.unsafeInterruptAsFork(FiberId.none)
   }
 
-  const start = (w: HandlerFiber, run: (effect: Effect.Effect<void>, options: { readonly immediate: false }) => Fiber.RuntimeFiber<void, never>): void => {
+  const start = (
+    w: HandlerFiber,
+    run: (effect: Effect.Effect<void>, options: { readonly immediate: false }) => Fiber.RuntimeFiber<void, never>
+  ): void => {
     const mine = idle
     const park = Effect.async<void>((resume) => {
       w.wake = resume
@@ -94,8 +97,12 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
         card.handlerEnded(exit)
         // What the handler changed in the fiber's FiberRefs is not the next card's.
         // (All of them, also those it set for the first time: `setFiberRefs` would keep those.)
-        return Effect.zipRight(Effect.updateFiberRefs(() => saved), next)
-      }))
+        return Effect.zipRight(
+          Effect.updateFiberRefs(() => saved),
+          next
+        )
+      })
+    )
     const fiber = run(step, { immediate: false })
     w.fiber = fiber
     // However it ends (interrupted with its card, or from outside), a card it still ran learns it.
@@ -153,11 +160,14 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
       if (!watching) {
         watching = true
         // When the owner closes, the waiting fibers end (the busy ones end after their card).
-        owner.fork(Effect.onInterrupt(Effect.never, () =>
-          Effect.sync(() => {
-            closed = true
-            retire(idle.splice(0))
-          })))
+        owner.fork(
+          Effect.onInterrupt(Effect.never, () =>
+            Effect.sync(() => {
+              closed = true
+              retire(idle.splice(0))
+            })
+          )
+        )
       }
       const w = idle.pop()
       if (w !== undefined && w.wake !== undefined) {
@@ -199,7 +209,10 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
 export const decisionOf = (returned: unknown): Effect.Effect<DecisionNs.Decision | undefined, unknown> => {
   if (Effect.isEffect(returned)) return returned as Effect.Effect<DecisionNs.Decision | undefined, unknown>
   if (isPromiseLike(returned)) {
-    return Effect.tryPromise({ try: () => Promise.resolve(returned) as Promise<DecisionNs.Decision | undefined>, catch: (error) => error })
+    return Effect.tryPromise({
+      try: () => Promise.resolve(returned) as Promise<DecisionNs.Decision | undefined>,
+      catch: (error) => error
+    })
   }
   return Effect.fail(`the handler returned ${returned === null ? "null" : typeof returned}, not an Effect or a Promise`)
 }

@@ -14,7 +14,14 @@ import type { MaskOptions } from "../SecretMask.js"
 import { Elided, looksSecretShown, Mask, maskShown, maskText, truncate } from "./Masking.js"
 import { isSecretKey } from "./SecretKeys.js"
 
-const Defaults = { maxDepth: 8, maxEntries: 100, maxString: 2_000, maxValues: 2_000, maxTotal: 100_000, maxKeys: 20_000 } as const
+const Defaults = {
+  maxDepth: 8,
+  maxEntries: 100,
+  maxString: 2_000,
+  maxValues: 2_000,
+  maxTotal: 100_000,
+  maxKeys: 20_000
+} as const
 
 const settings = (options: MaskOptions | undefined) => ({
   maxDepth: options?.maxDepth ?? Defaults.maxDepth,
@@ -162,7 +169,8 @@ export const maskRecord = (obj: unknown, options?: MaskOptions): Readonly<Record
   if (obj === null || obj === undefined) return {}
   try {
     const masked = maskAny(obj, 0, [], settings(options))
-    if (typeof masked === "object" && masked !== null && !Array.isArray(masked)) return masked as Record<string, unknown>
+    if (typeof masked === "object" && masked !== null && !Array.isArray(masked))
+      return masked as Record<string, unknown>
     return { "(value)": masked }
   } catch {
     return { "(value)": Mask }

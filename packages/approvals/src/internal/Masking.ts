@@ -40,7 +40,8 @@ const secretSpans = (text: string): ReadonlyArray<Span> => {
   return spans
 }
 
-const isAlnum = (code: number): boolean => (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122)
+const isAlnum = (code: number): boolean =>
+  (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122)
 /** A character of `TokenRun` (base64, base64url, hex). */
 const isTokenChar = (code: number): boolean => isAlnum(code) || code === 43 || code === 45 || code === 47 || code === 95
 /** A character of a JWT (its three parts and their dots). */

@@ -62,12 +62,15 @@ export const parentCards = (): ParentCards => {
       mine.head = card
       if (!first) return undefined
       // Added to a scope that is already closed, a finalizer runs at once: the card settles.
-      return Scope.addFinalizer(parent, Effect.sync(() => {
-        byParent.delete(parent) // a card opened under it later settles at once (see above)
-        const open: Array<PendingCard> = []
-        for (let c = mine.head; c !== undefined; c = c.parentNext) open.push(c)
-        for (const c of open) c.close(c.closeReason ?? { _tag: "ThreadStopped" })
-      }))
+      return Scope.addFinalizer(
+        parent,
+        Effect.sync(() => {
+          byParent.delete(parent) // a card opened under it later settles at once (see above)
+          const open: Array<PendingCard> = []
+          for (let c = mine.head; c !== undefined; c = c.parentNext) open.push(c)
+          for (const c of open) c.close(c.closeReason ?? { _tag: "ThreadStopped" })
+        })
+      )
     }
   }
 }

@@ -247,7 +247,12 @@ export class PendingCard extends Timed {
     try {
       text = JSON.stringify(encoded.right)
     } catch (error) {
-      return this.refuse("refused", source, `the decision cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`, Decision.describe(decision))
+      return this.refuse(
+        "refused",
+        source,
+        `the decision cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`,
+        Decision.describe(decision)
+      )
     }
     const outcome = outcomeOf(decision)
     const saysNo = outcome === "accepted" && text === refusalText(request)
@@ -267,7 +272,13 @@ export class PendingCard extends Timed {
         // The server already moved on (serverRequest/resolved): an answer now would be noise.
         return this.finish("withdrawn", { _tag: "Withdrawn" }, undefined, undefined, "withdrawn by the server")
       case "ConnectionLost":
-        return this.finish("connection-lost", { _tag: "ConnectionLost", detail: reason.detail }, undefined, undefined, reason.detail)
+        return this.finish(
+          "connection-lost",
+          { _tag: "ConnectionLost", detail: reason.detail },
+          undefined,
+          undefined,
+          reason.detail
+        )
       case "ThreadStopped":
         return this.refuse("refused", { _tag: "ThreadStopped" }, "the thread was stopped")
       case "TurnEnded":
@@ -295,7 +306,9 @@ export class PendingCard extends Timed {
       } else {
         // Nothing can be written on a dead line; the card still settles so nobody waits on it.
         finalOutcome = "connection-lost"
-        finalDetail = detail ? `${detail}; the connection could not carry the answer` : "the connection could not carry the answer"
+        finalDetail = detail
+          ? `${detail}; the connection could not carry the answer`
+          : "the connection could not carry the answer"
       }
     }
     const settledAt = connection.now()

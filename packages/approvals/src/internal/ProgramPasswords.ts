@@ -32,39 +32,135 @@ interface ArgForms {
   readonly lastWhen?: string
 }
 
-const forms = (programs: ReadonlyArray<string>, ...list: ReadonlyArray<ArgForms>) => programs.map((p) => [p, list] as const)
+const forms = (programs: ReadonlyArray<string>, ...list: ReadonlyArray<ArgForms>) =>
+  programs.map((p) => [p, list] as const)
 const SetWords = ["set", "config"]
 
 /** The password forms of each program (by the basename of its first word). */
-const ProgramForms = new Map<string, ReadonlyArray<ArgForms>>([
-  ...forms([
-    "mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck", "mysqlpump", "mysqlslap", "mysqlbinlog", "mysqlsh",
-    "mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import", "mariadb-show", "mariadb-check", "mariadb-slap", "mariadb-binlog",
-    "7z", "7za", "7zr", "rar", "unrar"
-  ], { attached: ["-p"] }),
-  ...forms(["sshpass"], { value: ["-p"] }),
-  ...forms(["docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "regctl", "finch"], { after: "login", value: ["-p", "--password"] }),
-  ...forms(["redis-cli", "valkey-cli", "keydb-cli"], { next: ["-a"] }),
-  ...forms(["openssl"], { next: ["-k", "-K"] }, { after: "passwd", lastWhen: "" }),
-  ...forms(["mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport", "mongostat", "mongotop", "mongofiles"], { next: ["-p"] }),
-  ...forms(["sqlcmd", "bcp", "osql", "isql"], { value: ["-P"] }),
-  ...forms(["ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop", "ldapurl"], { value: ["-w"] }),
-  ...forms(["ldappasswd"], { value: ["-w", "-s", "-a"] }),
-  ...forms(["zip", "unzip", "zipcloak", "funzip"], { value: ["-P"] }),
-  ...forms(["curl"], { userPass: ["-u", "--user", "-U", "--proxy-user"], separator: ":" }),
-  ...forms(["smbclient", "rpcclient", "smbget", "smbcacls", "smbmap", "smbtree", "net", "mount.cifs"], { userPass: ["-U", "--user"], separator: "%" }),
-  ...forms(["lftp"], { userPass: ["-u", "--user"], separator: "," }),
-  ...forms(["htpasswd"], { lastWhen: "b" }),
-  ...forms(["xfreerdp", "wlfreerdp", "sdl-freerdp"], { attached: ["/p:"] }),
-  ...forms(["gh"], { after: "secret", value: ["-b", "--body"] }),
-  ...forms([
-    "aws", "npm", "pnpm", "yarn", "git", "doppler", "dotnet", "heroku", "flyctl", "fly", "vercel", "netlify", "firebase", "gcloud", "az", "gh",
-    "conda", "pip", "poetry", "composer", "bundle", "gem", "cargo", "kubectl", "vault", "op", "railway", "supabase", "wrangler"
-  ], { keyValue: SetWords })
-].reduce((all, [program, list]) => all.set(program, [...(all.get(program) ?? []), ...list]), new Map<string, ReadonlyArray<ArgForms>>()))
+const ProgramForms = new Map<string, ReadonlyArray<ArgForms>>(
+  [
+    ...forms(
+      [
+        "mysql",
+        "mysqldump",
+        "mysqladmin",
+        "mysqlimport",
+        "mysqlshow",
+        "mysqlcheck",
+        "mysqlpump",
+        "mysqlslap",
+        "mysqlbinlog",
+        "mysqlsh",
+        "mariadb",
+        "mariadb-dump",
+        "mariadb-admin",
+        "mariadb-import",
+        "mariadb-show",
+        "mariadb-check",
+        "mariadb-slap",
+        "mariadb-binlog",
+        "7z",
+        "7za",
+        "7zr",
+        "rar",
+        "unrar"
+      ],
+      { attached: ["-p"] }
+    ),
+    ...forms(["sshpass"], { value: ["-p"] }),
+    ...forms(["docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "regctl", "finch"], {
+      after: "login",
+      value: ["-p", "--password"]
+    }),
+    ...forms(["redis-cli", "valkey-cli", "keydb-cli"], { next: ["-a"] }),
+    ...forms(["openssl"], { next: ["-k", "-K"] }, { after: "passwd", lastWhen: "" }),
+    ...forms(
+      [
+        "mongo",
+        "mongosh",
+        "mongodump",
+        "mongorestore",
+        "mongoexport",
+        "mongoimport",
+        "mongostat",
+        "mongotop",
+        "mongofiles"
+      ],
+      { next: ["-p"] }
+    ),
+    ...forms(["sqlcmd", "bcp", "osql", "isql"], { value: ["-P"] }),
+    ...forms(
+      [
+        "ldapsearch",
+        "ldapadd",
+        "ldapmodify",
+        "ldapdelete",
+        "ldapwhoami",
+        "ldapcompare",
+        "ldapmodrdn",
+        "ldapexop",
+        "ldapurl"
+      ],
+      { value: ["-w"] }
+    ),
+    ...forms(["ldappasswd"], { value: ["-w", "-s", "-a"] }),
+    ...forms(["zip", "unzip", "zipcloak", "funzip"], { value: ["-P"] }),
+    ...forms(["curl"], { userPass: ["-u", "--user", "-U", "--proxy-user"], separator: ":" }),
+    ...forms(["smbclient", "rpcclient", "smbget", "smbcacls", "smbmap", "smbtree", "net", "mount.cifs"], {
+      userPass: ["-U", "--user"],
+      separator: "%"
+    }),
+    ...forms(["lftp"], { userPass: ["-u", "--user"], separator: "," }),
+    ...forms(["htpasswd"], { lastWhen: "b" }),
+    ...forms(["xfreerdp", "wlfreerdp", "sdl-freerdp"], { attached: ["/p:"] }),
+    ...forms(["gh"], { after: "secret", value: ["-b", "--body"] }),
+    ...forms(
+      [
+        "aws",
+        "npm",
+        "pnpm",
+        "yarn",
+        "git",
+        "doppler",
+        "dotnet",
+        "heroku",
+        "flyctl",
+        "fly",
+        "vercel",
+        "netlify",
+        "firebase",
+        "gcloud",
+        "az",
+        "gh",
+        "conda",
+        "pip",
+        "poetry",
+        "composer",
+        "bundle",
+        "gem",
+        "cargo",
+        "kubectl",
+        "vault",
+        "op",
+        "railway",
+        "supabase",
+        "wrangler"
+      ],
+      { keyValue: SetWords }
+    )
+  ].reduce(
+    (all, [program, list]) => all.set(program, [...(all.get(program) ?? []), ...list]),
+    new Map<string, ReadonlyArray<ArgForms>>()
+  )
+)
 
 /** Every program of `ProgramForms` (a text without any of them has none of their forms). */
-const ProgramNames = new RegExp([...ProgramForms.keys()].sort((a, b) => b.length - a.length).map((n) => n.replace(/[.+]/g, "\\$&")).join("|"))
+const ProgramNames = new RegExp(
+  [...ProgramForms.keys()]
+    .sort((a, b) => b.length - a.length)
+    .map((n) => n.replace(/[.+]/g, "\\$&"))
+    .join("|")
+)
 
 /** A word that is an option, not a value (`-u`, `--host`): a value option followed by one gets nothing. */
 const isOptionWord = (word: string): boolean => word.startsWith("--") || /^-[A-Za-z]$/.test(word)
@@ -105,7 +201,15 @@ class ArgReader implements CommandWordReader {
    * its part after `separator`) at `base`, or keeps it as the command's last word (`report`
    * false), and returns where reading resumes.
    */
-  private value(src: string, p: number, end: number, base: number, exact: boolean, separator: string, report = true): number {
+  private value(
+    src: string,
+    p: number,
+    end: number,
+    base: number,
+    exact: boolean,
+    separator: string,
+    report = true
+  ): number {
     const { resume, to } = valueExtent(src, p, end, exact, this.extent)
     let from = this.extent.from
     if (separator !== "") {
@@ -125,10 +229,22 @@ class ArgReader implements CommandWordReader {
   }
 
   /** `word` as one of the value options `names`: the next word is pending, or its attached value (`-pX`, `-p=X`, `--password=X`) is read. */
-  private option(names: ReadonlyArray<string>, separator: string, word: string, src: string, s: number, end: number, base: number, exact: boolean): number {
+  private option(
+    names: ReadonlyArray<string>,
+    separator: string,
+    word: string,
+    src: string,
+    s: number,
+    end: number,
+    base: number,
+    exact: boolean
+  ): number {
     for (const name of names) {
       if (word === name) this.pending = separator
-      else if (word.startsWith(name) && (name.startsWith("--") ? word[name.length] === "=" : word.length > name.length)) {
+      else if (
+        word.startsWith(name) &&
+        (name.startsWith("--") ? word[name.length] === "=" : word.length > name.length)
+      ) {
         return this.value(src, s + name.length + (word[name.length] === "=" ? 1 : 0), end, base, exact, separator)
       }
     }
@@ -179,8 +295,10 @@ class ArgReader implements CommandWordReader {
       if (form.keyValue?.includes(word)) this.key = 1
       if (!option) continue
       if (form.next?.includes(word)) this.pending = ""
-      if (form.value !== undefined) resume = Math.max(resume, this.option(form.value, "", word, src, s, end, base, exact))
-      if (form.userPass !== undefined) resume = Math.max(resume, this.option(form.userPass, form.separator ?? ":", word, src, s, end, base, exact))
+      if (form.value !== undefined)
+        resume = Math.max(resume, this.option(form.value, "", word, src, s, end, base, exact))
+      if (form.userPass !== undefined)
+        resume = Math.max(resume, this.option(form.userPass, form.separator ?? ":", word, src, s, end, base, exact))
       if (form.attached !== undefined) {
         for (const name of form.attached) {
           if (word.length > name.length && word.startsWith(name) && !word.startsWith("--")) {
@@ -188,7 +306,14 @@ class ArgReader implements CommandWordReader {
           }
         }
       }
-      if (form.lastWhen !== undefined && form.lastWhen !== "" && word[0] === "-" && word[1] !== "-" && word.includes(form.lastWhen)) this.last = true
+      if (
+        form.lastWhen !== undefined &&
+        form.lastWhen !== "" &&
+        word[0] === "-" &&
+        word[1] !== "-" &&
+        word.includes(form.lastWhen)
+      )
+        this.last = true
     }
     if (!option && !subcommand && forms.some((f) => f.lastWhen !== undefined)) {
       resume = Math.max(resume, this.value(src, start, end, base, exact, "", false))

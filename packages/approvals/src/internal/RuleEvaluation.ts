@@ -17,11 +17,15 @@ import type { McpMatcher, Rule, Rules } from "./RuleSchema.js"
 import { join, programName } from "./ShellLexer.js"
 import { unwrap } from "./ShellWrapper.js"
 
-
 const NoMatch: Verdict = { _tag: "NoMatch" }
 
 /** `words` from index `at` start with `prefix`, word for word (the first also by basename when asked). */
-const startsWith = (words: ReadonlyArray<string>, at: number, prefix: ReadonlyArray<string>, byBasename: boolean): boolean => {
+const startsWith = (
+  words: ReadonlyArray<string>,
+  at: number,
+  prefix: ReadonlyArray<string>,
+  byBasename: boolean
+): boolean => {
   if (words.length - at < prefix.length) return false
   for (let i = 0; i < prefix.length; i++) {
     const w = words[at + i]!
@@ -146,7 +150,10 @@ const legacyPaths = (fileChanges: unknown): Bounded<PathFacts> | undefined => {
     // a change is `{add|delete|update: ...}`: one with more keys than that cannot be read (its move target could hide there)
     const kinds = typeof change === "object" && change !== null ? Json.keysWithin(change, 16).keys : []
     if (kinds === undefined) return { items: [...items, ...moved], complete: false }
-    const body = typeof change === "object" && change !== null && kinds.length > 0 ? (change as Record<string, unknown>)[kinds[0]!] : undefined
+    const body =
+      typeof change === "object" && change !== null && kinds.length > 0
+        ? (change as Record<string, unknown>)[kinds[0]!]
+        : undefined
     const move = typeof body === "object" && body !== null ? (body as Record<string, unknown>)["move_path"] : undefined
     if (typeof move === "string") moved.push(pathFacts(move))
   }
@@ -196,7 +203,11 @@ const permissionFacts = (permissions: unknown): PermissionFacts | undefined => {
       case "path":
         return { type: "path", path: pathFacts(e.path.path) }
       case "glob_pattern":
-        return { type: "glob_pattern", dotDot: e.path.pattern.split("/").includes(".."), base: pathFacts(globBase(e.path.pattern)) }
+        return {
+          type: "glob_pattern",
+          dotDot: e.path.pattern.split("/").includes(".."),
+          base: pathFacts(globBase(e.path.pattern))
+        }
       case "special":
         return { type: "special", access: e.access }
     }
@@ -237,7 +248,9 @@ const factsOf = (request: ServerRequests.ServerRequest, context: CardContext): F
           return { paths: { items: [], complete: true }, grantRoot: undefined }
       }
     }),
-    permissions: lazy(() => request.method === "item/permissions/requestApproval" ? permissionFacts(request.params.permissions) : undefined)
+    permissions: lazy(() =>
+      request.method === "item/permissions/requestApproval" ? permissionFacts(request.params.permissions) : undefined
+    )
   }
 }
 
@@ -260,7 +273,8 @@ const matchCommand = (prefix: ReadonlyArray<string>, facts: Facts, effect: Effec
 }
 
 /** Lexically under `root` (already normalised), or equal to it. */
-const isUnder = (path: string, root: string): boolean => path === root || path.startsWith(root === "/" ? "/" : `${root}/`)
+const isUnder = (path: string, root: string): boolean =>
+  path === root || path.startsWith(root === "/" ? "/" : `${root}/`)
 
 /** Certainly under `root`: absolute, no `..` segment, no NUL, and under after normalising. */
 const certainlyUnder = (p: PathFacts, root: string): boolean => p.clean && isUnder(p.resolved, root)
@@ -276,8 +290,12 @@ const matchFileChange = (under: string, facts: Facts, effect: Effect_): boolean 
   const { grantRoot, paths } = facts.fileChanges()
   const root = posix.resolve(under)
   if (effect === "allow") {
-    return paths.complete && paths.items.length > 0 && paths.items.every((p) => certainlyUnder(p, root)) &&
+    return (
+      paths.complete &&
+      paths.items.length > 0 &&
+      paths.items.every((p) => certainlyUnder(p, root)) &&
       (grantRoot === undefined || certainlyUnder(grantRoot, root))
+    )
   }
   // Unknown changes (none known, or more than were read) may be anywhere.
   if (paths.items.length === 0 || !paths.complete) return true
@@ -293,28 +311,34 @@ const matchPermissions = (under: string, facts: Facts, effect: Effect_): boolean
   if (effect === "allow") {
     if (network || !complete) return false
     if (plain.items.length + entries.items.length === 0) return false
-    return plain.items.every((p) => certainlyUnder(p, root)) && entries.items.every((e) => {
-      switch (e.type) {
-        case "path":
-          return certainlyUnder(e.path, root)
-        case "glob_pattern":
-          return !e.dotDot && certainlyUnder(e.base, root)
-        case "special":
-          return false
-      }
-    })
+    return (
+      plain.items.every((p) => certainlyUnder(p, root)) &&
+      entries.items.every((e) => {
+        switch (e.type) {
+          case "path":
+            return certainlyUnder(e.path, root)
+          case "glob_pattern":
+            return !e.dotDot && certainlyUnder(e.base, root)
+          case "special":
+            return false
+        }
+      })
+    )
   }
   if (!complete) return true
-  return plain.items.some((p) => mayOverlap(p, root)) || entries.items.some((e) => {
-    switch (e.type) {
-      case "path":
-        return mayOverlap(e.path, root)
-      case "glob_pattern":
-        return mayOverlap(e.base, root)
-      case "special":
-        return e.access !== "deny"
-    }
-  })
+  return (
+    plain.items.some((p) => mayOverlap(p, root)) ||
+    entries.items.some((e) => {
+      switch (e.type) {
+        case "path":
+          return mayOverlap(e.path, root)
+        case "glob_pattern":
+          return mayOverlap(e.base, root)
+        case "special":
+          return e.access !== "deny"
+      }
+    })
+  )
 }
 
 const isEmptyRecord = (value: object): boolean => Json.isEmpty(value)

@@ -14,14 +14,20 @@ const shownActual = (actual: unknown): string => {
   }
 }
 
-const Method = Schema.suspend((): Schema.Schema<ServerRequests.ServerRequestMethod> =>
-  Schema.Literal(...ServerRequests.ServerRequestMethods).annotations({
-    message: (issue) => ({ message: `${shownActual(issue.actual)} is not a server-request method; use one of: ${ServerRequests.ServerRequestMethods.join(", ")}`, override: true })
-  })
+const Method = Schema.suspend(
+  (): Schema.Schema<ServerRequests.ServerRequestMethod> =>
+    Schema.Literal(...ServerRequests.ServerRequestMethods).annotations({
+      message: (issue) => ({
+        message: `${shownActual(issue.actual)} is not a server-request method; use one of: ${ServerRequests.ServerRequestMethods.join(", ")}`,
+        override: true
+      })
+    })
 )
 
 const AbsolutePath = Schema.String.pipe(
-  Schema.filter((s) => (s.startsWith("/") && !s.includes("\u0000") ? undefined : "must be an absolute path (starting with /)"))
+  Schema.filter((s) =>
+    s.startsWith("/") && !s.includes("\u0000") ? undefined : "must be an absolute path (starting with /)"
+  )
 )
 
 /**
@@ -111,13 +117,12 @@ export type Rules = typeof Rules.Type
 
 /** Decode rules from already parsed data, strictly (unknown keys are errors); `Left` holds the issues as text. */
 export const decodeRules = (input: unknown): Either.Either<Rules, string> =>
-  Either.mapLeft(
-    Schema.decodeUnknownEither(Rules, { onExcessProperty: "error", errors: "all" })(input),
-    formatIssues
-  )
+  Either.mapLeft(Schema.decodeUnknownEither(Rules, { onExcessProperty: "error", errors: "all" })(input), formatIssues)
 
 const formatIssues = (error: ParseResult.ParseError): string => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const shown = issues.slice(0, 6).map((i) => `${i.path.length > 0 ? `at ${i.path.map(String).join(".")}: ` : ""}${i.message}`)
+  const shown = issues
+    .slice(0, 6)
+    .map((i) => `${i.path.length > 0 ? `at ${i.path.map(String).join(".")}: ` : ""}${i.message}`)
   return [...shown, ...(issues.length > shown.length ? [`(and ${issues.length - shown.length} more)`] : [])].join("; ")
 }

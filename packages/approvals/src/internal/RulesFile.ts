@@ -32,7 +32,8 @@ export class RulesFileError extends Data.TaggedError("RulesFileError")<{
 export const MaxRulesFileBytes = 1_048_576
 
 const parseText = (path: string, text: string, format: "json" | "yaml"): Either.Either<unknown, RulesFileError> => {
-  const fail = (detail: string, cause?: unknown) => Either.left(new RulesFileError({ path, reason: "Parse", detail, cause }))
+  const fail = (detail: string, cause?: unknown) =>
+    Either.left(new RulesFileError({ path, reason: "Parse", detail, cause }))
   if (format === "json") {
     try {
       JSON.parse(text)
@@ -45,7 +46,10 @@ const parseText = (path: string, text: string, format: "json" | "yaml"): Either.
   if (doc.errors.length > 0) {
     const first = doc.errors[0]!
     const more = doc.errors.length > 1 ? ` (and ${doc.errors.length - 1} more)` : ""
-    return fail(`is not valid ${format === "json" ? "JSON" : "YAML"}: ${first.message.split("\n")[0]!.replace(/:\s*$/, "")}${more}`, first)
+    return fail(
+      `is not valid ${format === "json" ? "JSON" : "YAML"}: ${first.message.split("\n")[0]!.replace(/:\s*$/, "")}${more}`,
+      first
+    )
   }
   try {
     return Either.right(doc.toJS({ maxAliasCount: 100 }))
@@ -61,9 +65,14 @@ const parseText = (path: string, text: string, format: "json" | "yaml"): Either.
 export const parse = (path: string, text: string, format: "json" | "yaml"): Either.Either<Rules, RulesFileError> =>
   Either.flatMap(parseText(path, text, format), (data) => {
     if (data === null || data === undefined) {
-      return Either.left(new RulesFileError({ path, reason: "Schema", detail: "is empty; expected an object with a rules list" }))
+      return Either.left(
+        new RulesFileError({ path, reason: "Schema", detail: "is empty; expected an object with a rules list" })
+      )
     }
-    return Either.mapLeft(decodeRules(data), (detail) => new RulesFileError({ path, reason: "Schema", detail: `is not a valid rules file: ${detail}` }))
+    return Either.mapLeft(
+      decodeRules(data),
+      (detail) => new RulesFileError({ path, reason: "Schema", detail: `is not a valid rules file: ${detail}` })
+    )
   })
 
 /**
@@ -82,18 +91,31 @@ export const parse = (path: string, text: string, format: "json" | "yaml"): Eith
  * ```
  */
 export const load = (path: string): Effect.Effect<Rules, RulesFileError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ext = extname(path).toLowerCase()
     const format = ext === ".json" ? "json" : ext === ".yaml" || ext === ".yml" ? "yaml" : undefined
     if (format === undefined) {
-      return yield* new RulesFileError({ path, reason: "Extension", detail: `has extension "${ext}"; use .json, .yaml or .yml` })
+      return yield* new RulesFileError({
+        path,
+        reason: "Extension",
+        detail: `has extension "${ext}"; use .json, .yaml or .yml`
+      })
     }
     const readError = (cause: unknown) =>
-      new RulesFileError({ path, reason: "Read", detail: `could not be read: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+      new RulesFileError({
+        path,
+        reason: "Read",
+        detail: `could not be read: ${cause instanceof Error ? cause.message : String(cause)}`,
+        cause
+      })
     const info = yield* Effect.tryPromise({ try: () => stat(path), catch: readError })
     if (!info.isFile()) return yield* new RulesFileError({ path, reason: "Read", detail: "is not a regular file" })
     if (info.size > MaxRulesFileBytes) {
-      return yield* new RulesFileError({ path, reason: "Read", detail: `is ${info.size} bytes; the limit is ${MaxRulesFileBytes}` })
+      return yield* new RulesFileError({
+        path,
+        reason: "Read",
+        detail: `is ${info.size} bytes; the limit is ${MaxRulesFileBytes}`
+      })
     }
     const text = yield* Effect.tryPromise({ try: () => readFile(path, "utf8"), catch: readError })
     return yield* parse(path, text, format)

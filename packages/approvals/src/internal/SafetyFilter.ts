@@ -76,15 +76,64 @@ const normalize = (text: string): string =>
 /** Secret words, for both labels and prose. */
 const SecretAnywhere = new RegExp(
   [
-    "pass ?words?", "passwd", "pass ?phrases?", "pass ?codes?", "secrets?", "tokens?", "api ?keys?", "access ?keys?",
-    "private ?keys?", "secret ?keys?", "ssh ?keys?", "gpg ?keys?", "pgp ?keys?", "signing ?keys?", "encryption ?keys?",
-    "license ?keys?", "licence ?keys?", "product ?keys?", "recovery ?keys?", "master ?keys?", "credentials?", "creds",
-    "cookies?", "bearer", "auth ?codes?", "authentication ?codes?", "one ?time ?(?:codes?|pass ?words?|pins?|pass ?codes?|keys?)",
-    "otp", "totp", "2fa", "mfa", "verification ?codes?", "security ?codes?", "recovery ?codes?", "backup ?codes?",
-    "login ?codes?", "sign ?in ?codes?", "pin ?codes?", "pin ?numbers?", "ssn", "social security", "cvv", "cvc",
-    "card ?numbers?", "credit ?cards?", "seed ?phrases?", "recovery ?phrases?", "mnemonic", "session ?(?:ids?|keys?)",
-    "passwort", "kennwort", "contrase[nñ]a", "mot de passe", "senha", "wachtwoord"
-  ].map((w) => `\\b${w}(?![a-z0-9])`).join("|") + "|пароль|密码|パスワード|비밀번호"
+    "pass ?words?",
+    "passwd",
+    "pass ?phrases?",
+    "pass ?codes?",
+    "secrets?",
+    "tokens?",
+    "api ?keys?",
+    "access ?keys?",
+    "private ?keys?",
+    "secret ?keys?",
+    "ssh ?keys?",
+    "gpg ?keys?",
+    "pgp ?keys?",
+    "signing ?keys?",
+    "encryption ?keys?",
+    "license ?keys?",
+    "licence ?keys?",
+    "product ?keys?",
+    "recovery ?keys?",
+    "master ?keys?",
+    "credentials?",
+    "creds",
+    "cookies?",
+    "bearer",
+    "auth ?codes?",
+    "authentication ?codes?",
+    "one ?time ?(?:codes?|pass ?words?|pins?|pass ?codes?|keys?)",
+    "otp",
+    "totp",
+    "2fa",
+    "mfa",
+    "verification ?codes?",
+    "security ?codes?",
+    "recovery ?codes?",
+    "backup ?codes?",
+    "login ?codes?",
+    "sign ?in ?codes?",
+    "pin ?codes?",
+    "pin ?numbers?",
+    "ssn",
+    "social security",
+    "cvv",
+    "cvc",
+    "card ?numbers?",
+    "credit ?cards?",
+    "seed ?phrases?",
+    "recovery ?phrases?",
+    "mnemonic",
+    "session ?(?:ids?|keys?)",
+    "passwort",
+    "kennwort",
+    "contrase[nñ]a",
+    "mot de passe",
+    "senha",
+    "wachtwoord"
+  ]
+    .map((w) => `\\b${w}(?![a-z0-9])`)
+    .join("|") + "|пароль|密码|パスワード|비밀번호"
 )
 
 /** Further words that are secret in a label (a field name, title, header, id) but not in prose. */
@@ -134,7 +183,8 @@ const checkText = (value: unknown, what: string, max: number, optional: boolean)
 
 const checkUserInput = (p: ServerRequests.UserInputParams, l: Required<Limits>): void => {
   if (p.questions.length === 0) refuse("user input asks no questions")
-  if (p.questions.length > l.maxQuestions) refuse(`user input has ${p.questions.length} questions (limit ${l.maxQuestions})`)
+  if (p.questions.length > l.maxQuestions)
+    refuse(`user input has ${p.questions.length} questions (limit ${l.maxQuestions})`)
   const ids = new Set<string>()
   p.questions.forEach((q, index) => {
     if (!NamePattern.test(q.id)) refuse(`question ${index + 1} has an id that is not a plain identifier`)
@@ -162,10 +212,31 @@ const checkUserInput = (p: ServerRequests.UserInputParams, l: Required<Limits>):
 // ---------------------------------------------------------------------------------------------
 // Elicitation forms
 
-const SchemaKeys = new Set(["type", "properties", "required", "$schema", "title", "description", "additionalProperties"])
+const SchemaKeys = new Set([
+  "type",
+  "properties",
+  "required",
+  "$schema",
+  "title",
+  "description",
+  "additionalProperties"
+])
 const FieldKeys = new Set([
-  "type", "title", "description", "enum", "enumNames", "oneOf", "items", "default", "format", "minLength", "maxLength",
-  "minimum", "maximum", "minItems", "maxItems"
+  "type",
+  "title",
+  "description",
+  "enum",
+  "enumNames",
+  "oneOf",
+  "items",
+  "default",
+  "format",
+  "minLength",
+  "maxLength",
+  "minimum",
+  "maximum",
+  "minItems",
+  "maxItems"
 ])
 const FieldTypes = new Set(["string", "number", "integer", "boolean", "array"])
 const StringFormats = new Set(["email", "uri", "date", "date-time"])
@@ -190,7 +261,8 @@ const checkChoices = (values: unknown, name: string, l: Required<Limits>, titled
     if (typeof value !== "string" && typeof value !== "number") refuse(`${name} choice ${i + 1} is malformed`)
     checkText(String(value), `${name} choice ${i + 1}`, l.maxLabelLength, false)
     if (titled && isPlainRecord(v)) {
-      if (keysOf(v, MaxSchemaKeys, `${name} choice ${i + 1}`).some((k) => k !== "const" && k !== "title")) refuse(`${name} choice ${i + 1} has unsupported keys`)
+      if (keysOf(v, MaxSchemaKeys, `${name} choice ${i + 1}`).some((k) => k !== "const" && k !== "title"))
+        refuse(`${name} choice ${i + 1} has unsupported keys`)
       checkText(own(v, "title"), `${name} choice ${i + 1} title`, l.maxLabelLength, true)
     }
   })
@@ -200,20 +272,28 @@ const checkField = (fieldName: string, field: unknown, l: Required<Limits>): voi
   const name = `form field ${shownName(fieldName)}`
   if (!isPlainRecord(field)) refuse(`${name} is not a schema object`)
   const f = field as Record<string, unknown>
-  if (own(f, "isSecret") === true || own(f, "writeOnly") === true || own(f, "format") === "password") refuse(`${name} is marked secret`)
+  if (own(f, "isSecret") === true || own(f, "writeOnly") === true || own(f, "format") === "password")
+    refuse(`${name} is marked secret`)
   const extra = keysOf(f, MaxSchemaKeys, name).find((k) => !FieldKeys.has(k))
-  if (extra !== undefined) refuse(`${name} has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
+  if (extra !== undefined)
+    refuse(`${name} has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
   const type = own(f, "type")
   if (typeof type !== "string" || !FieldTypes.has(type)) refuse(`${name} has no supported type`)
   const title = checkText(own(f, "title"), `${name} title`, l.maxLabelLength, true)
   const description = checkText(own(f, "description"), `${name} description`, l.maxTextLength, true)
-  if (asksForSecretLabel(fieldName) || (title !== undefined && asksForSecretLabel(title)) || (description !== undefined && asksForSecretProse(description))) {
+  if (
+    asksForSecretLabel(fieldName) ||
+    (title !== undefined && asksForSecretLabel(title)) ||
+    (description !== undefined && asksForSecretProse(description))
+  ) {
     refuse(`${name} asks for a secret`)
   }
   const format = own(f, "format")
-  if (format !== undefined && (type !== "string" || typeof format !== "string" || !StringFormats.has(format))) refuse(`${name} has an unsupported format`)
+  if (format !== undefined && (type !== "string" || typeof format !== "string" || !StringFormats.has(format)))
+    refuse(`${name} has an unsupported format`)
   const def = own(f, "default")
-  if (def !== undefined && typeof def !== "string" && typeof def !== "number" && typeof def !== "boolean") refuse(`${name} has a default that is not a plain value`)
+  if (def !== undefined && typeof def !== "string" && typeof def !== "number" && typeof def !== "boolean")
+    refuse(`${name} has a default that is not a plain value`)
   if (typeof def === "string") checkText(def, `${name} default`, l.maxTextLength, false)
   const enumValues = own(f, "enum")
   const oneOf = own(f, "oneOf")
@@ -222,18 +302,23 @@ const checkField = (fieldName: string, field: unknown, l: Required<Limits>): voi
   if (oneOf !== undefined) checkChoices(oneOf, name, l, true)
   const enumNames = own(f, "enumNames")
   if (enumNames !== undefined) {
-    if (!Array.isArray(enumNames) || !Array.isArray(enumValues) || enumNames.length !== enumValues.length) refuse(`${name} has malformed enumNames`)
-    ;(enumNames as ReadonlyArray<unknown>).forEach((n, i) => checkText(n, `${name} choice ${i + 1} name`, l.maxLabelLength, false))
+    if (!Array.isArray(enumNames) || !Array.isArray(enumValues) || enumNames.length !== enumValues.length)
+      refuse(`${name} has malformed enumNames`)
+    ;(enumNames as ReadonlyArray<unknown>).forEach((n, i) =>
+      checkText(n, `${name} choice ${i + 1} name`, l.maxLabelLength, false)
+    )
   }
   const items = own(f, "items")
   if (type === "array") {
     if (!isPlainRecord(items)) refuse(`${name} is an array without choices`)
     const it = items as Record<string, unknown>
-    if (keysOf(it, MaxSchemaKeys, `${name} items`).some((k) => k !== "type" && k !== "enum" && k !== "anyOf")) refuse(`${name} items have unsupported keys`)
+    if (keysOf(it, MaxSchemaKeys, `${name} items`).some((k) => k !== "type" && k !== "enum" && k !== "anyOf"))
+      refuse(`${name} items have unsupported keys`)
     if (own(it, "type") !== undefined && own(it, "type") !== "string") refuse(`${name} items are not strings`)
     const itemEnum = own(it, "enum")
     const anyOf = own(it, "anyOf")
-    if ((itemEnum === undefined) === (anyOf === undefined)) refuse(`${name} is an array without exactly one list of choices`)
+    if ((itemEnum === undefined) === (anyOf === undefined))
+      refuse(`${name} is an array without exactly one list of choices`)
     if (itemEnum !== undefined) checkChoices(itemEnum, name, l, false)
     else checkChoices(anyOf, name, l, true)
   } else if (items !== undefined) {
@@ -250,7 +335,8 @@ const checkForm = (p: ServerRequests.ElicitationParams, l: Required<Limits>): vo
   if (!isPlainRecord(schema)) refuse("form elicitation has no schema object")
   const s = schema as Record<string, unknown>
   const extra = keysOf(s, MaxSchemaKeys, "form schema").find((k) => !SchemaKeys.has(k))
-  if (extra !== undefined) refuse(`form schema has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
+  if (extra !== undefined)
+    refuse(`form schema has an unsupported key ${NamePattern.test(extra) ? shownName(extra) : "(not an identifier)"}`)
   if (own(s, "type") !== "object") refuse("form schema is not of type object")
   const properties = own(s, "properties") ?? {}
   if (!isPlainRecord(properties)) refuse("form schema properties is not an object")
@@ -293,7 +379,8 @@ const checkUrl = (p: ServerRequests.ElicitationParams, l: Required<Limits>): voi
     return refuse("url elicitation: the url does not parse")
   }
   if (parsed.protocol !== "https:") refuse("url elicitation: the url is not https")
-  if (parsed.username !== "" || parsed.password !== "" || /^https:\/\/[^/]*@/i.test(url)) refuse("url elicitation: the url carries a user name or password")
+  if (parsed.username !== "" || parsed.password !== "" || /^https:\/\/[^/]*@/i.test(url))
+    refuse("url elicitation: the url carries a user name or password")
   if (parsed.search !== "" || url.includes("?")) refuse("url elicitation: the url has a query string")
   if (parsed.hash !== "" || url.includes("#")) refuse("url elicitation: the url has a fragment")
   if (parsed.hostname === "") refuse("url elicitation: the url has no host")
@@ -303,7 +390,8 @@ const checkUrl = (p: ServerRequests.ElicitationParams, l: Required<Limits>): voi
 
 const checkElicitation = (p: ServerRequests.ElicitationParams, l: Required<Limits>): void => {
   const kind = p._meta?.["codex_approval_kind"]
-  if (kind !== undefined && kind !== null && kind !== "mcp_tool_call") refuse("elicitation has an unknown approval kind")
+  if (kind !== undefined && kind !== null && kind !== "mcp_tool_call")
+    refuse("elicitation has an unknown approval kind")
   if (p.mode === "url") return checkUrl(p, l)
   if (p.mode === "form") return checkForm(p, l)
   refuse("elicitation has an unsupported mode")
@@ -335,4 +423,6 @@ const limitsOf = (limits: Limits | undefined): Required<Limits> => ({ ...default
 const definedOnly = (limits: Limits | undefined): Partial<Required<Limits>> =>
   limits === undefined
     ? {}
-    : Object.fromEntries(Object.entries(limits).filter(([, v]) => typeof v === "number" && Number.isFinite(v) && v >= 0))
+    : Object.fromEntries(
+        Object.entries(limits).filter(([, v]) => typeof v === "number" && Number.isFinite(v) && v >= 0)
+      )

@@ -17,34 +17,134 @@ export const keyWords = (key: string): ReadonlyArray<string> =>
 
 /** Secret wherever they appear inside a key, separators removed (`db_password_hash`, `clientsecret`). */
 const SecretFragments = [
-  "password", "passwd", "passphrase", "passcode", "secret", "credential", "apikey", "accesskey", "privatekey",
-  "secretkey", "signingkey", "encryptionkey", "privkey", "authorization", "bearer", "cookie", "onetime",
-  "mnemonic", "seedphrase", "sessionid", "accesstoken", "refreshtoken", "authtoken", "idtoken", "otpcode"
+  "password",
+  "passwd",
+  "passphrase",
+  "passcode",
+  "secret",
+  "credential",
+  "apikey",
+  "accesskey",
+  "privatekey",
+  "secretkey",
+  "signingkey",
+  "encryptionkey",
+  "privkey",
+  "authorization",
+  "bearer",
+  "cookie",
+  "onetime",
+  "mnemonic",
+  "seedphrase",
+  "sessionid",
+  "accesstoken",
+  "refreshtoken",
+  "authtoken",
+  "idtoken",
+  "otpcode"
 ]
 
 /** Secret as whole words of a key. */
 const SecretWords = new Set([
-  "token", "tokens", "auth", "session", "sessions", "otp", "totp", "hotp", "pin", "pins", "ssn", "mfa", "2fa",
-  "cvv", "cvc", "jwt", "pwd", "pw", "pass", "creds", "cred", "csrf", "xsrf", "passwort", "kennwort", "contrasena", "senha",
+  "token",
+  "tokens",
+  "auth",
+  "session",
+  "sessions",
+  "otp",
+  "totp",
+  "hotp",
+  "pin",
+  "pins",
+  "ssn",
+  "mfa",
+  "2fa",
+  "cvv",
+  "cvc",
+  "jwt",
+  "pwd",
+  "pw",
+  "pass",
+  "creds",
+  "cred",
+  "csrf",
+  "xsrf",
+  "passwort",
+  "kennwort",
+  "contrasena",
+  "senha",
   // passwords by their programs' names for them (`SSHPASS=`, `keytool -storepass`, `openssl -passin`)
-  "sshpass", "storepass", "keypass", "srcstorepass", "deststorepass", "srckeypass", "destkeypass", "passin", "passout"
+  "sshpass",
+  "storepass",
+  "keypass",
+  "srcstorepass",
+  "deststorepass",
+  "srckeypass",
+  "destkeypass",
+  "passin",
+  "passout"
 ])
 
 /** `key` is secret after one of these words (`api key`, `ssh_key`, `privateKey`). */
 const KeyQualifiers = new Set([
-  "api", "access", "private", "secret", "signing", "encryption", "ssh", "gpg", "pgp", "master", "license", "licence",
-  "client", "app", "auth", "session", "deploy", "recovery", "product", "activation", "account", "service", "webhook"
+  "api",
+  "access",
+  "private",
+  "secret",
+  "signing",
+  "encryption",
+  "ssh",
+  "gpg",
+  "pgp",
+  "master",
+  "license",
+  "licence",
+  "client",
+  "app",
+  "auth",
+  "session",
+  "deploy",
+  "recovery",
+  "product",
+  "activation",
+  "account",
+  "service",
+  "webhook"
 ])
 
 /** Two-word secrets (`verification code`, `card number`). */
 const SecretPairs: ReadonlyArray<readonly [string, string]> = [
-  ["one", "time"], ["verification", "code"], ["security", "code"], ["recovery", "code"], ["backup", "code"],
-  ["login", "code"], ["signin", "code"], ["sign", "in"], ["card", "number"], ["account", "number"], ["social", "security"],
-  ["routing", "number"], ["seed", "phrase"], ["recovery", "phrase"]
+  ["one", "time"],
+  ["verification", "code"],
+  ["security", "code"],
+  ["recovery", "code"],
+  ["backup", "code"],
+  ["login", "code"],
+  ["signin", "code"],
+  ["sign", "in"],
+  ["card", "number"],
+  ["account", "number"],
+  ["social", "security"],
+  ["routing", "number"],
+  ["seed", "phrase"],
+  ["recovery", "phrase"]
 ]
 
 /** Words that make `tokens` a count, not a credential (`max_tokens`, `total_tokens`). */
-const CountWords = new Set(["max", "min", "num", "count", "total", "limit", "usage", "budget", "input", "output", "used", "remaining"])
+const CountWords = new Set([
+  "max",
+  "min",
+  "num",
+  "count",
+  "total",
+  "limit",
+  "usage",
+  "budget",
+  "input",
+  "output",
+  "used",
+  "remaining"
+])
 
 /**
  * Substrings one of which every secret key contains once lower-cased and stripped of everything but
@@ -63,7 +163,10 @@ const SecretKeyCacheSize = 1_024
 
 /** Does a value stored under this key name a secret? */
 export const isSecretKey = (key: string): boolean => {
-  const compact = key.slice(0, 256).toLowerCase().replace(/[^a-z0-9]+/g, "")
+  const compact = key
+    .slice(0, 256)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "")
   if (!SecretKeyNeeds.test(compact)) return false
   if (key.length > 64) return secretKey(key)
   const cached = secretKeyCache.get(key)

@@ -31,21 +31,34 @@ const scan = (pattern: RegExp, ...needs: ReadonlyArray<string>): Scan => ({ patt
 
 /** Patterns whose whole match (or the named group `s`) is a secret. All linear-time. */
 const Patterns: ReadonlyArray<Scan> = [
-  scan(/-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g, "-----BEGIN "),
+  scan(
+    /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g,
+    "-----BEGIN "
+  ),
   scan(/\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g, "sk-"),
   scan(/\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}/g, "k_live_", "k_test_"),
   scan(/\bgh[pousr]_[A-Za-z0-9]{20,}/g, "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
   scan(/\bgithub_pat_[A-Za-z0-9_]{20,}/g, "github_pat_"),
   scan(/\bglpat-[A-Za-z0-9_-]{20,}/g, "glpat-"),
   scan(/\bxox[abposr]-[A-Za-z0-9-]{10,}/g, "xox"),
-  scan(/\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b/g, "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+  scan(
+    /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b/g,
+    "AKIA",
+    "ASIA",
+    "AGPA",
+    "AIDA",
+    "AROA",
+    "ANPA",
+    "ANVA",
+    "AIPA"
+  ),
   scan(/\bAIza[0-9A-Za-z_-]{35}/g, "AIza"),
   scan(/\bya29\.[0-9A-Za-z_-]{20,}/g, "ya29."),
   scan(/\bnpm_[A-Za-z0-9]{36}\b/g, "npm_"),
   scan(/\bhf_[A-Za-z0-9]{30,}/g, "hf_"),
   scan(/\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g, "eyJ"),
   // a password in a URL: scheme://user:PASSWORD@host (up to the authority's last @: `p@ss` written raw)
-  scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/?#]{0,256}:(?<s>[^\s/?#]{1,256})@/gi, "://"),
+  scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/[^\s:@/?#]{0,256}:(?<s>[^\s/?#]{1,256})@/gi, "://")
 ]
 
 /**
@@ -54,13 +67,24 @@ const Patterns: ReadonlyArray<Scan> = [
  * `\"`); a value that is itself quoted (`Authorization: "..."`, `Bearer "..."`) is read inside its
  * quotes (`quotedValue`).
  */
-const Header = scan(/\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)[ \t]*(?:\\{0,3}["'])?[ \t]*:[ \t]*(?<s>(?:[^\r\n"'`\\]|\\(?![nrt"'\\])){0,4096})/gi, ":")
+const Header = scan(
+  /\b(?:proxy-)?(?:authorization|cookie|set-cookie|x-api-key|api-key)[ \t]*(?:\\{0,3}["'])?[ \t]*:[ \t]*(?<s>(?:[^\r\n"'`\\]|\\(?![nrt"'\\])){0,4096})/gi,
+  ":"
+)
 
 /** A token as a URL's user (`https://TOKEN@github.com`, an Azure DevOps PAT): masked when it reads as a credential. */
 const UrlUser = scan(/\b[a-z][a-z0-9+.-]{0,20}:\/\/(?<s>[^\s:@/?#]{16,256})@/gi, "://")
 
 /** An auth scheme and its credential (`Bearer abc123...`): the scheme word stays, the credential is masked. */
-const AuthScheme = scan(/\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?:\\{0,3}["']){0,3}(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g, "earer", "BEARER", "Basic", "Token", "Digest", "Bot")
+const AuthScheme = scan(
+  /\b(?:[Bb]earer|BEARER|Basic|Token|Digest|Bot)[ \t]+(?:\\{0,3}["']){0,3}(?<s>[A-Za-z0-9._~+/=-]{8,4096})/g,
+  "earer",
+  "BEARER",
+  "Basic",
+  "Token",
+  "Digest",
+  "Bot"
+)
 /** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
 const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
 
@@ -93,7 +117,10 @@ const QuoteRun = /(?:\\{0,3}["'`]){1,4}/y
 class NextIndex {
   private from = -1
   private at = -1
-  constructor(private readonly text: string, private readonly needle: string) {}
+  constructor(
+    private readonly text: string,
+    private readonly needle: string
+  ) {}
   after(from: number): number {
     if (this.from < 0 || from < this.from || (this.at >= 0 && this.at < from)) {
       this.from = from
@@ -110,7 +137,7 @@ interface Closers {
 }
 const closers = (text: string): Closers => ({
   newline: new NextIndex(text, "\n"),
-  quotes: { "\"": new NextIndex(text, "\""), "'": new NextIndex(text, "'"), "`": new NextIndex(text, "`") }
+  quotes: { '"': new NextIndex(text, '"'), "'": new NextIndex(text, "'"), "`": new NextIndex(text, "`") }
 })
 
 /**
@@ -223,14 +250,19 @@ const matches = (text: string, { needs, pattern }: Scan): Array<RegExpExecArray>
  * and its separator, so the scan always advances.
  */
 export const assignments = (text: string, spans: Array<Span>): void =>
-  keyedValues(text, spans, Assignment, (separator) => separator.includes("=") ? AssignmentValue : ColonValue)
+  keyedValues(text, spans, Assignment, (separator) => (separator.includes("=") ? AssignmentValue : ColonValue))
 
 /** `--password VALUE`: as `assignments`, for secret-looking flags. */
 export const flagValues = (text: string, spans: Array<Span>): void =>
   keyedValues(text, spans, FlagValue, () => FlagWord)
 
 /** The values after secret keys that `pattern` finds (its match ends where the value starts), read with `wordFor(match)` unless quoted. */
-const keyedValues = (text: string, spans: Array<Span>, { needs, pattern }: Scan, wordFor: (match: string) => RegExp): void => {
+const keyedValues = (
+  text: string,
+  spans: Array<Span>,
+  { needs, pattern }: Scan,
+  wordFor: (match: string) => RegExp
+): void => {
   if (!needs.some((n) => text.includes(n))) return
   const c = closers(text)
   pattern.lastIndex = 0

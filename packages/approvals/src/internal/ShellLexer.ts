@@ -53,7 +53,14 @@ interface Cursor {
   i: number
 }
 
-const emptyResult = (): LexResult => ({ segments: [], nested: [], complete: true, compound: false, expands: false, truncated: false })
+const emptyResult = (): LexResult => ({
+  segments: [],
+  nested: [],
+  complete: true,
+  compound: false,
+  expands: false,
+  truncated: false
+})
 
 const isBlank = (c: string) => c === " " || c === "\t"
 const isDigits = (s: string) => s.length > 0 && /^[0-9]+$/.test(s)
@@ -106,7 +113,8 @@ class Lexer {
   endWord(): void {
     if (this.inWord) {
       if (this.target === undefined) this.segment.push(this.word)
-      else if (this.target === "heredoc" || this.target === "heredocTabs") this.heredocs.push({ delimiter: this.word, stripTabs: this.target === "heredocTabs" })
+      else if (this.target === "heredoc" || this.target === "heredocTabs")
+        this.heredocs.push({ delimiter: this.word, stripTabs: this.target === "heredocTabs" })
       else if (this.target === "herestring") this.nestedScript(this.word)
       this.target = undefined
     }
@@ -185,21 +193,21 @@ class Lexer {
         }
         continue
       }
-      if (c === "\"") {
+      if (c === '"') {
         this.inWord = true
         this.wordQuoted = true
         cursor.i += 1
         let closed = false
         while (cursor.i < src.length) {
           const d = src[cursor.i]!
-          if (d === "\"") {
+          if (d === '"') {
             closed = true
             cursor.i += 1
             break
           }
           if (d === "\\") {
             const e = src[cursor.i + 1]
-            if (e === "$" || e === "`" || e === "\"" || e === "\\") {
+            if (e === "$" || e === "`" || e === '"' || e === "\\") {
               this.word += e
               cursor.i += 2
             } else if (e === "\n") {
@@ -283,7 +291,10 @@ class Lexer {
       if (c === "\n" || c === ";" || c === "&" || c === "|") {
         out.compound = true
         this.endSegment()
-        const two = (c === "&" && next === "&") || (c === "|" && (next === "|" || next === "&")) || (c === ";" && (next === ";" || next === "&"))
+        const two =
+          (c === "&" && next === "&") ||
+          (c === "|" && (next === "|" || next === "&")) ||
+          (c === ";" && (next === ";" || next === "&"))
         cursor.i += two ? 2 : 1
         if (c === "\n") this.readHeredocs()
         continue
@@ -360,8 +371,14 @@ class Lexer {
 }
 
 /** Lex with a `Lexer` (see there). */
-const lex = (src: string, cursor: Cursor, mode: Mode, depth: number, out: LexResult, into: Array<Array<string>>): void =>
-  new Lexer(src, cursor, mode, depth, out, into).run()
+const lex = (
+  src: string,
+  cursor: Cursor,
+  mode: Mode,
+  depth: number,
+  out: LexResult,
+  into: Array<Array<string>>
+): void => new Lexer(src, cursor, mode, depth, out, into).run()
 
 /** `src` read as a script at the top level; a lexer that fails reads as "not read" (`truncated`). */
 export const lexAll = (src: string): LexResult => {
@@ -389,20 +406,31 @@ export const lexAll = (src: string): LexResult => {
  */
 
 /** A blank of a text: where its words end (a line end also ends a command). */
-const isSpace = (code: number): boolean => code === 32 || code === 9 || code === 10 || code === 13 || code === 11 || code === 12
+const isSpace = (code: number): boolean =>
+  code === 32 || code === 9 || code === 10 || code === 13 || code === 11 || code === 12
 /** `;`, `|` or `&`: a control operator's character, where a command ends. */
 const isControlChar = (code: number): boolean => code === 59 || code === 124 || code === 38
 /** Where an unquoted value ends in a command line: blanks and the shell's syntax characters. */
 const endsValue = (code: number): boolean =>
-  isSpace(code) || isControlChar(code) || code === 39 || code === 34 || code === 96 || code === 41 || code === 60 || code === 62
+  isSpace(code) ||
+  isControlChar(code) ||
+  code === 39 ||
+  code === 34 ||
+  code === 96 ||
+  code === 41 ||
+  code === 60 ||
+  code === 62
 /** An escaped line end or quote of JSON text at `i` (`\n`, `\"`): the end of an unquoted value too. */
 const isEscape = (src: string, i: number): boolean => src.charCodeAt(i) === 92 && "nrt\"'".includes(src[i + 1] ?? "x")
 /** Leading characters that are quoting or grouping around a word, not the word (`'mysql`, `"$(mysql`, `(cd`). */
-const isOpener = (code: number): boolean => code === 39 || code === 34 || code === 96 || code === 40 || code === 123 || code === 36
+const isOpener = (code: number): boolean =>
+  code === 39 || code === 34 || code === 96 || code === 40 || code === 123 || code === 36
 /** Trailing quoting and operators after a word (`db'`, `db;`, `db)`, `db&&`). */
-const isCloser = (code: number): boolean => isControlChar(code) || code === 39 || code === 34 || code === 96 || code === 41 || code === 125
+const isCloser = (code: number): boolean =>
+  isControlChar(code) || code === 39 || code === 34 || code === 96 || code === 41 || code === 125
 /** An argv word that is a control operator (the words of a command line someone split at blanks). */
-const isOperatorWord = (word: string): boolean => word === ";" || word === "|" || word === "&&" || word === "||" || word === "&"
+const isOperatorWord = (word: string): boolean =>
+  word === ";" || word === "|" || word === "&&" || word === "||" || word === "&"
 
 const hasNewline = (src: string, from: number, to: number): boolean => {
   for (let i = from; i < to; i++) if (src.charCodeAt(i) === 10) return true
@@ -489,7 +517,7 @@ export const valueExtent = (src: string, p: number, end: number, exact: boolean,
   out.resume = end
   if (exact) return out
   const escaped = src.startsWith("'\\''", p)
-  const opening = escaped ? "'\\''" : src[p] === "'" || src[p] === "\"" ? src[p]! : undefined
+  const opening = escaped ? "'\\''" : src[p] === "'" || src[p] === '"' ? src[p]! : undefined
   let to = p
   if (opening !== undefined) {
     out.from = p + opening.length

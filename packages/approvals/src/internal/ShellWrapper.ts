@@ -50,7 +50,12 @@ export const unwrap = (command: string): Unwrapped => {
   const { inner, lexed } = peel(command)
   const first = lexed.segments[0]
   const argv = lexed.complete && first !== undefined && first.length > 0 ? first : undefined
-  const simple = argv !== undefined && lexed.complete && !lexed.compound && !lexed.expands && lexed.segments.length === 1 &&
+  const simple =
+    argv !== undefined &&
+    lexed.complete &&
+    !lexed.compound &&
+    !lexed.expands &&
+    lexed.segments.length === 1 &&
     lexed.nested.length === 0
   return { argv, simple, inner }
 }

@@ -35,7 +35,21 @@ import { type Ledger, LedgerEvent } from "@warden/ledger"
 import { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Scope, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  FiberId,
+  Option,
+  PubSub,
+  Queue,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
@@ -57,10 +71,13 @@ export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<Runner
  * The runner's ledger run, when the runner records one (`Runner.layer({ ledger: true })`): the
  * ledger and this process's run in it (run id = the runner's run id).
  */
-export class LedgerRecording extends Context.Tag("@warden/cluster/LedgerRecording")<LedgerRecording, {
-  readonly ledger: Ledger.LedgerShape
-  readonly run: Ledger.Run
-}>() {}
+export class LedgerRecording extends Context.Tag("@warden/cluster/LedgerRecording")<
+  LedgerRecording,
+  {
+    readonly ledger: Ledger.LedgerShape
+    readonly run: Ledger.Run
+  }
+>() {}
 
 /** What a runner keeps of one item across the item's activations on it. */
 export interface LocalItem {
@@ -127,7 +144,7 @@ const moveReason = (before: ItemRow | undefined, runId: string): Wire.MoveReason
   return before.status === "running" ? "shard-lost" : undefined
 }
 
-export const make = Effect.gen(function*() {
+export const make = Effect.gen(function* () {
   const address = yield* Entity.CurrentAddress
   const itemId = address.entityId
   const shard = address.shardId
@@ -166,13 +183,20 @@ export const make = Effect.gen(function*() {
   const publish = (line: Record<string, unknown>) => {
     // A runner that lost the item says nothing more about it: what it would say is not what storage holds.
     if (lost) return
-    const event = new Wire.ItemEvent({ seq: local.nextSeq++, incarnation: info.runId, runner: info.address, line: { ...line, item: itemId } })
+    const event = new Wire.ItemEvent({
+      seq: local.nextSeq++,
+      incarnation: info.runId,
+      runner: info.address,
+      line: { ...line, item: itemId }
+    })
     history.push(event)
     hub.unsafeOffer(event)
   }
 
   /** Stop the item's run here (its turn interrupted, its open cards refused), in the background. */
-  const stopDriving = Effect.suspend(() => (handle === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(handle.stop, entityScope))))
+  const stopDriving = Effect.suspend(() =>
+    handle === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(handle.stop, entityScope))
+  )
 
   /** A conditional write changed nothing: another runner took the item. */
   const markLost = (what: string) =>
@@ -194,7 +218,7 @@ export const make = Effect.gen(function*() {
   })
 
   /** Wakes when the lease would run out; stops the item if it was not renewed meanwhile. */
-  const watchLease = Effect.gen(function*() {
+  const watchLease = Effect.gen(function* () {
     while (true) {
       const left = lease.remaining(shard)
       if (left <= 0) return yield* onLeaseRanOut
@@ -204,7 +228,9 @@ export const make = Effect.gen(function*() {
   })
 
   /** Until the lease on the item's shard holds (the engine closes the entity meanwhile if the shard went elsewhere). */
-  const awaitLease: Effect.Effect<void> = Effect.suspend(() => (lease.holds(shard) ? Effect.void : Effect.zipRight(Effect.sleep("200 millis"), awaitLease)))
+  const awaitLease: Effect.Effect<void> = Effect.suspend(() =>
+    lease.holds(shard) ? Effect.void : Effect.zipRight(Effect.sleep("200 millis"), awaitLease)
+  )
 
   /**
    * This activation lost the item (or never got it): it never replies. The engine closes the
@@ -215,12 +241,19 @@ export const make = Effect.gen(function*() {
 
   // Approval events of this item: written to storage first, then published (so what a client saw is stored).
   const onApproval = (event: ApprovalEvent.ApprovalEvent) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       if (event._tag === "CardOpened") {
         if (event.card.workItem !== itemId || fence === undefined || lost) return
         const id = Wire.globalCardId(info.runId, event.card.id)
-        if (!(yield* store.cardOpened({ id, itemId, method: event.card.method }, fence))) return yield* markLost(`recording card ${id}`)
-        const line = { type: "card.opened", card: id, method: event.card.method, title: SecretMask.maskText(event.card.title), runner: info.address }
+        if (!(yield* store.cardOpened({ id, itemId, method: event.card.method }, fence)))
+          return yield* markLost(`recording card ${id}`)
+        const line = {
+          type: "card.opened",
+          card: id,
+          method: event.card.method,
+          title: SecretMask.maskText(event.card.title),
+          runner: info.address
+        }
         openCards.set(id, line)
         publish(line)
       } else if (event._tag === "CardSettled") {
@@ -237,7 +270,10 @@ export const make = Effect.gen(function*() {
           // A person's decision recorded before it was written (`Answer`), but the card's own race
           // settled it otherwise meanwhile: the row is put right. Anything else (stranded by the
           // runner that took the item) means the item is no longer this runner's.
-          const ours = settled.row.settledBy === fence.incarnation && settled.row.settledEpoch === fence.epoch && settled.row.source === "person"
+          const ours =
+            settled.row.settledBy === fence.incarnation &&
+            settled.row.settledEpoch === fence.epoch &&
+            settled.row.source === "person"
           if (!ours || !(yield* store.correctCard(id, { from: settled.row.outcome!, to: outcome, source }, fence))) {
             return yield* markLost(`settling card ${id} (stored ${settled.row.outcome})`)
           }
@@ -247,7 +283,7 @@ export const make = Effect.gen(function*() {
     }).pipe(Effect.uninterruptible)
 
   const onWork = (event: WorkItem.WorkEvent) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       if (lost || fence === undefined) return
       switch (event._tag) {
         case "ThreadReady":
@@ -256,14 +292,24 @@ export const make = Effect.gen(function*() {
           publish({ type: event.resumed ? "thread.resumed" : "thread.ready", threadId: event.threadId })
           return
         case "ThreadStartedFresh":
-          publish({ type: "thread.fresh", missingThreadId: event.missingThreadId, detail: SecretMask.maskText(event.detail) })
+          publish({
+            type: "thread.fresh",
+            missingThreadId: event.missingThreadId,
+            detail: SecretMask.maskText(event.detail)
+          })
           return
         case "TurnStarted":
           publish({ type: "turn.started", threadId: event.threadId, turnId: event.turnId })
           return
         case "TurnCompleted":
-          if (event.turn.status === "completed" && !(yield* store.turnDone(itemId, fence))) return yield* markLost("recording a turn done")
-          publish({ type: "turn.completed", threadId: event.threadId, turnId: event.turn.turnId, status: event.turn.status })
+          if (event.turn.status === "completed" && !(yield* store.turnDone(itemId, fence)))
+            return yield* markLost("recording a turn done")
+          publish({
+            type: "turn.completed",
+            threadId: event.threadId,
+            turnId: event.turn.turnId,
+            status: event.turn.status
+          })
           return
         case "Resumed":
           publish({ type: "thread.resumed", threadId: event.threadId, attempt: event.attempt })
@@ -278,8 +324,12 @@ export const make = Effect.gen(function*() {
 
   /** The item's end, recorded if this activation still holds it; otherwise it never replies. */
   const finish = (result: Wire.RunResult) =>
-    Effect.gen(function*() {
-      if (fence === undefined || lost || !(yield* store.finish(itemId, statusOf(result), encodeResult(result), fence))) {
+    Effect.gen(function* () {
+      if (
+        fence === undefined ||
+        lost ||
+        !(yield* store.finish(itemId, statusOf(result), encodeResult(result), fence))
+      ) {
         return yield* parkLost("recording its end")
       }
       publish({ type: "item.finished", status: statusOf(result), result: Schema.encodeSync(Wire.RunResult)(result) })
@@ -294,13 +344,14 @@ export const make = Effect.gen(function*() {
    * had, or someone else took it meanwhile.
    */
   const run = (spec: Wire.ItemSpec, restart?: Wire.MoveReason): Effect.Effect<Wire.RunResult> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const before = yield* store.get(itemId)
       if (restart === undefined && before !== undefined && final(before.status) && before.result !== null) {
         const stored = decodeResult(before.result)
         if (Option.isSome(stored)) return stored.value
       }
-      if (restart !== undefined && (before === undefined || before.epoch !== fence?.epoch)) return yield* parkLost("taking the item again")
+      if (restart !== undefined && (before === undefined || before.epoch !== fence?.epoch))
+        return yield* parkLost("taking the item again")
       // Taken only while the lease holds: the engine delivered the `Run` after acquiring the shard,
       // and a runner paused since then must not take the item from whoever owns the shard now.
       yield* awaitLease
@@ -324,14 +375,16 @@ export const make = Effect.gen(function*() {
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
         // The audit trail says the same: the earlier incarnation's open cards of this item, stranded once.
         if (recording !== undefined && reason === "shard-moved" && before.incarnation !== null) {
-          yield* recording.ledger.markStrandedItem(before.incarnation, itemId).pipe(
-            Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`))
-          )
+          yield* recording.ledger
+            .markStrandedItem(before.incarnation, itemId)
+            .pipe(Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`)))
         }
         publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded, epoch: fence.epoch })
         // The thread lives in the codex home of the runner that started it: another host (or
         // another codex home) cannot resume it, and starting a fresh thread would hide that.
-        const elsewhere = before.threadId !== null && before.host !== null &&
+        const elsewhere =
+          before.threadId !== null &&
+          before.host !== null &&
           (before.host !== info.host || before.codexHome !== info.codexHome)
         if (elsewhere) {
           return yield* finish(
@@ -354,7 +407,9 @@ export const make = Effect.gen(function*() {
       const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(turnsDone)
       threadId = before?.threadId ?? undefined
       if (prompts.length === 0 && threadId !== undefined) {
-        return yield* finish(new Wire.Completed({ threadId, status: "completed", finalMessage: null, turns: turnsDone, moves }))
+        return yield* finish(
+          new Wire.Completed({ threadId, status: "completed", finalMessage: null, turns: turnsDone, moves })
+        )
       }
       const work: WorkItem.WorkItem = {
         id: itemId,
@@ -368,17 +423,22 @@ export const make = Effect.gen(function*() {
       }
       recording?.run.record(LedgerEvent.itemSubmitted(work))
       const exit = yield* Effect.scoped(
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const approvals = yield* supervisor.subscribeApprovals
-          const loop = yield* Queue.take(approvals).pipe(Effect.flatMap(onApproval), Effect.forever, Effect.interruptible, Effect.forkScoped)
+          const loop = yield* Queue.take(approvals).pipe(
+            Effect.flatMap(onApproval),
+            Effect.forever,
+            Effect.interruptible,
+            Effect.forkScoped
+          )
           // Whatever ends the item (its end, a stop, this runner shutting down), the approval
           // events already published for it are handled before the scope closes.
-          const drain = Effect.gen(function*() {
+          const drain = Effect.gen(function* () {
             yield* Fiber.interrupt(loop)
             for (const event of yield* Queue.takeAll(approvals)) yield* onApproval(event)
           })
           const exit = yield* Effect.scoped(
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               running = true
               const h = yield* supervisor.start(work)
               handle = h
@@ -388,10 +448,15 @@ export const make = Effect.gen(function*() {
               yield* Fiber.join(events)
               return exit
             })
-          ).pipe(Effect.ensuring(Effect.sync(() => {
-            running = false
-            handle = undefined
-          })), Effect.onInterrupt(() => drain))
+          ).pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                running = false
+                handle = undefined
+              })
+            ),
+            Effect.onInterrupt(() => drain)
+          )
           yield* drain
           return exit
         })
@@ -418,9 +483,17 @@ export const make = Effect.gen(function*() {
           const failure = Cause.failureOption(cause)
           if (Option.isSome(failure)) {
             const e: Errors.WorkItemFailed = failure.value
-            return new Wire.Failed({ reason: e.reason, detail: SecretMask.maskText(e.detail), threadId: e.threadId ?? threadId ?? null })
+            return new Wire.Failed({
+              reason: e.reason,
+              detail: SecretMask.maskText(e.detail),
+              threadId: e.threadId ?? threadId ?? null
+            })
           }
-          return new Wire.Failed({ reason: "defect", detail: SecretMask.maskText(Cause.pretty(cause)), threadId: threadId ?? null })
+          return new Wire.Failed({
+            reason: "defect",
+            detail: SecretMask.maskText(Cause.pretty(cause)),
+            threadId: threadId ?? null
+          })
         }
       })
       return yield* finish(result)
@@ -463,12 +536,12 @@ export const make = Effect.gen(function*() {
 
   const notActive = (detail: string) => new Wire.ItemNotActive({ itemId, detail })
 
-  const liveStatus = Effect.gen(function*() {
+  const liveStatus = Effect.gen(function* () {
     const row = yield* store.get(itemId)
     return new Wire.ItemStatus({
-      status: running ? "running" : row?.status ?? "unknown",
-      runner: running ? info.address : row?.runner ?? null,
-      incarnation: running ? info.runId : row?.incarnation ?? null,
+      status: running ? "running" : (row?.status ?? "unknown"),
+      runner: running ? info.address : (row?.runner ?? null),
+      incarnation: running ? info.runId : (row?.incarnation ?? null),
       threadId: threadId ?? row?.threadId ?? null,
       turnsDone: row?.turnsDone ?? 0,
       openCards: [...openCards.keys()]
@@ -477,10 +550,13 @@ export const make = Effect.gen(function*() {
 
   /** What a stored card says to a decision that decides nothing: its settlement, else no card. */
   const fromStorage = (cardId: string) =>
-    Effect.map(store.card(cardId), (row): Wire.AnswerWire =>
-      row !== undefined && row.itemId === itemId && row.outcome !== null
-        ? new Wire.AlreadySettled({ outcome: row.outcome })
-        : new Wire.UnknownCard({ cardId }))
+    Effect.map(
+      store.card(cardId),
+      (row): Wire.AnswerWire =>
+        row !== undefined && row.itemId === itemId && row.outcome !== null
+          ? new Wire.AlreadySettled({ outcome: row.outcome })
+          : new Wire.UnknownCard({ cardId })
+    )
 
   /**
    * A decision for a card this process opened. Storage first: the settlement is written only if
@@ -489,13 +565,14 @@ export const make = Effect.gen(function*() {
    * runner that took the item is therefore never accepted here.
    */
   const answerLocal = (cardId: string, localId: string, decision: Decision.Decision) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const row = yield* store.card(cardId)
       if (row === undefined || row.itemId !== itemId) return new Wire.UnknownCard({ cardId })
       if (row.outcome !== null) {
         // Settled under a later epoch than this activation's (stranded by the runner that took
         // the item): the item is no longer this runner's.
-        if (fence !== undefined && row.settledEpoch !== null && row.settledEpoch > fence.epoch) yield* markLost(`card ${cardId}, settled under epoch ${row.settledEpoch},`)
+        if (fence !== undefined && row.settledEpoch !== null && row.settledEpoch > fence.epoch)
+          yield* markLost(`card ${cardId}, settled under epoch ${row.settledEpoch},`)
         return new Wire.AlreadySettled({ outcome: row.outcome })
       }
       const open = (yield* supervisor.inbox.open).some((card) => card.id === localId)
@@ -503,7 +580,9 @@ export const make = Effect.gen(function*() {
         // Settled here already (its row is being written) or never opened by this supervisor:
         // the inbox writes nothing for it and says which.
         const result = yield* supervisor.inbox.answer(localId, decision)
-        return result._tag === "UnknownCard" ? new Wire.UnknownCard({ cardId }) : new Wire.AlreadySettled({ outcome: result.settlement.outcome })
+        return result._tag === "UnknownCard"
+          ? new Wire.UnknownCard({ cardId })
+          : new Wire.AlreadySettled({ outcome: result.settlement.outcome })
       }
       if (!drives()) {
         if (fence !== undefined && !lost && !lease.holds(shard)) yield* onLeaseRanOut
@@ -517,7 +596,9 @@ export const make = Effect.gen(function*() {
       }
       // Recorded: now to codex, unless the lease ran out during the write (then the item's stop
       // refuses the card, and the row is put right from that settlement).
-      const result = yield* Effect.suspend(() => (drives() ? Effect.asSome(supervisor.inbox.answer(localId, decision)) : Effect.succeedNone))
+      const result = yield* Effect.suspend(() =>
+        drives() ? Effect.asSome(supervisor.inbox.answer(localId, decision)) : Effect.succeedNone
+      )
       if (Option.isNone(result)) {
         yield* onLeaseRanOut
         return new Wire.UnknownCard({ cardId })
@@ -537,11 +618,15 @@ export const make = Effect.gen(function*() {
     Steer: (request) =>
       handle === undefined || !drives()
         ? Effect.fail(notActive("not running on this runner"))
-        : handle.steer(request.payload.text).pipe(Effect.mapError((e) => notActive(e._tag === "NoActiveTurn" ? "no running turn" : e.message))),
+        : handle
+            .steer(request.payload.text)
+            .pipe(Effect.mapError((e) => notActive(e._tag === "NoActiveTurn" ? "no running turn" : e.message))),
     Interrupt: () =>
-      handle === undefined ? Effect.fail(notActive("not running on this runner")) : handle.interrupt.pipe(Effect.mapError(() => notActive("no running turn"))),
+      handle === undefined
+        ? Effect.fail(notActive("not running on this runner"))
+        : handle.interrupt.pipe(Effect.mapError(() => notActive("no running turn"))),
     Stop: () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         stopRequested = true
         if (handle !== undefined) return yield* handle.stop
         const row = yield* store.get(itemId)
@@ -550,30 +635,40 @@ export const make = Effect.gen(function*() {
     Status: () => liveStatus,
     Events: () =>
       Stream.unwrapScoped(
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const subscription = yield* PubSub.subscribe(hub)
           const status = yield* liveStatus
           const snapshot = new Wire.ItemEvent({
             seq: -1,
             incarnation: info.runId,
             runner: info.address,
-            line: { type: "item.snapshot", item: itemId, status: status.status, threadId: status.threadId, openCards: [...openCards.values()] }
+            line: {
+              type: "item.snapshot",
+              item: itemId,
+              status: status.status,
+              threadId: status.threadId,
+              openCards: [...openCards.values()]
+            }
           })
           const past = history.slice()
           if (!running && final(status.status)) return Stream.make(snapshot, ...past)
           if (past.some((e) => e.line["type"] === "item.finished")) return Stream.make(snapshot, ...past)
           return Stream.concat(
             Stream.make(snapshot, ...past),
-            Stream.fromQueue(subscription).pipe(Stream.filter((e) => e.seq >= firstSeq + past.length), Stream.takeUntil((e) => e.line["type"] === "item.finished"))
+            Stream.fromQueue(subscription).pipe(
+              Stream.filter((e) => e.seq >= firstSeq + past.length),
+              Stream.takeUntil((e) => e.line["type"] === "item.finished")
+            )
           )
         })
       ),
     Answer: (request) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { cardId } = request.payload
         const parsed = Wire.parseCardId(cardId)
         if (parsed === undefined) return new Wire.UnknownCard({ cardId })
-        if (parsed.runId === info.runId) return yield* answerLocal(cardId, parsed.cardId, request.payload.decision as Decision.Decision)
+        if (parsed.runId === info.runId)
+          return yield* answerLocal(cardId, parsed.cardId, request.payload.decision as Decision.Decision)
         // A card of another incarnation: nothing is written anywhere.
         return yield* fromStorage(cardId)
       })

@@ -118,7 +118,11 @@ export interface ItemStoreShape {
    * meantime (a deadline, the item's stop): the row then says what was written. Touches only a
    * row settled `from` by `fence`; false otherwise.
    */
-  readonly correctCard: (id: string, change: { readonly from: string; readonly to: string; readonly source: string }, fence: Fence) => Effect.Effect<boolean>
+  readonly correctCard: (
+    id: string,
+    change: { readonly from: string; readonly to: string; readonly source: string },
+    fence: Fence
+  ) => Effect.Effect<boolean>
   readonly card: (id: string) => Effect.Effect<CardRow | undefined>
   /**
    * Settle `stranded` the open cards of `itemId` opened under an earlier epoch than `fence`'s,
@@ -174,7 +178,7 @@ const toClaim = (r: Record<string, unknown>): ClaimRow => ({
 })
 
 /** Storage failures are defects here: a runner that cannot write its rows must not go on answering. */
-export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = Effect.gen(function*() {
+export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* Migrations.run.pipe(Effect.orDie)
   const now = () => Date.now()
@@ -195,23 +199,26 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
   const shape: ItemStoreShape = {
     get,
     claim: (id, { codexHome, host, incarnation, runner }, { before, reason }) =>
-      sql.withTransaction(
-        Effect.gen(function*() {
-          const taken = before === undefined
-            ? yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at, epoch)
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const taken =
+              before === undefined
+                ? yield* sql`INSERT INTO warden_cluster_items (id, incarnation, runner, host, codex_home, status, updated_at, epoch)
                 VALUES (${id}, ${incarnation}, ${runner}, ${host}, ${codexHome}, 'running', ${now()}, 1)
                 ON CONFLICT (id) DO NOTHING RETURNING epoch, moves`
-            : yield* sql`UPDATE warden_cluster_items SET epoch = epoch + 1, incarnation = ${incarnation}, runner = ${runner},
+                : yield* sql`UPDATE warden_cluster_items SET epoch = epoch + 1, incarnation = ${incarnation}, runner = ${runner},
                 host = ${host}, codex_home = ${codexHome}, moves = moves + ${reason !== undefined ? 1 : 0}, updated_at = ${now()}
                 WHERE id = ${id} AND epoch = ${before.epoch} RETURNING epoch, moves`
-          const row = taken[0]
-          if (row === undefined) return undefined
-          const epoch = num(row["epoch"])
-          yield* sql`INSERT INTO warden_cluster_claims (item_id, epoch, incarnation, runner, from_incarnation, from_runner, reason, claimed_at)
+            const row = taken[0]
+            if (row === undefined) return undefined
+            const epoch = num(row["epoch"])
+            yield* sql`INSERT INTO warden_cluster_claims (item_id, epoch, incarnation, runner, from_incarnation, from_runner, reason, claimed_at)
             VALUES (${id}, ${epoch}, ${incarnation}, ${runner}, ${before?.incarnation ?? null}, ${before?.runner ?? null}, ${reason ?? null}, ${now()})`
-          return { epoch, moves: num(row["moves"]) }
-        })
-      ).pipe(Effect.orDie),
+            return { epoch, moves: num(row["moves"]) }
+          })
+        )
+        .pipe(Effect.orDie),
     setThread: (id, threadId, fence) =>
       sql`UPDATE warden_cluster_items SET thread_id = ${threadId}, updated_at = ${now()}
         WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
@@ -237,8 +244,11 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
         Effect.flatMap((rows) =>
           rows.length > 0
             ? Effect.succeed(true)
-            // Already there (the same event handled twice) counts as written, if it is this fence's.
-            : Effect.map(card(c.id), (row) => row !== undefined && row.incarnation === fence.incarnation && row.epoch === fence.epoch)
+            : // Already there (the same event handled twice) counts as written, if it is this fence's.
+              Effect.map(
+                card(c.id),
+                (row) => row !== undefined && row.incarnation === fence.incarnation && row.epoch === fence.epoch
+              )
         ),
         Effect.orDie
       ),
@@ -249,8 +259,11 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
         RETURNING id`.pipe(
         Effect.flatMap((rows): Effect.Effect<SettleResult> => {
           if (rows.length > 0) return Effect.succeed({ _tag: "Settled" })
-          return Effect.map(card(id), (row): SettleResult =>
-            row !== undefined && row.outcome !== null ? { _tag: "Already", row } : { _tag: "Lost" })
+          return Effect.map(
+            card(id),
+            (row): SettleResult =>
+              row !== undefined && row.outcome !== null ? { _tag: "Already", row } : { _tag: "Lost" }
+          )
         }),
         Effect.orDie
       ),
@@ -272,11 +285,15 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
     cards: (filter) =>
       (filter?.itemId === undefined
         ? sql`SELECT * FROM warden_cluster_cards ORDER BY opened_at, id`
-        : sql`SELECT * FROM warden_cluster_cards WHERE item_id = ${filter.itemId} ORDER BY opened_at, id`).pipe(
-          Effect.map((rows) => rows.map(toCard)),
-          Effect.orDie
-        ),
-    items: sql`SELECT * FROM warden_cluster_items ORDER BY id`.pipe(Effect.map((rows) => rows.map(toItem)), Effect.orDie),
+        : sql`SELECT * FROM warden_cluster_cards WHERE item_id = ${filter.itemId} ORDER BY opened_at, id`
+      ).pipe(
+        Effect.map((rows) => rows.map(toCard)),
+        Effect.orDie
+      ),
+    items: sql`SELECT * FROM warden_cluster_items ORDER BY id`.pipe(
+      Effect.map((rows) => rows.map(toItem)),
+      Effect.orDie
+    ),
     claims: (itemId) =>
       sql`SELECT * FROM warden_cluster_claims WHERE item_id = ${itemId} ORDER BY epoch`.pipe(
         Effect.map((rows) => rows.map(toClaim)),

@@ -15,7 +15,7 @@ import { Effect, Schedule } from "effect"
 
 const MigrationsTable = "warden_cluster_migrations"
 
-const initial = Effect.gen(function*() {
+const initial = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE IF NOT EXISTS warden_cluster_items (
       id VARCHAR(255) PRIMARY KEY,
@@ -51,7 +51,7 @@ const initial = Effect.gen(function*() {
  * `warden_cluster_claims` keeps every taking of an item: who, from whom, why (a move's reason;
  * none for the first), so an item's moves can be read back and counted.
  */
-const fencing = Effect.gen(function*() {
+const fencing = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE warden_cluster_items ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`
   yield* sql`ALTER TABLE warden_cluster_cards ADD COLUMN epoch INTEGER`
@@ -71,19 +71,23 @@ const fencing = Effect.gen(function*() {
 })
 
 /** Every migration, by `<id>_<name>`, in order. */
-const migrations: ReadonlyArray<readonly [id: number, name: string, effect: Effect.Effect<void, unknown, SqlClient.SqlClient>]> = [
+const migrations: ReadonlyArray<
+  readonly [id: number, name: string, effect: Effect.Effect<void, unknown, SqlClient.SqlClient>]
+> = [
   [1, "initial", initial],
   [2, "fencing", fencing]
 ]
 
 const latest = (sql: SqlClient.SqlClient) =>
-  Effect.map(sql<{ readonly m: unknown }>`SELECT MAX(migration_id) AS m FROM warden_cluster_migrations`, (rows) => Number(rows[0]?.m ?? 0))
+  Effect.map(sql<{ readonly m: unknown }>`SELECT MAX(migration_id) AS m FROM warden_cluster_migrations`, (rows) =>
+    Number(rows[0]?.m ?? 0)
+  )
 
 /**
  * Bring the store to the current schema (idempotent). A conflict with another process doing the
  * same (PostgreSQL's `CREATE TABLE IF NOT EXISTS` can collide; a busy SQLite file) is retried.
  */
-export const run: Effect.Effect<void, unknown, SqlClient.SqlClient> = Effect.gen(function*() {
+export const run: Effect.Effect<void, unknown, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE IF NOT EXISTS ${sql(MigrationsTable)} (
       migration_id INTEGER PRIMARY KEY NOT NULL,
@@ -94,7 +98,7 @@ export const run: Effect.Effect<void, unknown, SqlClient.SqlClient> = Effect.gen
   // Already current (every opening but the first): read without taking the lock.
   if ((yield* latest(sql)) >= newest) return
   yield* sql.withTransaction(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       yield* sql.onDialectOrElse({
         pg: () => sql`LOCK TABLE ${sql(MigrationsTable)} IN ACCESS EXCLUSIVE MODE`,
         orElse: () => sql`UPDATE ${sql(MigrationsTable)} SET name = name WHERE migration_id < 0`

@@ -67,7 +67,10 @@ const elapsedSince = (at: Instant, current: Instant) => Math.max(current.mono - 
  * operation that returned it. `margin` must be positive and below `expiration` (the caller
  * checks; see `Runner.layer`).
  */
-export const makeBook = (options: { readonly expiration: Duration.DurationInput; readonly margin: Duration.DurationInput }): LeaseBook => {
+export const makeBook = (options: {
+  readonly expiration: Duration.DurationInput
+  readonly margin: Duration.DurationInput
+}): LeaseBook => {
   const validFor = Duration.subtract(Duration.decode(options.expiration), Duration.decode(options.margin))
   const validMs = Duration.toMillis(validFor)
   const confirmed = new Map<string, Instant>()
@@ -102,13 +105,18 @@ export const makeBook = (options: { readonly expiration: Duration.DurationInput;
  * did not return it, or released, is dropped at once (before the release is sent). A failed or
  * timed-out operation confirms nothing, so the lease runs out by itself.
  */
-export const leasedStorage = (storage: RunnerStorage.RunnerStorage["Type"], book: LeaseBook): RunnerStorage.RunnerStorage["Type"] =>
+export const leasedStorage = (
+  storage: RunnerStorage.RunnerStorage["Type"],
+  book: LeaseBook
+): RunnerStorage.RunnerStorage["Type"] =>
   RunnerStorage.RunnerStorage.of({
     ...storage,
     acquire: (address, shardIds) =>
       Effect.suspend(() => {
         const at = now()
-        return Effect.tap(storage.acquire(address, shardIds), (acquired) => Effect.sync(() => book.confirm(acquired, at)))
+        return Effect.tap(storage.acquire(address, shardIds), (acquired) =>
+          Effect.sync(() => book.confirm(acquired, at))
+        )
       }),
     refresh: (address, shardIds) =>
       Effect.suspend(() => {
@@ -119,14 +127,17 @@ export const leasedStorage = (storage: RunnerStorage.RunnerStorage["Type"], book
             const kept = new Set(held.map((shard) => shard.toString()))
             book.drop(asked.filter((shard) => !kept.has(shard.toString())))
             book.confirm(held, at)
-          }))
+          })
+        )
       }),
-    release: (address, shardId) => Effect.suspend(() => {
-      book.drop([shardId])
-      return storage.release(address, shardId)
-    }),
-    releaseAll: (address) => Effect.suspend(() => {
-      book.dropAll()
-      return storage.releaseAll(address)
-    })
+    release: (address, shardId) =>
+      Effect.suspend(() => {
+        book.drop([shardId])
+        return storage.release(address, shardId)
+      }),
+    releaseAll: (address) =>
+      Effect.suspend(() => {
+        book.dropAll()
+        return storage.releaseAll(address)
+      })
   })

@@ -20,9 +20,11 @@ export const publicOrigin = (text: string): Either.Either<string, string> => {
   } catch {
     return Either.left(`the inbox's public URL ${JSON.stringify(text)} is not an absolute URL`)
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return Either.left(`the inbox's public URL must be http(s), got ${url.protocol}`)
-  if (url.username !== "" || url.password !== "") return Either.left("the inbox's public URL must not carry credentials")
-  if (url.search !== "" || url.hash !== "" || text.includes("?") || text.includes("#")) return Either.left("the inbox's public URL must not have a query or a fragment")
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    return Either.left(`the inbox's public URL must be http(s), got ${url.protocol}`)
+  if (url.username !== "" || url.password !== "")
+    return Either.left("the inbox's public URL must not carry credentials")
+  if (url.search !== "" || url.hash !== "" || text.includes("?") || text.includes("#"))
+    return Either.left("the inbox's public URL must not have a query or a fragment")
   return Either.right(`${url.origin}${url.pathname.replace(/\/+$/, "")}`)
 }
-

@@ -31,7 +31,11 @@ const keyOf = (id: string | number) => String(id)
 /** A board, with the items known in advance (queued until they start). */
 export const make = (known: ReadonlyArray<{ readonly id: string | number; readonly prompt: string }> = []): Board => {
   const rows = new Map<string, Row>()
-  const fresh = (item: string | number, prompt: string | null): Row => ({ item, prompt, progress: RunState.queuedItem(-1, prompt ?? "") })
+  const fresh = (item: string | number, prompt: string | null): Row => ({
+    item,
+    prompt,
+    progress: RunState.queuedItem(-1, prompt ?? "")
+  })
   for (const k of known) rows.set(keyOf(k.id), fresh(k.id, k.prompt))
   const rowOf = (id: string | number | undefined): Row | undefined => {
     if (id === undefined) return undefined
@@ -74,14 +78,16 @@ export const make = (known: ReadonlyArray<{ readonly id: string | number; readon
 
 /** Who decided, as a phrase: `person (web)`, `deadline`, `rule:no-rm`. */
 export const byOf = (source: Card.Source): string =>
-  source._tag === "Person" && source.channel !== undefined ? `person (${source.channel})` : CardNs.describeSource(source)
+  source._tag === "Person" && source.channel !== undefined
+    ? `person (${source.channel})`
+    : CardNs.describeSource(source)
 
 export const settlementJson = (s: Card.Settlement): SettlementJson =>
   SecretMask.maskJson({
     cardId: s.card.id,
     outcome: s.outcome,
     source: CardNs.describeSource(s.source),
-    channel: s.source._tag === "Person" ? s.source.channel ?? null : null,
+    channel: s.source._tag === "Person" ? (s.source.channel ?? null) : null,
     by: byOf(s.source),
     decision: s.decision ?? null,
     written: s.written,
@@ -113,7 +119,10 @@ export const cardFull = (card: Card.CardView, always: boolean, settlement: Card.
 })
 
 /** The event-stream message for an approval event, if it is one the inbox sends. */
-export const approvalMessage = (event: ApprovalEvent.ApprovalEvent, always: boolean): { readonly event: string; readonly data: unknown } | undefined => {
+export const approvalMessage = (
+  event: ApprovalEvent.ApprovalEvent,
+  always: boolean
+): { readonly event: string; readonly data: unknown } | undefined => {
   switch (event._tag) {
     case "CardOpened":
       return { event: "card.opened", data: cardBrief(event.card, always) }

@@ -56,7 +56,13 @@ export const makeSigner = (key: Buffer = Crypto.randomBytes(32)): Signer => {
     },
     check: (segments, now, use) => {
       const [cardId, decision, expires, nonce, signature] = segments
-      if (segments.length !== 5 || (decision !== "accept" && decision !== "decline") || !/^\d+$/.test(expires ?? "") || !nonce || !signature) {
+      if (
+        segments.length !== 5 ||
+        (decision !== "accept" && decision !== "decline") ||
+        !/^\d+$/.test(expires ?? "") ||
+        !nonce ||
+        !signature
+      ) {
         return { _tag: "Forged" }
       }
       const parts: LinkParts = { cardId: cardId!, decision, expiresAt: Number(expires), nonce }
@@ -65,7 +71,11 @@ export const makeSigner = (key: Buffer = Crypto.randomBytes(32)): Signer => {
       if (String(parts.expiresAt) !== expires) return { _tag: "Forged" }
       const expected = mac(key, payload(parts))
       const given = Buffer.from(signature, "base64url")
-      if (given.length !== expected.length || given.toString("base64url") !== signature || !Crypto.timingSafeEqual(given, expected)) {
+      if (
+        given.length !== expected.length ||
+        given.toString("base64url") !== signature ||
+        !Crypto.timingSafeEqual(given, expected)
+      ) {
         return { _tag: "Forged" }
       }
       if (used.has(nonce)) return { _tag: "Gone", why: "used" }
@@ -83,7 +93,7 @@ export const signatureOf = (secret: string, body: string): string => `sha256=${m
 export const backoffMs = (attempt: number): number => Math.min(30_000, 500 * 2 ** Math.max(0, attempt - 1))
 
 const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
 
 /** The page a link shows: a question with one button (GET), or what happened (POST). */
 export const page = (title: string, text: string, button?: string): string => `<!doctype html>
@@ -97,7 +107,8 @@ ${button === undefined ? "" : `<form method="post"><button type="submit">${escap
 
 /** Headers of a link's page (a form may post to this origin only). */
 export const pageHeaders = {
-  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   "referrer-policy": "no-referrer",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",

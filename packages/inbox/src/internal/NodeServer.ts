@@ -30,7 +30,11 @@ export interface Bounds {
 const ms = (d: Duration.DurationInput) => Math.max(1, Math.round(Duration.toMillis(Duration.decode(d))))
 
 /** A Node HTTP server with these bounds and headers (not listening yet). */
-export const make = (bounds: Bounds, headers: Readonly<Record<string, string>>, log: (line: string) => void): Http.Server => {
+export const make = (
+  bounds: Bounds,
+  headers: Readonly<Record<string, string>>,
+  log: (line: string) => void
+): Http.Server => {
   const requestTimeout = ms(bounds.requestTimeout)
   const headersTimeout = Math.min(ms(bounds.headersTimeout), requestTimeout)
   const server = Http.createServer({

@@ -5,13 +5,39 @@
  *
  * @internal
  */
-import { HttpApiBuilder, HttpApiError, HttpIncomingMessage, HttpLayerRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApiBuilder,
+  HttpApiError,
+  HttpIncomingMessage,
+  HttpLayerRouter,
+  HttpServer,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { ApprovalEvent, Card } from "@warden/approvals"
 import { Approvals, SecretMask } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Supervisor } from "@warden/supervisor"
-import { Cause, Context, Data, Deferred, Effect, Either, Exit, FiberId, FiberSet, Layer, Option, PubSub, Queue, Redacted, Schedule, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Data,
+  Deferred,
+  Effect,
+  Either,
+  Exit,
+  FiberId,
+  FiberSet,
+  Layer,
+  Option,
+  PubSub,
+  Queue,
+  Redacted,
+  Schedule,
+  Stream
+} from "effect"
 import type { Scope } from "effect"
 import * as Crypto from "node:crypto"
 import type * as Http from "node:http"
@@ -34,7 +60,10 @@ export const DefaultLimits = {
 } as const satisfies Required<Limits>
 
 /** The inbox could not start: the address is refused (`NotLoopback`), cannot be bound (`Listen`), or `publicUrl` is not an absolute http(s) URL without query or fragment (`PublicUrl`). */
-export class WebInboxError extends Data.TaggedError("WebInboxError")<{ readonly reason: "NotLoopback" | "Listen" | "PublicUrl"; readonly detail: string }> {
+export class WebInboxError extends Data.TaggedError("WebInboxError")<{
+  readonly reason: "NotLoopback" | "Listen" | "PublicUrl"
+  readonly detail: string
+}> {
   override get message() {
     return this.detail
   }
@@ -58,7 +87,8 @@ const everyResponseHeaders = {
 }
 
 const pageHeaders = {
-  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   "referrer-policy": "no-referrer",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
@@ -74,7 +104,7 @@ export const make = (
   supervisor: Supervisor.SupervisorShape,
   config: WebInboxConfig = {}
 ): Effect.Effect<WebInbox, WebInboxError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const host = config.host ?? "127.0.0.1"
     if (!isLoopback(host) && config.allowRemote !== true) {
       return yield* new WebInboxError({
@@ -83,7 +113,8 @@ export const make = (
       })
     }
     const published = config.publicUrl === undefined ? undefined : publicOrigin(config.publicUrl)
-    if (published !== undefined && Either.isLeft(published)) return yield* new WebInboxError({ reason: "PublicUrl", detail: published.left })
+    if (published !== undefined && Either.isLeft(published))
+      return yield* new WebInboxError({ reason: "PublicUrl", detail: published.left })
     const token = config.token ?? newToken()
     const signer = InboxLinks.makeSigner()
     const always = config.always
@@ -114,27 +145,42 @@ export const make = (
         ...(card.offers.includes("Accept") ? { accept: origin + signer.path(card.id, "accept", card.deadlineAt) } : {}),
         decline: origin + signer.path(card.id, "decline", card.deadlineAt)
       }
-      const body = JSON.stringify({ type: "card.opened", card: InboxBoard.cardBrief(card, false), links, expiresAt: card.deadlineAt, inbox: `${origin}/` })
+      const body = JSON.stringify({
+        type: "card.opened",
+        card: InboxBoard.cardBrief(card, false),
+        links,
+        expiresAt: card.deadlineAt,
+        inbox: `${origin}/`
+      })
       const signature = InboxLinks.signatureOf(notify.secret, body)
       for (const target of notify.urls) {
         const attempt = Effect.tryPromise({
           try: (signal) =>
-            fetch(target, { method: "POST", body, signal, headers: { "content-type": "application/json", "x-warden-signature": signature } }).then(async (res) => {
+            fetch(target, {
+              method: "POST",
+              body,
+              signal,
+              headers: { "content-type": "application/json", "x-warden-signature": signature }
+            }).then(async (res) => {
               await res.body?.cancel()
               if (!res.ok) throw new Error(`HTTP ${res.status}`)
             }),
           catch: (error) => (error instanceof Error ? error.message : String(error))
         }).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "no answer within 10 s" }))
-        const loop = Effect.gen(function*() {
-          for (let n = 1;; n++) {
+        const loop = Effect.gen(function* () {
+          for (let n = 1; ; n++) {
             const result = yield* Effect.either(attempt)
             if (Either.isRight(result)) return
             const wait = InboxLinks.backoffMs(n)
             if (Date.now() + wait >= card.deadlineAt) {
-              report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); giving up at its deadline (the card is not decided by this)`)
+              report(
+                `warden: notification of card ${card.id} to ${target} failed (${result.left}); giving up at its deadline (the card is not decided by this)`
+              )
               return
             }
-            report(`warden: notification of card ${card.id} to ${target} failed (${result.left}); retrying in ${wait} ms`)
+            report(
+              `warden: notification of card ${card.id} to ${target} failed (${result.left}); retrying in ${wait} ms`
+            )
             yield* Effect.sleep(wait)
           }
         })
@@ -158,7 +204,8 @@ export const make = (
       const changed = board.onSupervisorEvent(event, Date.now())
       if (changed) messages.unsafeOffer(sse("item.updated", changed))
     }
-    const openCard = (cardId: string) => Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
+    const openCard = (cardId: string) =>
+      Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
 
     const settledOrUnknown = (cardId: string): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
       Effect.suspend((): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
@@ -172,26 +219,43 @@ export const make = (
       cardId: string,
       decision: Decision.Decision,
       channel: "web" | "link" = "web"
-    ): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
-      Effect.flatMap(supervisor.approvals.answer(cardId, decision, channel), (result): Effect.Effect<{ readonly settlement: InboxApi.SettlementJson }, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
-        switch (result._tag) {
-          case "Settled":
-            return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
-          case "AlreadySettled":
-            return Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(result.settlement) }))
-          case "UnknownCard":
-            return Effect.fail(new InboxApi.UnknownCard({ cardId }))
+    ): Effect.Effect<
+      { readonly settlement: InboxApi.SettlementJson },
+      InboxApi.AlreadySettled | InboxApi.UnknownCard
+    > =>
+      Effect.flatMap(
+        supervisor.approvals.answer(cardId, decision, channel),
+        (
+          result
+        ): Effect.Effect<
+          { readonly settlement: InboxApi.SettlementJson },
+          InboxApi.AlreadySettled | InboxApi.UnknownCard
+        > => {
+          switch (result._tag) {
+            case "Settled":
+              return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
+            case "AlreadySettled":
+              return Effect.fail(
+                new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(result.settlement) })
+              )
+            case "UnknownCard":
+              return Effect.fail(new InboxApi.UnknownCard({ cardId }))
+          }
         }
-      })
+      )
 
     const decide = (cardId: string, raw: unknown) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (raw === "always") {
-          if (always === undefined) return yield* new InboxApi.NotRemembered({ reason: "\"always\" needs the ledger (run without --no-state)" })
+          if (always === undefined)
+            return yield* new InboxApi.NotRemembered({ reason: '"always" needs the ledger (run without --no-state)' })
           const card = yield* openCard(cardId)
           if (card === undefined) return yield* settledOrUnknown(cardId)
           const remembered = yield* always(card)
-          if (Either.isLeft(remembered)) return yield* new InboxApi.NotRemembered({ reason: `not remembered (${remembered.left}); the card stays open` })
+          if (Either.isLeft(remembered))
+            return yield* new InboxApi.NotRemembered({
+              reason: `not remembered (${remembered.left}); the card stays open`
+            })
           return yield* answer(cardId, Decision.Accept)
         }
         const decision = Decision.fromJson(raw)
@@ -206,25 +270,39 @@ export const make = (
 
     const InboxLive = HttpApiBuilder.group(InboxApi.InboxApi, "inbox", (handlers) =>
       handlers
-        .handle("info", () => Effect.succeed({ always: always !== undefined, now: Date.now(), title, accepting: config.submit !== undefined }))
+        .handle("info", () =>
+          Effect.succeed({
+            always: always !== undefined,
+            now: Date.now(),
+            title,
+            accepting: config.submit !== undefined
+          })
+        )
         .handle("cards", () =>
           Effect.map(supervisor.approvals.openCards, (cards) => ({
-            cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+            cards: [...cards]
+              .sort((a, b) => a.openedAt - b.openedAt)
+              .map((c) => InboxBoard.cardBrief(c, always !== undefined)),
             now: Date.now()
-          })))
+          }))
+        )
         .handle("card", ({ path }) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const card = yield* openCard(path.cardId)
             if (card !== undefined) return InboxBoard.cardFull(card, always !== undefined, undefined)
             const done = recent.get(path.cardId)
             if (done !== undefined) return InboxBoard.cardFull(done.card, always !== undefined, done)
             return yield* new InboxApi.UnknownCard({ cardId: path.cardId })
-          }))
+          })
+        )
         .handle("decide", ({ path, payload }) => decide(path.cardId, payload.decision))
         .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() })))
         .handle("submit", ({ payload }) => {
           const submit = config.submit
-          if (submit === undefined) return Effect.fail(new InboxApi.NotAccepting({ reason: "this inbox takes no work items (only warden serve does)" }))
+          if (submit === undefined)
+            return Effect.fail(
+              new InboxApi.NotAccepting({ reason: "this inbox takes no work items (only warden serve does)" })
+            )
           return submit(payload).pipe(
             Effect.mapError((reason) => new InboxApi.NotAccepting({ reason: SecretMask.maskText(reason) })),
             Effect.map((item) => {
@@ -233,9 +311,10 @@ export const make = (
               return { item }
             })
           )
-        }))
+        })
+    )
 
-    const eventStream = Effect.gen(function*() {
+    const eventStream = Effect.gen(function* () {
       const queue = yield* PubSub.subscribe(messages)
       // Subscribed before the snapshot: nothing that happens after it is missed (an event may repeat it).
       const cards = yield* supervisor.approvals.openCards
@@ -243,7 +322,9 @@ export const make = (
         now: Date.now(),
         always: always !== undefined,
         title,
-        cards: [...cards].sort((a, b) => a.openedAt - b.openedAt).map((c) => InboxBoard.cardBrief(c, always !== undefined)),
+        cards: [...cards]
+          .sort((a, b) => a.openedAt - b.openedAt)
+          .map((c) => InboxBoard.cardBrief(c, always !== undefined)),
         items: board.items()
       })
       const live = Stream.fromQueue(queue)
@@ -257,49 +338,96 @@ export const make = (
           HttpServerResponse.stream(body, {
             contentType: "text/event-stream",
             headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
-          }))))
+          })
+        )
+      )
+    )
 
     const AuthorizationLive = Layer.succeed(InboxApi.Authorization, {
-      token: (given) => (tokenMatches(token, Redacted.value(given)) ? Effect.void : Effect.fail(new HttpApiError.Unauthorized()))
+      token: (given) =>
+        tokenMatches(token, Redacted.value(given)) ? Effect.void : Effect.fail(new HttpApiError.Unauthorized())
     })
 
     const Page = HttpLayerRouter.addAll([
-      HttpLayerRouter.route("GET", "/", Effect.sync(() => HttpServerResponse.html(InboxPage.html(title)).pipe(HttpServerResponse.setHeaders(pageHeaders)))),
+      HttpLayerRouter.route(
+        "GET",
+        "/",
+        Effect.sync(() =>
+          HttpServerResponse.html(InboxPage.html(title)).pipe(HttpServerResponse.setHeaders(pageHeaders))
+        )
+      ),
       // Browsers ask for it on every page load: no icon, and no 401 in the console.
-      HttpLayerRouter.route("GET", "/favicon.ico", Effect.sync(() => HttpServerResponse.empty({ status: 204 }))),
+      HttpLayerRouter.route(
+        "GET",
+        "/favicon.ico",
+        Effect.sync(() => HttpServerResponse.empty({ status: 204 }))
+      ),
       HttpLayerRouter.route(
         "GET",
         "/inbox.js",
-        Effect.sync(() => HttpServerResponse.text(InboxPage.script, { contentType: "text/javascript; charset=utf-8" }).pipe(HttpServerResponse.setHeaders(pageHeaders)))
+        Effect.sync(() =>
+          HttpServerResponse.text(InboxPage.script, { contentType: "text/javascript; charset=utf-8" }).pipe(
+            HttpServerResponse.setHeaders(pageHeaders)
+          )
+        )
       )
     ])
 
     const linkPage = (status: number, title: string, text: string, button?: string) =>
-      HttpServerResponse.html(InboxLinks.page(title, text, button)).pipe(HttpServerResponse.setStatus(status), HttpServerResponse.setHeaders(InboxLinks.pageHeaders))
+      HttpServerResponse.html(InboxLinks.page(title, text, button)).pipe(
+        HttpServerResponse.setStatus(status),
+        HttpServerResponse.setHeaders(InboxLinks.pageHeaders)
+      )
     const link = (method: "GET" | "POST") => (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function*() {
-        const segments = new URL(request.url, "http://inbox.invalid").pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
+      Effect.gen(function* () {
+        const segments = new URL(request.url, "http://inbox.invalid").pathname
+          .split("/")
+          .slice(2)
+          .map((s) => decodeURIComponent(s))
         const checked = signer.check(segments, Date.now(), method === "POST")
         if (checked._tag === "Forged") return HttpServerResponse.empty({ status: 401 })
         if (checked._tag === "Gone") {
-          return linkPage(410, "This link is no longer valid", checked.why === "used" ? "It was used already. It decided nothing now." : "It expired with its card. It decided nothing.")
+          return linkPage(
+            410,
+            "This link is no longer valid",
+            checked.why === "used"
+              ? "It was used already. It decided nothing now."
+              : "It expired with its card. It decided nothing."
+          )
         }
         const { cardId, decision } = checked.parts
         const card = yield* openCard(cardId)
         if (method === "GET") {
           if (card === undefined) {
             const done = recent.get(cardId)
-            return linkPage(done ? 409 : 404, `Card ${cardId}`, done ? `Already ${done.outcome} by ${InboxBoard.byOf(done.source)}.` : "Warden does not know this card any more.")
+            return linkPage(
+              done ? 409 : 404,
+              `Card ${cardId}`,
+              done
+                ? `Already ${done.outcome} by ${InboxBoard.byOf(done.source)}.`
+                : "Warden does not know this card any more."
+            )
           }
-          return linkPage(200, `${decision === "accept" ? "Accept" : "Decline"} card ${cardId}?`, card.title, decision === "accept" ? "accept" : "decline")
+          return linkPage(
+            200,
+            `${decision === "accept" ? "Accept" : "Decline"} card ${cardId}?`,
+            card.title,
+            decision === "accept" ? "accept" : "decline"
+          )
         }
-        const result = yield* Effect.either(answer(cardId, decision === "accept" ? Decision.Accept : Decision.Decline, "link"))
+        const result = yield* Effect.either(
+          answer(cardId, decision === "accept" ? Decision.Accept : Decision.Decline, "link")
+        )
         if (Either.isRight(result)) {
           const s = result.right.settlement
           return linkPage(200, `Card ${cardId}: ${s.outcome}`, `Decided by you (${s.by}).`)
         }
         return result.left._tag === "AlreadySettled"
-          ? linkPage(409, `Card ${cardId}`, `Already ${result.left.settlement.outcome} by ${result.left.settlement.by}; this link changed nothing.`)
+          ? linkPage(
+              409,
+              `Card ${cardId}`,
+              `Already ${result.left.settlement.outcome} by ${result.left.settlement.by}; this link changed nothing.`
+            )
           : linkPage(404, `Card ${cardId}`, "Warden does not know this card any more; this link changed nothing.")
       })
     const Links = HttpLayerRouter.addAll([
@@ -315,7 +443,7 @@ export const make = (
       // A link is its own authorization (its signature), checked by its route.
       if (url.pathname.startsWith("/l/")) return true
       const header = request.headers[InboxApi.TokenHeader]
-      const query = url.pathname === "/api/events" ? url.searchParams.get("token") ?? undefined : undefined
+      const query = url.pathname === "/api/events" ? (url.searchParams.get("token") ?? undefined) : undefined
       return tokenMatches(token, header) || tokenMatches(token, query)
     }
     // Before routing: a request without the token learns nothing (not even which routes exist); a
@@ -352,11 +480,26 @@ export const make = (
     )
     let server: Http.Server | undefined
     const log = config.log ?? ((line: string) => void process.stderr.write(`${line}\n`))
-    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links, Bodies), { disableLogger: true, disableListenLog: true, middleware: guard }).pipe(
-      Layer.provideMerge(NodeHttpServer.layer(() => (server = InboxServer.make(limits, everyResponseHeaders, log)), { host, port: config.port ?? 0 }))
+    const Server = HttpLayerRouter.serve(Layer.mergeAll(Api, Page, Links, Bodies), {
+      disableLogger: true,
+      disableListenLog: true,
+      middleware: guard
+    }).pipe(
+      Layer.provideMerge(
+        NodeHttpServer.layer(() => (server = InboxServer.make(limits, everyResponseHeaders, log)), {
+          host,
+          port: config.port ?? 0
+        })
+      )
     )
     const context = yield* Layer.build(Server).pipe(
-      Effect.mapError((error) => new WebInboxError({ reason: "Listen", detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}` }))
+      Effect.mapError(
+        (error) =>
+          new WebInboxError({
+            reason: "Listen",
+            detail: `the inbox cannot listen on ${host}:${config.port ?? 0}: ${describeServeError(error)}`
+          })
+      )
     )
     // Runs before the server's own close, which waits for every connection to end: an open event
     // stream never ends by itself, so stop listening and cut every connection first.
@@ -389,13 +532,24 @@ export const make = (
       Effect.forkScoped
     )
     yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
-      Effect.flatMap((batch) => Effect.sync(() => { for (const e of batch) onSupervisor(e) })),
+      Effect.flatMap((batch) =>
+        Effect.sync(() => {
+          for (const e of batch) onSupervisor(e)
+        })
+      ),
       Effect.forever,
       Effect.interruptible,
       Effect.forkScoped
     )
 
-    return { host, port, url, publicUrl, token: Redacted.make(token), link: Redacted.make(`${publicUrl}#token=${token}`) }
+    return {
+      host,
+      port,
+      url,
+      publicUrl,
+      token: Redacted.make(token),
+      link: Redacted.make(`${publicUrl}#token=${token}`)
+    }
   })
 
 /** What a value is, in words, without any of its content. */
@@ -408,10 +562,19 @@ const describeValue = (value: unknown): string => {
 }
 
 const tooLarge = (max: number) =>
-  HttpServerResponse.unsafeJson({ _tag: "PayloadTooLarge", message: `the body is larger than ${max} bytes` }, { status: 413 })
+  HttpServerResponse.unsafeJson(
+    { _tag: "PayloadTooLarge", message: `the body is larger than ${max} bytes` },
+    { status: 413 }
+  )
 
-const decodeError = (message: string, issues: ReadonlyArray<{ readonly _tag: string; readonly path: ReadonlyArray<PropertyKey>; readonly message: string }> = []) =>
-  HttpServerResponse.unsafeJson({ _tag: "HttpApiDecodeError", issues, message }, { status: 400 })
+const decodeError = (
+  message: string,
+  issues: ReadonlyArray<{
+    readonly _tag: string
+    readonly path: ReadonlyArray<PropertyKey>
+    readonly message: string
+  }> = []
+) => HttpServerResponse.unsafeJson({ _tag: "HttpApiDecodeError", issues, message }, { status: 400 })
 
 /** Why reading the request failed, when that is the client's doing: a body over the bound, or one that is not JSON. */
 const readFailure = (cause: Cause.Cause<unknown>): "TooLarge" | "NotJson" | undefined => {
@@ -429,7 +592,9 @@ const readFailure = (cause: Cause.Cause<unknown>): "TooLarge" | "NotJson" | unde
  * messages, `Expected ..., actual <the input>`, which repeated a 20 MB prompt whole. Each issue keeps
  * its kind, its path and what was expected; the input is never repeated.
  */
-const withoutEcho = (response: HttpServerResponse.HttpServerResponse): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+const withoutEcho = (
+  response: HttpServerResponse.HttpServerResponse
+): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
   Effect.sync(() => {
     if (response.status !== 400 || response.body._tag !== "Uint8Array") return response
     let parsed: { _tag?: unknown; issues?: unknown; message?: unknown } | undefined
@@ -439,21 +604,40 @@ const withoutEcho = (response: HttpServerResponse.HttpServerResponse): Effect.Ef
       return response
     }
     if (parsed === null || typeof parsed !== "object" || parsed._tag !== "HttpApiDecodeError") return response
-    const issues = (Array.isArray(parsed.issues) ? parsed.issues : []).slice(0, 10).map((issue: { _tag?: unknown; path?: unknown; message?: unknown }) => {
-      const path = Array.isArray(issue.path) ? issue.path.filter((p): p is string | number => typeof p === "string" || typeof p === "number").map((p) => (typeof p === "string" ? p.slice(0, 64) : p)) : []
-      const expected = typeof issue.message === "string" ? issue.message.split(", actual ")[0]!.split("\n")[0]!.slice(0, 200) : ""
-      return { _tag: typeof issue._tag === "string" ? issue._tag : "Type", path, message: expected.startsWith("Expected") ? expected : kindOf(issue._tag) }
-    })
-    const message = issues.length === 0 ? "the body does not match the expected schema" : issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`).join("; ")
+    const issues = (Array.isArray(parsed.issues) ? parsed.issues : [])
+      .slice(0, 10)
+      .map((issue: { _tag?: unknown; path?: unknown; message?: unknown }) => {
+        const path = Array.isArray(issue.path)
+          ? issue.path
+              .filter((p): p is string | number => typeof p === "string" || typeof p === "number")
+              .map((p) => (typeof p === "string" ? p.slice(0, 64) : p))
+          : []
+        const expected =
+          typeof issue.message === "string" ? issue.message.split(", actual ")[0]!.split("\n")[0]!.slice(0, 200) : ""
+        return {
+          _tag: typeof issue._tag === "string" ? issue._tag : "Type",
+          path,
+          message: expected.startsWith("Expected") ? expected : kindOf(issue._tag)
+        }
+      })
+    const message =
+      issues.length === 0
+        ? "the body does not match the expected schema"
+        : issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`).join("; ")
     return decodeError(message, issues)
   })
 
 const kindOf = (tag: unknown): string =>
-  tag === "Missing" ? "is missing" : tag === "Unexpected" ? "is not expected" : tag === "Forbidden" ? "is not allowed" : "is not of the expected type"
+  tag === "Missing"
+    ? "is missing"
+    : tag === "Unexpected"
+      ? "is not expected"
+      : tag === "Forbidden"
+        ? "is not allowed"
+        : "is not of the expected type"
 
 const describeServeError = (error: unknown): string => {
   const cause = (error as { cause?: unknown })?.cause
   if (cause instanceof Error) return cause.message
   return error instanceof Error ? error.message : String(error)
 }
-

@@ -5,4 +5,6 @@
 import * as Fs from "node:fs"
 
 /** `@warden/inbox`'s version (the OpenAPI document's). */
-export const version: string = (JSON.parse(Fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { readonly version: string }).version
+export const version: string = (
+  JSON.parse(Fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { readonly version: string }
+).version

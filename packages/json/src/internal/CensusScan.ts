@@ -16,7 +16,7 @@ export interface Found {
 const stringEnd = (text: string, at: number): number => {
   let j = at + 1
   for (;;) {
-    j = text.indexOf("\"", j)
+    j = text.indexOf('"', j)
     if (j < 0) return text.length
     let backslashes = 0
     for (let k = j - 1; text.charCodeAt(k) === 92; k--) backslashes++
@@ -78,7 +78,8 @@ export const scan = (text: string, minKeys: number, maxDepth: number): ReadonlyA
     } else if (c === 125 || c === 93) {
       if (isObject && keys >= minKeys) {
         const path: Array<string | number> = []
-        for (let l = 1; l < depth; l++) path.push(isObjectAt[l] === 1 ? text.slice(keyStartAt[l]!, keyEndAt[l]!) : commasAt[l]!)
+        for (let l = 1; l < depth; l++)
+          path.push(isObjectAt[l] === 1 ? text.slice(keyStartAt[l]!, keyEndAt[l]!) : commasAt[l]!)
         found.push({ path, keys })
       }
       depth--
@@ -98,7 +99,8 @@ export const scan = (text: string, minKeys: number, maxDepth: number): ReadonlyA
 }
 
 /** A key's name from its JSON string literal. */
-const keyName = (literal: string): string => (literal.includes("\\") ? (JSON.parse(literal) as string) : literal.slice(1, -1))
+const keyName = (literal: string): string =>
+  literal.includes("\\") ? (JSON.parse(literal) as string) : literal.slice(1, -1)
 
 /**
  * The object at `path` in `root` (what `JSON.parse` made of the scanned text), or `undefined`
@@ -108,7 +110,8 @@ export const objectAt = (root: unknown, path: ReadonlyArray<string | number>): o
   let value: unknown = root
   for (const step of path) {
     if (typeof value !== "object" || value === null) return undefined
-    value = typeof step === "number" ? (value as Array<unknown>)[step] : (value as Record<string, unknown>)[keyName(step)]
+    value =
+      typeof step === "number" ? (value as Array<unknown>)[step] : (value as Record<string, unknown>)[keyName(step)]
   }
   return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined
 }

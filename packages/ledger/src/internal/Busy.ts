@@ -50,11 +50,14 @@ export const delayMs = (attempt: number): number => Math.min(MaxDelayMs, FirstDe
  * fails only because the database is locked, with a backoff, until it succeeds, fails otherwise, or
  * `timeout` has passed since the first busy answer (then the last busy failure is returned).
  */
-export const retry = <A, E, R>(effect: Effect.Effect<A, E, R>, timeout: Duration.DurationInput = DefaultTimeout): Effect.Effect<A, E, R> =>
-  Effect.gen(function*() {
+export const retry = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  timeout: Duration.DurationInput = DefaultTimeout
+): Effect.Effect<A, E, R> =>
+  Effect.gen(function* () {
     const bound = Duration.toMillis(Duration.decode(timeout))
     let since: number | undefined
-    for (let attempt = 0;; attempt++) {
+    for (let attempt = 0; ; attempt++) {
       const exit = yield* Effect.exit(effect)
       if (Exit.isSuccess(exit) || !isBusy(exit.cause)) return yield* exit
       const now = yield* Clock.currentTimeMillis

@@ -27,5 +27,7 @@ export const quickCheck = (
 ): Effect.Effect<void, LedgerError | SqlError> =>
   Effect.flatMap(Busy.retry(client<Record<string, unknown>>`PRAGMA quick_check`.unprepared, lockTimeout), (rows) => {
     const problems = rows.map((row) => String(Object.values(row)[0])).filter((line) => line !== "ok")
-    return problems.length === 0 ? Effect.void : Effect.fail(corrupt(filename, new Error(problems.slice(0, 3).join("; "))))
+    return problems.length === 0
+      ? Effect.void
+      : Effect.fail(corrupt(filename, new Error(problems.slice(0, 3).join("; "))))
   })

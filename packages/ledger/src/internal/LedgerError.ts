@@ -3,8 +3,7 @@ import { Data } from "effect"
 
 /** A ledger operation that failed: opening, migrating, a query, a refused request. */
 export class LedgerError extends Data.TaggedError("LedgerError")<{
-  readonly reason:
-    /** The database could not be opened (path, not a database). */
+  readonly reason: /** The database could not be opened (path, not a database). */
     | "Open"
     /** This user may not read (or, to write it, write) the ledger's file or directory. */
     | "Permission"
@@ -35,9 +34,13 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
 export const describeCause = (cause: unknown): string => {
   const error = cause as { readonly message?: unknown; readonly cause?: unknown }
   const inner = error?.cause as { readonly message?: unknown } | undefined
-  const text = [error?.message, inner?.message].filter((m): m is string => typeof m === "string" && m.length > 0).join(": ")
+  const text = [error?.message, inner?.message]
+    .filter((m): m is string => typeof m === "string" && m.length > 0)
+    .join(": ")
   return SecretMask.maskShown(text.length > 0 ? text : String(cause), 500)
 }
 
-export const sqlError = (what: string) => (cause: unknown): LedgerError =>
-  new LedgerError({ reason: "Sql", detail: `${what}: ${describeCause(cause)}`, cause })
+export const sqlError =
+  (what: string) =>
+  (cause: unknown): LedgerError =>
+    new LedgerError({ reason: "Sql", detail: `${what}: ${describeCause(cause)}`, cause })

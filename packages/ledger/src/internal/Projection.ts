@@ -41,7 +41,8 @@ export type Op =
 type Sql = SqlClient.SqlClient
 type Write = Effect.Effect<void, SqlError>
 
-const all = (...effects: ReadonlyArray<Effect.Effect<unknown, SqlError>>): Write => Effect.asVoid(Effect.all(effects, { discard: true }))
+const all = (...effects: ReadonlyArray<Effect.Effect<unknown, SqlError>>): Write =>
+  Effect.asVoid(Effect.all(effects, { discard: true }))
 
 // ---------------------------------------------------------------------------------------------
 // Runs
@@ -52,7 +53,9 @@ const runStarted = (sql: Sql, r: RunStart): Write =>
     ON CONFLICT (run_id) DO NOTHING`)
 
 const runEnded = (sql: Sql, runId: string, at: number, status: string): Write =>
-  Effect.asVoid(sql`UPDATE ledger_runs SET ended_at = ${at}, status = ${status} WHERE run_id = ${runId} AND status = 'running'`)
+  Effect.asVoid(
+    sql`UPDATE ledger_runs SET ended_at = ${at}, status = ${status} WHERE run_id = ${runId} AND status = 'running'`
+  )
 
 const dropped = (sql: Sql, runId: string, count: number): Write =>
   Effect.asVoid(sql`UPDATE ledger_runs SET dropped_events = dropped_events + ${count} WHERE run_id = ${runId}`)
@@ -73,19 +76,29 @@ const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
   if (item.sandbox !== undefined) out["sandbox"] = item.sandbox
   if (item.config !== undefined) out["config"] = item.config
   if (item.threadParams !== undefined) out["threadParams"] = item.threadParams
-  if (item.worktree !== undefined && item.worktree !== false) out["worktree"] = item.worktree === true ? {} : { ...item.worktree }
+  if (item.worktree !== undefined && item.worktree !== false)
+    out["worktree"] = item.worktree === true ? {} : { ...item.worktree }
   if (item.budget !== undefined) {
     const budget: Record<string, unknown> = {}
     if (item.budget.maxTokens !== undefined) budget["maxTokens"] = item.budget.maxTokens
     // As milliseconds: a Duration does not survive JSON. One that does not decode is not kept.
-    const turnTime = item.budget.maxTurnTime === undefined ? undefined : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
+    const turnTime =
+      item.budget.maxTurnTime === undefined
+        ? undefined
+        : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
     if (turnTime !== undefined) budget["maxTurnTimeMs"] = Duration.toMillis(turnTime)
     out["budget"] = budget
   }
   return out
 }
 
-const itemSubmitted = (sql: Sql, runId: string, at: number, item: WorkItem.WorkItem, from: ItemOrigin | undefined): Write => {
+const itemSubmitted = (
+  sql: Sql,
+  runId: string,
+  at: number,
+  item: WorkItem.WorkItem,
+  from: ItemOrigin | undefined
+): Write => {
   const prompts = [item.prompt, ...(item.followUps ?? [])]
   const masked = prompts.map(Store.text)
   const changed = masked.some((m, i) => m !== prompts[i])
@@ -152,7 +165,12 @@ const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEven
   }
 }
 
-const itemFinished = (sql: Sql, runId: string, at: number, event: Extract<Supervisor.SupervisorEvent, { _tag: "ItemFinished" }>): Write => {
+const itemFinished = (
+  sql: Sql,
+  runId: string,
+  at: number,
+  event: Extract<Supervisor.SupervisorEvent, { _tag: "ItemFinished" }>
+): Write => {
   const item = Store.itemKey(event.item)
   const exit = event.exit
   if (exit._tag === "Success") {
@@ -164,7 +182,11 @@ const itemFinished = (sql: Sql, runId: string, at: number, event: Extract<Superv
   const stopped = Cause.isInterruptedOnly(exit.cause)
   const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
   const reason = stopped ? "stopped" : failure !== undefined ? failure.reason : "defect"
-  const detail = stopped ? null : failure !== undefined ? Store.shown(failure.detail) : Store.shown(Cause.pretty(exit.cause))
+  const detail = stopped
+    ? null
+    : failure !== undefined
+      ? Store.shown(failure.detail)
+      : Store.shown(Cause.pretty(exit.cause))
   return Effect.asVoid(sql`UPDATE ledger_work_items SET status = ${stopped ? "stopped" : "failed"}, finished_at = ${at},
     failure_reason = ${reason}, failure_detail = ${detail}, thread_id = COALESCE(thread_id, ${Store.optionalId(failure?.threadId)})
     WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`)

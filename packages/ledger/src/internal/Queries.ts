@@ -18,7 +18,14 @@ import * as Store from "./Store.js"
 type Sql = SqlClient.SqlClient
 type Row = Record<string, unknown>
 
-const num = (v: unknown): number | undefined => (typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : typeof v === "string" && v !== "" && !Number.isNaN(Number(v)) ? Number(v) : undefined)
+const num = (v: unknown): number | undefined =>
+  typeof v === "number"
+    ? v
+    : typeof v === "bigint"
+      ? Number(v)
+      : typeof v === "string" && v !== "" && !Number.isNaN(Number(v))
+        ? Number(v)
+        : undefined
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
 const strings = (v: unknown): ReadonlyArray<string> => {
   const parsed = Store.parse(v)
@@ -26,7 +33,9 @@ const strings = (v: unknown): ReadonlyArray<string> => {
 }
 const record = (v: unknown): Readonly<Record<string, unknown>> => {
   const parsed = Store.parse(v)
-  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {}
+  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+    ? (parsed as Record<string, unknown>)
+    : {}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,16 +78,21 @@ const toItem = (r: Row): Records.WorkItemRecord => {
     failureDetail: str(r["failure_detail"]),
     from: fromRun !== undefined && fromItem !== undefined ? { runId: fromRun, item: fromItem } : undefined,
     handedTo: str(r["handed_to"]),
-    worktree: str(r["worktree_branch"]) !== undefined && str(r["worktree_path"]) !== undefined
-      ? { branch: str(r["worktree_branch"])!, path: str(r["worktree_path"])! }
-      : undefined
+    worktree:
+      str(r["worktree_branch"]) !== undefined && str(r["worktree_path"]) !== undefined
+        ? { branch: str(r["worktree_branch"])!, path: str(r["worktree_path"])! }
+        : undefined
   }
 }
 
 const toUnfinished = (r: Row): Records.UnfinishedItem => {
   const item = toItem(r)
   const prompts = [item.prompt, ...item.followUps]
-  return { ...item, remainingPrompts: prompts.slice(Math.min(item.turnsDone, prompts.length)), generation: num(r["generation"]) }
+  return {
+    ...item,
+    remainingPrompts: prompts.slice(Math.min(item.turnsDone, prompts.length)),
+    generation: num(r["generation"])
+  }
 }
 
 const toThread = (r: Row): Records.ThreadRecord => ({
@@ -129,17 +143,20 @@ const toCard = (r: Row): Records.CardRecord => {
     offers: strings(r["offers"]),
     openedAt: num(r["opened_at"]) ?? 0,
     deadlineAt: num(r["deadline_at"]) ?? 0,
-    settlement: outcome === undefined ? undefined : {
-      outcome: outcome as Card.Outcome | "stranded",
-      source: String(r["source"]),
-      sourceKind: String(r["source_kind"]),
-      channel: str(r["channel"]),
-      decision: str(r["decision"]),
-      written: num(r["written"]) === 1,
-      detail: str(r["detail"]),
-      settledAt: num(r["settled_at"]) ?? 0,
-      latencyMs: num(r["latency_ms"])
-    }
+    settlement:
+      outcome === undefined
+        ? undefined
+        : {
+            outcome: outcome as Card.Outcome | "stranded",
+            source: String(r["source"]),
+            sourceKind: String(r["source_kind"]),
+            channel: str(r["channel"]),
+            decision: str(r["decision"]),
+            written: num(r["written"]) === 1,
+            detail: str(r["detail"]),
+            settledAt: num(r["settled_at"]) ?? 0,
+            latencyMs: num(r["latency_ms"])
+          }
   }
 }
 
@@ -187,10 +204,11 @@ const CardOrder = (sql: Sql) => sql`c.opened_at, c.run_id, length(c.card_id), c.
 export const runs = (sql: Sql, status?: Records.RunStatus) =>
   (status === undefined
     ? sql<Row>`SELECT * FROM ledger_runs ORDER BY started_at DESC, run_id DESC`
-    : sql<Row>`SELECT * FROM ledger_runs WHERE status = ${status} ORDER BY started_at DESC, run_id DESC`).pipe(
-      Effect.map((rows) => rows.map(toRun)),
-      Effect.mapError(sqlError("could not list runs"))
-    )
+    : sql<Row>`SELECT * FROM ledger_runs WHERE status = ${status} ORDER BY started_at DESC, run_id DESC`
+  ).pipe(
+    Effect.map((rows) => rows.map(toRun)),
+    Effect.mapError(sqlError("could not list runs"))
+  )
 
 export const workItems = (sql: Sql, runId: string) =>
   sql<Row>`SELECT * FROM ledger_work_items WHERE run_id = ${runId} ORDER BY submitted_at, length(item_key), item_key`.pipe(
@@ -205,7 +223,10 @@ const unfinishedRows = (sql: Sql, runId: string) =>
     ORDER BY w.submitted_at, length(w.item_key), w.item_key`
 
 export const unfinishedItems = (sql: Sql, runId: string) =>
-  unfinishedRows(sql, runId).pipe(Effect.map((rows) => rows.map(toUnfinished)), Effect.mapError(sqlError("could not list unfinished work items")))
+  unfinishedRows(sql, runId).pipe(
+    Effect.map((rows) => rows.map(toUnfinished)),
+    Effect.mapError(sqlError("could not list unfinished work items"))
+  )
 
 export const threads = (sql: Sql, runId: string) =>
   sql<Row>`SELECT * FROM ledger_threads WHERE run_id = ${runId} ORDER BY ready_at, thread_id`.pipe(
@@ -240,7 +261,9 @@ export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
     equals(sql, sql`c.item_key`, filter.item === undefined ? undefined : Store.itemKey(filter.item)),
     equals(sql, sql`c.method`, filter.method),
     filter.outcome === "open" ? sql`s.card_id IS NULL` : equals(sql, sql`s.outcome`, filter.outcome),
-    filter.source === undefined ? undefined : equals(sql, filter.source.includes(":") ? sql`s.source` : sql`s.source_kind`, filter.source),
+    filter.source === undefined
+      ? undefined
+      : equals(sql, filter.source.includes(":") ? sql`s.source` : sql`s.source_kind`, filter.source),
     filter.from !== undefined ? sql`c.opened_at >= ${filter.from}` : undefined,
     filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined
   ])
@@ -248,9 +271,9 @@ export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
   return sql<Row>`SELECT ${CardColumns(sql)} FROM ledger_cards c
     LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
     WHERE ${where} ORDER BY ${CardOrder(sql)} LIMIT ${limit}`.pipe(
-      Effect.map((rows) => rows.map(toCard)),
-      Effect.mapError(sqlError("could not list cards"))
-    )
+    Effect.map((rows) => rows.map(toCard)),
+    Effect.mapError(sqlError("could not list cards"))
+  )
 }
 
 export const openCards = (sql: Sql, runId: string) => cards(sql, { runId, outcome: "open" })
@@ -259,22 +282,24 @@ export const lateDecisions = (sql: Sql, filter: { readonly runId?: string; reado
   const where = whereOf(sql, [equals(sql, sql`run_id`, filter.runId), equals(sql, sql`card_id`, filter.cardId)])
   return sql<Row>`SELECT * FROM ledger_late_decisions WHERE ${where} ORDER BY at, run_id, card_id`.pipe(
     Effect.map((rows) =>
-      rows.map((r): Records.LateDecisionRecord => ({
-        runId: String(r["run_id"]),
-        cardId: String(r["card_id"]),
-        decision: String(r["decision"]),
-        source: String(r["source"]),
-        channel: str(r["channel"]),
-        outcome: String(r["outcome"]),
-        at: num(r["at"]) ?? 0
-      }))
+      rows.map(
+        (r): Records.LateDecisionRecord => ({
+          runId: String(r["run_id"]),
+          cardId: String(r["card_id"]),
+          decision: String(r["decision"]),
+          source: String(r["source"]),
+          channel: str(r["channel"]),
+          outcome: String(r["outcome"]),
+          at: num(r["at"]) ?? 0
+        })
+      )
     ),
     Effect.mapError(sqlError("could not list late decisions"))
   )
 }
 
 export const accounting = (sql: Sql, runId: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const rows = yield* sql<Row>`SELECT s.outcome AS outcome, count(*) AS n FROM ledger_cards c
       LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
       WHERE c.run_id = ${runId} GROUP BY s.outcome`
@@ -305,8 +330,9 @@ export const accounting = (sql: Sql, runId: string) =>
 
 /** Close the turns of a dead run still `inProgress` as `crashed` (they will never complete); how many. */
 const crashTurns = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
-  Effect.gen(function*() {
-    const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_turns WHERE run_id = ${runId} AND status = 'inProgress'`
+  Effect.gen(function* () {
+    const open =
+      yield* sql<Row>`SELECT count(*) AS n FROM ledger_turns WHERE run_id = ${runId} AND status = 'inProgress'`
     const count = num(open[0]?.["n"]) ?? 0
     if (count > 0) {
       yield* sql`UPDATE ledger_turns SET status = 'crashed', completed_at = COALESCE(completed_at, ${now}),
@@ -320,8 +346,12 @@ const crashTurns = (sql: Sql, runId: string, now: number): Effect.Effect<number,
  * Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement),
  * its turns still in progress `crashed`, and the run `crashed`.
  */
-const strandAll = (sql: Sql, runId: string, now: number): Effect.Effect<{ readonly cards: number; readonly turns: number }, SqlError> =>
-  Effect.gen(function*() {
+const strandAll = (
+  sql: Sql,
+  runId: string,
+  now: number
+): Effect.Effect<{ readonly cards: number; readonly turns: number }, SqlError> =>
+  Effect.gen(function* () {
     const turns = yield* crashTurns(sql, runId, now)
     const cards = yield* strand(sql, runId, now)
     return { cards, turns }
@@ -329,7 +359,7 @@ const strandAll = (sql: Sql, runId: string, now: number): Effect.Effect<{ readon
 
 /** Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement). */
 const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId}
       AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
     const count = num(open[0]?.["n"]) ?? 0
@@ -346,68 +376,92 @@ const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, Sql
   })
 
 export const markStranded = (sql: Sql, runId: string, now: number) =>
-  sql.withTransaction(Effect.map(strandAll(sql, runId, now), (s) => s.cards)).pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
+  sql
+    .withTransaction(Effect.map(strandAll(sql, runId, now), (s) => s.cards))
+    .pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
 
 /**
  * Record the open cards of one work item of `runId` `stranded` (each once), without touching the
  * run's status: its process may be alive and have handed the item over (a cluster's shard moved).
  */
 export const markStrandedItem = (sql: Sql, runId: string, itemKey: string, now: number) =>
-  sql.withTransaction(
-    Effect.gen(function*() {
-      const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
+  sql
+    .withTransaction(
+      Effect.gen(function* () {
+        const open =
+          yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
         AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
-      const count = num(open[0]?.["n"]) ?? 0
-      if (count > 0) {
-        yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+        const count = num(open[0]?.["n"]) ?? 0
+        if (count > 0) {
+          yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
           SELECT c.run_id, c.card_id, 'stranded', 'stranded', 'stranded', NULL, 0, 'open when its runner died or gave the item up; never answered', ${now}, NULL
           FROM ledger_cards c
           WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
             AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
           ON CONFLICT (run_id, card_id) DO NOTHING`
-      }
-      return count
-    })
-  ).pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
+        }
+        return count
+      })
+    )
+    .pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
 
 /** Whether a stored value had something masked in it (it cannot be sent again as given). */
-const holdsMask = (value: unknown): boolean => value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
+const holdsMask = (value: unknown): boolean =>
+  value !== undefined && (JSON.stringify(value) ?? "").includes(SecretMask.Mask)
 
 /** Why an unfinished item cannot (or need not) run again, or undefined when it can. */
-const whyNotResumed = (item: Records.UnfinishedItem): { readonly reason: Records.NotResumedReason; readonly detail: string } | undefined => {
-  if (item.remainingPrompts.length === 0) return { reason: "nothing-left", detail: "every turn had completed; nothing to run again" }
+const whyNotResumed = (
+  item: Records.UnfinishedItem
+): { readonly reason: Records.NotResumedReason; readonly detail: string } | undefined => {
+  if (item.remainingPrompts.length === 0)
+    return { reason: "nothing-left", detail: "every turn had completed; nothing to run again" }
   if (item.promptsMasked) {
-    return { reason: "prompt-masked", detail: "its prompt held a secret and was stored masked, so it cannot be sent again as asked" }
+    return {
+      reason: "prompt-masked",
+      detail: "its prompt held a secret and was stored masked, so it cannot be sent again as asked"
+    }
   }
   if (holdsMask(item.options["config"]) || holdsMask(item.options["threadParams"])) {
-    return { reason: "options-masked", detail: "its config or thread params held a secret and were stored masked, so they cannot be given again" }
+    return {
+      reason: "options-masked",
+      detail: "its config or thread params held a secret and were stored masked, so they cannot be given again"
+    }
   }
   return undefined
 }
 
 export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: number) =>
-  sql.withTransaction(
-    Effect.gen(function*() {
-      const { cards: stranded, turns: crashedTurns } = yield* strandAll(sql, deadRunId, now)
-      const rows = yield* unfinishedRows(sql, deadRunId)
-      const items: Array<Records.UnfinishedItem> = []
-      const notResumed: Array<Records.NotResumedItem> = []
-      for (const item of rows.map(toUnfinished)) {
-        const why = whyNotResumed(item)
-        if (why === undefined) {
-          yield* sql`UPDATE ledger_work_items SET status = 'handed-over', handed_to = ${intoRunId}
+  sql
+    .withTransaction(
+      Effect.gen(function* () {
+        const { cards: stranded, turns: crashedTurns } = yield* strandAll(sql, deadRunId, now)
+        const rows = yield* unfinishedRows(sql, deadRunId)
+        const items: Array<Records.UnfinishedItem> = []
+        const notResumed: Array<Records.NotResumedItem> = []
+        for (const item of rows.map(toUnfinished)) {
+          const why = whyNotResumed(item)
+          if (why === undefined) {
+            yield* sql`UPDATE ledger_work_items SET status = 'handed-over', handed_to = ${intoRunId}
             WHERE run_id = ${deadRunId} AND item_key = ${item.item} AND status IN ('pending', 'running')`
-          items.push({ ...item, status: "handed-over", handedTo: intoRunId })
-        } else {
-          yield* sql`UPDATE ledger_work_items SET status = 'not-resumed', failure_reason = ${why.reason}, failure_detail = ${why.detail},
+            items.push({ ...item, status: "handed-over", handedTo: intoRunId })
+          } else {
+            yield* sql`UPDATE ledger_work_items SET status = 'not-resumed', failure_reason = ${why.reason}, failure_detail = ${why.detail},
             finished_at = COALESCE(finished_at, ${now})
             WHERE run_id = ${deadRunId} AND item_key = ${item.item} AND status IN ('pending', 'running')`
-          notResumed.push({ ...item, status: "not-resumed", failureReason: why.reason, failureDetail: why.detail, finishedAt: item.finishedAt ?? now, ...why })
+            notResumed.push({
+              ...item,
+              status: "not-resumed",
+              failureReason: why.reason,
+              failureDetail: why.detail,
+              finishedAt: item.finishedAt ?? now,
+              ...why
+            })
+          }
         }
-      }
-      return { stranded, crashedTurns, items, notResumed } satisfies Records.Recovery
-    })
-  ).pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
+        return { stranded, crashedTurns, items, notResumed } satisfies Records.Recovery
+      })
+    )
+    .pipe(Effect.mapError(sqlError(`could not recover run ${deadRunId}`)))
 
 // ---------------------------------------------------------------------------------------------
 // Retention
@@ -427,29 +481,37 @@ export interface Pruned {
  * still `running` (a dead one is resumed first) and remembered rules are kept.
  */
 export const prune = (sql: Sql, before: number) =>
-  sql.withTransaction(
-    Effect.gen(function*() {
-      const prunable = sql`SELECT 1 FROM ledger_settlements s, ledger_runs r
+  sql
+    .withTransaction(
+      Effect.gen(function* () {
+        const prunable = sql`SELECT 1 FROM ledger_settlements s, ledger_runs r
         WHERE r.run_id = s.run_id AND r.status <> 'running' AND s.settled_at < ${before}`
-      const counted = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c
+        const counted = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c
         WHERE EXISTS (${prunable} AND s.run_id = c.run_id AND s.card_id = c.card_id)`
-      yield* sql`DELETE FROM ledger_late_decisions
+        yield* sql`DELETE FROM ledger_late_decisions
         WHERE EXISTS (${prunable} AND s.run_id = ledger_late_decisions.run_id AND s.card_id = ledger_late_decisions.card_id)`
-      yield* sql`DELETE FROM ledger_cards
+        yield* sql`DELETE FROM ledger_cards
         WHERE EXISTS (${prunable} AND s.run_id = ledger_cards.run_id AND s.card_id = ledger_cards.card_id)`
-      yield* sql`DELETE FROM ledger_settlements
+        yield* sql`DELETE FROM ledger_settlements
         WHERE EXISTS (SELECT 1 FROM ledger_runs r WHERE r.run_id = ledger_settlements.run_id AND r.status <> 'running')
           AND settled_at < ${before}`
-      const emptyRuns = sql`SELECT r.run_id FROM ledger_runs r WHERE r.status <> 'running' AND r.ended_at < ${before}
+        const emptyRuns = sql`SELECT r.run_id FROM ledger_runs r WHERE r.status <> 'running' AND r.ended_at < ${before}
         AND NOT EXISTS (SELECT 1 FROM ledger_cards c WHERE c.run_id = r.run_id)`
-      const runs = yield* sql<Row>`SELECT count(*) AS n FROM (${emptyRuns}) e`
-      for (const table of ["ledger_work_items", "ledger_threads", "ledger_turns", "ledger_connections", "ledger_late_decisions"] as const) {
-        yield* sql`DELETE FROM ${sql(table)} WHERE run_id IN (${emptyRuns})`
-      }
-      yield* sql`DELETE FROM ledger_runs WHERE run_id IN (${emptyRuns})`
-      return { cards: num(counted[0]?.["n"]) ?? 0, runs: num(runs[0]?.["n"]) ?? 0 } satisfies Pruned
-    })
-  ).pipe(Effect.mapError(sqlError("could not prune the ledger")))
+        const runs = yield* sql<Row>`SELECT count(*) AS n FROM (${emptyRuns}) e`
+        for (const table of [
+          "ledger_work_items",
+          "ledger_threads",
+          "ledger_turns",
+          "ledger_connections",
+          "ledger_late_decisions"
+        ] as const) {
+          yield* sql`DELETE FROM ${sql(table)} WHERE run_id IN (${emptyRuns})`
+        }
+        yield* sql`DELETE FROM ledger_runs WHERE run_id IN (${emptyRuns})`
+        return { cards: num(counted[0]?.["n"]) ?? 0, runs: num(runs[0]?.["n"]) ?? 0 } satisfies Pruned
+      })
+    )
+    .pipe(Effect.mapError(sqlError("could not prune the ledger")))
 
 // ---------------------------------------------------------------------------------------------
 // Remembered rules
@@ -461,13 +523,20 @@ const ruleId = (now: number): string =>
   `m${now.toString(36).padStart(9, "0")}${(ruleCounter++ % 1_296).toString(36).padStart(2, "0")}${randomBytes(3).toString("hex")}`
 
 export const remember = (sql: Sql, input: Remembered.RememberInput, now: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const scope = Remembered.validateScope(input.scope)
     if (Either.isLeft(scope)) return yield* new LedgerError({ reason: "Invalid", detail: scope.left })
     const author = input.author.trim()
-    if (author.length === 0 || author.length > 200) return yield* new LedgerError({ reason: "Invalid", detail: "a remembered rule needs an author (1 to 200 characters)" })
+    if (author.length === 0 || author.length > 200)
+      return yield* new LedgerError({
+        reason: "Invalid",
+        detail: "a remembered rule needs an author (1 to 200 characters)"
+      })
     if (input.expiresAt !== undefined && !(Number.isFinite(input.expiresAt) && input.expiresAt > now)) {
-      return yield* new LedgerError({ reason: "Invalid", detail: "expiresAt must be a time after now (epoch milliseconds)" })
+      return yield* new LedgerError({
+        reason: "Invalid",
+        detail: "expiresAt must be a time after now (epoch milliseconds)"
+      })
     }
     const s = scope.right
     const rule: Remembered.RememberedRule = {
@@ -509,12 +578,13 @@ export const rememberedRules = (sql: Sql, now: number, options: RuleListOptions 
   )
 
 export const revoke = (sql: Sql, ruleId: string, by: string, now: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* sql`UPDATE ledger_remembered_rules SET revoked_at = ${now}, revoked_by = ${Store.text(by)}
       WHERE rule_id = ${ruleId} AND revoked_at IS NULL`
     const rows = yield* sql<Row>`SELECT * FROM ledger_remembered_rules WHERE rule_id = ${ruleId}`
     const rule = rows[0] !== undefined ? toRule(rows[0]) : undefined
-    if (rule === undefined) return yield* new LedgerError({ reason: "NotFound", detail: `no remembered rule ${ruleId}` })
+    if (rule === undefined)
+      return yield* new LedgerError({ reason: "NotFound", detail: `no remembered rule ${ruleId}` })
     return rule
   }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(sqlError("could not revoke the remembered rule")(e))))
 

@@ -102,9 +102,10 @@ export interface Writer {
 
 const detailOf = (cause: Cause.Cause<unknown>): string => {
   const error = Cause.squash(cause)
-  const raw = error instanceof Error
-    ? `${error.message}${(error as { cause?: unknown }).cause instanceof Error ? `: ${((error as { cause?: Error }).cause as Error).message}` : ""}`
-    : String(error)
+  const raw =
+    error instanceof Error
+      ? `${error.message}${(error as { cause?: unknown }).cause instanceof Error ? `: ${((error as { cause?: Error }).cause as Error).message}` : ""}`
+      : String(error)
   return SecretMask.maskShown(raw, 500)
 }
 
@@ -115,7 +116,7 @@ export const make = (
   /** Called with each slice's ops once they are written (or reported failed), in order. */
   afterSlice?: (ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>
 ): Effect.Effect<Writer, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
     const sliceMs = Math.max(0, options.sliceMs ?? 4)
     const capacity = options.capacity
@@ -139,7 +140,14 @@ export const make = (
     let lockedSince: number | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
 
-    const stats = (): Stats => ({ recorded, written, failed, dropped: droppedTotal, pending: recorded - processed, batches })
+    const stats = (): Stats => ({
+      recorded,
+      written,
+      failed,
+      dropped: droppedTotal,
+      pending: recorded - processed,
+      batches
+    })
 
     const runOf = (op: Projection.Op) => (op._tag === "RunStarted" ? op.run.runId : op.runId)
 
@@ -184,13 +192,15 @@ export const make = (
      * it is past, each transaction has one try until one goes through). Never blocks the event loop.
      */
     const persist = <A>(transaction: Effect.Effect<A, SqlError>): Effect.Effect<Exit.Exit<A, SqlError>> =>
-      Effect.gen(function*() {
-        for (let attempt = 0;; attempt++) {
+      Effect.gen(function* () {
+        for (let attempt = 0; ; attempt++) {
           const exit = yield* Effect.exit(transaction)
           const now = yield* Clock.currentTimeMillis
           if (Exit.isSuccess(exit)) {
             if (lockedSince !== undefined) {
-              yield* Effect.logWarning(`the ledger's database can be written again (it was locked for ${Duration.format(Duration.millis(now - lockedSince))})`)
+              yield* Effect.logWarning(
+                `the ledger's database can be written again (it was locked for ${Duration.format(Duration.millis(now - lockedSince))})`
+              )
               lockedSince = undefined
             }
             return exit
@@ -210,17 +220,21 @@ export const make = (
 
     /** Each op in a transaction of its own: a bad op costs only itself (reported). */
     const writeOneByOne = (ops: ReadonlyArray<Projection.Op>): Effect.Effect<void> =>
-      Effect.forEach(ops, (op) =>
-        persist(sql.withTransaction(Projection.apply(sql, op))).pipe(
-          Effect.flatMap((one) => {
-            if (Exit.isSuccess(one)) {
-              written++
-              batches++
-              return Effect.void
-            }
-            return report([op], one.cause)
-          })
-        ), { discard: true })
+      Effect.forEach(
+        ops,
+        (op) =>
+          persist(sql.withTransaction(Projection.apply(sql, op))).pipe(
+            Effect.flatMap((one) => {
+              if (Exit.isSuccess(one)) {
+                written++
+                batches++
+                return Effect.void
+              }
+              return report([op], one.cause)
+            })
+          ),
+        { discard: true }
+      )
 
     /**
      * One transaction: the ops from `from` on, until `maxBatch` of them or `sliceMs` spent. How
@@ -235,7 +249,8 @@ export const make = (
           taken = 0
           const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
             const at = from + taken
-            if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return Effect.void
+            if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs))
+              return Effect.void
             taken++
             return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
           })
@@ -298,26 +313,32 @@ export const make = (
       ]
       const unsaid = droppedUnsaid
       droppedUnsaid = 0
-      const warn = unsaid > 0 ? Effect.logWarning(`the ledger dropped ${plural(unsaid, "event")}: its queue was full`) : Effect.void
+      const warn =
+        unsaid > 0
+          ? Effect.logWarning(`the ledger dropped ${plural(unsaid, "event")}: its queue was full`)
+          : Effect.void
       return Effect.zipRight(
         warn,
-        Effect.flatMap(persist(sql.withTransaction(Effect.forEach(ops, (op) => Projection.apply(sql, op), { discard: true }))), (exit) => {
-          if (Exit.isSuccess(exit)) return Effect.void
-          for (const [runId, n] of drops) droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + n)
-          for (const [runId, n] of losses) lostByRun.set(runId, (lostByRun.get(runId) ?? 0) + n)
-          for (const [runId, op] of starts) lostStarts.set(runId, op)
-          return Effect.logError(
-            `the ledger could not yet count ${plural(sum(losses), "lost record")} and ${plural(sum(drops), "dropped record")} on their runs: ${detailOf(exit.cause)}`
-          )
-        })
+        Effect.flatMap(
+          persist(sql.withTransaction(Effect.forEach(ops, (op) => Projection.apply(sql, op), { discard: true }))),
+          (exit) => {
+            if (Exit.isSuccess(exit)) return Effect.void
+            for (const [runId, n] of drops) droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + n)
+            for (const [runId, n] of losses) lostByRun.set(runId, (lostByRun.get(runId) ?? 0) + n)
+            for (const [runId, op] of starts) lostStarts.set(runId, op)
+            return Effect.logError(
+              `the ledger could not yet count ${plural(sum(losses), "lost record")} and ${plural(sum(drops), "dropped record")} on their runs: ${detailOf(exit.cause)}`
+            )
+          }
+        )
       )
     })
 
-    const loop = Effect.gen(function*() {
+    const loop = Effect.gen(function* () {
       while (true) {
         const [chunk, done] = yield* mailbox.takeAll
         const ops = Chunk.toReadonlyArray(chunk)
-        for (let i = 0; i < ops.length;) {
+        for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
           if (afterSlice !== undefined) yield* afterSlice(n === ops.length ? ops : ops.slice(i, i + n))
           i += n
@@ -338,7 +359,9 @@ export const make = (
           for (const w of waiters.splice(0)) Deferred.unsafeDone(w.done, Exit.void)
         })
       ),
-      Effect.tapErrorCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the ledger's writer died", cause)),
+      Effect.tapErrorCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the ledger's writer died", cause)
+      ),
       Effect.interruptible,
       Effect.forkScoped
     )

@@ -113,7 +113,10 @@ const union = (types: ReadonlyArray<SchemaAST.AST>): Compiled | undefined => {
   // With a complex member (it takes objects or arrays), the simple ones may only be literals and
   // undefined: anything that could also take an object (unknown, a guard) would make the order of
   // Schema's candidate search matter.
-  if (complex.length === 1 && !types.every((t, i) => members[i]!.kind === "complex" || t._tag === "Literal" || t._tag === "UndefinedKeyword")) {
+  if (
+    complex.length === 1 &&
+    !types.every((t, i) => members[i]!.kind === "complex" || t._tag === "Literal" || t._tag === "UndefinedKeyword")
+  ) {
     return undefined
   }
   const decoders = members.map((m) => m.decode)

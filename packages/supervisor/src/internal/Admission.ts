@@ -43,7 +43,7 @@ export const make = (
   settings: AdmissionSettings,
   changed: (change: AdmissionChange) => void
 ): Effect.Effect<Admission, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const max = Math.max(1, settings.max)
     const semaphore = yield* Effect.makeSemaphore(max)
     /** One effect for every permit's release (an item's scope finalizer), not one per item. */
@@ -53,7 +53,7 @@ export const make = (
     yield* Effect.addFinalizer(() => Queue.shutdown(signals))
 
     const move = (next: number, reason: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (next === limit) return
         limit = next
         yield* semaphore.resize(next)
@@ -63,7 +63,7 @@ export const make = (
     if (settings.adaptive) {
       const cooldown = Duration.toMillis(settings.cooldown)
       let lastDecrease = -Infinity
-      const controller = Effect.gen(function*() {
+      const controller = Effect.gen(function* () {
         while (true) {
           const signal = yield* Effect.timeoutOption(Queue.take(signals), settings.recoverAfter)
           if (Option.isNone(signal)) {
@@ -82,7 +82,9 @@ export const make = (
     return {
       // Uninterruptible once the permit is taken: it is in the scope before anything can stop us.
       acquire: (scope) =>
-        Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(semaphore.take(1)), Scope.addFinalizer(scope, releaseOne))),
+        Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(restore(semaphore.take(1)), Scope.addFinalizer(scope, releaseOne))
+        ),
       pressure: settings.adaptive ? (reason) => void Queue.unsafeOffer(signals, reason) : () => {},
       limit: () => limit
     }
@@ -103,13 +105,15 @@ export const pressureOfError = (error: unknown): string | undefined => {
   const [code, detail] = Object.entries(info as Record<string, unknown>)[0] ?? []
   if (code === undefined) return undefined
   if (PressureCodes.has(code)) return code
-  const status = typeof detail === "object" && detail !== null ? (detail as Record<string, unknown>)["httpStatusCode"] : undefined
+  const status =
+    typeof detail === "object" && detail !== null ? (detail as Record<string, unknown>)["httpStatusCode"] : undefined
   return status === 429 || status === 503 ? `HTTP ${status} (${code})` : undefined
 }
 
 /** The pressure an `account/rateLimits/updated` reports: a limit reached, or a window used up. */
 export const pressureOfRateLimits = (params: unknown): string | undefined => {
-  const limits = typeof params === "object" && params !== null ? (params as Record<string, unknown>)["rateLimits"] : undefined
+  const limits =
+    typeof params === "object" && params !== null ? (params as Record<string, unknown>)["rateLimits"] : undefined
   if (typeof limits !== "object" || limits === null) return undefined
   const l = limits as Record<string, unknown>
   if (typeof l["rateLimitReachedType"] === "string") return `rate limit reached (${l["rateLimitReachedType"]})`

@@ -122,7 +122,7 @@ export const make = (
   pressure: (reason: string) => void = () => {},
   telemetry: Instrumentation | undefined = undefined
 ): Effect.Effect<AppServer, RequestError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const id = ++connectionCounter
     // Request deadlines live here: a scope made before the end path is added as a finalizer, so it
     // closes after it (after the end is handled), and a deadline still holds while the connection closes.
@@ -160,7 +160,17 @@ export const make = (
     // Added after the read loop's fiber: it runs first when the scope closes (see ConnectionEnd).
     yield* Effect.addFinalizer(() => end.onScopeClose)
 
-    const { notify, request } = ClientRequests.make({ connection, id, config, pending, timer, end, clock, pressure, telemetry: telemetry !== undefined })
+    const { notify, request } = ClientRequests.make({
+      connection,
+      id,
+      config,
+      pending,
+      timer,
+      end,
+      clock,
+      pressure,
+      telemetry: telemetry !== undefined
+    })
 
     const init = yield* request("initialize", {
       clientInfo: config.clientInfo,

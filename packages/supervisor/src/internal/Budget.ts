@@ -60,7 +60,7 @@ export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker>
     })
     const ask = (question: Question) =>
       Effect.scoped(
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const id = `warden-${++counter}`
           const answered = yield* Deferred.make<boolean>()
           waiting.set(id, answered)
@@ -78,7 +78,9 @@ export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker>
           // one, naming it, and counts as a refusal (the budget holds: deny is the default), never
           // as a defect, which the budget's watchers would drop (the item would run on unbounded).
           if (request._tag === "Malformed" || request._tag === "Unknown") {
-            yield* Effect.logError(`warden bug: the budget question did not decode as an elicitation (${request._tag === "Malformed" ? request.detail : request.method}); continuing is refused`)
+            yield* Effect.logError(
+              `warden bug: the budget question did not decode as an elicitation (${request._tag === "Malformed" ? request.detail : request.method}); continuing is refused`
+            )
             return false
           }
           const scope = yield* Effect.scope
@@ -122,7 +124,7 @@ export const watch = (options: {
   readonly exhaust: (detail: string) => void
   readonly interrupt: Effect.Effect<void>
 }): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { asker: questions, budget, events, item, label } = options
     const turnClock = yield* FiberHandle.make()
     const tokenQuestion = yield* FiberHandle.make()
@@ -141,7 +143,7 @@ export const watch = (options: {
       })
 
     const askTokens = (): Effect.Effect<void> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const step = budget.maxTokens!
         const yes = yield* questions.ask({
           workItem: item,
@@ -155,7 +157,7 @@ export const watch = (options: {
       })
 
     const clock = (turn: string, limit: Duration.Duration): Effect.Effect<void> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let allowed = limit
         while (true) {
           yield* Effect.sleep(allowed)
@@ -165,12 +167,15 @@ export const watch = (options: {
             turnId: turn,
             message: `${label}'s turn has run ${Duration.format(allowed)} (budget ${Duration.format(limit)} per turn): continue for another ${Duration.format(limit)}?`
           })
-          if (!yes) return yield* refuse(`a turn ran ${Duration.format(allowed)} (budget ${Duration.format(limit)}); continuing was not allowed`)
+          if (!yes)
+            return yield* refuse(
+              `a turn ran ${Duration.format(allowed)} (budget ${Duration.format(limit)}); continuing was not allowed`
+            )
           allowed = Duration.sum(allowed, limit)
         }
       })
 
-    const loop = Effect.gen(function*() {
+    const loop = Effect.gen(function* () {
       while (true) {
         const event = yield* Queue.take(events)
         switch (event._tag) {
@@ -180,7 +185,8 @@ export const watch = (options: {
           case "TurnStarted":
             threadId = event.threadId
             turnId = event.turnId
-            if (budget.maxTurnTime !== undefined && !done) yield* FiberHandle.run(turnClock, clock(event.turnId, budget.maxTurnTime))
+            if (budget.maxTurnTime !== undefined && !done)
+              yield* FiberHandle.run(turnClock, clock(event.turnId, budget.maxTurnTime))
             break
           case "TurnCompleted":
             turnId = undefined
@@ -221,7 +227,11 @@ export interface Budgets {
     item: WorkItem,
     session: ThreadRunner.Session,
     emit: (event: WorkEvent) => void
-  ) => Effect.Effect<{ readonly emit: (event: WorkEvent) => void; readonly exhausted: () => string | undefined }, WorkItemFailed, Scope.Scope>
+  ) => Effect.Effect<
+    { readonly emit: (event: WorkEvent) => void; readonly exhausted: () => string | undefined },
+    WorkItemFailed,
+    Scope.Scope
+  >
 }
 
 /**
@@ -231,9 +241,12 @@ export interface Budgets {
  */
 export const make = (
   approvals: Approvals.ApprovalsShape,
-  options: { readonly runBudget: Option.Option<{ readonly maxTokens: number }>; readonly interruptTimeout: Duration.Duration }
+  options: {
+    readonly runBudget: Option.Option<{ readonly maxTokens: number }>
+    readonly interruptTimeout: Duration.Duration
+  }
 ): Effect.Effect<Budgets, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const questions = yield* asker(approvals)
     const forkInSupervisor = yield* FiberSet.makeRuntime<never>()
     const runMax = Option.getOrUndefined(options.runBudget)?.maxTokens
@@ -253,7 +266,7 @@ export const make = (
       const question = Deferred.unsafeMake<boolean>(FiberId.none)
       runQuestion = question
       forkInSupervisor(
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const yes = yield* questions.ask({
             workItem: undefined,
             threadId: where.threadId,
@@ -271,11 +284,13 @@ export const make = (
     const gate = Effect.suspend(() => {
       if (runClosed) return Effect.fail(runBudgetExhausted())
       if (runQuestion === undefined) return Effect.void
-      return Effect.flatMap(Deferred.await(runQuestion), (yes) => (yes ? Effect.void : Effect.fail(runBudgetExhausted())))
+      return Effect.flatMap(Deferred.await(runQuestion), (yes) =>
+        yes ? Effect.void : Effect.fail(runBudgetExhausted())
+      )
     })
 
     const forItem = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const budget = item.budget
         const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
         if (!own && runMax === undefined) return { emit, exhausted: neverExhausted }
@@ -285,10 +300,19 @@ export const make = (
           const decoded = yield* Effect.try({
             try: (): ItemBudget => {
               const maxTokens = budget.maxTokens
-              if (maxTokens !== undefined && !(Number.isSafeInteger(maxTokens) && maxTokens > 0)) throw new Error(`budget.maxTokens must be a positive integer, got ${String(maxTokens)}`)
-              return { maxTokens, maxTurnTime: budget.maxTurnTime === undefined ? undefined : Duration.decode(budget.maxTurnTime) }
+              if (maxTokens !== undefined && !(Number.isSafeInteger(maxTokens) && maxTokens > 0))
+                throw new Error(`budget.maxTokens must be a positive integer, got ${String(maxTokens)}`)
+              return {
+                maxTokens,
+                maxTurnTime: budget.maxTurnTime === undefined ? undefined : Duration.decode(budget.maxTurnTime)
+              }
             },
-            catch: (e) => new WorkItemFailed({ reason: "start-failed", detail: e instanceof Error ? e.message : String(e), threadId: item.threadId })
+            catch: (e) =>
+              new WorkItemFailed({
+                reason: "start-failed",
+                detail: e instanceof Error ? e.message : String(e),
+                threadId: item.threadId
+              })
           })
           const queue = yield* Effect.acquireRelease(Queue.unbounded<WorkEvent>(), Queue.shutdown)
           events = queue

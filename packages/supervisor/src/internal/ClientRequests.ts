@@ -64,7 +64,11 @@ class Call extends DeadlineTimer.Timed implements PendingRequests.Entry {
   /** The deadline passed (the timer has already unscheduled it). */
   onDeadline(): void {
     this.calls.pending.remove(this.requestId)
-    this.wake(Effect.fail(new RequestTimeout({ method: this.method, id: this.requestId, timeoutMs: Duration.toMillis(this.timeout) })))
+    this.wake(
+      Effect.fail(
+        new RequestTimeout({ method: this.method, id: this.requestId, timeoutMs: Duration.toMillis(this.timeout) })
+      )
+    )
   }
   /** The caller left without an answer (interrupted): the entry and the deadline go, if still there. */
   cancel(): void {
@@ -114,7 +118,7 @@ export const make = (options: Options): ClientRequests => {
   const timeoutFor = (method: string, requestOptions?: RequestOptions) =>
     requestOptions?.timeout !== undefined
       ? Duration.decode(requestOptions.timeout)
-      : config.requestTimeouts.get(method) ?? config.requestTimeout
+      : (config.requestTimeouts.get(method) ?? config.requestTimeout)
 
   /** Write the request and register its call; resumes at once when it cannot be sent. */
   const send = (call: Call, params: unknown, resume: (outcome: Effect.Effect<unknown, RequestError>) => void): void => {
@@ -122,7 +126,14 @@ export const make = (options: Options): ClientRequests => {
     const requestId = pending.nextId()
     const sent = connection.trySend(JsonRpc.request(requestId, call.method, params))
     if (sent === "unencodable") {
-      return resume(Effect.fail(new UnexpectedResult({ method: call.method, detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent" })))
+      return resume(
+        Effect.fail(
+          new UnexpectedResult({
+            method: call.method,
+            detail: "its params cannot be written as JSON (a BigInt, a cycle, ...); nothing was sent"
+          })
+        )
+      )
     }
     if (sent === "closed") return resume(Effect.fail(end.lost()))
     call.requestId = requestId
@@ -131,7 +142,8 @@ export const make = (options: Options): ClientRequests => {
     timer.schedule(call, call.timeout)
   }
 
-  const isOverload = (error: RequestError) => error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
+  const isOverload = (error: RequestError) =>
+    error._tag === "RemoteError" && error.code === JsonRpc.ErrorCodes.ServerOverloaded
   const maxRetries = config.overloadRetries
   const firstBackoff = Duration.toMillis(config.overloadBackoff)
 
@@ -155,7 +167,8 @@ export const make = (options: Options): ClientRequests => {
       Effect.raceFirst(
         Effect.sleep(Duration.millis(Math.min(5_000, firstBackoff * 2 ** retry) * jitter)).pipe(Effect.interruptible),
         Deferred.await(end.signal).pipe(Effect.interruptible)
-      )).pipe(Effect.zipRight(attempt(method, params, requestOptions, retry + 1)))
+      )
+    ).pipe(Effect.zipRight(attempt(method, params, requestOptions, retry + 1)))
   }
 
   /**
@@ -213,7 +226,13 @@ export const make = (options: Options): ClientRequests => {
       return decoded(method, params, requestOptions).pipe(
         Effect.onExit((exit) =>
           Effect.sync(() => {
-            const outcome = Exit.isSuccess(exit) ? "ok" : exit.cause._tag === "Fail" ? exit.cause.error._tag : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+            const outcome = Exit.isSuccess(exit)
+              ? "ok"
+              : exit.cause._tag === "Fail"
+                ? exit.cause.error._tag
+                : Exit.isInterrupted(exit)
+                  ? "interrupted"
+                  : "defect"
             Metrics.requestLatency.unsafeUpdate(clock.unsafeCurrentTimeMillis() - start, byRequest(method, outcome))
           })
         ),

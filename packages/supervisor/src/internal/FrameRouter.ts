@@ -43,7 +43,10 @@ export const threadIdOf = (method: string, params: unknown): string | undefined 
 
 /** A frame whose handling threw: the read loop dies with it, and the connection ends naming it. */
 export class FrameHandlingDefect extends Error {
-  constructor(frame: Record<string, unknown>, readonly defect: unknown) {
+  constructor(
+    frame: Record<string, unknown>,
+    readonly defect: unknown
+  ) {
     const method = typeof frame["method"] === "string" ? frame["method"] : undefined
     const what = method !== undefined ? `${method}${frame["id"] !== undefined ? " request" : ""}` : "a response"
     super(`handling ${what} threw: ${defect instanceof Error ? defect.message : String(defect)}`)
@@ -103,7 +106,9 @@ export const make = (options: Options): FrameRouter => {
         route.runningCommands?.clear()
         route.fileChanges?.clear()
         // The server resolves its own pending requests at turn end; refuse any we still hold.
-        desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), { _tag: "TurnEnded" })
+        desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), {
+          _tag: "TurnEnded"
+        })
       }
       route.routed++
       route.receive({ _tag: "Notification", method, params })
@@ -131,7 +136,9 @@ export const make = (options: Options): FrameRouter => {
   }
 
   /** The read loop's fiber (cards are opened in its steps), once it runs. */
-  let reading: { readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; readonly runtimeFlags: RuntimeFlags.RuntimeFlags } | undefined
+  let reading:
+    | { readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; readonly runtimeFlags: RuntimeFlags.RuntimeFlags }
+    | undefined
 
   const openCard = (requestId: JsonRpc.RequestId, method: string, params: unknown) => {
     const decoded = ServerRequests.decode(requestId, method, params)
@@ -147,9 +154,10 @@ export const make = (options: Options): FrameRouter => {
         : contextOf(route)
     }
     // Opened in the read loop's own step (`openNow`): an effect only when something must wait.
-    const opened = reading === undefined
-      ? desk.open(decoded, openOptions)
-      : desk.openNow(decoded, openOptions, reading.fiber, reading.runtimeFlags)
+    const opened =
+      reading === undefined
+        ? desk.open(decoded, openOptions)
+        : desk.openNow(decoded, openOptions, reading.fiber, reading.runtimeFlags)
     return Effect.isEffect(opened)
       ? Effect.flatMap(opened, (result) => duplicate(result, requestId, method) ?? Effect.void)
       : duplicate(opened, requestId, method)
@@ -158,7 +166,9 @@ export const make = (options: Options): FrameRouter => {
   // inner function costs a `defineProperty` of its name each time it is made, ~0.5 µs.
   const duplicate = (result: Approvals.OpenResult, requestId: JsonRpc.RequestId, method: string) =>
     result._tag === "Duplicate"
-      ? abort(`the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`)
+      ? abort(
+          `the server sent request id ${JSON.stringify(requestId)} (${method}) while a request with that id is still open`
+        )
       : undefined
 
   let aborted = false

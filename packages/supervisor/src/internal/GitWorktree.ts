@@ -41,7 +41,10 @@ const firstLine = (text: string) => text.trim().split("\n").slice(-3).join(" ").
 /** Run git in `cwd`; its stdout, or a GitError. Interrupting kills the child. */
 export const git = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<string, GitError> =>
   Effect.async<string, GitError>((resume, signal) => {
-    const command = `git ${args.filter((a) => !a.startsWith("user.")).slice(0, 3).join(" ")}`
+    const command = `git ${args
+      .filter((a) => !a.startsWith("user."))
+      .slice(0, 3)
+      .join(" ")}`
     execFile(
       "git",
       [...SAFE, ...args],
@@ -58,9 +61,8 @@ export const git = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<str
       (error, stdout, stderr) => {
         if (error === null) return resume(Effect.succeed(stdout))
         const code = (error as NodeJS.ErrnoException).code
-        const detail = code === "ENOENT"
-          ? "git is not installed (not found on PATH)"
-          : firstLine(String(stderr)) || error.message
+        const detail =
+          code === "ENOENT" ? "git is not installed (not found on PATH)" : firstLine(String(stderr)) || error.message
         resume(Effect.fail(new GitError({ command, detail })))
       }
     )
@@ -68,11 +70,17 @@ export const git = (cwd: string, args: ReadonlyArray<string>): Effect.Effect<str
 
 /** git, answering whether it exited 0 (for `diff --quiet` and `rev-parse --verify`). */
 const gitOk = (cwd: string, args: ReadonlyArray<string>) =>
-  git(cwd, args).pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false)))
+  git(cwd, args).pipe(
+    Effect.as(true),
+    Effect.catchAll(() => Effect.succeed(false))
+  )
 
 /** A branch or directory name made from an item id: git-ref safe, short, never empty. */
 export const refSafe = (text: string): string => {
-  const cleaned = text.replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^[-.]+|[-.]+$/g, "").replace(/\.{2,}/g, ".")
+  const cleaned = text
+    .replace(/[^A-Za-z0-9._-]+/g, "-")
+    .replace(/^[-.]+|[-.]+$/g, "")
+    .replace(/\.{2,}/g, ".")
   const short = cleaned.slice(0, 64).replace(/\.lock$/, "-lock")
   return short.length > 0 ? short : "item"
 }
@@ -81,11 +89,12 @@ export const refSafe = (text: string): string => {
 export const repositoryOf = (cwd: string): Effect.Effect<string, GitError> =>
   git(cwd, ["rev-parse", "--show-toplevel"]).pipe(
     Effect.map((out) => out.trim()),
-    Effect.mapError((e) =>
-      new GitError({
-        command: e.command,
-        detail: /not a git repository/i.test(e.detail) ? `${cwd} is not in a git repository` : e.detail
-      })
+    Effect.mapError(
+      (e) =>
+        new GitError({
+          command: e.command,
+          detail: /not a git repository/i.test(e.detail) ? `${cwd} is not in a git repository` : e.detail
+        })
     )
   )
 
@@ -104,7 +113,7 @@ export interface Made {
 
 /** Keep `.warden/` out of the main checkout's `git status` (the repository's own exclude file, once). */
 const excludeWardenDir = (top: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const common = (yield* git(top, ["rev-parse", "--git-common-dir"])).trim()
     const file = Path.join(Path.resolve(top, common), "info", "exclude")
     yield* Effect.tryPromise({
@@ -156,20 +165,32 @@ export const create = (
   names: { readonly run: string; readonly item: string },
   options: WorktreeOptions
 ): Effect.Effect<Made, GitError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const top = yield* repositoryOf(cwd)
     const branch = options.branch ?? `warden/${refSafe(names.run)}/${refSafe(names.item)}`
     if (!(yield* gitOk(top, ["check-ref-format", "--branch", branch]))) {
-      return yield* new GitError({ command: "git check-ref-format", detail: `${JSON.stringify(branch)} is not a valid branch name` })
+      return yield* new GitError({
+        command: "git check-ref-format",
+        detail: `${JSON.stringify(branch)} is not a valid branch name`
+      })
     }
-    const path = Path.resolve(top, options.path ?? Path.join(".warden", "worktrees", refSafe(names.run), refSafe(names.item)))
+    const path = Path.resolve(
+      top,
+      options.path ?? Path.join(".warden", "worktrees", refSafe(names.run), refSafe(names.item))
+    )
     const relative = Path.relative(top, Path.resolve(cwd))
     const itemCwd = relative.startsWith("..") ? path : Path.join(path, relative)
     return yield* inRepository(top, addWorktree(top, path, itemCwd, branch, options))
   })
 
-const addWorktree = (top: string, path: string, itemCwd: string, branch: string, options: WorktreeOptions): Effect.Effect<Made, GitError> =>
-  Effect.gen(function*() {
+const addWorktree = (
+  top: string,
+  path: string,
+  itemCwd: string,
+  branch: string,
+  options: WorktreeOptions
+): Effect.Effect<Made, GitError> =>
+  Effect.gen(function* () {
     yield* git(top, ["worktree", "prune"]).pipe(Effect.ignore)
     const existing = yield* worktreeOfBranch(top, branch)
     if (existing !== undefined) {
@@ -193,8 +214,12 @@ const addWorktree = (top: string, path: string, itemCwd: string, branch: string,
     }
     const baseRef = options.base ?? "HEAD"
     const base = (yield* git(top, ["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`]).pipe(
-      Effect.mapError(() =>
-        new GitError({ command: "git rev-parse", detail: `${JSON.stringify(baseRef)} names no commit in ${top}${baseRef === "HEAD" ? " (a repository without a commit?)" : ""}` })
+      Effect.mapError(
+        () =>
+          new GitError({
+            command: "git rev-parse",
+            detail: `${JSON.stringify(baseRef)} names no commit in ${top}${baseRef === "HEAD" ? " (a repository without a commit?)" : ""}`
+          })
       )
     )).trim()
     if (path.startsWith(Path.join(top, ".warden") + Path.sep)) yield* excludeWardenDir(top)
@@ -217,21 +242,33 @@ const shortstat = (text: string) => {
  * A git failure keeps everything as it is and says so in `error`.
  */
 export const finish = (made: Made, options: WorktreeOptions, message: string): Effect.Effect<WorktreeSummary> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { base, branch, path } = made
     yield* git(path, ["add", "--all"])
     const staged = !(yield* gitOk(path, ["diff", "--cached", "--quiet"]))
     if (staged) {
       const identity = (yield* git(path, ["config", "user.email"]).pipe(Effect.orElseSucceed(() => ""))).trim()
-      yield* git(path, [...(identity === "" ? FALLBACK_IDENTITY : []), "commit", "--quiet", "--no-verify", "-m", message])
+      yield* git(path, [
+        ...(identity === "" ? FALLBACK_IDENTITY : []),
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "-m",
+        message
+      ])
     }
     const head = (yield* git(path, ["rev-parse", "HEAD"])).trim()
     const changed = head !== base
     const diffstat = changed ? (yield* git(path, ["diff", "--stat=120", base, head])).trimEnd() : ""
-    const counts = changed ? shortstat(yield* git(path, ["diff", "--shortstat", base, head])) : { files: 0, insertions: 0, deletions: 0 }
+    const counts = changed
+      ? shortstat(yield* git(path, ["diff", "--shortstat", base, head]))
+      : { files: 0, insertions: 0, deletions: 0 }
     const keep = changed || options.keep === "always"
     if (!keep) {
-      yield* inRepository(made.top, Effect.zipRight(git(made.top, ["worktree", "remove", "--force", path]), git(made.top, ["branch", "-D", branch])))
+      yield* inRepository(
+        made.top,
+        Effect.zipRight(git(made.top, ["worktree", "remove", "--force", path]), git(made.top, ["branch", "-D", branch]))
+      )
     }
     return { path, branch, base, head, changed, kept: keep, diffstat, ...counts }
   }).pipe(

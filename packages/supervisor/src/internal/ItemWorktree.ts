@@ -25,23 +25,41 @@ export interface ItemWorktrees {
   readonly forItem: (
     item: WorkItem,
     emit: (event: WorkEvent) => void
-  ) => Effect.Effect<{ readonly work: WorkItem; readonly finish: Effect.Effect<WorktreeSummary | undefined> }, WorkItemFailed, Scope.Scope>
+  ) => Effect.Effect<
+    { readonly work: WorkItem; readonly finish: Effect.Effect<WorktreeSummary | undefined> },
+    WorkItemFailed,
+    Scope.Scope
+  >
 }
 
 /** The worktrees of one run (`runId`, the branches' middle part). */
 export const make = (runId: string): ItemWorktrees => {
   let unnamedItems = 0
   const forItem = (item: WorkItem, emit: (event: WorkEvent) => void) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       if (item.worktree === undefined || item.worktree === false) {
         return { work: item, finish: Effect.succeed<WorktreeSummary | undefined>(undefined) }
       }
       const options = item.worktree === true ? {} : item.worktree
       const name = String(item.id ?? `item-${++unnamedItems}`)
       const made = yield* GitWorktree.create(item.cwd ?? process.cwd(), { run: runId, item: name }, options).pipe(
-        Effect.mapError((e) => new WorkItemFailed({ reason: "worktree-failed", detail: SecretMask.maskText(e.message), threadId: item.threadId }))
+        Effect.mapError(
+          (e) =>
+            new WorkItemFailed({
+              reason: "worktree-failed",
+              detail: SecretMask.maskText(e.message),
+              threadId: item.threadId
+            })
+        )
       )
-      emit({ _tag: "WorktreeReady", item: item.id, path: made.path, branch: made.branch, base: made.base, reused: made.reused })
+      emit({
+        _tag: "WorktreeReady",
+        item: item.id,
+        path: made.path,
+        branch: made.branch,
+        base: made.base,
+        reused: made.reused
+      })
       const finish = yield* Effect.cached(
         GitWorktree.finish(made, options, `warden: work item ${name} (run ${runId})`).pipe(
           Effect.tap((worktree) => Effect.sync(() => emit({ _tag: "WorktreeFinished", item: item.id, worktree })))

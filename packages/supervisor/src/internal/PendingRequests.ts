@@ -21,7 +21,10 @@ export interface PendingRequests {
   readonly remove: (id: number) => void
   /** Settle from a response frame; false when nobody waits (late reply after a timeout). */
   readonly resolve: (id: number | string, result: unknown) => boolean
-  readonly reject: (id: number | string, error: { readonly code: number; readonly message: string; readonly data?: unknown }) => boolean
+  readonly reject: (
+    id: number | string,
+    error: { readonly code: number; readonly message: string; readonly data?: unknown }
+  ) => boolean
   readonly failAll: (error: ConnectionLost) => number
   readonly size: () => number
 }
@@ -60,7 +63,14 @@ export const make = (): PendingRequests => {
       if (!entry) return false
       entry.settle(
         // The server's words are shown (errors, events, logs): masked like everything that leaves.
-        Effect.fail(new RemoteError({ method: entry.method, code: error.code, detail: SecretMask.maskText(error.message), ...(error.data !== undefined ? { data: error.data } : {}) }))
+        Effect.fail(
+          new RemoteError({
+            method: entry.method,
+            code: error.code,
+            detail: SecretMask.maskText(error.message),
+            ...(error.data !== undefined ? { data: error.data } : {})
+          })
+        )
       )
       return true
     },

@@ -49,7 +49,9 @@ export const start = (options: Options): Effect.Effect<void, never, Scope.Scope>
    * that effect (or the defect, `Effect.die`) first, then the frames it did not handle, through
    * `incoming`, in order.
    */
-  const readDirectly = (frames: ReadonlyArray<TransportNs.JsonObject>): ReadonlyArray<TransportNs.JsonObject> | undefined => {
+  const readDirectly = (
+    frames: ReadonlyArray<TransportNs.JsonObject>
+  ): ReadonlyArray<TransportNs.JsonObject> | undefined => {
     const startedAt = measureLag ? performance.now() : undefined
     for (let i = 0; i < frames.length; i++) {
       const frame = frames[i]!
@@ -65,8 +67,10 @@ export const start = (options: Options): Effect.Effect<void, never, Scope.Scope>
     return undefined
   }
   const direct = connection.setDirectReader
-  const reader = Effect.gen(function*() {
-    yield* Effect.withFiberRuntime<void>((fiber, status) => Effect.sync(() => router.readIn(fiber, status.runtimeFlags)))
+  const reader = Effect.gen(function* () {
+    yield* Effect.withFiberRuntime<void>((fiber, status) =>
+      Effect.sync(() => router.readIn(fiber, status.runtimeFlags))
+    )
     while (true) {
       // Set only while `takeAll` waits with nothing buffered (unset in the step it returns in).
       direct?.(readDirectly)

@@ -59,7 +59,7 @@ export interface Options {
 
 /** Start `config.pool` slots in the caller's scope (the supervisor's); `make` does not wait for them. */
 export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Scope | TransportNs.Transport> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { approvals, config, pressure, publish, telemetry } = options
     const transport = yield* TransportNs.Transport
     const { maxAttempts, backoff } = config.restart
@@ -89,14 +89,14 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
     const stopped = () => isStopping
 
     const slotLoop = (slot: Slot) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let consecutive = 0
         let restarts = 0 // how many times this slot started its app-server again (the connection span's warden.restart)
         while (true) {
           if (stopped()) return
           let readyAt: number | undefined
           const outcome = yield* Effect.scoped(
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               const connection = yield* transport.connect.pipe(
                 Effect.tapError((error) =>
                   Effect.sync(() =>
@@ -119,17 +119,21 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
               ).pipe(
                 Effect.tapError((error) =>
                   // The end is reported once stdout drained and the child exited, so its tail is whole.
-                  (connection.isOpen() ? Effect.succeed(connection.endedNow()) : connection.ended.pipe(
-                    Effect.timeoutOption("2 seconds"),
-                    Effect.map((ended) => ended._tag === "Some" ? ended.value : connection.endedNow())
-                  )).pipe(
+                  (connection.isOpen()
+                    ? Effect.succeed(connection.endedNow())
+                    : connection.ended.pipe(
+                        Effect.timeoutOption("2 seconds"),
+                        Effect.map((ended) => (ended._tag === "Some" ? ended.value : connection.endedNow()))
+                      )
+                  ).pipe(
                     Effect.map((raw) => {
                       const ended = raw && AppServerConnection.maskEnded(raw)
                       publish({
                         _tag: "ConnectionFailed",
                         slot: slot.index,
                         reason: ended?.reason,
-                        message: ended && error._tag === "ConnectionLost" ? ended.message : SecretMask.maskText(error.message),
+                        message:
+                          ended && error._tag === "ConnectionLost" ? ended.message : SecretMask.maskText(error.message),
                         stderrTail: ended?.stderrTail ?? SecretMask.maskText(connection.stderrTail())
                       })
                     })
@@ -151,7 +155,12 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
                 stderrTail: ended.stderrTail
               })
               return ended.message
-            }).pipe(Effect.withSpan("warden.connection", { attributes: { "warden.slot": slot.index, "warden.restart": restarts }, captureStackTrace: false }))
+            }).pipe(
+              Effect.withSpan("warden.connection", {
+                attributes: { "warden.slot": slot.index, "warden.restart": restarts },
+                captureStackTrace: false
+              })
+            )
           ).pipe(
             Effect.catchAll((error) => Effect.succeed(error.message)),
             // A defect while connecting counts as a failed attempt (restart with backoff, bounded),
@@ -159,7 +168,10 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
             Effect.catchAllCause((cause) =>
               Cause.isInterruptedOnly(cause)
                 ? Effect.failCause(cause)
-                : Effect.as(Effect.logError("app-server connection failed with a defect", cause), `Warden failed while connecting: ${Cause.squash(cause)}`)
+                : Effect.as(
+                    Effect.logError("app-server connection failed with a defect", cause),
+                    `Warden failed while connecting: ${Cause.squash(cause)}`
+                  )
             )
           )
           if (stopped()) return
@@ -177,7 +189,12 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
             return
           }
           const delay = Duration.times(backoff, 2 ** (consecutive - 1))
-          publish({ _tag: "ConnectionRestarting", slot: slot.index, attempt: consecutive, delayMs: Duration.toMillis(delay) })
+          publish({
+            _tag: "ConnectionRestarting",
+            slot: slot.index,
+            attempt: consecutive,
+            delayMs: Duration.toMillis(delay)
+          })
           yield* Effect.sleep(delay)
           restarts++
         }
@@ -190,12 +207,16 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
         Effect.onExit((exit) =>
           Exit.isFailure(exit) && !Exit.isInterrupted(exit)
             ? Effect.zipRight(
-              Effect.logError("app-server slot crashed", exit.cause),
-              SubscriptionRef.set(slot.state, {
-                _tag: "Down",
-                error: new WorkItemFailed({ reason: "connection-lost", detail: `the app-server slot failed: ${Cause.squash(exit.cause)}`, threadId: undefined })
-              })
-            )
+                Effect.logError("app-server slot crashed", exit.cause),
+                SubscriptionRef.set(slot.state, {
+                  _tag: "Down",
+                  error: new WorkItemFailed({
+                    reason: "connection-lost",
+                    detail: `the app-server slot failed: ${Cause.squash(exit.cause)}`,
+                    threadId: undefined
+                  })
+                })
+              )
             : Effect.void
         ),
         Effect.interruptible,
@@ -205,12 +226,19 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
 
     // Runs before the slots' scopes close: refuse open cards while the children can hear it.
     yield* Effect.addFinalizer(() =>
-      Effect.zipRight(Effect.sync(() => {
-        isStopping = true
-      }), Effect.forEach(slots, (slot) =>
-        Effect.map(SubscriptionRef.get(slot.state), (state) => {
-          if (state._tag === "Ready") state.server.desk.closeWhere(() => true, { _tag: "Shutdown" })
-        }), { discard: true }))
+      Effect.zipRight(
+        Effect.sync(() => {
+          isStopping = true
+        }),
+        Effect.forEach(
+          slots,
+          (slot) =>
+            Effect.map(SubscriptionRef.get(slot.state), (state) => {
+              if (state._tag === "Ready") state.server.desk.closeWhere(() => true, { _tag: "Shutdown" })
+            }),
+          { discard: true }
+        )
+      )
     )
 
     const serverOf = (slot: Slot, notId?: number) =>
@@ -221,11 +249,17 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
         Effect.flatMap((state) => {
           if (state._tag === "Some" && state.value._tag === "Ready") return Effect.succeed(state.value.server)
           if (state._tag === "Some" && state.value._tag === "Down") return Effect.fail(state.value.error)
-          return Effect.fail(new WorkItemFailed({ reason: "connection-lost", detail: "the supervisor is shutting down", threadId: undefined }))
+          return Effect.fail(
+            new WorkItemFailed({
+              reason: "connection-lost",
+              detail: "the supervisor is shutting down",
+              threadId: undefined
+            })
+          )
         })
       )
 
-    const pick = Effect.gen(function*() {
+    const pick = Effect.gen(function* () {
       let best: Slot | undefined
       for (const slot of slots) {
         const state = yield* SubscriptionRef.get(slot.state)

@@ -119,10 +119,15 @@ export class Handle implements WorkHandle {
   get steer() {
     return (text: string) =>
       Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) =>
-        server.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] }).pipe(Effect.asVoid))
+        server
+          .request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text }] })
+          .pipe(Effect.asVoid)
+      )
   }
   get interrupt() {
-    return Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) => ThreadRunner.interruptTurn(server, threadId, turnId, this.interruptTimeout))
+    return Effect.flatMap(this.activeTurn, ({ server, threadId, turnId }) =>
+      ThreadRunner.interruptTurn(server, threadId, turnId, this.interruptTimeout)
+    )
   }
   get await() {
     return Fiber.join(this.fiber)
@@ -133,7 +138,9 @@ export class Handle implements WorkHandle {
   private get activeTurn() {
     return Effect.suspend(() => {
       const { server, threadId, turnId } = this.session
-      return server && threadId && turnId ? Effect.succeed({ server, threadId, turnId }) : Effect.fail(new NoActiveTurn())
+      return server && threadId && turnId
+        ? Effect.succeed({ server, threadId, turnId })
+        : Effect.fail(new NoActiveTurn())
     })
   }
 }

@@ -25,8 +25,11 @@ export interface SupervisorEvents {
 }
 
 /** The supervisor's events, in its scope; `telemetry` turns the metrics on. */
-export const make = (approvals: Approvals.ApprovalsShape, telemetry: boolean): Effect.Effect<SupervisorEvents, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const make = (
+  approvals: Approvals.ApprovalsShape,
+  telemetry: boolean
+): Effect.Effect<SupervisorEvents, never, Scope.Scope> =>
+  Effect.gen(function* () {
     const events = yield* PubSub.unbounded<SupervisorEvent>()
     const instrument = telemetry ? instrumentEvent() : undefined
     if (telemetry) yield* countCards(approvals)
@@ -55,7 +58,13 @@ const instrumentEvent = () => {
         return
       case "ItemFinished": {
         const exit = event.exit
-        const status = Exit.isSuccess(exit) ? exit.value.status : exit.cause._tag === "Fail" ? exit.cause.error.reason : Exit.isInterrupted(exit) ? "interrupted" : "defect"
+        const status = Exit.isSuccess(exit)
+          ? exit.value.status
+          : exit.cause._tag === "Fail"
+            ? exit.cause.error.reason
+            : Exit.isInterrupted(exit)
+              ? "interrupted"
+              : "defect"
         Metrics.workItems.unsafeUpdate(1, byStatus(status))
         return
       }
@@ -71,7 +80,7 @@ const instrumentEvent = () => {
  * outcome and source.
  */
 const countCards = (approvals: Approvals.ApprovalsShape): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const queue = yield* approvals.subscribe
     const open = new Map<string, number>()
     const byMethod = labelsOf([Attributes.method])
@@ -91,9 +100,18 @@ const countCards = (approvals: Approvals.ApprovalsShape): Effect.Effect<void, ne
         Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
       }
     }
-    const drain = Effect.flatMap(Queue.takeAll(queue), (batch) => Effect.sync(() => { for (const event of batch) count(event) }))
+    const drain = Effect.flatMap(Queue.takeAll(queue), (batch) =>
+      Effect.sync(() => {
+        for (const event of batch) count(event)
+      })
+    )
     yield* Queue.take(queue).pipe(
-      Effect.flatMap((first) => Effect.zipRight(Effect.sync(() => count(first)), drain)),
+      Effect.flatMap((first) =>
+        Effect.zipRight(
+          Effect.sync(() => count(first)),
+          drain
+        )
+      ),
       Effect.forever,
       // The supervisor's close settles the cards still open (shutdown) just before: count them too.
       Effect.onInterrupt(() => drain),

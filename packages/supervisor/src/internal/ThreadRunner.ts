@@ -43,7 +43,9 @@ const turnErrorOf = (value: unknown): TurnError | undefined => {
   if (!e || typeof e["message"] !== "string") return undefined
   return {
     message: e["message"],
-    ...(e["codexErrorInfo"] !== undefined && e["codexErrorInfo"] !== null ? { codexErrorInfo: e["codexErrorInfo"] } : {})
+    ...(e["codexErrorInfo"] !== undefined && e["codexErrorInfo"] !== null
+      ? { codexErrorInfo: e["codexErrorInfo"] }
+      : {})
   }
 }
 
@@ -96,11 +98,18 @@ export const interruptTurn = (server: AppServer, threadId: string, turnId: strin
  * active writer"). With the delay at 0 (`threadParams`), codex 0.171.0 unloads the thread and
  * releases the lock within milliseconds of the unsubscribe, once no turn runs (measured).
  */
-const releaseThread = (server: AppServer, threadId: string, workItem: string, timeout: Duration.Duration): Effect.Effect<void> =>
+const releaseThread = (
+  server: AppServer,
+  threadId: string,
+  workItem: string,
+  timeout: Duration.Duration
+): Effect.Effect<void> =>
   server.request("thread/unsubscribe", { threadId }, { timeout }).pipe(
     Effect.asVoid,
     Effect.catchAll((error) =>
-      Effect.logDebug(`thread/unsubscribe of ${threadId} failed: ${error.message}`).pipe(Effect.annotateLogs({ workItem, threadId }))
+      Effect.logDebug(`thread/unsubscribe of ${threadId} failed: ${error.message}`).pipe(
+        Effect.annotateLogs({ workItem, threadId })
+      )
     )
   )
 
@@ -124,7 +133,12 @@ export const tracesVisibly = (telemetry: boolean): Effect.Effect<boolean> =>
   telemetry ? Effect.succeed(true) : Effect.map(Effect.tracer, (tracer) => tracer !== nativeTracer)
 
 /** A span child of the current one, ended with the exit `scope` closes with; none when not `traced`. */
-export const spanIn = (traced: boolean, scope: Scope.Scope, name: string, options: Tracer.SpanOptions): Effect.Effect<Tracer.Span | undefined> =>
+export const spanIn = (
+  traced: boolean,
+  scope: Scope.Scope,
+  name: string,
+  options: Tracer.SpanOptions
+): Effect.Effect<Tracer.Span | undefined> =>
   traced ? Effect.makeSpanScoped(name, options).pipe(Scope.extend(scope)) : Effect.succeed(undefined)
 
 /**
@@ -139,14 +153,19 @@ export interface Attempt {
   readonly turn: TurnSlot
 }
 
-export const openAttempt: Effect.Effect<Attempt> = Effect.map(Scope.make(), (scope) => ({ scope, turn: { current: undefined } }))
+export const openAttempt: Effect.Effect<Attempt> = Effect.map(Scope.make(), (scope) => ({
+  scope,
+  turn: { current: undefined }
+}))
 
 export const closeAttempt = (attempt: Attempt, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
   Effect.suspend(() => {
     const turn = attempt.turn.current
     attempt.turn.current = undefined
     // The thread scope closes however the turn's end ends (a second stop interrupts a turn/interrupt in flight).
-    return turn === undefined ? Scope.close(attempt.scope, exit) : Effect.ensuring(turn.close(exit), Scope.close(attempt.scope, exit))
+    return turn === undefined
+      ? Scope.close(attempt.scope, exit)
+      : Effect.ensuring(turn.close(exit), Scope.close(attempt.scope, exit))
   })
 
 /**
@@ -178,7 +197,9 @@ export const run = (
   attempt: Attempt,
   traced: boolean
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
-  Effect.flatMap(openThread(server, item, resumeThreadId, session, emit, config, attempt, traced), (thread) => turnsFrom(thread, prompts, 0, onTurn))
+  Effect.flatMap(openThread(server, item, resumeThreadId, session, emit, config, attempt, traced), (thread) =>
+    turnsFrom(thread, prompts, 0, onTurn)
+  )
 
 /**
  * The thread's turns from `prompts[index]` on, one after another, until one does not complete. A
@@ -191,15 +212,17 @@ const turnsFrom = (
   index: number,
   onTurn: (turn: TurnResult) => void
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
-  index >= prompts.length ? Effect.void : Effect.flatMap(runTurn(thread, prompts[index]!), (turn) => {
-    if (thread.config.telemetry) {
-      thread.route.traceParent = thread.threadSpan
-      Metrics.turns.unsafeUpdate(1, turnLabels(turn.status))
-    }
-    onTurn(turn)
-    const next = turn.status === "completed" ? turnsFrom(thread, prompts, index + 1, onTurn) : Effect.void
-    return thread.threadSpan === undefined ? next : Effect.zipRight(enterSpan(thread.threadSpan), next)
-  })
+  index >= prompts.length
+    ? Effect.void
+    : Effect.flatMap(runTurn(thread, prompts[index]!), (turn) => {
+        if (thread.config.telemetry) {
+          thread.route.traceParent = thread.threadSpan
+          Metrics.turns.unsafeUpdate(1, turnLabels(turn.status))
+        }
+        onTurn(turn)
+        const next = turn.status === "completed" ? turnsFrom(thread, prompts, index + 1, onTurn) : Effect.void
+        return thread.threadSpan === undefined ? next : Effect.zipRight(enterSpan(thread.threadSpan), next)
+      })
 
 const turnLabels = labelsOf([Attributes.status])
 
@@ -214,10 +237,14 @@ const openThread = (
   attempt: Attempt,
   traced: boolean
 ): Effect.Effect<ThreadContext, ConnectionLost | WorkItemFailed | RequestError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const threadScope = attempt.scope
     const threadSpan = yield* spanIn(traced, threadScope, "warden.thread", {
-      attributes: { "warden.connection": server.id, "warden.resume": resumeThreadId !== undefined, ...itemAttribute(item) },
+      attributes: {
+        "warden.connection": server.id,
+        "warden.resume": resumeThreadId !== undefined,
+        ...itemAttribute(item)
+      },
       captureStackTrace: false
     })
     yield* enterSpan(threadSpan)
@@ -239,14 +266,17 @@ const openThread = (
     // attempt's close does that first). A plain scope finalizer: `Effect.addFinalizer` would also
     // put back this fiber's FiberRefs around it (two diffs and a patch of every FiberRef per work
     // item on a connection loss).
-    yield* Scope.addFinalizer(threadScope,
+    yield* Scope.addFinalizer(
+      threadScope,
       Effect.suspend(() => {
         route.closed = true
         server.unregisterThread(route)
         if (route.threadId === undefined) return Effect.void
         const threadId = route.threadId
         server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
-        return subscribed && server.isOpen() ? releaseThread(server, threadId, String(item.id ?? ""), config.interruptTimeout) : Effect.void
+        return subscribed && server.isOpen()
+          ? releaseThread(server, threadId, String(item.id ?? ""), config.interruptTimeout)
+          : Effect.void
       })
     )
 
@@ -259,7 +289,11 @@ const openThread = (
       // and cards), so it is refused instead.
       if (server.hasThread(resumeThreadId)) {
         return yield* Effect.fail(
-          new WorkItemFailed({ reason: "resume-failed", detail: `thread ${resumeThreadId} is already run by another work item`, threadId: resumeThreadId })
+          new WorkItemFailed({
+            reason: "resume-failed",
+            detail: `thread ${resumeThreadId} is already run by another work item`,
+            threadId: resumeThreadId
+          })
         )
       }
       // Watch first: the server replays pending requests right behind the resume response.
@@ -281,7 +315,9 @@ const openThread = (
       if (outcome._tag === "Resumed") {
         if (outcome.result.thread.id !== resumeThreadId) {
           server.unregisterThread(route)
-          return yield* Effect.fail(new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" }))
+          return yield* Effect.fail(
+            new UnexpectedResult({ method: "thread/resume", detail: "result.thread.id is not the resumed thread" })
+          )
         }
         threadId = resumeThreadId
         resumed = true
@@ -312,7 +348,20 @@ const openThread = (
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
     if (config.telemetry) threadSpan?.attribute("warden.model", model ?? "")
-    const thread: ThreadContext = { server, route, inbox, turnSlot, traced, threadSpan, threadId, item, session, emit, config, model: model ?? "" }
+    const thread: ThreadContext = {
+      server,
+      route,
+      inbox,
+      turnSlot,
+      traced,
+      threadSpan,
+      threadId,
+      item,
+      session,
+      emit,
+      config,
+      model: model ?? ""
+    }
     return thread
   })
 
@@ -349,7 +398,9 @@ const tokenLabels = labelsOf([Attributes.tokenType, Attributes.model])
  * lock: see `releaseThread`).
  */
 const isHeldElsewhere = (error: { readonly _tag: string }): boolean =>
-  error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /already has an active writer/i.test((error as RemoteError).detail)
+  error._tag === "RemoteError" &&
+  (error as RemoteError).code === -32600 &&
+  /already has an active writer/i.test((error as RemoteError).detail)
 
 /**
  * Every 500 ms for up to 180 s: for a dead process's app-server to notice its stdin closed and
@@ -364,7 +415,9 @@ const heldElsewhereRetries = Schedule.spaced("500 millis").pipe(Schedule.interse
  * `-32600 "no rollout found for thread id …"`).
  */
 const isMissingThread = (error: { readonly _tag: string }): boolean =>
-  error._tag === "RemoteError" && (error as RemoteError).code === -32600 && /no rollout found/i.test((error as RemoteError).detail)
+  error._tag === "RemoteError" &&
+  (error as RemoteError).code === -32600 &&
+  /no rollout found/i.test((error as RemoteError).detail)
 
 /** What a thread's turns share (see `run`). */
 interface ThreadContext {
@@ -394,7 +447,8 @@ const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.E
       Effect.sync(() => {
         if (span.status._tag !== "Ended") span.end(timing ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
       })
-    ))
+    )
+  )
 
 /** How a turn ended, as the fiber learns it when it wakes. */
 type TurnEnd =
@@ -475,21 +529,30 @@ class ThreadInbox {
  * plain object (`Turn`). The effect is made when it runs (`suspend`): the frame above it keeps
  * only that, not turn/start's program.
  */
-const runTurn = (thread: ThreadContext, prompt: string): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
+const runTurn = (
+  thread: ThreadContext,
+  prompt: string
+): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed | RequestError> =>
   Effect.suspend(() => Effect.flatMap(startTurn(thread, prompt), awaitEnd))
 
 const awaitEnd = (turn: Turn): Effect.Effect<TurnResult, ConnectionLost | WorkItemFailed> =>
   // No canceler: an interrupted wait leaves with the attempt's close, which ends the turn
   // (`Turn.close`) and stops watching; a canceler would be one more frame on every idle item's stack.
-  Effect.flatMap(Effect.async<TurnEnd>((resume) => turn.await(resume)), (end) => turn.finish(end))
+  Effect.flatMap(
+    Effect.async<TurnEnd>((resume) => turn.await(resume)),
+    (end) => turn.finish(end)
+  )
 
 const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, RequestError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { config, emit, item, route, server, session, threadId } = thread
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
     // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
     const span = thread.traced
-      ? yield* Effect.makeSpan("warden.turn", { attributes: { "warden.thread_id": threadId, ...itemAttribute(item) }, captureStackTrace: false })
+      ? yield* Effect.makeSpan("warden.turn", {
+          attributes: { "warden.thread_id": threadId, ...itemAttribute(item) },
+          captureStackTrace: false
+        })
       : undefined
     yield* enterSpan(span)
     const turn = new Turn(thread, span, yield* Effect.clock)
@@ -499,10 +562,12 @@ const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, R
     if (config.telemetry) route.traceParent = span
     // turn/start runs uninterruptibly (bounded by its request deadline): a stop that lands while it
     // is in flight must still learn the turn's id, or the turn would run on with nobody to stop it.
-    const turnId = yield* Effect.uninterruptible(Effect.map(
-      server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
-      (started) => (turn.id = session.turnId = started.turn.id)
-    ))
+    const turnId = yield* Effect.uninterruptible(
+      Effect.map(
+        server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
+        (started) => (turn.id = session.turnId = started.turn.id)
+      )
+    )
     span?.attribute("warden.turn_id", turnId)
     if (config.telemetry) yield* logTurn(thread, turnId, "turn started")
     emit({ _tag: "TurnStarted", item: item.id, threadId, turnId, prompt })
@@ -512,7 +577,9 @@ const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, R
 
 /** A turn's log record (telemetry on), annotated with its work item, thread and turn. */
 const logTurn = (thread: ThreadContext, turnId: string, message: string): Effect.Effect<void> =>
-  Effect.logInfo(message).pipe(Effect.annotateLogs({ workItem: String(thread.item.id ?? ""), threadId: thread.threadId, turnId }))
+  Effect.logInfo(message).pipe(
+    Effect.annotateLogs({ workItem: String(thread.item.id ?? ""), threadId: thread.threadId, turnId })
+  )
 
 /**
  * A turn's state: what it collected (items, errors, tokens), its stall watchdog and the fiber's
@@ -555,7 +622,8 @@ class Turn implements TurnWatcher {
   }
 
   private watch(ms: number): void {
-    if (this.watching) this.cancelWatchdog = this.thread.server.after(Duration.millis(ms), this.expire ??= () => this.check())
+    if (this.watching)
+      this.cancelWatchdog = this.thread.server.after(Duration.millis(ms), (this.expire ??= () => this.check()))
   }
 
   private check(): void {
@@ -597,9 +665,14 @@ class Turn implements TurnWatcher {
     const { config, inbox, server, session, threadId } = this.thread
     inbox.unwatch(this)
     const id = this.id
-    const interrupt = Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && id !== undefined && session.turnId === id && server.isOpen()
-      ? interruptTurn(server, threadId, id, config.interruptTimeout)
-      : Effect.void
+    const interrupt =
+      Exit.isFailure(exit) &&
+      Cause.isInterrupted(exit.cause) &&
+      id !== undefined &&
+      session.turnId === id &&
+      server.isOpen()
+        ? interruptTurn(server, threadId, id, config.interruptTimeout)
+        : Effect.void
     return this.span === undefined ? interrupt : Effect.ensuring(interrupt, endSpan(this.span, exit))
   }
 
@@ -617,13 +690,15 @@ class Turn implements TurnWatcher {
         const completed = record(p?.["item"])
         if (completed && (eventTurnId === undefined || eventTurnId === turnId)) {
           this.items.push(completed)
-          if (completed["type"] === "agentMessage" && typeof completed["text"] === "string") this.finalMessage = completed["text"]
+          if (completed["type"] === "agentMessage" && typeof completed["text"] === "string")
+            this.finalMessage = completed["text"]
         }
         return undefined
       }
       case "thread/tokenUsage/updated":
         session.usage = p?.["tokenUsage"]
-        if (config.telemetry) countTokens(p?.["tokenUsage"], this.thread.model, this.tokens ??= { input: 0, output: 0, cached: 0 })
+        if (config.telemetry)
+          countTokens(p?.["tokenUsage"], this.thread.model, (this.tokens ??= { input: 0, output: 0, cached: 0 }))
         return undefined
       case "error": {
         const error = turnErrorOf(p?.["error"])
@@ -634,7 +709,14 @@ class Turn implements TurnWatcher {
         const turn = record(p?.["turn"])
         if (turn?.["id"] !== turnId) return undefined
         const status = typeof turn["status"] === "string" ? turn["status"] : "failed"
-        const result: TurnResult = { turnId, status, finalMessage: this.finalMessage, items: this.items, error: turnErrorOf(turn["error"]), errors: this.errors }
+        const result: TurnResult = {
+          turnId,
+          status,
+          finalMessage: this.finalMessage,
+          items: this.items,
+          error: turnErrorOf(turn["error"]),
+          errors: this.errors
+        }
         session.turnId = undefined
         const span = this.span
         if (config.telemetry && span !== undefined) {
@@ -660,7 +742,9 @@ class Turn implements TurnWatcher {
         this.stopWatching()
         const ended = this.span === undefined ? Effect.void : endSpan(this.span, Exit.succeed(end.result))
         const done = Effect.as(ended, end.result)
-        return thread.config.telemetry ? Effect.zipRight(logTurn(thread, end.result.turnId, `turn ${end.result.status}`), done) : done
+        return thread.config.telemetry
+          ? Effect.zipRight(logTurn(thread, end.result.turnId, `turn ${end.result.status}`), done)
+          : done
       }
       case "ConnectionLost":
         // Every runner of the connection wakes in the same wave (the connection tells the routes

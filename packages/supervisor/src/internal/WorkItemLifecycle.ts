@@ -77,7 +77,10 @@ const spanEvent = (name: string, attributes: Record<string, unknown>): Effect.Ef
   Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
     Option.isNone(span)
       ? Effect.void
-      : Effect.clockWith((clock) => Effect.sync(() => span.value.event(name, clock.unsafeCurrentTimeNanos(), attributes))))
+      : Effect.clockWith((clock) =>
+          Effect.sync(() => span.value.event(name, clock.unsafeCurrentTimeNanos(), attributes))
+        )
+  )
 
 /** Map a runner failure to the work item's typed failure; `ready` says whether the thread existed. */
 const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Session): WorkItemFailed => {
@@ -85,24 +88,39 @@ const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Ses
   const e = error as { readonly _tag?: string; readonly message?: string }
   const threadId = session.threadId ?? item.threadId
   if (e._tag === "ConnectionLost") {
-    return new WorkItemFailed({ reason: "connection-lost", detail: e.message ?? "connection lost", threadId, cause: error })
+    return new WorkItemFailed({
+      reason: "connection-lost",
+      detail: e.message ?? "connection lost",
+      threadId,
+      cause: error
+    })
   }
   return new WorkItemFailed({
-    reason: session.threadId !== undefined ? "turn-failed-to-start" : item.threadId !== undefined ? "resume-failed" : "start-failed",
+    reason:
+      session.threadId !== undefined
+        ? "turn-failed-to-start"
+        : item.threadId !== undefined
+          ? "resume-failed"
+          : "start-failed",
     detail: e.message ?? String(error),
     threadId,
     cause: error
   })
 }
 
-const newSession = (): ThreadRunner.Session => ({ server: undefined, threadId: undefined, turnId: undefined, usage: undefined })
+const newSession = (): ThreadRunner.Session => ({
+  server: undefined,
+  threadId: undefined,
+  turnId: undefined,
+  usage: undefined
+})
 
 export const make = (options: Options): WorkItems => {
   const { admission, budgets, publish, restartPolicy, runnerConfig, slots, worktrees } = options
   const telemetry = runnerConfig.telemetry
 
   let running = 0
-  const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, running += delta))
+  const countRunning = (delta: number) => Effect.suspend(() => Metric.set(Metrics.workItemsRunning, (running += delta)))
 
   /**
    * The item's attempts, one after another, while the connection is lost under one and the
@@ -125,24 +143,45 @@ export const make = (options: Options): WorkItems => {
           const exited = (exit: Exit.Exit<void, unknown>) => afterAttempt(run, server.id, current, exit)
           return Effect.matchCauseEffect(
             Effect.suspend(() =>
-              ThreadRunner.run(server, run.item, run.remaining, run.threadId, run.session, run.emit, runnerConfig, (turn) => {
-                run.turns.push(turn)
-                run.remaining = run.remaining.slice(1)
-              }, current, run.traced)
+              ThreadRunner.run(
+                server,
+                run.item,
+                run.remaining,
+                run.threadId,
+                run.session,
+                run.emit,
+                runnerConfig,
+                (turn) => {
+                  run.turns.push(turn)
+                  run.remaining = run.remaining.slice(1)
+                },
+                current,
+                run.traced
+              )
             ),
             { onFailure: (cause) => exited(Exit.failCause(cause)), onSuccess: () => exited(Exit.void) }
           )
-        })))
+        })
+      )
+    )
 
   /** An attempt ended: closed; true to resume on a new connection, or how the item fails. */
-  const afterAttempt = (run: ItemRun, serverId: number, attempt: ThreadRunner.Attempt, exit: Exit.Exit<void, unknown>) =>
-    Effect.gen(function*() {
+  const afterAttempt = (
+    run: ItemRun,
+    serverId: number,
+    attempt: ThreadRunner.Attempt,
+    exit: Exit.Exit<void, unknown>
+  ) =>
+    Effect.gen(function* () {
       const { emit, item, session } = run
       run.attempt = undefined
       yield* ThreadRunner.closeAttempt(attempt, exit)
       yield* ThreadRunner.enterSpan(run.span)
       if (Exit.isSuccess(exit)) return false
-      const failure = exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag: string; readonly message: string }) : undefined
+      const failure =
+        exit.cause._tag === "Fail"
+          ? (exit.cause.error as { readonly _tag: string; readonly message: string })
+          : undefined
       run.threadId = session.threadId ?? run.threadId
       const threadId = run.threadId
       if (failure === undefined) {
@@ -157,21 +196,26 @@ export const make = (options: Options): WorkItems => {
       run.deadServer = serverId
       run.resumes++
       if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: run.resumes })
-      if (telemetry) yield* spanEvent("warden.resume", { "warden.attempt": run.resumes, "warden.thread_id": threadId ?? "" })
+      if (telemetry)
+        yield* spanEvent("warden.resume", { "warden.attempt": run.resumes, "warden.thread_id": threadId ?? "" })
       return true
     })
 
   /** The item's result once its turns ran (its budget checked, its worktree finished). */
   const finishItem = (run: ItemRun) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { session, turns } = run
       const spent = run.exhausted()
       if (spent !== undefined) {
-        return yield* Effect.fail(new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId }))
+        return yield* Effect.fail(
+          new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId })
+        )
       }
       const last = turns[turns.length - 1]
       if (!last || session.threadId === undefined) {
-        return yield* Effect.fail(new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId }))
+        return yield* Effect.fail(
+          new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId })
+        )
       }
       const worktree = yield* run.finish
       const result: WorkResult = {
@@ -221,7 +265,7 @@ export const make = (options: Options): WorkItems => {
 
   /** The item's set-up in its scope: admission, span, worktree, budget, slot; what its attempts share. */
   const setUp = (itemStart: ItemStart) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { emitOuter, given, scope, session } = itemStart
       itemStart.callerContext = yield* FiberRef.get(FiberRef.currentContext)
       yield* admission.acquire(scope)
@@ -237,9 +281,9 @@ export const make = (options: Options): WorkItems => {
         captureStackTrace: false,
         ...(telemetry
           ? {
-            root: true,
-            links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
-          }
+              root: true,
+              links: Option.isSome(caller) ? [{ _tag: "SpanLink" as const, span: caller.value, attributes: {} }] : []
+            }
           : {})
       })
       yield* ThreadRunner.enterSpan(span)
@@ -279,8 +323,12 @@ export const make = (options: Options): WorkItems => {
    * joins the item's cause; the rest still runs), the caller's current span back on the fiber,
    * `ItemFinished` published and `ended` told.
    */
-  const endItem = (itemStart: ItemStart, exit: Exit.Exit<WorkResult, WorkItemFailed>, ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined) =>
-    Effect.gen(function*() {
+  const endItem = (
+    itemStart: ItemStart,
+    exit: Exit.Exit<WorkResult, WorkItemFailed>,
+    ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined
+  ) =>
+    Effect.gen(function* () {
       const closed = yield* Effect.exit(Scope.close(itemStart.scope, exit))
       const final: Exit.Exit<WorkResult, WorkItemFailed> = Exit.isSuccess(closed)
         ? exit
@@ -318,14 +366,17 @@ export const make = (options: Options): WorkItems => {
       const ended = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => {
         events.end()
         if (Exit.isFailure(exit)) {
-          const failure = exit.cause._tag === "Fail"
-            ? exit.cause.error
-            : new WorkItemFailed({ reason: "start-failed", detail: "the work item was stopped", threadId: undefined })
+          const failure =
+            exit.cause._tag === "Fail"
+              ? exit.cause.error
+              : new WorkItemFailed({ reason: "start-failed", detail: "the work item was stopped", threadId: undefined })
           threadId.done(Exit.fail(failure))
         }
       }
-      return Effect.map(Effect.forkScoped(runWith(item, session, emit, ended)), (fiber) =>
-        new StartedItem.Handle(fiber, session, events, threadId, runnerConfig.interruptTimeout))
+      return Effect.map(
+        Effect.forkScoped(runWith(item, session, emit, ended)),
+        (fiber) => new StartedItem.Handle(fiber, session, events, threadId, runnerConfig.interruptTimeout)
+      )
     })
 
   return { run, start }

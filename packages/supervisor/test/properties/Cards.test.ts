@@ -11,7 +11,20 @@ describe("schedules: answers and decisions", () => {
   const family = property({
     invariants: [1, 2, 8],
     title: "answers",
-    weights: { start: 2, clientOps: 1, reply: 6, notify: 2, complete: 2, request: 8, resolve: 2, decide: 7, handler: 4, advance: 5, fault: 1, stopSupervisor: 1 },
+    weights: {
+      start: 2,
+      clientOps: 1,
+      reply: 6,
+      notify: 2,
+      complete: 2,
+      request: 8,
+      resolve: 2,
+      decide: 7,
+      handler: 4,
+      advance: 5,
+      fault: 1,
+      stopSupervisor: 1
+    },
     runs: 3_500,
     maxSteps: 24,
     minWarm: 1,

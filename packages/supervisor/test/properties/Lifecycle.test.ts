@@ -11,7 +11,20 @@ describe("schedules: ends and deadlines", () => {
   const family = property({
     invariants: [3, 4, 6],
     title: "ends",
-    weights: { start: 3, clientOps: 4, reply: 6, notify: 2, complete: 2, request: 4, resolve: 1, decide: 2, handler: 2, advance: 6, fault: 4, stopSupervisor: 2 },
+    weights: {
+      start: 3,
+      clientOps: 4,
+      reply: 6,
+      notify: 2,
+      complete: 2,
+      request: 4,
+      resolve: 1,
+      decide: 2,
+      handler: 2,
+      advance: 6,
+      fault: 4,
+      stopSupervisor: 2
+    },
     runs: 3_000,
     maxSteps: 24,
     minWarm: 1,

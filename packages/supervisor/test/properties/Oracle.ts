@@ -21,7 +21,12 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
 /** An allowed final outcome for one server request: a particular answer, or nothing on the wire. */
 export type Outcome =
-  | { readonly _tag: "Answer"; readonly label: string; readonly accepting: boolean; readonly matches: (frame: Frame) => boolean }
+  | {
+      readonly _tag: "Answer"
+      readonly label: string
+      readonly accepting: boolean
+      readonly matches: (frame: Frame) => boolean
+    }
   | { readonly _tag: "Nothing"; readonly label: string }
 
 export const nothing = (label: string): Outcome => ({ _tag: "Nothing", label })
@@ -49,7 +54,8 @@ export const isKnownMethod = (method: string) =>
   [Command, FileChange, Permissions, Elicitation, UserInput, ToolCall, ...ErrorOnly, ...Legacy].includes(method)
 
 /** Methods whose requests carry a thread (the rest can never name a thread we run). */
-export const carriesThread = (method: string) => [Command, FileChange, Permissions, Elicitation, UserInput, ToolCall].includes(method)
+export const carriesThread = (method: string) =>
+  [Command, FileChange, Permissions, Elicitation, UserInput, ToolCall].includes(method)
 
 /** The refusal that keeps the turn going, per method (unknown methods: the -32601 error frame). */
 export const refusal = (method: string): Outcome => {
@@ -58,15 +64,22 @@ export const refusal = (method: string): Outcome => {
     case FileChange:
       return word("decision", "decline", false)
     case Permissions:
-      return answer("{permissions:{}}", false, (f) => isEmptyObject(resultOf(f)?.["permissions"]) && resultOf(f)?.["scope"] === "turn")
+      return answer(
+        "{permissions:{}}",
+        false,
+        (f) => isEmptyObject(resultOf(f)?.["permissions"]) && resultOf(f)?.["scope"] === "turn"
+      )
     case Elicitation:
       return word("action", "decline", false)
     case UserInput:
       return answer("{answers:{}}", false, (f) => isEmptyObject(resultOf(f)?.["answers"]))
     case ToolCall:
-      return answer("{contentItems:[],success:false}", false, (f) => same(resultOf(f), { contentItems: [], success: false }))
+      return answer("{contentItems:[],success:false}", false, (f) =>
+        same(resultOf(f), { contentItems: [], success: false })
+      )
     default:
-      if (ErrorOnly.includes(method)) return answer("error frame", false, (f) => typeof errorOf(f)?.["code"] === "number")
+      if (ErrorOnly.includes(method))
+        return answer("error frame", false, (f) => typeof errorOf(f)?.["code"] === "number")
       if (Legacy.includes(method)) {
         return answer("{decision:denied}", false, (f) => {
           const d = resultOf(f)?.["decision"]
@@ -84,8 +97,12 @@ export const AskedWrite = "/tmp/ws/out"
 const grant = (scope: "turn" | "session") =>
   answer(`{permissions:<asked>, scope:"${scope}"}`, true, (f) => {
     const r = resultOf(f)
-    return r?.["scope"] === scope && record(r["permissions"]) !== undefined && !isEmptyObject(r["permissions"]) &&
+    return (
+      r?.["scope"] === scope &&
+      record(r["permissions"]) !== undefined &&
+      !isEmptyObject(r["permissions"]) &&
       JSON.stringify(r["permissions"]).includes(AskedWrite)
+    )
   })
 
 /** The answer a decision must produce on a card of `method` (a decision the method cannot express is refused). */
@@ -103,7 +120,10 @@ export const expectedFor = (method: string, decision: DecisionPick): Outcome => 
           return word("decision", "cancel", false)
         case "rich":
           return answer("{decision:{acceptWithExecpolicyAmendment}}", true, (f) =>
-            same(record(resultOf(f)?.["decision"])?.["acceptWithExecpolicyAmendment"], { execpolicy_amendment: Amendment }))
+            same(record(resultOf(f)?.["decision"])?.["acceptWithExecpolicyAmendment"], {
+              execpolicy_amendment: Amendment
+            })
+          )
       }
       break
     case FileChange:
@@ -145,7 +165,9 @@ export const expectedFor = (method: string, decision: DecisionPick): Outcome => 
         : refusal(method)
     case ToolCall:
       return decision === "rich"
-        ? answer("{contentItems:[ok],success:true}", true, (f) => same(resultOf(f), { contentItems: [{ type: "inputText", text: "ok" }], success: true }))
+        ? answer("{contentItems:[ok],success:true}", true, (f) =>
+            same(resultOf(f), { contentItems: [{ type: "inputText", text: "ok" }], success: true })
+          )
         : refusal(method)
   }
   return refusal(method)
@@ -203,7 +225,8 @@ export const isAcceptance = (method: string, frame: Frame): boolean =>
     return o._tag === "Answer" && o.accepting && o.matches(frame)
   })
 
-export const matchesOutcome = (outcome: Outcome, frame: Frame): boolean => outcome._tag === "Answer" && outcome.matches(frame)
+export const matchesOutcome = (outcome: Outcome, frame: Frame): boolean =>
+  outcome._tag === "Answer" && outcome.matches(frame)
 
 /** The Decision a person or handler gives for a pick, given the params the generator used. */
 export const decisionFor = (method: string, pick: DecisionPick): Decision.Decision => {

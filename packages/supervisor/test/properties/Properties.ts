@@ -35,14 +35,18 @@ export interface Regression {
   readonly schedule: Schedule
 }
 
-export const loadRegressions = (): ReadonlyArray<Regression> => JSON.parse(readFileSync(regressionsFile, "utf8")) as ReadonlyArray<Regression>
+export const loadRegressions = (): ReadonlyArray<Regression> =>
+  JSON.parse(readFileSync(regressionsFile, "utf8")) as ReadonlyArray<Regression>
 
 const scale = Number(process.env["WARDEN_PROPERTY_RUNS"] ?? "1")
 const seed = process.env["WARDEN_PROPERTY_SEED"] !== undefined ? Number(process.env["WARDEN_PROPERTY_SEED"]) : undefined
 const path = process.env["WARDEN_PROPERTY_PATH"]
 
 export const describeStats = (stats: Stats): string => {
-  const settled = Object.entries(stats.settledBy).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ")
+  const settled = Object.entries(stats.settledBy)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ")
   return [
     `${stats.schedules} schedules, ${stats.steps} steps`,
     `${stats.answers} answers on the wire (${stats.acceptances} acceptances), ${stats.timeouts} card deadlines`,
@@ -51,17 +55,20 @@ export const describeStats = (stats: Stats): string => {
     `${stats.connectionEnds} connection ends, ${stats.writesRefusedAfterEnd} writes refused after an end`,
     ...(stats.reconnects + stats.served > 0
       ? [
-        `${stats.reconnects} restarts; ends handled by the engine: ${count(stats.endReasons)}`,
-        `injected: ${count(stats.injected)} (${stats.injectedLogs} error logs they caused)`,
-        `invariant 9: ${stats.served} new work items served (${stats.servedAfterRestart} on a restarted connection)`
-      ]
+          `${stats.reconnects} restarts; ends handled by the engine: ${count(stats.endReasons)}`,
+          `injected: ${count(stats.injected)} (${stats.injectedLogs} error logs they caused)`,
+          `invariant 9: ${stats.served} new work items served (${stats.servedAfterRestart} on a restarted connection)`
+        ]
       : []),
     `requests settled by: ${settled}`
   ].join("; ")
 }
 
 const count = (record: Record<string, number>): string =>
-  Object.entries(record).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ") || "none"
+  Object.entries(record)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ") || "none"
 
 export interface Family {
   /** The defects family: restarts on, the hostile tracer, defect handler scripts and faults; invariant 9 checked. */
@@ -114,12 +121,18 @@ export const property = (family: Family): FamilyRun => {
           throw error
         }
       }),
-      { numRuns: runs, ...(seed !== undefined ? { seed } : {}), ...(seed !== undefined && path !== undefined ? { path } : {}) }
+      {
+        numRuns: runs,
+        ...(seed !== undefined ? { seed } : {}),
+        ...(seed !== undefined && path !== undefined ? { path } : {})
+      }
     )
   }, 600_000)
 
   afterAll(() => {
-    console.log(`${label}: ${stats.schedules} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s (${describeStats(stats)})`)
+    console.log(
+      `${label}: ${stats.schedules} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s (${describeStats(stats)})`
+    )
     if (lastFailure) {
       const entry: Regression = {
         name: `found by the ${family.title} property: invariant ${lastFailure.violation.invariant}`,
@@ -128,7 +141,9 @@ export const property = (family: Family): FamilyRun => {
         note: lastFailure.violation.detail,
         schedule: lastFailure.schedule
       }
-      console.log(`keep it: add this entry to ${regressionsFile} (or run with WARDEN_RECORD_REGRESSIONS=1):\n${JSON.stringify(entry)}`)
+      console.log(
+        `keep it: add this entry to ${regressionsFile} (or run with WARDEN_RECORD_REGRESSIONS=1):\n${JSON.stringify(entry)}`
+      )
       if (process.env["WARDEN_RECORD_REGRESSIONS"] === "1") {
         writeFileSync(regressionsFile, JSON.stringify([...loadRegressions(), entry], null, 2) + "\n")
       }

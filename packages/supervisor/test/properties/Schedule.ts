@@ -53,7 +53,16 @@ export type HandlerScript =
   /** An uninterruptible sleep past every card deadline (90 s of virtual time), then an acceptance. */
   | "stubbornSleep"
 export type HandlerOutcome = "accept" | "decline" | "rich" | "fail" | "die" | "undecided"
-export type NotifyKind = "delta" | "item" | "command" | "commandDone" | "status" | "usage" | "error" | "global" | "orphan"
+export type NotifyKind =
+  | "delta"
+  | "item"
+  | "command"
+  | "commandDone"
+  | "status"
+  | "usage"
+  | "error"
+  | "global"
+  | "orphan"
 export type TurnStatus = "completed" | "interrupted" | "failed" | "inProgress" | "weird"
 export type ReplyOutcome = "ok" | "error" | "overloaded" | "unusable"
 export type Fault =
@@ -84,26 +93,43 @@ export const StubbornSleepMs = 90_000
 
 export type Step =
   /** Client: start work item #n (1-3 prompts), fresh, or resuming a finished item's thread / an unknown thread. */
-  | { readonly _tag: "Start"; readonly prompts: number; readonly resume: "no" | "finished" | "unknown"; readonly pick: number }
+  | {
+      readonly _tag: "Start"
+      readonly prompts: number
+      readonly resume: "no" | "finished" | "unknown"
+      readonly pick: number
+    }
   | { readonly _tag: "Steer"; readonly item: number }
   | { readonly _tag: "Interrupt"; readonly item: number }
   | { readonly _tag: "StopItem"; readonly item: number }
   | { readonly _tag: "StopSupervisor" }
   /** Server: answer a pending client request (packed: notifications in the same chunk; split: cut the bytes). */
-  | { readonly _tag: "Reply"; readonly request: number; readonly outcome: ReplyOutcome; readonly packed: number; readonly split: number | null }
-  | { readonly _tag: "Notify"; readonly thread: number; readonly kind: NotifyKind; readonly split: number | null }
-  | { readonly _tag: "CompleteTurn"; readonly thread: number; readonly status: TurnStatus; readonly resolve: boolean; readonly otherTurn: boolean }
   | {
-    readonly _tag: "ServerRequest"
-    readonly method: number
-    readonly thread: number | "none" | "unknown" | "stale"
-    readonly id: "fresh" | "reuseOpen" | "reuseSettled"
-    readonly pick: number
-    readonly params: "good" | "malformed" | "unsafe"
-    readonly command: "plain" | "allowed" | "denied"
-    readonly handler: HandlerScript
-    readonly split: number | null
-  }
+      readonly _tag: "Reply"
+      readonly request: number
+      readonly outcome: ReplyOutcome
+      readonly packed: number
+      readonly split: number | null
+    }
+  | { readonly _tag: "Notify"; readonly thread: number; readonly kind: NotifyKind; readonly split: number | null }
+  | {
+      readonly _tag: "CompleteTurn"
+      readonly thread: number
+      readonly status: TurnStatus
+      readonly resolve: boolean
+      readonly otherTurn: boolean
+    }
+  | {
+      readonly _tag: "ServerRequest"
+      readonly method: number
+      readonly thread: number | "none" | "unknown" | "stale"
+      readonly id: "fresh" | "reuseOpen" | "reuseSettled"
+      readonly pick: number
+      readonly params: "good" | "malformed" | "unsafe"
+      readonly command: "plain" | "allowed" | "denied"
+      readonly handler: HandlerScript
+      readonly split: number | null
+    }
   | { readonly _tag: "Resolve"; readonly request: number }
   /** A person answers card #pick through the inbox: an open card, or (late) a settled one. */
   | { readonly _tag: "Decide"; readonly card: number; readonly late: boolean; readonly decision: DecisionPick }
@@ -160,14 +186,20 @@ export const describeStep = (step: Step, setup?: Setup): string => {
       return `server: turn/completed ${step.status} on thread #${step.thread}${step.otherTurn ? " (another turn id)" : ""}${step.resolve ? " with serverRequest/resolved" : " without resolving"}`
     case "ServerRequest": {
       const method = Methods[step.method % Methods.length]!
-      const thread = typeof step.thread === "number"
-        ? `thread #${step.thread}`
-        : step.thread === "none"
-        ? "no thread"
-        : step.thread === "stale"
-        ? `a thread nobody runs now (#${step.pick})`
-        : "unknown thread"
-      const id = step.id === "fresh" ? "fresh id" : step.id === "reuseOpen" ? `id of open request #${step.pick}` : `id of settled request #${step.pick}`
+      const thread =
+        typeof step.thread === "number"
+          ? `thread #${step.thread}`
+          : step.thread === "none"
+            ? "no thread"
+            : step.thread === "stale"
+              ? `a thread nobody runs now (#${step.pick})`
+              : "unknown thread"
+      const id =
+        step.id === "fresh"
+          ? "fresh id"
+          : step.id === "reuseOpen"
+            ? `id of open request #${step.pick}`
+            : `id of settled request #${step.pick}`
       const extra = [
         step.params !== "good" ? `${step.params} params` : "",
         method === "item/commandExecution/requestApproval" && step.command !== "plain" ? `${step.command} command` : "",
@@ -182,7 +214,9 @@ export const describeStep = (step: Step, setup?: Setup): string => {
     case "HandlerDecides":
       return `handler: ${step.outcome} for waiting card #${step.card}`
     case "Advance":
-      return step.by !== null ? `time: +${step.by} ms` : `time: to timer #${step.nth}${step.offset === 0 ? "" : step.offset > 0 ? ` +${step.offset} ms` : ` ${step.offset} ms`}`
+      return step.by !== null
+        ? `time: +${step.by} ms`
+        : `time: to timer #${step.nth}${step.offset === 0 ? "" : step.offset > 0 ? ` +${step.offset} ms` : ` ${step.offset} ms`}`
     case "Fault":
       return `fault: ${FaultText[step.fault] ?? step.fault}${step.fault === "exit" || step.fault === "exitNoDrain" ? ` (code ${step.code})` : ""}`
   }
@@ -192,7 +226,8 @@ const FaultText: Partial<Record<Fault, string>> = {
   closeStdout: "the peer closes its stdout and stays alive",
   cardSpanThrows: "arm the tracer: it throws when the next card starts waiting (on the read loop)",
   spanEndThrows: "arm the tracer: it throws when the next card's span ends (in its settlement)",
-  deadlineSpanEndThrows: "arm the tracer: it throws when the next card settled by its deadline ends its span (in the deadline timer)"
+  deadlineSpanEndThrows:
+    "arm the tracer: it throws when the next card settled by its deadline ends its span (in the deadline timer)"
 }
 
 export const describeSetup = (setup: Setup): string =>
@@ -240,7 +275,10 @@ export interface Weights {
 }
 
 const pick = fc.nat({ max: 7 })
-const split = fc.option(fc.double({ min: 0, max: 1, noNaN: true }).map((x) => Math.round(x * 100) / 100), { freq: 4, nil: null })
+const split = fc.option(
+  fc.double({ min: 0, max: 1, noNaN: true }).map((x) => Math.round(x * 100) / 100),
+  { freq: 4, nil: null }
+)
 
 const faultArb: fc.Arbitrary<Fault> = fc.constantFrom<Fault>(
   "garbage",
@@ -270,25 +308,36 @@ const defectFaultArb: fc.Arbitrary<Fault> = fc.constantFrom<Fault>(
 const handlerScriptArb = (defects: boolean): fc.Arbitrary<HandlerScript> =>
   defects
     ? fc.constantFrom<HandlerScript>(
-      "wait",
-      "wait",
-      "undecided",
-      "accept",
-      "decline",
-      "rich",
-      "fail",
-      "die",
-      "throw",
-      "number",
-      "promise",
-      "reject",
-      "pending",
-      "never",
-      "stubborn",
-      "stubborn",
-      "stubbornSleep"
-    )
-    : fc.constantFrom<HandlerScript>("wait", "wait", "wait", "wait", "undecided", "accept", "decline", "rich", "fail", "die")
+        "wait",
+        "wait",
+        "undecided",
+        "accept",
+        "decline",
+        "rich",
+        "fail",
+        "die",
+        "throw",
+        "number",
+        "promise",
+        "reject",
+        "pending",
+        "never",
+        "stubborn",
+        "stubborn",
+        "stubbornSleep"
+      )
+    : fc.constantFrom<HandlerScript>(
+        "wait",
+        "wait",
+        "wait",
+        "wait",
+        "undecided",
+        "accept",
+        "decline",
+        "rich",
+        "fail",
+        "die"
+      )
 
 /** `defects`: handler scripts and faults of the defects family too. */
 export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
@@ -325,7 +374,18 @@ export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
       arbitrary: fc.record({
         _tag: fc.constant("Notify" as const),
         thread: pick,
-        kind: fc.constantFrom<NotifyKind>("delta", "delta", "item", "command", "commandDone", "status", "usage", "error", "global", "orphan"),
+        kind: fc.constantFrom<NotifyKind>(
+          "delta",
+          "delta",
+          "item",
+          "command",
+          "commandDone",
+          "status",
+          "usage",
+          "error",
+          "global",
+          "orphan"
+        ),
         split
       })
     },
@@ -334,7 +394,15 @@ export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
       arbitrary: fc.record({
         _tag: fc.constant("CompleteTurn" as const),
         thread: pick,
-        status: fc.constantFrom<TurnStatus>("completed", "completed", "completed", "interrupted", "failed", "inProgress", "weird"),
+        status: fc.constantFrom<TurnStatus>(
+          "completed",
+          "completed",
+          "completed",
+          "interrupted",
+          "failed",
+          "inProgress",
+          "weird"
+        ),
         resolve: fc.boolean(),
         otherTurn: fc.constantFrom(false, false, false, true)
       })
@@ -343,11 +411,27 @@ export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
       weight: w.request,
       arbitrary: fc.record({
         _tag: fc.constant("ServerRequest" as const),
-        method: fc.oneof({ weight: 10, arbitrary: fc.nat({ max: 5 }) }, { weight: 1, arbitrary: fc.integer({ min: 6, max: 10 }) }),
-        thread: fc.oneof({ weight: 12, arbitrary: pick }, { weight: 1, arbitrary: fc.constantFrom("none" as const, "unknown" as const, "stale" as const) }),
-        id: fc.constantFrom("fresh" as const, "fresh" as const, "fresh" as const, "fresh" as const, "reuseOpen" as const, "reuseSettled" as const),
+        method: fc.oneof(
+          { weight: 10, arbitrary: fc.nat({ max: 5 }) },
+          { weight: 1, arbitrary: fc.integer({ min: 6, max: 10 }) }
+        ),
+        thread: fc.oneof(
+          { weight: 12, arbitrary: pick },
+          { weight: 1, arbitrary: fc.constantFrom("none" as const, "unknown" as const, "stale" as const) }
+        ),
+        id: fc.constantFrom(
+          "fresh" as const,
+          "fresh" as const,
+          "fresh" as const,
+          "fresh" as const,
+          "reuseOpen" as const,
+          "reuseSettled" as const
+        ),
         pick,
-        params: fc.oneof({ weight: 12, arbitrary: fc.constant("good" as const) }, { weight: 1, arbitrary: fc.constantFrom("malformed" as const, "unsafe" as const) }),
+        params: fc.oneof(
+          { weight: 12, arbitrary: fc.constant("good" as const) },
+          { weight: 1, arbitrary: fc.constantFrom("malformed" as const, "unsafe" as const) }
+        ),
         command: fc.constantFrom("plain" as const, "plain" as const, "allowed" as const, "denied" as const),
         handler: handlerScriptArb(defects),
         split
@@ -374,7 +458,15 @@ export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
     {
       weight: w.advance,
       arbitrary: fc.oneof(
-        { weight: 3, arbitrary: fc.record({ _tag: fc.constant("Advance" as const), nth: fc.nat({ max: 2 }), offset: fc.constantFrom(-1, 0, 0, 0, 1), by: fc.constant(null) }) },
+        {
+          weight: 3,
+          arbitrary: fc.record({
+            _tag: fc.constant("Advance" as const),
+            nth: fc.nat({ max: 2 }),
+            offset: fc.constantFrom(-1, 0, 0, 0, 1),
+            by: fc.constant(null)
+          })
+        },
         {
           weight: 1,
           arbitrary: fc.record({
@@ -386,16 +478,25 @@ export const stepArb = (w: Weights, defects = false): fc.Arbitrary<Step> =>
         }
       )
     },
-    { weight: w.fault, arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: faultArb, code: fc.constantFrom(0, 1, 101) }) },
+    {
+      weight: w.fault,
+      arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: faultArb, code: fc.constantFrom(0, 1, 101) })
+    },
     { weight: w.stopSupervisor, arbitrary: fc.constant({ _tag: "StopSupervisor" as const }) },
-    { weight: defects ? w.defect ?? 0 : 0, arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: defectFaultArb, code: fc.constant(0) }) }
+    {
+      weight: defects ? (w.defect ?? 0) : 0,
+      arbitrary: fc.record({ _tag: fc.constant("Fault" as const), fault: defectFaultArb, code: fc.constant(0) })
+    }
   )
 
 /** `scriptedHandler`: the percentage of schedules with a scripted handler; `restarts`: the defects family's setup. */
 export const setupArb = (scriptedHandler: number, restarts = false): fc.Arbitrary<Setup> => {
   const base = fc.record({
     concurrency: fc.constantFrom(4, 4, 2, 1),
-    handler: fc.oneof({ weight: 100 - scriptedHandler, arbitrary: fc.constant("none" as const) }, { weight: scriptedHandler, arbitrary: fc.constant("scripted" as const) }),
+    handler: fc.oneof(
+      { weight: 100 - scriptedHandler, arbitrary: fc.constant("none" as const) },
+      { weight: scriptedHandler, arbitrary: fc.constant("scripted" as const) }
+    ),
     rules: fc.boolean(),
     trapSigterm: restarts ? fc.constantFrom(false, true) : fc.constantFrom(false, false, false, true)
   })
@@ -422,9 +523,10 @@ export const scheduleArb = (
     readonly defects?: boolean
   }
 ): fc.Arbitrary<Printable> =>
-  fc.tuple(
-    setupArb(options.scriptedHandler, options.defects ?? false),
-    fc.integer({ min: options.minWarm, max: options.maxWarm }),
-    fc.array(stepArb(w, options.defects ?? false), { minLength: 1, maxLength: options.maxSteps, size: "medium" })
-  )
+  fc
+    .tuple(
+      setupArb(options.scriptedHandler, options.defects ?? false),
+      fc.integer({ min: options.minWarm, max: options.maxWarm }),
+      fc.array(stepArb(w, options.defects ?? false), { minLength: 1, maxLength: options.maxSteps, size: "medium" })
+    )
     .map(([setup, warm, steps]) => new Printable({ setup, steps: [...warmUp(warm), ...steps] }))

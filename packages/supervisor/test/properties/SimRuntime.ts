@@ -4,7 +4,21 @@
  * fire only when the driver advances it, one instant at a time, draining after each.
  */
 import type { Fiber } from "effect"
-import { Clock, type Context, Duration, Effect, Exit, FiberRef, HashSet, Logger, type Option, Random, Scheduler, Supervisor, type Tracer } from "effect"
+import {
+  Clock,
+  type Context,
+  Duration,
+  Effect,
+  Exit,
+  FiberRef,
+  HashSet,
+  Logger,
+  type Option,
+  Random,
+  Scheduler,
+  Supervisor,
+  type Tracer
+} from "effect"
 
 /** Runs fiber tasks on demand, in priority order, FIFO within a priority. */
 export class StepScheduler implements Scheduler.Scheduler {
@@ -201,20 +215,26 @@ export class Sim {
   private readonly logger: Logger.Logger<unknown, void>
 
   /** `tracer`: the embedder's tracer, enabled (a hostile one injects defects); none: spans are off. */
-  constructor(seed: number, private readonly tracer?: Tracer.Tracer) {
+  constructor(
+    seed: number,
+    private readonly tracer?: Tracer.Tracer
+  ) {
     this.random = Random.make(seed)
     this.logger = Logger.make(({ logLevel, message, cause }) => {
       if (logLevel._tag === "Error" || logLevel._tag === "Fatal") {
-        this.errorLogs.push(`${String(Array.isArray(message) ? message.join(" ") : message)} ${cause._tag === "Empty" ? "" : String(cause)}`)
+        this.errorLogs.push(
+          `${String(Array.isArray(message) ? message.join(" ") : message)} ${cause._tag === "Empty" ? "" : String(cause)}`
+        )
       }
     })
   }
 
   private wrap<A, E>(effect: Effect.Effect<A, E>, tracked: boolean): Effect.Effect<A, E> {
-    const traced = this.tracer === undefined
-      // Spans are observability, not behaviour: off unless a tracer is given (each one formats a stack trace).
-      ? Effect.withTracerEnabled(effect, false)
-      : effect.pipe(Effect.withTracer(this.tracer), Effect.withTracerEnabled(true))
+    const traced =
+      this.tracer === undefined
+        ? // Spans are observability, not behaviour: off unless a tracer is given (each one formats a stack trace).
+          Effect.withTracerEnabled(effect, false)
+        : effect.pipe(Effect.withTracer(this.tracer), Effect.withTracerEnabled(true))
     const inWorld = traced.pipe(
       Effect.withClock(this.clock),
       Effect.withRandom(this.random),

@@ -11,7 +11,20 @@ describe("schedules: thread events", () => {
   const family = property({
     invariants: [5, 7],
     title: "events",
-    weights: { start: 2, clientOps: 1, reply: 8, notify: 12, complete: 2, request: 6, resolve: 1, decide: 1, handler: 1, advance: 1, fault: 1, stopSupervisor: 1 },
+    weights: {
+      start: 2,
+      clientOps: 1,
+      reply: 8,
+      notify: 12,
+      complete: 2,
+      request: 6,
+      resolve: 1,
+      decide: 1,
+      handler: 1,
+      advance: 1,
+      fault: 1,
+      stopSupervisor: 1
+    },
     runs: 2_000,
     maxSteps: 24,
     minWarm: 2,

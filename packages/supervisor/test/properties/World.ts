@@ -85,11 +85,16 @@ export const InvariantNames = {
 export type InvariantId = keyof typeof InvariantNames
 
 export class Violation extends Error {
-  constructor(readonly invariant: InvariantId, readonly detail: string, readonly step: number, readonly trace: ReadonlyArray<string>) {
+  constructor(
+    readonly invariant: InvariantId,
+    readonly detail: string,
+    readonly step: number,
+    readonly trace: ReadonlyArray<string>
+  ) {
     super(
-      `invariant ${invariant} broke at step ${step}: ${InvariantNames[invariant]}\n  ${detail}\n\ntrace (step: what the driver did -> what the engine did):\n${
-        trace.slice(-(Number(process.env["WARDEN_TRACE_LINES"] ?? 60))).join("\n")
-      }`
+      `invariant ${invariant} broke at step ${step}: ${InvariantNames[invariant]}\n  ${detail}\n\ntrace (step: what the driver did -> what the engine did):\n${trace
+        .slice(-Number(process.env["WARDEN_TRACE_LINES"] ?? 60))
+        .join("\n")}`
     )
     this.name = `Invariant${invariant}`
   }
@@ -259,7 +264,16 @@ interface Conn {
   initAnswered: boolean
 }
 
-const DefectScripts: ReadonlyArray<HandlerScript> = ["throw", "number", "promise", "reject", "pending", "never", "stubborn", "stubbornSleep"]
+const DefectScripts: ReadonlyArray<HandlerScript> = [
+  "throw",
+  "number",
+  "promise",
+  "reject",
+  "pending",
+  "never",
+  "stubborn",
+  "stubbornSleep"
+]
 
 /** A throw the world's hostile tracer made, on purpose. */
 class InjectedDefect extends Error {
@@ -329,7 +343,12 @@ export class World {
   // defects (restarts on): the hostile tracer's triggers, what it threw, promises handlers made
   private readonly restarts: boolean
   private readonly armed = { cardSpan: false, spanEnd: false, deadlineSpanEnd: false }
-  private readonly injections: Array<{ readonly kind: string; readonly conn: number; readonly tick: number; readonly message: string }> = []
+  private readonly injections: Array<{
+    readonly kind: string
+    readonly conn: number
+    readonly tick: number
+    readonly message: string
+  }> = []
   private promisesMade = 0
   /** The first stop of the supervisor finished without waiting for stubborn handlers (recorded before the teardown opens their gates). */
   private stopFinished = false
@@ -354,7 +373,11 @@ export class World {
   /** Items/ops allowed to end late (overload back-off), and when the strict end check runs again. */
   private endRecheckAt: number | undefined
 
-  constructor(readonly schedule: Schedule, readonly stats: Stats, readonly tolerances: Tolerances = DefaultTolerances) {
+  constructor(
+    readonly schedule: Schedule,
+    readonly stats: Stats,
+    readonly tolerances: Tolerances = DefaultTolerances
+  ) {
     this.restarts = schedule.setup.restarts === true
     this.sim = new Sim(20_171, this.restarts ? this.hostileTracer() : undefined)
     this.memory = MemoryTransport.make({
@@ -381,7 +404,9 @@ export class World {
     this.tick++
     const before = this.wireMark()
     this.teardown()
-    this.trace.push(`${String(this.stepNo).padStart(3)}. (teardown: stop the supervisor, server silent, time runs)${this.summary(before)}`)
+    this.trace.push(
+      `${String(this.stepNo).padStart(3)}. (teardown: stop the supervisor, server silent, time runs)${this.summary(before)}`
+    )
     this.checkAll()
     this.finalChecks()
     this.stats.schedules++
@@ -396,7 +421,9 @@ export class World {
     await this.settlePromises()
     this.observe()
     this.stats.steps++
-    this.trace.push(`${String(this.stepNo).padStart(3)}. ${label}${describeStep(step, this.schedule.setup)}${this.summary(before)}`)
+    this.trace.push(
+      `${String(this.stepNo).padStart(3)}. ${label}${describeStep(step, this.schedule.setup)}${this.summary(before)}`
+    )
     this.checkAll()
   }
 
@@ -428,7 +455,12 @@ export class World {
   }
 
   private fail(invariant: InvariantId, detail: string): never {
-    throw new Violation(invariant, detail, this.stepNo, this.trace.concat(this.notes.length > 0 ? [`    (during step ${this.stepNo}) ` + this.notes.join("; ")] : []))
+    throw new Violation(
+      invariant,
+      detail,
+      this.stepNo,
+      this.trace.concat(this.notes.length > 0 ? [`    (during step ${this.stepNo}) ` + this.notes.join("; ")] : [])
+    )
   }
 
   private guard(run: () => void): void {
@@ -436,7 +468,10 @@ export class World {
       run()
     } catch (error) {
       if (error instanceof Violation) throw error
-      this.fail(0, `the driver or engine threw: ${error instanceof Error ? error.stack ?? error.message : String(error)}`)
+      this.fail(
+        0,
+        `the driver or engine threw: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`
+      )
     }
   }
 
@@ -479,7 +514,10 @@ export class World {
         )
       })
     }
-    const decided = (method: string, o: HandlerOutcome): Effect.Effect<ReturnType<typeof Oracle.decisionFor> | undefined, string> => {
+    const decided = (
+      method: string,
+      o: HandlerOutcome
+    ): Effect.Effect<ReturnType<typeof Oracle.decisionFor> | undefined, string> => {
       switch (o) {
         case "fail":
           return Effect.fail("the scripted handler failed")
@@ -525,21 +563,24 @@ export class World {
             return Effect.uninterruptible(Effect.sleep(StubbornSleepMs))
           }).pipe(Effect.as(Oracle.decisionFor(card.method, "accept")))
         case "wait":
-          return inst?.handlerGate ? Effect.flatMap(Deferred.await(inst.handlerGate), (o) => decided(card.method, o)) : Effect.succeed(undefined)
+          return inst?.handlerGate
+            ? Effect.flatMap(Deferred.await(inst.handlerGate), (o) => decided(card.method, o))
+            : Effect.succeed(undefined)
         case "none":
           return Effect.succeed(undefined)
         default:
           return decided(card.method, script)
       }
     }
-    const handler = setup.handler === "scripted" ? (scripted as unknown as Approvals.ApprovalsConfig["handler"]) : undefined
+    const handler =
+      setup.handler === "scripted" ? (scripted as unknown as Approvals.ApprovalsConfig["handler"]) : undefined
     const rules = setup.rules
       ? Policy.decodeRules({
-        rules: [
-          { id: "git-status", effect: "allow", match: { command: { argvPrefix: ["git", "status"] } } },
-          { id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }
-        ]
-      })
+          rules: [
+            { id: "git-status", effect: "allow", match: { command: { argvPrefix: ["git", "status"] } } },
+            { id: "no-rm", effect: "deny", match: { command: { argvPrefix: ["rm"] } } }
+          ]
+        })
       : undefined
     const config: Supervisor.SupervisorConfig = {
       concurrency: setup.concurrency,
@@ -551,7 +592,10 @@ export class World {
         : { maxAttempts: 0 },
       connection: { requestTimeout: Timing.requestTimeoutMs, overloadRetries: 2, overloadBackoff: "100 millis" },
       approvals: {
-        deadlines: { default: Timing.cardDeadlineMs, perMethod: { "mcpServer/elicitation/request": Timing.elicitationDeadlineMs } },
+        deadlines: {
+          default: Timing.cardDeadlineMs,
+          perMethod: { "mcpServer/elicitation/request": Timing.elicitationDeadlineMs }
+        },
         ...(handler ? { handler } : {}),
         ...(rules && rules._tag === "Right" ? { rules: rules.right } : {})
       }
@@ -636,12 +680,13 @@ export class World {
       this.notes.push("(stdout is closed: nothing sent)")
       return false
     }
-    const parts = split === null || bytes.length < 2
-      ? [bytes]
-      : (() => {
-        const at = 1 + Math.floor(split * (bytes.length - 2))
-        return [bytes.subarray(0, at), bytes.subarray(at)]
-      })()
+    const parts =
+      split === null || bytes.length < 2
+        ? [bytes]
+        : (() => {
+            const at = 1 + Math.floor(split * (bytes.length - 2))
+            return [bytes.subarray(0, at), bytes.subarray(at)]
+          })()
     for (const part of parts) {
       const exit = Effect.runSync(Effect.exit(this.memory.peer.sendRaw(part)))
       if (Exit.isFailure(exit)) {
@@ -668,8 +713,13 @@ export class World {
   }
 
   private serverOpenInstances(): Array<Instance> {
-    return this.instances.filter((i) =>
-      i.conn === this.conn.n && i.state !== "ignored" && i.answers.length === 0 && !i.withdrawn && this.latestById.get(i.id) === i
+    return this.instances.filter(
+      (i) =>
+        i.conn === this.conn.n &&
+        i.state !== "ignored" &&
+        i.answers.length === 0 &&
+        !i.withdrawn &&
+        this.latestById.get(i.id) === i
     )
   }
 
@@ -742,7 +792,9 @@ export class World {
     const n = this.items.length
     let resumeThread: string | undefined
     if (step.resume === "finished") {
-      const candidates = this.items.filter((i) => i.exit !== undefined && i.thread !== undefined && this.routeOwner(i.thread) === undefined)
+      const candidates = this.items.filter(
+        (i) => i.exit !== undefined && i.thread !== undefined && this.routeOwner(i.thread) === undefined
+      )
       resumeThread = candidates.length > 0 ? candidates[step.pick % candidates.length]!.thread : `thr_gone_${n}`
     } else if (step.resume === "unknown") {
       resumeThread = `thr_gone_${n}`
@@ -756,7 +808,9 @@ export class World {
       ...(resumeThread !== undefined ? { threadId: resumeThread } : {})
     }
     const handle = this.sim.run(this.supervisor.start(item).pipe(Scope.extend(this.itemsScope)), { tracked: true })
-    const watcher = this.sim.fork(Effect.exit(handle.await), { tracked: false }) as Fiber.RuntimeFiber<Exit.Exit<unknown, unknown>>
+    const watcher = this.sim.fork(Effect.exit(handle.await), { tracked: false }) as Fiber.RuntimeFiber<
+      Exit.Exit<unknown, unknown>
+    >
     this.items.push({
       n,
       handle,
@@ -780,11 +834,12 @@ export class World {
     if (this.items.length === 0) return void this.notes.push("(no item: no-op)")
     const item = this.items[step.item % this.items.length]!
     const kind = step._tag === "Steer" ? "steer" : step._tag === "Interrupt" ? "interrupt" : "stop"
-    const effect: Effect.Effect<unknown, unknown> = kind === "steer"
-      ? item.handle.steer("steer text")
-      : kind === "interrupt"
-      ? item.handle.interrupt
-      : item.handle.stop
+    const effect: Effect.Effect<unknown, unknown> =
+      kind === "steer"
+        ? item.handle.steer("steer text")
+        : kind === "interrupt"
+          ? item.handle.interrupt
+          : item.handle.stop
     if (kind === "stop") item.stopRequested = true
     const n = this.ops.length
     const fiber = this.sim.fork(effect, { tracked: false })
@@ -814,7 +869,10 @@ export class World {
       for (const f of extra) frames.push(f)
       for (let i = 0; i < step.packed - extra.length; i++) {
         const seq = this.nextSeq()
-        frames.push({ method: "thread/status/changed", params: { threadId, status: { type: "active", activeFlags: [] }, seq, note: Multibyte } })
+        frames.push({
+          method: "thread/status/changed",
+          params: { threadId, status: { type: "active", activeFlags: [] }, seq, note: Multibyte }
+        })
       }
       for (const f of frames.slice(1)) packedFor.push(this.keyOf(f))
     }
@@ -823,13 +881,14 @@ export class World {
     } else if (step.outcome === "overloaded") {
       frames.push({ id: request.id, error: { code: -32001, message: "Server overloaded; retry later." } })
     } else if (step.outcome === "unusable") {
-      const result = request.method === "thread/start"
-        ? { thread: {} }
-        : request.method === "thread/resume"
-        ? { thread: { id: "thr_someone_else" } }
-        : request.method === "turn/start"
-        ? { turn: {} }
-        : { unexpected: true }
+      const result =
+        request.method === "thread/start"
+          ? { thread: {} }
+          : request.method === "thread/resume"
+            ? { thread: { id: "thr_someone_else" } }
+            : request.method === "turn/start"
+              ? { turn: {} }
+              : { unexpected: true }
       frames.push({ id: request.id, result })
     } else {
       switch (request.method) {
@@ -837,7 +896,8 @@ export class World {
           const id = `thr_${++this.threadCounter}`
           this.threads.push(id)
           frames.push({ id: request.id, result: { thread: { id, preview: "", ephemeral: false }, note: Multibyte } })
-          if (step.packed > 0) packed(id, [{ method: "thread/started", params: { thread: { id }, seq: this.nextSeq() } }])
+          if (step.packed > 0)
+            packed(id, [{ method: "thread/started", params: { thread: { id }, seq: this.nextSeq() } }])
           packedOwner = request.ownerItem !== undefined ? this.items[request.ownerItem] : undefined
           break
         }
@@ -855,7 +915,8 @@ export class World {
           this.currentTurn.set(threadId, turnId)
           const turn = { id: turnId, status: "inProgress", items: [], error: null }
           frames.push({ id: request.id, result: { turn, note: Multibyte } })
-          if (step.packed > 0) packed(threadId, [{ method: "turn/started", params: { threadId, turn, seq: this.nextSeq() } }])
+          if (step.packed > 0)
+            packed(threadId, [{ method: "turn/started", params: { threadId, turn, seq: this.nextSeq() } }])
           packedOwner = this.routeOwner(threadId)
           break
         }
@@ -871,10 +932,19 @@ export class World {
           const threadId = String(p.threadId)
           const turnId = String(p.turnId)
           const owner = this.routeOwner(threadId)
-          const completed: Frame = { method: "turn/completed", params: { threadId, turn: { id: turnId, status: "interrupted", items: [], error: null }, seq: this.nextSeq() } }
+          const completed: Frame = {
+            method: "turn/completed",
+            params: {
+              threadId,
+              turn: { id: turnId, status: "interrupted", items: [], error: null },
+              seq: this.nextSeq()
+            }
+          }
           frames.push(completed)
           if (this.currentTurn.get(threadId) === turnId) this.currentTurn.set(threadId, undefined)
-          const resolvedFrames = this.serverOpenInstances().filter((i) => i.threadId === threadId && i.turnId === turnId).map((i) => this.resolvedFrame(i))
+          const resolvedFrames = this.serverOpenInstances()
+            .filter((i) => i.threadId === threadId && i.turnId === turnId)
+            .map((i) => this.resolvedFrame(i))
           frames.push(...resolvedFrames)
           this.routeNotificationEffects(owner, [completed, ...resolvedFrames])
           break
@@ -896,7 +966,10 @@ export class World {
   }
 
   private resolvedFrame(inst: Instance): Frame {
-    return { method: "serverRequest/resolved", params: { threadId: inst.threadId ?? "thr_nobody", requestId: inst.id, seq: this.nextSeq() } }
+    return {
+      method: "serverRequest/resolved",
+      params: { threadId: inst.threadId ?? "thr_nobody", requestId: inst.id, seq: this.nextSeq() }
+    }
   }
 
   /** Model effects of notifications the driver is about to send: route bookkeeping, withdrawals, turn ends. */
@@ -909,7 +982,8 @@ export class World {
         const inst = this.latestById.get(params["requestId"] as RequestId)
         if (inst) {
           if (inst.answers.length === 0) inst.withdrawn = true
-          if (inst.state === "open" || inst.state === "mute") this.settle(inst, [Oracle.nothing("withdrawn")], "serverRequest/resolved")
+          if (inst.state === "open" || inst.state === "mute")
+            this.settle(inst, [Oracle.nothing("withdrawn")], "serverRequest/resolved")
         }
       }
       if (owner !== undefined) {
@@ -917,7 +991,11 @@ export class World {
         if (method === "turn/completed") {
           const turnId = record(params["turn"])?.["id"]
           for (const inst of this.instances) {
-            if ((inst.state === "open" || inst.state === "mute") && inst.threadId === owner.thread && (turnId === undefined || inst.turnId === turnId)) {
+            if (
+              (inst.state === "open" || inst.state === "mute") &&
+              inst.threadId === owner.thread &&
+              (turnId === undefined || inst.turnId === turnId)
+            ) {
               this.settle(inst, [Oracle.refusal(inst.method)], "turn ended")
             }
           }
@@ -928,7 +1006,15 @@ export class World {
 
   /** Frames sent now reach the read loop (not after a protocol fault or once the end was handled). */
   private isOpenForFrames(): boolean {
-    if (this.endHandled || this.stdoutGone || this.readerAborted || this.framingDead || this.conn.readerDead || this.conn.lost !== undefined) return false
+    if (
+      this.endHandled ||
+      this.stdoutGone ||
+      this.readerAborted ||
+      this.framingDead ||
+      this.conn.readerDead ||
+      this.conn.lost !== undefined
+    )
+      return false
     if (this.isOpen()) return true
     return this.endReason() !== "Protocol"
   }
@@ -948,19 +1034,37 @@ export class World {
           frame = { method: "item/agentMessage/delta", params: { ...params, itemId: "msg_1", delta: Multibyte } }
           break
         case "item":
-          frame = { method: "item/completed", params: { ...params, item: { type: "agentMessage", id: `msg_${seq}`, text: Multibyte } } }
+          frame = {
+            method: "item/completed",
+            params: { ...params, item: { type: "agentMessage", id: `msg_${seq}`, text: Multibyte } }
+          }
           break
         case "command":
-          frame = { method: "item/started", params: { ...params, item: { type: "commandExecution", id: `cmd_${threadId}`, command: "make" } } }
+          frame = {
+            method: "item/started",
+            params: { ...params, item: { type: "commandExecution", id: `cmd_${threadId}`, command: "make" } }
+          }
           break
         case "commandDone":
-          frame = { method: "item/completed", params: { ...params, item: { type: "commandExecution", id: `cmd_${threadId}`, command: "make", status: "completed" } } }
+          frame = {
+            method: "item/completed",
+            params: {
+              ...params,
+              item: { type: "commandExecution", id: `cmd_${threadId}`, command: "make", status: "completed" }
+            }
+          }
           break
         case "status":
-          frame = { method: "thread/status/changed", params: { ...params, status: { type: "active", activeFlags: ["waitingOnApproval"] } } }
+          frame = {
+            method: "thread/status/changed",
+            params: { ...params, status: { type: "active", activeFlags: ["waitingOnApproval"] } }
+          }
           break
         case "usage":
-          frame = { method: "thread/tokenUsage/updated", params: { ...params, tokenUsage: { total: { totalTokens: seq } } } }
+          frame = {
+            method: "thread/tokenUsage/updated",
+            params: { ...params, tokenUsage: { total: { totalTokens: seq } } }
+          }
           break
         case "error":
           frame = { method: "error", params: { ...params, error: { message: "Reconnecting... 1/2" }, willRetry: true } }
@@ -980,9 +1084,18 @@ export class World {
     const turnId = step.otherTurn || current === undefined ? "turn_other" : current
     const status = step.status === "weird" ? "paused" : step.status
     const resolved = step.resolve
-      ? this.serverOpenInstances().filter((i) => i.threadId === threadId && i.turnId === turnId).map((i) => this.resolvedFrame(i))
+      ? this.serverOpenInstances()
+          .filter((i) => i.threadId === threadId && i.turnId === turnId)
+          .map((i) => this.resolvedFrame(i))
       : []
-    const completed: Frame = { method: "turn/completed", params: { threadId, turn: { id: turnId, status, items: [], error: status === "failed" ? { message: "boom" } : null }, seq: this.nextSeq() } }
+    const completed: Frame = {
+      method: "turn/completed",
+      params: {
+        threadId,
+        turn: { id: turnId, status, items: [], error: status === "failed" ? { message: "boom" } : null },
+        seq: this.nextSeq()
+      }
+    }
     // As measured: a normal end resolves pending requests first; an interrupt sends turn/completed first.
     const frames = status === "interrupted" ? [completed, ...resolved] : [...resolved, completed]
     if (this.stdoutGone) return void this.notes.push("(stdout is closed: nothing sent)")
@@ -991,14 +1104,24 @@ export class World {
     this.send(frames, null)
   }
 
-  private paramsFor(method: string, threadId: string | undefined, turnId: string, step: Extract<Step, { _tag: "ServerRequest" }>): unknown {
+  private paramsFor(
+    method: string,
+    threadId: string | undefined,
+    turnId: string,
+    step: Extract<Step, { _tag: "ServerRequest" }>
+  ): unknown {
     if (step.params === "malformed") return "not an object"
     const params = this.paramsOf(method, threadId, turnId, step)
     // Multi-byte text in every frame, so a cut can fall inside a character (unknown keys are ignored).
     return typeof params === "object" && params !== null ? { ...params, note: Multibyte } : params
   }
 
-  private paramsOf(method: string, threadId: string | undefined, turnId: string, step: Extract<Step, { _tag: "ServerRequest" }>): unknown {
+  private paramsOf(
+    method: string,
+    threadId: string | undefined,
+    turnId: string,
+    step: Extract<Step, { _tag: "ServerRequest" }>
+  ): unknown {
     const seq = this.nextSeq()
     const t = threadId !== undefined ? { threadId } : {}
     switch (method) {
@@ -1012,7 +1135,12 @@ export class World {
           command: step.command === "allowed" ? "git status" : step.command === "denied" ? "rm -rf /tmp/x" : "echo hi",
           cwd: "/tmp/ws",
           proposedExecpolicyAmendment: Oracle.Amendment,
-          availableDecisions: ["accept", "acceptForSession", { acceptWithExecpolicyAmendment: { execpolicy_amendment: Oracle.Amendment } }, "cancel"]
+          availableDecisions: [
+            "accept",
+            "acceptForSession",
+            { acceptWithExecpolicyAmendment: { execpolicy_amendment: Oracle.Amendment } },
+            "cancel"
+          ]
         }
       case "item/fileChange/requestApproval":
         return { ...t, turnId, itemId: `patch_${seq}`, startedAtMs: 0, reason: "outside the workspace" }
@@ -1023,28 +1151,39 @@ export class World {
           itemId: `perm_${seq}`,
           cwd: "/tmp/ws",
           reason: "needs to write",
-          permissions: { network: null, fileSystem: { read: null, write: [Oracle.AskedWrite], entries: [{ path: { type: "path", path: Oracle.AskedWrite }, access: "write" }] } }
+          permissions: {
+            network: null,
+            fileSystem: {
+              read: null,
+              write: [Oracle.AskedWrite],
+              entries: [{ path: { type: "path", path: Oracle.AskedWrite }, access: "write" }]
+            }
+          }
         }
       case "mcpServer/elicitation/request":
         return step.params === "unsafe"
           ? {
-            ...t,
-            turnId,
-            serverName: "probe",
-            mode: "form",
-            message: "Sign in",
-            requestedSchema: { type: "object", properties: { password: { type: "string", title: "Password" } }, required: ["password"] },
-            _meta: null
-          }
+              ...t,
+              turnId,
+              serverName: "probe",
+              mode: "form",
+              message: "Sign in",
+              requestedSchema: {
+                type: "object",
+                properties: { password: { type: "string", title: "Password" } },
+                required: ["password"]
+              },
+              _meta: null
+            }
           : {
-            ...t,
-            turnId,
-            serverName: "probe",
-            mode: "form",
-            message: "Allow the probe tool to run?",
-            requestedSchema: { type: "object", properties: {} },
-            _meta: { codex_approval_kind: "mcp_tool_call" }
-          }
+              ...t,
+              turnId,
+              serverName: "probe",
+              mode: "form",
+              message: "Allow the probe tool to run?",
+              requestedSchema: { type: "object", properties: {} },
+              _meta: { codex_approval_kind: "mcp_tool_call" }
+            }
       case "item/tool/requestUserInput":
         return {
           ...t,
@@ -1052,8 +1191,22 @@ export class World {
           itemId: `ask_${seq}`,
           questions: [
             step.params === "unsafe"
-              ? { id: "q1", header: "Login", question: "What is your GitHub password?", isOther: true, isSecret: false, options: null }
-              : { id: "q1", header: "Branch", question: "Which branch should I use?", isOther: false, isSecret: false, options: [{ label: "main", description: "the main branch" }] }
+              ? {
+                  id: "q1",
+                  header: "Login",
+                  question: "What is your GitHub password?",
+                  isOther: true,
+                  isSecret: false,
+                  options: null
+                }
+              : {
+                  id: "q1",
+                  header: "Branch",
+                  question: "Which branch should I use?",
+                  isOther: false,
+                  isSecret: false,
+                  options: [{ label: "main", description: "the main branch" }]
+                }
           ]
         }
       case "item/tool/call":
@@ -1073,13 +1226,14 @@ export class World {
 
   private serverRequest(step: Extract<Step, { _tag: "ServerRequest" }>): void {
     const method = Methods[step.method % Methods.length]!
-    const threadId = step.thread === "none"
-      ? undefined
-      : step.thread === "unknown"
-      ? "thr_nobody"
-      : step.thread === "stale"
-      ? this.staleThread(step.pick)
-      : this.threadPick(step.thread)
+    const threadId =
+      step.thread === "none"
+        ? undefined
+        : step.thread === "unknown"
+          ? "thr_nobody"
+          : step.thread === "stale"
+            ? this.staleThread(step.pick)
+            : this.threadPick(step.thread)
     const turnId = (threadId !== undefined ? this.currentTurn.get(threadId) : undefined) ?? "turn_none"
     let id: RequestId = this.nextServerId
     if (step.id === "reuseOpen") {
@@ -1097,10 +1251,20 @@ export class World {
     const previous = this.latestById.get(id)
     const delivered = this.isOpenForFrames()
     const connectionAlive = this.isOpen()
-    const routed = threadId !== undefined && Oracle.carriesThread(method) && step.params !== "malformed" && this.routeOwner(threadId) !== undefined
+    const routed =
+      threadId !== undefined &&
+      Oracle.carriesThread(method) &&
+      step.params !== "malformed" &&
+      this.routeOwner(threadId) !== undefined
     const known = Oracle.isKnownMethod(method)
-    const safe = step.params !== "unsafe" || !(method === "mcpServer/elicitation/request" || method === "item/tool/requestUserInput")
-    const ruled = this.schedule.setup.rules && method === "item/commandExecution/requestApproval" && step.command !== "plain" && step.params !== "malformed"
+    const safe =
+      step.params !== "unsafe" ||
+      !(method === "mcpServer/elicitation/request" || method === "item/tool/requestUserInput")
+    const ruled =
+      this.schedule.setup.rules &&
+      method === "item/commandExecution/requestApproval" &&
+      step.command !== "plain" &&
+      step.params !== "malformed"
     const racing = delivered && known && step.params !== "malformed" && routed && !ruled && safe
     const scripted = this.schedule.setup.handler === "scripted" && racing
     const script: HandlerScript = scripted ? step.handler : "none"
@@ -1116,7 +1280,8 @@ export class World {
       at: this.sim.clock.now,
       mark: this.wireLength(),
       script,
-      handlerGate: script === "wait" || script === "stubborn" ? Effect.runSync(Deferred.make<HandlerOutcome>()) : undefined,
+      handlerGate:
+        script === "wait" || script === "stubborn" ? Effect.runSync(Deferred.make<HandlerOutcome>()) : undefined,
       gateUsed: false,
       racing,
       deadlineAt: this.sim.clock.now + (racing ? deadline : 0),
@@ -1148,22 +1313,27 @@ export class World {
       this.notes.push(`${label} (duplicate of open instance #${previous.seq}: the connection must go down)`)
       this.readerAborted = true
       this.send([frame], step.split)
-      if (connectionAlive && this.isOpen()) this.fail(1, `request id ${JSON.stringify(id)} was sent again while open, and the connection stayed up`)
+      if (connectionAlive && this.isOpen())
+        this.fail(1, `request id ${JSON.stringify(id)} was sent again while open, and the connection stayed up`)
       return
     } else {
       if (!connectionAlive) inst.state = "mute"
       if (!known) this.settle(inst, [Oracle.refusal(method)], "unknown method")
       else if (step.params === "malformed") this.settle(inst, [Oracle.refusal(method)], "malformed params")
-      else if (!routed && (connectionAlive || !this.resumingUnseen(inst.threadId))) this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
+      else if (!routed && (connectionAlive || !this.resumingUnseen(inst.threadId)))
+        this.settle(inst, [Oracle.refusal(method)], "no thread of ours")
       else if (!routed) {
         // The end is decided (writes fail) and a live item was started to resume this thread: it
         // may have registered the route for a thread/resume whose frame never reached the wire, so
         // the engine may open the card (and settle it connection-lost) or refuse it at once; either
         // way nothing can be written. Mute.
         this.notes.push(`${label} (no route the model knows, on a connection whose end is decided: mute)`)
-      }
-      else if (ruled) {
-        this.settle(inst, [step.command === "allowed" ? Oracle.expectedFor(method, "accept") : Oracle.expectedFor(method, "decline")], `rule ${step.command === "allowed" ? "git-status (allow)" : "no-rm (deny)"}`)
+      } else if (ruled) {
+        this.settle(
+          inst,
+          [step.command === "allowed" ? Oracle.expectedFor(method, "accept") : Oracle.expectedFor(method, "decline")],
+          `rule ${step.command === "allowed" ? "git-status (allow)" : "no-rm (deny)"}`
+        )
       } else if (!safe) this.settle(inst, [Oracle.refusal(method)], "safety filter")
       else if (scripted && Oracle.expectedForScript(method, script) !== undefined) {
         this.settle(inst, [Oracle.expectedForScript(method, script)!], `handler ${script} at once`)
@@ -1189,16 +1359,28 @@ export class World {
     const cards = this.instances.filter((i) => i.cardId !== undefined)
     if (cards.length === 0) return void this.notes.push("(no card: no-op)")
     // In time: an open card if there is one; late: a settled one if there is one.
-    const list = cards.filter((i) => step.late ? i.state === "settled" : i.state === "open" || i.state === "mute")
+    const list = cards.filter((i) => (step.late ? i.state === "settled" : i.state === "open" || i.state === "mute"))
     if (list.length === 0) return void this.notes.push(`(no ${step.late ? "settled" : "open"} card: no-op)`)
     const inst = list[step.card % list.length]!
     this.stats.decisions++
     const stateBefore = inst.state
     const wireBefore = this.wireLength()
     const lateBefore = this.lateEvents
-    const result = this.sim.run(this.supervisor.inbox.answer(inst.cardId!, Oracle.decisionFor(inst.method, step.decision)))
-    this.notes.push(`card #${inst.seq} (${inst.cardId}): answer -> ${result._tag}${result._tag !== "UnknownCard" ? ` (${result.settlement.outcome})` : ""}`)
-    this.decisionEffects(inst, stateBefore, Oracle.expectedFor(inst.method, step.decision), `person ${step.decision}`, wireBefore, lateBefore, result._tag)
+    const result = this.sim.run(
+      this.supervisor.inbox.answer(inst.cardId!, Oracle.decisionFor(inst.method, step.decision))
+    )
+    this.notes.push(
+      `card #${inst.seq} (${inst.cardId}): answer -> ${result._tag}${result._tag !== "UnknownCard" ? ` (${result.settlement.outcome})` : ""}`
+    )
+    this.decisionEffects(
+      inst,
+      stateBefore,
+      Oracle.expectedFor(inst.method, step.decision),
+      `person ${step.decision}`,
+      wireBefore,
+      lateBefore,
+      result._tag
+    )
   }
 
   private handlerDecides(step: Extract<Step, { _tag: "HandlerDecides" }>): void {
@@ -1231,7 +1413,11 @@ export class World {
     resultTag: string | undefined
   ): void {
     if (stateBefore === "open") {
-      if (resultTag === "AlreadySettled") this.fail(8, `card #${inst.seq} was open (no deadline, withdrawal, scope close or decision yet) but the ${by} answer was reported late`)
+      if (resultTag === "AlreadySettled")
+        this.fail(
+          8,
+          `card #${inst.seq} was open (no deadline, withdrawal, scope close or decision yet) but the ${by} answer was reported late`
+        )
       this.settle(inst, [expected], by)
       return
     }
@@ -1242,10 +1428,19 @@ export class World {
     // Late: the card had settled. Dropped, reported, never written.
     this.stats.late++
     this.observe()
-    const written = this.wire().slice(wireBefore).filter((f) => f["id"] === inst.id && f["method"] === undefined)
-    if (written.length > 0) this.fail(8, `a late ${by} on card #${inst.seq} (settled by ${inst.settledBy}) was written: ${short(written[0]!)}`)
+    const written = this.wire()
+      .slice(wireBefore)
+      .filter((f) => f["id"] === inst.id && f["method"] === undefined)
+    if (written.length > 0)
+      this.fail(
+        8,
+        `a late ${by} on card #${inst.seq} (settled by ${inst.settledBy}) was written: ${short(written[0]!)}`
+      )
     if (resultTag !== undefined && resultTag !== "AlreadySettled") {
-      this.fail(8, `a late ${by} on card #${inst.seq} (settled by ${inst.settledBy}) returned ${resultTag}, not AlreadySettled`)
+      this.fail(
+        8,
+        `a late ${by} on card #${inst.seq} (settled by ${inst.settledBy}) returned ${resultTag}, not AlreadySettled`
+      )
     }
     if (lateBefore !== undefined && this.lateEvents === lateBefore) {
       this.fail(8, `a late ${by} on card #${inst.seq} (settled by ${inst.settledBy}) was not reported as LateDecision`)
@@ -1287,19 +1482,25 @@ export class World {
 
   private fault(step: Extract<Step, { _tag: "Fault" }>): void {
     const peer = this.memory.peer
-    if (["garbage", "oversized", "badUtf8", "nonObject", "truncated"].includes(step.fault) && !this.stdoutGone) this.framingDead = true
+    if (["garbage", "oversized", "badUtf8", "nonObject", "truncated"].includes(step.fault) && !this.stdoutGone)
+      this.framingDead = true
     switch (step.fault) {
       case "garbage":
         return void this.sendRaw(encoder.encode("this is not json at all\n"), null)
       case "oversized":
-        return void this.sendRaw(encoder.encode(JSON.stringify({ method: "warning", params: { message: "x".repeat(Timing.maxFrameBytes + 10) } }) + "\n"), null)
+        return void this.sendRaw(
+          encoder.encode(
+            JSON.stringify({ method: "warning", params: { message: "x".repeat(Timing.maxFrameBytes + 10) } }) + "\n"
+          ),
+          null
+        )
       case "badUtf8":
         return void this.sendRaw(new Uint8Array([0x7b, 0xff, 0xfe, 0x22, 0x61, 0x22, 0x7d, 0x0a]), null)
       case "nonObject":
         return void this.sendRaw(encoder.encode("[1,2,3]\n"), null)
       case "truncated": {
         if (this.stdoutGone) return
-        this.sendRaw(encoder.encode("{\"id\": 7, \"method\": \"item/commandExecution/requestAppro"), null)
+        this.sendRaw(encoder.encode('{"id": 7, "method": "item/commandExecution/requestAppro'), null)
         this.sim.run(peer.closeStdout)
         this.stdoutGone = true
         return
@@ -1363,17 +1564,22 @@ export class World {
             this.conn.readerDead = true
           })
         }
-        const onEnd = name === "warden.card"
-          ? (span: SimSpan) => {
-            const timedOut = span.attributes.get("warden.outcome") === "timeout"
-            if (this.armed.spanEnd || (this.armed.deadlineSpanEnd && timedOut)) {
-              const which = this.armed.spanEnd ? "card span ended" : "card span ended by the deadline timer"
-              if (this.armed.spanEnd) this.armed.spanEnd = false
-              else this.armed.deadlineSpanEnd = false
-              this.inject(which, `the tracer threw ending a card's span (${String(span.attributes.get("warden.outcome"))})`, () => {})
-            }
-          }
-          : undefined
+        const onEnd =
+          name === "warden.card"
+            ? (span: SimSpan) => {
+                const timedOut = span.attributes.get("warden.outcome") === "timeout"
+                if (this.armed.spanEnd || (this.armed.deadlineSpanEnd && timedOut)) {
+                  const which = this.armed.spanEnd ? "card span ended" : "card span ended by the deadline timer"
+                  if (this.armed.spanEnd) this.armed.spanEnd = false
+                  else this.armed.deadlineSpanEnd = false
+                  this.inject(
+                    which,
+                    `the tracer threw ending a card's span (${String(span.attributes.get("warden.outcome"))})`,
+                    () => {}
+                  )
+                }
+              }
+            : undefined
         return new SimSpan(name, String(++ids), parent, context, links, startTime, kind, onEnd)
       },
       context: (f) => f()
@@ -1416,11 +1622,13 @@ export class World {
     const previous = this.conn
     const next = this.newConns.shift()!
     if (previous !== undefined) {
-      if (!previous.endHandled) this.fail(4, `connection #${next.n} was made while connection #${previous.n}'s end was not handled`)
+      if (!previous.endHandled)
+        this.fail(4, `connection #${next.n} was made while connection #${previous.n}'s end was not handled`)
       if (!previous.endChecked) this.checkAll()
       this.checkNoWriteAfterEnd()
       for (const inst of this.instances) {
-        if (inst.conn === previous.n && (inst.state === "open" || inst.state === "mute")) this.fail(4, `model: instance #${inst.seq} still open after its connection ended`)
+        if (inst.conn === previous.n && (inst.state === "open" || inst.state === "mute"))
+          this.fail(4, `model: instance #${inst.seq} still open after its connection ended`)
       }
       this.stats.reconnects++
     }
@@ -1437,7 +1645,8 @@ export class World {
     if (conn === undefined || conn.initAnswered) return false
     const init = conn.frames()[0]
     if (init === undefined) return false
-    if (init["method"] !== "initialize") throw new Error(`connection #${conn.n} did not start with initialize: ${short(init)}`)
+    if (init["method"] !== "initialize")
+      throw new Error(`connection #${conn.n} did not start with initialize: ${short(init)}`)
     conn.initAnswered = true
     conn.scanned = Math.max(conn.scanned, 1)
     if (this.stdoutGone) return false
@@ -1470,7 +1679,8 @@ export class World {
         }
       }
       this.stats.answers++
-      if (!owner) this.fail(1, `the client answered id ${JSON.stringify(id)}, which no server request carried: ${short(frame)}`)
+      if (!owner)
+        this.fail(1, `the client answered id ${JSON.stringify(id)}, which no server request carried: ${short(frame)}`)
       owner.answers.push({ frame, index })
       if (Oracle.isAcceptance(owner.method, frame)) this.stats.acceptances++
     }
@@ -1493,7 +1703,8 @@ export class World {
     if (method === "thread/start" || method === "thread/resume") ownerItem = fromCwd
     else if (method === "turn/start") ownerItem = this.routeOwner(params?.threadId)?.n
     // An ending item lets go of its thread (its route is already gone): the item waits on it.
-    else if (method === "thread/unsubscribe") ownerItem = this.items.find((i) => i.exit === undefined && i.thread === params?.threadId)?.n
+    else if (method === "thread/unsubscribe")
+      ownerItem = this.items.find((i) => i.exit === undefined && i.thread === params?.threadId)?.n
     if (method === "thread/resume" && ownerItem !== undefined) {
       const item = this.items[ownerItem]
       if (item && item.exit === undefined) {
@@ -1508,7 +1719,12 @@ export class World {
       const item = this.items[ownerItem]!
       item.routeDropped = true
       for (const inst of this.instances) {
-        if ((inst.state === "open" || inst.state === "mute") && inst.racing && inst.threadId !== undefined && inst.threadId === item.thread) {
+        if (
+          (inst.state === "open" || inst.state === "mute") &&
+          inst.racing &&
+          inst.threadId !== undefined &&
+          inst.threadId === item.thread
+        ) {
           this.settle(inst, [Oracle.refusal(inst.method)], `item #${item.n}'s thread scope closed`)
         }
       }
@@ -1518,7 +1734,8 @@ export class World {
     let ownerOp: number | undefined
     if (method === "turn/steer") {
       // The op started in this step, else the one retrying after an overloaded answer.
-      const mine = (op: Op) => op.kind === "steer" && this.items[op.item]?.thread === params?.threadId && op.fiber.unsafePoll() === null
+      const mine = (op: Op) =>
+        op.kind === "steer" && this.items[op.item]?.thread === params?.threadId && op.fiber.unsafePoll() === null
       const requestsOf = (op: Op) => this.clientRequests.filter((r) => r.ownerOp === op.n)
       const fresh = this.ops.find((op) => mine(op) && op.step === this.stepNo && requestsOf(op).length === 0)
       const retrying = this.ops.find((op) => mine(op) && requestsOf(op).at(-1)?.overloaded === true)
@@ -1532,7 +1749,10 @@ export class World {
       method,
       params,
       at: this.sim.clock.now,
-      timeoutMs: method === "turn/interrupt" || method === "thread/unsubscribe" ? Timing.interruptTimeoutMs : Timing.requestTimeoutMs,
+      timeoutMs:
+        method === "turn/interrupt" || method === "thread/unsubscribe"
+          ? Timing.interruptTimeoutMs
+          : Timing.requestTimeoutMs,
       answered: false,
       answeredAt: 0,
       overloaded: false,
@@ -1584,14 +1804,19 @@ export class World {
     for (const event of approvals) {
       switch (event._tag) {
         case "CardOpened": {
-          const inst = [...this.instances].reverse().find((i) => i.id === event.card.requestId && i.cardId === undefined && i.state !== "ignored")
+          const inst = [...this.instances]
+            .reverse()
+            .find((i) => i.id === event.card.requestId && i.cardId === undefined && i.state !== "ignored")
           if (inst) inst.cardId = event.card.id
           break
         }
         case "CardSettled": {
           const inst = this.instances.find((i) => i.cardId === event.settlement.card.id)
-          if (inst) inst.engineOutcome = `${event.settlement.outcome} by ${event.settlement.source._tag}${event.settlement.written ? ", written" : ""}`
-          this.notes.push(`card #${inst?.seq ?? "?"} settled: ${event.settlement.outcome} (${event.settlement.source._tag}${event.settlement.written ? ", written" : ", not written"})`)
+          if (inst)
+            inst.engineOutcome = `${event.settlement.outcome} by ${event.settlement.source._tag}${event.settlement.written ? ", written" : ""}`
+          this.notes.push(
+            `card #${inst?.seq ?? "?"} settled: ${event.settlement.outcome} (${event.settlement.source._tag}${event.settlement.written ? ", written" : ", not written"})`
+          )
           if (event.settlement.outcome === "timeout") this.stats.timeouts++
           break
         }
@@ -1614,7 +1839,12 @@ export class World {
       this.notes.push(`item #${item.n} ended: ${Exit.isSuccess(exit) ? "success" : this.describeCause(exit.cause)}`)
       // Its thread scope closed: the thread's cards still open are refused (if the line is alive).
       for (const inst of this.instances) {
-        if ((inst.state === "open" || inst.state === "mute") && inst.racing && inst.threadId !== undefined && inst.threadId === item.thread) {
+        if (
+          (inst.state === "open" || inst.state === "mute") &&
+          inst.racing &&
+          inst.threadId !== undefined &&
+          inst.threadId === item.thread
+        ) {
           this.settle(inst, [Oracle.refusal(inst.method)], `item #${item.n} ended (thread stopped)`)
         }
       }
@@ -1647,7 +1877,11 @@ export class World {
           inst.mutedByEndTick = this.tick
         }
         // What was decided in this very step may have lost the race against the end.
-        if (inst.state === "settled" && inst.settledTick === this.tick && !inst.allowed.some((o) => o._tag === "Nothing")) {
+        if (
+          inst.state === "settled" &&
+          inst.settledTick === this.tick &&
+          !inst.allowed.some((o) => o._tag === "Nothing")
+        ) {
           inst.allowed = [...inst.allowed, Oracle.nothing("the connection ended in the same step")]
         }
       }
@@ -1660,7 +1894,11 @@ export class World {
           // very instant of the deadline): the engine's clock may have fired the deadline first,
           // on a line still open. Either is right; a write after the end is invariant 3's to catch.
           inst.state = "open"
-          this.settle(inst, [Oracle.refusal(inst.method), Oracle.nothing("the connection ended in the same step")], "deadline")
+          this.settle(
+            inst,
+            [Oracle.refusal(inst.method), Oracle.nothing("the connection ended in the same step")],
+            "deadline"
+          )
         } else {
           this.settle(inst, [Oracle.refusal(inst.method)], "deadline")
         }
@@ -1669,7 +1907,8 @@ export class World {
     if (!conn.endHandled && conn.inner.endedNow() !== undefined) {
       conn.endHandled = true
       for (const inst of this.instances) {
-        if (inst.conn === conn.n && (inst.state === "open" || inst.state === "mute")) this.settle(inst, [Oracle.nothing("connection lost")], "connection lost")
+        if (inst.conn === conn.n && (inst.state === "open" || inst.state === "mute"))
+          this.settle(inst, [Oracle.nothing("connection lost")], "connection lost")
       }
     }
   }
@@ -1704,7 +1943,8 @@ export class World {
         const exit = item.exit
         if (Exit.isSuccess(exit)) {
           const result = exit.value as { readonly status?: string; readonly turns?: ReadonlyArray<unknown> }
-          if (result.status !== "completed") this.fail(9, `the new work item #${item.n} ended, but its turn is ${String(result.status)}, not completed`)
+          if (result.status !== "completed")
+            this.fail(9, `the new work item #${item.n} ended, but its turn is ${String(result.status)}, not completed`)
           this.stats.served++
           const connOf = Math.max(...item.conns)
           if (connOf > 1) this.stats.servedAfterRestart++
@@ -1717,31 +1957,60 @@ export class World {
           await startProbe()
           continue
         }
-        this.fail(9, `the new work item #${item.n} was not served: ${this.describeCause(exit.cause)}${
-          Option.isSome(failure) ? ` (${String((failure.value as { message?: string }).message ?? "").split("\n")[0]})` : ""
-        }`)
+        this.fail(
+          9,
+          `the new work item #${item.n} was not served: ${this.describeCause(exit.cause)}${
+            Option.isSome(failure)
+              ? ` (${String((failure.value as { message?: string }).message ?? "").split("\n")[0]})`
+              : ""
+          }`
+        )
       }
-      if (this.sim.clock.now > bound) this.fail(9, `the new work item #${item.n} was not served within ${Timing.serveBoundMs} ms (${this.waitingSummary()})`)
+      if (this.sim.clock.now > bound)
+        this.fail(
+          9,
+          `the new work item #${item.n} was not served within ${Timing.serveBoundMs} ms (${this.waitingSummary()})`
+        )
       const canSend = this.conn.initAnswered && this.isOpenForFrames()
       const pending = this.clientRequests.filter((r) => !r.answered && r.conn === this.conn.n)
       // A turn to complete: one whose thread still has a route. A stopped item's thread loses its
       // route while its stop is still under way (an unsubscribe waiting to be retried, say); a
       // turn/completed for it would reach nobody, and time must run instead.
       const live = this.threads.filter((t) => this.routeOwner(t) !== undefined)
-      const running = this.items.find((i) =>
-        i.exit === undefined && i.turnActive && i.thread !== undefined && this.currentTurn.get(i.thread) !== undefined && live.includes(i.thread)
+      const running = this.items.find(
+        (i) =>
+          i.exit === undefined &&
+          i.turnActive &&
+          i.thread !== undefined &&
+          this.currentTurn.get(i.thread) !== undefined &&
+          live.includes(i.thread)
       )
       if (canSend && pending.length > 0) {
         await this.runStep({ _tag: "Reply", request: 0, outcome: "ok", packed: 0, split: null }, "(invariant 9) ")
       } else if (canSend && running !== undefined) {
-        await this.runStep({ _tag: "CompleteTurn", thread: live.indexOf(running.thread!), status: "completed", resolve: true, otherTurn: false }, "(invariant 9) ")
+        await this.runStep(
+          {
+            _tag: "CompleteTurn",
+            thread: live.indexOf(running.thread!),
+            status: "completed",
+            resolve: true,
+            otherTurn: false
+          },
+          "(invariant 9) "
+        )
       } else if (this.sim.clock.nextTimer() !== undefined) {
         await this.runStep({ _tag: "Advance", nth: 0, offset: 0, by: null }, "(invariant 9) ")
       } else {
-        this.fail(9, `the new work item #${item.n} is not served, and nothing is left to answer or wait for (${this.waitingSummary()})`)
+        this.fail(
+          9,
+          `the new work item #${item.n} is not served, and nothing is left to answer or wait for (${this.waitingSummary()})`
+        )
       }
     }
-    this.fail(9, `the new work item #${probe!.n} was not served after 400 moves of a cooperating server (${this.waitingSummary()})`)
+    this.fail(
+      9,
+      `the new work item #${probe!.n} was not served after 400 moves of a cooperating server (${this.waitingSummary()})`
+    )
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1755,8 +2024,12 @@ export class World {
       // Time runs until the stop is done, and until every stubborn handler asleep in an
       // uninterruptible region has woken (it must then end: its card is long settled).
       const busy = () =>
-        this.stopFiber!.unsafePoll() === null || this.endRecheckAt !== undefined || this.ops.some((op) => op.fiber.unsafePoll() === null) ||
-        this.instances.some((i) => i.script === "stubbornSleep" && i.stubbornFiber !== undefined && i.stubbornFiber.unsafePoll() === null)
+        this.stopFiber!.unsafePoll() === null ||
+        this.endRecheckAt !== undefined ||
+        this.ops.some((op) => op.fiber.unsafePoll() === null) ||
+        this.instances.some(
+          (i) => i.script === "stubbornSleep" && i.stubbornFiber !== undefined && i.stubbornFiber.unsafePoll() === null
+        )
       while (busy()) {
         const next = this.sim.clock.nextTimer()
         if (next === undefined || next > bound) break
@@ -1773,7 +2046,9 @@ export class World {
       }
       if (gates.length > 0) {
         this.sim.drain()
-        this.notes.push(`(the supervisor ${this.stopFinished ? "stopped" : "did not stop"}; ${gates.length} stubborn handler gate(s) opened now)`)
+        this.notes.push(
+          `(the supervisor ${this.stopFinished ? "stopped" : "did not stop"}; ${gates.length} stubborn handler gate(s) opened now)`
+        )
         this.observe()
       }
     })
@@ -1781,24 +2056,37 @@ export class World {
 
   private finalChecks(): void {
     if (!this.stopFinished) {
-      this.fail(4, `the supervisor stop did not finish (${this.sim.clock.timerCount()} timers left, ${this.sim.tracker.alive.size} fibers alive); ${this.waitingSummary()}`)
+      this.fail(
+        4,
+        `the supervisor stop did not finish (${this.sim.clock.timerCount()} timers left, ${this.sim.tracker.alive.size} fibers alive); ${this.waitingSummary()}`
+      )
     }
     if (!this.endHandled) this.fail(4, "the supervisor stopped but the connection's end was never handled")
     const open = Effect.runSync(this.supervisor.inbox.open)
-    if (open.length > 0) this.fail(4, `cards still open after the supervisor stopped: ${open.map((c) => `${c.method} id ${JSON.stringify(c.requestId)}`).join(", ")}`)
+    if (open.length > 0)
+      this.fail(
+        4,
+        `cards still open after the supervisor stopped: ${open.map((c) => `${c.method} id ${JSON.stringify(c.requestId)}`).join(", ")}`
+      )
     this.checkEnd("after the supervisor stopped")
     if (this.sim.tracker.alive.size > 0) {
-      this.fail(6, `${this.sim.tracker.alive.size} fiber(s) outlived the supervisor's scope (a Deferred or wait nobody settles)`)
+      this.fail(
+        6,
+        `${this.sim.tracker.alive.size} fiber(s) outlived the supervisor's scope (a Deferred or wait nobody settles)`
+      )
     }
     for (const inst of this.instances) {
-      if (inst.state === "open" || inst.state === "mute") this.fail(4, `model: instance #${inst.seq} still open after the end`)
+      if (inst.state === "open" || inst.state === "mute")
+        this.fail(4, `model: instance #${inst.seq} still open after the end`)
     }
   }
 
   private waitingSummary(): string {
     const items = this.items.filter((i) => i.exit === undefined).map((i) => `item #${i.n}`)
     const ops = this.ops.filter((o) => o.fiber.unsafePoll() === null).map((o) => `op #${o.n} (${o.kind})`)
-    const requests = this.clientRequests.filter((r) => !r.answered).map((r) => `${r.method} (id ${r.id}, sent at ${r.at} ms)`)
+    const requests = this.clientRequests
+      .filter((r) => !r.answered)
+      .map((r) => `${r.method} (id ${r.id}, sent at ${r.at} ms)`)
     return `still waiting: ${[...items, ...ops].join(", ") || "nothing we started"}; unanswered client requests: ${requests.join(", ") || "none"}`
   }
 
@@ -1820,7 +2108,9 @@ export class World {
       const lagging = this.inBackoff()
       if (lagging !== undefined) {
         this.endRecheckAt = lagging
-        this.notes.push(`(tolerated: a client request is in its overload back-off until ${lagging} ms; the end is checked again then)`)
+        this.notes.push(
+          `(tolerated: a client request is in its overload back-off until ${lagging} ms; the end is checked again then)`
+        )
       } else this.checkEndNow("when the connection's end was handled")
     }
     if (this.endRecheckAt !== undefined && this.sim.clock.now >= this.endRecheckAt) {
@@ -1849,7 +2139,9 @@ export class World {
         this.fail(
           0,
           `a defect on the read loop (${injection.message}) did not end connection #${conn.n} at once: ${
-            conn.inner.isOpen() ? "it is still open" : `it decided its end (${this.endReason()}), but its end path has not run`
+            conn.inner.isOpen()
+              ? "it is still open"
+              : `it decided its end (${this.endReason()}), but its end path has not run`
           }`
         )
       }
@@ -1857,8 +2149,14 @@ export class World {
     for (const conn of this.conns) {
       const reason = conn.lost?.reason
       if (reason?._tag !== "InternalDefect") continue
-      const injected = this.injections.some((i) => i.conn === conn.n && i.kind === "card span created" && reason.detail.includes(i.message.split(" (")[0]!))
-      if (!injected) this.fail(0, `connection #${conn.n} ended because Warden failed while serving it, and no defect was injected on its read loop: ${reason.detail}`)
+      const injected = this.injections.some(
+        (i) => i.conn === conn.n && i.kind === "card span created" && reason.detail.includes(i.message.split(" (")[0]!)
+      )
+      if (!injected)
+        this.fail(
+          0,
+          `connection #${conn.n} ended because Warden failed while serving it, and no defect was injected on its read loop: ${reason.detail}`
+        )
     }
   }
 
@@ -1869,20 +2167,33 @@ export class World {
       const alive = this.connAlive(inst.conn)
       const what = `request #${inst.seq} (${inst.method}, id ${JSON.stringify(inst.id)})`
       if (inst.answers.length > 1) {
-        this.fail(1, `${what} got ${inst.answers.length} answers: ${inst.answers.map((a) => short(a.frame)).join(" | ")}`)
+        this.fail(
+          1,
+          `${what} got ${inst.answers.length} answers: ${inst.answers.map((a) => short(a.frame)).join(" | ")}`
+        )
       }
       const a = inst.answers[0]
       if (a) {
-        if (!Oracle.inVocabulary(inst.method, a.frame)) this.fail(2, `${what} was answered outside its vocabulary: ${short(a.frame)}`)
+        if (!Oracle.inVocabulary(inst.method, a.frame))
+          this.fail(2, `${what} was answered outside its vocabulary: ${short(a.frame)}`)
         if (inst.state === "open" || inst.state === "mute") {
           const accepting = Oracle.isAcceptance(inst.method, a.frame)
-          this.fail(accepting ? 2 : 1, `${what} was answered while nothing had decided it (no decision, deadline, withdrawal or scope close): ${short(a.frame)}`)
+          this.fail(
+            accepting ? 2 : 1,
+            `${what} was answered while nothing had decided it (no decision, deadline, withdrawal or scope close): ${short(a.frame)}`
+          )
         }
         const match = inst.allowed.find((o) => Oracle.matchesOutcome(o, a.frame))
         if (!match) {
           const accepting = Oracle.isAcceptance(inst.method, a.frame)
           const expectedAccept = inst.allowed.some((o) => o._tag === "Answer" && o.accepting)
-          const invariant: InvariantId = accepting ? 2 : expectedAccept ? 8 : inst.allowed.every((o) => o._tag === "Nothing") ? 1 : 2
+          const invariant: InvariantId = accepting
+            ? 2
+            : expectedAccept
+              ? 8
+              : inst.allowed.every((o) => o._tag === "Nothing")
+                ? 1
+                : 2
           this.fail(
             invariant,
             `${what}, settled by ${inst.settledBy}, was answered ${short(a.frame)}; allowed: ${inst.allowed.map((o) => o.label).join(" or ")}` +
@@ -1890,11 +2201,25 @@ export class World {
           )
         }
       } else if (inst.state === "settled" && !inst.allowed.some((o) => o._tag === "Nothing")) {
-        this.fail(1, `${what}, settled by ${inst.settledBy}, got no answer; expected ${inst.allowed.map((o) => o.label).join(" or ")}` + (inst.engineOutcome ? ` (engine: ${inst.engineOutcome})` : ""))
+        this.fail(
+          1,
+          `${what}, settled by ${inst.settledBy}, got no answer; expected ${inst.allowed.map((o) => o.label).join(" or ")}` +
+            (inst.engineOutcome ? ` (engine: ${inst.engineOutcome})` : "")
+        )
       }
       // Silence is not a refusal: alive past the deadline means answered (unless the server withdrew it).
-      if (inst.state !== "ignored" && alive && inst.deadlineAt <= now && !inst.withdrawn && inst.answers.length === 0 && (inst.state === "open" || !inst.allowed.every((o) => o._tag === "Nothing"))) {
-        this.fail(1, `${what} is unanswered ${now - inst.at} ms after it arrived (deadline ${inst.deadlineAt - inst.at} ms) on a live connection`)
+      if (
+        inst.state !== "ignored" &&
+        alive &&
+        inst.deadlineAt <= now &&
+        !inst.withdrawn &&
+        inst.answers.length === 0 &&
+        (inst.state === "open" || !inst.allowed.every((o) => o._tag === "Nothing"))
+      ) {
+        this.fail(
+          1,
+          `${what} is unanswered ${now - inst.at} ms after it arrived (deadline ${inst.deadlineAt - inst.at} ms) on a live connection`
+        )
       }
     }
   }
@@ -1903,11 +2228,17 @@ export class World {
   private checkNoWriteAfterEnd(): void {
     const conn = this.conn
     if (conn.acceptedAfterEnd.length > 0) {
-      this.fail(3, `a frame was accepted for writing after the connection's end was decided: ${conn.acceptedAfterEnd[0]}`)
+      this.fail(
+        3,
+        `a frame was accepted for writing after the connection's end was decided: ${conn.acceptedAfterEnd[0]}`
+      )
     }
     // The peer never receives more than what was accepted before the end (the writer may still flush those).
     if (conn.acceptedAtEnd !== undefined && this.wireLength() > conn.acceptedAtEnd) {
-      this.fail(3, `the peer received ${this.wireLength()} frames, but only ${conn.acceptedAtEnd} were accepted before the end`)
+      this.fail(
+        3,
+        `the peer received ${this.wireLength()} frames, but only ${conn.acceptedAtEnd} were accepted before the end`
+      )
     }
   }
 
@@ -1942,7 +2273,10 @@ export class World {
       const left = this.sim.tracker.aliveOf(conn.n).filter((f) => !stubborn.has(f))
       if (left.length > 0) this.fail(4, `${when}: ${left.length} fiber(s) of connection #${conn.n} still running`)
     } else if (this.sim.tracker.alive.size > 0 && this.stopFiber === undefined) {
-      this.fail(4, `${when}: ${this.sim.tracker.alive.size} fiber(s) still running (the slot gave up, nothing restarts)`)
+      this.fail(
+        4,
+        `${when}: ${this.sim.tracker.alive.size} fiber(s) still running (the slot gave up, nothing restarts)`
+      )
     }
   }
 
@@ -1958,18 +2292,22 @@ export class World {
    */
   private checkEnd(when: string, conn?: number): void {
     const open = Effect.runSync(this.supervisor.inbox.open)
-    if (open.length > 0) this.fail(4, `${when}: ${open.length} card(s) still open (${open.map((c) => c.method).join(", ")})`)
+    if (open.length > 0)
+      this.fail(4, `${when}: ${open.length} card(s) still open (${open.map((c) => c.method).join(", ")})`)
     for (const item of this.items) {
       if (conn !== undefined && !item.conns.has(conn)) continue
-      if (item.exit === undefined) this.fail(4, `${when}: work item #${item.n} has not ended (${this.waitingSummary()})`)
+      if (item.exit === undefined)
+        this.fail(4, `${when}: work item #${item.n} has not ended (${this.waitingSummary()})`)
       const exit = item.exit
       if (Exit.isFailure(exit)) {
         const failure = Cause.failureOption(exit.cause)
         if (Option.isSome(failure)) {
           const tag = (failure.value as { _tag?: string })._tag
-          if (tag !== "WorkItemFailed") this.fail(4, `${when}: work item #${item.n} failed with an untyped cause: ${String(failure.value)}`)
+          if (tag !== "WorkItemFailed")
+            this.fail(4, `${when}: work item #${item.n} failed with an untyped cause: ${String(failure.value)}`)
         } else if (Cause.isInterruptedOnly(exit.cause)) {
-          if (!item.stopRequested) this.fail(4, `${when}: work item #${item.n} was interrupted though nobody stopped it`)
+          if (!item.stopRequested)
+            this.fail(4, `${when}: work item #${item.n} was interrupted though nobody stopped it`)
         } else {
           this.fail(4, `${when}: work item #${item.n} died: ${Cause.pretty(exit.cause).split("\n")[0]}`)
         }
@@ -1977,7 +2315,8 @@ export class World {
     }
     for (const op of this.ops) {
       if (conn !== undefined && !this.items[op.item]!.conns.has(conn)) continue
-      if (op.kind !== "stop" && op.fiber.unsafePoll() === null) this.fail(4, `${when}: client ${op.kind} (op #${op.n}) is still waiting for an answer`)
+      if (op.kind !== "stop" && op.fiber.unsafePoll() === null)
+        this.fail(4, `${when}: client ${op.kind} (op #${op.n}) is still waiting for an answer`)
     }
   }
 
@@ -1987,10 +2326,15 @@ export class World {
       const { sent, emitted } = item
       for (let i = 0; i < emitted.length; i++) {
         if (emitted[i] !== sent[i]) {
-          this.fail(7, `item #${item.n}: event ${i} is ${emitted[i]}, but the server sent ${sent[i] ?? "nothing more"} there (sent: ${sent.join(", ")}; delivered: ${emitted.join(", ")})`)
+          this.fail(
+            7,
+            `item #${item.n}: event ${i} is ${emitted[i]}, but the server sent ${sent[i] ?? "nothing more"} there (sent: ${sent.join(", ")}; delivered: ${emitted.join(", ")})`
+          )
         }
       }
-      const others = this.instances.filter((i) => (i.state === "open" || i.state === "mute") && i.threadId !== item.thread)
+      const others = this.instances.filter(
+        (i) => (i.state === "open" || i.state === "mute") && i.threadId !== item.thread
+      )
       if (emitted.length > item.seenEmitted) {
         this.stats.delivered += emitted.length - item.seenEmitted
         if (others.length > 0) this.stats.deliveredPastOpenCards += emitted.length - item.seenEmitted
@@ -2013,9 +2357,15 @@ export class World {
       if (r.answered || r.at + r.timeoutMs > now) continue
       const late = `${r.method} (client id ${r.id}, sent at ${r.at} ms, deadline ${r.timeoutMs} ms, now ${now} ms)`
       // A later turn/interrupt of the same turn supersedes it (its waiter was interrupted and asked again).
-      const superseded = r.method === "turn/interrupt" && this.clientRequests.some((o) =>
-        o.order > r.order && o.method === "turn/interrupt" && o.params?.threadId === r.params?.threadId && o.params?.turnId === r.params?.turnId
-      )
+      const superseded =
+        r.method === "turn/interrupt" &&
+        this.clientRequests.some(
+          (o) =>
+            o.order > r.order &&
+            o.method === "turn/interrupt" &&
+            o.params?.threadId === r.params?.threadId &&
+            o.params?.turnId === r.params?.turnId
+        )
       if (r.method === "turn/interrupt" && !superseded && this.connAlive(r.conn)) {
         this.fail(6, `${late} got no answer, and the connection was not recycled`)
       }
@@ -2023,11 +2373,13 @@ export class World {
         const item = this.items[r.ownerItem]
         // An item waits on one request at a time: a later request of its own means it moved on.
         const movedOn = this.clientRequests.some((other) => other.order > r.order && other.ownerItem === r.ownerItem)
-        if (item && item.exit === undefined && !movedOn) this.fail(6, `${late} got no answer, and work item #${item.n} still waits on it`)
+        if (item && item.exit === undefined && !movedOn)
+          this.fail(6, `${late} got no answer, and work item #${item.n} still waits on it`)
       }
       if (r.ownerOp !== undefined) {
         const op = this.ops[r.ownerOp]
-        if (op && op.fiber.unsafePoll() === null) this.fail(6, `${late} got no answer, and the client ${op.kind} (op #${op.n}) still waits on it`)
+        if (op && op.fiber.unsafePoll() === null)
+          this.fail(6, `${late} got no answer, and the client ${op.kind} (op #${op.n}) still waits on it`)
       }
     }
   }
@@ -2037,7 +2389,11 @@ export class World {
  * Run one schedule; rejects with a Violation naming the broken invariant. It runs synchronously
  * (one JavaScript task) except after a step in which a handler returned a Promise.
  */
-export const runSchedule = async (schedule: Schedule, stats: Stats, tolerances: Tolerances = DefaultTolerances): Promise<void> => {
+export const runSchedule = async (
+  schedule: Schedule,
+  stats: Stats,
+  tolerances: Tolerances = DefaultTolerances
+): Promise<void> => {
   const limit = Error.stackTraceLimit
   // Engine errors capture stacks nobody reads here (a Violation carries its own trace): cheaper without.
   if (!process.env["WARDEN_PROPERTY_DEBUG"]) Error.stackTraceLimit = 0

@@ -13,7 +13,11 @@ export interface WokenWaits {
    * with `onTimeout()` when `timeout` passes first. A probe may keep state between its calls (how
    * far it read), one probe per wait.
    */
-  readonly until: <A, E>(probe: () => A | undefined, timeout: Duration.DurationInput, onTimeout: () => E) => Effect.Effect<A, E>
+  readonly until: <A, E>(
+    probe: () => A | undefined,
+    timeout: Duration.DurationInput,
+    onTimeout: () => E
+  ) => Effect.Effect<A, E>
 }
 
 /**

@@ -122,7 +122,7 @@ export const spawn = (
   launch: RealCodex.Launch,
   options?: { readonly graceMs?: number }
 ): Effect.Effect<AppServerChild, DriverError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     // plain array + woken waits: callbacks from node streams push synchronously, in order
     const frames: Array<Frame> = []
     const waits = WokenWait.make()
@@ -188,7 +188,11 @@ export const spawn = (
 
     const stderrTail = () => stderr.slice(-15).join("\n")
 
-    const waitFor = (what: string, predicate: (frame: Frame) => boolean, timeout: Duration.DurationInput = "20 seconds") =>
+    const waitFor = (
+      what: string,
+      predicate: (frame: Frame) => boolean,
+      timeout: Duration.DurationInput = "20 seconds"
+    ) =>
       Effect.suspend(() => {
         let scanned = 0 // frames before it did not match: each wake reads only the new ones
         return waits.until(
@@ -199,8 +203,12 @@ export const spawn = (
           timeout,
           () =>
             new DriverError({
-              detail: `timed out waiting for ${what}\nlast frames:\n` +
-                frames.slice(-8).map((f) => JSON.stringify(f).slice(0, 300)).join("\n") +
+              detail:
+                `timed out waiting for ${what}\nlast frames:\n` +
+                frames
+                  .slice(-8)
+                  .map((f) => JSON.stringify(f).slice(0, 300))
+                  .join("\n") +
                 `\nstderr tail:\n${stderrTail()}`
             })
         )

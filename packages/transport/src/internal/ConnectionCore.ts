@@ -94,15 +94,18 @@ export const encodeFrame = (frame: JsonObject): string | UnencodableFrame => {
   }
 }
 
-const logUnlessInterrupted = (what: string) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.tapErrorCause(self, (cause) =>
-    Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(`transport ${what} crashed`, cause))
+const logUnlessInterrupted =
+  (what: string) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>) =>
+    Effect.tapErrorCause(self, (cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(`transport ${what} crashed`, cause)
+    )
 
 export const describeError = (error: unknown): string =>
   error instanceof Error
-    ? ("code" in error && typeof error.code === "string" && !error.message.includes(error.code)
+    ? "code" in error && typeof error.code === "string" && !error.message.includes(error.code)
       ? `${error.message} (${error.code})`
-      : error.message)
+      : error.message
     : String(error)
 
 /**
@@ -117,7 +120,7 @@ const wakeInTheCall: Scheduler.Scheduler = {
 }
 
 export const make = (options: Options): Effect.Effect<Core> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const decoder = FrameDecoder.make({ maxFrameBytes: options.maxFrameBytes })
     const tail = StderrTail.make(options.stderrTailBytes)
     const killGrace = Duration.decode(options.killGrace ?? DEFAULT_KILL_GRACE)
@@ -241,7 +244,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
     }
 
     const start = (control: PeerControl): Effect.Effect<Connection, never, Scope.Scope> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const writeText = (text: string) =>
           Effect.async<void>((resume) => {
             const failed = (error: unknown) => decide({ _tag: "WriteFailed", detail: describeError(error) })
@@ -297,7 +300,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
         }
 
         // The single long-lived writer: one `write` per batch of queued frames, in order.
-        const writer = Effect.gen(function*() {
+        const writer = Effect.gen(function* () {
           while (true) {
             writerIdle = true
             const [frames, done] = yield* outbox.takeAll
@@ -318,7 +321,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
           Effect.map(Effect.timeoutOption(Deferred.await(exitSeen), limit), Option.isSome)
         // The rest of the group (grandchildren) gone by `deadline`, polled: no event tells us.
         const groupGoneBy = (deadline: number) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             while (control.anyAlive()) {
               if ((yield* Clock.currentTimeMillis) >= deadline) return false
               yield* Effect.sleep(GROUP_POLL)
@@ -329,7 +332,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
         // Once the end is decided, whatever decided it: stop the peer (every wait bounded) and,
         // side by side, report as soon as it has exited and its pipes closed (or drainGrace after
         // the exit), without waiting for the rest of its group to be cleaned up.
-        const killSequence = Effect.gen(function*() {
+        const killSequence = Effect.gen(function* () {
           if (reason?._tag === "ClosedByUs") {
             yield* Effect.timeoutOption(Deferred.await(writerDone), killGrace) // flush what was sent
           }
@@ -346,7 +349,7 @@ export const make = (options: Options): Effect.Effect<Core> =>
           }
         })
         const reportWhenGone = (killed: Deferred.Deferred<void>) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             yield* Effect.raceFirst(Deferred.await(exitSeen), Deferred.await(killed)) // killed: it never exited
             yield* Effect.timeoutOption(Deferred.await(pipesClosed), drainGrace)
             report()
@@ -355,7 +358,8 @@ export const make = (options: Options): Effect.Effect<Core> =>
           Effect.all([Effect.ensuring(killSequence, Deferred.done(killed, Exit.void)), reportWhenGone(killed)], {
             concurrency: 2,
             discard: true
-          }))
+          })
+        )
 
         // stdout at its end while the peer lives: nothing it says can be read any more, so every
         // request it has open would wait out its deadline. A child that exits closes stdout too,
@@ -364,9 +368,11 @@ export const make = (options: Options): Effect.Effect<Core> =>
         // stopper then stops it (SIGTERM, bounded wait, SIGKILL).
         yield* Deferred.await(stdoutEof).pipe(
           Effect.zipRight(Effect.timeoutOption(Deferred.await(exitSeen), drainGrace)),
-          Effect.flatMap((exit) => Effect.sync(() => {
-            if (Option.isNone(exit)) decide({ _tag: "StdoutClosed" })
-          })),
+          Effect.flatMap((exit) =>
+            Effect.sync(() => {
+              if (Option.isNone(exit)) decide({ _tag: "StdoutClosed" })
+            })
+          ),
           Effect.raceFirst(Deferred.await(decided)),
           logUnlessInterrupted("stdout watcher"),
           Effect.interruptible,
@@ -416,7 +422,12 @@ export const make = (options: Options): Effect.Effect<Core> =>
               // Serialised here, at the call: an unserialisable frame is the caller's failure, not the wire's.
               const text = encodeFrame(frame)
               if (typeof text !== "string") return Effect.fail(text)
-              if (enqueue(text) === "closed") return Effect.fail(new ConnectionClosed({ ended: ended ?? new ConnectionEnded({ reason: reason!, stderrTail: tail.text() }) }))
+              if (enqueue(text) === "closed")
+                return Effect.fail(
+                  new ConnectionClosed({
+                    ended: ended ?? new ConnectionEnded({ reason: reason!, stderrTail: tail.text() })
+                  })
+                )
               return Effect.void
             }),
           trySend: (frame): SendResult => {

@@ -119,7 +119,8 @@ const incompleteTail = (bytes: Uint8Array): number => {
   }
   if (i < 0) return 0
   const lead = bytes[i]!
-  const needs = lead >= 0xf0 && lead <= 0xf4 ? 3 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xc2 && lead <= 0xdf ? 1 : 0
+  const needs =
+    lead >= 0xf0 && lead <= 0xf4 ? 3 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xc2 && lead <= 0xdf ? 1 : 0
   return needs > continuation ? continuation + 1 : 0
 }
 

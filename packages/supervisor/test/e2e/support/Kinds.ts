@@ -62,7 +62,12 @@ export const command: Kind = {
   method: "item/commandExecution/requestApproval",
   codex: {},
   steps: () => [
-    Step.execCommand({ cmd: "echo warden-e2e-ran", escalated: true, justification: "e2e: run outside the sandbox", callId: "call_cmd" }),
+    Step.execCommand({
+      cmd: "echo warden-e2e-ran",
+      escalated: true,
+      justification: "e2e: run outside the sandbox",
+      callId: "call_cmd"
+    }),
     done
   ],
   summary: (card) => {
@@ -92,11 +97,17 @@ export const fileChange: Kind = {
   name: "file change",
   method: "item/fileChange/requestApproval",
   codex: {},
-  steps: (outside) => [Step.applyPatch(Path.join(outside, "patched.txt"), "hello from warden\n", { callId: "call_patch" }), done],
+  steps: (outside) => [
+    Step.applyPatch(Path.join(outside, "patched.txt"), "hello from warden\n", { callId: "call_patch" }),
+    done
+  ],
   summary: (card, outside) => {
     assert.strictEqual(card.summary.kind, "fileChange")
     if (card.summary.kind === "fileChange") {
-      assert.deepStrictEqual(card.summary.changes.map((c) => c.path), [Path.join(outside, "patched.txt")])
+      assert.deepStrictEqual(
+        card.summary.changes.map((c) => c.path),
+        [Path.join(outside, "patched.txt")]
+      )
     }
     assert.include(card.title, Path.join(outside, "patched.txt"))
   },
@@ -147,12 +158,20 @@ export const userInput: Kind = {
   method: "item/tool/requestUserInput",
   codex: { features: ["default_mode_request_user_input"] },
   steps: () => [
-    Step.requestUserInput([{
-      id: "colour",
-      header: "Colour",
-      question: "Which colour?",
-      options: [{ label: "Red", description: "Warm." }, { label: "Blue", description: "Cool." }]
-    }], { callId: "call_rui" }),
+    Step.requestUserInput(
+      [
+        {
+          id: "colour",
+          header: "Colour",
+          question: "Which colour?",
+          options: [
+            { label: "Red", description: "Warm." },
+            { label: "Blue", description: "Cool." }
+          ]
+        }
+      ],
+      { callId: "call_rui" }
+    ),
     done
   ],
   summary: (card) => {
@@ -172,7 +191,8 @@ export const userInput: Kind = {
 }
 
 const mcpItem = (ctx: Context, callId: string) => ctx.itemById(callId)
-const mcpText = (item: Item | undefined) => JSON.stringify(asRecord(item?.["result"])["content"] ?? item?.["error"] ?? null)
+const mcpText = (item: Item | undefined) =>
+  JSON.stringify(asRecord(item?.["result"])["content"] ?? item?.["error"] ?? null)
 
 export const mcpToolCall: Kind = {
   name: "MCP tool call (poke)",
@@ -211,7 +231,10 @@ export const elicitation: Kind = {
     if (card.summary.kind === "elicitation") {
       assert.strictEqual(card.summary.server, mcpName)
       assert.strictEqual(card.summary.message, McpServer.askMessage)
-      assert.deepStrictEqual(card.summary.fields.map((f) => f.name), ["colour"])
+      assert.deepStrictEqual(
+        card.summary.fields.map((f) => f.name),
+        ["colour"]
+      )
     }
   },
   accept: { _tag: "Elicitation", action: "accept", content: { colour: "green" } },
@@ -235,12 +258,14 @@ export const dynamicTool: Kind = {
   codex: {},
   supervisor: { connection: { capabilities: { experimentalApi: true } } },
   threadParams: {
-    dynamicTools: [{
-      type: "function",
-      name: "warden_dyn",
-      description: "An e2e dynamic tool",
-      inputSchema: { type: "object", properties: { x: { type: "string" } } }
-    }]
+    dynamicTools: [
+      {
+        type: "function",
+        name: "warden_dyn",
+        description: "An e2e dynamic tool",
+        inputSchema: { type: "object", properties: { x: { type: "string" } } }
+      }
+    ]
   },
   steps: () => [Step.functionCall("warden_dyn", { x: "hello" }, { callId: "call_dyn" }), done],
   summary: (card) => {
@@ -252,12 +277,12 @@ export const dynamicTool: Kind = {
   },
   accept: { _tag: "ToolResult", contentItems: [{ type: "inputText", text: "dyn says hi" }], success: true },
   accepted: (ctx) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       assert.strictEqual(ctx.itemById("call_dyn")?.["status"], "completed", JSON.stringify(ctx.itemById("call_dyn")))
       assert.include((yield* ctx.outputFor("call_dyn")) ?? "", "dyn says hi")
     }),
   refused: (ctx) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       assert.strictEqual(ctx.itemById("call_dyn")?.["status"], "failed", JSON.stringify(ctx.itemById("call_dyn")))
       assert.notInclude((yield* ctx.outputFor("call_dyn")) ?? "", "dyn says hi")
     })
@@ -272,7 +297,7 @@ export const outsideDir = Effect.acquireRelease(
 /** Drive `kind` through the real binary with the Supervisor, in `mode`. */
 /** Drive one kind in one mode; returns how its card settled (the test file states what it expects). */
 export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | undefined, Error, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const outside = yield* outsideDir
     let outcome: Card.Outcome | undefined
     yield* withRealSupervisor(
@@ -289,8 +314,10 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | un
         }
       },
       (real) =>
-        Effect.gen(function*() {
-          const handle = yield* real.supervisor.start(item(real, "k1", "k", kind.threadParams ? { threadParams: kind.threadParams } : {}))
+        Effect.gen(function* () {
+          const handle = yield* real.supervisor.start(
+            item(real, "k1", "k", kind.threadParams ? { threadParams: kind.threadParams } : {})
+          )
           const card = yield* real.cardOf("k1")
           assert.strictEqual(card.method, kind.method)
           kind.summary(card, outside)
@@ -299,11 +326,18 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | un
           switch (mode) {
             case "accept":
             case "decline": {
-              const answered = yield* real.supervisor.inbox.answer(card.id, mode === "accept" ? kind.accept : Decision.Decline)
+              const answered = yield* real.supervisor.inbox.answer(
+                card.id,
+                mode === "accept" ? kind.accept : Decision.Decline
+              )
               assert.strictEqual(answered._tag, "Settled")
               if (answered._tag === "Settled") {
                 outcome = answered.settlement.outcome
-                assert.strictEqual(answered.settlement.outcome, mode === "accept" ? "accepted" : "declined", answered.settlement.detail)
+                assert.strictEqual(
+                  answered.settlement.outcome,
+                  mode === "accept" ? "accepted" : "declined",
+                  answered.settlement.detail
+                )
                 assert.isTrue(answered.settlement.written)
               }
               break
@@ -323,7 +357,9 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | un
               outcome = settled.outcome
               assert.include(["withdrawn", "refused"], settled.outcome, settled.detail)
               // eslint-disable-next-line no-console
-              console.info(`[e2e] ${kind.name}: interrupted with the card open -> ${settled.outcome} (${settled.source._tag}), written: ${settled.written}`)
+              console.info(
+                `[e2e] ${kind.name}: interrupted with the card open -> ${settled.outcome} (${settled.source._tag}), written: ${settled.written}`
+              )
               break
             }
           }
@@ -340,13 +376,15 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | un
             result,
             itemById: (id) => items.get(id),
             outputFor: (callId) =>
-              Effect.succeed((() => {
-                for (const r of [...requests].reverse()) {
-                  const o = ScriptedModel.outputFor(r, callId)
-                  if (o._tag === "Some") return JSON.stringify(o.value.output)
-                }
-                return undefined
-              })())
+              Effect.succeed(
+                (() => {
+                  for (const r of [...requests].reverse()) {
+                    const o = ScriptedModel.outputFor(r, callId)
+                    if (o._tag === "Some") return JSON.stringify(o.value.output)
+                  }
+                  return undefined
+                })()
+              )
           }
           if (mode === "interrupt") {
             assert.strictEqual(result.status, "interrupted")
@@ -355,9 +393,12 @@ export const runKind = (kind: Kind, mode: Mode): Effect.Effect<Card.Outcome | un
           }
           assert.strictEqual(result.status, "completed", "the turn carried on to its end")
           assert.strictEqual(result.finalMessage, "done")
-          yield* (mode === "accept" ? kind.accepted(ctx) : kind.refused(ctx))
+          yield* mode === "accept" ? kind.accepted(ctx) : kind.refused(ctx)
           assert.deepStrictEqual((yield* real.supervisor.inbox.open).length, 0)
-          assert.isFalse(requests.some((r) => r.served === "Exhausted"), "the model was asked no more than scripted")
+          assert.isFalse(
+            requests.some((r) => r.served === "Exhausted"),
+            "the model was asked no more than scripted"
+          )
         })
     )
     return outcome

@@ -17,16 +17,19 @@ import type { WorkItem } from "../../../src/index.js"
 export interface Log<A> {
   readonly all: Effect.Effect<ReadonlyArray<A>>
   /** The first entry (from the very start) matching `predicate`, waiting for it if needed. */
-  readonly first: <B extends A>(what: string, predicate: (a: A) => a is B, timeout?: Duration.DurationInput) => Effect.Effect<B, Error>
+  readonly first: <B extends A>(
+    what: string,
+    predicate: (a: A) => a is B,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<B, Error>
 }
 
 const makeLog = <A>(queue: Queue.Dequeue<A>, describe: (a: A) => string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ref = yield* SubscriptionRef.make<ReadonlyArray<A>>([])
-    yield* Effect.forever(Effect.flatMap(Queue.take(queue), (a) => SubscriptionRef.update(ref, (all) => [...all, a]))).pipe(
-      Effect.interruptible,
-      Effect.forkScoped
-    )
+    yield* Effect.forever(
+      Effect.flatMap(Queue.take(queue), (a) => SubscriptionRef.update(ref, (all) => [...all, a]))
+    ).pipe(Effect.interruptible, Effect.forkScoped)
     const log: Log<A> = {
       all: SubscriptionRef.get(ref),
       first: (what, predicate, timeout = "10 seconds") =>
@@ -39,9 +42,14 @@ const makeLog = <A>(queue: Queue.Dequeue<A>, describe: (a: A) => string) =>
           Effect.timeoutFail({
             duration: timeout,
             onTimeout: () =>
-              new Error(`timed out after ${Duration.format(Duration.decode(timeout))} waiting for ${what}; seen: ${
-                Effect.runSync(SubscriptionRef.get(ref)).slice(-12).map(describe).join(" | ")
-              }`)
+              new Error(
+                `timed out after ${Duration.format(Duration.decode(timeout))} waiting for ${what}; seen: ${Effect.runSync(
+                  SubscriptionRef.get(ref)
+                )
+                  .slice(-12)
+                  .map(describe)
+                  .join(" | ")}`
+              )
           })
         )
     }
@@ -52,15 +60,15 @@ const describeApproval = (e: ApprovalEvent.ApprovalEvent): string =>
   e._tag === "CardOpened"
     ? `opened ${e.card.id} ${e.card.title}`
     : e._tag === "CardSettled"
-    ? `settled ${e.settlement.card.id} ${e.settlement.outcome} (${e.settlement.source._tag})`
-    : `late ${e.card.id}`
+      ? `settled ${e.settlement.card.id} ${e.settlement.outcome} (${e.settlement.source._tag})`
+      : `late ${e.card.id}`
 
 const describeEvent = (e: Supervisor.SupervisorEvent): string =>
   e._tag === "Work"
     ? `${e.event._tag}${e.event._tag === "Notification" ? ` ${e.event.method}` : ""}`
     : e._tag === "ItemFinished"
-    ? `ItemFinished ${String(e.item)} ${e.exit._tag}`
-    : e._tag
+      ? `ItemFinished ${String(e.item)} ${e.exit._tag}`
+      : e._tag
 
 export interface Real {
   readonly model: ScriptedModel.Service
@@ -86,7 +94,12 @@ export interface Options {
 }
 
 /** A work item on the test's workspace with `[lane:NAME]` in its prompt (the ScriptedModel routes by it). */
-export const item = (real: Real, id: string, lane: string, extra: Partial<WorkItem.WorkItem> = {}): WorkItem.WorkItem => ({
+export const item = (
+  real: Real,
+  id: string,
+  lane: string,
+  extra: Partial<WorkItem.WorkItem> = {}
+): WorkItem.WorkItem => ({
   id,
   prompt: `${ScriptedModel.laneMarker(lane)} ${id}`,
   cwd: real.launch.workspace,
@@ -102,7 +115,7 @@ export const withRealSupervisor = <A, E>(
   options: Options,
   body: (real: Real) => Effect.Effect<A, E, Scope.Scope>
 ): Effect.Effect<A, E | Error, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const before = new Set(ProcessTree.liveDescendants(process.pid))
     const t0 = Date.now()
     const outer = yield* Effect.scope
@@ -134,14 +147,20 @@ export const withRealSupervisor = <A, E>(
       stop: Scope.close(scope, Exit.void),
       cardOf: (id) =>
         Effect.map(
-          approvals.first(`a card for work item ${String(id)}`, (e): e is Extract<ApprovalEvent.ApprovalEvent, { _tag: "CardOpened" }> =>
-            e._tag === "CardOpened" && e.card.workItem === id),
+          approvals.first(
+            `a card for work item ${String(id)}`,
+            (e): e is Extract<ApprovalEvent.ApprovalEvent, { _tag: "CardOpened" }> =>
+              e._tag === "CardOpened" && e.card.workItem === id
+          ),
           (e) => e.card
         ),
       settlementOf: (cardId) =>
         Effect.map(
-          approvals.first(`card ${cardId} to settle`, (e): e is Extract<ApprovalEvent.ApprovalEvent, { _tag: "CardSettled" }> =>
-            e._tag === "CardSettled" && e.settlement.card.id === cardId),
+          approvals.first(
+            `card ${cardId} to settle`,
+            (e): e is Extract<ApprovalEvent.ApprovalEvent, { _tag: "CardSettled" }> =>
+              e._tag === "CardSettled" && e.settlement.card.id === cardId
+          ),
           (e) => e.settlement
         )
     }
@@ -168,4 +187,5 @@ export const withRealSupervisor = <A, E>(
   })
 
 /** The testkit MCP server, registered as `tk`. */
-export const mcpRegistration = (logFile?: string) => McpServer.registration({ name: mcpName, ...(logFile ? { logFile } : {}) })
+export const mcpRegistration = (logFile?: string) =>
+  McpServer.registration({ name: mcpName, ...(logFile ? { logFile } : {}) })

@@ -46,13 +46,18 @@ export interface Options {
     cue: Extract<TranscriptReplay.Cue, { _tag: "Answer" }>,
     context: {
       readonly supervisor: Supervisor.SupervisorShape
-      readonly items: ReadonlyArray<{ readonly threadId: string | undefined; readonly exit: Effect.Effect<Exit.Exit<WorkItem.WorkResult, Errors.WorkItemFailed>> }>
+      readonly items: ReadonlyArray<{
+        readonly threadId: string | undefined
+        readonly exit: Effect.Effect<Exit.Exit<WorkItem.WorkResult, Errors.WorkItemFailed>>
+      }>
     }
   ) => Effect.Effect<void>
 }
 
-const waitUntil = <A>(ref: SubscriptionRef.SubscriptionRef<ReadonlyArray<A>>, predicate: (all: ReadonlyArray<A>) => boolean) =>
-  ref.changes.pipe(Stream.filter(predicate), Stream.take(1), Stream.runDrain)
+const waitUntil = <A>(
+  ref: SubscriptionRef.SubscriptionRef<ReadonlyArray<A>>,
+  predicate: (all: ReadonlyArray<A>) => boolean
+) => ref.changes.pipe(Stream.filter(predicate), Stream.take(1), Stream.runDrain)
 
 /** Copy a subscription into a log; an event taken is always appended (interruption waits for the append). */
 const pump = <A>(queue: Queue.Dequeue<A>, log: SubscriptionRef.SubscriptionRef<ReadonlyArray<A>>) =>
@@ -70,7 +75,7 @@ export const runReplay = (
   mode: Mode,
   options: Options = {}
 ): Effect.Effect<ReplayOutcome, Error, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const replay = yield* TranscriptReplay.make(transcript)
     const plan = replay.plan
     const testScope = yield* Effect.scope
@@ -87,7 +92,9 @@ export const runReplay = (
     const eventQueue = yield* supervisor.subscribe
     const approvals = yield* SubscriptionRef.make<ReadonlyArray<ApprovalEvent.ApprovalEvent>>([])
     const events = yield* SubscriptionRef.make<ReadonlyArray<Supervisor.SupervisorEvent>>([])
-    const pumps = yield* Effect.all([pump(approvalQueue, approvals), pump(eventQueue, events)], { concurrency: 2 }).pipe(Effect.fork)
+    const pumps = yield* Effect.all([pump(approvalQueue, approvals), pump(eventQueue, events)], {
+      concurrency: 2
+    }).pipe(Effect.fork)
 
     const steps: Array<HarnessStep> = []
     const started: Array<{
@@ -98,54 +105,70 @@ export const runReplay = (
     }> = []
 
     // Cues, in script order: performed through the supervisor's public API only.
-    const cueLoop = Effect.forever(Effect.gen(function*() {
-      const { cue, seq } = yield* Queue.take(replay.cues)
-      const step = (did: string) => steps.push({ cue, did })
-      switch (cue._tag) {
-        case "Answer": {
-          yield* waitUntil(approvals, (all) => all.some((e) => e._tag === "CardOpened" && e.card.requestId === cue.requestId))
-          const all = yield* SubscriptionRef.get(approvals)
-          const opened = [...all].reverse().find((e) => e._tag === "CardOpened" && e.card.requestId === cue.requestId)
-          const cardId = opened?._tag === "CardOpened" ? opened.card.id : ""
-          if (options.beforeAnswer) {
-            yield* options.beforeAnswer(cue, { supervisor, items: started.map((s) => ({ threadId: s.threadId, exit: Fiber.join(s.waiter) })) })
-          }
-          const decision = mode === "transcript" ? cue.decision ?? Decision.Decline : Decision.Decline
-          const answered = yield* supervisor.inbox.answer(cardId, decision)
-          if (answered._tag === "UnknownCard") {
-            step("no such card")
-            yield* replay.pass(seq)
+    const cueLoop = Effect.forever(
+      Effect.gen(function* () {
+        const { cue, seq } = yield* Queue.take(replay.cues)
+        const step = (did: string) => steps.push({ cue, did })
+        switch (cue._tag) {
+          case "Answer": {
+            yield* waitUntil(approvals, (all) =>
+              all.some((e) => e._tag === "CardOpened" && e.card.requestId === cue.requestId)
+            )
+            const all = yield* SubscriptionRef.get(approvals)
+            const opened = [...all].reverse().find((e) => e._tag === "CardOpened" && e.card.requestId === cue.requestId)
+            const cardId = opened?._tag === "CardOpened" ? opened.card.id : ""
+            if (options.beforeAnswer) {
+              yield* options.beforeAnswer(cue, {
+                supervisor,
+                items: started.map((s) => ({ threadId: s.threadId, exit: Fiber.join(s.waiter) }))
+              })
+            }
+            const decision = mode === "transcript" ? (cue.decision ?? Decision.Decline) : Decision.Decline
+            const answered = yield* supervisor.inbox.answer(cardId, decision)
+            if (answered._tag === "UnknownCard") {
+              step("no such card")
+              yield* replay.pass(seq)
+              break
+            }
+            step(
+              `${answered._tag === "Settled" ? "answered" : "already settled"}: ${answered.settlement.outcome} by ${answered.settlement.source._tag}`
+            )
+            if (!answered.settlement.written) yield* replay.pass(seq)
             break
           }
-          step(`${answered._tag === "Settled" ? "answered" : "already settled"}: ${answered.settlement.outcome} by ${answered.settlement.source._tag}`)
-          if (!answered.settlement.written) yield* replay.pass(seq)
-          break
-        }
-        case "Interrupt":
-        case "Steer": {
-          const target = started.find((s) => s.threadId === cue.threadId)
-          if (target === undefined) {
-            step("no work item runs this thread")
-            yield* replay.pass(seq)
+          case "Interrupt":
+          case "Steer": {
+            const target = started.find((s) => s.threadId === cue.threadId)
+            if (target === undefined) {
+              step("no work item runs this thread")
+              yield* replay.pass(seq)
+              break
+            }
+            // The replay has sent the turn/start response: wait until the work item knows its turn.
+            yield* waitUntil(events, (all) =>
+              all.some((e) => e._tag === "Work" && e.event._tag === "TurnStarted" && e.event.turnId === cue.turnId)
+            )
+            const result = yield* Effect.either(
+              cue._tag === "Interrupt" ? target.handle.interrupt : target.handle.steer(cue.text)
+            )
+            if (Either.isLeft(result) && result.left._tag === "NoActiveTurn") {
+              step("no active turn")
+              yield* replay.pass(seq)
+            } else {
+              step(
+                Either.isLeft(result)
+                  ? `${cue._tag.toLowerCase()} failed: ${result.left.message}`
+                  : cue._tag.toLowerCase()
+              )
+            }
             break
           }
-          // The replay has sent the turn/start response: wait until the work item knows its turn.
-          yield* waitUntil(events, (all) =>
-            all.some((e) => e._tag === "Work" && e.event._tag === "TurnStarted" && e.event.turnId === cue.turnId))
-          const result = yield* Effect.either(cue._tag === "Interrupt" ? target.handle.interrupt : target.handle.steer(cue.text))
-          if (Either.isLeft(result) && result.left._tag === "NoActiveTurn") {
-            step("no active turn")
-            yield* replay.pass(seq)
-          } else {
-            step(Either.isLeft(result) ? `${cue._tag.toLowerCase()} failed: ${result.left.message}` : cue._tag.toLowerCase())
-          }
-          break
         }
-      }
-    }))
+      })
+    )
     yield* cueLoop.pipe(Effect.forkIn(supervisorScope))
 
-    const body = Effect.gen(function*() {
+    const body = Effect.gen(function* () {
       // One work item per thread, started in transcript order (the replay hands out thread ids in that order).
       for (const [index, thread] of plan.threads.entries()) {
         const [first, ...rest] = thread.turns
@@ -169,13 +192,17 @@ export const runReplay = (
       }
       // Every server request of the transcript became a card before we stop (opened, maybe settled).
       yield* waitUntil(approvals, (all) =>
-        plan.serverRequests.every((r) => all.some((e) => e._tag === "CardOpened" && e.card.requestId === r.id)))
+        plan.serverRequests.every((r) => all.some((e) => e._tag === "CardOpened" && e.card.requestId === r.id))
+      )
     })
     const timeout = Duration.decode(options.timeout ?? "10 seconds")
     yield* body.pipe(
       Effect.timeoutFail({
         duration: timeout,
-        onTimeout: () => new Error(`${transcript.name} (${mode}) did not finish within ${Duration.format(timeout)}: ${replay.describe()}`)
+        onTimeout: () =>
+          new Error(
+            `${transcript.name} (${mode}) did not finish within ${Duration.format(timeout)}: ${replay.describe()}`
+          )
       })
     )
 
