@@ -472,13 +472,11 @@ const configured: fc.Arbitrary<Policy.Rules> = fc
   .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => configuredRule(`r${i}`))).map((list) => rules(...list)))
 
 const scope: fc.Arbitrary<Remembered.RememberedScope> = fc.oneof(
-  fc
-    .tuple(prefix, fc.boolean())
-    .map(([a, exact]) => ({
-      _tag: "Command" as const,
-      argv: a as unknown as readonly [string, ...Array<string>],
-      exact
-    })),
+  fc.tuple(prefix, fc.boolean()).map(([a, exact]) => ({
+    _tag: "Command" as const,
+    argv: a as unknown as readonly [string, ...Array<string>],
+    exact
+  })),
   fc
     .tuple(
       fc.constantFrom("/repo", "/repo/src", "/etc", "/home/u"),

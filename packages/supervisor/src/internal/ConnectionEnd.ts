@@ -158,25 +158,23 @@ export const make = (connection: TransportNs.Connection, settles: Settles): Effe
           ? "the read loop was interrupted"
           : `the read loop died: ${firstLine(Cause.pretty(cause))}`
         const detail = SecretMask.truncate(SecretMask.maskText(what), 1_000)
-        return connection
-          .abort(detail, "InternalDefect")
-          .pipe(
-            Effect.zipRight(
-              Effect.sync(() =>
-                endWith(
-                  new ConnectionEnded({
-                    reason: { _tag: "InternalDefect", detail },
-                    stderrTail: connection.stderrTail()
-                  })
-                )
+        return connection.abort(detail, "InternalDefect").pipe(
+          Effect.zipRight(
+            Effect.sync(() =>
+              endWith(
+                new ConnectionEnded({
+                  reason: { _tag: "InternalDefect", detail },
+                  stderrTail: connection.stderrTail()
+                })
               )
-            ),
-            Effect.zipRight(
-              Cause.isInterruptedOnly(cause)
-                ? Effect.void
-                : Effect.logError("connection ended by a defect in Warden", cause)
             )
+          ),
+          Effect.zipRight(
+            Cause.isInterruptedOnly(cause)
+              ? Effect.void
+              : Effect.logError("connection ended by a defect in Warden", cause)
           )
+        )
       })
 
     // Closing the scope (supervisor stop) must also leave nothing pending.
