@@ -15,25 +15,23 @@
  * supervisor's): the refusals a supervisor's shutdown writes are published while it closes.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as Reactivity from "@effect/experimental/Reactivity"
 import type { ApprovalEvent } from "@warden/approvals"
 import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
 import { Context, Effect, ExecutionStrategy, FiberSet, Layer, Queue, Scope, Stream } from "effect"
-import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
+import * as AuditFile from "./internal/AuditFile.js"
 import * as Busy from "./internal/Busy.js"
-import * as Integrity from "./internal/Integrity.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
-import * as Projection from "./internal/Projection.js"
+import type * as Projection from "./internal/Projection.js"
 import * as Queries from "./internal/Queries.js"
 import type * as Records from "./internal/Records.js"
 import type * as Remembered from "./Remembered.js"
+import * as SqliteFile from "./internal/SqliteFile.js"
 import * as Store from "./internal/Store.js"
 import * as Writer from "./internal/Writer.js"
 
@@ -321,43 +319,6 @@ export interface LedgerOptions extends Writer.WriterOptions {
 }
 
 /**
- * The audit file, open for appending until the scope closes (after the writer: opened before it),
- * and what appends a written slice's card events to it.
- */
-const openAudit = (
-  path: string
-): Effect.Effect<(ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>, LedgerError, Scope.Scope> =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.try({
-        try: () => Fs.openSync(path, "a", 0o600),
-        catch: (cause) =>
-          new LedgerError({
-            reason: "Open",
-            detail: `cannot append to the audit file ${path}: ${describeCause(cause)}`,
-            cause
-          })
-      }),
-      (fd) => Effect.sync(() => Fs.closeSync(fd))
-    ),
-    (fd) => (ops) =>
-      Effect.suspend(() => {
-        let text = ""
-        for (const op of ops) {
-          if (op._tag === "Event" && op.event._tag === "Approval")
-            text += JSON.stringify(Projection.auditRecord(op.event.event)) + "\n"
-        }
-        if (text === "") return Effect.void
-        try {
-          Fs.writeSync(fd, text)
-          return Effect.void
-        } catch (cause) {
-          return Effect.logError(`the audit file ${path} could not be written: ${describeCause(cause)}`)
-        }
-      })
-  )
-
-/**
  * Build the ledger on the `SqlClient` in context, in the caller's scope.
  *
  * It brings the schema up to date (`Migrations.run`), then starts the writer; closing the scope
@@ -389,7 +350,7 @@ export const make = (
     // Attached supervisors' subscriptions and pumps: closed after the finalizer below drained them.
     const subscriptions = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const pumps = yield* FiberSet.make<void>()
-    const auditLines = options.audit === undefined ? undefined : yield* openAudit(options.audit)
+    const auditLines = options.audit === undefined ? undefined : yield* AuditFile.open(options.audit)
     const writer = yield* Writer.make(sql, options, auditLines)
     const live = new Set<string>()
 
@@ -541,46 +502,6 @@ export interface SqliteOptions extends LedgerOptions {
   readonly filename: string
 }
 
-const statOrUndefined = (path: string): Fs.Stats | undefined => {
-  try {
-    return Fs.statSync(path)
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    if (code === "ENOENT" || code === "ENOTDIR") return undefined
-    throw error
-  }
-}
-
-/**
- * `mkdir -p` (mode 0700), one level at a time from the deepest directory that exists. Not Node's
- * recursive `mkdirSync`, which never returns where `mkdir` answers ENOENT under a parent that
- * exists (measured on Node 20 under `/proc`): here that is an error naming the directory.
- */
-const makeDirectories = (dir: string): void => {
-  const missing: Array<string> = []
-  let at = dir
-  let stat = statOrUndefined(at)
-  while (stat === undefined) {
-    missing.push(at)
-    const parent = Path.dirname(at)
-    if (parent === at) break
-    at = parent
-    stat = statOrUndefined(at)
-  }
-  if (stat !== undefined && !stat.isDirectory()) throw new Error(`${at} is not a directory`)
-  for (const d of missing.reverse()) {
-    try {
-      Fs.mkdirSync(d, { mode: 0o700 })
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST" || !Fs.statSync(d).isDirectory()) {
-        throw new Error(
-          `cannot make the directory ${d} (${(error as NodeJS.ErrnoException).code ?? String(error)}): not a place for files`
-        )
-      }
-    }
-  }
-}
-
 /**
  * The ledger in a SQLite file (WAL journal, `synchronous = NORMAL`).
  *
@@ -622,51 +543,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
     Ledger,
     Effect.gen(function* () {
       const filename = Path.resolve(options.filename)
-      yield* Effect.try({
-        try: () => {
-          makeDirectories(Path.dirname(filename))
-          const existing = statOrUndefined(filename)
-          if (existing !== undefined && !existing.isFile()) throw new Error("it exists and is not a regular file")
-          // Made here, private to its owner: SQLite gives the -wal and -shm files the same mode.
-          Fs.closeSync(Fs.openSync(filename, "a", 0o600))
-          if (!Fs.statSync(filename).isFile()) throw new Error("it is not a regular file")
-        },
-        catch: (cause) =>
-          new LedgerError({ reason: "Open", detail: `cannot create ${filename}: ${describeCause(cause)}`, cause })
-      })
-      const openFailed = (cause: unknown) =>
-        Integrity.isCorrupt(cause)
-          ? Integrity.corrupt(filename, cause)
-          : new LedgerError({ reason: "Open", detail: `cannot open ${filename}: ${describeCause(cause)}`, cause })
-      // WAL is set below, not by the client: it may have to wait for another process's lock. A
-      // statement that could not be prepared (the schema locked by another process) is remembered
-      // as failed by the client's cache for its time to live: 1 s, so a later try prepares it again.
-      const client = yield* SqliteClient.make({ filename, disableWAL: true, prepareCacheTTL: "1 second" }).pipe(
-        Effect.provide(Reactivity.layer),
-        // better-sqlite3 throws while opening (not a database, no permission): a failure, not a defect.
-        Effect.catchAllDefect((cause) => openFailed(cause))
-      )
-      const lockTimeout = options.lockTimeout ?? Busy.DefaultTimeout
-      // An unprepared statement's prepare throws outside the client's error handling: a defect.
-      const opening = <A, E>(effect: Effect.Effect<A, E>) =>
-        effect.pipe(
-          Effect.mapError(openFailed),
-          Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause)))
-        )
-      // No busy timeout: better-sqlite3 would wait for another process's lock synchronously, on the
-      // event loop (5 s by default). A busy answer comes back at once and is waited for here, and in
-      // the writer, asynchronously (`Busy.retry`, up to `lockTimeout`).
-      yield* opening(client`PRAGMA busy_timeout = 0`.unprepared)
-      yield* opening(Busy.retry(client`PRAGMA journal_mode = WAL`.unprepared, lockTimeout))
-      // A damaged file is refused before anything reads or writes it (a quick check: every page's
-      // structure, not the indexes' contents).
-      yield* Integrity.quickCheck(client, filename, lockTimeout).pipe(
-        Effect.catchTag("SqlError", (e) => Effect.fail(openFailed(e))),
-        Effect.catchAllDefect((cause) => Effect.fail(openFailed(cause)))
-      )
-      // WAL with synchronous=NORMAL: a commit survives the process dying (SIGKILL, OOM) without an
-      // fsync per transaction; a power cut may lose the last commits, never the file's consistency.
-      yield* opening(client`PRAGMA synchronous = NORMAL`.unprepared)
+      const client = yield* SqliteFile.open(filename, options.lockTimeout ?? Busy.DefaultTimeout)
       return yield* make(options).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )
