@@ -31,118 +31,20 @@
 import { Entity } from "@effect/cluster"
 import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
-import { type Ledger, LedgerEvent } from "@warden/ledger"
-import { Decision } from "@warden/protocol"
+import { LedgerEvent } from "@warden/ledger"
+import type { Decision } from "@warden/protocol"
 import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
-import {
-  Cause,
-  Context,
-  Deferred,
-  Effect,
-  Exit,
-  Fiber,
-  FiberId,
-  Option,
-  PubSub,
-  Queue,
-  Schema,
-  Scope,
-  Stream
-} from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Scope, Stream } from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
-import type { Fence, ItemRow } from "./ItemStore.js"
+import type { Fence } from "./ItemStore.js"
 import { ShardLease } from "./ShardLease.js"
+import { decodeResult, encodeResult, final, moveReason, outcomeOf, sourceOf, statusOf } from "./ItemRecord.js"
+import { LedgerRecording, type LocalItem, LocalItems, RunnerInfo } from "./RunnerServices.js"
 
-/** Who this runner process is: its run id (the incarnation of every item it runs) and address. */
-export interface RunnerInfoShape {
-  readonly runId: string
-  readonly address: string
-  /** This machine (`os.hostname()`) and the codex home its app-servers use: where threads live. */
-  readonly host: string
-  readonly codexHome: string
-}
-
-export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<RunnerInfo, RunnerInfoShape>() {}
-
-/**
- * The runner's ledger run, when the runner records one (`Runner.layer({ ledger: true })`): the
- * ledger and this process's run in it (run id = the runner's run id).
- */
-export class LedgerRecording extends Context.Tag("@warden/cluster/LedgerRecording")<
-  LedgerRecording,
-  {
-    readonly ledger: Ledger.LedgerShape
-    readonly run: Ledger.Run
-  }
->() {}
-
-/** What a runner keeps of one item across the item's activations on it. */
-export interface LocalItem {
-  /** The run in progress: a `Run` delivered again while it runs joins it. */
-  run: Deferred.Deferred<Wire.RunResult> | undefined
-  /**
-   * The seq of the item's next line from this runner. A shard lost and regained brings a new
-   * activation of the item's entity on the same runner (same incarnation); its lines go on from
-   * here, since consumers de-duplicate by incarnation and seq.
-   */
-  nextSeq: number
-}
-
-/**
- * This runner's items, by item id, shared by every activation of every item's entity (an entity
- * whose shard was released and regained, or rebuilt after a defect, is a new activation on the
- * same runner). An entry is made when a run of its item starts here and goes when the item
- * finishes here; one whose item was moved away and finished elsewhere stays (a number).
- */
-export class LocalItems extends Context.Tag("@warden/cluster/LocalItems")<LocalItems, Map<string, LocalItem>>() {}
-
-const final = (status: string) => status === "completed" || status === "failed" || status === "stopped"
-
-const encodeResult = Schema.encodeSync(Schema.parseJson(Wire.RunResult))
-const decodeResult = Schema.decodeUnknownOption(Schema.parseJson(Wire.RunResult))
-
-const statusOf = (result: Wire.RunResult) =>
-  result._tag === "Completed" ? "completed" : result._tag === "Failed" ? "failed" : "stopped"
-
-/**
- * The outcome a person's decision settles a card with, as the approvals engine words it (its card
- * race may still word it otherwise: an acceptance that says what the refusal says is `declined`,
- * a decision the method cannot express `refused`; the stored row is then put right).
- */
-const outcomeOf = (decision: Decision.Decision): string => {
-  switch (decision._tag) {
-    case "Decline":
-      return "declined"
-    case "Cancel":
-      return "cancelled"
-    case "Elicitation":
-      return decision.action === "accept" ? "accepted" : decision.action === "decline" ? "declined" : "cancelled"
-    case "ApplyNetworkPolicyAmendment":
-      return decision.action === "allow" ? "accepted" : "declined"
-    default:
-      return Decision.isAcceptance(decision) ? "accepted" : "declined"
-  }
-}
-
-/** A settlement's source as stored: `person`, else the engine's tag (`Deadline`, `ThreadStopped`, `Rule`, ...). */
-const sourceOf = (source: { readonly _tag: string }) => (source._tag === "Person" ? "person" : source._tag)
-
-/**
- * Why a `Run` reaching this incarnation is a move, if it is: the item was last held by another
- * incarnation (`shard-moved`: its runner died, stopped, or gave the shard up to this one), or this
- * incarnation was running it and did not finish (`shard-lost`: the runner let go of the item's
- * shard, e.g. a shard lock refresh slower than the engine allows, which stopped the run, and took
- * the shard back). A `Run` delivered again while the item runs here joins the run (`runOnce`)
- * and never gets this far.
- */
-const moveReason = (before: ItemRow | undefined, runId: string): Wire.MoveReason | undefined => {
-  if (before === undefined || before.incarnation === null) return undefined
-  if (before.incarnation !== runId) return "shard-moved"
-  return before.status === "running" ? "shard-lost" : undefined
-}
+export { LedgerRecording, type LocalItem, LocalItems, RunnerInfo, type RunnerInfoShape } from "./RunnerServices.js"
 
 export const make = Effect.gen(function* () {
   const address = yield* Entity.CurrentAddress
