@@ -1,7 +1,7 @@
 /**
  * 2. Approval round trip: a server request in, the answer out.
  *
- * The real Supervisor (approvals engine, connection actor, thread runner, desk) on the in-memory
+ * The real Supervisor (approvals engine, connection actor, thread runner, connection cards) on the in-memory
  * transport, with `approvals.handler: () => Effect.succeed(Decision.Accept)`. A BenchPeer plays
  * the server: one work item's thread is started and its turn is running; then, one at a time,
  * each in its own macrotask (as a pipe delivers it), the peer writes an
@@ -264,7 +264,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
         title: `Approval round trip, µs: ${cards.toLocaleString("en-US")} cards one at a time (after ${warmup.toLocaleString("en-US")} warm-up), handler accepts at once, live clock`,
         columns: ["path", "p50", "p90", "p99", "p99.9", "max", "mean"],
         rows: [
-          row("Warden (supervisor, desk, card race, writer)", w),
+          row("Warden (supervisor, connection cards, card race, writer)", w),
           row("Warden, ledger on (every card recorded)", l),
           row("plain-callback client (reference)", p),
           [

@@ -6,7 +6,7 @@
  * delivers them, into a real `AppServerConnection` (handshake done) with one registered thread
  * route per thread of the mix and an approvals engine whose handler accepts at once. A pass ends
  * when every thread notification was offered to its route's mailbox, every approval request was
- * answered and the answer reached the peer, and the desk is empty. The routes' mailboxes are the
+ * answered and the answer reached the peer, and no card of the connection is open. The routes' mailboxes are the
  * read loop's output; draining them (the thread runners' work) is outside the timed section, as
  * the baseline's listeners only collect too.
  *
@@ -134,11 +134,11 @@ export const wardenRunner = async (
       while (
         routed() - routedBefore < mix.threadNotifications ||
         peer.answers() - answersBefore < mix.requests ||
-        server.desk.size() > 0
+        server.connectionCards.size() > 0
       ) {
         if (nowMs() - started > WAIT_LIMIT_MS || !server.isOpen()) {
           throw new Error(
-            `warden pass incomplete: routed ${routed() - routedBefore}/${mix.threadNotifications}, answers ${peer.answers() - answersBefore}/${mix.requests}, open cards ${server.desk.size()}, connection open: ${server.isOpen()}`
+            `warden pass incomplete: routed ${routed() - routedBefore}/${mix.threadNotifications}, answers ${peer.answers() - answersBefore}/${mix.requests}, open cards ${server.connectionCards.size()}, connection open: ${server.isOpen()}`
           )
         }
         await macrotask()

@@ -12,7 +12,7 @@
  *    then measure as many callers of the same shape waiting on nothing of Warden's (released
  *    before the exit): a pending request's heap is given with its caller, and as Warden's part;
  * 4. the peer exits: time until every card has settled `connection-lost` (nothing written), every
- *    pending request has failed with ConnectionLost, and the desk is empty.
+ *    pending request has failed with ConnectionLost, and no card of the connection is open.
  * The heap is measured after full collections (`global.gc`, node --expose-gc) between phases.
  *
  * The in-memory peer keeps a log of every frame the client wrote (2 per thread, 1 per steer): that
@@ -354,7 +354,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
           columns: ["measure", "value"],
           rows: [
             ["heap per idle thread (work item, route, runner, turn), KiB", kib(perThread)],
-            ["heap per open card (desk, inbox, view and summary, deadline entry), KiB", kib(perCard)],
+            ["heap per open card (connection cards, inbox, view and summary, deadline entry), KiB", kib(perCard)],
             ["heap per pending request of ours, with its caller (`runPromise(either(steer))`), KiB", kib(perRequest)],
             [
               "heap per caller of the same shape waiting on nothing (an `Effect.async`, no canceler), KiB",

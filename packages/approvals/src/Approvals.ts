@@ -88,7 +88,7 @@ export interface ApprovalsShape {
    * `line` and are decided by the engine's `DecisionConfig` with `overrides`; its deadline timer
    * and card fibers live in `owner` (the connection's scope; the engine's when omitted).
    */
-  readonly desk: (line: Line, overrides?: Partial<DecisionConfig>, owner?: FiberOwner) => ConnectionCards
+  readonly cardsFor: (line: Line, overrides?: Partial<DecisionConfig>, owner?: FiberOwner) => ConnectionCards
   /** The cards open now, across every connection. */
   readonly openCards: Effect.Effect<ReadonlyArray<CardView>>
   /**
@@ -199,7 +199,7 @@ export interface OpenOptions {
  * The open cards of one connection, by server request id: its open-card registry.
  *
  * The supervisor opens a card per server request and settles them when the server withdraws them,
- * a thread or turn ends, or the connection is lost. Made by `ApprovalsShape.desk`; no operation
+ * a thread or turn ends, or the connection is lost. Made by `ApprovalsShape.cardsFor`; no operation
  * fails.
  */
 export interface ConnectionCards {

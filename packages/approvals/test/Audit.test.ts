@@ -20,7 +20,7 @@ describe("audit trail", () => {
         const approvals = yield* Approvals.Approvals
         yield* Audit.jsonlSink(path)
         const wire = recordingLine()
-        const desk = approvals.desk(wire.line)
+        const connectionCards = approvals.cardsFor(wire.line)
         const thread = yield* Scope.make()
         // An MCP tool call whose inputs carry a secret, and a command whose line carries one.
         const mcp = captured("mcpServer/elicitation/request", (p) => p._meta?.codex_approval_kind === "mcp_tool_call")
@@ -28,13 +28,13 @@ describe("audit trail", () => {
           ...(mcp.params as any),
           _meta: { ...(mcp.params as any)._meta, tool_params: { api_key: secret, why: "probe" } }
         }
-        const opened = yield* desk.open(ServerRequests.decode(1, mcp.method, params), { parent: thread })
+        const opened = yield* connectionCards.open(ServerRequests.decode(1, mcp.method, params), { parent: thread })
         const cmd = captured("item/commandExecution/requestApproval")
         const cmdParams = {
           ...(cmd.params as any),
           command: `/bin/bash -lc 'curl -H "Authorization: Bearer ${secret}" https://x'`
         }
-        yield* desk.open(ServerRequests.decode(2, cmd.method, cmdParams), { parent: thread })
+        yield* connectionCards.open(ServerRequests.decode(2, cmd.method, cmdParams), { parent: thread })
         const cardId = opened._tag === "Opened" ? opened.card.id : ""
         yield* approvals.answer(cardId, Decision.Accept)
         yield* approvals.answer(cardId, Decision.Decline) // late

@@ -28,7 +28,7 @@ const opened = (
   Effect.gen(function* () {
     const cards: Array<Card.CardView> = []
     for (const request of requests) {
-      const result = yield* setup.desk.open(request, { parent: setup.thread })
+      const result = yield* setup.connectionCards.open(request, { parent: setup.thread })
       assert.strictEqual(result._tag, "Opened")
       if (result._tag === "Opened") cards.push(result.card)
     }
@@ -63,7 +63,7 @@ describe("CardGroup", () => {
       const setup = yield* deskSetup()
       const patch = captured("item/fileChange/requestApproval")
       const withChanges = (id: number, diff: string) =>
-        setup.desk.open(ServerRequests.decode(id, patch.method, patch.params as never), {
+        setup.connectionCards.open(ServerRequests.decode(id, patch.method, patch.params as never), {
           parent: setup.thread,
           context: { fileChanges: [{ path: "/repo/a.ts", kind: "update", diff }] }
         })
@@ -73,7 +73,7 @@ describe("CardGroup", () => {
       const view = (r: typeof one) => (r._tag === "Opened" ? r.card : undefined)!
       assert.strictEqual(CardGroup.groupOf(view(one)), CardGroup.groupOf(view(same)))
       assert.notStrictEqual(CardGroup.groupOf(view(one)), CardGroup.groupOf(view(other)))
-      const questions = yield* setup.desk.open(
+      const questions = yield* setup.connectionCards.open(
         captured("item/tool/requestUserInput", () => true, 9),
         { parent: setup.thread }
       )

@@ -30,14 +30,14 @@ describe("refusals on the wire conform to the pinned schema", () => {
       Effect.gen(function* () {
         const approvals = yield* Approvals.make({ deadlines: { default: "1 second" } })
         const wire = recordingLine()
-        const desk = approvals.desk(wire.line)
+        const connectionCards = approvals.cardsFor(wire.line)
         const thread = yield* Scope.make()
         let id = 0
         for (const method of ServerRequests.ServerRequestMethods) {
           const request = requestFor(method, id++)
           assert.strictEqual(request._tag, "Known", method)
           // Requests that name no thread are refused at once; the rest wait for the deadline.
-          yield* desk.open(request, { parent: thread })
+          yield* connectionCards.open(request, { parent: thread })
         }
         yield* TestClock.adjust("1 second")
         assert.strictEqual(wire.written.length, ServerRequests.ServerRequestMethods.length)

@@ -12,8 +12,8 @@ const setup = deskSetup
 describe("pending cards", () => {
   it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread, drained } = yield* setup()
-      const opened = yield* desk.open(command(), { parent: thread })
+      const { connectionCards, wire, thread, drained } = yield* setup()
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
       yield* TestClock.adjust("14 minutes")
       yield* TestClock.adjust("59999 millis")
@@ -25,7 +25,7 @@ describe("pending cards", () => {
       const s = settled[0]!._tag === "CardSettled" ? settled[0]!.settlement : undefined
       assert.strictEqual(s?.outcome, "timeout")
       assert.strictEqual(s?.source._tag, "Deadline")
-      assert.strictEqual(desk.size(), 0)
+      assert.strictEqual(connectionCards.size(), 0)
       yield* TestClock.adjust("1 hour")
       assert.strictEqual(wire.written.length, 1)
     })
@@ -35,8 +35,8 @@ describe("pending cards", () => {
     "a card's view: summary and title are its own enumerable properties (JSON, spreads and Object.keys see them), built once",
     () =>
       Effect.gen(function* () {
-        const { desk, thread } = yield* setup()
-        const opened = yield* desk.open(command(), { parent: thread, context: { workItem: 7 } })
+        const { connectionCards, thread } = yield* setup()
+        const opened = yield* connectionCards.open(command(), { parent: thread, context: { workItem: 7 } })
         assert.strictEqual(opened._tag, "Opened")
         const card = opened._tag === "Opened" ? opened.card : undefined
         assert.deepStrictEqual(Object.keys(card!), [
@@ -65,11 +65,11 @@ describe("pending cards", () => {
 
   it.scoped("deadlines are configurable per supervisor and per method", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread } = yield* setup({
+      const { connectionCards, wire, thread } = yield* setup({
         deadlines: { default: "10 seconds", perMethod: { "mcpServer/elicitation/request": "3 seconds" } }
       })
-      yield* desk.open(command(), { parent: thread })
-      yield* desk.open(
+      yield* connectionCards.open(command(), { parent: thread })
+      yield* connectionCards.open(
         captured("mcpServer/elicitation/request", () => true, 1),
         { parent: thread }
       )
@@ -82,8 +82,8 @@ describe("pending cards", () => {
 
   it.scoped("a decision after the deadline is dropped and reported late, never written", () =>
     Effect.gen(function* () {
-      const { approvals, desk, wire, thread, drained } = yield* setup({ deadlines: { default: "1 minute" } })
-      const opened = yield* desk.open(command(), { parent: thread })
+      const { approvals, connectionCards, wire, thread, drained } = yield* setup({ deadlines: { default: "1 minute" } })
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       yield* TestClock.adjust("1 minute")
       const cardId = opened._tag === "Opened" ? opened.card.id : ""
       const late = yield* approvals.answer(cardId, Decision.Accept)
@@ -100,8 +100,8 @@ describe("pending cards", () => {
 
   it.scoped("a person's accept is written once; a second answer is already settled", () =>
     Effect.gen(function* () {
-      const { approvals, desk, wire, thread } = yield* setup()
-      const opened = yield* desk.open(command(), { parent: thread })
+      const { approvals, connectionCards, wire, thread } = yield* setup()
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       const cardId = opened._tag === "Opened" ? opened.card.id : ""
       const first = yield* approvals.answer(cardId, Decision.Accept)
       assert.strictEqual(first._tag, "Settled")
@@ -119,10 +119,10 @@ describe("pending cards", () => {
     "the settled history is bounded (settledHistory): the most recent settlements answer late, an older card is unknown; neither writes",
     () =>
       Effect.gen(function* () {
-        const { approvals, desk, wire, thread } = yield* setup({ settledHistory: 2 })
+        const { approvals, connectionCards, wire, thread } = yield* setup({ settledHistory: 2 })
         const ids: Array<string> = []
         for (let i = 0; i < 3; i++) {
-          const opened = yield* desk.open(
+          const opened = yield* connectionCards.open(
             captured("item/commandExecution/requestApproval", () => true, i),
             { parent: thread }
           )
@@ -146,8 +146,8 @@ describe("pending cards", () => {
 
   it.scoped("a decision the method cannot express is refused, not coerced", () =>
     Effect.gen(function* () {
-      const { approvals, desk, wire, thread } = yield* setup()
-      const opened = yield* desk.open(elicitationForm(), { parent: thread })
+      const { approvals, connectionCards, wire, thread } = yield* setup()
+      const opened = yield* connectionCards.open(elicitationForm(), { parent: thread })
       const r = yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", Decision.AcceptForSession)
       assert.strictEqual(r._tag === "Settled" && r.settlement.outcome, "refused")
       assert.match(r._tag === "Settled" ? (r.settlement.detail ?? "") : "", /cannot be expressed/)
@@ -157,8 +157,8 @@ describe("pending cards", () => {
 
   it.scoped("abort is refused on every v2 card", () =>
     Effect.gen(function* () {
-      const { approvals, desk, wire, thread } = yield* setup()
-      const opened = yield* desk.open(command(), { parent: thread })
+      const { approvals, connectionCards, wire, thread } = yield* setup()
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", { _tag: "Abort" })
       assert.deepStrictEqual(wire.written[0]?.["result"], { decision: "decline" })
     })
@@ -179,8 +179,8 @@ describe("pending cards", () => {
           "refused"
         ]
       ] as const) {
-        const { desk, wire, thread, drained } = yield* setup({ handler })
-        yield* desk.open(command(), { parent: thread })
+        const { connectionCards, wire, thread, drained } = yield* setup({ handler })
+        yield* connectionCards.open(command(), { parent: thread })
         // Off the loop: the dispatcher's fiber, then (for a handler still deciding) its own.
         for (let i = 0; i < 100 && wire.written.length === 0; i++) yield* Effect.yieldNow()
         assert.deepStrictEqual(
@@ -218,12 +218,12 @@ describe("pending cards", () => {
             calls.push(opening)
             return returned()
           }) as unknown as Approvals.Handler
-          const { desk, wire, thread, drained } = yield* setup({ handler })
+          const { connectionCards, wire, thread, drained } = yield* setup({ handler })
           // The opener's step: from the open to the tap, with nothing in between that yields.
           yield* Effect.sync(() => {
             opening = true
           }).pipe(
-            Effect.zipRight(desk.open(command(), { parent: thread })),
+            Effect.zipRight(connectionCards.open(command(), { parent: thread })),
             Effect.tap(() =>
               Effect.sync(() => {
                 assert.deepStrictEqual(calls, [], "not called in the opener's step")
@@ -249,15 +249,15 @@ describe("pending cards", () => {
   it.scoped("a card settled before its handler is called (withdrawn in the same step) never calls it", () =>
     Effect.gen(function* () {
       let called = 0
-      const { desk, wire, thread } = yield* setup({
+      const { connectionCards, wire, thread } = yield* setup({
         handler: () =>
           Effect.sync(() => {
             called++
           }).pipe(Effect.as(Decision.Accept))
       })
-      const opened = yield* desk.open(command(), { parent: thread })
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
-      if (opened._tag === "Opened") desk.withdraw(opened.card.requestId)
+      if (opened._tag === "Opened") connectionCards.withdraw(opened.card.requestId)
       for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
       assert.strictEqual(called, 0)
       assert.deepStrictEqual(wire.written, [])
@@ -279,25 +279,25 @@ describe("pending cards", () => {
             if (n === 2) return yield* Effect.never // decided by a person: interrupted with its card
             return Decision.Accept
           })
-        const { approvals, desk, wire, thread } = yield* setup({ handler })
+        const { approvals, connectionCards, wire, thread } = yield* setup({ handler })
         const written = (n: number) =>
           Effect.gen(function* () {
             for (let i = 0; i < 100 && wire.written.length < n; i++) yield* Effect.yieldNow()
             assert.strictEqual(wire.written.length, n)
           })
-        yield* desk.open(
+        yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 1),
           { parent: thread }
         )
         yield* written(1)
-        const second = yield* desk.open(
+        const second = yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 2),
           { parent: thread }
         )
         for (let i = 0; i < 100 && seen.length < 2; i++) yield* Effect.yieldNow()
         yield* approvals.answer(second._tag === "Opened" ? second.card.id : "", Decision.Decline)
         yield* written(2)
-        yield* desk.open(
+        yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 3),
           { parent: thread }
         )
@@ -322,11 +322,11 @@ describe("pending cards", () => {
 
   it.scoped("a handler with no opinion leaves the card to the person and the deadline", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread } = yield* setup({
+      const { connectionCards, wire, thread } = yield* setup({
         handler: () => Effect.succeed(undefined),
         deadlines: { default: "5 seconds" }
       })
-      yield* desk.open(command(), { parent: thread })
+      yield* connectionCards.open(command(), { parent: thread })
       yield* Effect.yieldNow()
       assert.deepStrictEqual(wire.written, [])
       yield* TestClock.adjust("5 seconds")
@@ -339,11 +339,11 @@ describe("pending cards", () => {
 
   it.scoped("a slow handler loses to the deadline and its late decision is not written", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread } = yield* setup({
+      const { connectionCards, wire, thread } = yield* setup({
         handler: () => Effect.sleep("10 seconds").pipe(Effect.as(Decision.Accept), Effect.uninterruptible),
         deadlines: { default: "5 seconds" }
       })
-      yield* desk.open(command(), { parent: thread })
+      yield* connectionCards.open(command(), { parent: thread })
       yield* TestClock.adjust("5 seconds")
       yield* TestClock.adjust("5 seconds")
       assert.deepStrictEqual(
@@ -355,8 +355,8 @@ describe("pending cards", () => {
 
   it.scoped("closing the thread's scope refuses the open card on a live line", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread, drained } = yield* setup()
-      yield* desk.open(command(), { parent: thread })
+      const { connectionCards, wire, thread, drained } = yield* setup()
+      yield* connectionCards.open(command(), { parent: thread })
       yield* Scope.close(thread, Exit.void)
       assert.deepStrictEqual(
         wire.written.map((f) => f["result"]),
@@ -364,7 +364,7 @@ describe("pending cards", () => {
       )
       const s = (yield* drained()).find((e) => e._tag === "CardSettled")
       assert.strictEqual(s?._tag === "CardSettled" && s.settlement.source._tag, "ThreadStopped")
-      assert.strictEqual(desk.size(), 0)
+      assert.strictEqual(connectionCards.size(), 0)
     })
   )
 
@@ -372,22 +372,22 @@ describe("pending cards", () => {
     "closing the thread's scope settles every card of that thread, and only those; a card opened after it settles at once",
     () =>
       Effect.gen(function* () {
-        const { desk, wire, thread, drained } = yield* setup({ handler: () => Effect.never })
+        const { connectionCards, wire, thread, drained } = yield* setup({ handler: () => Effect.never })
         const other = yield* Scope.make()
-        yield* desk.open(command(), { parent: thread })
-        yield* desk.open(
+        yield* connectionCards.open(command(), { parent: thread })
+        yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 1),
           { parent: thread }
         )
-        yield* desk.open(
+        yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 2),
           { parent: other }
         )
         yield* Effect.yieldNow()
         yield* Scope.close(thread, Exit.void)
         assert.deepStrictEqual(wire.written.map((f) => f["id"]).sort(), [0, 1])
-        assert.strictEqual(desk.size(), 1)
-        const late = yield* desk.open(
+        assert.strictEqual(connectionCards.size(), 1)
+        const late = yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 3),
           { parent: thread }
         )
@@ -397,28 +397,28 @@ describe("pending cards", () => {
           (e) => e._tag === "CardSettled" && e.settlement.source._tag === "ThreadStopped"
         )
         assert.strictEqual(stopped.length, 3)
-        assert.strictEqual(desk.size(), 1)
+        assert.strictEqual(connectionCards.size(), 1)
       })
   )
 
   it.scoped("closing the thread's scope on a dead line writes nothing but settles the card", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread, drained } = yield* setup()
-      yield* desk.open(command(), { parent: thread })
+      const { connectionCards, wire, thread, drained } = yield* setup()
+      yield* connectionCards.open(command(), { parent: thread })
       wire.cut()
       yield* Scope.close(thread, Exit.void)
       assert.deepStrictEqual(wire.written, [])
       const s = (yield* drained()).find((e) => e._tag === "CardSettled")
       assert.strictEqual(s?._tag === "CardSettled" && s.settlement.outcome, "connection-lost")
-      assert.strictEqual(desk.size(), 0)
+      assert.strictEqual(connectionCards.size(), 0)
     })
   )
 
   it.scoped("serverRequest/resolved withdraws the card: nothing written", () =>
     Effect.gen(function* () {
-      const { approvals, desk, wire, thread } = yield* setup()
-      const opened = yield* desk.open(command(), { parent: thread })
-      const s = desk.withdraw(0)
+      const { approvals, connectionCards, wire, thread } = yield* setup()
+      const opened = yield* connectionCards.open(command(), { parent: thread })
+      const s = connectionCards.withdraw(0)
       assert.strictEqual(s?.outcome, "withdrawn")
       const late = yield* approvals.answer(opened._tag === "Opened" ? opened.card.id : "", Decision.Accept)
       assert.strictEqual(late._tag, "AlreadySettled")
@@ -429,12 +429,12 @@ describe("pending cards", () => {
 
   it.scoped("a second request on an open id is reported as a duplicate; ids can be reused after settling", () =>
     Effect.gen(function* () {
-      const { approvals, desk, thread } = yield* setup()
-      const first = yield* desk.open(command(), { parent: thread })
-      const dup = yield* desk.open(command(), { parent: thread })
+      const { approvals, connectionCards, thread } = yield* setup()
+      const first = yield* connectionCards.open(command(), { parent: thread })
+      const dup = yield* connectionCards.open(command(), { parent: thread })
       assert.strictEqual(dup._tag, "Duplicate")
       yield* approvals.answer(first._tag === "Opened" ? first.card.id : "", Decision.Decline)
-      const again = yield* desk.open(command(), { parent: thread })
+      const again = yield* connectionCards.open(command(), { parent: thread })
       assert.strictEqual(again._tag, "Opened")
       assert.notStrictEqual(again._tag === "Opened" && again.card.id, first._tag === "Opened" && first.card.id)
     })
@@ -444,16 +444,16 @@ describe("pending cards", () => {
     "openNow opens in the caller's step: an effect only for a thread's first card (its finalizer), a result otherwise; duplicates too",
     () =>
       Effect.gen(function* () {
-        const { desk, thread } = yield* setup()
+        const { connectionCards, thread } = yield* setup()
         const [fiber, flags] = yield* Effect.withFiberRuntime<readonly [any, any]>((f, status) =>
           Effect.succeed([f, status.runtimeFlags] as const)
         )
-        const first = desk.openNow(command(), { parent: thread }, fiber, flags)
+        const first = connectionCards.openNow(command(), { parent: thread }, fiber, flags)
         assert.isTrue(Effect.isEffect(first), "the thread's first card adds its finalizer: an effect")
-        assert.strictEqual(desk.size(), 1, "registered in the call, before the effect runs")
+        assert.strictEqual(connectionCards.size(), 1, "registered in the call, before the effect runs")
         const firstResult = yield* first as Effect.Effect<Approvals.OpenResult>
         assert.strictEqual(firstResult._tag, "Opened")
-        const second = desk.openNow(
+        const second = connectionCards.openNow(
           captured("item/commandExecution/requestApproval", () => true, 1),
           { parent: thread },
           fiber,
@@ -461,14 +461,14 @@ describe("pending cards", () => {
         )
         assert.isFalse(Effect.isEffect(second))
         assert.strictEqual((second as Approvals.OpenResult)._tag, "Opened")
-        const dup = desk.openNow(
+        const dup = connectionCards.openNow(
           captured("item/commandExecution/requestApproval", () => true, 1),
           { parent: thread },
           fiber,
           flags
         )
         assert.strictEqual((dup as Approvals.OpenResult)._tag, "Duplicate")
-        const noThread = desk.openNow(
+        const noThread = connectionCards.openNow(
           captured("item/commandExecution/requestApproval", () => true, 2),
           { parent: undefined },
           fiber,
@@ -477,28 +477,28 @@ describe("pending cards", () => {
         assert.strictEqual((noThread as Approvals.OpenResult)._tag, "Settled", "refused at once, in the call")
         // The thread's close settles what openNow opened, as for open.
         yield* Scope.close(thread, Exit.void)
-        assert.strictEqual(desk.size(), 0)
+        assert.strictEqual(connectionCards.size(), 0)
       })
   )
 
   it.scoped("connection lost: every open card settles at once, nothing written", () =>
     Effect.gen(function* () {
-      const { desk, wire, thread } = yield* setup()
-      yield* desk.open(
+      const { connectionCards, wire, thread } = yield* setup()
+      yield* connectionCards.open(
         captured("item/commandExecution/requestApproval", () => true, 0),
         { parent: thread }
       )
-      yield* desk.open(
+      yield* connectionCards.open(
         captured("item/fileChange/requestApproval", () => true, 1),
         { parent: thread }
       )
       wire.cut()
-      const settled = desk.connectionLost("the app-server exited with code 1")
+      const settled = connectionCards.connectionLost("the app-server exited with code 1")
       assert.deepStrictEqual(
         settled.map((s) => s.outcome),
         ["connection-lost", "connection-lost"]
       )
-      assert.strictEqual(desk.size(), 0)
+      assert.strictEqual(connectionCards.size(), 0)
       yield* TestClock.adjust("1 hour")
       assert.deepStrictEqual(wire.written, [])
     })
@@ -508,15 +508,20 @@ describe("pending cards", () => {
     "unknown methods get the error frame at once; malformed params and unknown threads are refused at once",
     () =>
       Effect.gen(function* () {
-        const { desk, wire, thread } = yield* setup()
+        const { connectionCards, wire, thread } = yield* setup()
         const { ServerRequests } = yield* Effect.promise(() => import("@warden/protocol"))
-        const u = yield* desk.open(ServerRequests.decode(5, "item/teleport/requestApproval", {}), { parent: thread })
-        assert.strictEqual(u._tag === "Settled" && u.settlement.source._tag, "UnknownMethod")
-        const m = yield* desk.open(ServerRequests.decode(6, "item/commandExecution/requestApproval", { nope: 1 }), {
+        const u = yield* connectionCards.open(ServerRequests.decode(5, "item/teleport/requestApproval", {}), {
           parent: thread
         })
+        assert.strictEqual(u._tag === "Settled" && u.settlement.source._tag, "UnknownMethod")
+        const m = yield* connectionCards.open(
+          ServerRequests.decode(6, "item/commandExecution/requestApproval", { nope: 1 }),
+          {
+            parent: thread
+          }
+        )
         assert.strictEqual(m._tag === "Settled" && m.settlement.source._tag, "Malformed")
-        const n = yield* desk.open(
+        const n = yield* connectionCards.open(
           captured("item/commandExecution/requestApproval", () => true, 7),
           { parent: undefined }
         )
@@ -535,8 +540,8 @@ describe("pending cards", () => {
   it.effect("shutdown: closing the engine's scope refuses what is open", () =>
     Effect.gen(function* () {
       const outer = yield* Scope.make()
-      const { desk, wire, thread } = yield* setup().pipe(Scope.extend(outer))
-      yield* desk.open(command(), { parent: thread })
+      const { connectionCards, wire, thread } = yield* setup().pipe(Scope.extend(outer))
+      yield* connectionCards.open(command(), { parent: thread })
       yield* Scope.close(outer, Exit.void)
       assert.deepStrictEqual(
         wire.written.map((f) => f["result"]),
@@ -547,8 +552,8 @@ describe("pending cards", () => {
 
   it.scoped("the inbox shows open cards and their settlement", () =>
     Effect.gen(function* () {
-      const { approvals, desk, thread } = yield* setup()
-      yield* desk.open(command(), { parent: thread })
+      const { approvals, connectionCards, thread } = yield* setup()
+      yield* connectionCards.open(command(), { parent: thread })
       const open = yield* approvals.openCards
       assert.strictEqual(open.length, 1)
       assert.strictEqual(open[0]!.method, "item/commandExecution/requestApproval")
@@ -559,7 +564,7 @@ describe("pending cards", () => {
 
   it.scoped("a card settled as it opens (a remembered rule) reaches the inbox in one chunk with its opening", () =>
     Effect.gen(function* () {
-      const { approvals, desk, thread } = yield* setup({ remembered: () => ({ ruleId: "m1" }) })
+      const { approvals, connectionCards, thread } = yield* setup({ remembered: () => ({ ruleId: "m1" }) })
       const chunks: Array<ReadonlyArray<string>> = []
       yield* approvals.inbox.pipe(
         Stream.runForEachChunk((chunk) => Effect.sync(() => chunks.push(Chunk.toArray(chunk).map((u) => u._tag)))),
@@ -568,7 +573,7 @@ describe("pending cards", () => {
       // The snapshot taken, the inbox waits for the next update (the case that split them).
       yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => chunks.length > 0, times: 100 }))
       yield* Effect.repeatN(Effect.yieldNow(), 20)
-      const opened = yield* desk.open(command(), { parent: thread })
+      const opened = yield* connectionCards.open(command(), { parent: thread })
       assert.strictEqual(opened._tag, "Settled")
       yield* Effect.yieldNow().pipe(Effect.repeat({ until: () => chunks.length > 1, times: 100 }))
       assert.deepStrictEqual(chunks, [["Snapshot"], ["Opened", "Settled"]])

@@ -1,5 +1,5 @@
 /**
- * The desk's `remembered` lookup (remembered allows, "always"): consulted only after the rules
+ * The connection cards' `remembered` lookup (remembered allows, "always"): consulted only after the rules
  * (a deny rule always wins, an allow rule decides as itself) and the safety filter, before the
  * handler and the person; a lookup that throws never accepts.
  */
@@ -23,8 +23,8 @@ const commandRequest = (command: string, id = 0) =>
   })
 
 const setup = (config: Approvals.ApprovalsConfig) =>
-  Effect.map(deskSetup(config), ({ desk, drained, thread, wire }) => ({
-    desk,
+  Effect.map(deskSetup(config), ({ connectionCards, drained, thread, wire }) => ({
+    connectionCards,
     thread,
     wire,
     settlements: () =>
@@ -47,8 +47,8 @@ const only = (list: ReadonlyArray<Settlement>): Settlement => {
 describe("remembered allows", () => {
   it.scoped("a matching remembered allow accepts at once, source remembered:<id>, written once", () =>
     Effect.gen(function* () {
-      const { desk, settlements, thread, wire } = yield* setup({ remembered: rememberPnpmTest })
-      const opened = yield* desk.open(commandRequest("pnpm test"), { parent: thread })
+      const { connectionCards, settlements, thread, wire } = yield* setup({ remembered: rememberPnpmTest })
+      const opened = yield* connectionCards.open(commandRequest("pnpm test"), { parent: thread })
       assert.strictEqual(opened._tag, "Settled")
       const s = only(yield* settlements())
       assert.strictEqual(s.outcome, "accepted")
@@ -59,11 +59,11 @@ describe("remembered allows", () => {
 
   it.scoped("a deny rule wins over a remembered allow", () =>
     Effect.gen(function* () {
-      const { desk, settlements, thread, wire } = yield* setup({
+      const { connectionCards, settlements, thread, wire } = yield* setup({
         rules: rules(denyCmd("no-pnpm", "pnpm")),
         remembered: rememberPnpmTest
       })
-      yield* desk.open(commandRequest("pnpm test"), { parent: thread })
+      yield* connectionCards.open(commandRequest("pnpm test"), { parent: thread })
       const s = only(yield* settlements())
       assert.strictEqual(s.outcome, "declined")
       assert.deepStrictEqual(s.source, { _tag: "Rule", ruleId: "no-pnpm" })
@@ -74,14 +74,14 @@ describe("remembered allows", () => {
   it.scoped("an allow rule decides as itself; the lookup is not asked", () =>
     Effect.gen(function* () {
       let asked = 0
-      const { desk, settlements, thread } = yield* setup({
+      const { connectionCards, settlements, thread } = yield* setup({
         rules: rules(allowCmd("pnpm-ok", "pnpm", "test")),
         remembered: (request, context) => {
           asked++
           return rememberPnpmTest!(request, context)
         }
       })
-      yield* desk.open(commandRequest("pnpm test"), { parent: thread })
+      yield* connectionCards.open(commandRequest("pnpm test"), { parent: thread })
       assert.deepStrictEqual(only(yield* settlements()).source, { _tag: "Rule", ruleId: "pnpm-ok" })
       assert.strictEqual(asked, 0)
     })
@@ -89,11 +89,11 @@ describe("remembered allows", () => {
 
   it.scoped("no match: the card waits, and its deadline refuses it", () =>
     Effect.gen(function* () {
-      const { desk, settlements, thread, wire } = yield* setup({
+      const { connectionCards, settlements, thread, wire } = yield* setup({
         remembered: rememberPnpmTest,
         deadlines: { default: "1 minute" }
       })
-      const opened = yield* desk.open(commandRequest("rm -rf /"), { parent: thread })
+      const opened = yield* connectionCards.open(commandRequest("rm -rf /"), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
       assert.deepStrictEqual(wire.written, [])
       yield* TestClock.adjust("1 minute")
@@ -103,17 +103,17 @@ describe("remembered allows", () => {
     })
   )
 
-  it.scoped("a lookup that throws never accepts: the card waits for its deadline, the desk goes on", () =>
+  it.scoped("a lookup that throws never accepts: the card waits for its deadline, the connection's cards goes on", () =>
     Effect.gen(function* () {
-      const { desk, settlements, thread, wire } = yield* setup({
+      const { connectionCards, settlements, thread, wire } = yield* setup({
         remembered: () => {
           throw new Error("the snapshot broke")
         },
         deadlines: { default: "1 minute" }
       })
-      const opened = yield* desk.open(commandRequest("pnpm test"), { parent: thread })
+      const opened = yield* connectionCards.open(commandRequest("pnpm test"), { parent: thread })
       assert.strictEqual(opened._tag, "Opened")
-      const second = yield* desk.open(commandRequest("pnpm test", 1), { parent: thread })
+      const second = yield* connectionCards.open(commandRequest("pnpm test", 1), { parent: thread })
       assert.strictEqual(second._tag, "Opened")
       yield* TestClock.adjust("1 minute")
       const all = yield* settlements()
@@ -127,8 +127,8 @@ describe("remembered allows", () => {
 
   it.scoped("a lookup answering nonsense (no rule id) is no match", () =>
     Effect.gen(function* () {
-      const { desk, thread } = yield* setup({ remembered: () => ({ ruleId: 42 }) as never })
-      assert.strictEqual((yield* desk.open(commandRequest("pnpm test"), { parent: thread }))._tag, "Opened")
+      const { connectionCards, thread } = yield* setup({ remembered: () => ({ ruleId: 42 }) as never })
+      assert.strictEqual((yield* connectionCards.open(commandRequest("pnpm test"), { parent: thread }))._tag, "Opened")
     })
   )
 })

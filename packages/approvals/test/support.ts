@@ -47,14 +47,14 @@ export const recordingLine = () => {
   }
 }
 
-/** An approvals engine, a connection's open cards (`approvals.desk`) on a recording line, and a thread scope, in the test's scope. */
+/** An approvals engine, a connection's open cards (`approvals.cardsFor`) on a recording line, and a thread scope, in the test's scope. */
 export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>
   Effect.gen(function* () {
     const approvals = yield* Approvals.make(config)
     const events = yield* approvals.subscribe
     const wire = recordingLine()
-    const desk = approvals.desk(wire.line)
+    const connectionCards = approvals.cardsFor(wire.line)
     const thread = yield* Scope.make()
     const drained = () => Effect.map(events.takeAll, (c) => Array.from(c) as Array<ApprovalEvent>)
-    return { approvals, desk, wire, thread, drained }
+    return { approvals, connectionCards, wire, thread, drained }
   })

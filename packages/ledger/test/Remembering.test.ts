@@ -1,6 +1,6 @@
 /**
- * `Remembering`: "always" wired to a desk, as the promise facade's users do it (docs/embedding.md):
- * the ledger in a ManagedRuntime, `Remembering.lookup` as the desk's `remembered`, and
+ * `Remembering`: "always" wired to a connection's cards, as the promise facade's users do it (docs/embedding.md):
+ * the ledger in a ManagedRuntime, `Remembering.lookup` as the connection cards' `remembered`, and
  * `Remembering.always` behind the facade's `remember` hook. A card answered "always" is stored
  * (scope, author, expiry, card) and accepted; the next matching card is accepted by it; a deny rule
  * still wins; a card no scope can be derived for is not answered.
@@ -130,7 +130,7 @@ describe("Remembering through the promise facade", () => {
         await warden.close()
       }
 
-      // A later desk with a deny rule over the same command: the deny wins over the remembered allow.
+      // Later connection cards with a deny rule over the same command: the deny wins over the remembered allow.
       const later = await ledgerRuntime.runPromise(Remembering.make(ledger, "r-later"))
       expect(later.rules().length).toBe(1)
       const fake2 = FakeAppServer.make({ turns: "manual" })

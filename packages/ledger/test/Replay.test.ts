@@ -1,5 +1,5 @@
 /**
- * Replay: cards recorded through the real approvals desk into a real database, read back, and
+ * Replay: cards recorded through the real approvals engine's connection cards into a real database, read back, and
  * replayed against candidate rules with approvals' own `Policy.evaluate`: per card and in totals.
  * Fidelity: replaying the rules a run was decided by reproduces every rule decision from the
  * stored (masked) facts, over generated requests and rules.
@@ -28,7 +28,7 @@ import {
 
 const Cmd = "item/commandExecution/requestApproval"
 
-/** Record what `body` opens through a desk ruled by `decidedBy`, and read the cards back. */
+/** Record what `body` opens through a connectionCards ruled by `decidedBy`, and read the cards back. */
 const recorded = (
   filename: string,
   decidedBy: Policy.Rules | undefined,

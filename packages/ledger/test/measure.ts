@@ -2,7 +2,7 @@
  * What recording costs (not a test: `node --import tsx packages/ledger/test/measure.ts [CARDS]`).
  *
  * 1. `Run.record` on the caller's fiber: a synchronous enqueue (µs per event).
- * 2. Cards opened and settled at once by rules through the real desk, with no ledger and with a
+ * 2. Cards opened and settled at once by rules through the real connection cards, with no ledger and with a
  *    ledger attached (the caller's time; then the time until the ledger has written them all).
  * 3. The writer: events written per second, events per transaction, and the longest a single
  *    batch held the event loop (better-sqlite3 is synchronous: a batch runs on the loop).
@@ -28,9 +28,9 @@ const lines = [
 const openAll = (approvals: Approvals.ApprovalsShape, parent: Scope.Scope, n: number) =>
   Effect.gen(function* () {
     const line: ApprovalsTypes.Line = { write: () => true, isOpen: () => true }
-    const desk = approvals.desk(line)
+    const connectionCards = approvals.cardsFor(line)
     for (let i = 0; i < n; i++) {
-      yield* desk.open(
+      yield* connectionCards.open(
         ServerRequests.decode(
           i,
           "item/commandExecution/requestApproval",
@@ -73,7 +73,7 @@ const program = Effect.gen(function* () {
     let stats = yield* ledger.flush
     const itemsMs = performance.now() - t
 
-    // 2. Cards through the desk with the ledger attached.
+    // 2. Cards through the connection's cards with the ledger attached.
     const approvals = yield* Approvals.make(config)
     const quiet = yield* PubSub.unbounded<never>()
     yield* run.attach({ subscribe: PubSub.subscribe(quiet), subscribeApprovals: approvals.subscribe })

@@ -87,7 +87,7 @@ export interface Script {
     item: string | number,
     result: Partial<WorkItem.WorkResult> & { readonly threadId: string }
   ) => void
-  /** Open a card through a desk, as a connection's read loop does. */
+  /** Open a card through a connectionCards, as a connection's read loop does. */
   readonly open: (
     method: string,
     params: unknown,
@@ -108,7 +108,7 @@ export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Sc
     const events = yield* PubSub.unbounded<Supervisor.SupervisorEvent>()
     const written: Array<Record<string, unknown>> = []
     const line: Approvals.Line = { write: (frame) => (written.push(frame), true), isOpen: () => true }
-    const desk = approvals.desk(line)
+    const connectionCards = approvals.cardsFor(line)
     const defaultParent = yield* Scope.make()
     yield* Effect.addFinalizer(() => Scope.close(defaultParent, Exit.void))
     let nextId = 0
@@ -138,7 +138,7 @@ export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Sc
         }),
       open: (method, params, options = {}) =>
         Effect.flatMap(
-          desk.open(ServerRequests.decode(options.id ?? nextId++, method, params), {
+          connectionCards.open(ServerRequests.decode(options.id ?? nextId++, method, params), {
             parent: options.parent === "none" ? undefined : (options.parent ?? defaultParent),
             context: { workItem: "1", ...options.context }
           }),

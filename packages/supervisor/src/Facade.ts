@@ -65,9 +65,9 @@ export interface AlwaysOptions {
  * then stays open, unanswered). The hook decides the scope and where rules live: the ledger's
  * `Remembering.always` (from `@warden/ledger`) derives the narrowest scope (the exact argv of a
  * simple command, the deepest directory of the changed or asked paths, the MCP server and tool)
- * and stores it with the author, time, expiry and card. Give the desk the matching lookup
+ * and stores it with the author, time, expiry and card. Give the connection cards the matching lookup
  * (`approvals.remembered`, e.g. `Remembering.lookup`) so later cards in that scope are accepted
- * with source `remembered:<id>`; the desk consults it only after the configured rules said
+ * with source `remembered:<id>`; the connection's cards consult it only after the configured rules said
  * nothing, so a deny rule always wins.
  */
 export type RememberHook = (

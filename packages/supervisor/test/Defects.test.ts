@@ -192,7 +192,7 @@ describe("a defect while handling a frame ends the connection, and the slot reco
   )
 
   it.scoped(
-    "on the connection itself: a desk that throws on a request; pending requests fail with the cause, `ended` resolves",
+    "on the connection itself: a connectionCards that throws on a request; pending requests fail with the cause, `ended` resolves",
     () =>
       Effect.gen(function* () {
         const fake = FakeAppServer.make({ behaviour: { "thread/start": () => Effect.succeed("silence" as const) } })
@@ -200,16 +200,16 @@ describe("a defect while handling a frame ends the connection, and the slot reco
         const real = yield* Approvals.make()
         const hostile: Approvals.ApprovalsShape = {
           ...real,
-          desk: (line, overrides, owner) => {
-            const desk = real.desk(line, overrides, owner)
+          cardsFor: (line, overrides, owner) => {
+            const connectionCards = real.cardsFor(line, overrides, owner)
             return {
-              ...desk,
+              ...connectionCards,
               open: () => {
-                throw new Error("injected: the desk broke")
+                throw new Error("injected: the connection's cards broke")
               },
               // What the read loop calls (opening in its own step).
               openNow: () => {
-                throw new Error("injected: the desk broke")
+                throw new Error("injected: the connection's cards broke")
               }
             }
           }
@@ -223,11 +223,11 @@ describe("a defect while handling a frame ends the connection, and the slot reco
         assert.strictEqual(ended.reason._tag, "InternalDefect")
         assert.include(
           ended.message,
-          "handling item/commandExecution/requestApproval request threw: injected: the desk broke"
+          "handling item/commandExecution/requestApproval request threw: injected: the connection's cards broke"
         )
         const error = yield* Fiber.join(pending).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ConnectionLost")
-        assert.include(error.message, "injected: the desk broke")
+        assert.include(error.message, "injected: the connection's cards broke")
         assert.strictEqual(server.pendingCount(), 0)
         assert.isFalse(server.isOpen())
       })

@@ -23,13 +23,18 @@ const approvalRequest = (id: number, itemId: string) => ({
   params: commandApproval("thr_1", "turn_1", itemId)
 })
 
-const connect = (approvals: Approvals.ApprovalsConfig = {}, hostile?: (desk: Approvals.Desk) => Approvals.Desk) =>
+const connect = (
+  approvals: Approvals.ApprovalsConfig = {},
+  hostile?: (connectionCards: Approvals.Desk) => Approvals.Desk
+) =>
   Effect.gen(function* () {
     const fake = FakeAppServer.make({ behaviour: { "thread/start": () => Effect.succeed("silence" as const) } })
     const connection = yield* fake.memory.transport.connect
     const real = yield* Approvals.make(approvals)
     const shape: Approvals.ApprovalsShape =
-      hostile === undefined ? real : { ...real, desk: (l, overrides, owner) => hostile(real.desk(l, overrides, owner)) }
+      hostile === undefined
+        ? real
+        : { ...real, cardsFor: (l, overrides, owner) => hostile(real.cardsFor(l, overrides, owner)) }
     const server = yield* AppServerConnection.make(connection, shape)
     // A route for thr_1, as a runner registers one.
     const signals = yield* Mailbox.make<ThreadSignal>()
@@ -88,10 +93,10 @@ describe("the read loop handles a chunk in the data call while its fiber waits",
         inTheCall = true
         send(line(approvalRequest(2, "call_2")))
         inTheCall = false
-        assert.strictEqual(server.desk.size(), 1, "opened in the data call")
+        assert.strictEqual(server.connectionCards.size(), 1, "opened in the data call")
         assert.strictEqual(calledDuringTheCall, 0, "its handler was not called in it")
         assert.deepStrictEqual((yield* fake.answerTo(2))["result"], { decision: "accept" })
-        assert.strictEqual(server.desk.size(), 0)
+        assert.strictEqual(server.connectionCards.size(), 0)
         assert.strictEqual(calledDuringTheCall, 0)
       })
   )
@@ -118,7 +123,7 @@ describe("the read loop handles a chunk in the data call while its fiber waits",
         assert.strictEqual(server.pendingCount(), 1, "the frames after the first card wait for the loop's fiber")
         assert.strictEqual(Option.getOrThrow(signals.unsafeSize()), 0)
         yield* Fiber.join(caller)
-        assert.strictEqual(server.desk.size(), 0, "withdrawn after it opened")
+        assert.strictEqual(server.connectionCards.size(), 0, "withdrawn after it opened")
         assert.isUndefined(
           fake.answersSoFar().find((a) => a["id"] === 7),
           "a withdrawn card is not answered"
@@ -140,16 +145,16 @@ describe("the read loop handles a chunk in the data call while its fiber waits",
     () =>
       Effect.gen(function* () {
         let breakNext = false
-        const { fake, send, server } = yield* connect({ handler: () => Effect.never }, (desk) => ({
-          ...desk,
+        const { fake, send, server } = yield* connect({ handler: () => Effect.never }, (connectionCards) => ({
+          ...connectionCards,
           openNow: (request, options, fiber, flags) => {
-            if (breakNext) throw new Error("injected: the desk broke")
-            return desk.openNow(request, options, fiber, flags)
+            if (breakNext) throw new Error("injected: the connection's cards broke")
+            return connectionCards.openNow(request, options, fiber, flags)
           }
         }))
         send(line(approvalRequest(1, "call_1")))
         yield* settle
-        assert.strictEqual(server.desk.size(), 1)
+        assert.strictEqual(server.connectionCards.size(), 1)
         const caller = yield* Effect.fork(server.request("thread/start", {}))
         const sent = yield* fake.nextRequest("thread/start")
         yield* settle
@@ -161,11 +166,11 @@ describe("the read loop handles a chunk in the data call while its fiber waits",
         assert.strictEqual(ended.reason._tag, "InternalDefect")
         assert.include(
           ended.message,
-          "handling item/commandExecution/requestApproval request threw: injected: the desk broke"
+          "handling item/commandExecution/requestApproval request threw: injected: the connection's cards broke"
         )
         const error = yield* Fiber.join(caller).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ConnectionLost", "the response after the throw was not read")
-        assert.strictEqual(server.desk.size(), 0, "the open card settled (connection lost)")
+        assert.strictEqual(server.connectionCards.size(), 0, "the open card settled (connection lost)")
         assert.strictEqual(server.pendingCount(), 0)
       })
   )
@@ -202,7 +207,7 @@ describe("what the read loop keeps for a thread", () => {
         send(fileChange("item/started", "fc_1", "/repo/a.txt") + fileChange("item/started", "fc_2", "/repo/b.txt"))
         send(patchApproval(1, "fc_1"))
         yield* settle
-        const summary = server.desk.openCards()[0]?.summary
+        const summary = server.connectionCards.openCards()[0]?.summary
         assert.deepStrictEqual(
           summary?.kind === "fileChange" ? summary.changes.map((c) => c.path) : summary,
           ["/repo/a.txt"],

@@ -224,7 +224,7 @@ export const execute = (args: Common, plan: Plan) =>
       ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
       : undefined
     const handler = ApprovalModes.handlerFor(mode)
-    // The desk's remembered lookup, through the recorder once it is open (no card opens before).
+    // The connection cards' remembered lookup, through the recorder once it is open (no card opens before).
     const opened: { current?: import("../state/StateLedger.js").Recorder } = {}
     const config = (recording: boolean, runId?: string): Supervisor.SupervisorConfig => ({
       connection: { clientInfo: { name: "warden", title: "Warden", version }, requestTimeout: args.requestTimeout },

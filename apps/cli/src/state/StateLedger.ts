@@ -1,6 +1,6 @@
 /**
  * The ledger behind `warden run --state PATH` (and `warden audit`, `warden rules`): opening the
- * SQLite file, recording a run, and the remembered rules the desk consults. This is the only CLI
+ * SQLite file, recording a run, and the remembered rules the connection's cards consult. This is the only CLI
  * module that imports `@warden/ledger`; the others load it with `import()` when a command needs
  * it, so `warden --version` and a `--no-state` run never load SQLite.
  *
@@ -137,7 +137,7 @@ export interface Recorder {
   /** Records a work item as submitted (the one event no stream publishes). */
   readonly submitted: (item: WorkItem.WorkItem) => void
   /**
-   * The desk's `remembered` lookup: the remembered rules in force, as loaded at start and
+   * The connection cards' `remembered` lookup: the remembered rules in force, as loaded at start and
    * updated by `rememberAlways` (an in-memory snapshot: the lookup does no I/O).
    */
   readonly remembered: (

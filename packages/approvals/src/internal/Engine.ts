@@ -167,7 +167,7 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       })
 
     return {
-      desk: (line, overrides, owner) => ConnectionCards.make(line, engine, { ...config, ...overrides }, owner),
+      cardsFor: (line, overrides, owner) => ConnectionCards.make(line, engine, { ...config, ...overrides }, owner),
       openCards: Effect.sync(() => Array.from(open.values(), (c) => c.view)),
       answer,
       answerGroup,

@@ -1,6 +1,6 @@
 /**
  * The connection actor: one `codex app-server` (or any peer behind a Transport connection), made
- * of four parts that share its state (the pending requests, the desk of open cards, the thread
+ * of four parts that share its state (the pending requests, the connection's open cards, the thread
  * routes):
  *
  * - `ClientRequests`: our requests and their pending replies (deadlines, `-32001` retries);
@@ -11,7 +11,7 @@
  *   routes are told, `ended` resolves), however it comes.
  *
  * Scope and fibers, all in the caller's scope (the slot's connection scope): a child scope for the
- * connection's small fibers (the deadline timers of our requests and of the desk's cards, a
+ * connection's small fibers (the deadline timers of our requests and of the connection's cards, a
  * settled card's handler interruption), made first so that it closes last, after the end was
  * handled, and a deadline still holds while the connection closes; the read loop's fiber; and the
  * scope's end path (`ConnectionEnd.onScopeClose`), which runs first when the scope closes.
@@ -78,7 +78,7 @@ export interface AppServer {
   readonly unregisterThread: (route: ThreadRoute) => void
   /** Whether a live work item already routes this thread on this connection. */
   readonly hasThread: (threadId: string) => boolean
-  readonly desk: Approvals.ConnectionCards
+  readonly connectionCards: Approvals.ConnectionCards
   readonly isOpen: () => boolean
   /** The end, once it has been handled (pending failed, cards settled, threads told). */
   readonly ended: Effect.Effect<ConnectionEnded>
@@ -145,17 +145,17 @@ export const make = (
     const routes = new Map<string, ThreadRoute>()
     const connectionEvents = yield* PubSub.unbounded<FrameRouter.ConnectionEvent>()
 
-    // The desk is made after the end (its line asks the end whether it is alive); the end reads it
+    // the connection's cards are made after the end (its line asks the end whether it is alive); the end reads it
     // only when the connection ends, after `make` returned.
     const end: ConnectionEnd.ConnectionEnd = yield* ConnectionEnd.make(connection, {
       pending,
-      cardsLost: (message) => desk.connectionLost(message),
+      cardsLost: (message) => connectionCards.connectionLost(message),
       routes,
       spawn: fibers.spawn
     })
-    // The desk's deadline timer and card fibers live in this connection's scope.
-    const desk = approvals.desk({ write: end.write, isOpen: end.isOpen }, undefined, fibers)
-    const router = FrameRouter.make({ connection, pending, desk, routes, connectionEvents, pressure })
+    // The connection cards' deadline timer and card fibers live in this connection's scope.
+    const connectionCards = approvals.cardsFor({ write: end.write, isOpen: end.isOpen }, undefined, fibers)
+    const router = FrameRouter.make({ connection, pending, connectionCards, routes, connectionEvents, pressure })
     yield* ReadLoop.start({ connection, router, end, measureLag: telemetry?.readLoopLag === true })
     // Added after the read loop's fiber: it runs first when the scope closes (see ConnectionEnd).
     yield* Effect.addFinalizer(() => end.onScopeClose)
@@ -190,7 +190,7 @@ export const make = (
       unregisterThread: (route) => {
         if (route.threadId !== undefined && routes.get(route.threadId) === route) routes.delete(route.threadId)
       },
-      desk,
+      connectionCards,
       isOpen: end.isOpen,
       ended: Deferred.await(end.signal),
       endedNow: end.handled,

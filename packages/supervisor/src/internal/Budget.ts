@@ -7,7 +7,7 @@
  * `budget-exhausted`; for the run, no further work item is admitted.
  *
  * The question is an MCP elicitation from the reserved server name `warden` (a form with no field:
- * accept or decline), opened on a desk of its own whose line is local: nothing of it is ever
+ * accept or decline), opened in a card registry of its own whose line is local: nothing of it is ever
  * written to codex. So rules decide it like any elicitation (`mcp: {server: "warden"}`), the
  * board, the stdin protocol and the facade show and answer it like any card, and its deadline
  * refuses it.
@@ -41,12 +41,12 @@ export interface Asker {
   readonly ask: (question: Question) => Effect.Effect<boolean>
 }
 
-/** A desk for Warden's own questions, on a local line (answers resolve the asker, never reach codex). */
+/** Cards for Warden's own questions, on a local line (answers resolve the asker, never reach codex). */
 export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker> =>
   Effect.sync(() => {
     const waiting = new Map<string, Deferred.Deferred<boolean>>()
     let counter = 0
-    const desk = approvals.desk({
+    const connectionCards = approvals.cardsFor({
       write: (frame) => {
         const id = String(frame["id"])
         const deferred = waiting.get(id)
@@ -84,7 +84,7 @@ export const asker = (approvals: Approvals.ApprovalsShape): Effect.Effect<Asker>
             return false
           }
           const scope = yield* Effect.scope
-          yield* desk.open(request, {
+          yield* connectionCards.open(request, {
             parent: scope,
             context: question.workItem === undefined ? {} : { workItem: question.workItem },
             onParentClose: { _tag: "ThreadStopped" }
@@ -235,7 +235,7 @@ export interface Budgets {
 }
 
 /**
- * The budgets of one supervisor, in its scope: Warden's own questions on a desk of `approvals`,
+ * The budgets of one supervisor, in its scope: Warden's own questions in cards of `approvals`,
  * the run's token budget (`runBudget`, none when empty), and each item's. A refused item budget
  * interrupts the item's turn within `interruptTimeout`.
  */

@@ -55,7 +55,7 @@ export interface Settles {
   readonly pending: PendingRequests
   /**
    * The connection's open cards settle connection-lost (nothing is written: nothing can be). A
-   * function, since the desk is made after the end (its line asks the end whether it is alive).
+   * function, since the connection's cards are made after the end (its line asks the end whether it is alive).
    */
   readonly cardsLost: (message: string) => void
   readonly routes: ReadonlyMap<string, ThreadRoute>

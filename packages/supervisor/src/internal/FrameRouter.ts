@@ -3,7 +3,7 @@
  * own step. Responses resume their callers (`PendingRequests`; thread/start|resume register the
  * thread's route right there), notifications go to their thread's route (with the bookkeeping a
  * card needs: file changes, running commands, a turn's end) or to the connection-level PubSub,
- * server requests open cards on the desk. Nothing here waits: a handler runs in a fiber of its
+ * server requests open cards in the connection's registry. Nothing here waits: a handler runs in a fiber of its
  * own, never on the loop.
  *
  * Scope and fibers: the router owns no fiber and no scope. It opens cards in the read loop's
@@ -68,7 +68,7 @@ export interface FrameRouter {
 export interface Options {
   readonly connection: TransportNs.Connection
   readonly pending: PendingRequests
-  readonly desk: Approvals.ConnectionCards
+  readonly connectionCards: Approvals.ConnectionCards
   readonly routes: ReadonlyMap<string, ThreadRoute>
   readonly connectionEvents: PubSub.PubSub<ConnectionEvent>
   /** Codex said it is under pressure (a rate limit reached): for adaptive admission. */
@@ -76,14 +76,14 @@ export interface Options {
 }
 
 export const make = (options: Options): FrameRouter => {
-  const { connection, connectionEvents, desk, pending, pressure, routes } = options
+  const { connection, connectionEvents, connectionCards, pending, pressure, routes } = options
 
   const routeNotification = (method: string, params: unknown) => {
     const threadId = threadIdOf(method, params)
     const p = record(params)
     if (method === "serverRequest/resolved" && p) {
       const requestId = p["requestId"]
-      if (typeof requestId === "number" || typeof requestId === "string") desk.withdraw(requestId)
+      if (typeof requestId === "number" || typeof requestId === "string") connectionCards.withdraw(requestId)
     }
     const route = threadId !== undefined ? routes.get(threadId) : undefined
     if (route) {
@@ -106,9 +106,12 @@ export const make = (options: Options): FrameRouter => {
         route.runningCommands?.clear()
         route.fileChanges?.clear()
         // The server resolves its own pending requests at turn end; refuse any we still hold.
-        desk.closeWhere((card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId), {
-          _tag: "TurnEnded"
-        })
+        connectionCards.closeWhere(
+          (card) => card.threadId === threadId && (turnId === undefined || card.turnId === turnId),
+          {
+            _tag: "TurnEnded"
+          }
+        )
       }
       route.routed++
       route.receive({ _tag: "Notification", method, params })
@@ -156,8 +159,8 @@ export const make = (options: Options): FrameRouter => {
     // Opened in the read loop's own step (`openNow`): an effect only when something must wait.
     const opened =
       reading === undefined
-        ? desk.open(decoded, openOptions)
-        : desk.openNow(decoded, openOptions, reading.fiber, reading.runtimeFlags)
+        ? connectionCards.open(decoded, openOptions)
+        : connectionCards.openNow(decoded, openOptions, reading.fiber, reading.runtimeFlags)
     return Effect.isEffect(opened)
       ? Effect.flatMap(opened, (result) => duplicate(result, requestId, method) ?? Effect.void)
       : duplicate(opened, requestId, method)

@@ -234,7 +234,7 @@ export const make = (options: Options): Effect.Effect<SlotPool, never, Scope.Sco
           slots,
           (slot) =>
             Effect.map(SubscriptionRef.get(slot.state), (state) => {
-              if (state._tag === "Ready") state.server.desk.closeWhere(() => true, { _tag: "Shutdown" })
+              if (state._tag === "Ready") state.server.connectionCards.closeWhere(() => true, { _tag: "Shutdown" })
             }),
           { discard: true }
         )

@@ -217,7 +217,7 @@ const openThread = (
         server.unregisterThread(route)
         if (route.threadId === undefined) return Effect.void
         const threadId = route.threadId
-        server.desk.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
+        server.connectionCards.closeWhere((card) => card.threadId === threadId, { _tag: "ThreadStopped" })
         return subscribed && server.isOpen()
           ? releaseThread(server, threadId, String(item.id ?? ""), config.interruptTimeout)
           : Effect.void

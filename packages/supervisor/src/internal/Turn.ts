@@ -294,7 +294,10 @@ class Turn implements TurnWatcher {
 
   private idle(): boolean {
     const { route, server, threadId } = this.thread
-    return (route.runningCommands?.size ?? 0) === 0 && !server.desk.openCards().some((c) => c.threadId === threadId)
+    return (
+      (route.runningCommands?.size ?? 0) === 0 &&
+      !server.connectionCards.openCards().some((c) => c.threadId === threadId)
+    )
   }
 
   private stopWatching(): void {

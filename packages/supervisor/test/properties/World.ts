@@ -1308,7 +1308,7 @@ export class World {
       // One answer cannot settle two requests: the connection goes down, neither is answered.
       inst.state = "ignored"
       inst.allowed = [Oracle.nothing("duplicate id while open")]
-      // The first stays in the desk until the end is handled, mute: the line is gone.
+      // The first stays among the open cards until the end is handled, mute: the line is gone.
       previous.state = "mute"
       this.notes.push(`${label} (duplicate of open instance #${previous.seq}: the connection must go down)`)
       this.readerAborted = true
