@@ -225,7 +225,7 @@ export interface Budgets {
    */
   readonly forItem: (
     item: WorkItem,
-    session: ThreadRunner.Session,
+    liveThread: ThreadRunner.LiveThread,
     emit: (event: WorkEvent) => void
   ) => Effect.Effect<
     { readonly emit: (event: WorkEvent) => void; readonly exhausted: () => string | undefined },
@@ -289,7 +289,7 @@ export const make = (
       )
     })
 
-    const forItem = (item: WorkItem, session: ThreadRunner.Session, emit: (event: WorkEvent) => void) =>
+    const forItem = (item: WorkItem, liveThread: ThreadRunner.LiveThread, emit: (event: WorkEvent) => void) =>
       Effect.gen(function* () {
         const budget = item.budget
         const own = budget !== undefined && (budget.maxTokens !== undefined || budget.maxTurnTime !== undefined)
@@ -326,8 +326,13 @@ export const make = (
               exhausted = detail
             },
             interrupt: Effect.suspend(() =>
-              session.server && session.threadId && session.turnId
-                ? ThreadRunner.interruptTurn(session.server, session.threadId, session.turnId, options.interruptTimeout)
+              liveThread.server && liveThread.threadId && liveThread.turnId
+                ? ThreadRunner.interruptTurn(
+                    liveThread.server,
+                    liveThread.threadId,
+                    liveThread.turnId,
+                    options.interruptTimeout
+                  )
                 : Effect.void
             )
           })

@@ -105,7 +105,7 @@ export class ThreadIdLatch {
 export class Handle implements WorkHandle {
   constructor(
     private readonly fiber: Fiber.RuntimeFiber<WorkResult, WorkItemFailed>,
-    private readonly session: ThreadRunner.Session,
+    private readonly liveThread: ThreadRunner.LiveThread,
     private readonly itemEvents: ItemEvents,
     private readonly threadIdLatch: ThreadIdLatch,
     private readonly interruptTimeout: Duration.Duration
@@ -137,7 +137,7 @@ export class Handle implements WorkHandle {
   }
   private get activeTurn() {
     return Effect.suspend(() => {
-      const { server, threadId, turnId } = this.session
+      const { server, threadId, turnId } = this.liveThread
       return server && threadId && turnId
         ? Effect.succeed({ server, threadId, turnId })
         : Effect.fail(new NoActiveTurn())

@@ -23,14 +23,14 @@ import {
   itemAttribute,
   type RunnerConfig,
   runTurn,
-  type Session,
-  ThreadInbox,
+  type LiveThread,
+  ThreadSignalBuffer,
   type ThreadContext,
   type TurnSlot
 } from "./Turn.js"
 
 export { enterSpan, spanIn, tracesVisibly } from "./ItemSpans.js"
-export { interruptTurn, type RunnerConfig, type Session, type TurnSlot } from "./Turn.js"
+export { interruptTurn, type RunnerConfig, type LiveThread, type TurnSlot } from "./Turn.js"
 
 const record = Json.asRecord
 
@@ -134,14 +134,14 @@ export const run = (
   item: WorkItem,
   prompts: ReadonlyArray<string>,
   resumeThreadId: string | undefined,
-  session: Session,
+  liveThread: LiveThread,
   emit: (event: WorkEvent) => void,
   config: RunnerConfig,
   onTurn: (turn: TurnResult) => void,
   attempt: Attempt,
   traced: boolean
 ): Effect.Effect<void, ConnectionLost | WorkItemFailed | RequestError> =>
-  Effect.flatMap(openThread(server, item, resumeThreadId, session, emit, config, attempt, traced), (thread) =>
+  Effect.flatMap(openThread(server, item, resumeThreadId, liveThread, emit, config, attempt, traced), (thread) =>
     turnsFrom(thread, prompts, 0, onTurn)
   )
 
@@ -175,7 +175,7 @@ const openThread = (
   server: AppServer,
   item: WorkItem,
   resumeThreadId: string | undefined,
-  session: Session,
+  liveThread: LiveThread,
   emit: (event: WorkEvent) => void,
   config: RunnerConfig,
   attempt: Attempt,
@@ -192,17 +192,17 @@ const openThread = (
       captureStackTrace: false
     })
     yield* enterSpan(threadSpan)
-    const inbox = new ThreadInbox()
+    const signals = new ThreadSignalBuffer()
     const route: ThreadRoute = {
       threadId: undefined,
-      receive: (signal) => inbox.receive(signal),
+      receive: (signal) => signals.receive(signal),
       cardScope: threadScope,
       workItem: item.id,
       traceParent: config.telemetry ? threadSpan : undefined,
       routed: 0
     }
     let model = item.model
-    session.server = server
+    liveThread.server = server
     /** The app-server runs the thread for us (thread/start or thread/resume answered). */
     let subscribed = false
     // Thread scope close: unregister, refuse what is still open for this thread, then let go of
@@ -287,7 +287,7 @@ const openThread = (
       threadId = started.thread.id
       model = started.model ?? model
     }
-    session.threadId = threadId
+    liveThread.threadId = threadId
     threadSpan?.attribute("warden.thread_id", threadId)
     emit({ _tag: "ThreadReady", item: item.id, threadId, resumed })
 
@@ -295,13 +295,13 @@ const openThread = (
     const thread: ThreadContext = {
       server,
       route,
-      inbox,
+      signals,
       turnSlot,
       traced,
       threadSpan,
       threadId,
       item,
-      session,
+      liveThread,
       emit,
       config,
       model: model ?? ""

@@ -1,6 +1,6 @@
 /**
  * One turn of a work item's thread: turn/start, then the turn takes the thread's signals (on the
- * read loop, through the thread's inbox) until `turn/completed`, the connection's loss or its stall
+ * read loop, through the thread's signal buffer) until `turn/completed`, the connection's loss or its stall
  * watchdog ends it, and wakes its fiber once. What a thread's turns share is its `ThreadContext`.
  */
 import { Cause, type Clock, Duration, Effect, Exit, type Tracer } from "effect"
@@ -24,7 +24,7 @@ export interface RunnerConfig {
 }
 
 /** What the work item's handle can reach while the runner works (steer, interrupt). */
-export interface Session {
+export interface LiveThread {
   server: AppServer | undefined
   threadId: string | undefined
   turnId: string | undefined
@@ -89,13 +89,13 @@ const tokenLabels = labelsOf([Attributes.tokenType, Attributes.model])
 export interface ThreadContext {
   readonly server: AppServer
   readonly route: ThreadRoute
-  readonly inbox: ThreadInbox
+  readonly signals: ThreadSignalBuffer
   readonly turnSlot: TurnSlot
   readonly traced: boolean
   readonly threadSpan: Tracer.Span | undefined
   readonly threadId: string
   readonly item: WorkItem
-  readonly session: Session
+  readonly liveThread: LiveThread
   readonly emit: (event: WorkEvent) => void
   readonly config: RunnerConfig
   readonly model: string
@@ -127,7 +127,7 @@ interface TurnWatcher {
  * watches (between turns, and before a new turn's fiber is back from turn/start). Only what
  * arrives between turns is kept: an idle turn keeps nothing.
  */
-export class ThreadInbox {
+export class ThreadSignalBuffer {
   private kept: Array<ThreadSignal> = []
   private watcher: TurnWatcher | undefined = undefined
 
@@ -201,7 +201,7 @@ const awaitEnd = (turn: Turn): Effect.Effect<TurnResult, ConnectionLost | WorkIt
 
 const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, RequestError> =>
   Effect.gen(function* () {
-    const { config, emit, item, route, server, session, threadId } = thread
+    const { config, emit, item, route, server, liveThread, threadId } = thread
     // No call-site stack trace: formatting it (through source maps under tsx) when the span ends
     // failed was a tenth of what 1,000 work items cost to unwind on a connection loss.
     const span = thread.traced
@@ -221,7 +221,7 @@ const startTurn = (thread: ThreadContext, prompt: string): Effect.Effect<Turn, R
     const turnId = yield* Effect.uninterruptible(
       Effect.map(
         server.request("turn/start", { threadId, input: [{ type: "text", text: prompt }] }),
-        (started) => (turn.id = session.turnId = started.turn.id)
+        (started) => (turn.id = liveThread.turnId = started.turn.id)
       )
     )
     span?.attribute("warden.turn_id", turnId)
@@ -239,7 +239,7 @@ const logTurn = (thread: ThreadContext, turnId: string, message: string): Effect
 
 /**
  * A turn's state: what it collected (items, errors, tokens), its stall watchdog and the fiber's
- * wake-up. It takes the thread's signals on the read loop (`take`, through the thread's inbox),
+ * wake-up. It takes the thread's signals on the read loop (`take`, through the thread's signal buffer),
  * wakes the fiber once, when the turn ends (`wake`), and is the attempt's turn slot (`close`).
  * A class, not closures over the turn's variables: an idle turn is one object, its methods shared.
  */
@@ -289,7 +289,7 @@ class Turn implements TurnWatcher {
     const quiet = this.clock.unsafeCurrentTimeMillis() - this.lastTaken
     if (quiet < stallMs) return this.watch(Math.min(stallMs, Math.ceil(Math.ceil((stallMs - quiet) / step) * step)))
     if (!this.idle()) return this.watch(stallMs)
-    this.thread.inbox.endWith(this, { _tag: "Stalled" })
+    this.thread.signals.endWith(this, { _tag: "Stalled" })
   }
 
   private idle(): boolean {
@@ -309,7 +309,7 @@ class Turn implements TurnWatcher {
   /** The fiber waits: `resume` is called once, when the turn ends. What was kept is taken now (it may end the turn at once). */
   await(resume: (end: Effect.Effect<TurnEnd>) => void): void {
     this.resume = resume
-    this.thread.inbox.watch(this)
+    this.thread.signals.watch(this)
   }
 
   wake(end: TurnEnd): void {
@@ -321,14 +321,14 @@ class Turn implements TurnWatcher {
   /** The attempt closes under the turn (stopped mid-turn): interrupt it best-effort, bounded, then end the span. */
   close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
     this.stopWatching()
-    const { config, inbox, server, session, threadId } = this.thread
-    inbox.unwatch(this)
+    const { config, signals, server, liveThread, threadId } = this.thread
+    signals.unwatch(this)
     const id = this.id
     const interrupt =
       Exit.isFailure(exit) &&
       Cause.isInterrupted(exit.cause) &&
       id !== undefined &&
-      session.turnId === id &&
+      liveThread.turnId === id &&
       server.isOpen()
         ? interruptTurn(server, threadId, id, config.interruptTimeout)
         : Effect.void
@@ -338,7 +338,7 @@ class Turn implements TurnWatcher {
   take(signal: ThreadSignal): TurnEnd | undefined {
     this.lastTaken = this.clock.unsafeCurrentTimeMillis()
     if (signal._tag === "ConnectionLost") return signal
-    const { config, emit, item, session, threadId } = this.thread
+    const { config, emit, item, liveThread, threadId } = this.thread
     const turnId = this.id!
     const { method, params } = signal
     const p = record(params)
@@ -355,7 +355,7 @@ class Turn implements TurnWatcher {
         return undefined
       }
       case "thread/tokenUsage/updated":
-        session.usage = p?.["tokenUsage"]
+        liveThread.usage = p?.["tokenUsage"]
         if (config.telemetry)
           countTokens(p?.["tokenUsage"], this.thread.model, (this.tokens ??= { input: 0, output: 0, cached: 0 }))
         return undefined
@@ -376,7 +376,7 @@ class Turn implements TurnWatcher {
           error: turnErrorOf(turn["error"]),
           errors: this.errors
         }
-        session.turnId = undefined
+        liveThread.turnId = undefined
         const span = this.span
         if (config.telemetry && span !== undefined) {
           span.attribute("warden.status", status)

@@ -28,9 +28,9 @@ import * as StartedItem from "./StartedItem.js"
 import * as ThreadRunner from "./ThreadRunner.js"
 
 /** What a work item's set-up starts from, and the caller's context to put back when it ends. */
-interface ItemStart {
+interface AdmittedItem {
   readonly given: WorkItem
-  readonly session: ThreadRunner.Session
+  readonly liveThread: ThreadRunner.LiveThread
   readonly emitOuter: (event: WorkEvent) => void
   readonly scope: Scope.CloseableScope
   callerContext: Context.Context<never> | undefined
@@ -39,7 +39,7 @@ interface ItemStart {
 /** A running work item's state between its steps (see `runWith`). */
 interface ItemRun {
   readonly item: WorkItem
-  readonly session: ThreadRunner.Session
+  readonly liveThread: ThreadRunner.LiveThread
   readonly emit: (event: WorkEvent) => void
   readonly exhausted: () => string | undefined
   readonly finish: Effect.Effect<WorktreeSummary | undefined>
@@ -83,10 +83,10 @@ const spanEvent = (name: string, attributes: Record<string, unknown>): Effect.Ef
   )
 
 /** Map a runner failure to the work item's typed failure; `ready` says whether the thread existed. */
-const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Session): WorkItemFailed => {
+const toWorkFailure = (error: unknown, item: WorkItem, liveThread: ThreadRunner.LiveThread): WorkItemFailed => {
   if (error instanceof WorkItemFailed) return error
   const e = error as { readonly _tag?: string; readonly message?: string }
-  const threadId = session.threadId ?? item.threadId
+  const threadId = liveThread.threadId ?? item.threadId
   if (e._tag === "ConnectionLost") {
     return new WorkItemFailed({
       reason: "connection-lost",
@@ -97,7 +97,7 @@ const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Ses
   }
   return new WorkItemFailed({
     reason:
-      session.threadId !== undefined
+      liveThread.threadId !== undefined
         ? "turn-failed-to-start"
         : item.threadId !== undefined
           ? "resume-failed"
@@ -108,7 +108,7 @@ const toWorkFailure = (error: unknown, item: WorkItem, session: ThreadRunner.Ses
   })
 }
 
-const newSession = (): ThreadRunner.Session => ({
+const newLiveThread = (): ThreadRunner.LiveThread => ({
   server: undefined,
   threadId: undefined,
   turnId: undefined,
@@ -148,7 +148,7 @@ export const make = (options: Options): WorkItems => {
                 run.item,
                 run.remaining,
                 run.threadId,
-                run.session,
+                run.liveThread,
                 run.emit,
                 runnerConfig,
                 (turn) => {
@@ -173,7 +173,7 @@ export const make = (options: Options): WorkItems => {
     exit: Exit.Exit<void, unknown>
   ) =>
     Effect.gen(function* () {
-      const { emit, item, session } = run
+      const { emit, item, liveThread } = run
       run.attempt = undefined
       yield* ThreadRunner.closeAttempt(attempt, exit)
       yield* ThreadRunner.enterSpan(run.span)
@@ -182,17 +182,17 @@ export const make = (options: Options): WorkItems => {
         exit.cause._tag === "Fail"
           ? (exit.cause.error as { readonly _tag: string; readonly message: string })
           : undefined
-      run.threadId = session.threadId ?? run.threadId
+      run.threadId = liveThread.threadId ?? run.threadId
       const threadId = run.threadId
       if (failure === undefined) {
-        return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, session)))
+        return yield* Effect.failCause(Cause.map(exit.cause, (e) => toWorkFailure(e, item, liveThread)))
       }
-      if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, session))
+      if (failure._tag !== "ConnectionLost") return yield* Effect.fail(toWorkFailure(failure, item, liveThread))
       emit({ _tag: "ConnectionLost", item: item.id, threadId, detail: failure.message })
       if (telemetry) yield* spanEvent("warden.connection_lost", { "warden.detail": failure.message })
       const lastTurn = run.turns[run.turns.length - 1]
       const unfinished = run.remaining.length > 0 && !(lastTurn && lastTurn.status !== "completed")
-      if (restartPolicy !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, session))
+      if (restartPolicy !== "resume" || !unfinished) return yield* Effect.fail(toWorkFailure(failure, item, liveThread))
       run.deadServer = serverId
       run.resumes++
       if (threadId !== undefined) emit({ _tag: "Resumed", item: item.id, threadId, attempt: run.resumes })
@@ -204,28 +204,28 @@ export const make = (options: Options): WorkItems => {
   /** The item's result once its turns ran (its budget checked, its worktree finished). */
   const finishItem = (run: ItemRun) =>
     Effect.gen(function* () {
-      const { session, turns } = run
+      const { liveThread, turns } = run
       const spent = run.exhausted()
       if (spent !== undefined) {
         return yield* Effect.fail(
-          new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: session.threadId })
+          new WorkItemFailed({ reason: "budget-exhausted", detail: spent, threadId: liveThread.threadId })
         )
       }
       const last = turns[turns.length - 1]
-      if (!last || session.threadId === undefined) {
+      if (!last || liveThread.threadId === undefined) {
         return yield* Effect.fail(
-          new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: session.threadId })
+          new WorkItemFailed({ reason: "start-failed", detail: "no turn ran", threadId: liveThread.threadId })
         )
       }
       const worktree = yield* run.finish
       const result: WorkResult = {
         ...(worktree !== undefined ? { worktree } : {}),
         id: run.item.id,
-        threadId: session.threadId,
+        threadId: liveThread.threadId,
         status: last.status,
         finalMessage: [...turns].reverse().find((t) => t.finalMessage !== undefined)?.finalMessage,
         items: turns.flatMap((t) => t.items),
-        usage: session.usage,
+        usage: liveThread.usage,
         errors: turns.flatMap((t) => t.errors),
         turns,
         resumes: run.resumes
@@ -247,13 +247,13 @@ export const make = (options: Options): WorkItems => {
    */
   const runWith = (
     given: WorkItem,
-    session: ThreadRunner.Session,
+    liveThread: ThreadRunner.LiveThread,
     emitOuter: (event: WorkEvent) => void,
     ended?: (exit: Exit.Exit<WorkResult, WorkItemFailed>) => void
   ): Effect.Effect<WorkResult, WorkItemFailed> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Scope.make(), (scope) => {
-        const itemStart: ItemStart = { given, session, emitOuter, scope, callerContext: undefined }
+        const itemStart: AdmittedItem = { given, liveThread, emitOuter, scope, callerContext: undefined }
         const end = (exit: Exit.Exit<WorkResult, WorkItemFailed>) => endItem(itemStart, exit, ended)
         // Made when it runs (`suspend`): the frames kept while the item idles hold this, not the set-up's program.
         return Effect.matchCauseEffect(restore(Effect.suspend(() => Effect.flatMap(setUp(itemStart), attempts))), {
@@ -264,9 +264,9 @@ export const make = (options: Options): WorkItems => {
     )
 
   /** The item's set-up in its scope: admission, span, worktree, budget, slot; what its attempts share. */
-  const setUp = (itemStart: ItemStart) =>
+  const setUp = (itemStart: AdmittedItem) =>
     Effect.gen(function* () {
-      const { emitOuter, given, scope, session } = itemStart
+      const { emitOuter, given, scope, liveThread } = itemStart
       itemStart.callerContext = yield* FiberRef.get(FiberRef.currentContext)
       yield* admission.acquire(scope)
       if (telemetry) {
@@ -289,13 +289,13 @@ export const make = (options: Options): WorkItems => {
       yield* ThreadRunner.enterSpan(span)
       yield* budgets.gate
       const { finish, work: item } = yield* Scope.extend(worktrees.forItem(given, emitOuter), scope)
-      const { emit, exhausted } = yield* Scope.extend(budgets.forItem(item, session, emitOuter), scope)
+      const { emit, exhausted } = yield* Scope.extend(budgets.forItem(item, liveThread, emitOuter), scope)
       const slot = yield* slots.pick
       slot.threads++
       yield* Scope.addFinalizer(scope, slot.leave)
       const run: ItemRun = {
         item,
-        session,
+        liveThread,
         emit,
         exhausted,
         finish,
@@ -324,7 +324,7 @@ export const make = (options: Options): WorkItems => {
    * `ItemFinished` published and `ended` told.
    */
   const endItem = (
-    itemStart: ItemStart,
+    itemStart: AdmittedItem,
     exit: Exit.Exit<WorkResult, WorkItemFailed>,
     ended: ((exit: Exit.Exit<WorkResult, WorkItemFailed>) => void) | undefined
   ) =>
@@ -352,13 +352,13 @@ export const make = (options: Options): WorkItems => {
     extra?.(event)
   }
 
-  const run = (item: WorkItem) => runWith(item, newSession(), emitter())
+  const run = (item: WorkItem) => runWith(item, newLiveThread(), emitter())
 
   const start = (item: WorkItem): Effect.Effect<WorkHandle, never, Scope.Scope> =>
     Effect.suspend(() => {
       const events = new StartedItem.ItemEvents()
       const threadId = new StartedItem.ThreadIdLatch()
-      const session = newSession()
+      const liveThread = newLiveThread()
       const emit = emitter((event) => {
         events.offer(event)
         if (event._tag === "ThreadReady") threadId.done(Exit.succeed(event.threadId))
@@ -374,8 +374,8 @@ export const make = (options: Options): WorkItems => {
         }
       }
       return Effect.map(
-        Effect.forkScoped(runWith(item, session, emit, ended)),
-        (fiber) => new StartedItem.Handle(fiber, session, events, threadId, runnerConfig.interruptTimeout)
+        Effect.forkScoped(runWith(item, liveThread, emit, ended)),
+        (fiber) => new StartedItem.Handle(fiber, liveThread, events, threadId, runnerConfig.interruptTimeout)
       )
     })
 
