@@ -9,6 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterClient, Runner, Wire } from "@warden/cluster"
+import { Ledger } from "@warden/ledger"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
 import { Deferred, Effect, Exit, Fiber, Layer, Queue, Stream } from "effect"
@@ -21,6 +22,29 @@ const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
       Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome: "/codex" })
     ),
     Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(fake.layer))),
+    Layer.provideMerge(TestRunner.layer),
+    Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
+  )
+
+/** `setup` with the runner recording a ledger run (as `Runner.layer({ ledger: true })`) in the same database. */
+const setupWithLedger = (fake: FakeAppServer.FakeAppServer) =>
+  Layer.mergeAll(Layer.effect(ClusterClient.ClusterClient, ClusterClient.make), ItemStore.layer).pipe(
+    Layer.provideMerge(
+      Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host: "host-a", codexHome: "/codex" })
+    ),
+    Layer.provideMerge(
+      Layer.scoped(
+        Handlers.LedgerRecording,
+        Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun({ id: "rNow-00000001" })
+          yield* run.attach(yield* Supervisor.Supervisor)
+          return { ledger, run }
+        })
+      )
+    ),
+    Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(fake.layer))),
+    Layer.provideMerge(Layer.orDie(Ledger.layer())),
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
   )
@@ -70,6 +94,37 @@ const seedDeadIncarnation = (item: string, host: string) =>
   })
 
 describe("WorkItemEntity on an in-memory runner", () => {
+  it.scopedLive(
+    "a move strands in the earlier incarnation's ledger run only the cards storage stranded; one it settled itself is left to its own writer",
+    () => {
+      const fake = FakeAppServer.make({
+        behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) }
+      })
+      return Effect.gen(function* () {
+        const sql = yield* seedDeadIncarnation("moved", "host-a")
+        // The earlier runner's ledger run holds both of its cards of the item open: c2's decline is
+        // in storage but its own writer had not recorded it yet (a live runner that let the item go).
+        yield* sql`INSERT INTO ledger_runs (run_id, started_at, status, info) VALUES ('rOld-00000002', 1, 'running', '{}')`
+        for (const card of ["c1", "c2"]) {
+          yield* sql`INSERT INTO ledger_cards (run_id, card_id, request_id, method, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
+            VALUES ('rOld-00000002', ${card}, '0', 'item/commandExecution/requestApproval', 'moved', 'command', 't', '{}', '{}', '[]', 1, 2)`
+        }
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("moved", { prompt: "go on" })
+        assert.strictEqual(result._tag, "Completed")
+        const ledger = yield* Ledger.Ledger
+        assert.deepStrictEqual(
+          (yield* ledger.cards({ runId: "rOld-00000002" })).map((c) => [c.cardId, c.settlement?.outcome]),
+          [
+            ["c1", "stranded"],
+            ["c2", undefined]
+          ]
+        )
+      }).pipe(Effect.provide(setupWithLedger(fake)))
+    },
+    60_000
+  )
+
   it.scopedLive(
     "Run completes the item and is de-duplicated by its id: a second Run returns the stored result",
     () => {

@@ -215,10 +215,17 @@ export interface LedgerShape {
    * Record the open cards of one work item of a run `stranded`, as `markStranded` does for a whole
    * run, but leave the run's status alone: for a cluster, where an item moves to another runner
    * while the runner that opened its cards is dead (or gave the item up). Returns how many it
-   * stranded; idempotent (a second call returns 0). Fails with `LedgerError`: `LiveRun` for a run
-   * this ledger is recording, `Sql` when the transaction fails.
+   * stranded; idempotent (a second call returns 0). With `cards` (the run's own card ids), only
+   * those of the item's open cards: what the fleet's storage stranded, while the rest are left to
+   * the run that opened them (a live runner's writer may not have recorded its own settlement yet).
+   * Fails with `LedgerError`: `LiveRun` for a run this ledger is recording, `Sql` when the
+   * transaction fails.
    */
-  readonly markStrandedItem: (runId: string, item: string | number) => Effect.Effect<number, LedgerError>
+  readonly markStrandedItem: (
+    runId: string,
+    item: string | number,
+    cards?: ReadonlyArray<string>
+  ) => Effect.Effect<number, LedgerError>
   /**
    * Strand a dead run's open cards (as `markStranded`), close its turns still in progress as
    * `crashed`, and hand its unfinished work items to `intoRunId`, in one transaction. An item that
@@ -471,10 +478,10 @@ export const make = (
       ...Queries.reads(sql, now),
       markStranded: (runId) =>
         Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
-      markStrandedItem: (runId, item) =>
+      markStrandedItem: (runId, item, cards) =>
         Effect.zipRight(
           guardDead(runId),
-          writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now())))
+          writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now(), cards)))
         ),
       recover: (deadRunId, intoRunId) =>
         Effect.zipRight(

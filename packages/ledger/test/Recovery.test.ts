@@ -305,6 +305,46 @@ describe("recovery", () => {
   )
 
   it.scoped(
+    "markStrandedItem with card ids strands only those of the item's open cards (what the fleet's storage stranded)",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        const first = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          run.record(LedgerEvent.itemSubmitted({ id: "a", prompt: "p" }))
+          for (const command of ["make a", "make b", "make c"]) {
+            yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", command), {
+              context: { workItem: "a" }
+            })
+          }
+          yield* ledger.flush
+          return run.id
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          // c9 is no card of the run; c2 is stranded once; an empty list strands nothing.
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a", ["c2", "c9"]), 1)
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a", ["c2"]), 0)
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a", []), 0)
+          assert.deepStrictEqual(
+            (yield* ledger.cards({ runId: first })).map((c) => [c.cardId, c.settlement?.outcome]),
+            [
+              ["c1", undefined],
+              ["c2", "stranded"],
+              ["c3", undefined]
+            ]
+          )
+          // Without card ids, the rest of the item's open cards.
+          assert.strictEqual(yield* ledger.markStrandedItem(first, "a"), 2)
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
+
+  it.scoped(
     "a settlement recorded after the card was stranded does not replace it (one settlement per card) and is kept as a late decision",
     () =>
       Effect.gen(function* () {

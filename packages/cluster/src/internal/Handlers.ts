@@ -275,11 +275,22 @@ export const make = Effect.gen(function* () {
           }
         }
         for (const card of stranded) publish({ type: "card.settled", card, outcome: "stranded", source: "stranded" })
-        // The audit trail says the same: the earlier incarnation's open cards of this item, stranded once.
-        if (recording !== undefined && reason === "shard-moved" && before.incarnation !== null) {
-          yield* recording.ledger
-            .markStrandedItem(before.incarnation, itemId)
-            .pipe(Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`)))
+        // The audit trail says the same: the cards stranded here, stranded once in the ledger runs of
+        // the incarnations that opened them. Only those: a card the earlier runner settled itself
+        // (refused while letting the item go) is recorded by that runner's own ledger writer, which
+        // may not have written it yet; stranding it here would make the two records disagree.
+        if (recording !== undefined) {
+          const byRun = new Map<string, Array<string>>()
+          for (const id of stranded) {
+            const parsed = Wire.parseCardId(id)
+            if (parsed === undefined || parsed.runId === info.runId) continue
+            byRun.set(parsed.runId, [...(byRun.get(parsed.runId) ?? []), parsed.cardId])
+          }
+          for (const [runId, cards] of byRun) {
+            yield* recording.ledger
+              .markStrandedItem(runId, itemId, cards)
+              .pipe(Effect.catchAll((e) => Effect.logWarning(`ledger: ${SecretMask.maskText(e.message)}`)))
+          }
         }
         publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded, epoch: fence.epoch })
         // The thread lives in the codex home of the runner that started it: another host (or

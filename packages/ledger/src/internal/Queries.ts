@@ -384,26 +384,35 @@ export const markStranded = (sql: Sql, runId: string, now: number) =>
  * Record the open cards of one work item of `runId` `stranded` (each once), without touching the
  * run's status: its process may be alive and have handed the item over (a cluster's shard moved).
  */
-export const markStrandedItem = (sql: Sql, runId: string, itemKey: string, now: number) =>
-  sql
-    .withTransaction(
-      Effect.gen(function* () {
-        const open =
-          yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
+export const markStrandedItem = (
+  sql: Sql,
+  runId: string,
+  itemKey: string,
+  now: number,
+  cards: ReadonlyArray<string> | undefined
+) =>
+  cards !== undefined && cards.length === 0
+    ? Effect.succeed(0)
+    : sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const only = cards === undefined ? sql`` : sql`AND c.card_id IN ${sql.in(cards)}`
+            const open =
+              yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey} ${only}
         AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
-        const count = num(open[0]?.["n"]) ?? 0
-        if (count > 0) {
-          yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+            const count = num(open[0]?.["n"]) ?? 0
+            if (count > 0) {
+              yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
           SELECT c.run_id, c.card_id, 'stranded', 'stranded', 'stranded', NULL, 0, 'open when its runner died or gave the item up; never answered', ${now}, NULL
           FROM ledger_cards c
-          WHERE c.run_id = ${runId} AND c.item_key = ${itemKey}
+          WHERE c.run_id = ${runId} AND c.item_key = ${itemKey} ${only}
             AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
           ON CONFLICT (run_id, card_id) DO NOTHING`
-        }
-        return count
-      })
-    )
-    .pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
+            }
+            return count
+          })
+        )
+        .pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
 
 /** Whether a stored value had something masked in it (it cannot be sent again as given). */
 const holdsMask = (value: unknown): boolean =>
