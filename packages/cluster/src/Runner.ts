@@ -56,6 +56,14 @@ export interface RunnerOptions {
    * positive and below `shardLockExpiration`.
    */
   readonly leaseMargin?: Duration.DurationInput
+  /**
+   * Keep each item's thread state (its codex rollout as of its last completed turn) in the fleet's
+   * store, so that a runner on another host (another codex home) resumes the item's thread when
+   * it moves (default true). The state is the conversation itself, unmasked: prompts, answers,
+   * command outputs (docs/scaling.md, "Threads that move"). Off, a moved item whose thread lives
+   * in another codex home fails `thread-unreachable`.
+   */
+  readonly threadState?: boolean
 }
 
 /** The default `leaseMargin`: a fifth of the lock expiration. */
@@ -147,7 +155,10 @@ export const layer = (
   const address = `${options.host}:${options.port}`
   const supervisor = Supervisor.layer({ ...options.supervisor, runId })
   if (options.ledger !== true) {
-    return entityLayer({ runId, address }).pipe(Layer.provideMerge(supervisor), Layer.provideMerge(sharding))
+    return entityLayer({ runId, address, threadState: options.threadState ?? true }).pipe(
+      Layer.provideMerge(supervisor),
+      Layer.provideMerge(sharding)
+    )
   }
   // The ledger is built before the supervisor and closed after it, so that the refusals the
   // supervisor writes while it stops are recorded (docs/ledger.md).
@@ -160,7 +171,7 @@ export const layer = (
       return { ledger, run }
     })
   )
-  return entityLayer({ runId, address }).pipe(
+  return entityLayer({ runId, address, threadState: options.threadState ?? true }).pipe(
     Layer.provide(recording),
     Layer.provideMerge(supervisor),
     Layer.provideMerge(Layer.orDie(Ledger.layer())),
@@ -185,6 +196,8 @@ export const entityLayer = (info: {
   readonly address: string
   readonly host?: string
   readonly codexHome?: string
+  /** Keep the items' thread state in the store (default true; `RunnerOptions.threadState`). */
+  readonly threadState?: boolean
 }): Layer.Layer<
   Handlers.RunnerInfo | Handlers.LocalItems,
   never,
@@ -198,7 +211,8 @@ export const entityLayer = (info: {
         runId: info.runId,
         address: info.address,
         host: info.host ?? Os.hostname(),
-        codexHome: info.codexHome ?? process.env["CODEX_HOME"] ?? Path.join(Os.homedir(), ".codex")
+        codexHome: info.codexHome ?? process.env["CODEX_HOME"] ?? Path.join(Os.homedir(), ".codex"),
+        threadState: info.threadState ?? true
       })
     )
   )

@@ -13,14 +13,17 @@ import { Ledger } from "@warden/ledger"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
 import { Deferred, Effect, Exit, Fiber, Layer, Queue, Stream } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Zlib from "node:zlib"
 import * as Handlers from "../src/internal/Handlers.js"
 import * as ItemStore from "../src/internal/ItemStore.js"
 
-const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a") =>
+const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a", codexHome = "/codex") =>
   Layer.mergeAll(Layer.effect(ClusterClient.ClusterClient, ClusterClient.make), ItemStore.layer).pipe(
-    Layer.provideMerge(
-      Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome: "/codex" })
-    ),
+    Layer.provideMerge(Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome })),
     Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(fake.layer))),
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
@@ -302,21 +305,98 @@ describe("WorkItemEntity on an in-memory runner", () => {
       const fake = FakeAppServer.make({})
       return Effect.gen(function* () {
         const sql = yield* seedDeadIncarnation("far", "host-b")
+        // One of its turns completed there, and nothing of its thread was kept in the store.
+        yield* sql`UPDATE warden_cluster_items SET turns_done = 1 WHERE id = 'far'`
         const client = yield* ClusterClient.ClusterClient
-        const result = yield* client.run("far", { prompt: "go on" })
+        const result = yield* client.run("far", { prompt: "go on", followUps: ["and on"] })
         assert.strictEqual(result._tag, "Failed")
         if (result._tag === "Failed") {
           assert.strictEqual(result.reason, "thread-unreachable")
           assert.strictEqual(result.threadId, "thr_old")
           assert.include(result.detail, "host host-b")
+          assert.include(result.detail, "its state was never kept in the fleet's store")
         }
         assert.strictEqual(fake.requestsSoFar().filter((r) => r.method.startsWith("thread/")).length, 0)
         const rows = yield* sql<{
           outcome: string
         }>`SELECT outcome FROM warden_cluster_cards WHERE id = 'rOld-00000002:c1'`
         assert.strictEqual(rows[0]?.outcome, "stranded")
-        assert.deepStrictEqual(yield* client.run("far", { prompt: "go on" }), result)
+        assert.deepStrictEqual(yield* client.run("far", { prompt: "go on", followUps: ["and on"] }), result)
       }).pipe(Effect.provide(setup(fake, "host-a")))
+    },
+    60_000
+  )
+
+  it.scopedLive(
+    "a thread from another host is restored from the state kept in the store and resumed; one with no completed turn starts afresh, saying so; a state missing turns is refused",
+    () => {
+      const fake = FakeAppServer.make({
+        behaviour: { "thread/resume": (params) => ({ result: { thread: { id: params.threadId } } }) }
+      })
+      const home = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-entity-home-"))
+      return Effect.gen(function* () {
+        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true })))
+        const store = yield* ItemStore.ItemStore
+        // Another host ran one turn of each item and kept its thread's state (as its runner does).
+        const rollout = '{"type":"event_msg","payload":{"type":"task_complete","turn_id":"t1"}}\n'
+        const path = "sessions/2026/12/05/rollout-2026-12-05T10-00-00-thr_old.jsonl"
+        const zipped = Zlib.gzipSync(Buffer.from(rollout)).toString("base64")
+        const sha256 = Crypto.createHash("sha256").update(rollout).digest("hex")
+        for (const [item, turns] of [
+          ["far", 1],
+          ["gap", 0]
+        ] as const) {
+          const fence = yield* takeFor(item, "rOld-00000002", "host-b")
+          yield* store.setThread(item, "thr_old", fence)
+          yield* store.turnDone(item, fence)
+          yield* store.saveThreadState(
+            item,
+            { threadId: "thr_old", path, bytes: Buffer.byteLength(rollout), sha256, content: zipped, turns },
+            fence
+          )
+        }
+        const client = yield* ClusterClient.ClusterClient
+        const result = yield* client.run("far", { prompt: "one", followUps: ["two"] })
+        assert.strictEqual(result._tag, "Completed")
+        if (result._tag === "Completed")
+          assert.deepStrictEqual([result.threadId, result.turns, result.moves], ["thr_old", 2, 1])
+        // The rollout is in this runner's codex home, as kept; the thread was resumed, not started.
+        assert.strictEqual(Fs.readFileSync(Path.join(home, path), "utf8"), rollout)
+        assert.deepStrictEqual(
+          fake
+            .requestsSoFar()
+            .filter((r) => r.method.startsWith("thread/"))
+            .map((r) => [r.method, r.params.threadId]),
+          [
+            ["thread/resume", "thr_old"],
+            ["thread/unsubscribe", "thr_old"]
+          ]
+        )
+        const lines = [...(yield* client.events("far").pipe(Stream.runCollect))].map((e) => e.line)
+        assert.deepStrictEqual(
+          lines.filter((l) => l["type"] === "thread.restored").map((l) => [l["from"], l["turns"]]),
+          [["host-b", 1]]
+        )
+        // A thread with no completed turn and no kept state: its first turn runs again in a new
+        // thread, and the item says so.
+        const fence = yield* takeFor("early", "rOld-00000002", "host-b")
+        yield* store.setThread("early", "thr_early", fence)
+        const early = yield* client.run("early", { prompt: "one" })
+        assert.strictEqual(early._tag, "Completed")
+        if (early._tag === "Completed") assert.notStrictEqual(early.threadId, "thr_early")
+        const earlyLines = [...(yield* client.events("early").pipe(Stream.runCollect))].map((e) => e.line)
+        assert.deepStrictEqual(
+          earlyLines.filter((l) => l["type"] === "thread.fresh").map((l) => l["missingThreadId"]),
+          ["thr_early"]
+        )
+        // The kept state covers none of the item's one completed turn: resuming would lose it.
+        const gap = yield* client.run("gap", { prompt: "one", followUps: ["two"] })
+        assert.strictEqual(gap._tag, "Failed")
+        if (gap._tag === "Failed") {
+          assert.strictEqual(gap.reason, "thread-unreachable")
+          assert.include(gap.detail, "covers 0 of its 1 completed turns")
+        }
+      }).pipe(Effect.provide(setup(fake, "host-a", home)))
     },
     60_000
   )

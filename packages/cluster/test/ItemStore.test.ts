@@ -34,6 +34,14 @@ const conditionalWrites = Effect.gen(function* () {
   // The same card recorded twice (the event handled again) is still this fence's card.
   assert.isTrue(yield* store.cardOpened({ id: "rA-00000001:c3", itemId: "item", method }, fenceA))
   assert.deepStrictEqual(yield* store.settleCard("rA-00000001:c2", "declined", "person", fenceA), { _tag: "Settled" })
+  // A keeps the thread's state as of its completed turn.
+  assert.isTrue(
+    yield* store.saveThreadState(
+      "item",
+      { threadId: "thr_a", path: "sessions/r-thr_a.jsonl", bytes: 3, sha256: "a1", content: "a1", turns: 1 },
+      fenceA
+    )
+  )
   const asA = yield* store.get("item")
 
   // B takes it from A (a move): the epoch goes to 2. A second claim from the row B read before is refused.
@@ -49,6 +57,18 @@ const conditionalWrites = Effect.gen(function* () {
   assert.isFalse(yield* store.cardOpened({ id: "rA-00000001:c4", itemId: "item", method }, fenceA))
   // c1 is open, but the item is B's: A cannot settle it (not accepted, not anything).
   assert.deepStrictEqual(yield* store.settleCard("rA-00000001:c1", "accepted", "person", fenceA), { _tag: "Lost" })
+  // A's thread state: not replaced (B's move restores what A kept under its epoch).
+  assert.isFalse(
+    yield* store.saveThreadState(
+      "item",
+      { threadId: "thr_a", path: "sessions/r-thr_a.jsonl", bytes: 3, sha256: "a2", content: "a2", turns: 2 },
+      fenceA
+    )
+  )
+  assert.deepStrictEqual(yield* store.threadState("item"), {
+    ...{ threadId: "thr_a", path: "sessions/r-thr_a.jsonl", bytes: 3, sha256: "a1", content: "a1", turns: 1 },
+    epoch: 1
+  })
   // A's own strand of the earlier epoch's cards is refused too.
   assert.deepStrictEqual(yield* store.strand("item", fenceA), [])
   const afterStale = yield* store.get("item")
@@ -93,6 +113,17 @@ const conditionalWrites = Effect.gen(function* () {
     yield* store.correctCard("rB-00000002:c2", { from: "accepted", to: "timeout", source: "Deadline" }, fenceB)
   )
   assert.isTrue(yield* store.turnDone("item", fenceB))
+  assert.isTrue(
+    yield* store.saveThreadState(
+      "item",
+      { threadId: "thr_a", path: "sessions/r-thr_a.jsonl", bytes: 3, sha256: "b2", content: "b2", turns: 2 },
+      fenceB
+    )
+  )
+  assert.deepStrictEqual(yield* store.threadState("item"), {
+    ...{ threadId: "thr_a", path: "sessions/r-thr_a.jsonl", bytes: 3, sha256: "b2", content: "b2", turns: 2 },
+    epoch: 2
+  })
   assert.isTrue(yield* store.finish("item", "completed", '{"by":"b"}', fenceB))
 
   const cards = yield* store.cards({ itemId: "item" })
@@ -131,7 +162,8 @@ const conditionalWrites = Effect.gen(function* () {
     migrations.map((m) => [Number(m.migration_id), m.name]),
     [
       [1, "initial"],
-      [2, "fencing"]
+      [2, "fencing"],
+      [3, "thread_state"]
     ]
   )
 })

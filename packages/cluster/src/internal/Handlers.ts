@@ -39,8 +39,9 @@ import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, S
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
-import type { Fence } from "./ItemStore.js"
+import type { Fence, ItemRow } from "./ItemStore.js"
 import { ShardLease } from "./ShardLease.js"
+import * as ThreadState from "./ThreadState.js"
 import { decodeResult, encodeResult, final, moveReason, outcomeOf, sourceOf, statusOf } from "./ItemRecord.js"
 import { LedgerRecording, type LocalItem, LocalItems, RunnerInfo } from "./RunnerServices.js"
 
@@ -68,6 +69,11 @@ export const make = Effect.gen(function* () {
   let running = false
   let stopRequested = false
   let threadId: string | undefined
+  /** The item's completed turns, as stored (`turns_done`), and where its rollout is in this runner's codex home. */
+  let turnsDone = 0
+  let rolloutPath: string | undefined
+  /** Set when a moved item's thread could not come along and its first turn starts afresh: why. */
+  let freshThread: string | undefined
   /** The epoch this activation took the item at (every write carries it), once it has. */
   let fence: Fence | undefined
   /** A write conditional on `fence` changed nothing: another runner holds the item now. */
@@ -184,6 +190,67 @@ export const make = Effect.gen(function* () {
       }
     }).pipe(Effect.uninterruptible)
 
+  /**
+   * Keep the thread's state as of the turn that just completed (`ThreadState`), under the item's
+   * epoch; false when the item is held under another epoch. A state that cannot be taken is said
+   * (`thread.unsaved`) and logged, and the item goes on: only a move to another host needs it.
+   */
+  const keepThreadState = (thread: string, turnId: string): Effect.Effect<boolean> =>
+    ThreadState.capture({ codexHome: info.codexHome, threadId: thread, turnId, path: rolloutPath }).pipe(
+      Effect.flatMap((snapshot) => {
+        rolloutPath = snapshot.path
+        return fence === undefined
+          ? Effect.succeed(false)
+          : store.saveThreadState(itemId, { ...snapshot, turns: turnsDone }, fence)
+      }),
+      Effect.catchAll((error) =>
+        Effect.as(
+          Effect.zipRight(
+            Effect.logWarning(`item ${itemId}: its thread state was not kept: ${SecretMask.maskText(error.detail)}`),
+            Effect.sync(() =>
+              publish({ type: "thread.unsaved", reason: error.reason, detail: SecretMask.maskText(error.detail) })
+            )
+          ),
+          true
+        )
+      )
+    )
+
+  /**
+   * Bring the thread of an item that moved from another host (or codex home) into this runner's
+   * codex home from its kept state. Undefined once it is there; otherwise why it cannot be.
+   */
+  const restoreThread = (before: ItemRow & { readonly threadId: string }): Effect.Effect<string | undefined> =>
+    Effect.gen(function* () {
+      const where = `thread ${before.threadId} lives in the codex home ${before.codexHome} of runner ${before.runner} on host ${before.host}`
+      if (!info.threadState) return `${where}; this runner keeps no thread state (threadState off) and cannot resume it`
+      const state = yield* store.threadState(itemId)
+      if ((state === undefined || state.threadId !== before.threadId) && before.turnsDone === 0) {
+        // No turn of it completed: nothing is lost by starting its first turn again in a new
+        // thread (as a resume would run the unfinished turn again), and it is said.
+        freshThread = `thread ${before.threadId} of runner ${before.runner} (host ${before.host}, codex home ${before.codexHome}) had no completed turn and no kept state; its first turn runs again in a new thread here`
+        return undefined
+      }
+      if (state === undefined || state.threadId !== before.threadId) {
+        return `${where}; its state was never kept in the fleet's store (no turn of it completed with thread state kept), so this runner (host ${info.host}, codex home ${info.codexHome}) cannot resume it`
+      }
+      if (state.turns !== before.turnsDone) {
+        return `${where}; the state kept in the fleet's store covers ${state.turns} of its ${before.turnsDone} completed turns, so resuming it here would lose turns`
+      }
+      const restored = yield* Effect.either(ThreadState.restore(info.codexHome, state))
+      if (restored._tag === "Left")
+        return `${where}; its kept state could not be restored here: ${restored.left.detail}`
+      rolloutPath = state.path
+      publish({
+        type: "thread.restored",
+        threadId: before.threadId,
+        from: before.host,
+        turns: state.turns,
+        bytes: state.bytes
+      })
+      return undefined
+    })
+
   const onWork = (event: WorkItem.WorkEvent) =>
     Effect.gen(function* () {
       if (lost || fence === undefined) return
@@ -204,8 +271,13 @@ export const make = Effect.gen(function* () {
           publish({ type: "turn.started", threadId: event.threadId, turnId: event.turnId })
           return
         case "TurnCompleted":
-          if (event.turn.status === "completed" && !(yield* store.turnDone(itemId, fence)))
-            return yield* markLost("recording a turn done")
+          if (event.turn.status === "completed") {
+            if (!(yield* store.turnDone(itemId, fence))) return yield* markLost("recording a turn done")
+            turnsDone += 1
+            if (info.threadState && !(yield* keepThreadState(event.threadId, event.turn.turnId))) {
+              return yield* markLost("keeping its thread state")
+            }
+          }
           publish({
             type: "turn.completed",
             threadId: event.threadId,
@@ -293,35 +365,45 @@ export const make = Effect.gen(function* () {
           }
         }
         publish({ type: "item.moved", from: before.runner, to: info.address, reason, stranded, epoch: fence.epoch })
-        // The thread lives in the codex home of the runner that started it: another host (or
-        // another codex home) cannot resume it, and starting a fresh thread would hide that.
+        // The thread lives in the codex home of the runner that ran it: on another host (or in
+        // another codex home) it is resumed from the state kept in the store, or the item fails
+        // saying why (starting a fresh thread would hide the loss of its turns).
         const elsewhere =
           before.threadId !== null &&
           before.host !== null &&
           (before.host !== info.host || before.codexHome !== info.codexHome)
         if (elsewhere) {
-          return yield* finish(
-            new Wire.Failed({
-              reason: "thread-unreachable",
-              detail: SecretMask.maskText(
-                `thread ${before.threadId} lives in the codex home ${before.codexHome} of runner ${before.runner} on host ${before.host}; ` +
-                  `this runner (host ${info.host}, codex home ${info.codexHome}) cannot resume it`
-              ),
-              threadId: before.threadId
-            })
-          )
+          const unreachable = yield* restoreThread({ ...before, threadId: before.threadId! })
+          if (unreachable !== undefined) {
+            return yield* finish(
+              new Wire.Failed({
+                reason: "thread-unreachable",
+                detail: SecretMask.maskText(unreachable),
+                threadId: before.threadId
+              })
+            )
+          }
         }
       }
       if (before?.status === "stop-requested" || stopRequested) {
         return yield* finish(new Wire.Stopped({ threadId: before?.threadId ?? null }))
       }
       publish({ type: "item.placed", runner: info.address, incarnation: info.runId, epoch: fence.epoch })
-      const turnsDone = before?.turnsDone ?? 0
-      const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(turnsDone)
-      threadId = before?.threadId ?? undefined
+      const doneBefore = before?.turnsDone ?? 0
+      turnsDone = doneBefore
+      const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(doneBefore)
+      threadId = freshThread === undefined ? (before?.threadId ?? undefined) : undefined
+      if (freshThread !== undefined) {
+        publish({
+          type: "thread.fresh",
+          missingThreadId: before?.threadId ?? null,
+          detail: SecretMask.maskText(freshThread)
+        })
+        freshThread = undefined
+      }
       if (prompts.length === 0 && threadId !== undefined) {
         return yield* finish(
-          new Wire.Completed({ threadId, status: "completed", finalMessage: null, turns: turnsDone, moves })
+          new Wire.Completed({ threadId, status: "completed", finalMessage: null, turns: doneBefore, moves })
         )
       }
       const work: WorkItem.WorkItem = {
@@ -388,7 +470,7 @@ export const make = Effect.gen(function* () {
             threadId: r.threadId,
             status: r.status,
             finalMessage: r.finalMessage === undefined ? null : SecretMask.maskText(r.finalMessage),
-            turns: turnsDone + r.turns.length,
+            turns: doneBefore + r.turns.length,
             moves
           }),
         onFailure: (cause) => {

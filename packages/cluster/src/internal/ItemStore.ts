@@ -19,6 +19,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import * as Migrations from "./Migrations.js"
+import type * as ThreadState from "./ThreadState.js"
 
 /** A stored item row. */
 export interface ItemRow {
@@ -133,6 +134,19 @@ export interface ItemStoreShape {
   readonly items: Effect.Effect<ReadonlyArray<ItemRow>>
   /** Every taking of the item, oldest first. */
   readonly claims: (itemId: string) => Effect.Effect<ReadonlyArray<ClaimRow>>
+  /**
+   * Keep the item's thread state as of `turns` completed turns, replacing what was kept, if the
+   * item is still held under `fence` (false: nothing written).
+   */
+  readonly saveThreadState: (
+    itemId: string,
+    state: ThreadState.Snapshot & { readonly turns: number },
+    fence: Fence
+  ) => Effect.Effect<boolean>
+  /** The item's kept thread state, and how many completed turns it covers. */
+  readonly threadState: (
+    itemId: string
+  ) => Effect.Effect<(ThreadState.Snapshot & { readonly turns: number; readonly epoch: number }) | undefined>
 }
 
 export class ItemStore extends Context.Tag("@warden/cluster/ItemStore")<ItemStore, ItemStoreShape>() {}
@@ -297,6 +311,32 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
     claims: (itemId) =>
       sql`SELECT * FROM warden_cluster_claims WHERE item_id = ${itemId} ORDER BY epoch`.pipe(
         Effect.map((rows) => rows.map(toClaim)),
+        Effect.orDie
+      ),
+    saveThreadState: (itemId, state, fence) =>
+      sql`INSERT INTO warden_cluster_thread_state (item_id, thread_id, path, turns, bytes, sha256, content, saved_at, epoch)
+        SELECT ${itemId}, ${state.threadId}, ${state.path}, ${state.turns}, ${state.bytes}, ${state.sha256}, ${state.content}, ${now()}, ${fence.epoch}
+        WHERE ${held(itemId, fence)}
+        ON CONFLICT (item_id) DO UPDATE SET thread_id = excluded.thread_id, path = excluded.path, turns = excluded.turns,
+          bytes = excluded.bytes, sha256 = excluded.sha256, content = excluded.content, saved_at = excluded.saved_at,
+          epoch = excluded.epoch
+        RETURNING item_id`.pipe(Effect.map(changed), Effect.orDie),
+    threadState: (itemId) =>
+      sql`SELECT * FROM warden_cluster_thread_state WHERE item_id = ${itemId}`.pipe(
+        Effect.map((rows) => {
+          const r = rows[0]
+          return r === undefined
+            ? undefined
+            : {
+                threadId: String(r["thread_id"]),
+                path: String(r["path"]),
+                bytes: num(r["bytes"]),
+                sha256: String(r["sha256"]),
+                content: String(r["content"]),
+                turns: num(r["turns"]),
+                epoch: num(r["epoch"])
+              }
+        }),
         Effect.orDie
       )
   }

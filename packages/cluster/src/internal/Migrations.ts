@@ -70,12 +70,33 @@ const fencing = Effect.gen(function* () {
     )`
 })
 
+/**
+ * A thread's durable state (`ThreadState`): the item's rollout as of its last completed turn
+ * (`turns`), gzipped and base64 (text in both dialects), with its size and SHA-256, written under
+ * the item's epoch. One row per item, replaced as turns complete.
+ */
+const threadState = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE warden_cluster_thread_state (
+      item_id VARCHAR(255) PRIMARY KEY,
+      thread_id VARCHAR(255) NOT NULL,
+      path TEXT NOT NULL,
+      turns INTEGER NOT NULL,
+      bytes INTEGER NOT NULL,
+      sha256 VARCHAR(64) NOT NULL,
+      content TEXT NOT NULL,
+      saved_at BIGINT NOT NULL,
+      epoch INTEGER NOT NULL
+    )`
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
 const migrations: ReadonlyArray<
   readonly [id: number, name: string, effect: Effect.Effect<void, unknown, SqlClient.SqlClient>]
 > = [
   [1, "initial", initial],
-  [2, "fencing", fencing]
+  [2, "fencing", fencing],
+  [3, "thread_state", threadState]
 ]
 
 const latest = (sql: SqlClient.SqlClient) =>

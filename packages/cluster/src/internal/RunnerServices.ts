@@ -15,6 +15,8 @@ export interface RunnerInfoShape {
   /** This machine (`os.hostname()`) and the codex home its app-servers use: where threads live. */
   readonly host: string
   readonly codexHome: string
+  /** Whether the items' thread state is kept in the store (`ThreadState`). */
+  readonly threadState: boolean
 }
 
 export class RunnerInfo extends Context.Tag("@warden/cluster/RunnerInfo")<RunnerInfo, RunnerInfoShape>() {}
