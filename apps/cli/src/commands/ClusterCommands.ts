@@ -57,6 +57,11 @@ export const runner = Command.make(
       Options.withDefault(1),
       Options.withDescription("app-server processes of this runner (default 1)")
     ),
+    noThreadState: Options.boolean("no-thread-state").pipe(
+      Options.withDescription(
+        "keep no thread state (codex rollouts: the conversations, unmasked) in the fleet's database; an item that moves to another host then fails thread-unreachable"
+      )
+    ),
     sharding: shardingOption
   },
   (o) =>

@@ -24,6 +24,7 @@ export interface RunnerInput {
   readonly disable: ReadonlyArray<string>
   readonly concurrency: number
   readonly pool: number
+  readonly noThreadState: boolean
   readonly sharding: ReadonlyArray<string>
 }
 
@@ -115,7 +116,13 @@ export const runner = (o: RunnerInput) =>
     ChildEnv.withhold(o.cluster)
     const live = report.pipe(
       Layer.provideMerge(
-        Runner.layer({ ...address, supervisor: { concurrency: o.concurrency, pool: o.pool }, sharding, ledger: true })
+        Runner.layer({
+          ...address,
+          supervisor: { concurrency: o.concurrency, pool: o.pool },
+          sharding,
+          ledger: true,
+          threadState: !o.noThreadState
+        })
       ),
       Layer.provide(
         CodexCommand.transportLayer({ command: o.codex, config: o.config, enable: o.enable, disable: o.disable })
