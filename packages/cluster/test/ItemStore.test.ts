@@ -125,6 +125,8 @@ const conditionalWrites = Effect.gen(function* () {
     epoch: 2
   })
   assert.isTrue(yield* store.finish("item", "completed", '{"by":"b"}', fenceB))
+  // The item ended: its conversation left the store with it.
+  assert.isUndefined(yield* store.threadState("item"))
 
   const cards = yield* store.cards({ itemId: "item" })
   assert.deepStrictEqual(

@@ -71,6 +71,8 @@ export const make = Effect.gen(function* () {
   let threadId: string | undefined
   /** The item's completed turns, as stored (`turns_done`), and where its rollout is in this runner's codex home. */
   let turnsDone = 0
+  /** The item's prompts, its first and its follow-ups. */
+  let promptCount = 0
   let rolloutPath: string | undefined
   /** Set when a moved item's thread could not come along and its first turn starts afresh: why. */
   let freshThread: string | undefined
@@ -274,7 +276,12 @@ export const make = Effect.gen(function* () {
           if (event.turn.status === "completed") {
             if (!(yield* store.turnDone(itemId, fence))) return yield* markLost("recording a turn done")
             turnsDone += 1
-            if (info.threadState && !(yield* keepThreadState(event.threadId, event.turn.turnId))) {
+            // Kept while a turn is left to run (after the last one the item ends: nothing to resume).
+            if (
+              info.threadState &&
+              turnsDone < promptCount &&
+              !(yield* keepThreadState(event.threadId, event.turn.turnId))
+            ) {
               return yield* markLost("keeping its thread state")
             }
           }
@@ -391,6 +398,7 @@ export const make = Effect.gen(function* () {
       publish({ type: "item.placed", runner: info.address, incarnation: info.runId, epoch: fence.epoch })
       const doneBefore = before?.turnsDone ?? 0
       turnsDone = doneBefore
+      promptCount = 1 + (spec.followUps?.length ?? 0)
       const prompts = [spec.prompt, ...(spec.followUps ?? [])].slice(doneBefore)
       threadId = freshThread === undefined ? (before?.threadId ?? undefined) : undefined
       if (freshThread !== undefined) {

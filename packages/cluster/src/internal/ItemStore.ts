@@ -103,6 +103,7 @@ export interface ItemStoreShape {
   /** Conditional on `fence` (false: another runner holds the item; nothing written). */
   readonly setThread: (id: string, threadId: string, fence: Fence) => Effect.Effect<boolean>
   readonly turnDone: (id: string, fence: Fence) => Effect.Effect<boolean>
+  /** Record the item's end under `fence` (false: held under another epoch), and drop its thread state. */
   readonly finish: (id: string, status: string, result: string, fence: Fence) => Effect.Effect<boolean>
   /** A client's Stop for an item not running here: a redelivered `Run` then ends `Stopped`. */
   readonly requestStop: (id: string) => Effect.Effect<void>
@@ -240,8 +241,19 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
       sql`UPDATE warden_cluster_items SET turns_done = turns_done + 1, updated_at = ${now()}
         WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
     finish: (id, status, result, fence) =>
-      sql`UPDATE warden_cluster_items SET status = ${status}, result = ${result}, updated_at = ${now()}
-        WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`.pipe(Effect.map(changed), Effect.orDie),
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const ended = changed(
+              yield* sql`UPDATE warden_cluster_items SET status = ${status}, result = ${result}, updated_at = ${now()}
+                WHERE id = ${id} AND epoch = ${fence.epoch} RETURNING id`
+            )
+            // An ended item is never resumed: its conversation leaves the store with it.
+            if (ended) yield* sql`DELETE FROM warden_cluster_thread_state WHERE item_id = ${id}`
+            return ended
+          })
+        )
+        .pipe(Effect.orDie),
     requestStop: (id) =>
       sql`UPDATE warden_cluster_items SET status = 'stop-requested', updated_at = ${now()} WHERE id = ${id} AND status = 'running'`.pipe(
         Effect.asVoid,
