@@ -8,7 +8,7 @@ import { SecretMask } from "@warden/approvals"
 import { ClusterClient, Runner, Storage, Wire } from "@warden/cluster"
 import { CodexCommand } from "@warden/supervisor"
 import { ChildEnv } from "@warden/transport"
-import { Console, Context, Effect, Exit, Fiber, Layer, type Option, Schedule, Schema, Stream } from "effect"
+import { Console, Context, Effect, Exit, Fiber, FiberSet, Layer, type Option, Schedule, Schema, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Readline from "node:readline"
 import * as ExitCodes from "../contract/ExitCodes.js"
@@ -169,7 +169,22 @@ export const submit = (o: SubmitInput) =>
         : Console.log(
             `item ${String(line["item"] ?? "")}: ${String(line["type"])} ${JSON.stringify(SecretMask.maskJson({ ...line, type: undefined, item: undefined }))}`
           )
+    /**
+     * Each decision is delivered in a fiber of its own: a card whose runner cannot be reached (dead
+     * and not yet replaced, cut off, paused) holds back no other decision. Those still in flight
+     * when the run ends are reported as not delivered.
+     */
+    const deliveries = yield* FiberSet.make<void, never>()
+    const inFlight = new Map<string, string>()
     const answer = (itemId: string, cardId: string, decision: Parameters<typeof client.answer>[2]) =>
+      Effect.suspend(() => {
+        inFlight.set(cardId, itemId)
+        return FiberSet.run(
+          deliveries,
+          deliver(itemId, cardId, decision).pipe(Effect.ensuring(Effect.sync(() => inFlight.delete(cardId))))
+        )
+      }).pipe(Effect.asVoid)
+    const deliver = (itemId: string, cardId: string, decision: Parameters<typeof client.answer>[2]) =>
       client.answer(itemId, cardId, decision).pipe(
         // While the card's runner is dead and not yet replaced, the engine retries; bounded here.
         Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => ({ _tag: "runner unreachable" }) }),
@@ -270,6 +285,13 @@ export const submit = (o: SubmitInput) =>
       { concurrency: "unbounded" }
     )
     yield* Effect.forEach(followers, (f) => Fiber.join(f).pipe(Effect.timeoutOption("10 seconds")))
+    for (const [cardId, itemId] of inFlight) {
+      yield* out({ type: "card.answer", item: indexOf.get(itemId), card: cardId, result: "NotDelivered" })
+      yield* Console.error(
+        `warden submit: the decision for ${cardId} was not delivered before the run ended; nothing was written`
+      )
+    }
+    yield* FiberSet.clear(deliveries)
     yield* out({ type: "run.finished", items: verdicts.map((v) => v.status) })
     const code = ExitCodes.forItems(verdicts.map((v) => v.status))
     if (code !== ExitCodes.Ok) return yield* Effect.fail(new ExitCodes.CliExit({ code }))
