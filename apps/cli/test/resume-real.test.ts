@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
-import { crashOnceRecorded, readLedger } from "./support/LedgerCodex.js"
+import { crashedRun, readLedger, recordedRunArgs } from "./support/LedgerCodex.js"
 
 const exec = Step.execCommand({ cmd: "echo warden-resume-check", escalated: true, justification: "test resume" })
 
@@ -32,20 +32,19 @@ describe("warden resume (real codex 0.171.0)", () => {
           `${ScriptedModel.laneMarker("slow")} think slowly`
         ]
 
-        const crashed = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn(
-              ["run", ...codex.flags, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", ...prompts],
-              { env: codex.env }
-            )
-            yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0, "60 seconds")
-            yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1, "60 seconds")
-            yield* codex.model.awaitRequests(1, "slow")
-            const { runId, signal } = yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })
-            assert.strictEqual(signal, "SIGKILL")
-            return runId
-          })
-        )
+        const { runId: crashed, signal } = yield* crashedRun({
+          args: [...recordedRunArgs(codex.flags, db), ...prompts],
+          env: codex.env,
+          db,
+          recorded: { cards: 1, turns: 2 },
+          until: (cli) =>
+            Effect.gen(function* () {
+              yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0, "60 seconds")
+              yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1, "60 seconds")
+              yield* codex.model.awaitRequests(1, "slow")
+            })
+        })
+        assert.strictEqual(signal, "SIGKILL")
 
         const resumed = yield* CliProcess.runToEnd(
           ["resume", ...codex.flags, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"],

@@ -10,7 +10,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { crashOnceRecorded, readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { crashedRun, readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const git = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.invalid", ...args], {
@@ -33,34 +33,19 @@ describe("warden resume with --worktree", () => {
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", "first")
 
-        const first = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn([
-              "run",
-              "--codex",
-              codex,
-              "--json",
-              "--approvals",
-              "stdin",
-              "--state",
-              db,
-              "--restarts",
-              "0",
-              "--worktree",
-              "--max-tokens",
-              "5000",
-              "--cwd",
-              repo,
-              "echo hi"
-            ])
-            const ready = yield* cli.waitForJson("the worktree", (l) => l.type === "item.worktree", "60 seconds")
-            yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
-            Fs.writeFileSync(Path.join(ready.path, "before-crash.txt"), "written before the crash\n")
-            const { signal } = yield* crashOnceRecorded(cli, db, { cards: 1, turns: 1 })
-            assert.strictEqual(signal, "SIGKILL")
-            return ready
-          })
-        )
+        const { signal, value: first } = yield* crashedRun({
+          args: [...recordedRunArgs(codex, db), "--worktree", "--max-tokens", "5000", "--cwd", repo, "echo hi"],
+          db,
+          recorded: { cards: 1, turns: 1 },
+          until: (cli) =>
+            Effect.gen(function* () {
+              const ready = yield* cli.waitForJson("the worktree", (l) => l.type === "item.worktree", "60 seconds")
+              yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
+              Fs.writeFileSync(Path.join(ready.path, "before-crash.txt"), "written before the crash\n")
+              return ready
+            })
+        })
+        assert.strictEqual(signal, "SIGKILL")
         assert.isFalse(first.reused)
 
         const resumed = yield* CliProcess.runToEnd([

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { crashOnceRecorded, readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { crashedRun, readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden resume", () => {
   it.scopedLive(
@@ -19,32 +19,18 @@ describe("warden resume", () => {
         const codex = writeFakeCodex(dir)
         const db = Path.join(dir, "ledger.db")
 
-        const crashed = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn(
-              [
-                "run",
-                "--codex",
-                codex,
-                "--json",
-                "--approvals",
-                "stdin",
-                "--state",
-                db,
-                "--restarts",
-                "0",
-                "echo hi",
-                "hang"
-              ],
-              { env: { LEDGER_FAKE_HANG: "1" } }
+        const { runId: crashed, signal } = yield* crashedRun({
+          args: [...recordedRunArgs(codex, db), "echo hi", "hang"],
+          env: { LEDGER_FAKE_HANG: "1" },
+          db,
+          recorded: { cards: 1, turns: 2 },
+          until: (cli) =>
+            Effect.zipRight(
+              cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0),
+              cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1)
             )
-            yield* cli.waitForJson("the card", (l) => l.type === "card.opened" && l.item === 0)
-            yield* cli.waitForJson("item 1's turn", (l) => l.type === "turn.started" && l.item === 1)
-            const { runId, signal } = yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })
-            assert.strictEqual(signal, "SIGKILL")
-            return runId
-          })
-        )
+        })
+        assert.strictEqual(signal, "SIGKILL")
 
         const answers = Path.join(dir, "answers.jsonl")
         const resumed = yield* CliProcess.runToEnd(
@@ -137,16 +123,13 @@ describe("warden resume", () => {
         const dir = yield* CliProcess.tempDir
         const codex = writeFakeCodex(dir)
         const db = Path.join(dir, "ledger.db")
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn(
-              ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", "hang"],
-              { env: { LEDGER_FAKE_HANG: "1" } }
-            )
-            yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
-            yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })
-          })
-        )
+        yield* crashedRun({
+          args: [...recordedRunArgs(codex, db), "hang"],
+          env: { LEDGER_FAKE_HANG: "1" },
+          db,
+          recorded: { cards: 0, turns: 1 },
+          until: (cli) => cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+        })
         const answers = Path.join(dir, "answers.jsonl")
         const resumed = yield* CliProcess.runToEnd(
           ["resume", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0"],
@@ -184,42 +167,30 @@ describe("warden resume", () => {
         const work = Path.join(dir, "work")
         Fs.mkdirSync(work)
         const argv1 = Path.join(dir, "argv1.jsonl")
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn(
-              [
-                "run",
-                "--codex",
-                codex,
-                "--json",
-                "--approvals",
-                "stdin",
-                "--state",
-                db,
-                "--restarts",
-                "0",
-                "--cwd",
-                work,
-                "--model",
-                "gpt-test",
-                "--sandbox",
-                "read-only",
-                "--approval-policy",
-                "untrusted",
-                "-c",
-                'model_reasoning_effort="low"',
-                "--enable",
-                "feature_a",
-                "--disable",
-                "feature_b",
-                "hang"
-              ],
-              { env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv1 } }
-            )
-            yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
-            yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })
-          })
-        )
+        yield* crashedRun({
+          args: [
+            ...recordedRunArgs(codex, db),
+            "--cwd",
+            work,
+            "--model",
+            "gpt-test",
+            "--sandbox",
+            "read-only",
+            "--approval-policy",
+            "untrusted",
+            "-c",
+            'model_reasoning_effort="low"',
+            "--enable",
+            "feature_a",
+            "--disable",
+            "feature_b",
+            "hang"
+          ],
+          env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv1 },
+          db,
+          recorded: { cards: 0, turns: 1 },
+          until: (cli) => cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+        })
         const answers = Path.join(dir, "answers.jsonl")
         const argv2 = Path.join(dir, "argv2.jsonl")
         // No -c, --enable, --disable, --model, --sandbox or --cwd on the resume line: all come from the ledger.
@@ -259,12 +230,15 @@ describe("warden resume", () => {
         const flags = ["-c", 'model_provider="mock"', "--enable", "feature_a", "--disable", "feature_b"]
         // Dies once as `warden run`, then once as `warden resume` (given no flags), each mid-turn.
         const crash = (args: ReadonlyArray<string>, n: number) =>
-          Effect.scoped(
-            Effect.gen(function* () {
-              const cli = yield* CliProcess.spawn(args, { env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv(n) } })
-              yield* cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
-              return (yield* crashOnceRecorded(cli, db, { cards: 0, turns: 1 })).runId
-            })
+          Effect.map(
+            crashedRun({
+              args,
+              env: { LEDGER_FAKE_HANG: "1", LEDGER_FAKE_ARGV: argv(n) },
+              db,
+              recorded: { cards: 0, turns: 1 },
+              until: (cli) => cli.waitForJson("the turn", (l) => l.type === "turn.started" && l.item === 0)
+            }),
+            (crashed) => crashed.runId
           )
         const first = yield* crash(
           [
@@ -329,29 +303,13 @@ describe("warden resume", () => {
         const db = Path.join(dir, "ledger.db")
         // Item 1's prompt holds a secret: it is stored masked, so resuming it would not send what was asked.
         const secret = "echo sk-proj-Zq3vB7xK9mT2wR5nL8pD4fH6jY1cA0sE"
-        const crashed = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const cli = yield* CliProcess.spawn(
-              [
-                "run",
-                "--codex",
-                codex,
-                "--json",
-                "--approvals",
-                "stdin",
-                "--state",
-                db,
-                "--restarts",
-                "0",
-                "hang",
-                secret
-              ],
-              { env: { LEDGER_FAKE_HANG: "1" } }
-            )
-            yield* cli.waitForJson("item 1's card", (l) => l.type === "card.opened" && l.item === 1)
-            return (yield* crashOnceRecorded(cli, db, { cards: 1, turns: 2 })).runId
-          })
-        )
+        const { runId: crashed } = yield* crashedRun({
+          args: [...recordedRunArgs(codex, db), "hang", secret],
+          env: { LEDGER_FAKE_HANG: "1" },
+          db,
+          recorded: { cards: 1, turns: 2 },
+          until: (cli) => cli.waitForJson("item 1's card", (l) => l.type === "card.opened" && l.item === 1)
+        })
         const resumed = yield* CliProcess.runToEnd([
           "resume",
           "--codex",

@@ -9,7 +9,7 @@
  */
 import { Ledger } from "@warden/ledger"
 import type { TestProcess } from "@warden/testkit"
-import type * as CliProcess from "./CliProcess.js"
+import * as CliProcess from "./CliProcess.js"
 import { Context, Effect, Layer, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -103,3 +103,45 @@ export const crashOnceRecorded = (
     const exited = yield* cli.exited()
     return { runId, signal: exited.signal }
   })
+
+/**
+ * `warden run` recording into the ledger `db`, answering from stdin, never restarting its
+ * app-server: the start of every "run, then crash it" test. `codex` is `--codex PATH` (a fake) or
+ * the flags of a real codex (`Codex.setup`'s `flags`).
+ */
+export const recordedRunArgs = (codex: string | ReadonlyArray<string>, db: string): ReadonlyArray<string> => [
+  "run",
+  ...(typeof codex === "string" ? ["--codex", codex] : codex),
+  "--json",
+  "--approvals",
+  "stdin",
+  "--state",
+  db,
+  "--restarts",
+  "0"
+]
+
+/**
+ * Start `warden` with `args`, run `until` against it (wait for what the test needs to have
+ * happened: a card, a turn), then crash it once the ledger `db` holds what `recorded` asks
+ * (`crashOnceRecorded`), in a scope of its own. Returns the dead run's id, the signal it died of
+ * (SIGKILL) and what `until` returned.
+ */
+export const crashedRun = <A>(options: {
+  readonly args: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>>
+  readonly db: string
+  readonly recorded: { readonly cards: number; readonly turns: number }
+  readonly until: (cli: CliProcess.Cli) => Effect.Effect<A, TestProcess.TestProcessError>
+}): Effect.Effect<
+  { readonly runId: string; readonly signal: NodeJS.Signals | null; readonly value: A },
+  TestProcess.TestProcessError
+> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const cli = yield* CliProcess.spawn(options.args, options.env === undefined ? undefined : { env: options.env })
+      const value = yield* options.until(cli)
+      const { runId, signal } = yield* crashOnceRecorded(cli, options.db, options.recorded)
+      return { runId, signal, value }
+    })
+  )
