@@ -10,26 +10,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
-import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
-import { type Duration, Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
+import { lastShards, shardingFlags, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 16
-const sharding = Object.entries(shardingTimings).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
-
-const lastShards = (cli: CliProcess.Cli) => {
-  const lines = cli.json().filter((l) => l.type === "runner.shards")
-  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
-}
-
-/** Bounded wait on state spread over several processes' output (no single event to wait on). */
-const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds") =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
-  )
 
 describe("decisions in a fleet (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -64,7 +51,7 @@ describe("decisions in a fleet (real codex 0.171.0)", () => {
               "--codex",
               codex.launch.command,
               ...Codex.flagsOf(codex.launch),
-              ...sharding,
+              ...shardingFlags,
               "--concurrency",
               String(ITEMS)
             ],
@@ -93,7 +80,7 @@ describe("decisions in a fleet (real codex 0.171.0)", () => {
             codex.launch.workspace,
             "--sandbox",
             "workspace-write",
-            ...sharding,
+            ...shardingFlags,
             ...Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`d${i}`)} run the command`)
           ],
           { env: codex.env }

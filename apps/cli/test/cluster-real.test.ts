@@ -19,10 +19,11 @@ import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import { Ledger } from "@warden/ledger"
 import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
-import { Context, type Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import * as CliProcess from "./support/CliProcess.js"
+import { lastShards, shardingFlags, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 30
@@ -36,28 +37,9 @@ const lanes = Object.fromEntries(
   ])
 )
 
-/** Bounded wait on state spread over several processes' output (no single event to wait on). */
-const until = (
-  what: string,
-  condition: () => boolean,
-  timeout: Duration.DurationInput = "180 seconds",
-  context: () => string = () => ""
-) =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
-  )
-
 /** The end of a process's output, for a failure message. */
 const tail = (name: string, cli: CliProcess.Cli) =>
   `--- ${name} stdout:\n${cli.lines().slice(-15).join("\n")}\n--- ${name} stderr:\n${cli.stderr().slice(-2000)}`
-
-const sharding = Object.entries(shardingTimings).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
-
-const lastShards = (cli: CliProcess.Cli) => {
-  const lines = cli.json().filter((l) => l.type === "runner.shards")
-  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
-}
 
 describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -70,7 +52,7 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
           "--codex",
           codex.launch.command,
           ...Codex.flagsOf(codex.launch),
-          ...sharding,
+          ...shardingFlags,
           "--concurrency",
           "12"
         ]
@@ -106,7 +88,7 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
             codex.launch.workspace,
             "--sandbox",
             "workspace-write",
-            ...sharding,
+            ...shardingFlags,
             ...prompts
           ],
           { env: codex.env }

@@ -14,25 +14,12 @@ import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
-import { Context, type Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
+import { lastShards, shardingFlags, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
-
-const sharding = Object.entries(shardingTimings).flatMap(([key, value]) => ["--sharding", `${key}=${value}`])
-
-const lastShards = (cli: CliProcess.Cli) => {
-  const lines = cli.json().filter((l) => l.type === "runner.shards")
-  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
-}
-
-/** Bounded wait on state spread over several processes' output (no single event to wait on). */
-const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "180 seconds") =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
-  )
 
 /** Every rollout file under a codex home's `sessions/`. */
 const rollouts = (home: string): ReadonlyArray<string> => {
@@ -73,7 +60,7 @@ describe("a thread that moves with its item to another codex home (real codex 0.
                 "--codex",
                 launch.command,
                 ...Codex.flagsOf(launch),
-                ...sharding
+                ...shardingFlags
               ],
               { env: launch.env, stdin: "ignore" }
             )

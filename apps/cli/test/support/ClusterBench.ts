@@ -17,6 +17,7 @@ import { Effect, Schedule } from "effect"
 import * as Os from "node:os"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
+import { lastShards } from "./Fleet.js"
 
 const ITEMS = Number(process.env["ITEMS"] ?? 30)
 
@@ -29,11 +30,6 @@ const until = (what: string, condition: () => boolean) =>
 const quantile = (values: ReadonlyArray<number>, q: number) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!
-}
-
-const lastShards = (cli: CliProcess.Cli) => {
-  const lines = cli.json().filter((l) => l.type === "runner.shards")
-  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
 }
 
 const measure = (runnerCount: number) =>
