@@ -15,6 +15,7 @@
  * Development needs none of this: tests, `pnpm warden` and `tsc -b` read the TypeScript sources.
  */
 import { spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import { builtinModules, createRequire } from "node:module"
 import * as Path from "node:path"
@@ -379,22 +380,90 @@ const lazyWorkspace = [
   "packages/approvals/src/internal/SafetyFilter.ts"
 ]
 
+/**
+ * What the last bundling read and wrote (`apps/cli/node_modules/.cache/warden-build/cli-bundle.json`,
+ * outside `dist/`, so it is never packed): a digest of every input esbuild read (its metafile), of
+ * the build scripts, of the Node that made the code cache and of WARDEN_UNMINIFIED, and of the three
+ * outputs. When nothing changed, bundleCli keeps the outputs instead of bundling again and
+ * re-making the code cache (~5 s): `pnpm pack:all` after `pnpm build`, every prepack of a
+ * `pnpm -r pack`, and the benchmarks' start-up build each bundled the same sources again.
+ */
+const bundleStamp = Path.join(cliDir, "node_modules", ".cache", "warden-build", "cli-bundle.json")
+const bundleOutputs = ["bin.cjs", "warden-run.cjs", "warden-run.cjs.v8cache"].map((f) => Path.join(cliDir, "dist", f))
+
+const digestFiles = (files) => {
+  const hash = createHash("sha256")
+  hash.update(`${process.execPath}\0${process.version}\0${process.env.WARDEN_UNMINIFIED === "1"}\0`)
+  for (const file of files) {
+    hash.update(`${Path.relative(root, file)}\0`)
+    hash.update(Fs.existsSync(file) ? Fs.readFileSync(file) : "(missing)")
+    hash.update("\0")
+  }
+  return hash.digest("hex")
+}
+
+const stampInputs = (inputs) =>
+  [
+    ...new Set([
+      Path.join(root, "scripts", "build.mjs"),
+      Path.join(root, "scripts", "code-cache.mjs"),
+      Path.join(root, "pnpm-lock.yaml"),
+      Path.join(cliDir, "package.json"),
+      Path.join(root, "packages", "inbox", "package.json"),
+      ...inputs
+    ])
+  ].sort()
+
+/** Whether the outputs of the last bundling are there, unchanged, and were made from the same inputs. */
+const bundleIsCurrent = () => {
+  try {
+    const stamp = JSON.parse(Fs.readFileSync(bundleStamp, "utf8"))
+    return (
+      stamp.inputsDigest === digestFiles(stamp.inputs.map((f) => Path.join(root, f))) &&
+      stamp.outputsDigest === digestFiles(bundleOutputs)
+    )
+  } catch {
+    return false
+  }
+}
+
+const writeBundleStamp = (metafiles) => {
+  const inputs = stampInputs(
+    metafiles
+      .flatMap((m) => Object.keys(m.inputs))
+      .map((f) => Path.resolve(f))
+      .filter((f) => Fs.existsSync(f))
+  )
+  Fs.mkdirSync(Path.dirname(bundleStamp), { recursive: true })
+  const partial = `${bundleStamp}.${process.pid}.partial`
+  Fs.writeFileSync(
+    partial,
+    JSON.stringify({
+      inputs: inputs.map((f) => Path.relative(root, f)),
+      inputsDigest: digestFiles(inputs),
+      outputsDigest: digestFiles(bundleOutputs)
+    })
+  )
+  Fs.renameSync(partial, bundleStamp)
+}
+
 export const bundleCli = async () => {
+  if (bundleIsCurrent()) return
+  Fs.rmSync(bundleStamp, { force: true })
   const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
+  const metafiles = []
   // As bin.ts writes them: esbuild leaves these imports as they are, resolved beside dist/bin.cjs.
   const lazy = ["./startup/Main.js", "./startup/Cli.js", "./startup/RunCli.js"]
   const binfile = Path.join(cliDir, "dist", "bin.cjs")
-  writeOutput(
-    await esbuild.build({
-      ...commonJs,
-      entryPoints: [Path.join(cliDir, "src", "bin.ts")],
-      outfile: binfile,
-      external: lazy,
-      plugins: [inlineVersion]
-    }),
-    binfile,
-    { external: lazy, mode: 0o755 }
-  )
+  const binBuild = await esbuild.build({
+    ...commonJs,
+    entryPoints: [Path.join(cliDir, "src", "bin.ts")],
+    outfile: binfile,
+    external: lazy,
+    plugins: [inlineVersion]
+  })
+  metafiles.push(binBuild.metafile)
+  writeOutput(binBuild, binfile, { external: lazy, mode: 0o755 })
 
   // The ledger (`--state`) is reached by import() and evaluated only when used; its SQLite driver
   // is a native addon, loaded from node_modules (a dependency of @warden/cli).
@@ -402,28 +471,26 @@ export const bundleCli = async () => {
   // import() too) tries its optional native helpers inside a try/catch: left outside, never required.
   const native = ["better-sqlite3", "bufferutil", "utf-8-validate"]
   const outfile = Path.join(cliDir, "dist", "warden-run.cjs")
-  writeOutput(
-    await esbuild.build({
-      ...commonJs,
-      entryPoints: [Path.join(cliDir, "src", "startup", "RunCli.ts")],
-      outfile,
-      // WARDEN_UNMINIFIED=1: readable, with a `// path` comment before each module (for profiling
-      // the start-up by module); the published bundle is always minified.
-      minify: process.env.WARDEN_UNMINIFIED !== "1",
-      keepNames: true,
-      legalComments: "eof",
-      plugins: [
-        inlineVersion,
-        deepImports,
-        foldedBell,
-        lazyWorkspaceModules(lazyWorkspace),
-        lazyModules(["yaml", "toml", "ini", "node:crypto"])
-      ],
-      external: native
-    }),
+  const runBuild = await esbuild.build({
+    ...commonJs,
+    entryPoints: [Path.join(cliDir, "src", "startup", "RunCli.ts")],
     outfile,
-    { external: native }
-  )
+    // WARDEN_UNMINIFIED=1: readable, with a `// path` comment before each module (for profiling
+    // the start-up by module); the published bundle is always minified.
+    minify: process.env.WARDEN_UNMINIFIED !== "1",
+    keepNames: true,
+    legalComments: "eof",
+    plugins: [
+      inlineVersion,
+      deepImports,
+      foldedBell,
+      lazyWorkspaceModules(lazyWorkspace),
+      lazyModules(["yaml", "toml", "ini", "node:crypto"])
+    ],
+    external: native
+  })
+  metafiles.push(runBuild.metafile)
+  writeOutput(runBuild, outfile, { external: native })
   const env = { ...process.env }
   delete env["NODE_OPTIONS"]
   const wrote = spawnSync(process.execPath, [Path.join(root, "scripts", "code-cache.mjs"), outfile], {
@@ -435,9 +502,74 @@ export const bundleCli = async () => {
     process.stderr.write(`build: writing the code cache of ${Path.relative(root, outfile)} failed\n`)
     process.exit(wrote.status ?? 1)
   }
+  writeBundleStamp(metafiles)
 }
 
-export const build = async (dirs = []) => {
+/**
+ * One build at a time in a checkout: `pnpm -r pack` runs a prepack per package, the benchmarks
+ * build the CLI, and tests pack while others run; two `tsc -b` writing the same `dist/` at once
+ * could leave a file half-written. The lock is a directory (mkdir is atomic) holding the owner's
+ * pid; a lock whose owner is gone is taken over.
+ */
+const buildLock = Path.join(root, "node_modules", ".cache", "warden-build.lock")
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const isAlive = (pid) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return error.code === "EPERM"
+  }
+}
+
+const withBuildLock = async (body) => {
+  Fs.mkdirSync(Path.dirname(buildLock), { recursive: true })
+  const ownerFile = Path.join(buildLock, "pid")
+  const deadline = Date.now() + 15 * 60_000
+  const started = Date.now()
+  let said = false
+  for (;;) {
+    try {
+      Fs.mkdirSync(buildLock)
+      Fs.writeFileSync(ownerFile, String(process.pid))
+      break
+    } catch (error) {
+      if (error.code !== "EEXIST") throw error
+      let owner = Number.NaN
+      try {
+        owner = Number(Fs.readFileSync(ownerFile, "utf8"))
+      } catch {
+        // the owner is between mkdir and writing its pid, or just released it
+      }
+      if (Number.isInteger(owner) && owner > 0 && !isAlive(owner)) {
+        Fs.rmSync(buildLock, { recursive: true, force: true })
+        continue
+      }
+      if (Date.now() > deadline) {
+        process.stderr.write(
+          `build: ${buildLock} has been held for 15 minutes (pid ${owner}); remove it if no build runs\n`
+        )
+        process.exit(1)
+      }
+      if (!said && Date.now() - started > 3000) {
+        process.stderr.write(`build: waiting for another build in this checkout (pid ${owner})\n`)
+        said = true
+      }
+      await sleep(250)
+    }
+  }
+  try {
+    return await body()
+  } finally {
+    Fs.rmSync(buildLock, { recursive: true, force: true })
+  }
+}
+
+export const build = (dirs = []) => withBuildLock(() => buildUnlocked(dirs))
+
+const buildUnlocked = async (dirs) => {
   const projects =
     dirs.length === 0
       ? [Path.join(root, "tsconfig.build.json")]

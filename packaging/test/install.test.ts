@@ -1,10 +1,10 @@
 /**
- * Warden as its users get it (issue 13). Every published package is built (`pnpm build`) and
- * packed (`pnpm pack`); the tarballs are installed with plain `npm install` into a fresh project
- * under the OS temp directory, outside the workspace. There, with a clean environment (no
- * workspace `node_modules/.bin` on PATH, no pnpm): `npx warden --version`, `npx warden doctor
- * --codex <the pinned binary>`, `npx warden demo` without a terminal, `warden run` (its bundled
- * start-up path) against the pinned codex, a plain JavaScript program on the promise facade
+ * Warden as its users get it (issue 13). Every published package is packed (`pnpm pack:all`, as
+ * the README's install line does; each package's prepack builds it); the tarballs are installed
+ * with plain `npm install` into a fresh project under the OS temp directory, outside the
+ * workspace. There, with a clean environment (no workspace `node_modules/.bin` on PATH, no pnpm):
+ * `npx warden --version`, `npx warden doctor --codex <the pinned binary>`, `npx warden demo`
+ * without a terminal, `warden run` (its bundled start-up path) against the pinned codex, a plain JavaScript program on the promise facade
  * (consumer/facade.mjs), one serving a card from the web inbox on its own supervisor
  * (consumer/inbox.mjs), and `tsc --noEmit` of a TypeScript program on the Effect API and the
  * facade (consumer/typed.ts) against the installed `.d.ts`.
@@ -207,9 +207,8 @@ const InstalledLive = Layer.scoped(
     Fs.mkdirSync(tarballDir)
     Fs.mkdirSync(project)
 
-    // 1. pnpm build, then pnpm pack of every published package (the root scripts; pack:all runs
-    // `pnpm -r pack`, whose prepack checks each package's build).
-    yield* timed(timings, "build", pnpm(["build"], "5 minutes"))
+    // 1. pnpm pack of every published package, as the README's install line does (pack:all runs
+    // `pnpm -r pack`, whose prepack builds each package and checks what its manifest points at).
     yield* timed(timings, "pack", pnpm(["pack:all", tarballDir], "5 minutes"))
     const tarballs = Fs.readdirSync(tarballDir)
       .filter((f) => f.endsWith(".tgz"))
