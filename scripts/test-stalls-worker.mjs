@@ -9,5 +9,9 @@ let test = "(between tests)"
 beforeEach((context) => {
   test = context.task.name
 })
-// A worker of the forks pool is a child of vitest's main process.
-watch("worker", process.ppid, () => `${expect.getState().testPath ?? "(loading)"} > ${test}`)
+// A worker of the forks pool is a child of vitest's main process. One watcher per worker: a worker
+// that runs several files runs this set-up again for each.
+if (globalThis.__wardenStallWatch === undefined) {
+  globalThis.__wardenStallWatch = true
+  watch("worker", process.ppid, () => `${expect.getState().testPath ?? "(loading)"} > ${test}`)
+}
