@@ -7,7 +7,7 @@ import type { Sharding } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Decision } from "@warden/protocol"
-import { Context, Effect, Layer, Option, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
 import type { ShardingConfig } from "@effect/cluster"
 import { shardingConfig } from "./Runner.js"
 import { WorkItemEntity } from "./WorkItemEntity.js"
@@ -54,11 +54,35 @@ export class ClusterClient extends Context.Tag("@warden/cluster/ClusterClient")<
 
 const finalStatuses = new Set(["completed", "failed", "stopped"])
 
+/**
+ * A call whose runner-side handler was interrupted under it (the item's entity closed there: its
+ * shard moved, or the runner lost its lease and stopped the item) comes back to the caller as an
+ * interruption the caller never asked for. Every call here is safe to send again (`Run` is
+ * persisted and de-duplicated by the item id, the first answer to a card wins, `Status` reads,
+ * `Stop` is idempotent), so it is sent again, now to whichever runner holds the item, once a
+ * second for at most a minute; after that the interruption stands. An interruption of the caller's
+ * own fiber is not retried: it stops at the next step.
+ */
+const againWhenInterruptedThere = <A, E>(call: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  const attempt = Effect.exit(call).pipe(
+    Effect.flatMap((exit) =>
+      Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+        ? Effect.fail({ _tag: "InterruptedThere" as const, exit })
+        : Effect.succeed(exit)
+    )
+  )
+  return attempt.pipe(
+    Effect.retry({ schedule: Schedule.spaced("1 second"), times: 60 }),
+    Effect.catchAll((e) => Effect.succeed(e.exit)),
+    Effect.flatten
+  )
+}
+
 /** A client over the `Sharding` in context (a runner's, or a client-only node's). */
 export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function* () {
   const client = yield* WorkItemEntity.client
   return {
-    run: (id, spec) => client(id).Run({ id, spec: new ItemSpec(spec) }),
+    run: (id, spec) => againWhenInterruptedThere(client(id).Run({ id, spec: new ItemSpec(spec) })),
     events: (id) => client(id).Events(),
     follow: (id) => {
       const seen = new Set<string>()
@@ -87,9 +111,10 @@ export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> =
         )
       return loop()
     },
-    answer: (itemId, cardId, decision) => client(itemId).Answer({ cardId, decision: decision as never }),
-    status: (id) => client(id).Status(),
-    stop: (id) => client(id).Stop()
+    answer: (itemId, cardId, decision) =>
+      againWhenInterruptedThere(client(itemId).Answer({ cardId, decision: decision as never })),
+    status: (id) => againWhenInterruptedThere(client(id).Status()),
+    stop: (id) => againWhenInterruptedThere(client(id).Stop())
   }
 })
 

@@ -28,6 +28,7 @@
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
 import { execFile, execFileSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
 
 /** Network namespaces cannot be made here (the message says why and what to do). */
 export class HostsUnavailable extends Data.TaggedError("HostsUnavailable")<{ readonly message: string }> {}
@@ -64,6 +65,8 @@ export interface Network {
   readonly gateway: string
   /** The network's prefix, `10.X.Y`. */
   readonly subnet: string
+  /** What the names of its namespaces start with (`namespacesWith(prefix)` lists those left). */
+  readonly prefix: string
 }
 
 const ip = (args: ReadonlyArray<string>) =>
@@ -114,6 +117,42 @@ export const check = (): Effect.Effect<void, HostsUnavailable> =>
 
 let counter = 0
 
+const namespacePrefix = "wnet-"
+
+const killAllIn = (ns: string) => {
+  for (const pid of ipSync(["netns", "pids", ns])
+    .split("\n")
+    .map(Number)
+    .filter((p) => p > 0)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }
+}
+
+/**
+ * The namespaces (and their processes) of a test process that is gone: one killed before its
+ * scope could close (a test run stopped with SIGKILL) leaves them; the next network removes them.
+ * A veth's both ends live in namespaces (or the gateway's outer end in the hub), so deleting the
+ * namespaces removes every link too.
+ */
+const removeOrphans = Effect.gen(function* () {
+  const orphans = namespacesWith(namespacePrefix).filter((ns) => {
+    const pid = Number(ns.slice(namespacePrefix.length).split("-")[0])
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false
+    try {
+      process.kill(pid, 0)
+      return false
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === "ESRCH"
+    }
+  })
+  for (const ns of orphans) killAllIn(ns)
+  for (const ns of orphans) yield* ip(["netns", "del", ns]).pipe(Effect.ignore)
+})
+
 /**
  * Make the hosts `names` (at most 200) on one new network; closing the scope removes everything.
  *
@@ -129,9 +168,12 @@ export const network = (
 ): Effect.Effect<Network, HostsUnavailable | HostsFailed, Scope.Scope> =>
   Effect.gen(function* () {
     yield* check()
-    // Interface names are at most 15 bytes: `w<5 digits><1 letter><3 digits>`.
+    yield* removeOrphans
+    // Namespaces are named `wnet-PID-N-...` (the test process's pid: removeOrphans reads it);
+    // interface names are at most 15 bytes: `w<6 hex digits><letter><3 digits>`.
     const n = ++counter
-    const id = `w${String(process.pid % 100_000).padStart(5, "0")}${String.fromCharCode(97 + (n % 26))}`
+    const id = `w${randomBytes(3).toString("hex")}`
+    const prefix = `${namespacePrefix}${process.pid}-${n}-`
     // A /24 no address of this namespace is in (the gateway's route must be the only one to it);
     // inside the namespaces nothing else can collide.
     const inUse = ipSync(["-o", "addr", "show"])
@@ -140,29 +182,18 @@ export const network = (
       const candidate = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 250)}`
       if (!inUse.includes(` ${candidate}.`)) subnet = candidate
     }
-    const hub = `${id}-hub`
+    const hub = `${prefix}hub`
     const gatewayLink = `${id}g0`
     const made: Array<string> = []
 
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
-        for (const ns of [...made].reverse()) {
-          for (const pid of ipSync(["netns", "pids", ns])
-            .split("\n")
-            .map(Number)
-            .filter((p) => p > 0)) {
-            try {
-              process.kill(pid, "SIGKILL")
-            } catch {
-              // gone
-            }
-          }
-        }
+        for (const ns of [...made].reverse()) killAllIn(ns)
         for (const ns of made) yield* ip(["netns", "del", ns]).pipe(Effect.ignore)
         // A veth made here but not yet moved (a set-up that failed half-way), and the gateway's.
         for (const link of ipSync(["-o", "link", "show"]).matchAll(new RegExp(`^\\d+: (${id}[a-z0-9]+)[@:]`, "gm")))
           yield* ip(["link", "del", link[1]!]).pipe(Effect.ignore)
-        const left = namespacesWith(id)
+        const left = namespacesWith(prefix)
         if (left.length > 0) yield* Effect.logWarning(`Hosts: namespaces left behind: ${left.join(", ")}`)
       })
     )
@@ -189,7 +220,7 @@ export const network = (
 
     const hosts: Record<string, Host> = {}
     for (const [index, name] of names.entries()) {
-      const ns = `${id}-${name}`
+      const ns = `${prefix}${name}`
       const address = `${subnet}.${index + 1}`
       const inner = `${id}h${String(index).padStart(3, "0")}`
       const outer = `${id}p${String(index).padStart(3, "0")}`
@@ -225,5 +256,5 @@ export const network = (
     yield* plug(gatewayLink, `${id}g1`)
     yield* ip(["addr", "add", `${gateway}/24`, "dev", gatewayLink])
     yield* ip(["link", "set", gatewayLink, "up"])
-    return { hosts, gateway, subnet }
+    return { hosts, gateway, subnet, prefix }
   })

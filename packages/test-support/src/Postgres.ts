@@ -8,6 +8,7 @@
  * installation fails with `PostgresMissing` saying which package to install; it never skips.
  */
 import { Data, Effect } from "effect"
+import type * as Hosts from "./Hosts.js"
 import type { Scope } from "effect"
 import { execFile, execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -34,6 +35,11 @@ export interface Server {
   readonly dir: string
   /** The postmaster's pid (for tests that check nothing is left behind). */
   readonly pid: number
+  /**
+   * Started `on` a host (`start({ on })`): `postgres://USER@ADDRESS:5432/DB`, its TCP listener on
+   * that host's address, open to the host's network (trust, as the socket is). Undefined otherwise.
+   */
+  readonly networkUrl: string | undefined
 }
 
 const binDir = (): string | undefined => {
@@ -59,10 +65,13 @@ const binDir = (): string | undefined => {
   })
 }
 
-const run = (command: string, args: ReadonlyArray<string>, asPostgres: boolean) =>
+const run = (command: string, args: ReadonlyArray<string>, asPostgres: boolean, on?: Hosts.Host) =>
   Effect.async<string, PostgresFailed>((resume) => {
-    const [file, argv] = asPostgres ? ["runuser", ["-u", "postgres", "--", command, ...args]] : [command, [...args]]
-    const child = execFile(file, argv, { encoding: "utf8", timeout: 120_000 }, (error, stdout, stderr) => {
+    const local: ReadonlyArray<string> = asPostgres
+      ? ["runuser", "-u", "postgres", "--", command, ...args]
+      : [command, ...args]
+    const [file, ...argv] = on === undefined ? local : on.exec(local)
+    const child = execFile(file!, argv, { encoding: "utf8", timeout: 120_000 }, (error, stdout, stderr) => {
       if (error)
         resume(
           Effect.fail(new PostgresFailed({ message: `${command} ${args.join(" ")}: ${error.message}\n${stderr}` }))
@@ -85,7 +94,14 @@ let counter = 0
  * ```
  */
 export const start = (
-  options: { readonly database?: string } = {}
+  options: {
+    readonly database?: string
+    /**
+     * Run the server on this host (its network namespace), listening on its address (port 5432)
+     * as well as on the socket, for clients on other hosts: a fleet test's store on a host of its own.
+     */
+    readonly on?: Hosts.Host
+  } = {}
 ): Effect.Effect<Server, PostgresMissing | PostgresFailed, Scope.Scope> =>
   Effect.gen(function* () {
     const bin = yield* Effect.try({
@@ -124,6 +140,12 @@ export const start = (
     )
     const data = Path.join(server.dir, "data")
     yield* run(tool("initdb"), ["-D", data, "-U", username, "--auth=trust", "-E", "UTF8", "--no-sync"], asPostgres)
+    const on = options.on
+    if (on !== undefined) {
+      const subnet = on.address.split(".").slice(0, 3).join(".")
+      Fs.appendFileSync(Path.join(data, "pg_hba.conf"), `host all all ${subnet}.0/24 trust\n`)
+    }
+    const listen = on === undefined ? "-c listen_addresses=''" : `-c listen_addresses='${on.address}'`
     yield* run(
       tool("pg_ctl"),
       [
@@ -135,20 +157,23 @@ export const start = (
         "-t",
         "60",
         "-o",
-        `-k ${server.dir} -p ${port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+        `-k ${server.dir} -p ${on === undefined ? port : 5432} ${listen} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
         "start"
       ],
-      asPostgres
+      asPostgres,
+      on
     )
-    yield* run(tool("createdb"), ["-h", server.dir, "-p", String(port), "-U", username, database], false)
+    const listenPort = on === undefined ? port : 5432
+    yield* run(tool("createdb"), ["-h", server.dir, "-p", String(listenPort), "-U", username, database], false)
     const pid = Number(Fs.readFileSync(Path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
     return {
       host: server.dir,
-      port,
+      port: listenPort,
       username,
       database,
-      url: `postgres://${username}@/${database}?host=${encodeURIComponent(server.dir)}&port=${port}`,
+      url: `postgres://${username}@/${database}?host=${encodeURIComponent(server.dir)}&port=${listenPort}`,
       dir: server.dir,
-      pid
+      pid,
+      networkUrl: on === undefined ? undefined : `postgres://${username}@${on.address}:5432/${database}`
     }
   })

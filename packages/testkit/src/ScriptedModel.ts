@@ -1,7 +1,7 @@
 /**
  * A scripted stand-in for the OpenAI Responses API, for driving the real `codex app-server` offline.
  *
- * A loopback HTTP server (node:http on 127.0.0.1, an ephemeral port) that answers
+ * An HTTP server (node:http on 127.0.0.1 unless `Options.host` says otherwise, an ephemeral port) that answers
  * `POST …/responses` with server-sent events, one `event: TYPE\ndata: JSON\n\n` per event (the JSON
  * repeats `type`, which codex reads from the data). Every other request gets a 404 (and is recorded).
  *
@@ -63,12 +63,12 @@ export class ScriptError extends Data.TaggedError("ScriptError")<{
   }
 }
 
-/** The model could not listen on 127.0.0.1 (an ephemeral port). */
+/** The model could not listen (an ephemeral port on its host, 127.0.0.1 by default). */
 export class ServerError extends Data.TaggedError("ServerError")<{
   readonly cause: unknown
 }> {
   override get message() {
-    return `The ScriptedModel could not listen on 127.0.0.1: ${String(this.cause)}`
+    return `The ScriptedModel could not listen: ${String(this.cause)}`
   }
 }
 
@@ -92,6 +92,17 @@ export interface RecordedRequest {
   /** The parsed JSON body (the raw text if it was not JSON). */
   readonly body: unknown
   readonly receivedAtMs: number
+  /** The address the request came from (which host, when several hosts share one model). */
+  readonly remoteAddress: string
+}
+
+/** Where the model listens. */
+export interface Options {
+  /**
+   * The address to listen on; default `127.0.0.1`. Another address serves other hosts (network
+   * namespaces of a fleet test, reaching this process on their network's gateway address).
+   */
+  readonly host?: string
 }
 
 const isRecord = Json.isRecord
@@ -163,9 +174,9 @@ export const laneOf = (body: unknown): string => {
 
 /** A running scripted model, with where it listens, what it received, and its script's state. */
 export interface Service {
-  /** The TCP port it listens on, on 127.0.0.1. */
+  /** The TCP port it listens on (on `host`, 127.0.0.1 unless `Options.host` says otherwise). */
   readonly port: number
-  /** `http://127.0.0.1:PORT/v1`: the provider `base_url`. */
+  /** `http://HOST:PORT/v1`: the provider `base_url`. */
   readonly baseUrl: string
   /** Every request received so far, in arrival order. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
@@ -377,7 +388,7 @@ const serve = (res: Http.ServerResponse, step: Step.Step, seq: number): Effect.E
   })
 
 /**
- * Starts the model on 127.0.0.1 (ephemeral port). Closing the scope stops it. `script` is a whole
+ * Starts the model on 127.0.0.1 (or `options.host`), on an ephemeral port. Closing the scope stops it. `script` is a whole
  * `Script` (lanes) or just the steps of the `default` lane. Fails with `ScriptError` when the
  * script does not decode, `ServerError` when it cannot listen.
  *
@@ -399,8 +410,12 @@ const serve = (res: Http.ServerResponse, step: Step.Step, seq: number): Effect.E
  * })
  * ```
  */
-export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | ServerError, Scope.Scope> =>
+export const make = (
+  script: ScriptInput,
+  options: Options = {}
+): Effect.Effect<Service, ScriptError | ServerError, Scope.Scope> =>
   Effect.gen(function* () {
+    const host = options.host ?? "127.0.0.1"
     const decoded = yield* decodeScript(script)
     const exhaustedText = decoded.exhaustedText ?? defaultExhaustedText
     const lanes = new Map<string, Array<Step.Step>>(Object.entries(decoded.lanes).map(([k, v]) => [k, [...v]]))
@@ -448,7 +463,8 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
             path,
             headers: { ...req.headers },
             body,
-            receivedAtMs: Date.now()
+            receivedAtMs: Date.now(),
+            remoteAddress: req.socket.remoteAddress ?? ""
           }
         ])
         if (served === "NotFound" || served === "BadRequest") {
@@ -487,7 +503,7 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
       Effect.async<number, ServerError>((resume) => {
         const onError = (cause: unknown) => resume(Effect.fail(new ServerError({ cause })))
         server.once("error", onError)
-        server.listen(0, "127.0.0.1", () => {
+        server.listen(0, host, () => {
           server.off("error", onError)
           const address = server.address()
           if (address === null || typeof address === "string") {
@@ -506,7 +522,7 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
 
     const service: Service = {
       port,
-      baseUrl: `http://127.0.0.1:${port}/v1`,
+      baseUrl: `http://${host}:${port}/v1`,
       requests: SubscriptionRef.get(recorded),
       awaitRequests: (count, lane) =>
         recorded.changes.pipe(
@@ -531,5 +547,5 @@ export const make = (script: ScriptInput): Effect.Effect<Service, ScriptError | 
   })
 
 /** The model as a layer (scoped to the layer's lifetime). */
-export const layer = (script: ScriptInput): Layer.Layer<ScriptedModel, ScriptError | ServerError> =>
-  Layer.scoped(ScriptedModel, make(script))
+export const layer = (script: ScriptInput, options?: Options): Layer.Layer<ScriptedModel, ScriptError | ServerError> =>
+  Layer.scoped(ScriptedModel, make(script, options))

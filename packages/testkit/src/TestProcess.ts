@@ -144,10 +144,12 @@ export const spawn = (
       for (const pid of ProcessTree.descendants(child.pid!)) tree.add(pid)
       if (!(yield* Deferred.isDone(exit))) {
         signalGroup(child.pid!, "SIGTERM")
-        const stopped = yield* Deferred.await(exit).pipe(Effect.timeoutOption(stopTimeout))
+        // `stop` runs as a finalizer, uninterruptible: a timeout there only fires when what it
+        // bounds may be interrupted (else it waits for it to end), so the wait is made interruptible.
+        const stopped = yield* Deferred.await(exit).pipe(Effect.interruptible, Effect.timeoutOption(stopTimeout))
         if (stopped._tag === "None") {
           signalGroup(child.pid!, "SIGKILL")
-          yield* Deferred.await(exit).pipe(Effect.timeoutOption("5 seconds"))
+          yield* Deferred.await(exit).pipe(Effect.interruptible, Effect.timeoutOption("5 seconds"))
         }
       }
       signalGroup(child.pid!, "SIGKILL")
@@ -223,6 +225,7 @@ export const spawn = (
       }),
       exited: (timeout = "45 seconds") =>
         Deferred.await(exit).pipe(
+          Effect.interruptible, // bounded in a finalizer too
           Effect.timeoutFail({
             duration: timeout,
             onTimeout: () => new TestProcessError({ detail: `the process did not exit\n${outputTail()}` })

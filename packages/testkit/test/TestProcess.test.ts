@@ -75,4 +75,32 @@ describe("TestProcess", () => {
       assert.isTrue(gone, "the grandchild")
     })
   )
+
+  it.live(
+    "a child that ignores SIGTERM is SIGKILLed after stopTimeout when the scope closes (the finalizer's wait is bounded)",
+    () =>
+      Effect.gen(function* () {
+        const pid = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const child = yield* TestProcess.spawn(
+              process.execPath,
+              [
+                "-e",
+                "process.on('SIGTERM', () => console.log(JSON.stringify({ type: 'term' }))); console.log(JSON.stringify({ type: 'ready' })); setInterval(() => {}, 1000)"
+              ],
+              { stopTimeout: "300 millis" }
+            )
+            yield* child.waitForJson("ready", (l) => l.type === "ready")
+            return child.pid
+          })
+        ).pipe(
+          Effect.timeoutFail({
+            duration: "20 seconds",
+            onTimeout: () =>
+              new Error("closing the scope never ended: the wait for a child that ignores SIGTERM was not bounded")
+          })
+        )
+        assert.isFalse(ProcessTree.isAlive(pid))
+      })
+  )
 })

@@ -67,6 +67,11 @@ export interface Options {
    * directory does not allow.) Not root: nothing to drop.
    */
   readonly filePermissions?: true
+  /**
+   * Run on another host of a fleet test (`@warden/test-support/Hosts`): the command goes through
+   * `host.exec` (`ip netns exec NS ...`, which execs, so the pid is still the CLI's).
+   */
+  readonly on?: { readonly exec: (argv: ReadonlyArray<string>) => ReadonlyArray<string> }
 }
 
 /**
@@ -79,10 +84,11 @@ process.on("exit", () => Fs.rmSync(stateHome, { recursive: true, force: true }))
 /** `warden ARGS` from the sources; the scope's end stops it and whatever it started (codex runs in a process group of its own). */
 export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Effect<Cli, never, Scope.Scope> => {
   const line = command(args, options?.via)
-  const [file, ...rest] =
+  const local =
     options?.filePermissions === true && process.getuid?.() === 0
       ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", ...line]
       : line
+  const [file, ...rest] = options?.on === undefined ? local : options.on.exec(local)
   return Effect.map(
     TestProcess.spawn(file!, rest, {
       cwd: repoRoot,

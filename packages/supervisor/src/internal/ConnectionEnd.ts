@@ -180,8 +180,11 @@ export const make = (connection: TransportNs.Connection, settles: Settles): Effe
     // Closing the scope (supervisor stop) must also leave nothing pending.
     const onScopeClose = Effect.suspend(() => {
       if (handled) return Effect.void
+      // This runs as a finalizer (uninterruptible): a timeout there only fires when what it bounds
+      // may be interrupted, so the wait is made interruptible (the transport's own stopper goes on).
       return connection.close.pipe(
         Effect.zipRight(connection.ended),
+        Effect.interruptible,
         Effect.timeoutOption("5 seconds"),
         Effect.flatMap((ended) =>
           Effect.sync(() =>

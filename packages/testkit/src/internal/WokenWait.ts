@@ -42,6 +42,6 @@ export const make = (): WokenWaits => {
         pending.add(check)
         check()
         return Effect.sync(() => pending.delete(check))
-      }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout }))
+      }).pipe(Effect.interruptible, Effect.timeoutFail({ duration: timeout, onTimeout })) // bounded in a finalizer too
   }
 }
