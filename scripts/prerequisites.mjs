@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 /**
  * The first step of `pnpm test`: what the test suite needs from the machine, beyond what
- * `pnpm install` brings. Three Debian packages:
+ * `pnpm install` brings. Four Debian packages:
  *
  * - `tmux`: the CLI's terminal tests drive `warden` in a real terminal;
  * - `chromium`: the web inbox's browser tests drive a real headless Chromium (`WARDEN_CHROMIUM`,
  *   else `chromium` on PATH);
  * - `postgresql`: the cluster's tests start a throwaway PostgreSQL server (`initdb` and `pg_ctl` on
- *   PATH, or under `/usr/lib/postgresql/N/bin`).
+ *   PATH, or under `/usr/lib/postgresql/N/bin`);
+ * - `iproute2`: the fleet's nemesis tests (apps/cli/test/cluster-hosts.test.ts) put each host in a
+ *   Linux network namespace (`ip netns`), which also needs root: as another user those tests fail
+ *   with a message saying so (`@warden/test-support/Hosts`).
  *
  * When something is missing and this runs as root (CI, a container, a fresh build box), it
  * installs it with `apt-get`, saying what and why, then checks again. Otherwise it runs no test: it
@@ -67,6 +70,12 @@ const needs = [
     debian: "postgresql",
     tests: "the cluster's tests start a throwaway PostgreSQL server",
     found: postgresBinaries
+  },
+  {
+    name: "ip (iproute2)",
+    debian: "iproute2",
+    tests: "the fleet's nemesis tests run each host in a Linux network namespace (which also needs root)",
+    found: () => onPath("ip")
   }
 ]
 
@@ -76,7 +85,7 @@ const missing = () => needs.filter((need) => need.found() === undefined)
 const check = process.argv.includes("--check")
 const before = missing()
 if (before.length === 0) {
-  if (check) say("tmux, chromium and the PostgreSQL server are installed")
+  if (check) say("tmux, chromium, the PostgreSQL server and iproute2 are installed")
   process.exit(0)
 }
 

@@ -42,6 +42,7 @@ const fakeMachine = (present: ReadonlyArray<string>) => {
       '  case "$p" in',
       `    tmux|chromium) printf '#!/bin/sh\\nexit 0\\n' > ${bin}/$p; /bin/chmod 755 ${bin}/$p ;;`,
       `    postgresql) for t in initdb pg_ctl; do printf '#!/bin/sh\\nexit 0\\n' > ${bin}/$t; /bin/chmod 755 ${bin}/$t; done ;;`,
+      `    iproute2) printf '#!/bin/sh\\nexit 0\\n' > ${bin}/ip; /bin/chmod 755 ${bin}/ip ;;`,
       "  esac",
       "done",
       ""
@@ -93,12 +94,13 @@ describe("the test command's prerequisites (scripts/prerequisites.mjs)", () => {
       assert.include(run.stderr, "missing tmux (Debian package tmux)")
       assert.include(run.stderr, "missing chromium (Debian package chromium): the web inbox's browser tests")
       assert.notInclude(run.stderr, "missing PostgreSQL")
-      assert.include(run.stderr, "installing tmux chromium with apt-get (running as root)")
-      assert.include(run.stderr, "installed tmux chromium")
+      assert.include(run.stderr, "missing ip (iproute2) (Debian package iproute2): the fleet's nemesis tests")
+      assert.include(run.stderr, "installing tmux chromium iproute2 with apt-get (running as root)")
+      assert.include(run.stderr, "installed tmux chromium iproute2")
       assert.deepStrictEqual(machine.log().trim().split("\n"), [
         "update -qq",
         "DEBIAN_FRONTEND=noninteractive",
-        "install -y -qq tmux chromium",
+        "install -y -qq tmux chromium iproute2",
         "DEBIAN_FRONTEND=noninteractive"
       ])
       // A second run finds everything and does nothing.
@@ -112,7 +114,7 @@ describe("the test command's prerequisites (scripts/prerequisites.mjs)", () => {
   })
 
   it("as root: a package that apt-get did not make usable stops the tests", () => {
-    const machine = fakeMachine(["tmux", "initdb", "pg_ctl"])
+    const machine = fakeMachine(["tmux", "initdb", "pg_ctl", "ip"])
     try {
       Fs.writeFileSync(Path.join(machine.bin, "apt-get"), "#!/bin/sh\nexit 0\n", { mode: 0o755 })
       const run = runAsRoot(machine.bin)
@@ -124,7 +126,7 @@ describe("the test command's prerequisites (scripts/prerequisites.mjs)", () => {
   })
 
   it("as another user: runs nothing and prints the one command to run", () => {
-    const machine = fakeMachine(["initdb", "pg_ctl"])
+    const machine = fakeMachine(["initdb", "pg_ctl", "ip"])
     try {
       const run = runAsUser(machine.bin)
       assert.strictEqual(run.status, 1, run.stderr)
@@ -138,7 +140,7 @@ describe("the test command's prerequisites (scripts/prerequisites.mjs)", () => {
   })
 
   it("--check reports without installing, and WARDEN_CHROMIUM must name an executable", () => {
-    const machine = fakeMachine(["tmux", "chromium", "initdb", "pg_ctl"])
+    const machine = fakeMachine(["tmux", "chromium", "initdb", "pg_ctl", "ip"])
     try {
       const ok = runAsRoot(machine.bin, ["--check"])
       assert.strictEqual(ok.status, 0, ok.stderr)
