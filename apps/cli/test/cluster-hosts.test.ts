@@ -278,6 +278,16 @@ const scenario = (harm: Harm) =>
 
     // Each card one settlement (lines), stranded only the victim's, no acceptance without an accept.
     const harmedRunner = harm === "cut-submitter" ? [] : [victim.runId]
+    const storedCards = yield* Effect.gen(function* () {
+      const context = yield* Layer.build(Storage.layer(pg.url))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      return yield* sql`SELECT id, item_id, incarnation, outcome, source, settled_epoch FROM warden_cluster_cards`
+    })
+    const storedItems = yield* Effect.gen(function* () {
+      const context = yield* Layer.build(Storage.layer(pg.url))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      return yield* sql`SELECT * FROM warden_cluster_claims ORDER BY claimed_at`
+    })
     assert.deepStrictEqual(
       Invariants.check({
         lines: [...lines, ...historyLines.filter((l) => String(l["type"]).startsWith("card."))],
@@ -285,7 +295,10 @@ const scenario = (harm: Harm) =>
         dead: harmedRunner,
         items: results.map((r) => Number(r["item"]))
       }),
-      []
+      [],
+      `cards: ${JSON.stringify(storedCards)}\nclaims: ${JSON.stringify(storedItems)}\nlines: ${JSON.stringify(
+        lines.filter((l) => l.type !== "turn.started" && l.type !== "turn.completed").map(({ ts: _, ...l }) => l)
+      ).slice(0, 8000)}\n${context()}`
     )
     // The stored rows agree: one outcome per card, stranded only the victim's, accepted only when accepted.
     const sqlContext = yield* Layer.build(Storage.layer(pg.url))

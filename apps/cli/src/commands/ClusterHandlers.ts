@@ -155,13 +155,18 @@ export const submit = (o: SubmitInput) =>
     }
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
-    const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
+    const context = yield* Layer.build(
+      ClusterClient.layer({ sharding }).pipe(Layer.provideMerge(Storage.layer(o.cluster)))
+    )
     const client = Context.get(context, ClusterClient.ClusterClient)
+    const sql = Context.get(context, SqlClient.SqlClient)
     const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
     const ids = o.prompts.map((_, i) => `${submission}-${i + 1}`)
     const indexOf = new Map(ids.map((id, i) => [id, i + 1]))
     /** Card id → item id, from the card.opened lines seen. */
     const cardItems = new Map<string, string>()
+    /** The cards whose settlement a line told. */
+    const settledCards = new Set<string>()
     const seen = new Set<string>()
     const out = (line: Record<string, unknown>) =>
       o.json
@@ -215,6 +220,7 @@ export const submit = (o: SubmitInput) =>
           incarnation: event.incarnation
         }
         yield* out(line)
+        if (event.line["type"] === "card.settled") settledCards.add(String(event.line["card"]))
         if (event.line["type"] === "card.opened") {
           const card = String(event.line["card"])
           cardItems.set(card, itemId)
@@ -285,6 +291,28 @@ export const submit = (o: SubmitInput) =>
       { concurrency: "unbounded" }
     )
     yield* Effect.forEach(followers, (f) => Fiber.join(f).pipe(Effect.timeoutOption("10 seconds")))
+    // What the live lines missed: a subscription can stall on a runner cut off from the store and
+    // not catch up before the run ends. Each card seen open and never seen settled is told from
+    // the fleet's table (`fromStore: true`), so the report has every card's one settlement.
+    for (const [cardId, itemId] of cardItems) {
+      if (settledCards.has(cardId)) continue
+      const rows = yield* sql<{ outcome: string | null; source: string | null }>`
+          SELECT outcome, source FROM warden_cluster_cards WHERE id = ${cardId}`.pipe(Effect.orElseSucceed(() => []))
+      const row = rows[0]
+      if (row?.outcome !== undefined && row.outcome !== null) {
+        yield* out({
+          type: "card.settled",
+          item: indexOf.get(itemId),
+          itemId,
+          card: cardId,
+          outcome: row.outcome,
+          source: row.source,
+          fromStore: true
+        })
+      } else {
+        yield* Console.error(`warden submit: card ${cardId} is not settled in the fleet's table at the run's end`)
+      }
+    }
     for (const [cardId, itemId] of inFlight) {
       yield* out({ type: "card.answer", item: indexOf.get(itemId), card: cardId, result: "NotDelivered" })
       yield* Console.error(
