@@ -233,6 +233,7 @@ const scenario = (harm: Harm) =>
         "120 seconds",
         everything
       )
+      if (harm === "lose-host") process.kill(-victim.cli.pid, "SIGTERM")
     } else {
       // Longer than the lease: the victim must let go, and the survivor may take its shards.
       yield* until(
@@ -354,6 +355,13 @@ const scenario = (harm: Harm) =>
       () => survivorCodex.every((pid) => !ProcessTree.isAlive(pid)),
       "60 seconds"
     )
+    if (harm === "lose-host") {
+      // Told to stop once its items moved (above), the victim could not finish a graceful stop cut
+      // off from the store: it exits by itself, saying why.
+      const victimExit = yield* victim.cli.exited("90 seconds")
+      assert.deepStrictEqual(victimExit, { code: 1, signal: null }, victim.cli.stderr().slice(-2000))
+      assert.include(victim.cli.stderr(), "is the store reachable?")
+    }
     return { net, victim, victimCodex, lines, moved: lines.filter((l) => l.type === "item.moved") }
   })
 

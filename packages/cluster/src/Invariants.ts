@@ -62,7 +62,9 @@ export const check = (recorded: Recorded): ReadonlyArray<string> => {
       }
       if (l["outcome"] === "accepted") {
         const decision = recorded.decisions.get(card)
-        const byRule = typeof l["source"] === "string" && String(l["source"]).startsWith("rule:")
+        // A rule's acceptance: `rule:<id>` in `warden run`'s lines, `Rule` in the fleet's.
+        const byRule =
+          typeof l["source"] === "string" && (String(l["source"]).startsWith("rule:") || l["source"] === "Rule")
         if (!byRule && (decision === undefined || !decision.startsWith("Accept"))) {
           violations.push(
             `invariant 2: card ${card} accepted (source ${String(l["source"])}) with no accepting decision (${decision ?? "none"})`

@@ -57,6 +57,8 @@ export const runner = Command.make(
       Options.withDefault(1),
       Options.withDescription("app-server processes of this runner (default 1)")
     ),
+    rules: Opts.rules,
+    approvalTimeout: Opts.approvalTimeout,
     noThreadState: Options.boolean("no-thread-state").pipe(
       Options.withDescription(
         "keep no thread state (codex rollouts: the conversations, unmasked) in the fleet's database; an item that moves to another host then fails thread-unreachable"

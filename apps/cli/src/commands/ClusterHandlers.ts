@@ -4,11 +4,24 @@
  */
 import { ShardId, Sharding } from "@effect/cluster"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { SecretMask } from "@warden/approvals"
+import { Policy, SecretMask } from "@warden/approvals"
 import { ClusterClient, Runner, Storage, Wire } from "@warden/cluster"
 import { CodexCommand } from "@warden/supervisor"
 import { ChildEnv } from "@warden/transport"
-import { Console, Context, Effect, Exit, Fiber, FiberSet, Layer, type Option, Schedule, Schema, Stream } from "effect"
+import {
+  Console,
+  Context,
+  type Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberSet,
+  Layer,
+  Option,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
 import { randomBytes } from "node:crypto"
 import * as Readline from "node:readline"
 import * as ExitCodes from "../contract/ExitCodes.js"
@@ -24,6 +37,10 @@ export interface RunnerInput {
   readonly disable: ReadonlyArray<string>
   readonly concurrency: number
   readonly pool: number
+  /** Policy rules (as `warden run --rules`): a card they decide never waits for a person. */
+  readonly rules: Option.Option<string>
+  /** How long a card waits for a decision before it refuses by itself (as `warden run`). */
+  readonly approvalTimeout: Duration.Duration
   readonly noThreadState: boolean
   readonly sharding: ReadonlyArray<string>
 }
@@ -105,6 +122,9 @@ const verdictOf = (result: Wire.RunResult): Verdict => ({
 })
 
 /** `warden runner`. */
+/** How long `warden runner` may take to stop after SIGINT/SIGTERM before it exits regardless. */
+export const stopBoundMs = 30_000
+
 export const runner = (o: RunnerInput) =>
   Effect.gen(function* () {
     const address = parseAddress(o.listen)
@@ -112,13 +132,20 @@ export const runner = (o: RunnerInput) =>
       return yield* Effect.fail(ExitCodes.usage(`--listen expects HOST:PORT, got ${JSON.stringify(o.listen)}`))
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    const rules = Option.isSome(o.rules)
+      ? yield* Policy.load(o.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+      : undefined
     // The database URL may carry its password: no child (codex, git) gets a variable holding it.
     ChildEnv.withhold(o.cluster)
     const live = report.pipe(
       Layer.provideMerge(
         Runner.layer({
           ...address,
-          supervisor: { concurrency: o.concurrency, pool: o.pool },
+          supervisor: {
+            concurrency: o.concurrency,
+            pool: o.pool,
+            approvals: { deadlines: { default: o.approvalTimeout }, ...(rules ? { rules } : {}) }
+          },
           sharding,
           ledger: true,
           threadState: !o.noThreadState
@@ -129,6 +156,20 @@ export const runner = (o: RunnerInput) =>
       ),
       Layer.provide(Storage.layer(o.cluster))
     )
+    // A graceful stop refuses the open cards, then releases the shards and deregisters through the
+    // store; a runner cut off from the store would wait for it indefinitely. So the stop is
+    // bounded: `stopBoundMs` after the first SIGINT/SIGTERM the runner says so and exits (its
+    // shard locks expire on their own, and its codex exits when its stdin closes).
+    const onStopSignal = () => {
+      setTimeout(() => {
+        process.stderr.write(
+          `warden runner: not stopped ${stopBoundMs / 1000} s after the signal (is the store reachable?); exiting without releasing its shards, whose locks expire on their own\n`
+        )
+        process.exit(ExitCodes.Failed)
+      }, stopBoundMs).unref()
+    }
+    process.once("SIGTERM", onStopSignal)
+    process.once("SIGINT", onStopSignal)
     return yield* Layer.launch(live).pipe(
       Effect.mapError(
         (e) =>
