@@ -97,8 +97,9 @@ const scenario = (harm: Harm) =>
             launch.command,
             ...Codex.flagsOf(launch),
             ...fleetFlags,
+            // Every item at once, the history item too, whichever runner holds them.
             "--concurrency",
-            String(ITEMS)
+            String(ITEMS + 1)
           ],
           { env: launch.env, stdin: "ignore", on: host }
         )
