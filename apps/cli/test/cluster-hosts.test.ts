@@ -27,8 +27,7 @@ import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
-import * as Codex from "./support/Codex.js"
-import { lastShards, shardingFlags, until } from "./support/Fleet.js"
+import { lastShards, shardingFlags, startRunner, until } from "./support/Fleet.js"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 
 const ITEMS = 6
@@ -86,29 +85,15 @@ const scenario = (harm: Harm) =>
     const runnerOn = (host: Hosts.Host) =>
       Effect.gen(function* () {
         const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-        const cli = yield* CliProcess.spawn(
-          [
-            "runner",
-            "--cluster",
-            url,
-            "--listen",
-            `${host.address}:7100`,
-            "--codex",
-            launch.command,
-            ...Codex.flagsOf(launch),
-            ...fleetFlags,
-            // Every item at once, the history item too, whichever runner holds them.
-            "--concurrency",
-            String(ITEMS + 1)
-          ],
-          { env: launch.env, stdin: "ignore", on: host }
-        )
-        const ready = yield* cli.waitForJson(
-          `runner on ${host.name} ready`,
-          (l) => l.type === "runner.ready",
-          "120 seconds"
-        )
-        return { host, cli, launch, runId: String(ready["runId"]), address: String(ready["address"]) }
+        const started = yield* startRunner({
+          cluster: url,
+          launch,
+          listen: `${host.address}:7100`,
+          // Table locks; every item at once, the history item too, whichever runner holds them.
+          extra: ["--sharding", "shardLockDisableAdvisory=true", "--concurrency", String(ITEMS + 1)],
+          on: host
+        })
+        return { host, launch, ...started }
       })
     const first = yield* runnerOn(a!)
     yield* until("runner a holding the 300 shards", () => lastShards(first.cli) === 300)

@@ -7,14 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Invariants } from "@warden/cluster"
 import * as Postgres from "@warden/test-support/Postgres"
-import { freePort } from "@warden/test-support/Processes"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
-import { lastShards, shardingFlags, until } from "./support/Fleet.js"
+import { lastShards, shardingFlags, startRunner, until } from "./support/Fleet.js"
 
 describe("warden runner --rules / --approval-timeout (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -34,26 +33,11 @@ describe("warden runner --rules / --approval-timeout (real codex 0.171.0)", () =
           "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n"
         )
         const pg = yield* Postgres.start()
-        const port = yield* freePort
-        const runner = yield* CliProcess.spawn(
-          [
-            "runner",
-            "--cluster",
-            pg.url,
-            "--listen",
-            `127.0.0.1:${port}`,
-            "--codex",
-            codex.launch.command,
-            ...Codex.flagsOf(codex.launch),
-            ...shardingFlags,
-            "--rules",
-            rules,
-            "--approval-timeout",
-            "3s"
-          ],
-          { env: codex.env, stdin: "ignore" }
-        )
-        yield* runner.waitForJson("runner ready", (l) => l.type === "runner.ready", "120 seconds")
+        const { cli: runner } = yield* startRunner({
+          cluster: pg.url,
+          launch: codex.launch,
+          extra: ["--rules", rules, "--approval-timeout", "3s"]
+        })
         yield* until("the runner holding the 300 shards", () => lastShards(runner) === 300)
 
         const submit = yield* CliProcess.runToEnd(

@@ -11,14 +11,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterClient, Storage } from "@warden/cluster"
 import * as Postgres from "@warden/test-support/Postgres"
-import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as CliProcess from "./support/CliProcess.js"
-import { lastShards, shardingFlags, until } from "./support/Fleet.js"
+import { lastShards, startRunner, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 /** Every rollout file under a codex home's `sessions/`. */
@@ -47,26 +45,7 @@ describe("a thread that moves with its item to another codex home (real codex 0.
         const launchB = yield* RealCodex.make({ baseUrl: codex.model.baseUrl })
         assert.notStrictEqual(launchB.codexHome, codex.launch.codexHome)
         const pg = yield* Postgres.start()
-        const runner = (launch: RealCodex.Launch) =>
-          Effect.gen(function* () {
-            const port = yield* freePort
-            const cli = yield* CliProcess.spawn(
-              [
-                "runner",
-                "--cluster",
-                pg.url,
-                "--listen",
-                `127.0.0.1:${port}`,
-                "--codex",
-                launch.command,
-                ...Codex.flagsOf(launch),
-                ...shardingFlags
-              ],
-              { env: launch.env, stdin: "ignore" }
-            )
-            const ready = yield* cli.waitForJson("runner ready", (l) => l.type === "runner.ready", "120 seconds")
-            return { cli, address: String(ready["address"]), runId: String(ready["runId"]) }
-          })
+        const runner = (launch: RealCodex.Launch) => startRunner({ cluster: pg.url, launch })
         const a = yield* runner(codex.launch)
         yield* until("runner A holding the 300 shards", () => lastShards(a.cli) === 300)
 

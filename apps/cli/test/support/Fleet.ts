@@ -4,8 +4,11 @@
  * wait on state spread over several processes' output.
  */
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
-import { type Duration, Effect, Schedule } from "effect"
-import type * as CliProcess from "./CliProcess.js"
+import { freePort } from "@warden/test-support/Processes"
+import type { RealCodex, TestProcess } from "@warden/testkit"
+import { type Duration, Effect, Schedule, type Scope } from "effect"
+import * as CliProcess from "./CliProcess.js"
+import * as Codex from "./Codex.js"
 
 /** `--sharding KEY=VALUE` for each of the tests' sharding timings (runners and submitters must agree). */
 export const shardingFlags: ReadonlyArray<string> = Object.entries(shardingTimings).flatMap(([key, value]) => [
@@ -33,3 +36,39 @@ export const until = (
     Effect.retry(Schedule.spaced("250 millis")),
     Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
   )
+
+/**
+ * `warden runner` on `cluster`, listening on `listen` (default: a free port on 127.0.0.1), driving
+ * `launch`'s codex with the tests' sharding timings and `extra` flags; waits for `runner.ready`.
+ */
+export const startRunner = (options: {
+  readonly cluster: string
+  readonly launch: RealCodex.Launch
+  readonly listen?: string
+  readonly extra?: ReadonlyArray<string>
+  readonly on?: CliProcess.Options["on"]
+}): Effect.Effect<
+  { readonly cli: CliProcess.Cli; readonly runId: string; readonly address: string },
+  TestProcess.TestProcessError,
+  Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const listen = options.listen ?? `127.0.0.1:${yield* freePort}`
+    const cli = yield* CliProcess.spawn(
+      [
+        "runner",
+        "--cluster",
+        options.cluster,
+        "--listen",
+        listen,
+        "--codex",
+        options.launch.command,
+        ...Codex.flagsOf(options.launch),
+        ...shardingFlags,
+        ...(options.extra ?? [])
+      ],
+      { env: options.launch.env, stdin: "ignore", ...(options.on !== undefined ? { on: options.on } : {}) }
+    )
+    const ready = yield* cli.waitForJson(`runner on ${listen} ready`, (l) => l.type === "runner.ready", "120 seconds")
+    return { cli, runId: String(ready["runId"]), address: String(ready["address"]) }
+  })
