@@ -46,13 +46,18 @@ const turnErrorOf = (value: unknown): TurnError | undefined => {
 
 /**
  * Interrupt the current turn, bounded. A missed deadline makes the connection suspect: it is
- * aborted so the supervisor recycles it (the turn's cards settle as connection-lost).
+ * aborted so the supervisor recycles it (the turn's cards settle as connection-lost). A connection
+ * whose end is already decided (the child exited) is not aborted: it is ending anyway, and an
+ * abort would stop the read loop before the child's last frames (a turn/completed of another
+ * thread) were read, which the transport still delivers after an exit.
  */
 export const interruptTurn = (server: AppServer, threadId: string, turnId: string, timeout: Duration.Duration) =>
   server.request("turn/interrupt", { threadId, turnId }, { timeout }).pipe(
     Effect.asVoid,
     Effect.catchTag("RequestTimeout", () =>
-      server.abort(`turn/interrupt got no answer within ${Duration.format(timeout)}; recycling the app-server`)
+      server.isOpen()
+        ? server.abort(`turn/interrupt got no answer within ${Duration.format(timeout)}; recycling the app-server`)
+        : Effect.void
     ),
     Effect.catchAll(() => Effect.void)
   )
