@@ -6,6 +6,7 @@ import * as Board from "../src/terminal/Board.js"
 import * as StdinDecisions from "../src/answering/StdinDecisions.js"
 import * as Summary from "../src/terminal/Summary.js"
 import * as RunState from "@warden/inbox/RunState"
+import { unclaimedDrivers } from "./support/Fleet.js"
 
 const commandCard = (id: string, item: number, command: string): Card.CardView => ({
   id,
@@ -114,5 +115,35 @@ describe("cli fleet units", () => {
     assert.match(lines.find((l) => l.startsWith("0 "))!, / 503 accepted /)
     assert.match(lines.find((l) => l.startsWith("1 "))!, / 502 declined /)
     assert.include(lines, `(the last 1,000 of 1,005 cards; the ledger has them all: warden audit)`)
+  })
+
+  it("two drivers: a lane may change host only to a later claim of its item, taken before the request arrived", () => {
+    const A = "10.0.0.1"
+    const B = "10.0.0.2"
+    const req = (seq: number, host: string, at: number) => ({ seq, lane: "i0", remoteAddress: host, receivedAtMs: at })
+    const claim = (epoch: number, host: string, at: number) => ({
+      item: "x",
+      epoch,
+      runner: `${host}:7100`,
+      claimedAt: at
+    })
+    const item = () => "x"
+    // A, then B after its claim (a move): fine.
+    assert.deepStrictEqual(
+      unclaimedDrivers([req(1, A, 10), req(2, B, 30)], [claim(1, A, 5), claim(2, B, 20)], item),
+      []
+    )
+    // A, B, then A again with a claim back (the paused host got its shard back): fine.
+    const back = [claim(1, A, 5), claim(2, B, 20), claim(3, A, 40)]
+    assert.deepStrictEqual(unclaimedDrivers([req(1, A, 10), req(2, B, 30), req(3, A, 50)], back, item), [])
+    // A again after B with no claim back: the woken host drove a thread it had lost.
+    assert.lengthOf(
+      unclaimedDrivers([req(1, A, 10), req(2, B, 30), req(3, A, 35)], [claim(1, A, 5), claim(2, B, 20)], item),
+      1
+    )
+    // A's claim back came after A's request arrived: that request was sent before A held the item.
+    assert.lengthOf(unclaimedDrivers([req(1, A, 10), req(2, B, 30), req(3, A, 35)], back, item), 1)
+    // A request from a host that never held the item, and requests out of arrival order, sorted by seq.
+    assert.lengthOf(unclaimedDrivers([req(2, B, 30), req(1, A, 10)], [claim(1, A, 5)], item), 1)
   })
 })

@@ -1,11 +1,12 @@
 /**
  * What the CLI's fleet tests (`warden runner`, `warden submit` on PostgreSQL) share: the test
- * sharding timings as `--sharding` flags, the shard count a runner last reported, and a bounded
- * wait on state spread over several processes' output.
+ * sharding timings as `--sharding` flags, the shard count a runner last reported, a bounded
+ * wait on state spread over several processes' output, one way to start a runner, and the
+ * two-drivers check over what the model was asked (`unclaimedDrivers`).
  */
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { freePort } from "@warden/test-support/Processes"
-import type { RealCodex, TestProcess } from "@warden/testkit"
+import type { RealCodex, ScriptedModel, TestProcess } from "@warden/testkit"
 import { type Duration, Effect, Schedule, type Scope } from "effect"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
@@ -72,3 +73,51 @@ export const startRunner = (options: {
     const ready = yield* cli.waitForJson(`runner on ${listen} ready`, (l) => l.type === "runner.ready", "120 seconds")
     return { cli, runId: String(ready["runId"]), address: String(ready["address"]) }
   })
+
+/** One taking of an item, as `warden_cluster_claims` keeps it. */
+export interface Claim {
+  readonly item: string
+  readonly epoch: number
+  /** The runner's address (`host:port`). */
+  readonly runner: string
+  readonly claimedAt: number
+}
+
+/**
+ * The lanes driven by a host that did not hold the item then (two drivers at once). A lane's
+ * requests, in arrival order, may change host only where the item's claims do: each change must
+ * be to the host of a later claim of the item (a move, or a move back once the paused host is
+ * back), taken before the request arrived (same clock: one kernel, several namespaces). A legal
+ * request cannot fail this (it is sent after its runner's claim and arrives later still); a
+ * request of the old host sent after the new host took the item is caught once it follows one
+ * of the new host's.
+ */
+export const unclaimedDrivers = (
+  requests: ReadonlyArray<Pick<ScriptedModel.RecordedRequest, "seq" | "lane" | "remoteAddress" | "receivedAtMs">>,
+  claims: ReadonlyArray<Claim>,
+  itemOfLane: (lane: string) => string | undefined
+): ReadonlyArray<string> => {
+  const hostOf = (runner: string) => runner.slice(0, runner.lastIndexOf(":"))
+  const broken: Array<string> = []
+  const lanes = new Set(requests.map((r) => r.lane))
+  for (const lane of lanes) {
+    const item = itemOfLane(lane)
+    const taken = claims.filter((c) => c.item === item).sort((a, b) => a.epoch - b.epoch)
+    const served = requests.filter((r) => r.lane === lane).sort((a, b) => a.seq - b.seq)
+    let current = -1
+    for (const r of served) {
+      if (current >= 0 && hostOf(taken[current]!.runner) === r.remoteAddress) continue
+      const next = taken.findIndex(
+        (c, k) => k > current && hostOf(c.runner) === r.remoteAddress && c.claimedAt <= r.receivedAtMs
+      )
+      if (next < 0) {
+        broken.push(
+          `${lane} (item ${item}): request ${r.seq} from ${r.remoteAddress} at ${r.receivedAtMs}; claims ${JSON.stringify(taken)}; hosts ${served.map((s) => `${s.seq}@${s.remoteAddress}@${s.receivedAtMs}`).join(" ")}`
+        )
+        break
+      }
+      current = next
+    }
+  }
+  return broken
+}
