@@ -15,9 +15,9 @@
  * npm needs the registry for the third-party dependencies (effect, @effect/*, @openai/codex, ...)
  * unless its cache already holds them. Set WARDEN_KEEP_INSTALL=1 to keep the temporary project.
  */
-import { assert, describe, layer } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import type { Duration } from "effect"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -298,9 +298,28 @@ const assertTraceOutside = (traceFile: string, project: string, mustInclude: Rea
   }
 }
 
+/**
+ * The installed project, made once for this file's tests (on the live clock) and removed after
+ * them. Not @effect/vitest's `layer(...)`: it assigns its testers onto vitest's shared `it`
+ * (`Object.assign`), so in a worker that keeps its modules between files (`isolate: false`), every
+ * later file's `it.effect` ran on this layer's runtime, without its TestClock.
+ */
+const installedScope = Effect.runSync(Scope.make())
+const installed = Layer.toRuntime(InstalledLive).pipe(
+  Scope.extend(installedScope),
+  Effect.orDie,
+  Effect.cached,
+  Effect.runSync
+)
+const withInstalled = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Installed>> =>
+  Effect.flatMap(installed, (runtime) => Effect.provide(effect, runtime))
+const twentyMinutes = 20 * 60_000
+
 describe("warden installed from packed tarballs, outside the workspace", () => {
-  layer(InstalledLive, { timeout: "20 minutes", excludeTestServices: true })((it) => {
-    it.effect("the installed packages are the built ones, copied in, with no test tooling", () =>
+  beforeAll(() => Effect.runPromise(Effect.asVoid(installed)), twentyMinutes)
+  afterAll(() => Effect.runPromise(Scope.close(installedScope, Exit.void)), twentyMinutes)
+  it.live("the installed packages are the built ones, copied in, with no test tooling", () =>
+    withInstalled(
       Effect.gen(function* () {
         const { packages, project } = yield* Installed
         const nodeModules = Path.join(project, "node_modules")
@@ -366,10 +385,12 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         )
       })
     )
+  )
 
-    it.effect(
-      "npx warden --version runs the compiled CLI on plain Node",
-      () =>
+  it.live(
+    "npx warden --version runs the compiled CLI on plain Node",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, packages, project, traceFile } = yield* Installed
           const trace = traceFile("version")
@@ -393,13 +414,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)),
             []
           )
-        }),
-      180_000
-    )
+        })
+      ),
+    180_000
+  )
 
-    it.effect(
-      "npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0",
-      () =>
+  it.live(
+    "npx warden doctor --codex <the pinned binary>: the tested version, no drift, exit 0",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project, traceFile } = yield* Installed
           const binary = yield* RealCodex.binaryPath
@@ -417,13 +440,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             "/@warden/cli/dist/commands/DoctorCommand.js",
             "/@warden/protocol/dist/SchemaDump.js"
           ])
-        }),
-      240_000
-    )
+        })
+      ),
+    240_000
+  )
 
-    it.effect(
-      "npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex",
-      () =>
+  it.live(
+    "npx warden demo without a terminal: three items complete, exit 0, on the installed test kit and codex",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project, traceFile } = yield* Installed
           const trace = traceFile("demo")
@@ -444,13 +469,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             "/@warden/testkit/dist/McpServer.js"
           ])
           assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the demo")
-        }),
-      240_000
-    )
+        })
+      ),
+    240_000
+  )
 
-    it.scoped(
-      "warden run (bundled: no module of Warden or Effect resolved) runs a work item on the pinned codex; a YAML rule accepts its card",
-      () =>
+  it.scopedLive(
+    "warden run (bundled: no module of Warden or Effect resolved) runs a work item on the pinned codex; a YAML rule accepts its card",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project, traceFile } = yield* Installed
           const model = yield* ScriptedModel.make([
@@ -516,13 +543,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             []
           )
           assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by warden run")
-        }),
-      240_000
-    )
+        })
+      ),
+    240_000
+  )
 
-    it.effect(
-      "a plain JavaScript program embeds Warden with createSupervisor against the pinned codex",
-      () =>
+  it.live(
+    "a plain JavaScript program embeds Warden with createSupervisor against the pinned codex",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project, traceFile } = yield* Installed
           const trace = traceFile("facade")
@@ -549,13 +578,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             "/@warden/testkit/dist/RealCodex.js"
           ])
           assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
-        }),
-      240_000
-    )
+        })
+      ),
+    240_000
+  )
 
-    it.effect(
-      "a plain JavaScript program serves a card from @warden/inbox on its own supervisor and answers it over HTTP",
-      () =>
+  it.live(
+    "a plain JavaScript program serves a card from @warden/inbox on its own supervisor and answers it over HTTP",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project, traceFile } = yield* Installed
           const trace = traceFile("inbox")
@@ -591,13 +622,15 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             []
           )
           assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
-        }),
-      180_000
-    )
+        })
+      ),
+    180_000
+  )
 
-    it.effect(
-      "tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts",
-      () =>
+  it.live(
+    "tsc --noEmit: a TypeScript program on the Effect API and the facade checks against the installed .d.ts",
+    () =>
+      withInstalled(
         Effect.gen(function* () {
           const { env, project } = yield* Installed
           // The workspace's compiler (a tool, not Warden), run on the project's own tsconfig.
@@ -644,8 +677,8 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
             [],
             "Warden sources compiled instead of declarations"
           )
-        }),
-      240_000
-    )
-  })
+        })
+      ),
+    240_000
+  )
 })
