@@ -286,6 +286,31 @@ const scenario = (harm: Harm) =>
       )
       if (told.length > 0) assert.strictEqual(told[0]!["outcome"], r.outcome, r.id)
     }
+    // `warden audit --cluster` lists every card of the run, each as it ended, the stranded ones too.
+    const audit = yield* CliProcess.runToEnd(["audit", "--cluster", url, "--json"], {
+      env: first.launch.env,
+      on: submitter!
+    })
+    assert.deepStrictEqual(audit.exited, { code: 0, signal: null }, audit.stderr)
+    const audited = new Map(audit.json().map((l) => [String(l["cardId"]), l]))
+    assert.sameMembers(
+      [...audited.keys()],
+      rows.map((r) => r.id)
+    )
+    for (const r of rows) assert.deepInclude(audited.get(r.id)!, { outcome: r.outcome, runId: r.incarnation }, r.id)
+    if (harm === "kill") {
+      const stranded = yield* CliProcess.runToEnd(["audit", "--cluster", url, "--json", "--outcome", "stranded"], {
+        env: first.launch.env,
+        on: submitter!
+      })
+      const strandedRows = rows.filter((r) => r.outcome === "stranded").map((r) => r.id)
+      assert.isAbove(strandedRows.length, 0, "the SIGKILLed runner's open cards were stranded")
+      assert.sameMembers(
+        stranded.json().map((l) => String(l["cardId"])),
+        strandedRows
+      )
+      for (const l of stranded.json()) assert.strictEqual(l["runner"], victim.address, JSON.stringify(l))
+    }
     const items = yield* sql<{ id: string; status: string }>`SELECT id, status FROM warden_cluster_items`
     assert.strictEqual(items.length, ITEMS + 1)
     for (const i of items) assert.strictEqual(i.status, "completed", i.id)

@@ -19,11 +19,33 @@ import { ProcessTree, RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry, WorkItem } from "@warden/supervisor"
 import { ChildProcessTransport } from "@warden/transport"
-import { Effect, type Layer } from "effect"
+import { Effect, type Layer, Metric } from "effect"
 import { Observability } from "../src/index.js"
 
-const { points, total } = OtlpReceiver
+const { points } = OtlpReceiver
 const attr = OtlpReceiver.attribute
+
+/**
+ * Effect's metrics live in one registry per process, and the exporter sends their cumulative
+ * values: a supervisor that ran earlier in this process (another test file in the same worker)
+ * counted into the same counters. So the values before this test's run are taken from the
+ * registry, and an exported total is compared with what was there before.
+ */
+type Baseline = ReadonlyArray<{
+  readonly metricKey: { readonly name: string; readonly tags: ReadonlyArray<{ key: string; value: string }> }
+  readonly metricState: unknown
+}>
+const registryTotal = (baseline: Baseline, name: string, labels: Readonly<Record<string, string>>): number =>
+  baseline
+    .filter(
+      (p) =>
+        p.metricKey.name === name &&
+        Object.entries(labels).every(([k, v]) => p.metricKey.tags.some((t) => t.key === k && t.value === v))
+    )
+    .reduce((n, p) => {
+      const state = p.metricState as { count?: number | bigint; value?: number }
+      return n + Number(state.count ?? state.value ?? 0)
+    }, 0)
 
 const secret = "hunter2-very-secret-value"
 const method = "item/commandExecution/requestApproval"
@@ -86,6 +108,13 @@ describe("Observability.layer on the real codex app-server", () => {
     () =>
       Effect.gen(function* () {
         const before = new Set(ProcessTree.liveDescendants(process.pid))
+        const baseline: Baseline = yield* Metric.snapshot
+        /** The exported cumulative total of `metric` (by name) with `labels`, less what this process had counted before. */
+        const total = (
+          metric: OtlpReceiver.Metric | undefined,
+          labels: Readonly<Record<string, string>> = {}
+        ): number =>
+          OtlpReceiver.total(metric, labels) - (metric === undefined ? 0 : registryTotal(baseline, metric.name, labels))
         const receiver = yield* OtlpReceiver.make
         const results = yield* runThree(
           Observability.layer({

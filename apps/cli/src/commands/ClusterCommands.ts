@@ -95,6 +95,13 @@ export const submit = Command.make(
         "submit a PROMPT that holds something secret-looking anyway (the fleet's database stores prompts verbatim)"
       )
     ),
+    submission: Options.text("submission").pipe(
+      Options.withPseudoName("ID"),
+      Options.optional,
+      Options.withDescription(
+        "name the submission (letters, digits, . _ -; up to 64): its items are ID-1, ID-2, ... Submitting again with the same ID runs nothing twice: a finished item gives its stored result, an item in flight is followed (its open cards can be answered). Without it, a new ID is made and printed"
+      )
+    ),
     prompts: Args.text({ name: "PROMPT" }).pipe(Args.atLeast(1))
   },
   (o) =>

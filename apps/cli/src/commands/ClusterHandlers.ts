@@ -56,8 +56,13 @@ export interface SubmitInput {
   readonly approvalPolicy: string
   readonly sharding: ReadonlyArray<string>
   readonly allowSecrets: boolean
+  /** `--submission ID`: the items are `ID-1`, `ID-2`, ...; made up when absent. */
+  readonly submission: Option.Option<string>
   readonly prompts: ReadonlyArray<string>
 }
+
+/** What `--submission` accepts: it becomes part of every item id (and of card ids). */
+const SUBMISSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
 /** `warden fleet`'s options. */
 export interface FleetInput {
@@ -196,14 +201,28 @@ export const submit = (o: SubmitInput) =>
     }
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    if (o.submission._tag === "Some" && !SUBMISSION_ID.test(o.submission.value)) {
+      return yield* Effect.fail(
+        ExitCodes.usage(
+          `--submission takes letters, digits, ".", "_" and "-" (up to 64, a letter or digit first), not ${JSON.stringify(SecretMask.maskText(o.submission.value.slice(0, 80)))}`
+        )
+      )
+    }
     const context = yield* Layer.build(
       ClusterClient.layer({ sharding }).pipe(Layer.provideMerge(Storage.layer(o.cluster)))
     )
     const client = Context.get(context, ClusterClient.ClusterClient)
     const sql = Context.get(context, SqlClient.SqlClient)
-    const submission = `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
+    const submission =
+      o.submission._tag === "Some" ? o.submission.value : `s${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
     const ids = o.prompts.map((_, i) => `${submission}-${i + 1}`)
     const indexOf = new Map(ids.map((id, i) => [id, i + 1]))
+    // Items already in the fleet under these ids (a submission made again): attached to, not run again.
+    const known = new Set(
+      (yield* sql<{ id: string }>`SELECT id FROM warden_cluster_items WHERE id IN ${sql.in(ids)}`.pipe(
+        Effect.orElseSucceed(() => [])
+      )).map((r) => r.id)
+    )
     /** Card id → item id, from the card.opened lines seen. */
     const cardItems = new Map<string, string>()
     /** The cards whose settlement a line told. */
@@ -288,6 +307,13 @@ export const submit = (o: SubmitInput) =>
         Effect.forkScoped
       )
     }
+    // First line: the submission's name, so that a submitter that dies can be followed by another
+    // (`--submission ID`), and which items it found already in the fleet.
+    yield* o.json
+      ? say({ type: "submission", submission, items: ids, attached: ids.filter((id) => known.has(id)) })
+      : Console.log(
+          `submission ${submission} (${ids.length} items${known.size > 0 ? `, ${known.size} already in the fleet: attached` : ""}); to follow it again: warden submit --submission ${submission} ...`
+        )
     const followers = yield* Effect.forEach(ids, (id) =>
       client.follow(id).pipe(
         Stream.runForEach((e) => onEvent(id, e)),
@@ -365,6 +391,92 @@ export const submit = (o: SubmitInput) =>
     const code = ExitCodes.forItems(verdicts.map((v) => v.status))
     if (code !== ExitCodes.Ok) return yield* Effect.fail(new ExitCodes.CliExit({ code }))
   }).pipe(Effect.scoped)
+
+/**
+ * `warden audit --cluster URL`: every card of the fleet, from its table (`warden_cluster_cards`),
+ * oldest first: the runner run (incarnation) and address that opened it, under which epoch, how it
+ * ended and which runner run settled it (for a card stranded when its runner was lost, the runner
+ * that took the item). The fleet's table keeps what was asked (the method) and the settlement; a card's
+ * details (its title, the command) are in the ledger of the runner that opened it. Filters as for
+ * `warden audit`: `--run` is a runner's run id, `--item` a fleet item id.
+ */
+export const auditFleet = (o: {
+  readonly cluster: string
+  readonly filter: import("./LedgerCommands.js").CardFilter
+  readonly json: boolean
+}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{
+      id: string
+      item_id: string
+      incarnation: string
+      method: string
+      opened_at: unknown
+      outcome: string | null
+      source: string | null
+      settled_at: unknown
+      settled_by: string | null
+      epoch: unknown
+      runner: string | null
+    }>`SELECT c.id, c.item_id, c.incarnation, c.method, c.opened_at, c.outcome, c.source, c.settled_at,
+          c.settled_by, c.epoch, cl.runner
+        FROM warden_cluster_cards c
+        LEFT JOIN warden_cluster_claims cl ON cl.item_id = c.item_id AND cl.epoch = c.epoch
+        ORDER BY c.opened_at, c.id`.pipe(
+      Effect.catchAll((e) =>
+        Effect.fail(
+          ExitCodes.usage(
+            `--cluster ${SecretMask.maskText(o.cluster)}: no fleet's table to read there (${SecretMask.maskText(e.message)})`
+          )
+        )
+      )
+    )
+    const f = o.filter
+    const sourceMatches = (source: string | null) => {
+      if (f.source === undefined) return true
+      const wanted = f.source.toLowerCase()
+      const have = (source ?? "").toLowerCase()
+      return have === wanted || have.split(":")[0] === wanted
+    }
+    const cards = rows.filter(
+      (r) =>
+        (f.runId === undefined || r.incarnation === f.runId) &&
+        (f.item === undefined || r.item_id === f.item) &&
+        (f.outcome === undefined || (r.outcome ?? "open") === f.outcome) &&
+        (f.method === undefined || r.method === f.method) &&
+        (f.from === undefined || Number(r.opened_at) >= f.from) &&
+        sourceMatches(r.source)
+    )
+    const iso = (ms: unknown) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString())
+    for (const r of cards) {
+      const card = {
+        type: "card",
+        cardId: r.id,
+        itemId: r.item_id,
+        runId: r.incarnation,
+        runner: r.runner,
+        epoch: r.epoch === null ? null : Number(r.epoch),
+        method: r.method,
+        openedAt: iso(r.opened_at),
+        outcome: r.outcome ?? "open",
+        source: r.source,
+        settledBy: r.settled_by,
+        settledAt: iso(r.settled_at)
+      }
+      yield* o.json
+        ? Console.log(JSON.stringify(SecretMask.maskJson(card)))
+        : Console.log(
+            SecretMask.maskText(
+              `${card.openedAt}  runner ${card.runner ?? "-"} (run ${card.runId})  item ${card.itemId}  ${card.cardId}  ${card.method}  ${card.outcome}${card.source !== null ? ` by ${card.source}` : ""}${card.settledBy !== null && card.settledBy !== card.runId ? ` (settled by ${card.settledBy})` : ""}`
+            )
+          )
+    }
+    if (!o.json) yield* Console.log(`${cards.length} card${cards.length === 1 ? "" : "s"} in the fleet's table`)
+  }).pipe(
+    Effect.provide(Storage.layer(o.cluster)),
+    Effect.catchTag("SqlError", (e) => Effect.fail(ExitCodes.usage(`--cluster: ${SecretMask.maskText(e.message)}`)))
+  )
 
 /** `warden fleet`. */
 export const fleet = (o: FleetInput) =>

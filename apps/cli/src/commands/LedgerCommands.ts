@@ -4,7 +4,8 @@
  * - `warden audit [--state PATH] [--run ID] [--item ID] [--outcome O] [--source S] [--method M]
  *   [--since T] [--json]`: the recorded cards with their settlements, oldest first (masked text
  *   only: the ledger never stored anything else); `warden audit --prune-before T`: retention
- *   (`Ledger.prune`);
+ *   (`Ledger.prune`); `warden audit --cluster URL [filters]`: every card of a fleet, from the
+ *   fleet's table (`ClusterHandlers.auditFleet`);
  * - `warden rules list [--all] [--json]`, `warden rules revoke ID [--by NAME]`: remembered rules;
  * - `warden rules test --rules CANDIDATE [--state PATH] [filters] [--json]`: the recorded cards
  *   replayed against a candidate rules file (`Replay.replay`), card by card and in totals.
@@ -100,6 +101,9 @@ type Filters = {
   readonly method: Option.Option<string>
   readonly since: Option.Option<string>
 }
+
+/** The filters given, checked: what `Ledger.cards` takes (and `warden audit --cluster` applies to the fleet's rows). */
+export type CardFilter = Effect.Effect.Success<ReturnType<typeof cardFilter>>
 
 const cardFilter = (f: Filters) =>
   Effect.gen(function* () {
@@ -225,9 +229,26 @@ const prune = (
         )
   })
 
-export const audit = Command.make("audit", { state: Opts.state, ...filterOptions, json, pruneBefore }, (args) =>
+const fleet = Options.text("cluster").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "instead of a ledger: every card of the fleet on this store (postgres://... or sqlite:PATH), the stranded ones too, with the runner that opened it and who settled it; --run is a runner's run id, --item a fleet item id (ID-1)"
+  ),
+  Options.optional
+)
+
+export const audit = Command.make("audit", { state: Opts.state, ...filterOptions, json, pruneBefore, fleet }, (args) =>
   Effect.scoped(
     Effect.gen(function* () {
+      if (Option.isSome(args.fleet)) {
+        if (Option.isSome(args.state) || Option.isSome(args.pruneBefore))
+          return yield* ExitCodes.usage(
+            "--cluster reads the fleet's table: --state and --prune-before are for one ledger (each runner keeps its own)"
+          )
+        const filter = yield* cardFilter(args)
+        const { auditFleet } = yield* Effect.promise(() => import("./ClusterHandlers.js"))
+        return yield* auditFleet({ cluster: args.fleet.value, filter, json: args.json })
+      }
       if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
       const filter = yield* cardFilter(args)
       const { ledger } = yield* readLedger(args.state)
