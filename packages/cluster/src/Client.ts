@@ -47,6 +47,13 @@ export interface ClusterClientShape {
   readonly status: (id: string) => Effect.Effect<Wire.ItemStatus, ClusterFailure>
   /** Stop the item (idempotent). */
   readonly stop: (id: string) => Effect.Effect<void, ClusterFailure>
+  /**
+   * Add `text` to the item's running turn (codex's `turn/steer`), on the runner that drives it;
+   * `ItemNotActive` when it has no running turn there.
+   */
+  readonly steer: (id: string, text: string) => Effect.Effect<void, ClusterFailure | Wire.ItemNotActive>
+  /** Interrupt the item's running turn (codex's `turn/interrupt`: the turn ends `interrupted`); `ItemNotActive` when none runs. */
+  readonly interrupt: (id: string) => Effect.Effect<void, ClusterFailure | Wire.ItemNotActive>
 }
 
 /** The `ClusterClient` service tag. */
@@ -114,7 +121,9 @@ export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> =
     answer: (itemId, cardId, decision) =>
       againWhenInterruptedThere(client(itemId).Answer({ cardId, decision: decision as never })),
     status: (id) => againWhenInterruptedThere(client(id).Status()),
-    stop: (id) => againWhenInterruptedThere(client(id).Stop())
+    stop: (id) => againWhenInterruptedThere(client(id).Stop()),
+    steer: (id, text) => againWhenInterruptedThere(client(id).Steer({ text })),
+    interrupt: (id) => againWhenInterruptedThere(client(id).Interrupt())
   }
 })
 

@@ -7,6 +7,7 @@
  *   supervisor over codex app-servers, hosting the work items its shards hold. Prints JSON lines:
  *   `runner.ready { runId, address, pid }`, then `runner.shards { count }` whenever the number of
  *   shards it holds changes. SIGTERM/Ctrl-C stops it gracefully (its items move on).
+ * - `warden steer|interrupt --cluster URL ITEM [TEXT]`: a fleet item's running turn, on its runner;
  * - `warden submit --cluster URL [--json] [--approvals deny|stdin] PROMPT...`: submit work items
  *   to the fleet and follow them; cards are answered through the one inbox (`--approvals stdin`:
  *   `{"cardId": "<runId>:<card>", "decision": ...}` lines, the card ids `card.opened` prints). Exit
@@ -121,3 +122,34 @@ export const fleet = Command.make(
       (run) => run.fleet(o)
     )
 ).pipe(Command.withDescription("the fleet: runners, items by status and runner, open cards"))
+
+const itemArg = Args.text({ name: "ITEM" }).pipe(
+  Args.withDescription("the fleet item id (ID-1, as `warden submit` names it)")
+)
+
+/** `warden steer --cluster URL ITEM TEXT`. */
+export const steer = Command.make(
+  "steer",
+  { cluster, sharding: shardingOption, item: itemArg, text: Args.text({ name: "TEXT" }) },
+  (o) =>
+    Effect.flatMap(
+      Effect.promise(() => import("./ClusterHandlers.js")),
+      (run) => run.turnControl({ ...o, action: "steer" })
+    )
+).pipe(
+  Command.withDescription(
+    "add TEXT to a fleet item's running turn, on whichever runner drives it (exit 1 when it has no running turn)"
+  )
+)
+
+/** `warden interrupt --cluster URL ITEM`. */
+export const interrupt = Command.make("interrupt", { cluster, sharding: shardingOption, item: itemArg }, (o) =>
+  Effect.flatMap(
+    Effect.promise(() => import("./ClusterHandlers.js")),
+    (run) => run.turnControl({ ...o, text: "", action: "interrupt" })
+  )
+).pipe(
+  Command.withDescription(
+    "interrupt a fleet item's running turn, on whichever runner drives it (exit 1 when it has no running turn)"
+  )
+)

@@ -402,7 +402,15 @@ export const submit = (o: SubmitInput) =>
  */
 export const auditFleet = (o: {
   readonly cluster: string
-  readonly filter: import("./LedgerCommands.js").CardFilter
+  /** `warden audit`'s filters, checked (`LedgerCommands`); `runId` is a runner's run id here. */
+  readonly filter: {
+    readonly runId?: string
+    readonly item?: string
+    readonly outcome?: string
+    readonly source?: string
+    readonly method?: string
+    readonly from?: number
+  }
   readonly json: boolean
 }) =>
   Effect.gen(function* () {
@@ -477,6 +485,38 @@ export const auditFleet = (o: {
     Effect.provide(Storage.layer(o.cluster)),
     Effect.catchTag("SqlError", (e) => Effect.fail(ExitCodes.usage(`--cluster: ${SecretMask.maskText(e.message)}`)))
   )
+
+/**
+ * `warden steer` / `warden interrupt`: one call to the item's entity, on whichever runner drives
+ * it (sent again there if its handler was interrupted by a move). Exit 0 when the runner did it;
+ * 1 when the item has no running turn there (`ItemNotActive`, its reason on stderr).
+ */
+export const turnControl = (o: {
+  readonly cluster: string
+  readonly sharding: ReadonlyArray<string>
+  readonly item: string
+  readonly text: string
+  readonly action: "steer" | "interrupt"
+}) =>
+  Effect.gen(function* () {
+    const sharding = parseSharding(o.sharding)
+    if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
+    const client = Context.get(context, ClusterClient.ClusterClient)
+    const done = o.action === "steer" ? client.steer(o.item, o.text) : client.interrupt(o.item)
+    yield* done.pipe(
+      Effect.timeoutFail({ duration: "90 seconds", onTimeout: () => ({ _tag: "runner unreachable" as const }) }),
+      Effect.catchAll((e) =>
+        Effect.zipRight(
+          Console.error(
+            `warden ${o.action}: ${o.item}: ${e._tag === "ItemNotActive" ? `not done: ${SecretMask.maskText(e.detail)}` : `not delivered (${e._tag})`}`
+          ),
+          Effect.fail(new ExitCodes.CliExit({ code: 1 }))
+        )
+      )
+    )
+    yield* Console.log(`warden ${o.action}: ${o.item}: done`)
+  }).pipe(Effect.scoped)
 
 /** `warden fleet`. */
 export const fleet = (o: FleetInput) =>

@@ -102,9 +102,6 @@ type Filters = {
   readonly since: Option.Option<string>
 }
 
-/** The filters given, checked: what `Ledger.cards` takes (and `warden audit --cluster` applies to the fleet's rows). */
-export type CardFilter = Effect.Effect.Success<ReturnType<typeof cardFilter>>
-
 const cardFilter = (f: Filters) =>
   Effect.gen(function* () {
     if (Option.isSome(f.outcome) && !(Outcomes as ReadonlyArray<string>).includes(f.outcome.value)) {

@@ -23,5 +23,7 @@ export const run: CommandTree.Cli = CommandTree.make([
   ResumeCommand.command,
   ClusterCommands.runner,
   ClusterCommands.submit,
-  ClusterCommands.fleet
+  ClusterCommands.fleet,
+  ClusterCommands.steer,
+  ClusterCommands.interrupt
 ])
