@@ -311,6 +311,16 @@ const scenario = (harm: Harm) =>
       )
       for (const l of stranded.json()) assert.strictEqual(l["runner"], victim.address, JSON.stringify(l))
     }
+    // `warden fleet`: the survivor live, holding shards (table locks: counted from the table).
+    const fleet = yield* CliProcess.runToEnd(["fleet", "--cluster", url, "--json", ...fleetFlags], {
+      env: first.launch.env,
+      on: submitter!
+    })
+    assert.deepStrictEqual(fleet.exited, { code: 0, signal: null }, fleet.stderr)
+    const fleetRunners = JSON.parse(fleet.stdout.join("\n")).runners as Array<Record<string, unknown>>
+    const survivorView = fleetRunners.find((r) => r["address"] === survivor.address)
+    assert.isTrue(survivorView?.["live"], JSON.stringify(fleetRunners))
+    assert.isAbove(Number(survivorView?.["shards"]), 0, JSON.stringify(fleetRunners))
     const items = yield* sql<{ id: string; status: string }>`SELECT id, status FROM warden_cluster_items`
     assert.strictEqual(items.length, ITEMS + 1)
     for (const i of items) assert.strictEqual(i.status, "completed", i.id)

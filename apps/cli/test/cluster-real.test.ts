@@ -344,13 +344,29 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         )
 
         // `warden fleet`: the runners that registered, every item completed, no open card.
-        const fleet = yield* CliProcess.runToEnd(["fleet", "--cluster", pg.url, "--json"], { env: codex.env })
-        assert.deepStrictEqual(fleet.exited, { code: 0, signal: null }, fleet.stderr)
-        const view = JSON.parse(fleet.stdout.join("\n"))
-        assert.includeMembers(
-          view.runners.map((r: { address: string }) => r.address),
-          runners.slice(0, 2).map((r) => r.address)
+        // The survivors are live (heartbeats younger than the lock expiry, by the database's clock);
+        // the SIGKILLed runner stops being live once its last heartbeat is older (or leaves the table).
+        type RunnerView = { address: string; live: boolean; heartbeatAgeSeconds: number; shards: number | null }
+        const fleetView = CliProcess.runToEnd(["fleet", "--cluster", pg.url, "--json", ...shardingFlags], {
+          env: codex.env
+        }).pipe(
+          Effect.tap((f) => assert.deepStrictEqual(f.exited, { code: 0, signal: null }, f.stderr)),
+          Effect.map((f) => JSON.parse(f.stdout.join("\n")))
         )
+        const view = yield* fleetView.pipe(
+          Effect.flatMap((v) =>
+            (v.runners as Array<RunnerView>).some((r) => r.address === victim.address && r.live)
+              ? Effect.fail(new Error(`the SIGKILLed runner still live: ${JSON.stringify(v.runners)}`))
+              : Effect.succeed(v)
+          ),
+          Effect.retry({ schedule: Schedule.spaced("1 second"), times: 60 })
+        )
+        const seen = new Map((view.runners as Array<RunnerView>).map((r) => [r.address, r]))
+        for (const r of runners.slice(0, 2)) {
+          assert.isTrue(seen.get(r.address)?.live, JSON.stringify(view.runners))
+          // Advisory locks (this fleet's default) live in the runners' sessions: not countable here.
+          assert.isNull(seen.get(r.address)?.shards)
+        }
         assert.strictEqual(
           view.items
             .filter((r: { status: string }) => r.status === "completed")

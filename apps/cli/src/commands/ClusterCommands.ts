@@ -115,13 +115,21 @@ export const submit = Command.make(
 /** `warden fleet`. */
 export const fleet = Command.make(
   "fleet",
-  { cluster, json: Options.boolean("json").pipe(Options.withDescription("print one JSON object")) },
+  {
+    cluster,
+    json: Options.boolean("json").pipe(Options.withDescription("print one JSON object")),
+    sharding: shardingOption
+  },
   (o) =>
     Effect.flatMap(
       Effect.promise(() => import("./ClusterHandlers.js")),
       (run) => run.fleet(o)
     )
-).pipe(Command.withDescription("the fleet: runners, items by status and runner, open cards"))
+).pipe(
+  Command.withDescription(
+    "the fleet: runners (live while their heartbeat is younger than shardLockExpiration; shards held), items by status and runner, open cards"
+  )
+)
 
 const itemArg = Args.text({ name: "ITEM" }).pipe(
   Args.withDescription("the fleet item id (ID-1, as `warden submit` names it)")

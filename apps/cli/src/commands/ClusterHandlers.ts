@@ -11,7 +11,7 @@ import { ChildEnv } from "@warden/transport"
 import {
   Console,
   Context,
-  type Duration,
+  Duration,
   Effect,
   Exit,
   Fiber,
@@ -68,6 +68,8 @@ const SUBMISSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 export interface FleetInput {
   readonly cluster: string
   readonly json: boolean
+  /** The runners' `--sharding` (its `shardLockExpiration` says when a runner is taken for dead). */
+  readonly sharding: ReadonlyArray<string>
 }
 
 const say = (line: Record<string, unknown>) =>
@@ -518,14 +520,42 @@ export const turnControl = (o: {
     yield* Console.log(`warden ${o.action}: ${o.item}: done`)
   }).pipe(Effect.scoped)
 
-/** `warden fleet`. */
+/**
+ * `warden fleet`: the runners as the engine sees them, the items by runner and status, the open
+ * cards. A runner is `live` while its heartbeat (written with every shard lock refresh) is younger
+ * than `shardLockExpiration`: the engine's own rule for which runners it assigns shards to. Its
+ * `shards` are counted from the table locks still within that expiry; with advisory locks (held
+ * by each runner's database session, not in a table) they cannot be read here and are `null`.
+ * Ages are measured by the database's clock, not this machine's.
+ */
 export const fleet = (o: FleetInput) =>
   Effect.gen(function* () {
+    const sharding = parseSharding(o.sharding)
+    if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    // The engine's default expiry unless the runners were given another (a DurationInput: "10 seconds", or ms).
+    const expiration = Duration.decodeUnknown(sharding["shardLockExpiration"] ?? "35 seconds")
+    if (Option.isNone(expiration))
+      return yield* Effect.fail(ExitCodes.usage("--sharding shardLockExpiration expects a duration (10 seconds)"))
+    const expirationSeconds = Duration.toSeconds(expiration.value)
     const sql = yield* SqlClient.SqlClient
-    const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown }>`
-        SELECT address, healthy, last_heartbeat FROM cluster_runners ORDER BY address`.pipe(
+    const ageOf = (column: string) =>
+      sql.onDialectOrElse({
+        pg: () => sql.literal(`EXTRACT(EPOCH FROM (NOW() - ${column}))`),
+        orElse: () => sql.literal(`((julianday('now') - julianday(${column})) * 86400.0)`)
+      })
+    const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown; age: unknown }>`
+        SELECT address, healthy, last_heartbeat, ${ageOf("last_heartbeat")} AS age FROM cluster_runners ORDER BY address`.pipe(
       Effect.orElseSucceed(() => [])
     )
+    const locks = yield* sql<{ address: string; age: unknown }>`
+        SELECT address, ${ageOf("acquired_at")} AS age FROM cluster_locks`.pipe(
+      Effect.map((rows) => rows as ReadonlyArray<{ address: string; age: unknown }> | undefined),
+      Effect.orElseSucceed(() => undefined)
+    )
+    const shardsOf = (address: string) =>
+      locks === undefined
+        ? null
+        : locks.filter((l) => l.address === address && Number(l.age) < expirationSeconds).length
     const items = yield* sql<{ runner: string | null; status: string; n: unknown }>`
         SELECT runner, status, COUNT(*) AS n FROM warden_cluster_items GROUP BY runner, status ORDER BY runner, status`.pipe(
       Effect.orElseSucceed(() => [])
@@ -537,8 +567,11 @@ export const fleet = (o: FleetInput) =>
     const view = {
       runners: runners.map((r) => ({
         address: r.address,
+        live: Boolean(r.healthy) && Number(r.age) < expirationSeconds,
         healthy: Boolean(r.healthy),
-        lastHeartbeat: String(r.last_heartbeat)
+        lastHeartbeat: String(r.last_heartbeat),
+        heartbeatAgeSeconds: Math.round(Number(r.age) * 10) / 10,
+        shards: shardsOf(r.address)
       })),
       items: items.map((r) => ({ runner: r.runner, status: r.status, count: Number(r.n) })),
       openCards: open.map((c) => ({ card: c.id, item: c.item_id, method: c.method }))
@@ -546,9 +579,14 @@ export const fleet = (o: FleetInput) =>
     if (o.json) return yield* Console.log(JSON.stringify(SecretMask.maskJson(view)))
     yield* Console.log(`runners (${view.runners.length}):`)
     for (const r of view.runners)
-      yield* Console.log(`  ${r.address}  healthy=${r.healthy}  heartbeat ${r.lastHeartbeat}`)
+      yield* Console.log(
+        `  ${r.address}  ${r.live ? "live" : "gone"}  heartbeat ${r.heartbeatAgeSeconds} s ago  shards ${r.shards ?? "? (advisory locks)"}${r.healthy ? "" : "  unhealthy"}`
+      )
     yield* Console.log("items:")
     for (const r of view.items) yield* Console.log(`  ${r.runner ?? "-"}  ${r.status}  ${r.count}`)
     yield* Console.log(`open cards (${view.openCards.length}):`)
     for (const c of view.openCards) yield* Console.log(`  ${c.card}  item ${c.item}  ${c.method}`)
-  }).pipe(Effect.provide(Storage.layer(o.cluster)), Effect.orDie)
+  }).pipe(
+    Effect.provide(Storage.layer(o.cluster)),
+    Effect.catchTag("SqlError", (e) => Effect.die(e))
+  )
