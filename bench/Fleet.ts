@@ -4,9 +4,11 @@
  * (bench/support/FleetDriver.ts, bundled with esbuild into plain JavaScript first, so that neither
  * tsx's loader nor a module loaded lazily during the run counts) so that its CPU is its own: the
  * model serves from this process. Measured over the same window, from the first submit to the last item
- * finished: Warden's CPU (`process.cpuUsage` in the driver) against codex's (utime + stime of the
- * app-server and the commands it ran, from /proc). Module loading and the handshake are outside
- * the window (start-up has its own row).
+ * finished: Warden's CPU (`process.cpuUsage` in the driver) against the app-server's own (utime +
+ * stime of the codex process, from /proc: the agent runtime, which the target is about), and,
+ * separately, against the app-server with the commands it ran (the user's workload: here mostly
+ * `bash -lc`'s login profile). Module loading and the handshake are outside the window (start-up
+ * has its own row).
  *
  * N is 100 in a full run, 10 in quick mode, or `--fleet N`. `--profile DIR` runs the driver with
  * `--cpu-prof` into DIR (open the .cpuprofile in Chrome's DevTools or speedscope).
@@ -123,13 +125,14 @@ export const run = async (options: Options): Promise<BenchResult> => {
       throw error
     })
     options.log(
-      `  run ${i + 1}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, codex ${Math.round(output.codexCpuMs)} ms CPU, ${Math.round(output.wallMs)} ms wall`
+      `  run ${i + 1}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, app-server ${Math.round(output.appServerCpuMs)} ms CPU (${Math.round(output.appServerWithCommandsCpuMs)} ms with its commands), ${Math.round(output.wallMs)} ms wall`
     )
     outputs.push(output)
   }
   rmSync(dir, { recursive: true, force: true })
-  const ratios = outputs.map((o) => o.wardenCpuMs / o.codexCpuMs)
+  const ratios = outputs.map((o) => o.wardenCpuMs / o.appServerCpuMs)
   const ratio = median(ratios)
+  const withCommands = outputs.map((o) => o.wardenCpuMs / o.appServerWithCommandsCpuMs)
   const allSettled = outputs.every((o) => o.completed === items && o.accepted === items)
   const perItem = outputs.map((o) => o.wardenCpuMs / items)
   return {
@@ -144,16 +147,22 @@ export const run = async (options: Options): Promise<BenchResult> => {
     },
     metrics: {
       wardenCpuMsMedian: median(outputs.map((o) => o.wardenCpuMs)),
-      codexCpuMsMedian: median(outputs.map((o) => o.codexCpuMs)),
+      appServerCpuMsMedian: median(outputs.map((o) => o.appServerCpuMs)),
+      appServerWithCommandsCpuMsMedian: median(outputs.map((o) => o.appServerWithCommandsCpuMs)),
       wardenCpuMsPerItemMedian: median(perItem),
       wallMsMedian: median(outputs.map((o) => o.wallMs)),
       completedMin: min(outputs.map((o) => o.completed)),
       acceptedMin: min(outputs.map((o) => o.accepted))
     },
-    ratios: { wardenCpuVsCodexCpu: ratio, wardenCpuVsCodexCpuMin: min(ratios), wardenCpuVsCodexCpuMax: max(ratios) },
+    ratios: {
+      wardenCpuVsAppServerCpu: ratio,
+      wardenCpuVsAppServerCpuMin: min(ratios),
+      wardenCpuVsAppServerCpuMax: max(ratios),
+      wardenCpuVsAppServerWithCommandsCpu: median(withCommands)
+    },
     targets: [
       {
-        name: `fleet of ${items}: Warden CPU ÷ codex CPU`,
+        name: `fleet of ${items}: Warden CPU ÷ the app-server's own CPU`,
         target: "≤ 0.10",
         value: round(ratio, 3),
         met: ratio <= 0.1 && allSettled,
@@ -174,8 +183,10 @@ export const run = async (options: Options): Promise<BenchResult> => {
           "completed",
           "accepted",
           "Warden CPU ms",
-          "codex CPU ms",
-          "Warden ÷ codex",
+          "app-server CPU ms",
+          "Warden ÷ app-server",
+          "app-server + commands CPU ms",
+          "Warden ÷ (app-server + commands)",
           "Warden CPU ms per item",
           "wall ms"
         ],
@@ -184,16 +195,20 @@ export const run = async (options: Options): Promise<BenchResult> => {
           o.completed,
           o.accepted,
           o.wardenCpuMs,
-          o.codexCpuMs,
-          ratioCell(o.wardenCpuMs / o.codexCpuMs),
+          o.appServerCpuMs,
+          ratioCell(o.wardenCpuMs / o.appServerCpuMs),
+          o.appServerWithCommandsCpuMs,
+          ratioCell(o.wardenCpuMs / o.appServerWithCommandsCpuMs),
           o.wardenCpuMs / items,
           o.wallMs
         ])
       }
     ],
     notes: [
-      `Median Warden ÷ codex CPU ${ratio.toFixed(3)} (runs: ${ratios.map((r) => r.toFixed(3)).join(", ")}). Warden's CPU is the driver process's own ` +
-        "(supervisor, approvals, transport; the scripted model runs in the benchmark's process). The window leaves out module loading and the handshake."
+      `Median Warden ÷ the app-server's own CPU ${ratio.toFixed(3)} (runs: ${ratios.map((r) => r.toFixed(3)).join(", ")}); ÷ the app-server with the commands it ran ${median(withCommands).toFixed(3)}. ` +
+        "Warden's CPU is the driver process's own (supervisor, approvals, transport; the scripted model runs in the benchmark's process). " +
+        "The app-server's own CPU is the agent runtime's; its commands are the user's workload (each `bash -lc` spends ~0.5 s in the login profile here), so the target is against the first. " +
+        "The window leaves out module loading and the handshake."
     ]
   }
 }

@@ -1,9 +1,12 @@
 /**
  * The fleet benchmark's Warden process (bench/Fleet.ts spawns it): one Supervisor over one real
- * app-server, N work items at once, every approval accepted by a handler. It measures its own CPU
- * (`process.cpuUsage`) and the app-server's (utime + stime of the codex process and of the
- * children it waited for, from /proc) over the same window: from the first submit (the supervisor
- * ready, modules loaded) to the last item finished. One JSON line on stdout.
+ * app-server, N work items at once, every approval accepted by a handler. It measures, over the same
+ * window (from the first submit, the supervisor ready and modules loaded, to the last item
+ * finished): its own CPU (`process.cpuUsage`); the app-server's own (utime + stime of the codex
+ * process alone, from /proc); and the app-server with the commands it ran (its waited-for
+ * children's cutime + cstime, and any still alive). The commands are the agent's workload, not
+ * its runtime: a `bash -lc` spends ~0.5 s of CPU in the login profile here, so the second
+ * figure mostly measures bash. One JSON line on stdout.
  *
  *   node --import tsx bench/support/FleetDriver.ts '{"items":100,"command":...,"args":[...],"env":{...},"cwd":"...","workspace":"..."}'
  */
@@ -31,8 +34,11 @@ export interface DriverOutput {
   readonly cards: number
   readonly wallMs: number
   readonly wardenCpuMs: number
-  readonly codexCpuMs: number
-  readonly codexPids: ReadonlyArray<number>
+  /** The app-server processes' own CPU (utime + stime), their children excluded. */
+  readonly appServerCpuMs: number
+  /** The app-server processes and every command they ran (children waited for, and still alive). */
+  readonly appServerWithCommandsCpuMs: number
+  readonly appServerPids: ReadonlyArray<number>
 }
 
 const ticks = 100 // USER_HZ on Linux
@@ -47,20 +53,23 @@ const childPids = (): Array<number> => {
   return [...pids]
 }
 
-/** utime + stime + cutime + cstime of a process, in ms (its waited-for children included). */
-const cpuOfPid = (pid: number): number => {
+/**
+ * A process's CPU in ms from /proc: utime + stime (`own`), plus cutime + cstime (its waited-for
+ * children) unless `own`.
+ */
+const cpuOfPid = (pid: number, own = false): number => {
   try {
     const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    // fields[0] is field 3 (state); utime is field 14 -> index 11.
-    const sum = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])
+    // fields[0] is field 3 (state); utime is field 14 -> index 11, stime 12, cutime 13, cstime 14.
+    const sum = Number(fields[11]) + Number(fields[12]) + (own ? 0 : Number(fields[13]) + Number(fields[14]))
     return (sum * 1000) / ticks
   } catch {
     return 0
   }
 }
 
-/** The CPU of a process and all its live descendants, in ms. */
+/** The CPU of a process, its waited-for children and all its live descendants, in ms. */
 const treeCpu = (pid: number): number => {
   let total = cpuOfPid(pid)
   try {
@@ -92,8 +101,11 @@ const program = (input: DriverInput) =>
       )
       const approvals = yield* supervisor.subscribeApprovals
       yield* supervisor.ready
-      const codexPids = childPids()
-      const codexStart = codexPids.reduce((s, p) => s + treeCpu(p), 0)
+      const appServerPids = childPids()
+      const ownOf = () => appServerPids.reduce((s, p) => s + cpuOfPid(p, true), 0)
+      const treeOf = () => appServerPids.reduce((s, p) => s + treeCpu(p), 0)
+      const ownStart = ownOf()
+      const treeStart = treeOf()
       const wardenStart = ownCpuMs()
       const started = performance.now()
       const results = yield* Effect.forEach(
@@ -111,7 +123,8 @@ const program = (input: DriverInput) =>
       )
       const wallMs = performance.now() - started
       const wardenCpuMs = ownCpuMs() - wardenStart
-      const codexCpuMs = codexPids.reduce((s, p) => s + treeCpu(p), 0) - codexStart
+      const appServerCpuMs = ownOf() - ownStart
+      const appServerWithCommandsCpuMs = treeOf() - treeStart
       const events = Array.from(yield* Queue.takeAll(approvals)) as Array<ApprovalEvent.ApprovalEvent>
       const settled = events.filter((e) => e._tag === "CardSettled")
       const output: DriverOutput = {
@@ -123,8 +136,9 @@ const program = (input: DriverInput) =>
         cards: settled.length,
         wallMs,
         wardenCpuMs,
-        codexCpuMs,
-        codexPids
+        appServerCpuMs,
+        appServerWithCommandsCpuMs,
+        appServerPids
       }
       return output
     })
