@@ -193,8 +193,11 @@ const InstalledLive = Layer.scoped(
               // gone
             }
           }
+          // Removed asynchronously: the installed project is tens of thousands of files, and a
+          // synchronous removal held this worker's event loop for minutes on a busy machine (the
+          // worker then misses vitest's calls, and the next file in it runs late).
           if (process.env["WARDEN_KEEP_INSTALL"] === undefined)
-            Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+            yield* Effect.promise(() => Fs.promises.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
           yield* Effect.logInfo(`outside-install timings (ms): ${JSON.stringify(timings)}`)
         })
     )

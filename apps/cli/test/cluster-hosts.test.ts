@@ -295,7 +295,8 @@ const scenario = (harm: Harm) =>
     const audited = new Map(audit.json().map((l) => [String(l["cardId"]), l]))
     assert.sameMembers(
       [...audited.keys()],
-      rows.map((r) => r.id)
+      rows.map((r) => r.id),
+      `warden audit --cluster: stdout ${JSON.stringify(audit.stdout).slice(0, 2000)}; stderr ${audit.stderr.slice(-2000)}`
     )
     for (const r of rows) assert.deepInclude(audited.get(r.id)!, { outcome: r.outcome, runId: r.incarnation }, r.id)
     if (harm === "kill") {

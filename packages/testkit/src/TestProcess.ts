@@ -53,6 +53,12 @@ export interface Options {
   readonly stopTimeout?: Duration.DurationInput
   /** How much of stderr is kept, in characters, the latest (default 1,000,000). */
   readonly stderrLimit?: number
+  /**
+   * How long after the exit its stdout and stderr may stay open before the exit is told anyway (a
+   * process it left running may hold them), in ms (default 2,000). Until then `exited` waits for
+   * everything the child wrote to be read.
+   */
+  readonly drainGraceMs?: number
 }
 
 /** A spawned child: its output so far, waits on it, its stdin, its exit, and two ways to end it. */
@@ -82,7 +88,7 @@ export interface TestProcess {
   ) => Effect.Effect<A, TestProcessError>
   readonly write: (text: string) => Effect.Effect<void>
   readonly endStdin: Effect.Effect<void>
-  /** Waits for the exit (bounded, default 45 s). */
+  /** Waits for the exit (bounded, default 45 s), and for its stdout and stderr to be read (see `Options.drainGraceMs`). */
   readonly exited: (timeout?: Duration.DurationInput) => Effect.Effect<Exited, TestProcessError>
   /** SIGKILL the group and what it started, now; waits for the exit. */
   readonly kill: Effect.Effect<Exited>
@@ -169,10 +175,19 @@ export const spawn = (
       () => stop
     )
     child.stdin?.on("error", () => {})
-    child.on("exit", (code, signal) => {
+    // The exit is told once what the child wrote has been read: Node may report the exit before
+    // the last chunks of its stdout and stderr (a busy machine makes that likely), and a caller
+    // that reads `lines()` after `exited` must see everything. So the exit waits for the pipes to
+    // close ("close"), for at most `drainGrace` (a process the child left running may hold them).
+    const drainGraceMs = options.drainGraceMs ?? 2_000
+    const told = (code: number | null, signal: NodeJS.Signals | null) => {
       Deferred.unsafeDone(exit, Effect.succeed({ code, signal }))
       waits.wake()
+    }
+    child.on("exit", (code, signal) => {
+      setTimeout(() => told(code, signal), drainGraceMs).unref()
     })
+    child.on("close", (code, signal) => told(code, signal))
     let partial = ""
     child.stdout!.setEncoding("utf8")
     child.stdout!.on("data", (chunk: string) => {

@@ -19,6 +19,25 @@ const withGrandchild = [
 ].join("\n")
 
 describe("TestProcess", () => {
+  it.live("exited: everything the child wrote has been read (its exit can be reported before its last output)", () =>
+    Effect.gen(function* () {
+      // 20 runs of a child that writes ~1 MiB in bursts and exits at once: with the exit told on
+      // Node's "exit" event, the last chunks were read after it often enough to fail here.
+      const lines = 20_000
+      const burst = `const line = "x".repeat(50); for (let i = 0; i < ${lines}; i++) process.stdout.write(line + "\\n"); process.stderr.write("done\\n")`
+      for (let run = 0; run < 20; run++) {
+        const got = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const child = yield* TestProcess.spawn(process.execPath, ["-e", burst], { stdin: "ignore" })
+            const exited = yield* child.exited("60 seconds")
+            return { exited, lines: child.lines().length, stderr: child.stderr() }
+          })
+        )
+        assert.deepStrictEqual(got, { exited: { code: 0, signal: null }, lines, stderr: "done\n" }, `run ${run}`)
+      }
+    })
+  )
+
   it.live("waits on output (skipping lines that are not JSON), writes stdin, and reports the exit", () =>
     Effect.scoped(
       Effect.gen(function* () {
