@@ -48,5 +48,12 @@ export * as Remembering from "./Remembering.js"
 /** Replaying recorded cards against candidate rules (pure): per card and in totals. */
 export * as Replay from "./Replay.js"
 
+/**
+ * Rules proposed from what people decided (`Suggest.suggest`): allow and deny rules built from at
+ * least `min` recorded decisions, as narrow as the evidence, never for what must stay asked, each
+ * proven by replaying the whole record; `Suggest.rulesFile` writes them as a rules file.
+ */
+export * as Suggest from "./Suggest.js"
+
 /** The schema as `@effect/sql` migrations (`Migrations.run` brings any `SqlClient` up to date). */
 export * as Migrations from "./Migrations.js"

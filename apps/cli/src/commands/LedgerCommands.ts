@@ -7,6 +7,8 @@
  *   (`Ledger.prune`); `warden audit --cluster URL [filters]`: every card of a fleet, from the
  *   fleet's table (`ClusterHandlers.auditFleet`);
  * - `warden rules list [--all] [--json]`, `warden rules revoke ID [--by NAME]`: remembered rules;
+ * - `warden rules suggest [--rules CURRENT] [--min N] [--out FILE] [filters] [--json]`: rules
+ *   proposed from the recorded decisions, each proven by replay (`Suggest.suggest`);
  * - `warden rules test --rules CANDIDATE [--state PATH] [filters] [--json]`: the recorded cards
  *   replayed against a candidate rules file (`Replay.replay`), card by card and in totals.
  *
@@ -20,6 +22,7 @@ import { Args, Command, Options } from "@effect/cli"
 import { CardText, Policy } from "@warden/approvals"
 import { Duration, Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
+import * as Fs from "node:fs"
 import * as Durations from "../contract/Durations.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
 import * as Opts from "../contract/Options.js"
@@ -469,9 +472,91 @@ const test = Command.make(
   )
 )
 
-export const rules = Command.make("rules", {}, () =>
-  Effect.fail(ExitCodes.usage("warden rules: list, revoke ID or test --rules CANDIDATE (`warden rules --help`)"))
+/**
+ * `warden rules suggest`: rules proposed from the recorded decisions (`Suggest.suggest`), each
+ * proven by replay, printed as a rules file (or `--json` lines), written to `--out` only when
+ * asked. Nothing is applied: the file is passed with `--rules` by whoever reviewed it.
+ */
+const suggest = Command.make(
+  "suggest",
+  {
+    state: Opts.state,
+    rules: Options.text("rules").pipe(
+      Options.withPseudoName("CURRENT"),
+      Options.withDescription(
+        "the rules in force now (.json, .yaml, .yml): what they decide is not proposed again, a deny of theirs always wins"
+      ),
+      Options.optional
+    ),
+    min: Options.integer("min").pipe(
+      Options.withDefault(3),
+      Options.withDescription("decisions needed for a proposal (default 3)")
+    ),
+    out: Options.text("out").pipe(
+      Options.withPseudoName("FILE"),
+      Options.withDescription("write the proposed rules file there (refused if it exists)"),
+      Options.optional
+    ),
+    ...filterOptions,
+    json
+  },
+  (args) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        if (args.min < 1) return yield* ExitCodes.usage("--min takes a number of decisions, 1 or more")
+        const filter = yield* cardFilter(args)
+        const current = Option.isSome(args.rules)
+          ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+          : { rules: [] }
+        const { ledger, StateLedger } = yield* readLedger(args.state)
+        const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+        const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
+        const found = StateLedger.Suggest.suggest(cards, current, { min: args.min, remembered, now: Date.now() })
+        const text = StateLedger.Suggest.rulesFile(found)
+        if (Option.isSome(args.out)) {
+          const path = args.out.value
+          yield* Effect.try({
+            try: () => Fs.writeFileSync(path, text, { flag: "wx", mode: 0o644 }),
+            catch: (e) => ExitCodes.usage(`--out ${path}: ${e instanceof Error ? e.message : String(e)}`)
+          })
+        }
+        if (args.json) {
+          for (const p of found.proposals)
+            yield* out(
+              JSON.stringify({
+                type: "rule.proposed",
+                rule: p.rule,
+                evidence: p.evidence,
+                deciders: p.deciders,
+                period: p.period === undefined ? null : { from: iso(p.period.from), to: iso(p.period.to) },
+                generalized: p.generalized ?? null,
+                replay: p.replay,
+                summary: p.summary
+              })
+            )
+          for (const e of found.excluded) yield* out(JSON.stringify({ type: "rule.excluded", ...e }))
+          return
+        }
+        if (Option.isNone(args.out)) yield* out(CardText.escapeControls(text).trimEnd())
+        yield* say(
+          `${found.proposals.length} rule${found.proposals.length === 1 ? "" : "s"} proposed from ${found.cards} card${found.cards === 1 ? "" : "s"}${Option.isSome(args.out) ? `, written to ${args.out.value}` : ""}; ${found.excluded.length} group${found.excluded.length === 1 ? "" : "s"} not proposed (--json lists them with why)`,
+          false
+        )
+      })
+    )
 ).pipe(
-  Command.withDescription("remembered rules (list, revoke) and replaying candidate rules against the ledger (test)"),
-  Command.withSubcommands([list, revoke, test])
+  Command.withDescription(
+    "propose rules from the recorded decisions, each proven by replay (a rules file; nothing is applied)"
+  )
+)
+
+export const rules = Command.make("rules", {}, () =>
+  Effect.fail(
+    ExitCodes.usage("warden rules: list, revoke ID, test --rules CANDIDATE or suggest (`warden rules --help`)")
+  )
+).pipe(
+  Command.withDescription(
+    "remembered rules (list, revoke), replaying candidate rules against the ledger (test), proposing rules from it (suggest)"
+  ),
+  Command.withSubcommands([list, revoke, test, suggest])
 )

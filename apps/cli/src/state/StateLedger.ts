@@ -20,7 +20,7 @@ import type * as CardPrompt from "../answering/CardPrompt.js"
 import type * as StdinDecisions from "../answering/StdinDecisions.js"
 
 export { CardFacts, Ledger, LedgerReader, Remembered }
-export { Replay } from "@warden/ledger"
+export { Replay, Suggest } from "@warden/ledger"
 
 /**
  * How long the ledger waits while another process holds its lock before records are given up:

@@ -1,0 +1,111 @@
+/**
+ * `warden rules suggest` on a ledger recorded by `warden run --state` (the fake app-server of the
+ * ledger tests: one command approval per `|`-part of a PROMPT), with a person answering on stdin.
+ * The proposed rules file is written with `--out`, read by `warden run --rules` as it is, and a run
+ * with it decides what the record decided; the dangerous command stays asked.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as CliProcess from "./support/CliProcess.js"
+import { writeFakeCodex } from "./support/LedgerCodex.js"
+
+describe("warden rules suggest", () => {
+  it.scopedLive(
+    "proposes an allow and a deny from a person's decisions, never the dangerous command; the file runs as --rules unchanged",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "ledger.db")
+        const parts = ["npm test", "npm publish", "rm -rf dist"]
+        // Three items, each asking the three commands; the person accepts npm test and rm -rf, declines npm publish.
+        const run = yield* CliProcess.spawn([
+          "run",
+          "--codex",
+          codex,
+          "--json",
+          "--approvals",
+          "stdin",
+          "--state",
+          db,
+          "--restarts",
+          "0",
+          "--concurrency",
+          "1",
+          ...[1, 2, 3].map(() => parts.join("|"))
+        ])
+        const answered = new Set<string>()
+        yield* run.waitUntil(
+          "every card answered and the run finished",
+          () => {
+            for (const l of run.json().filter((l) => l.type === "card.opened")) {
+              const card = String(l["cardId"])
+              if (answered.has(card)) continue
+              answered.add(card)
+              const decision = String(l["summary"]).includes("npm publish") ? "decline" : "accept"
+              Effect.runFork(run.write(`${JSON.stringify({ cardId: card, decision })}\n`))
+            }
+            return run.json().some((l) => l.type === "run.finished") ? true : undefined
+          },
+          "120 seconds"
+        )
+        yield* run.endStdin
+        assert.deepStrictEqual(yield* run.exited("60 seconds"), { code: 0, signal: null }, run.stderr())
+        assert.strictEqual(answered.size, 9)
+
+        const file = Path.join(dir, "suggested.yaml")
+        const suggested = yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--out", file])
+        assert.deepStrictEqual(suggested.exited, { code: 0, signal: null }, suggested.stderr)
+        assert.match(suggested.stdout.join("\n"), /2 rules proposed from 9 cards, written to .*suggested\.yaml/)
+        const text = Fs.readFileSync(file, "utf8")
+        assert.include(text, "# allow npm test: accepted 3 times (person 3)")
+        assert.include(text, "# deny npm publish: declined 3 times (person 3)")
+        assert.notInclude(text, "rm")
+
+        // --json: the proposals with their replay, and why rm -rf was not proposed.
+        const json = yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--json"])
+        const lines = json.json()
+        const proposed = lines.filter((l) => l.type === "rule.proposed")
+        assert.sameMembers(
+          proposed.map((p) => p["rule"]["id"]),
+          ["suggested-npm-test", "suggested-deny-npm-publish"]
+        )
+        for (const p of proposed) {
+          assert.strictEqual(p["replay"]["flippedDenials"], 0)
+          assert.strictEqual(p["replay"]["flippedAcceptances"], 0)
+          assert.lengthOf(p["evidence"], 3)
+        }
+        const rm = lines.find((l) => l.type === "rule.excluded" && l["what"] === "rm -rf dist")
+        assert.match(String(rm?.["reason"]), /dangerous: rm \(deletion\)/)
+
+        // --out never overwrites.
+        const again = yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--out", file])
+        assert.strictEqual(again.exited.code, 2, again.stderr)
+
+        // A run with the file as it is: npm test accepted and npm publish declined by the proposed
+        // rules, nobody asked; rm -rf is still asked (here: refused, no rule decides it).
+        const ruled = yield* CliProcess.runToEnd([
+          "run",
+          "--codex",
+          codex,
+          "--json",
+          "--approvals",
+          "rules",
+          "--rules",
+          file,
+          "--restarts",
+          "0",
+          "--no-state",
+          parts.join("|")
+        ])
+        const settled = ruled.json().filter((l) => l.type === "card.settled")
+        assert.lengthOf(settled, 3, JSON.stringify(settled))
+        const sources = settled.map((l) => `${l["outcome"]}:${l["source"]}`).sort()
+        assert.includeMembers(sources, ["accepted:rule:suggested-npm-test", "declined:rule:suggested-deny-npm-publish"])
+        assert.notInclude(sources.join(" "), "rule:suggested-rm")
+      }),
+    180_000
+  )
+})

@@ -1,0 +1,205 @@
+/**
+ * Rules proposed from recorded decisions (`Suggest`). Cards opened through the real approvals
+ * engine's connection cards, decided by a "person" (answers), recorded into a real SQLite ledger
+ * and read back; then proposals, their exclusions, their replay, and the rules file they make,
+ * read back by `Policy.parse` and replayed. A property over generated histories: applying every
+ * proposal flips no recorded decline, refusal or deny decision, and no dangerous or compound
+ * command is ever proposed.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Policy } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { yieldNow } from "@warden/test-support/EventLoop"
+import { Effect, FastCheck as fc } from "effect"
+import * as Path from "node:path"
+import { Ledger, Replay, Suggest } from "../src/index.js"
+import { commandParams, denyCmd, fileChangeParams, mcpToolCallParams, rules, script, tempDir } from "./support.js"
+
+const Cmd = "item/commandExecution/requestApproval"
+
+describe("rules suggest", () => {
+  it.scoped(
+    "proposals from what people decided: narrow, generalized only where the cards varied, never the dangerous or compound, proven by replay",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        // Recorded under one deny; suggested against the rules in force now, one deny more.
+        const recordedWith = rules(denyCmd("no-curl", "curl"))
+        const current = rules(denyCmd("no-curl", "curl"), denyCmd("no-cargo", "cargo"))
+        const cards = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const s = yield* script({ rules: recordedWith })
+            return yield* Effect.gen(function* () {
+              const ledger = yield* Ledger.Ledger
+              const run = yield* ledger.beginRun()
+              yield* run.attach(s.source)
+              const decide = (line: string, decision: Decision.Decision, times = 1) =>
+                Effect.gen(function* () {
+                  for (let i = 0; i < times; i++) {
+                    const card = yield* s.open(Cmd, commandParams("thr_1", "turn_1", line))
+                    yield* s.approvals.answer(card.id, decision)
+                  }
+                })
+              yield* decide("npm test", Decision.Accept, 3) // an allow, exactly its words
+              yield* decide("git log --oneline", Decision.Accept, 2) // below min: nothing
+              yield* decide("make build app", Decision.Accept) // three forms of one sub-command:
+              yield* decide("make build lib", Decision.Accept) // the common prefix, said so
+              yield* decide("make build docs", Decision.Accept)
+              yield* decide("make deploy dev", Decision.Accept) // a prefix that would accept
+              yield* decide("make deploy staging", Decision.Accept) // a declined form: dropped
+              yield* decide("make deploy qa", Decision.Accept)
+              yield* decide("make deploy prod", Decision.Decline)
+              yield* decide("rm -rf dist", Decision.Accept, 3) // dangerous: never
+              yield* decide("git push origin main", Decision.Accept, 3) // dangerous: never
+              yield* decide("npm test && npm run lint", Decision.Accept, 3) // compound: never
+              yield* decide("npm publish", Decision.Decline, 3) // a deny
+              yield* decide("curl https://example.com", Decision.Accept, 3) // the rule declined it at once
+              yield* decide("cargo build", Decision.Accept, 3) // accepted then, denied by a rule now
+              for (const file of ["/repo/src/a.ts", "/repo/src/b.ts", "/repo/src/lib/c.ts"]) {
+                const card = yield* s.open("item/fileChange/requestApproval", fileChangeParams("thr_1", "turn_1"), {
+                  context: { fileChanges: [{ path: file, kind: "update" }] }
+                })
+                yield* s.approvals.answer(card.id, Decision.Accept)
+              }
+              for (let i = 0; i < 3; i++) {
+                const card = yield* s.open(
+                  "mcpServer/elicitation/request",
+                  mcpToolCallParams("thr_1", "turn_1", "probe", "poke", {})
+                )
+                yield* s.approvals.answer(card.id, Decision.Accept)
+              }
+              yield* ledger.flush
+              return yield* ledger.cards({ runId: run.id })
+            }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+          })
+        )
+        const found = Suggest.suggest(cards, current, { min: 3 })
+        const byMatch = new Map(found.proposals.map((p) => [JSON.stringify(p.rule.match), p]))
+        const command = (...argv: Array<string>) => byMatch.get(JSON.stringify({ command: { argvPrefix: argv } }))
+
+        const npmTest = command("npm", "test")
+        assert.isDefined(npmTest, JSON.stringify(found.proposals.map((p) => p.summary)))
+        assert.strictEqual(npmTest!.rule.effect, "allow")
+        assert.lengthOf(npmTest!.evidence, 3)
+        assert.deepStrictEqual(npmTest!.deciders, { person: 3 })
+        assert.isUndefined(npmTest!.generalized)
+        assert.strictEqual(npmTest!.replay.savedAsks, 3)
+        assert.strictEqual(npmTest!.replay.flippedDenials, 0)
+
+        const makeBuild = command("make", "build")
+        assert.isDefined(makeBuild)
+        assert.match(makeBuild!.generalized ?? "", /varied: 3 forms/)
+        assert.isUndefined(command("git", "log", "--oneline"), "two acceptances are below --min 3")
+        assert.isUndefined(command("make", "deploy"), "it would have accepted the declined `make deploy prod`")
+        assert.isTrue(found.excluded.some((e) => e.what === "make deploy" && /would accept 1 card/.test(e.reason)))
+
+        const deny = command("npm", "publish")
+        assert.strictEqual(deny?.rule.effect, "deny")
+        assert.strictEqual(deny?.replay.flippedAcceptances, 0)
+
+        const files = byMatch.get(
+          JSON.stringify({ path: { under: "/repo/src" }, method: "item/fileChange/requestApproval" })
+        )
+        assert.isDefined(files, JSON.stringify(found.proposals.map((p) => p.rule.match)))
+        assert.match(files!.generalized ?? "", /a directory instead of files: 3 files/)
+        assert.isDefined(
+          byMatch.get(
+            JSON.stringify({ mcp: { server: "probe", tool: "poke" }, method: "mcpServer/elicitation/request" })
+          )
+        )
+
+        // Never proposed, each with its reason.
+        const reason = (what: string) => found.excluded.find((e) => e.what === what)?.reason ?? "(not excluded)"
+        assert.match(reason("rm -rf dist"), /dangerous: rm \(deletion\)/)
+        assert.match(reason("git push origin main"), /dangerous: git push \(publishing\)/)
+        assert.match(reason("npm test && npm run lint"), /compound/)
+        assert.match(reason("curl https://example.com"), /the current rules already decline it/)
+        assert.match(reason("cargo build"), /a current deny rule covers it/)
+        for (const p of found.proposals) {
+          const argv = p.rule.match.command?.argvPrefix
+          if (argv !== undefined && p.rule.effect === "allow") assert.isUndefined(Suggest.dangerOf(argv), p.rule.id)
+        }
+
+        // The rules file is read by --rules as it is, and replaying it decides what the proposals said.
+        const text = Suggest.rulesFile(found)
+        assert.include(text, "# allow npm test: accepted 3 times (person 3)")
+        const parsed = Policy.parse("suggested.yaml", text, "yaml")
+        assert.strictEqual(parsed._tag, "Right", parsed._tag === "Left" ? parsed.left.message : "")
+        if (parsed._tag === "Right") {
+          const merged = { rules: [...current.rules, ...parsed.right.rules] }
+          // Against the rules in force alone, the proposals add acceptances and flip nothing.
+          const report = Replay.replay(cards, merged)
+          const before = Replay.replay(cards, current)
+          assert.strictEqual(report.totals.overturnedDenials, before.totals.overturnedDenials, report.summary)
+          assert.strictEqual(report.totals.newDenials, before.totals.newDenials, report.summary)
+          assert.isAtLeast(report.totals.wouldAccept, 3 + 3 + 3 + 3)
+        }
+      }),
+    120_000
+  )
+
+  it("a property: for any history, applying every proposal flips no recorded non-acceptance, and nothing dangerous or compound is proposed", async () => {
+    await yieldNow()
+    const lines = [
+      ["npm", "test"],
+      ["npm", "run", "lint"],
+      ["npm", "run", "build"],
+      ["make", "build", "a"],
+      ["make", "build", "b"],
+      ["git", "status"],
+      ["git", "push", "origin"],
+      ["rm", "-rf", "out"],
+      ["cargo", "test"],
+      ["sudo", "apt-get", "install"]
+    ]
+    const card = fc.record({
+      line: fc.nat({ max: lines.length - 1 }),
+      compound: fc.boolean(),
+      outcome: fc.constantFrom("accepted", "declined", "cancelled", "refused", "timeout"),
+      sourceKind: fc.constantFrom("person", "handler", "rule", "deadline", "safety-filter")
+    })
+    fc.assert(
+      fc.property(fc.array(card, { maxLength: 60 }), fc.integer({ min: 1, max: 4 }), (history, min) => {
+        const cards: Array<Suggest.SuggestCard> = history.map((h, i) => {
+          const argv = lines[h.line]!
+          const command = h.compound ? `${argv.join(" ")} && echo done` : argv.join(" ")
+          return {
+            runId: "r",
+            cardId: `c${i}`,
+            method: Cmd,
+            threadId: "thr_1",
+            turnId: "turn_1",
+            workItem: "1",
+            title: command,
+            openedAt: i,
+            facts: {
+              kind: "command",
+              command,
+              argv: h.compound ? [...argv, "&&", "echo", "done"] : argv,
+              simple: !h.compound,
+              cwd: "/repo",
+              complete: true,
+              masked: false
+            },
+            settlement: {
+              outcome: h.outcome as "accepted",
+              source: h.sourceKind === "rule" ? "rule:r1" : h.sourceKind,
+              sourceKind: h.sourceKind,
+              decision: undefined
+            }
+          }
+        })
+        const found = Suggest.suggest(cards, { rules: [] }, { min })
+        for (const p of found.proposals) {
+          const argv = p.rule.match.command!.argvPrefix
+          if (p.rule.effect === "allow" && Suggest.dangerOf(argv) !== undefined) return false
+          if (argv.includes("&&")) return false
+          if (p.evidence.length < min) return false
+        }
+        const report = Replay.replay(cards, { rules: found.proposals.map((p) => p.rule) })
+        return report.totals.overturnedDenials === 0 && report.totals.newDenials === 0
+      }),
+      { numRuns: 300 }
+    )
+  }, 120_000)
+})
