@@ -492,12 +492,27 @@ describe("WorkItemEntity on an in-memory runner", () => {
 
         // The card stranded by the new owner: the decision is answered from storage, nothing written.
         const a = yield* openThenTaken("taken-a", true)
+        // A follower subscribed here (its snapshot received) before the runner learns of the loss.
+        const followed = yield* Queue.unbounded<Wire.ItemEvent>()
+        const follower = yield* client.events("taken-a").pipe(
+          Stream.runForEach((e) => Queue.offer(followed, e)),
+          Effect.fork
+        )
+        assert.strictEqual((yield* Queue.take(followed)).line["type"], "item.snapshot")
         assert.deepStrictEqual(
           yield* client.answer("taken-a", a.card, { _tag: "Accept" }),
           new Wire.AlreadySettled({ outcome: "stranded" })
         )
         // The runner learnt it lost the item: it stops driving it (the turn interrupted, the card refused to codex).
         yield* stoppedHere("taken-a")
+        // ... and ends its followers' subscriptions, so that they subscribe again and reach the
+        // new owner (before, they stayed here, hearing nothing more); a new one ends at once.
+        yield* Fiber.join(follower).pipe(Effect.timeout("30 seconds"))
+        const again = yield* client.events("taken-a").pipe(Stream.runCollect, Effect.timeout("30 seconds"))
+        assert.isFalse(
+          [...again].some((e) => e.line["type"] === "card.settled"),
+          "the lost activation says nothing about the card after the loss"
+        )
         assert.deepStrictEqual((yield* fake.answerTo(a.requestId))["result"], { decision: "decline" })
         assert.deepStrictEqual(
           yield* client.answer("taken-a", a.card, { _tag: "Accept" }),

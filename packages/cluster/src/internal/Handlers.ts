@@ -103,10 +103,24 @@ export const make = Effect.gen(function* () {
     hub.unsafeOffer(event)
   }
 
+  /**
+   * Ended when this activation stops driving the item (it lost it, or its lease ran out): the
+   * live subscriptions open then end, so that their followers (`ClusterClient.follow`) subscribe
+   * again and reach the runner that holds the item now. Without it a follower stayed on a runner
+   * cut off from the store, which says nothing more about the item, and never saw the new owner's
+   * lines (the stranded card's settlement among them). A new one is made for later subscriptions.
+   */
+  let subscriptionsEnd = Deferred.unsafeMake<void>(FiberId.none)
+  const endSubscriptions = () => {
+    Deferred.unsafeDone(subscriptionsEnd, Exit.void)
+    subscriptionsEnd = Deferred.unsafeMake<void>(FiberId.none)
+  }
+
   /** Stop the item's run here (its turn interrupted, its open cards refused), in the background. */
-  const stopDriving = Effect.suspend(() =>
-    handle === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(handle.stop, entityScope))
-  )
+  const stopDriving = Effect.suspend(() => {
+    endSubscriptions()
+    return handle === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(handle.stop, entityScope))
+  })
 
   /** A conditional write changed nothing: another runner took the item. */
   const markLost = (what: string) =>
@@ -656,11 +670,14 @@ export const make = Effect.gen(function* () {
           const past = history.slice()
           if (!running && final(status.status)) return Stream.make(snapshot, ...past)
           if (past.some((e) => e.line["type"] === "item.finished")) return Stream.make(snapshot, ...past)
+          // An activation that lost the item says nothing more: what it had said, and the end.
+          if (lost) return Stream.make(snapshot, ...past)
           return Stream.concat(
             Stream.make(snapshot, ...past),
             Stream.fromQueue(subscription).pipe(
               Stream.filter((e) => e.seq >= firstSeq + past.length),
-              Stream.takeUntil((e) => e.line["type"] === "item.finished")
+              Stream.takeUntil((e) => e.line["type"] === "item.finished"),
+              Stream.interruptWhen(Deferred.await(subscriptionsEnd))
             )
           )
         })
