@@ -448,7 +448,6 @@ export const suggest = (
       return
     }
     const id = idFor(effect, group.matcher)
-    const evidenceKeys = new Set(group.cards.map(cardKey))
     const description = `${effect === "allow" ? "accepted" : "declined"} ${group.cards.length} times`
     const rule = ruleOf(id, effect, group.matcher, description)
     const decoded = Policy.decodeRules({ rules: [...current.rules, rule] })
@@ -507,8 +506,7 @@ export const suggest = (
         `${effect} ${what}: ${description} (${Object.entries(deciders)
           .map(([s, n]) => `${s} ${n}`)
           .join(", ")}); replay over ${report.totals.cards} cards: decides ${mine.length}, ` +
-        `${effect === "allow" ? `saves ${savedAsks} ask${savedAsks === 1 ? "" : "s"}, flips no decline` : "flips no acceptance"}` +
-        (evidenceKeys.size < mine.length ? "" : "")
+        `${effect === "allow" ? `saves ${savedAsks} ask${savedAsks === 1 ? "" : "s"}, flips no decline` : "flips no acceptance"}`
     })
   }
   for (const g of allowGroups.values()) consider(g, "allow")
