@@ -9,11 +9,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Postgres from "@warden/test-support/Postgres"
-import { freePort } from "@warden/test-support/Processes"
-import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
+import { ProcessTree, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
-import { lastShards, shardingFlags, until } from "./support/Fleet.js"
+import { lastShards, startRunner, submitArgs, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 16
@@ -39,27 +38,7 @@ describe("decisions in a fleet (real codex 0.171.0)", () => {
           )
         })
         const pg = yield* Postgres.start()
-        const runner = Effect.gen(function* () {
-          const port = yield* freePort
-          const cli = yield* CliProcess.spawn(
-            [
-              "runner",
-              "--cluster",
-              pg.url,
-              "--listen",
-              `127.0.0.1:${port}`,
-              "--codex",
-              codex.launch.command,
-              ...Codex.flagsOf(codex.launch),
-              ...shardingFlags,
-              "--concurrency",
-              String(ITEMS)
-            ],
-            { env: codex.env, stdin: "ignore" }
-          )
-          const ready = yield* cli.waitForJson("runner ready", (l) => l.type === "runner.ready", "120 seconds")
-          return { cli, address: String(ready["address"]) }
-        })
+        const runner = startRunner({ cluster: pg.url, launch: codex.launch, extra: ["--concurrency", String(ITEMS)] })
         const a = yield* runner
         yield* until("runner A holding the 300 shards", () => lastShards(a.cli) === 300)
         const b = yield* runner
@@ -69,20 +48,11 @@ describe("decisions in a fleet (real codex 0.171.0)", () => {
         )
 
         const submit = yield* CliProcess.spawn(
-          [
-            "submit",
-            "--cluster",
-            pg.url,
-            "--json",
-            "--approvals",
-            "stdin",
-            "--cwd",
-            codex.launch.workspace,
-            "--sandbox",
-            "workspace-write",
-            ...shardingFlags,
-            ...Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`d${i}`)} run the command`)
-          ],
+          submitArgs({
+            cluster: pg.url,
+            workspace: codex.launch.workspace,
+            lanes: Array.from({ length: ITEMS }, (_, i) => `d${i}`)
+          }),
           { env: codex.env }
         )
         const opened = () => submit.json().filter((l) => l.type === "card.opened")

@@ -20,10 +20,9 @@ import { Ledger } from "@warden/ledger"
 import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Layer, Schedule } from "effect"
-import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import * as CliProcess from "./support/CliProcess.js"
-import { lastShards, shardingFlags, until } from "./support/Fleet.js"
+import { lastShards, shardingFlags, startRunner, submitArgs, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 30
@@ -48,23 +47,10 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
       Effect.gen(function* () {
         const codex = yield* Codex.setup({ lanes })
         const pg = yield* Postgres.start()
-        const runnerFlags = [
-          "--codex",
-          codex.launch.command,
-          ...Codex.flagsOf(codex.launch),
-          ...shardingFlags,
-          "--concurrency",
-          "12"
-        ]
         const runners: Array<{ cli: CliProcess.Cli; runId: string; address: string; codexPids: Array<number> }> = []
         for (let i = 0; i < 3; i++) {
-          const port = yield* freePort
-          const cli = yield* CliProcess.spawn(
-            ["runner", "--cluster", pg.url, "--listen", `127.0.0.1:${port}`, ...runnerFlags],
-            { env: codex.env, stdin: "ignore" }
-          )
-          const ready = yield* cli.waitForJson(`runner ${i} ready`, (l) => l.type === "runner.ready", "120 seconds")
-          runners.push({ cli, runId: String(ready["runId"]), address: String(ready["address"]), codexPids: [] })
+          const runner = yield* startRunner({ cluster: pg.url, launch: codex.launch, extra: ["--concurrency", "12"] })
+          runners.push({ ...runner, codexPids: [] })
           // One at a time: each joins once the ones before it hold every shard between them.
           yield* until(
             `${i + 1} runner(s) holding the 300 shards`,
@@ -74,23 +60,13 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         }
         const victim = runners[2]!
 
-        const prompts = Array.from({ length: ITEMS }, (_, i) => `${ScriptedModel.laneMarker(`i${i}`)} run the command`)
         const started = Date.now()
         const submit = yield* CliProcess.spawn(
-          [
-            "submit",
-            "--cluster",
-            pg.url,
-            "--json",
-            "--approvals",
-            "stdin",
-            "--cwd",
-            codex.launch.workspace,
-            "--sandbox",
-            "workspace-write",
-            ...shardingFlags,
-            ...prompts
-          ],
+          submitArgs({
+            cluster: pg.url,
+            workspace: codex.launch.workspace,
+            lanes: Array.from({ length: ITEMS }, (_, i) => `i${i}`)
+          }),
           { env: codex.env }
         )
         const decisions = new Map<string, "accept" | "decline">()

@@ -6,14 +6,12 @@
  * finds everything finished and asks nobody anything.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Postgres from "@warden/test-support/Postgres"
-import { ScriptedModel, Step } from "@warden/testkit"
+import { Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import * as Codex from "./support/Codex.js"
-import { lastShards, shardingFlags, startRunner, until } from "./support/Fleet.js"
+import { oneRunnerFleet, submitArgs } from "./support/Fleet.js"
 
 describe("warden submit --submission (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -24,28 +22,9 @@ describe("warden submit --submission (real codex 0.171.0)", () => {
           Step.execCommand({ cmd: `echo ${word} >> ran.txt`, escalated: true, justification: "resubmit test" }),
           Step.message(`done ${word}`)
         ]
-        const codex = yield* Codex.setup({ lanes: { first: step("first"), second: step("second") } })
-        const pg = yield* Postgres.start()
-        const { cli: runner } = yield* startRunner({ cluster: pg.url, launch: codex.launch })
-        yield* until("the runner holding the 300 shards", () => lastShards(runner) === 300)
-
-        const args = (submission: string) => [
-          "submit",
-          "--cluster",
-          pg.url,
-          "--json",
-          "--approvals",
-          "stdin",
-          "--submission",
-          submission,
-          "--cwd",
-          codex.launch.workspace,
-          "--sandbox",
-          "workspace-write",
-          ...shardingFlags,
-          `${ScriptedModel.laneMarker("first")} run it`,
-          `${ScriptedModel.laneMarker("second")} run it`
-        ]
+        const { codex, pg } = yield* oneRunnerFleet({ lanes: { first: step("first"), second: step("second") } })
+        const args = (submission: string) =>
+          submitArgs({ cluster: pg.url, workspace: codex.launch.workspace, lanes: ["first", "second"], submission })
         const cardOf = (cli: CliProcess.Cli, item: number) =>
           cli.waitForJson(`item ${item}'s card open`, (l) => l.type === "card.opened" && l["item"] === item)
         const accept = (cli: CliProcess.Cli, card: CliProcess.JsonLine) =>

@@ -6,14 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Invariants } from "@warden/cluster"
-import * as Postgres from "@warden/test-support/Postgres"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import * as Codex from "./support/Codex.js"
-import { lastShards, shardingFlags, startRunner, until } from "./support/Fleet.js"
+import { oneRunnerFleet, submitArgs } from "./support/Fleet.js"
 
 describe("warden runner --rules / --approval-timeout (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -24,38 +22,24 @@ describe("warden runner --rules / --approval-timeout (real codex 0.171.0)", () =
           Step.execCommand({ cmd, escalated: true, justification: "runner cards test" }),
           Step.message("done")
         ]
-        const codex = yield* Codex.setup({
-          lanes: { ruled: step("echo warden-runner-rule"), unanswered: step("touch /var/tmp/warden-runner-unanswered") }
-        })
-        const rules = Path.join(codex.launch.home, "rules.yaml")
-        Fs.writeFileSync(
-          rules,
-          "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n"
+        const { codex, pg } = yield* oneRunnerFleet(
+          {
+            lanes: {
+              ruled: step("echo warden-runner-rule"),
+              unanswered: step("touch /var/tmp/warden-runner-unanswered")
+            }
+          },
+          (codex) => {
+            const rules = Path.join(codex.launch.home, "rules.yaml")
+            Fs.writeFileSync(
+              rules,
+              "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n"
+            )
+            return ["--rules", rules, "--approval-timeout", "3s"]
+          }
         )
-        const pg = yield* Postgres.start()
-        const { cli: runner } = yield* startRunner({
-          cluster: pg.url,
-          launch: codex.launch,
-          extra: ["--rules", rules, "--approval-timeout", "3s"]
-        })
-        yield* until("the runner holding the 300 shards", () => lastShards(runner) === 300)
-
         const submit = yield* CliProcess.runToEnd(
-          [
-            "submit",
-            "--cluster",
-            pg.url,
-            "--json",
-            "--approvals",
-            "stdin",
-            "--cwd",
-            codex.launch.workspace,
-            "--sandbox",
-            "workspace-write",
-            ...shardingFlags,
-            `${ScriptedModel.laneMarker("ruled")} echo`,
-            `${ScriptedModel.laneMarker("unanswered")} touch`
-          ],
+          submitArgs({ cluster: pg.url, workspace: codex.launch.workspace, lanes: ["ruled", "unanswered"] }),
           { env: codex.env }
         )
         assert.deepStrictEqual(submit.exited, { code: 0, signal: null }, submit.stderr.slice(-3000))

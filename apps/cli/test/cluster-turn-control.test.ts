@@ -6,14 +6,12 @@
  * exit 1, saying so.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Postgres from "@warden/test-support/Postgres"
-import { ScriptedModel, Step } from "@warden/testkit"
+import { Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import * as Codex from "./support/Codex.js"
-import { lastShards, shardingFlags, startRunner, until } from "./support/Fleet.js"
+import { oneRunnerFleet, shardingFlags, submitArgs } from "./support/Fleet.js"
 
 describe("warden steer / interrupt --cluster (real codex 0.171.0)", () => {
   it.scopedLive(
@@ -24,31 +22,16 @@ describe("warden steer / interrupt --cluster (real codex 0.171.0)", () => {
           Step.execCommand({ cmd, escalated: true, justification: "turn control test" }),
           Step.message("done")
         ]
-        const codex = yield* Codex.setup({
+        const { codex, pg } = yield* oneRunnerFleet({
           lanes: { steered: step("echo steered"), interrupted: step("touch interrupted.txt") }
         })
-        const pg = yield* Postgres.start()
-        const { cli: runner } = yield* startRunner({ cluster: pg.url, launch: codex.launch })
-        yield* until("the runner holding the 300 shards", () => lastShards(runner) === 300)
-
         const submit = yield* CliProcess.spawn(
-          [
-            "submit",
-            "--cluster",
-            pg.url,
-            "--json",
-            "--approvals",
-            "stdin",
-            "--submission",
-            "tc",
-            "--cwd",
-            codex.launch.workspace,
-            "--sandbox",
-            "workspace-write",
-            ...shardingFlags,
-            `${ScriptedModel.laneMarker("steered")} run it`,
-            `${ScriptedModel.laneMarker("interrupted")} run it`
-          ],
+          submitArgs({
+            cluster: pg.url,
+            workspace: codex.launch.workspace,
+            lanes: ["steered", "interrupted"],
+            submission: "tc"
+          }),
           { env: codex.env }
         )
         const cardOf = (item: number) =>

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const secret = "sk-live-Q9x2LmN8pR4tV6wY1zA3bC5d"
 
@@ -22,18 +22,9 @@ const recordFixture = (dir: string) =>
     )
     const db = Path.join(dir, "ledger.db")
     const result = yield* CliProcess.runToEnd([
-      "run",
-      "--codex",
-      codex,
-      "--json",
-      "--approvals",
-      "rules",
+      ...recordedRunArgs(codex, db, "rules"),
       "--rules",
       rules,
-      "--state",
-      db,
-      "--restarts",
-      "0",
       "--concurrency",
       "1",
       "echo hi|rm -rf /tmp/x",

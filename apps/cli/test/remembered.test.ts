@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 import * as Tmux from "./support/Tmux.js"
 
 const wire = (file: string): ReadonlyArray<{ command: string; result: any }> =>
@@ -36,22 +36,7 @@ describe("warden run: remembered decisions", () => {
         // Run 1: item 0 asks `echo hi` (answered "always"); item 1 asks `echo hi` again (remembered)
         // and `echo a; echo b` (not a simple command: "always" cannot be remembered, the card stays open).
         const cli = yield* CliProcess.spawn(
-          [
-            "run",
-            "--codex",
-            codex,
-            "--json",
-            "--approvals",
-            "stdin",
-            "--state",
-            db,
-            "--restarts",
-            "0",
-            "--concurrency",
-            "1",
-            "echo hi",
-            "echo hi|echo a; echo b"
-          ],
+          [...recordedRunArgs(codex, db), "--concurrency", "1", "echo hi", "echo hi|echo a; echo b"],
           { env: { LEDGER_FAKE_ANSWERS: answers1 } }
         )
         const first = yield* cli.waitForJson("the first card", (l) => l.type === "card.opened" && l.item === 0)
@@ -106,24 +91,9 @@ describe("warden run: remembered decisions", () => {
           "rules:\n  - id: no-echo-hi\n    effect: deny\n    match: { command: { argvPrefix: [echo, hi] } }\n"
         )
         const answers2 = Path.join(dir, "answers2.jsonl")
-        const denied = yield* CliProcess.runToEnd(
-          [
-            "run",
-            "--codex",
-            codex,
-            "--json",
-            "--approvals",
-            "deny",
-            "--rules",
-            deny,
-            "--state",
-            db,
-            "--restarts",
-            "0",
-            "echo hi"
-          ],
-          { env: { LEDGER_FAKE_ANSWERS: answers2 } }
-        )
+        const denied = yield* CliProcess.runToEnd([...recordedRunArgs(codex, db, "deny"), "--rules", deny, "echo hi"], {
+          env: { LEDGER_FAKE_ANSWERS: answers2 }
+        })
         assert.strictEqual(denied.exited.code, 0, denied.stderr)
         assert.deepStrictEqual(
           denied
@@ -139,22 +109,9 @@ describe("warden run: remembered decisions", () => {
 
         // Run 3: loaded from the ledger at start, the rule accepts `echo hi` (and nothing else: `echo hi there` is declined).
         const answers3 = Path.join(dir, "answers3.jsonl")
-        const later = yield* CliProcess.runToEnd(
-          [
-            "run",
-            "--codex",
-            codex,
-            "--json",
-            "--approvals",
-            "deny",
-            "--state",
-            db,
-            "--restarts",
-            "0",
-            "echo hi|echo hi there"
-          ],
-          { env: { LEDGER_FAKE_ANSWERS: answers3 } }
-        )
+        const later = yield* CliProcess.runToEnd([...recordedRunArgs(codex, db, "deny"), "echo hi|echo hi there"], {
+          env: { LEDGER_FAKE_ANSWERS: answers3 }
+        })
         assert.strictEqual(later.exited.code, 0, later.stderr)
         assert.deepStrictEqual(
           wire(answers3)
@@ -193,10 +150,9 @@ describe("warden run: remembered decisions", () => {
         const unknown = yield* CliProcess.runToEnd(["rules", "revoke", "nope", "--state", db])
         assert.strictEqual(unknown.exited.code, 2)
         const answers4 = Path.join(dir, "answers4.jsonl")
-        const after = yield* CliProcess.runToEnd(
-          ["run", "--codex", codex, "--json", "--approvals", "deny", "--state", db, "--restarts", "0", "echo hi"],
-          { env: { LEDGER_FAKE_ANSWERS: answers4 } }
-        )
+        const after = yield* CliProcess.runToEnd([...recordedRunArgs(codex, db, "deny"), "echo hi"], {
+          env: { LEDGER_FAKE_ANSWERS: answers4 }
+        })
         assert.strictEqual(after.exited.code, 0, after.stderr)
         assert.deepStrictEqual(
           wire(answers4).map((a) => a.result?.decision),
@@ -215,10 +171,9 @@ describe("warden run: remembered decisions", () => {
         const db = Path.join(dir, "ledger.db")
         const answers = Path.join(dir, "answers.jsonl")
         const command = "mysql -uroot -pHunter2Secret9x -e 'select 1'"
-        const cli = yield* CliProcess.spawn(
-          ["run", "--codex", codex, "--json", "--approvals", "stdin", "--state", db, "--restarts", "0", command],
-          { env: { LEDGER_FAKE_ANSWERS: answers } }
-        )
+        const cli = yield* CliProcess.spawn([...recordedRunArgs(codex, db), command], {
+          env: { LEDGER_FAKE_ANSWERS: answers }
+        })
         const card = yield* cli.waitForJson("the card", (l) => l.type === "card.opened")
         yield* cli.write(JSON.stringify({ cardId: card.cardId, decision: "always" }) + "\n")
         const refusal = yield* cli.waitForStderr("the refusal", (t) => t.includes(`card ${card.cardId} not remembered`))

@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { writeFakeCodex } from "./support/LedgerCodex.js"
+import { recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden rules suggest", () => {
   it.scopedLive(
@@ -22,16 +22,7 @@ describe("warden rules suggest", () => {
         const parts = ["npm test", "npm publish", "rm -rf dist"]
         // Three items, each asking the three commands; the person accepts npm test and rm -rf, declines npm publish.
         const run = yield* CliProcess.spawn([
-          "run",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "stdin",
-          "--state",
-          db,
-          "--restarts",
-          "0",
+          ...recordedRunArgs(codex, db),
           "--concurrency",
           "1",
           ...[1, 2, 3].map(() => parts.join("|"))

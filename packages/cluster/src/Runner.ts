@@ -20,6 +20,7 @@ import * as Path from "node:path"
 import * as Handlers from "./internal/Handlers.js"
 import * as ItemStore from "./internal/ItemStore.js"
 import * as ShardLease from "./internal/ShardLease.js"
+import * as Storage from "./Storage.js"
 import { WorkItemEntity } from "./WorkItemEntity.js"
 
 /** Who a runner process is: its run id (the incarnation of every item it runs) and its address. */
@@ -97,7 +98,7 @@ const leaseLayer = (margin: Duration.DurationInput | undefined) =>
 const leasedRunnerStorage = Layer.scoped(
   RunnerStorage.RunnerStorage,
   Effect.gen(function* () {
-    const storage = yield* Effect.orDie(SqlRunnerStorage.make({}))
+    const storage = yield* Effect.orDie(SqlRunnerStorage.make({ prefix: Storage.ENGINE_TABLE_PREFIX }))
     return ShardLease.leasedStorage(storage, yield* LeaseBook)
   })
 )
@@ -149,7 +150,12 @@ export const layer = (
   // SQL lock storage reporting to the lease book (the lease and the engine read one configuration).
   const lease = leaseLayer(options.leaseMargin).pipe(Layer.provideMerge(ShardingConfig.layerFromEnv(config)))
   const sharding = NodeClusterSocket.layer({ storage: "byo", shardingConfig: config }).pipe(
-    Layer.provide(Layer.merge(Layer.orDie(SqlMessageStorage.layer), leasedRunnerStorage)),
+    Layer.provide(
+      Layer.merge(
+        Layer.orDie(SqlMessageStorage.layerWith({ prefix: Storage.ENGINE_TABLE_PREFIX })),
+        leasedRunnerStorage
+      )
+    ),
     Layer.provideMerge(lease)
   )
   const address = `${options.host}:${options.port}`

@@ -11,6 +11,17 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Layer, Redacted } from "effect"
 import type { Duration } from "effect"
 
+/**
+ * The prefix of the engine's own tables (`cluster_runners`, `cluster_locks`, `cluster_messages`,
+ * ...): the runners create them with it, and whatever reads them (`warden fleet`) names them with
+ * `engineTable`. Warden's own rows are in the `warden_cluster_*` tables.
+ */
+export const ENGINE_TABLE_PREFIX = "cluster"
+
+/** The name of the engine's table `name` (`runners`, `locks`, ...): `cluster_runners`. */
+export const engineTable = (name: "runners" | "locks" | "messages" | "replies"): string =>
+  `${ENGINE_TABLE_PREFIX}_${name}`
+
 /** How long a PostgreSQL connection may take to be made (see `layer`). */
 export const DEFAULT_CONNECT_TIMEOUT: Duration.DurationInput = "5 seconds"
 

@@ -259,18 +259,23 @@ const matcherOf = (
 
 const depth = (dir: string) => dir.split("/").filter(Boolean).length
 
+/** How many leading words every list of `lists` (at least one) shares with the first. */
+const commonPrefixLength = (lists: ReadonlyArray<ReadonlyArray<string>>): number => {
+  const first = lists[0]!
+  let n = first.length
+  for (const l of lists) {
+    let i = 0
+    while (i < n && i < l.length && l[i] === first[i]) i++
+    n = i
+  }
+  return n
+}
+
 /** The deepest directory holding every path (absolute paths only), or undefined. */
 const commonDirectory = (paths: ReadonlyArray<string>): string | undefined => {
   if (paths.length === 0 || paths.some((p) => !p.startsWith("/") || p.includes("\u0000"))) return undefined
   const dirs = paths.map((p) => p.split("/").filter(Boolean).slice(0, -1))
-  const first = dirs[0]!
-  let n = first.length
-  for (const d of dirs) {
-    let i = 0
-    while (i < n && i < d.length && d[i] === first[i]) i++
-    n = i
-  }
-  return `/${first.slice(0, n).join("/")}`
+  return `/${dirs[0]!.slice(0, commonPrefixLength(dirs)).join("/")}`
 }
 
 const keyOf = (m: Matcher) =>
@@ -364,12 +369,7 @@ export const suggest = (
     const total = small.reduce((n, g) => n + g.cards.length, 0)
     if (small.length < 2 || total < min) continue
     const argvs = small.map((g) => (g.matcher as { argv: ReadonlyArray<string> }).argv)
-    let n = argvs[0]!.length
-    for (const a of argvs) {
-      let i = 0
-      while (i < n && i < a.length && a[i] === argvs[0]![i]) i++
-      n = i
-    }
+    const n = commonPrefixLength(argvs)
     if (n < 2) continue
     const matcher: Matcher = { _tag: "command", argv: argvs[0]!.slice(0, n) }
     const key = keyOf(matcher)

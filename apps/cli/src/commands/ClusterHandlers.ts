@@ -4,7 +4,7 @@
  */
 import { ShardId, Sharding } from "@effect/cluster"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Policy, SecretMask } from "@warden/approvals"
+import { SecretMask } from "@warden/approvals"
 import { ClusterClient, Runner, Storage, Wire } from "@warden/cluster"
 import { CodexCommand } from "@warden/supervisor"
 import { ChildEnv } from "@warden/transport"
@@ -25,6 +25,7 @@ import {
 import { randomBytes } from "node:crypto"
 import * as Readline from "node:readline"
 import * as ExitCodes from "../contract/ExitCodes.js"
+import * as Opts from "../contract/Options.js"
 import * as StdinDecisions from "../answering/StdinDecisions.js"
 
 /** `warden runner`'s options. */
@@ -139,9 +140,7 @@ export const runner = (o: RunnerInput) =>
       return yield* Effect.fail(ExitCodes.usage(`--listen expects HOST:PORT, got ${JSON.stringify(o.listen)}`))
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
-    const rules = Option.isSome(o.rules)
-      ? yield* Policy.load(o.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
-      : undefined
+    const rules = Option.isSome(o.rules) ? yield* Opts.loadRules(o.rules.value) : undefined
     // The database URL may carry its password: no child (codex, git) gets a variable holding it.
     ChildEnv.withhold(o.cluster)
     const live = report.pipe(
@@ -544,11 +543,11 @@ export const fleet = (o: FleetInput) =>
         orElse: () => sql.literal(`((julianday('now') - julianday(${column})) * 86400.0)`)
       })
     const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown; age: unknown }>`
-        SELECT address, healthy, last_heartbeat, ${ageOf("last_heartbeat")} AS age FROM cluster_runners ORDER BY address`.pipe(
+        SELECT address, healthy, last_heartbeat, ${ageOf("last_heartbeat")} AS age FROM ${sql(Storage.engineTable("runners"))} ORDER BY address`.pipe(
       Effect.orElseSucceed(() => [])
     )
     const locks = yield* sql<{ address: string; age: unknown }>`
-        SELECT address, ${ageOf("acquired_at")} AS age FROM cluster_locks`.pipe(
+        SELECT address, ${ageOf("acquired_at")} AS age FROM ${sql(Storage.engineTable("locks"))}`.pipe(
       Effect.map((rows) => rows as ReadonlyArray<{ address: string; age: unknown }> | undefined),
       Effect.orElseSucceed(() => undefined)
     )

@@ -19,7 +19,7 @@
  * writable) is exit 2, as in every command (`StatePath.check`).
  */
 import { Args, Command, Options } from "@effect/cli"
-import { CardText, Policy } from "@warden/approvals"
+import { CardText } from "@warden/approvals"
 import { Duration, Effect, Either, Option } from "effect"
 import type { Scope } from "effect"
 import * as Fs from "node:fs"
@@ -402,10 +402,7 @@ const test = Command.make(
   "test",
   {
     state: Opts.state,
-    rules: Options.text("rules").pipe(
-      Options.withPseudoName("CANDIDATE"),
-      Options.withDescription("the candidate policy rules (.json, .yaml, .yml)")
-    ),
+    rules: Opts.rulesFile("CANDIDATE", "the candidate policy rules (.json, .yaml, .yml)"),
     ...filterOptions,
     json
   },
@@ -413,7 +410,7 @@ const test = Command.make(
     Effect.scoped(
       Effect.gen(function* () {
         const filter = yield* cardFilter(args)
-        const candidate = yield* Policy.load(args.rules).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+        const candidate = yield* Opts.loadRules(args.rules)
         const { ledger, StateLedger } = yield* readLedger(args.state)
         const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
         // As in a run: the remembered rules in force decide what no candidate rule decides (a deny still wins).
@@ -481,13 +478,10 @@ const suggest = Command.make(
   "suggest",
   {
     state: Opts.state,
-    rules: Options.text("rules").pipe(
-      Options.withPseudoName("CURRENT"),
-      Options.withDescription(
-        "the rules in force now (.json, .yaml, .yml): what they decide is not proposed again, a deny of theirs always wins"
-      ),
-      Options.optional
-    ),
+    rules: Opts.rulesFile(
+      "CURRENT",
+      "the rules in force now (.json, .yaml, .yml): what they decide is not proposed again, a deny of theirs always wins"
+    ).pipe(Options.optional),
     min: Options.integer("min").pipe(
       Options.withDefault(3),
       Options.withDescription("decisions needed for a proposal (default 3)")
@@ -505,9 +499,7 @@ const suggest = Command.make(
       Effect.gen(function* () {
         if (args.min < 1) return yield* ExitCodes.usage("--min takes a number of decisions, 1 or more")
         const filter = yield* cardFilter(args)
-        const current = Option.isSome(args.rules)
-          ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
-          : { rules: [] }
+        const current = Option.isSome(args.rules) ? yield* Opts.loadRules(args.rules.value) : { rules: [] }
         const { ledger, StateLedger } = yield* readLedger(args.state)
         const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
         const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))

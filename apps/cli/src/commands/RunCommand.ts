@@ -3,7 +3,6 @@
  * app-server (or `--pool N`), at most `--concurrency` at once; exits when all have ended.
  */
 import { Args, Command } from "@effect/cli"
-import { Policy } from "@warden/approvals"
 import { CodexCommand, Config as SupervisorConfig, RunId, Worktree } from "@warden/supervisor"
 import { ChildEnv } from "@warden/transport"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
@@ -220,9 +219,7 @@ export const execute = (args: Common, plan: Plan) =>
       return yield* ExitCodes.usage("--approvals rules needs --rules FILE")
     }
     if (Option.isSome(args.audit)) yield* writable(args.audit.value)
-    const rules = Option.isSome(args.rules)
-      ? yield* Policy.load(args.rules.value).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
-      : undefined
+    const rules = Option.isSome(args.rules) ? yield* Opts.loadRules(args.rules.value) : undefined
     const handler = ApprovalModes.handlerFor(mode)
     // The connection cards' remembered lookup, through the recorder once it is open (no card opens before).
     const opened: { current?: import("../state/StateLedger.js").Recorder } = {}

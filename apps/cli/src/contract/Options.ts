@@ -3,8 +3,10 @@
  * defaults and validation. A value that does not validate is a usage error (exit 2).
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Policy } from "@warden/approvals"
 import { Effect, Either } from "effect"
 import * as Durations from "./Durations.js"
+import * as ExitCodes from "./ExitCodes.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 
@@ -96,11 +98,21 @@ export const approvals = Options.choice("approvals", ["prompt", "deny", "rules",
   Options.optional
 )
 
-export const rules = Options.text("rules").pipe(
-  Options.withPseudoName("FILE"),
-  Options.withDescription("policy rules (.json, .yaml, .yml), applied first in every --approvals mode"),
-  Options.optional
-)
+/**
+ * A `--rules` option naming a policy rules file (.json, .yaml, .yml); `pseudo` and `description`
+ * say which rules the command means. Loaded with `loadRules`.
+ */
+export const rulesFile = (pseudo: string, description: string): Options.Options<string> =>
+  Options.text("rules").pipe(Options.withPseudoName(pseudo), Options.withDescription(description))
+
+/** The rules file of a `--rules` option, or a usage error (exit 2) saying what is wrong with it. */
+export const loadRules = (path: string): Effect.Effect<Policy.Rules, ExitCodes.CliExit> =>
+  Policy.load(path).pipe(Effect.mapError((e) => ExitCodes.usage(e.message)))
+
+export const rules = rulesFile(
+  "FILE",
+  "policy rules (.json, .yaml, .yml), applied first in every --approvals mode"
+).pipe(Options.optional)
 
 export const approvalTimeout = durationOption(
   "approval-timeout",

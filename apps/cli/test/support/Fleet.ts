@@ -1,12 +1,15 @@
 /**
  * What the CLI's fleet tests (`warden runner`, `warden submit` on PostgreSQL) share: the test
  * sharding timings as `--sharding` flags, the shard count a runner last reported, a bounded
- * wait on state spread over several processes' output, one way to start a runner, and the
- * two-drivers check over what the model was asked (`unclaimedDrivers`).
+ * wait on state spread over several processes' output, one way to start a runner, one fleet of a
+ * single runner, the argv of a `warden submit` answered on stdin, and the two-drivers check over
+ * what the model was asked (`unclaimedDrivers`).
  */
-import { shardingTimings } from "@warden/test-support/ShardingTimings"
+import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
-import type { RealCodex, ScriptedModel, TestProcess } from "@warden/testkit"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
+import type { RealCodex, TestProcess } from "@warden/testkit"
+import { ScriptedModel } from "@warden/testkit"
 import { type Duration, Effect, Schedule, type Scope } from "effect"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
@@ -73,6 +76,50 @@ export const startRunner = (options: {
     const ready = yield* cli.waitForJson(`runner on ${listen} ready`, (l) => l.type === "runner.ready", "120 seconds")
     return { cli, runId: String(ready["runId"]), address: String(ready["address"]) }
   })
+
+/**
+ * One runner on a fresh PostgreSQL, driving real codex against a model scripted with `script`,
+ * holding all 300 shards before this returns. `extra(codex)` gives more `warden runner` flags
+ * (`--rules`, ...); it may write their files into the codex home first.
+ */
+export const oneRunnerFleet = (
+  script: ScriptedModel.ScriptInput,
+  extra: (codex: Codex.Setup) => ReadonlyArray<string> = () => []
+) =>
+  Effect.gen(function* () {
+    const codex = yield* Codex.setup(script)
+    const pg = yield* Postgres.start()
+    const { cli: runner } = yield* startRunner({ cluster: pg.url, launch: codex.launch, extra: extra(codex) })
+    yield* until("the runner holding the 300 shards", () => lastShards(runner) === 300)
+    return { codex, pg, runner }
+  })
+
+/**
+ * `warden submit` on `cluster` with JSON lines out and decisions on stdin, the items' commands run
+ * in `workspace` (workspace-write), the tests' sharding timings, one item per lane of `lanes`
+ * (its prompt `<lane marker> <prompt>`), and `--submission` when named.
+ */
+export const submitArgs = (options: {
+  readonly cluster: string
+  readonly workspace: string
+  readonly lanes: ReadonlyArray<string>
+  readonly prompt?: string
+  readonly submission?: string
+}): ReadonlyArray<string> => [
+  "submit",
+  "--cluster",
+  options.cluster,
+  "--json",
+  "--approvals",
+  "stdin",
+  ...(options.submission !== undefined ? ["--submission", options.submission] : []),
+  "--cwd",
+  options.workspace,
+  "--sandbox",
+  "workspace-write",
+  ...shardingFlags,
+  ...options.lanes.map((lane) => `${ScriptedModel.laneMarker(lane)} ${options.prompt ?? "run the command"}`)
+]
 
 /** One taking of an item, as `warden_cluster_claims` keeps it. */
 export interface Claim {

@@ -105,16 +105,21 @@ export const crashOnceRecorded = (
   })
 
 /**
- * `warden run` recording into the ledger `db`, answering from stdin, never restarting its
- * app-server: the start of every "run, then crash it" test. `codex` is `--codex PATH` (a fake) or
- * the flags of a real codex (`Codex.setup`'s `flags`).
+ * `warden run` recording into the ledger `db`, answering as `approvals` says (default: from
+ * stdin), never restarting its app-server: the start of every "run, then crash it" test and of
+ * every test that reads a recorded ledger. `codex` is `--codex PATH` (a fake) or the flags of a
+ * real codex (`Codex.setup`'s `flags`).
  */
-export const recordedRunArgs = (codex: string | ReadonlyArray<string>, db: string): ReadonlyArray<string> => [
+export const recordedRunArgs = (
+  codex: string | ReadonlyArray<string>,
+  db: string,
+  approvals: "stdin" | "deny" | "rules" = "stdin"
+): ReadonlyArray<string> => [
   "run",
   ...(typeof codex === "string" ? ["--codex", codex] : codex),
   "--json",
   "--approvals",
-  "stdin",
+  approvals,
   "--state",
   db,
   "--restarts",
