@@ -20,6 +20,7 @@ import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import * as Handlers from "../src/internal/Handlers.js"
 import * as ItemStore from "../src/internal/ItemStore.js"
+import { OwnershipChecks } from "../src/internal/OwnershipChecks.js"
 
 const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a", codexHome = "/codex") =>
   Layer.mergeAll(Layer.effect(ClusterClient.ClusterClient, ClusterClient.make), ItemStore.layer).pipe(
@@ -94,6 +95,41 @@ const seedDeadIncarnation = (item: string, host: string) =>
     )
     yield* store.settleCard("rOld-00000002:c3", "accepted", "person", other)
     return sql
+  })
+
+/**
+ * Item `item` runs on the runner under test until its card is open; then another runner takes it
+ * (its claim raises the epoch) and, with `strand`, strands the card.
+ */
+const openThenTaken = (fake: FakeAppServer.FakeAppServer, item: string, strand: boolean) =>
+  Effect.gen(function* () {
+    const client = yield* ClusterClient.ClusterClient
+    const store = yield* ItemStore.ItemStore
+    const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
+    const turn = yield* fake.nextRequest("turn/start")
+    const threadId = String(turn.params.threadId)
+    const requestId = yield* fake.request("item/commandExecution/requestApproval", {
+      threadId,
+      turnId: "turn_1",
+      itemId: "call_1",
+      command: "rm -rf /tmp/x",
+      cwd: "/tmp"
+    })
+    const opened = yield* client.events(item).pipe(
+      Stream.filter((e) => e.line["type"] === "card.opened"),
+      Stream.runHead,
+      Effect.flatten
+    )
+    const card = String(opened.line["card"])
+    const before = yield* store.get(item)
+    const taken = yield* store.claim(
+      item,
+      { incarnation: "rNew-00000003", runner: "127.0.0.1:3", host: "host-a", codexHome: "/codex" },
+      { before, reason: "shard-moved" }
+    )
+    assert.deepStrictEqual(taken, { epoch: 2, moves: 1 })
+    if (strand) assert.deepStrictEqual(yield* store.strand(item, { incarnation: "rNew-00000003", epoch: 2 }), [card])
+    return { run, card, requestId, taken: yield* store.get(item) }
   })
 
 describe("WorkItemEntity on an in-memory runner", () => {
@@ -452,36 +488,6 @@ describe("WorkItemEntity on an in-memory runner", () => {
         const store = yield* ItemStore.ItemStore
         const supervisor = yield* Supervisor.Supervisor
         const finished = yield* supervisor.subscribe
-        /** The item runs here until a card is open; then another runner takes it (its claim raises the epoch). */
-        const openThenTaken = (item: string, strand: boolean) =>
-          Effect.gen(function* () {
-            const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
-            const turn = yield* fake.nextRequest("turn/start")
-            const threadId = String(turn.params.threadId)
-            const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-              threadId,
-              turnId: "turn_1",
-              itemId: "call_1",
-              command: "rm -rf /tmp/x",
-              cwd: "/tmp"
-            })
-            const opened = yield* client.events(item).pipe(
-              Stream.filter((e) => e.line["type"] === "card.opened"),
-              Stream.runHead,
-              Effect.flatten
-            )
-            const card = String(opened.line["card"])
-            const before = yield* store.get(item)
-            const taken = yield* store.claim(
-              item,
-              { incarnation: "rNew-00000003", runner: "127.0.0.1:3", host: "host-a", codexHome: "/codex" },
-              { before, reason: "shard-moved" }
-            )
-            assert.deepStrictEqual(taken, { epoch: 2, moves: 1 })
-            if (strand)
-              assert.deepStrictEqual(yield* store.strand(item, { incarnation: "rNew-00000003", epoch: 2 }), [card])
-            return { run, card, requestId, taken: yield* store.get(item) }
-          })
         const stoppedHere = (item: string) =>
           Effect.gen(function* () {
             while (true) {
@@ -491,7 +497,7 @@ describe("WorkItemEntity on an in-memory runner", () => {
           })
 
         // The card stranded by the new owner: the decision is answered from storage, nothing written.
-        const a = yield* openThenTaken("taken-a", true)
+        const a = yield* openThenTaken(fake, "taken-a", true)
         // A follower subscribed here (its snapshot received) before the runner learns of the loss.
         const followed = yield* Queue.unbounded<Wire.ItemEvent>()
         const follower = yield* client.events("taken-a").pipe(
@@ -521,7 +527,7 @@ describe("WorkItemEntity on an in-memory runner", () => {
 
         // The card still open in storage: the settlement is refused (the item is held under another
         // epoch), so the decision never reaches codex; the card is left to the new owner to strand.
-        const b = yield* openThenTaken("taken-b", false)
+        const b = yield* openThenTaken(fake, "taken-b", false)
         assert.deepStrictEqual(
           yield* client.answer("taken-b", b.card, { _tag: "Accept" }),
           new Wire.UnknownCard({ cardId: b.card })
@@ -550,6 +556,30 @@ describe("WorkItemEntity on an in-memory runner", () => {
           assert.isTrue(Exit.isInterrupted(exit))
         }
       }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
+  it.scopedLive(
+    "with the ownership checks off (fence and lease), the runner whose item another runner took accepts its card to codex and writes over the new owner: the checks are what prevent it",
+    () => {
+      const fake = FakeAppServer.make({ turns: "manual" })
+      return Effect.gen(function* () {
+        const client = yield* ClusterClient.ClusterClient
+        const store = yield* ItemStore.ItemStore
+        // The interleaving of "taken-b" above: the card still open in storage, the item taken.
+        const b = yield* openThenTaken(fake, "unfenced", false)
+        const answer = yield* client.answer("unfenced", b.card, { _tag: "Accept" })
+        assert.deepStrictEqual(answer, new Wire.Settled({ outcome: "accepted" }))
+        // Split brain: codex told to accept on the runner that lost the item, and the card's row
+        // settled by the old epoch although the new owner holds the item.
+        assert.deepStrictEqual((yield* fake.answerTo(b.requestId))["result"], { decision: "accept" })
+        const row = yield* store.card(b.card)
+        assert.deepStrictEqual(
+          [row?.outcome, row?.settledEpoch, (yield* store.get("unfenced"))?.epoch],
+          ["accepted", 1, 2]
+        )
+        yield* Fiber.interrupt(b.run)
+      }).pipe(Effect.provide(setup(fake)), Effect.provideService(OwnershipChecks, { enabled: false }))
     },
     60_000
   )
