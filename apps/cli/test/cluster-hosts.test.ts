@@ -108,7 +108,7 @@ const scenario = (harm: Harm) =>
     )
     const client = Context.get(clientContext, ClusterClient.ClusterClient)
     const historyLines: Array<Record<string, unknown>> = []
-    yield* client.follow(history).pipe(
+    const historyFollower = yield* client.follow(history).pipe(
       Stream.runForEach((e) => Effect.sync(() => historyLines.push(e.line))),
       Effect.forkScoped
     )
@@ -240,6 +240,19 @@ const scenario = (harm: Harm) =>
       `the history item's run: ${String(historyExit)}\n${JSON.stringify(historyLines.map(({ ts: _, ...l }) => l))}\n${everything()}`
     )
     const historyResult = historyExit._tag === "Success" ? historyExit.value : (undefined as never)
+    // The follower ends once it has the item's end, from whichever runner ended it; a follower
+    // that sat on the runner cut from the store catches up only after that runner let go of the
+    // item, possibly after the run returned (its lines, the stranded card's settlement among them,
+    // are checked below).
+    yield* Fiber.join(historyFollower).pipe(
+      Effect.timeoutFail({
+        duration: "120 seconds",
+        onTimeout: () =>
+          new Error(
+            `the history item's follower did not reach its end\n${JSON.stringify(historyLines.map(({ ts: _, ...l }) => l))}`
+          )
+      })
+    )
     yield* Fiber.join(historyAnswer)
     yield* Effect.log(`${harm}: run finished ${Date.now() - harmedAt} ms after the harm`)
     yield* submit.endStdin
