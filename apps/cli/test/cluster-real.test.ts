@@ -49,7 +49,12 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         const pg = yield* Postgres.start()
         const runners: Array<{ cli: CliProcess.Cli; runId: string; address: string; codexPids: Array<number> }> = []
         for (let i = 0; i < 3; i++) {
-          const runner = yield* startRunner({ cluster: pg.url, launch: codex.launch, extra: ["--concurrency", "12"] })
+          // --dead-after: the survivors sweep for dead runners every 10 s (a quarter of it).
+          const runner = yield* startRunner({
+            cluster: pg.url,
+            launch: codex.launch,
+            extra: ["--concurrency", "12", "--dead-after", "40s"]
+          })
           runners.push({ ...runner, codexPids: [] })
           // One at a time: each joins once the ones before it hold every shard between them.
           yield* until(
@@ -292,6 +297,24 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         for (const c of victimLedger) assert.strictEqual(c.settlement?.outcome, "stranded", `${c.cardId} in the ledger`)
         for (const c of victimLedger) assert.isTrue(victimCards.includes(`${victim.runId}:${c.cardId}`), c.cardId)
         assert.strictEqual((yield* ledger.accounting(victim.runId)).open, 0)
+        // The victim's ledger run is recorded crashed by a survivor (its process is gone from this
+        // host), which says so; the survivors' runs are still running.
+        yield* ledger.runs("crashed").pipe(
+          Effect.flatMap((runs) => (runs.some((r) => r.runId === victim.runId) ? Effect.void : Effect.fail("not yet"))),
+          Effect.retry(Schedule.spaced("500 millis")),
+          Effect.timeoutFail({
+            duration: "120 seconds",
+            onTimeout: () => new Error("the victim's ledger run was never recorded crashed")
+          })
+        )
+        const running = (yield* ledger.runs("running")).map((r) => r.runId)
+        for (const r of runners.slice(0, 2)) assert.include(running, r.runId)
+        assert.isTrue(
+          runners
+            .slice(0, 2)
+            .some((r) => r.cli.stderr().includes(`its ledger run ${victim.runId} is recorded crashed (process-gone)`)),
+          "a survivor said why it recorded the victim's run crashed"
+        )
 
         // The model saw each accepted command's output, and no declined command's.
         const requests = yield* codex.model.requests

@@ -14,9 +14,10 @@ import type { ConfigError } from "effect"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { RunId, Supervisor } from "@warden/supervisor"
 import { Ledger } from "@warden/ledger"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as DeadRuns from "./internal/DeadRuns.js"
 import * as Handlers from "./internal/Handlers.js"
 import * as ItemStore from "./internal/ItemStore.js"
 import * as ShardLease from "./internal/ShardLease.js"
@@ -65,7 +66,30 @@ export interface RunnerOptions {
    * in another codex home fails `thread-unreachable`.
    */
   readonly threadState?: boolean
+  /**
+   * With `ledger`: how long a runner may go without a heartbeat in the store (each of its lock
+   * refreshes writes one) before the live runners record its ledger run `crashed` and the run's
+   * open cards `stranded` (default 5 minutes; must be above `shardLockExpiration`). A run is also
+   * recorded so at once when a later runner starts at its address, or when it ran on this host
+   * and its process is gone. A runner that finds its own run recorded `crashed` (it was away from
+   * the store that long) completes `RunnerCrashed`: `warden runner` then exits, to be started
+   * again as a new run (docs/scaling.md, "A dead runner's ledger run").
+   */
+  readonly deadAfter?: Duration.DurationInput
 }
+
+/** The default `deadAfter`: 5 minutes. */
+export const DEFAULT_DEAD_AFTER: Duration.DurationInput = "5 minutes"
+
+/**
+ * Completes, with the reason, when another runner recorded this runner's own ledger run `crashed`
+ * (`RunnerOptions.deadAfter`); never without the ledger. Whoever launched the runner should stop
+ * it then (`warden runner` exits 1).
+ */
+export class RunnerCrashed extends Context.Tag("@warden/cluster/Runner/RunnerCrashed")<
+  RunnerCrashed,
+  { readonly await: Effect.Effect<string> }
+>() {}
 
 /** The default `leaseMargin`: a fifth of the lock expiration. */
 export const defaultLeaseMargin = (shardLockExpiration: Duration.DurationInput): Duration.Duration =>
@@ -140,7 +164,7 @@ export const shardingConfig = (
 export const layer = (
   options: RunnerOptions
 ): Layer.Layer<
-  Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo,
+  Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo | RunnerCrashed,
   Config.ConfigError | ConfigError.ConfigError | SocketServerError,
   SqlClient.SqlClient | Transport.Transport
 > => {
@@ -163,27 +187,40 @@ export const layer = (
   if (options.ledger !== true) {
     return entityLayer({ runId, address, threadState: options.threadState ?? true }).pipe(
       Layer.provideMerge(supervisor),
-      Layer.provideMerge(sharding)
+      Layer.provideMerge(sharding),
+      Layer.merge(Layer.succeed(RunnerCrashed, { await: Effect.never }))
     )
   }
+  const deadAfter = Duration.decode(options.deadAfter ?? DEFAULT_DEAD_AFTER)
+  const expiration = Duration.decode(config.shardLockExpiration ?? "35 seconds")
+  if (Duration.lessThanOrEqualTo(deadAfter, expiration))
+    return Layer.die(
+      new Error(
+        `deadAfter (${Duration.format(deadAfter)}) must be above shardLockExpiration (${Duration.format(expiration)})`
+      )
+    )
   // The ledger is built before the supervisor and closed after it, so that the refusals the
   // supervisor writes while it stops are recorded (docs/ledger.md).
-  const recording = Layer.scoped(
-    Handlers.LedgerRecording,
+  const recording = Layer.scopedContext(
     Effect.gen(function* () {
       const ledger = yield* Ledger.Ledger
       const run = yield* ledger.beginRun({ id: runId, label: `runner ${address}`, info: { address } })
       yield* run.attach(yield* Supervisor.Supervisor)
-      return { ledger, run }
+      // The dead runners' runs recorded crashed; this one's own, found so, completes `RunnerCrashed`.
+      const crashed = yield* Deferred.make<string>()
+      yield* Effect.forkScoped(DeadRuns.sweep({ ledger, self: runId, deadAfter, crashed }))
+      return Context.make(Handlers.LedgerRecording, { ledger, run }).pipe(
+        Context.add(RunnerCrashed, { await: Deferred.await(crashed) })
+      )
     })
   )
   return entityLayer({ runId, address, threadState: options.threadState ?? true }).pipe(
-    Layer.provide(recording),
+    Layer.provideMerge(recording),
     Layer.provideMerge(supervisor),
     Layer.provideMerge(Layer.orDie(Ledger.layer())),
     Layer.provideMerge(sharding)
   ) as Layer.Layer<
-    Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo,
+    Supervisor.Supervisor | Sharding.Sharding | Handlers.RunnerInfo | RunnerCrashed,
     Config.ConfigError | ConfigError.ConfigError | SocketServerError,
     SqlClient.SqlClient | Transport.Transport
   >

@@ -4,11 +4,11 @@
  * `@effect/sql-sqlite-node`. The engine's message and runner tables, and Warden's item and card
  * rows, all live in this one database.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import type { Duration } from "effect"
 
 /**
@@ -21,6 +21,58 @@ export const ENGINE_TABLE_PREFIX = "cluster"
 /** The name of the engine's table `name` (`runners`, `locks`, ...): `cluster_runners`. */
 export const engineTable = (name: "runners" | "locks" | "messages" | "replies"): string =>
   `${ENGINE_TABLE_PREFIX}_${name}`
+
+/** The seconds since `column` (a timestamp the database wrote), by the database's clock. */
+const secondsSince = (sql: SqlClient.SqlClient, column: string) =>
+  sql.onDialectOrElse({
+    pg: () => sql.literal(`EXTRACT(EPOCH FROM (NOW() - ${column}))`),
+    orElse: () => sql.literal(`((julianday('now') - julianday(${column})) * 86400.0)`)
+  })
+
+/** One runner as the engine's runners table has it (`runnerHeartbeats`). */
+export interface RunnerHeartbeat {
+  readonly address: string
+  /** Whether the other runners' health checks last found it reachable. */
+  readonly healthy: boolean
+  /** The runner's last heartbeat (every lock refresh of its own writes one), as stored. */
+  readonly lastHeartbeat: string
+  /** Seconds since then, by the database's clock (no clock of a runner's involved). */
+  readonly ageSeconds: number
+}
+
+/** Every runner in the engine's runners table, by address, with its heartbeat's age. */
+export const runnerHeartbeats: Effect.Effect<
+  ReadonlyArray<RunnerHeartbeat>,
+  SqlError,
+  SqlClient.SqlClient
+> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ address: string; healthy: unknown; last_heartbeat: unknown; age: unknown }>`
+      SELECT address, healthy, last_heartbeat, ${secondsSince(sql, "last_heartbeat")} AS age
+      FROM ${sql(engineTable("runners"))} ORDER BY address`
+  return rows.map((r) => ({
+    address: r.address,
+    healthy: Boolean(r.healthy),
+    lastHeartbeat: String(r.last_heartbeat),
+    ageSeconds: Number(r.age)
+  }))
+})
+
+/**
+ * Every shard lock row of the engine's locks table (table locks only: `shardLockDisableAdvisory`,
+ * or SQLite), with the seconds since it was last acquired or refreshed. Fails with `SqlError` when
+ * the table does not exist (advisory locks keep no rows).
+ */
+export const shardLocks: Effect.Effect<
+  ReadonlyArray<{ readonly address: string; readonly ageSeconds: number }>,
+  SqlError,
+  SqlClient.SqlClient
+> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ address: string; age: unknown }>`
+    SELECT address, ${secondsSince(sql, "acquired_at")} AS age FROM ${sql(engineTable("locks"))}`
+  return rows.map((r) => ({ address: r.address, ageSeconds: Number(r.age) }))
+})
 
 /** How long a PostgreSQL connection may take to be made (see `layer`). */
 export const DEFAULT_CONNECT_TIMEOUT: Duration.DurationInput = "5 seconds"

@@ -54,6 +54,20 @@ export type {
 } from "./internal/Records.js"
 export type { Pruned, RuleListOptions } from "./internal/Queries.js"
 
+/**
+ * Whether a process with this pid runs on this host (EPERM: it does, as another user): how a run's
+ * recorded `pid` is checked when its `host` is this one. A run of another host cannot be told
+ * dead this way.
+ */
+export const processAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
 /** What a run says about itself when it begins. */
 export interface RunInfo {
   /** The run's id (default: a new one, `RunId.make` of `@warden/supervisor`: ordered by time). */
@@ -206,11 +220,15 @@ export interface LedgerShape {
    * `crashed`, in one transaction; returns how many cards it stranded. Idempotent: a card is
    * stranded once; a second call changes nothing and returns 0 (so does an unknown run id).
    *
+   * With `cards` (the run's own card ids), only those of its open cards are stranded, and the rest
+   * stay open in a run recorded `crashed`: for a fleet, whose table may hold a settlement of a dead
+   * runner's card that its ledger writer never wrote (then the card is not `stranded` here).
+   *
    * Whether a run is dead is the caller's to decide (the run records its `pid` and `host`): the
    * ledger refuses only a run it is recording itself. Fails with `LedgerError`: `LiveRun` for a
    * run this ledger is recording, `Sql` when the transaction fails (nothing is changed then).
    */
-  readonly markStranded: (runId: string) => Effect.Effect<number, LedgerError>
+  readonly markStranded: (runId: string, cards?: ReadonlyArray<string>) => Effect.Effect<number, LedgerError>
   /**
    * Record the open cards of one work item of a run `stranded`, as `markStranded` does for a whole
    * run, but leave the run's status alone: for a cluster, where an item moves to another runner
@@ -476,8 +494,11 @@ export const make = (
       failures: Stream.fromPubSub(writer.failures),
       subscribeFailures: writer.failures.subscribe,
       ...Queries.reads(sql, now),
-      markStranded: (runId) =>
-        Effect.zipRight(guardDead(runId), writing(Effect.suspend(() => Queries.markStranded(sql, runId, now())))),
+      markStranded: (runId, cards) =>
+        Effect.zipRight(
+          guardDead(runId),
+          writing(Effect.suspend(() => Queries.markStranded(sql, runId, now(), cards)))
+        ),
       markStrandedItem: (runId, item, cards) =>
         Effect.zipRight(
           guardDead(runId),

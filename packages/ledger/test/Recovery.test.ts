@@ -241,7 +241,14 @@ describe("recovery", () => {
 
       yield* Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
-        assert.strictEqual(yield* ledger.markStranded(first), 2)
+        // Only the cards named (a fleet's: those its table has open or stranded), then the rest.
+        assert.strictEqual(yield* ledger.markStranded(first, ["c2", "c1"]), 1)
+        assert.deepStrictEqual(
+          (yield* ledger.openCards(first)).map((c) => c.cardId),
+          ["c3"]
+        )
+        assert.strictEqual(yield* ledger.markStranded(first, []), 0)
+        assert.strictEqual(yield* ledger.markStranded(first), 1)
         assert.strictEqual(yield* ledger.markStranded(first), 0)
         assert.strictEqual(yield* ledger.markStranded("no-such-run"), 0)
         const cards = yield* ledger.cards({ runId: first })

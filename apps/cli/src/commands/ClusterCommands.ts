@@ -65,6 +65,11 @@ export const runner = Command.make(
         "keep no thread state (codex rollouts: the conversations, unmasked) in the fleet's database; an item that moves to another host then fails thread-unreachable"
       )
     ),
+    deadAfter: Opts.durationOption(
+      "dead-after",
+      "5m",
+      "a runner whose heartbeat is older than this has its ledger run recorded crashed by the live runners (above the shard lock expiry); this runner exits if it finds its own so"
+    ),
     sharding: shardingOption
   },
   (o) =>

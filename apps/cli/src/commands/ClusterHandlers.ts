@@ -43,6 +43,8 @@ export interface RunnerInput {
   /** How long a card waits for a decision before it refuses by itself (as `warden run`). */
   readonly approvalTimeout: Duration.Duration
   readonly noThreadState: boolean
+  /** A runner this long without a heartbeat has its ledger run recorded crashed (`RunnerOptions.deadAfter`). */
+  readonly deadAfter: Duration.Duration
   readonly sharding: ReadonlyArray<string>
 }
 
@@ -154,7 +156,8 @@ export const runner = (o: RunnerInput) =>
           },
           sharding,
           ledger: true,
-          threadState: !o.noThreadState
+          threadState: !o.noThreadState,
+          deadAfter: o.deadAfter
         })
       ),
       Layer.provide(
@@ -176,7 +179,12 @@ export const runner = (o: RunnerInput) =>
     }
     process.once("SIGTERM", onStopSignal)
     process.once("SIGINT", onStopSignal)
-    return yield* Layer.launch(live).pipe(
+    // Runs until stopped, or until another runner recorded this one's ledger run crashed (it was
+    // away from the store for longer than --dead-after): then it exits, to be started again.
+    const crashed = Effect.scoped(
+      Effect.flatMap(Layer.build(live), (context) => Context.get(context, Runner.RunnerCrashed).await)
+    )
+    const why = yield* crashed.pipe(
       Effect.mapError(
         (e) =>
           new ExitCodes.CliExit({
@@ -185,6 +193,7 @@ export const runner = (o: RunnerInput) =>
           })
       )
     )
+    return yield* Effect.fail(new ExitCodes.CliExit({ code: ExitCodes.Failed, message: `warden runner: ${why}` }))
   })
 
 /** `warden submit`. */
@@ -537,24 +546,10 @@ export const fleet = (o: FleetInput) =>
       return yield* Effect.fail(ExitCodes.usage("--sharding shardLockExpiration expects a duration (10 seconds)"))
     const expirationSeconds = Duration.toSeconds(expiration.value)
     const sql = yield* SqlClient.SqlClient
-    const ageOf = (column: string) =>
-      sql.onDialectOrElse({
-        pg: () => sql.literal(`EXTRACT(EPOCH FROM (NOW() - ${column}))`),
-        orElse: () => sql.literal(`((julianday('now') - julianday(${column})) * 86400.0)`)
-      })
-    const runners = yield* sql<{ address: string; healthy: boolean; last_heartbeat: unknown; age: unknown }>`
-        SELECT address, healthy, last_heartbeat, ${ageOf("last_heartbeat")} AS age FROM ${sql(Storage.engineTable("runners"))} ORDER BY address`.pipe(
-      Effect.orElseSucceed(() => [])
-    )
-    const locks = yield* sql<{ address: string; age: unknown }>`
-        SELECT address, ${ageOf("acquired_at")} AS age FROM ${sql(Storage.engineTable("locks"))}`.pipe(
-      Effect.map((rows) => rows as ReadonlyArray<{ address: string; age: unknown }> | undefined),
-      Effect.orElseSucceed(() => undefined)
-    )
+    const runners = yield* Storage.runnerHeartbeats.pipe(Effect.orElseSucceed(() => []))
+    const locks = yield* Storage.shardLocks.pipe(Effect.option, Effect.map(Option.getOrUndefined))
     const shardsOf = (address: string) =>
-      locks === undefined
-        ? null
-        : locks.filter((l) => l.address === address && Number(l.age) < expirationSeconds).length
+      locks === undefined ? null : locks.filter((l) => l.address === address && l.ageSeconds < expirationSeconds).length
     const items = yield* sql<{ runner: string | null; status: string; n: unknown }>`
         SELECT runner, status, COUNT(*) AS n FROM warden_cluster_items GROUP BY runner, status ORDER BY runner, status`.pipe(
       Effect.orElseSucceed(() => [])
@@ -566,10 +561,10 @@ export const fleet = (o: FleetInput) =>
     const view = {
       runners: runners.map((r) => ({
         address: r.address,
-        live: Boolean(r.healthy) && Number(r.age) < expirationSeconds,
-        healthy: Boolean(r.healthy),
-        lastHeartbeat: String(r.last_heartbeat),
-        heartbeatAgeSeconds: Math.round(Number(r.age) * 10) / 10,
+        live: r.healthy && r.ageSeconds < expirationSeconds,
+        healthy: r.healthy,
+        lastHeartbeat: r.lastHeartbeat,
+        heartbeatAgeSeconds: Math.round(r.ageSeconds * 10) / 10,
         shards: shardsOf(r.address)
       })),
       items: items.map((r) => ({ runner: r.runner, status: r.status, count: Number(r.n) })),

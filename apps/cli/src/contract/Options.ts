@@ -10,7 +10,7 @@ import * as ExitCodes from "./ExitCodes.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 
-const durationOption = (name: string, fallback: string, description: string) =>
+export const durationOption = (name: string, fallback: string, description: string) =>
   Options.text(name).pipe(
     Options.withDefault(fallback),
     Options.withPseudoName("DURATION"),

@@ -230,16 +230,6 @@ export const recordIn = (
     } satisfies Recorder
   })
 
-/** Whether a process with this pid runs on this host (EPERM: it does, as another user). */
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
 /**
  * The runs of this host still `running` whose process is gone (it was killed, or the machine
  * rebooted), newest first. A run of another host is never taken for dead here.
@@ -250,7 +240,7 @@ export const deadRuns = (ledger: Ledger.LedgerShape, host: string = Os.hostname(
     .pipe(
       Effect.map((runs) =>
         runs
-          .filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !alive(r.pid))
+          .filter((r) => r.host === host && r.pid !== undefined && r.pid !== process.pid && !Ledger.processAlive(r.pid))
           .sort((a, b) => b.startedAt - a.startedAt)
       )
     )

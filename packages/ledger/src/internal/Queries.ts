@@ -344,30 +344,33 @@ const crashTurns = (sql: Sql, runId: string, now: number): Effect.Effect<number,
 
 /**
  * Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement),
- * its turns still in progress `crashed`, and the run `crashed`.
+ * or only those of `cards`, its turns still in progress `crashed`, and the run `crashed`.
  */
 const strandAll = (
   sql: Sql,
   runId: string,
-  now: number
+  now: number,
+  cards?: ReadonlyArray<string>
 ): Effect.Effect<{ readonly cards: number; readonly turns: number }, SqlError> =>
   Effect.gen(function* () {
     const turns = yield* crashTurns(sql, runId, now)
-    const cards = yield* strand(sql, runId, now)
-    return { cards, turns }
+    const stranded = yield* strand(sql, runId, now, cards)
+    return { cards: stranded, turns }
   })
 
-/** Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement). */
-const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, SqlError> =>
+/** Record every open card of `runId` (or of `cards` only) `stranded` (each once: a settled card keeps its settlement). */
+const strand = (sql: Sql, runId: string, now: number, cards?: ReadonlyArray<string>): Effect.Effect<number, SqlError> =>
   Effect.gen(function* () {
-    const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId}
+    const only =
+      cards === undefined ? sql`` : cards.length === 0 ? sql`AND 1 = 0` : sql`AND c.card_id IN ${sql.in(cards)}`
+    const open = yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} ${only}
       AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)`
     const count = num(open[0]?.["n"]) ?? 0
     if (count > 0) {
       yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
         SELECT c.run_id, c.card_id, 'stranded', 'stranded', 'stranded', NULL, 0, 'open when its run died; never answered', ${now}, NULL
         FROM ledger_cards c
-        WHERE c.run_id = ${runId}
+        WHERE c.run_id = ${runId} ${only}
           AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
         ON CONFLICT (run_id, card_id) DO NOTHING`
     }
@@ -375,9 +378,9 @@ const strand = (sql: Sql, runId: string, now: number): Effect.Effect<number, Sql
     return count
   })
 
-export const markStranded = (sql: Sql, runId: string, now: number) =>
+export const markStranded = (sql: Sql, runId: string, now: number, cards?: ReadonlyArray<string>) =>
   sql
-    .withTransaction(Effect.map(strandAll(sql, runId, now), (s) => s.cards))
+    .withTransaction(Effect.map(strandAll(sql, runId, now, cards), (s) => s.cards))
     .pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
 
 /**
