@@ -79,6 +79,13 @@ describe("warden steer / interrupt --cluster (real codex 0.171.0)", () => {
         const late = yield* control(["interrupt", "tc-1"])
         assert.strictEqual(late.exited.code, 1, late.stderr)
         assert.include(late.stderr, "warden interrupt: tc-1: not done")
+
+        // A hostile ITEM (a terminal escape sequence in it) is a usage error, shown escaped, sent nowhere.
+        const hostile = yield* control(["steer", "tc-1\u001b]0;owned\u0007", "text"])
+        assert.strictEqual(hostile.exited.code, 2, hostile.stderr)
+        assert.include(hostile.stderr, "ITEM is a fleet item id")
+        assert.include(hostile.stderr, "\\u001b]0;owned\\u0007")
+        assert.notInclude(hostile.stderr + hostile.stdout.join("\n"), "\u001b")
       }),
     300_000
   )

@@ -511,6 +511,15 @@ export const turnControl = (o: {
   Effect.gen(function* () {
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    // An item id is printed back and names an entity: control characters (a terminal's escape
+    // sequences among them) are refused before anything is sent, and shown escaped.
+    if (o.item.length === 0 || o.item.length > 255 || /[\u0000-\u001f\u007f-\u009f]/.test(o.item))
+      return yield* Effect.fail(
+        ExitCodes.usage(
+          `ITEM is a fleet item id (1 to 255 characters, no control characters), not ${JSON.stringify(SecretMask.maskText(o.item.slice(0, 80)))}`
+        )
+      )
+    const shown = SecretMask.maskText(o.item)
     const context = yield* Layer.build(ClusterClient.layer({ sharding }).pipe(Layer.provide(Storage.layer(o.cluster))))
     const client = Context.get(context, ClusterClient.ClusterClient)
     const done = o.action === "steer" ? client.steer(o.item, o.text) : client.interrupt(o.item)
@@ -519,13 +528,13 @@ export const turnControl = (o: {
       Effect.catchAll((e) =>
         Effect.zipRight(
           Console.error(
-            `warden ${o.action}: ${o.item}: ${e._tag === "ItemNotActive" ? `not done: ${SecretMask.maskText(e.detail)}` : `not delivered (${e._tag})`}`
+            `warden ${o.action}: ${shown}: ${e._tag === "ItemNotActive" ? `not done: ${SecretMask.maskText(e.detail)}` : `not delivered (${e._tag})`}`
           ),
           Effect.fail(new ExitCodes.CliExit({ code: 1 }))
         )
       )
     )
-    yield* Console.log(`warden ${o.action}: ${o.item}: done`)
+    yield* Console.log(`warden ${o.action}: ${shown}: done`)
   }).pipe(Effect.scoped)
 
 /**
