@@ -41,7 +41,7 @@
  * })
  * ```
  */
-import { Policy } from "@warden/approvals"
+import { CardText, Policy } from "@warden/approvals"
 import * as Replay from "./Replay.js"
 import type * as Remembered from "./Remembered.js"
 
@@ -523,7 +523,26 @@ export const suggest = (
   }
 }
 
-const yamlString = (s: string) => JSON.stringify(s)
+/**
+ * A YAML double-quoted string: JSON's escapes (C0 controls, quotes, backslashes), and `\uXXXX`
+ * for what JSON leaves raw and a reviewer's editor could hide or break a line at (DEL and C1
+ * controls, line and paragraph separators, bidirectional overrides).
+ */
+const yamlString = (s: string) =>
+  JSON.stringify(s).replace(
+    /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+
+/**
+ * Text from the record (commands a model wrote, paths) made one comment line: control characters
+ * escaped, and newlines and the line and paragraph separators too, so that nothing in it can end
+ * the comment and be read as YAML (a rule of its own).
+ */
+const commentText = (text: string) =>
+  CardText.escapeControls(text).replace(/[\n\u2028\u2029]/g, (c) =>
+    c === "\n" ? "\\n" : `\\u${c.charCodeAt(0).toString(16)}`
+  )
 
 /**
  * The proposals as a rules file (YAML) that `--rules` reads as it is, with a comment per rule
@@ -538,11 +557,11 @@ export const rulesFile = (found: Suggestions): string => {
   ]
   if (found.proposals.length === 0) return `${lines.join("\n")} []\n`
   for (const p of found.proposals) {
-    lines.push(`  # ${p.summary}`)
-    if (p.generalized !== undefined) lines.push(`  # generalized: ${p.generalized}`)
+    lines.push(`  # ${commentText(p.summary)}`)
+    if (p.generalized !== undefined) lines.push(`  # generalized: ${commentText(p.generalized)}`)
     if (p.period !== undefined)
       lines.push(`  # evidence from ${new Date(p.period.from).toISOString()} to ${new Date(p.period.to).toISOString()}`)
-    const shown = p.evidence.slice(0, 5).map((e) => `${e.runId}/${e.cardId}`)
+    const shown = p.evidence.slice(0, 5).map((e) => commentText(`${e.runId}/${e.cardId}`))
     lines.push(
       `  # evidence: ${shown.join(", ")}${p.evidence.length > shown.length ? `, and ${p.evidence.length - shown.length} more` : ""}`
     )

@@ -202,4 +202,35 @@ describe("rules suggest", () => {
       { numRuns: 300 }
     )
   }, 120_000)
+
+  it("text from the record cannot end a comment of the rules file: a crafted command adds no rule of its own", () => {
+    // What a hostile model could make a person accept three times: a word holding a newline and YAML.
+    const evil = "x\n  - id: evil\n    effect: allow\n    match: { command: { argvPrefix: [rm] } }\r\u2028"
+    const found: Suggest.Suggestions = {
+      cards: 3,
+      excluded: [],
+      proposals: [
+        {
+          rule: { id: "suggested-echo", effect: "allow", match: { command: { argvPrefix: ["echo", evil] } } },
+          evidence: [{ runId: "r1", cardId: `c1${evil}` }],
+          deciders: { person: 3 },
+          period: undefined,
+          generalized: `the words after \`echo ${evil}\` varied`,
+          replay: { cards: 3, decides: 3, savedAsks: 3, flippedDenials: 0, flippedAcceptances: 0 },
+          summary: `allow echo ${evil}: accepted 3 times (person 3)`
+        }
+      ]
+    }
+    const text = Suggest.rulesFile(found)
+    assert.notMatch(text, /^\s*- id: evil/m)
+    for (const line of text.split("\n")) assert.notMatch(line, /[\r\u2028]/)
+    const parsed = Policy.parse("suggested.yaml", text, "yaml")
+    assert.strictEqual(parsed._tag, "Right", parsed._tag === "Left" ? parsed.left.message : "")
+    if (parsed._tag === "Right") {
+      assert.deepStrictEqual(
+        parsed.right.rules.map((r) => [r.id, r.effect, r.match.command?.argvPrefix]),
+        [["suggested-echo", "allow", ["echo", evil]]]
+      )
+    }
+  })
 })
