@@ -7,7 +7,7 @@ import type { Sharding } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Decision } from "@warden/protocol"
-import { Cause, Context, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
+import { Cause, Context, type Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
 import type { ShardingConfig } from "@effect/cluster"
 import { shardingConfig } from "./Runner.js"
 import { WorkItemEntity } from "./WorkItemEntity.js"
@@ -34,7 +34,10 @@ export interface ClusterClientShape {
   /**
    * Every line of the item once (by incarnation and seq), across runners, until it ends: the
    * subscription is made again (after a second) whenever it fails or ends before the item did
-   * (its runner died, or stopped and handed the item over). Snapshots are not passed on.
+   * (its runner died, or stopped and handed the item over), and when it has been silent for
+   * `FOLLOW_IDLE` (it may sit on a runner that stopped driving the item, cut from the store, while
+   * another runner drives it; the new subscription goes to whichever runner holds the item then,
+   * and its replayed lines are passed on only if not seen). Snapshots are not passed on.
    */
   readonly follow: (id: string) => Stream.Stream<Wire.ItemEvent>
   /** Answer a card by its fleet-wide id, through the item's entity (never another process). */
@@ -85,6 +88,12 @@ const againWhenInterruptedThere = <A, E>(call: Effect.Effect<A, E>): Effect.Effe
   )
 }
 
+/**
+ * How long `follow` lets a subscription stay silent before it subscribes again (a subscription
+ * replays the activation's lines, so a quiet item costs one small request per interval).
+ */
+export const FOLLOW_IDLE: Duration.DurationInput = "30 seconds"
+
 /** A client over the `Sharding` in context (a runner's, or a client-only node's). */
 export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> = Effect.gen(function* () {
   const client = yield* WorkItemEntity.client
@@ -95,6 +104,7 @@ export const make: Effect.Effect<ClusterClientShape, never, Sharding.Sharding> =
       const seen = new Set<string>()
       let finished = false
       const pass = Stream.suspend(() => client(id).Events()).pipe(
+        Stream.timeout(FOLLOW_IDLE),
         Stream.filter((e) => {
           if (e.seq < 0) {
             // A snapshot: an item that ended before this activation has no lines left to show.
