@@ -96,6 +96,60 @@ describe("warden rules suggest", () => {
         const sources = settled.map((l) => `${l["outcome"]}:${l["source"]}`).sort()
         assert.includeMembers(sources, ["accepted:rule:suggested-npm-test", "declined:rule:suggested-deny-npm-publish"])
         assert.notInclude(sources.join(" "), "rule:suggested-rm")
+
+        // Taking a proposal: a remembered rule in the ledger, recorded with who took it and from
+        // which card, applied by a later run with no rules file, ended by `rules revoke`.
+        const refusedDeny = yield* CliProcess.runToEnd([
+          "rules",
+          "suggest",
+          "--state",
+          db,
+          "--remember",
+          "suggested-deny-npm-publish"
+        ])
+        assert.strictEqual(refusedDeny.exited.code, 2, refusedDeny.stderr)
+        assert.include(refusedDeny.stderr, "only an allow can be remembered")
+        const unknown = yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--remember", "no-such-rule"])
+        assert.strictEqual(unknown.exited.code, 2, unknown.stderr)
+        assert.include(unknown.stderr, "no such proposal now (proposed: ")
+        for (const id of ["suggested-npm-test", "suggested-deny-npm-publish"]) assert.include(unknown.stderr, id)
+        const taken = yield* CliProcess.runToEnd([
+          "rules",
+          "suggest",
+          "--state",
+          db,
+          "--remember",
+          "suggested-npm-test",
+          "--by",
+          "alice",
+          "--json"
+        ])
+        assert.deepStrictEqual(taken.exited, { code: 0, signal: null }, taken.stderr)
+        const line = taken.json().find((l) => l.type === "rule.remembered")
+        assert.deepStrictEqual(line?.["scope"], { _tag: "Command", argv: ["npm", "test"], exact: false })
+        const ruleId = String(line?.["id"])
+        const listed = yield* CliProcess.runToEnd(["rules", "list", "--json", "--state", db])
+        const rule = listed.json().find((r) => r["id"] === ruleId)
+        assert.strictEqual(rule?.["author"], "alice")
+        assert.include(String(rule?.["note"]), "taken from warden rules suggest (suggested-npm-test)")
+        const byRemembered = yield* CliProcess.runToEnd([...recordedRunArgs(codex, db, "deny"), "npm test --watch"])
+        assert.deepStrictEqual(
+          byRemembered
+            .json()
+            .filter((l) => l.type === "card.settled")
+            .map((l) => `${l["outcome"]}:${l["source"]}`),
+          [`accepted:remembered:${ruleId}`]
+        )
+        const revoked = yield* CliProcess.runToEnd(["rules", "revoke", ruleId, "--state", db])
+        assert.strictEqual(revoked.exited.code, 0, revoked.stderr)
+        const afterRevoke = yield* CliProcess.runToEnd([...recordedRunArgs(codex, db, "deny"), "npm test"])
+        assert.deepStrictEqual(
+          afterRevoke
+            .json()
+            .filter((l) => l.type === "card.settled")
+            .map((l) => l["outcome"]),
+          ["declined"]
+        )
       }),
     180_000
   )

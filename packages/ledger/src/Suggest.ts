@@ -42,6 +42,7 @@
  * ```
  */
 import { CardText, Policy } from "@warden/approvals"
+import { Either } from "effect"
 import * as Replay from "./Replay.js"
 import type * as Remembered from "./Remembered.js"
 
@@ -579,4 +580,33 @@ export const rulesFile = (found: Suggestions): string => {
     if (r.match.method !== undefined) lines.push(`      method: ${yamlString(r.match.method)}`)
   }
   return `${lines.join("\n")}\n`
+}
+
+/**
+ * A proposal as a remembered rule's scope (`Ledger.remember`): taken, it is recorded in the ledger
+ * with who took it and from which card, applies to every later run, and is revoked as any
+ * remembered rule is (`warden rules revoke`). Only an allow can be remembered. A command's prefix
+ * becomes a `Command` scope of these words first (as `argvPrefix`), a directory a `Path` scope
+ * (`files` for file changes: it covers both kinds of file-change approval; `permissions` for
+ * grants), an MCP tool an `Mcp` scope. Left: why this proposal cannot be remembered.
+ */
+export const rememberedScope = (proposal: Proposal): Either.Either<Remembered.RememberedScope, string> => {
+  const { rule } = proposal
+  if (rule.effect !== "allow") return Either.left("only an allow can be remembered: put a deny in your rules file")
+  const { command, mcp, path, method } = rule.match
+  if (command !== undefined && command.argvPrefix.length > 0)
+    return Either.right({
+      _tag: "Command",
+      argv: command.argvPrefix as unknown as readonly [string, ...Array<string>],
+      exact: false
+    })
+  if (path !== undefined)
+    return Either.right({
+      _tag: "Path",
+      root: path.under,
+      target: method === PermissionsMethod ? "permissions" : "files"
+    })
+  if (mcp !== undefined && mcp.tool !== undefined)
+    return Either.right({ _tag: "Mcp", server: mcp.server, tool: mcp.tool })
+  return Either.left("this proposal has no scope a remembered rule can hold")
 }

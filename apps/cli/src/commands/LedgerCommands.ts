@@ -491,6 +491,18 @@ const suggest = Command.make(
       Options.withDescription("write the proposed rules file there (refused if it exists)"),
       Options.optional
     ),
+    remember: Options.text("remember").pipe(
+      Options.withPseudoName("RULE-ID"),
+      Options.withDescription(
+        "take the proposed allow of this id as a remembered rule in the ledger (recorded with --by and its first card; `warden rules revoke` ends it)"
+      ),
+      Options.optional
+    ),
+    by: Options.text("by").pipe(
+      Options.withPseudoName("NAME"),
+      Options.withDescription("with --remember: who takes it (default: $USER)"),
+      Options.optional
+    ),
     ...filterOptions,
     json
   },
@@ -500,10 +512,44 @@ const suggest = Command.make(
         if (args.min < 1) return yield* ExitCodes.usage("--min takes a number of decisions, 1 or more")
         const filter = yield* cardFilter(args)
         const current = Option.isSome(args.rules) ? yield* Opts.loadRules(args.rules.value) : { rules: [] }
-        const { ledger, StateLedger } = yield* readLedger(args.state)
+        // Taking a proposal writes the ledger; only proposing reads it (a user who may only read it can).
+        const { ledger, StateLedger } = Option.isSome(args.remember)
+          ? yield* writeLedger(args.state)
+          : yield* readLedger(args.state)
         const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
         const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
         const found = StateLedger.Suggest.suggest(cards, current, { min: args.min, remembered, now: Date.now() })
+        if (Option.isSome(args.remember)) {
+          const id = args.remember.value
+          const proposal = found.proposals.find((p) => p.rule.id === id)
+          if (proposal === undefined)
+            return yield* ExitCodes.usage(
+              `--remember ${JSON.stringify(CardText.escapeControls(id))}: no such proposal now (proposed: ${found.proposals.map((p) => p.rule.id).join(", ") || "none"})`
+            )
+          const scope = StateLedger.Suggest.rememberedScope(proposal)
+          if (scope._tag === "Left") return yield* ExitCodes.usage(`--remember ${id}: ${scope.left}`)
+          const first = proposal.evidence[0]
+          const rule = yield* (ledger as LedgerShape)
+            .remember({
+              scope: scope.right,
+              author: Option.getOrElse(args.by, () => process.env["USER"] ?? "cli"),
+              ...(first !== undefined ? { from: { runId: first.runId, cardId: first.cardId } } : {}),
+              note: `taken from warden rules suggest (${id}): ${proposal.summary}`
+            })
+            .pipe(
+              Effect.mapError((e) =>
+                e.reason === "Invalid" ? ExitCodes.usage(`--remember ${id}: ${e.message}`) : ledgerFailure(e)
+              )
+            )
+          const what = StateLedger.Remembered.describeScope(rule.scope)
+          return yield* args.json
+            ? out(JSON.stringify({ type: "rule.remembered", id: rule.id, proposal: id, scope: rule.scope }))
+            : out(
+                CardText.escapeControls(
+                  `remembered ${rule.id} (allow ${what}) from proposal ${id}; every later run applies it; \`warden rules revoke ${rule.id}\` ends it`
+                )
+              )
+        }
         const text = StateLedger.Suggest.rulesFile(found)
         if (Option.isSome(args.out)) {
           const path = args.out.value
