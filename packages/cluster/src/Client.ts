@@ -70,13 +70,21 @@ const finalStatuses = new Set(["completed", "failed", "stopped"])
  * interruption the caller never asked for. Every call here is safe to send again (`Run` is
  * persisted and de-duplicated by the item id, the first answer to a card wins, `Status` reads,
  * `Stop` is idempotent), so it is sent again, now to whichever runner holds the item, once a
- * second for at most a minute; after that the interruption stands. An interruption of the caller's
- * own fiber is not retried: it stops at the next step.
+ * second for at most a minute; after that the interruption stands. The same for the engine's
+ * `PersistenceError` (the store not reached in time: a connection not made within its timeout
+ * on a busy machine, a moment's outage), which would otherwise end an item `cluster-error` that
+ * runs on. An interruption of the caller's own fiber is not retried: it stops at the next step.
  */
 const againWhenInterruptedThere = <A, E>(call: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  const transient = (cause: Cause.Cause<E>) =>
+    Cause.isInterruptedOnly(cause) ||
+    Option.exists(
+      Cause.failureOption(cause),
+      (e) => typeof e === "object" && e !== null && (e as { readonly _tag?: unknown })._tag === "PersistenceError"
+    )
   const attempt = Effect.exit(call).pipe(
     Effect.flatMap((exit) =>
-      Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+      Exit.isFailure(exit) && transient(exit.cause)
         ? Effect.fail({ _tag: "InterruptedThere" as const, exit })
         : Effect.succeed(exit)
     )
