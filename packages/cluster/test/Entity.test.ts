@@ -98,21 +98,19 @@ const seedDeadIncarnation = (item: string, host: string) =>
   })
 
 /**
- * Item `item` runs on the runner under test until its card is open; then another runner takes it
- * (its claim raises the epoch) and, with `strand`, strands the card.
+ * Item `item` runs on the runner under test (its `Run` forked) until the fake app-server's
+ * approval for `command` is open as a card: the run, the card's fleet id and the request's id.
  */
-const openThenTaken = (fake: FakeAppServer.FakeAppServer, item: string, strand: boolean) =>
+const openCard = (fake: FakeAppServer.FakeAppServer, item: string, command: string) =>
   Effect.gen(function* () {
     const client = yield* ClusterClient.ClusterClient
-    const store = yield* ItemStore.ItemStore
     const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
     const turn = yield* fake.nextRequest("turn/start")
-    const threadId = String(turn.params.threadId)
     const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-      threadId,
+      threadId: String(turn.params.threadId),
       turnId: "turn_1",
       itemId: "call_1",
-      command: "rm -rf /tmp/x",
+      command,
       cwd: "/tmp"
     })
     const opened = yield* client.events(item).pipe(
@@ -120,7 +118,17 @@ const openThenTaken = (fake: FakeAppServer.FakeAppServer, item: string, strand: 
       Stream.runHead,
       Effect.flatten
     )
-    const card = String(opened.line["card"])
+    return { run, card: String(opened.line["card"]), requestId, threadId: String(turn.params.threadId) }
+  })
+
+/**
+ * Item `item` runs on the runner under test until its card is open; then another runner takes it
+ * (its claim raises the epoch) and, with `strand`, strands the card.
+ */
+const openThenTaken = (fake: FakeAppServer.FakeAppServer, item: string, strand: boolean) =>
+  Effect.gen(function* () {
+    const store = yield* ItemStore.ItemStore
+    const { run, card, requestId } = yield* openCard(fake, item, "rm -rf /tmp/x")
     const before = yield* store.get(item)
     const taken = yield* store.claim(
       item,
@@ -443,22 +451,7 @@ describe("WorkItemEntity on an in-memory runner", () => {
       const fake = FakeAppServer.make({ turns: "manual" })
       return Effect.gen(function* () {
         const client = yield* ClusterClient.ClusterClient
-        const run = yield* client.run("asks", { prompt: "do it" }).pipe(Effect.fork)
-        const turn = yield* fake.nextRequest("turn/start")
-        const threadId = String(turn.params.threadId)
-        const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-          threadId,
-          turnId: "turn_1",
-          itemId: "call_1",
-          command: "echo hi",
-          cwd: "/tmp"
-        })
-        const opened = yield* client.events("asks").pipe(
-          Stream.filter((e) => e.line["type"] === "card.opened"),
-          Stream.runHead,
-          Effect.flatten
-        )
-        const card = String(opened.line["card"])
+        const { run, card, requestId, threadId } = yield* openCard(fake, "asks", "echo hi")
         assert.isTrue(card.startsWith("rNow-00000001:"))
         assert.deepStrictEqual(
           yield* client.answer("asks", card, { _tag: "Decline" }),

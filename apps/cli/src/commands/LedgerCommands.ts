@@ -155,6 +155,12 @@ const writeLedger = (
     return { ledger, StateLedger }
   })
 
+/** `--by NAME`: who changes the remembered rules (`byName` reads it, $USER by default). */
+const byOption = (description: string) =>
+  Options.text("by").pipe(Options.withPseudoName("NAME"), Options.withDescription(description), Options.optional)
+
+const byName = (by: Option.Option<string>): string => Option.getOrElse(by, () => process.env["USER"] ?? "cli")
+
 const ledgerFailure = (error: { readonly message: string }) =>
   new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message })
 
@@ -370,18 +376,14 @@ const revoke = Command.make(
   "revoke",
   {
     state: Opts.state,
-    by: Options.text("by").pipe(
-      Options.withPseudoName("NAME"),
-      Options.withDescription("who revokes it (default: $USER)"),
-      Options.optional
-    ),
+    by: byOption("who revokes it (default: $USER)"),
     id: Args.text({ name: "ID" }).pipe(Args.withDescription("the remembered rule's id (`warden rules list`)"))
   },
   (args) =>
     Effect.scoped(
       Effect.gen(function* () {
         const { ledger, StateLedger } = yield* writeLedger(args.state)
-        const by = Option.getOrElse(args.by, () => process.env["USER"] ?? "cli")
+        const by = byName(args.by)
         const rule = yield* ledger
           .revoke(args.id, by)
           .pipe(
@@ -498,11 +500,7 @@ const suggest = Command.make(
       ),
       Options.optional
     ),
-    by: Options.text("by").pipe(
-      Options.withPseudoName("NAME"),
-      Options.withDescription("with --remember: who takes it (default: $USER)"),
-      Options.optional
-    ),
+    by: byOption("with --remember: who takes it (default: $USER)"),
     ...filterOptions,
     json
   },
@@ -532,7 +530,7 @@ const suggest = Command.make(
           const rule = yield* (ledger as LedgerShape)
             .remember({
               scope: scope.right,
-              author: Option.getOrElse(args.by, () => process.env["USER"] ?? "cli"),
+              author: byName(args.by),
               ...(first !== undefined ? { from: { runId: first.runId, cardId: first.cardId } } : {}),
               note: `taken from warden rules suggest (${id}): ${proposal.summary}`
             })
