@@ -8,11 +8,10 @@
  * every item completes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as CliProcess from "./support/CliProcess.js"
-import { lastShards, startRunner, submitArgs, until } from "./support/Fleet.js"
+import { submitArgs, twoRunnerFleet, until } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 16
@@ -37,15 +36,7 @@ describe("decisions in a fleet (real codex 0.171.0)", () => {
             ])
           )
         })
-        const pg = yield* Postgres.start()
-        const runner = startRunner({ cluster: pg.url, launch: codex.launch, extra: ["--concurrency", String(ITEMS)] })
-        const a = yield* runner
-        yield* until("runner A holding the 300 shards", () => lastShards(a.cli) === 300)
-        const b = yield* runner
-        yield* until(
-          "the two runners sharing the 300 shards",
-          () => lastShards(a.cli) > 0 && lastShards(b.cli) > 0 && lastShards(a.cli) + lastShards(b.cli) === 300
-        )
+        const { a, b, pg } = yield* twoRunnerFleet(codex.launch, ["--concurrency", String(ITEMS)])
 
         const submit = yield* CliProcess.spawn(
           submitArgs({

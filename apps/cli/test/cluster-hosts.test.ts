@@ -399,7 +399,10 @@ const scenario = (harm: Harm) =>
       assert.deepStrictEqual(victimExit, { code: 1, signal: null }, victim.cli.stderr().slice(-2000))
       assert.include(victim.cli.stderr(), "is the store reachable?")
     }
-    return { net, victim, victimCodex, lines, moved: lines.filter((l) => l.type === "item.moved") }
+    // The moves the submitter saw, and the history item's (a lost host is the one holding the
+    // history item, which may hold none of the submitted ones).
+    const moved = [...lines, ...historyLines].filter((l) => l["type"] === "item.moved")
+    return { net, victim, victimCodex, lines, moved }
   })
 
 /** Runs a scenario in its own scope, then checks that no namespace and no process of it is left. */

@@ -86,6 +86,13 @@ describe("a thread that moves with its item to another codex home (real codex 0.
           assert.isAtLeast(result.moves, 1)
           assert.strictEqual(result.finalMessage, "second turn done")
         }
+        // The run's result can come back before the follower has the new owner's lines (it
+        // subscribes again once the dead runner's stream fails): wait for it to reach the end.
+        yield* until(
+          "the follower reaching the item's end",
+          () => lines.some((l) => l["type"] === "item.finished"),
+          "120 seconds"
+        )
         const ready = lines.find((l) => l["type"] === "thread.ready")
         const restored = lines.filter((l) => l["type"] === "thread.restored")
         assert.strictEqual(restored.length, 1, JSON.stringify(lines.map((l) => l["type"])))

@@ -12,11 +12,11 @@ import { Effect } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { Page } from "playwright-core"
 import * as Browser from "./support/Browser.js"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 import * as Inbox from "./support/Inbox.js"
+import { cardOn, decidedOn, linkOf, openPage } from "./support/InboxPage.js"
 
 /**
  * A fake app-server that opens `CARDS` command cards (`echo one`, `echo two`, ...) once the file
@@ -88,36 +88,6 @@ const fake = (cards: number) =>
       env: { CARDS: String(cards), TRIGGER: trigger, ANSWERS: answersFile }
     }
   })
-
-/**
- * The link `warden run --inbox` printed on stderr (once). The inbox's modules load on first use
- * (from the sources, through tsx, in these tests): under a second test suite on 2 cores that took
- * over the default 30 s once, so the bound is wider (and the tests' own, 150 s).
- */
-const linkOf = (cli: CliProcess.Cli) =>
-  Effect.map(
-    cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "60 seconds"),
-    (text) => {
-      const links = text.match(/inbox at (http:\/\/\S+#token=\S+)/g) ?? []
-      assert.strictEqual(links.length, 1, "the link is printed once")
-      const link = links[0]!.slice("inbox at ".length)
-      return { link, url: link.slice(0, link.indexOf("#")), token: link.slice(link.indexOf("#token=") + 7) }
-    }
-  )
-
-/** Opens the page at `link` and waits until its event stream is live. */
-const openPage = (browser: import("playwright-core").Browser, link: string) =>
-  Effect.gen(function* () {
-    const page = yield* Browser.page(browser)
-    yield* Browser.step("open the page", () => page.goto(link))
-    yield* Browser.step("the page goes live", () =>
-      page.locator("#status[data-state=live]").waitFor({ timeout: 15_000 })
-    )
-    return page
-  })
-
-const cardOn = (page: Page, cardId: string) => page.locator(`[data-card="${cardId}"]`)
-const decidedOn = (page: Page, cardId: string) => page.locator(`[data-settled="${cardId}"]`)
 
 describe("web inbox in a real browser", () => {
   it.scopedLive(

@@ -12,15 +12,7 @@ import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
 import * as Inbox from "./support/Inbox.js"
-
-const linkOf = (cli: CliProcess.Cli) =>
-  Effect.map(
-    cli.waitForStderr("the inbox link", (t) => /inbox at http:\/\/\S+#token=\S+/.test(t), "90 seconds"),
-    (text) => {
-      const link = /inbox at (http:\/\/\S+#token=\S+)/.exec(text)![1]!
-      return { url: link.slice(0, link.indexOf("#")), token: link.slice(link.indexOf("#token=") + 7) }
-    }
-  )
+import { linkOf } from "./support/InboxPage.js"
 
 const post = (url: string, token: string | undefined, body: unknown) =>
   Inbox.call(url, {

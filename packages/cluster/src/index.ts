@@ -25,3 +25,10 @@ export * as Storage from "./Storage.js"
 
 /** The property-test invariants (1, 2, 4) checked over what a fleet recorded: lines seen and decisions given. */
 export * as Invariants from "./Invariants.js"
+
+/** The fleet's one inbox: every runner's open cards from the store, answers routed to each card's item (`FleetCards.make`). */
+export * as FleetCards from "./FleetCards.js"
+
+/** The fleet's one inbox behind Promises, for code without Effect (`connectFleet`). */
+export * as FleetFacade from "./FleetFacade.js"
+export { connectFleet } from "./FleetFacade.js"

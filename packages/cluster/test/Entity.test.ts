@@ -21,14 +21,7 @@ import * as Zlib from "node:zlib"
 import * as Handlers from "../src/internal/Handlers.js"
 import * as ItemStore from "../src/internal/ItemStore.js"
 import { OwnershipChecks } from "../src/internal/OwnershipChecks.js"
-
-const setup = (fake: FakeAppServer.FakeAppServer, host = "host-a", codexHome = "/codex") =>
-  Layer.mergeAll(Layer.effect(ClusterClient.ClusterClient, ClusterClient.make), ItemStore.layer).pipe(
-    Layer.provideMerge(Runner.entityLayer({ runId: "rNow-00000001", address: "127.0.0.1:1", host, codexHome })),
-    Layer.provideMerge(Supervisor.layer({}).pipe(Layer.provide(fake.layer))),
-    Layer.provideMerge(TestRunner.layer),
-    Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
-  )
+import { openCard, setup } from "./fixtures/InMemoryRunner.js"
 
 /** `setup` with the runner recording a ledger run (as `Runner.layer({ ledger: true })`) in the same database. */
 const setupWithLedger = (fake: FakeAppServer.FakeAppServer) =>
@@ -95,30 +88,6 @@ const seedDeadIncarnation = (item: string, host: string) =>
     )
     yield* store.settleCard("rOld-00000002:c3", "accepted", "person", other)
     return sql
-  })
-
-/**
- * Item `item` runs on the runner under test (its `Run` forked) until the fake app-server's
- * approval for `command` is open as a card: the run, the card's fleet id and the request's id.
- */
-const openCard = (fake: FakeAppServer.FakeAppServer, item: string, command: string) =>
-  Effect.gen(function* () {
-    const client = yield* ClusterClient.ClusterClient
-    const run = yield* client.run(item, { prompt: "do it" }).pipe(Effect.fork)
-    const turn = yield* fake.nextRequest("turn/start")
-    const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-      threadId: String(turn.params.threadId),
-      turnId: "turn_1",
-      itemId: "call_1",
-      command,
-      cwd: "/tmp"
-    })
-    const opened = yield* client.events(item).pipe(
-      Stream.filter((e) => e.line["type"] === "card.opened"),
-      Stream.runHead,
-      Effect.flatten
-    )
-    return { run, card: String(opened.line["card"]), requestId, threadId: String(turn.params.threadId) }
   })
 
 /**

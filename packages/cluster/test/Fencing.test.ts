@@ -146,10 +146,11 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean) =>
         /** Per victim item: its held card, and the thread and turn codex asked it in (on the victim's fake). */
         const victimCards = new Map(
           victimItems.map((id) => {
-            const evs = events(id).filter((e) => e.incarnation === victim.runId)
-            const card = String(evs.find((e) => e.line["type"] === "card.opened")!.line["card"])
-            const turn = evs.find((e) => e.line["type"] === "turn.started")!.line
-            return [id, { card, threadId: String(turn["threadId"]), turnId: String(turn["turnId"]) }]
+            // The card's own line names the thread and turn it was asked in (no other line needed:
+            // under load an activation of the item may have been let go of and taken back).
+            const opened = events(id).find((e) => e.incarnation === victim.runId && e.line["type"] === "card.opened")!
+            const card = String(opened.line["card"])
+            return [id, { card, threadId: String(opened.line["threadId"]), turnId: String(opened.line["turnId"]) }]
           })
         )
         for (const { card } of victimCards.values()) held.add(card)

@@ -165,7 +165,8 @@ const conditionalWrites = Effect.gen(function* () {
     [
       [1, "initial"],
       [2, "fencing"],
-      [3, "thread_state"]
+      [3, "thread_state"],
+      [4, "card_views"]
     ]
   )
 })

@@ -111,6 +111,17 @@ export class NotRemembered extends Schema.TaggedError<NotRemembered>()(
   HttpApiSchema.annotations({ status: 422 })
 ) {}
 
+/**
+ * The decision did not reach the one who decides the card (a fleet's runner not reached in time,
+ * its store not read); `reason` says which. Nothing is known to be decided: the card stays open
+ * unless the answer arrives after all (the first answer wins); try again.
+ */
+export class NotDelivered extends Schema.TaggedError<NotDelivered>()(
+  "NotDelivered",
+  { reason: Schema.String },
+  HttpApiSchema.annotations({ status: 503 })
+) {}
+
 /** This inbox takes no work items (`warden run`'s are given on its command line; only `warden serve` takes them). */
 export class NotAccepting extends Schema.TaggedError<NotAccepting>()(
   "NotAccepting",
@@ -166,6 +177,7 @@ export class InboxGroup extends HttpApiGroup.make("inbox")
       .addError(AlreadySettled)
       .addError(InvalidDecision)
       .addError(NotRemembered)
+      .addError(NotDelivered)
   )
   .add(
     HttpApiEndpoint.get("items", "/api/items").addSuccess(

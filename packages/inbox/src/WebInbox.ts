@@ -1,6 +1,7 @@
 /**
  * The web inbox: an HTTP server in the same process as a supervisor (`warden run --inbox`, or an
- * embedder's own supervisor through {@link make} / {@link layer}), on `@effect/platform`'s `HttpApi`
+ * embedder's own supervisor through {@link make} / {@link layer}), or over a fleet's cards
+ * (`warden fleet --inbox`, {@link serve}), on `@effect/platform`'s `HttpApi`
  * and the Node server. It serves the page (`GET /`), the API of `InboxApi` (open cards, one card in
  * full, decisions, work items, the OpenAPI document) and a Server-Sent Events stream of card and
  * work-item events.
@@ -27,6 +28,8 @@ import * as Address from "./internal/Address.js"
 import * as Server from "./internal/Server.js"
 
 export { DefaultLimits, newToken, tokenMatches, WebInboxError } from "./internal/Server.js"
+export type { SettledCard, Source, SourceAnswer, SourceEvent } from "./internal/Source.js"
+import type { Source } from "./internal/Source.js"
 
 /**
  * Remembers an allow scoped to what the card asked (the CLI gives the ledger's `rememberAlways`);
@@ -140,6 +143,17 @@ export const make: (
   supervisor: Supervisor.SupervisorShape,
   config?: WebInboxConfig
 ) => Effect.Effect<WebInbox, Server.WebInboxError, Scope.Scope> = Server.make
+
+/**
+ * Starts the web inbox over any `Source` of cards (a fleet's one inbox: `warden fleet --inbox`)
+ * in the caller's scope; otherwise as {@link make}. The source's answers stand for the engine's:
+ * `NotDelivered` (the card's decider not reached) is the API's 503 `NotDelivered`, and the card
+ * stays open.
+ */
+export const serve: (
+  source: Source,
+  config?: WebInboxConfig
+) => Effect.Effect<WebInbox, Server.WebInboxError, Scope.Scope> = Server.serve
 
 /**
  * {@link make} as a layer over the `Supervisor` service: mount the inbox on your own supervisor.

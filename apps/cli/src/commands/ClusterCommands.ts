@@ -85,10 +85,10 @@ export const submit = Command.make(
   {
     cluster,
     json: Options.boolean("json").pipe(Options.withDescription("print events as JSON lines")),
-    approvals: Options.choice("approvals", ["deny", "stdin"]).pipe(
+    approvals: Options.choice("approvals", ["deny", "stdin", "inbox"]).pipe(
       Options.withDefault("deny" as const),
       Options.withDescription(
-        'how cards are answered: deny (decline every card) or stdin (JSON lines {"cardId", "decision"})'
+        'how cards are answered: deny (decline every card), stdin (JSON lines {"cardId", "decision"}) or inbox (none here: the fleet\'s inbox, warden fleet --inbox, the runners\' rules or their deadlines decide)'
       )
     ),
     cwd: Opts.cwd,
@@ -123,7 +123,12 @@ export const fleet = Command.make(
   {
     cluster,
     json: Options.boolean("json").pipe(Options.withDescription("print one JSON object")),
-    sharding: shardingOption
+    sharding: shardingOption,
+    inbox: Opts.inbox,
+    inboxAllowRemote: Opts.inboxAllowRemote,
+    inboxPublicUrl: Opts.inboxPublicUrl,
+    notify: Opts.notify,
+    notifySecret: Opts.notifySecret
   },
   (o) =>
     Effect.flatMap(
@@ -132,7 +137,8 @@ export const fleet = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "the fleet: runners (live while their heartbeat is younger than shardLockExpiration; shards held), items by status and runner, open cards"
+    "the fleet: runners (live while their heartbeat is younger than shardLockExpiration; shards held), items by status and runner, open cards; " +
+      "with --inbox, the fleet's one web inbox over every runner's open cards until it is stopped"
   )
 )
 

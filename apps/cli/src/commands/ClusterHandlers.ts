@@ -52,7 +52,8 @@ export interface RunnerInput {
 export interface SubmitInput {
   readonly cluster: string
   readonly json: boolean
-  readonly approvals: "deny" | "stdin"
+  /** `deny`: decline every card; `stdin`: JSON lines; `inbox`: answer none here (the fleet's inbox, `warden fleet --inbox`, or a rule does). */
+  readonly approvals: "deny" | "stdin" | "inbox"
   readonly cwd: string
   readonly model: Option.Option<string>
   readonly sandbox: Option.Option<string>
@@ -73,6 +74,12 @@ export interface FleetInput {
   readonly json: boolean
   /** The runners' `--sharding` (its `shardLockExpiration` says when a runner is taken for dead). */
   readonly sharding: ReadonlyArray<string>
+  /** `--inbox` and its companions: serve the fleet's one inbox instead (`FleetInbox.ts`). */
+  readonly inbox: Option.Option<Opts.InboxAddress>
+  readonly inboxAllowRemote: boolean
+  readonly inboxPublicUrl: Option.Option<string>
+  readonly notify: ReadonlyArray<string>
+  readonly notifySecret: Option.Option<string>
 }
 
 const say = (line: Record<string, unknown>) =>
@@ -549,6 +556,14 @@ export const fleet = (o: FleetInput) =>
   Effect.gen(function* () {
     const sharding = parseSharding(o.sharding)
     if (sharding === undefined) return yield* Effect.fail(ExitCodes.usage("--sharding expects KEY=VALUE"))
+    const inbox = yield* Opts.inboxSetting(o)
+    if (inbox === undefined) return yield* fleetView(o, sharding)
+    const FleetInbox = yield* Effect.promise(() => import("./FleetInbox.js"))
+    return yield* FleetInbox.serve({ cluster: o.cluster, json: o.json, sharding, inbox })
+  })
+
+const fleetView = (o: FleetInput, sharding: Record<string, unknown>) =>
+  Effect.gen(function* () {
     // The engine's default expiry unless the runners were given another (a DurationInput: "10 seconds", or ms).
     const expiration = Duration.decodeUnknown(sharding["shardLockExpiration"] ?? "35 seconds")
     if (Option.isNone(expiration))

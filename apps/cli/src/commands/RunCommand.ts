@@ -4,7 +4,6 @@
  */
 import { Args, Command } from "@effect/cli"
 import { CodexCommand, Config as SupervisorConfig, RunId, Worktree } from "@warden/supervisor"
-import { ChildEnv } from "@warden/transport"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Either, Option, Scope } from "effect"
 import * as Fs from "node:fs"
@@ -184,32 +183,7 @@ export const execute = (args: Common, plan: Plan) =>
         `--inbox has nothing to answer with --approvals ${mode} (every card is decided at once); use --approvals inbox, prompt or stdin`
       )
     }
-    const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
-    // No child gets it, under whatever name it is also exported (ChildEnv: WARDEN_* never reach one).
-    ChildEnv.withhold(notifySecret)
-    if (args.notify.length > 0 && Option.isNone(args.inbox)) {
-      return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
-    }
-    if (args.notify.length > 0 && notifySecret === "") {
-      return yield* ExitCodes.usage(
-        "--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET"
-      )
-    }
-    if (Option.isSome(args.inboxPublicUrl) && Option.isNone(args.inbox))
-      return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
-    if (Option.isSome(args.inbox)) {
-      // Loaded only when asked for (the session uses it next): a run without --inbox never loads the HTTP server.
-      const { WebInbox } = yield* Effect.promise(() => import("@warden/inbox"))
-      if (Option.isSome(args.inboxPublicUrl)) {
-        const checked = WebInbox.publicOrigin(args.inboxPublicUrl.value)
-        if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
-      }
-      if (!args.inboxAllowRemote && !WebInbox.isLoopback(args.inbox.value.host)) {
-        return yield* ExitCodes.usage(
-          `--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
-        )
-      }
-    }
+    const inbox = yield* Opts.inboxSetting(args)
     if (mode === "prompt" && !stdinIsTerminal) {
       return yield* ExitCodes.usage(
         "--approvals prompt needs a terminal on stdin; use --approvals deny, rules or stdin"
@@ -296,16 +270,7 @@ export const execute = (args: Common, plan: Plan) =>
             )
           }
         : {}),
-      ...(Option.isSome(args.inbox)
-        ? {
-            inbox: {
-              ...args.inbox.value,
-              allowRemote: args.inboxAllowRemote,
-              ...(Option.isSome(args.inboxPublicUrl) ? { publicUrl: args.inboxPublicUrl.value } : {}),
-              ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {})
-            }
-          }
-        : {}),
+      ...(inbox !== undefined ? { inbox } : {}),
       ...(telemetry ? { telemetry } : {}),
       ...(plan.serve === true ? { serve: { item: (prompt: string) => decorate(itemFor(args, cwd, prompt)) } } : {})
     })

@@ -40,6 +40,7 @@ import {
 import * as Board from "../terminal/Board.js"
 import type * as CardPrompt from "../answering/CardPrompt.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
+import type * as Opts from "../contract/Options.js"
 import * as JsonOutput from "../contract/JsonOutput.js"
 import * as Prompting from "../answering/Prompting.js"
 import type { Screen } from "../terminal/Screen.js"
@@ -84,15 +85,7 @@ export interface Options {
    */
   readonly recorder?: Effect.Effect<Recorder | undefined, ExitCodes.CliExit>
   /** `--inbox`: serve the web inbox on this address while the run lasts. */
-  readonly inbox?: {
-    readonly host: string
-    readonly port: number
-    readonly allowRemote: boolean
-    /** `--inbox-public-url`: the inbox's address as people reach it (links and the printed link). */
-    readonly publicUrl?: string
-    /** `--notify URL...` and the secret that signs them. */
-    readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
-  }
+  readonly inbox?: Opts.InboxSetting
   /**
    * `warden serve`: besides `items`, work items are submitted through the inbox (`POST /api/items`,
    * needs `inbox`), each made from its prompt by `item` and numbered after the last; the run lasts

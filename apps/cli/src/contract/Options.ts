@@ -4,7 +4,8 @@
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Policy } from "@warden/approvals"
-import { Effect, Either } from "effect"
+import { ChildEnv } from "@warden/transport"
+import { Effect, Either, Option } from "effect"
 import * as Durations from "./Durations.js"
 import * as ExitCodes from "./ExitCodes.js"
 
@@ -322,3 +323,55 @@ export const notifySecret = Options.text("notify-secret").pipe(
   ),
   Options.optional
 )
+
+/** The web inbox as `--inbox` and its companions ask for it, checked (`inboxSetting`). */
+export interface InboxSetting extends InboxAddress {
+  readonly allowRemote: boolean
+  readonly publicUrl?: string
+  readonly notify?: { readonly urls: ReadonlyArray<string>; readonly secret: string }
+}
+
+/**
+ * Checks `--inbox`, `--inbox-allow-remote`, `--inbox-public-url`, `--notify` and `--notify-secret`
+ * together (the same rules for `warden run`, `serve` and `fleet`): a companion without `--inbox`,
+ * `--notify` without a secret (the option, or `WARDEN_NOTIFY_SECRET`), a public URL that is not
+ * one, a non-loopback address without `--inbox-allow-remote` are usage errors. The secret is
+ * withheld from every child (whatever name it is also exported under). Undefined without `--inbox`.
+ */
+export const inboxSetting = (args: {
+  readonly inbox: Option.Option<InboxAddress>
+  readonly inboxAllowRemote: boolean
+  readonly inboxPublicUrl: Option.Option<string>
+  readonly notify: ReadonlyArray<string>
+  readonly notifySecret: Option.Option<string>
+}): Effect.Effect<InboxSetting | undefined, ExitCodes.CliExit> =>
+  Effect.gen(function* () {
+    const notifySecret = Option.getOrElse(args.notifySecret, () => process.env["WARDEN_NOTIFY_SECRET"] ?? "")
+    // No child gets it, under whatever name it is also exported (ChildEnv: WARDEN_* never reach one).
+    ChildEnv.withhold(notifySecret)
+    if (args.notify.length > 0 && Option.isNone(args.inbox))
+      return yield* ExitCodes.usage("--notify needs --inbox [HOST:]PORT (its links are answered there)")
+    if (args.notify.length > 0 && notifySecret === "")
+      return yield* ExitCodes.usage(
+        "--notify needs a secret to sign with: --notify-secret SECRET or the environment variable WARDEN_NOTIFY_SECRET"
+      )
+    if (Option.isSome(args.inboxPublicUrl) && Option.isNone(args.inbox))
+      return yield* ExitCodes.usage("--inbox-public-url needs --inbox [HOST:]PORT")
+    if (Option.isNone(args.inbox)) return undefined
+    // Loaded only when asked for: a command without --inbox never loads the HTTP server.
+    const { WebInbox } = yield* Effect.promise(() => import("@warden/inbox"))
+    if (Option.isSome(args.inboxPublicUrl)) {
+      const checked = WebInbox.publicOrigin(args.inboxPublicUrl.value)
+      if (Either.isLeft(checked)) return yield* ExitCodes.usage(`--inbox-public-url: ${checked.left}`)
+    }
+    if (!args.inboxAllowRemote && !WebInbox.isLoopback(args.inbox.value.host))
+      return yield* ExitCodes.usage(
+        `--inbox ${args.inbox.value.host}: not a loopback address; add --inbox-allow-remote to bind it anyway, or reach a loopback inbox through an SSH tunnel (docs/inbox.md)`
+      )
+    return {
+      ...args.inbox.value,
+      allowRemote: args.inboxAllowRemote,
+      ...(Option.isSome(args.inboxPublicUrl) ? { publicUrl: args.inboxPublicUrl.value } : {}),
+      ...(args.notify.length > 0 ? { notify: { urls: args.notify, secret: notifySecret } } : {})
+    }
+  })

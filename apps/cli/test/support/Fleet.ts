@@ -95,9 +95,28 @@ export const oneRunnerFleet = (
   })
 
 /**
- * `warden submit` on `cluster` with JSON lines out and decisions on stdin, the items' commands run
- * in `workspace` (workspace-write), the tests' sharding timings, one item per lane of `lanes`
- * (its prompt `<lane marker> <prompt>`), and `--submission` when named.
+ * Two runners on a fresh PostgreSQL driving `launch`'s codex with `extra` flags: A first (until
+ * it holds the 300 shards), then B, until they share them.
+ */
+export const twoRunnerFleet = (launch: RealCodex.Launch, extra: ReadonlyArray<string> = []) =>
+  Effect.gen(function* () {
+    const pg = yield* Postgres.start()
+    const runner = startRunner({ cluster: pg.url, launch, extra })
+    const a = yield* runner
+    yield* until("runner A holding the 300 shards", () => lastShards(a.cli) === 300)
+    const b = yield* runner
+    yield* until(
+      "the two runners sharing the 300 shards",
+      () => lastShards(a.cli) > 0 && lastShards(b.cli) > 0 && lastShards(a.cli) + lastShards(b.cli) === 300
+    )
+    return { pg, a, b }
+  })
+
+/**
+ * `warden submit` on `cluster` with JSON lines out and decisions on stdin (or none, `approvals:
+ * "inbox"`), the items' commands run in `workspace` (workspace-write), the tests' sharding
+ * timings, one item per lane of `lanes` (its prompt `<lane marker> <prompt>`), and `--submission`
+ * when named.
  */
 export const submitArgs = (options: {
   readonly cluster: string
@@ -105,13 +124,14 @@ export const submitArgs = (options: {
   readonly lanes: ReadonlyArray<string>
   readonly prompt?: string
   readonly submission?: string
+  readonly approvals?: "stdin" | "inbox"
 }): ReadonlyArray<string> => [
   "submit",
   "--cluster",
   options.cluster,
   "--json",
   "--approvals",
-  "stdin",
+  options.approvals ?? "stdin",
   ...(options.submission !== undefined ? ["--submission", options.submission] : []),
   "--cwd",
   options.workspace,

@@ -43,6 +43,7 @@ import type { Fence, ItemRow } from "./ItemStore.js"
 import { OwnershipChecks } from "./OwnershipChecks.js"
 import { ShardLease } from "./ShardLease.js"
 import * as ThreadState from "./ThreadState.js"
+import * as CardView from "./CardView.js"
 import { decodeResult, encodeResult, final, moveReason, outcomeOf, sourceOf, statusOf } from "./ItemRecord.js"
 import { LedgerRecording, type LocalItem, LocalItems, RunnerInfo } from "./RunnerServices.js"
 
@@ -171,13 +172,16 @@ export const make = Effect.gen(function* () {
       if (event._tag === "CardOpened") {
         if (event.card.workItem !== itemId || fence === undefined || lost) return
         const id = Wire.globalCardId(info.runId, event.card.id)
-        if (!(yield* store.cardOpened({ id, itemId, method: event.card.method }, fence)))
+        const view = CardView.encode(event.card, id, itemId)
+        if (!(yield* store.cardOpened({ id, itemId, method: event.card.method, view }, fence)))
           return yield* markLost(`recording card ${id}`)
         const line = {
           type: "card.opened",
           card: id,
           method: event.card.method,
           title: SecretMask.maskText(event.card.title),
+          threadId: event.card.threadId ?? null,
+          turnId: event.card.turnId ?? null,
           runner: info.address
         }
         openCards.set(id, line)

@@ -52,6 +52,10 @@ export interface CardRow {
   /** The incarnation that settled it, and under which of the item's epochs. */
   readonly settledBy: string | null
   readonly settledEpoch: number | null
+  readonly openedAt: number
+  readonly settledAt: number | null
+  /** The masked card as a person decides on it (JSON of a `Card.CardView`), when stored. */
+  readonly view: string | null
 }
 
 /** One taking of an item: the first (`reason` null) or a move. */
@@ -110,7 +114,7 @@ export interface ItemStoreShape {
   readonly requestStop: (id: string) => Effect.Effect<void>
   /** Record a card opened by `fence`'s incarnation (false: the item is held under another epoch; nothing written). */
   readonly cardOpened: (
-    card: { readonly id: string; readonly itemId: string; readonly method: string },
+    card: { readonly id: string; readonly itemId: string; readonly method: string; readonly view?: string },
     fence: Fence
   ) => Effect.Effect<boolean>
   /** Settle a card once, if its item is still held under `fence`'s epoch. */
@@ -171,7 +175,8 @@ const toItem = (r: Record<string, unknown>): ItemRow => ({
   epoch: num(r["epoch"])
 })
 
-const toCard = (r: Record<string, unknown>): CardRow => ({
+/** A card row as read (every column). */
+export const toCard = (r: Record<string, unknown>): CardRow => ({
   id: String(r["id"]),
   itemId: String(r["item_id"]),
   incarnation: String(r["incarnation"]),
@@ -180,7 +185,10 @@ const toCard = (r: Record<string, unknown>): CardRow => ({
   source: str(r["source"]),
   epoch: numOrNull(r["epoch"]),
   settledBy: str(r["settled_by"]),
-  settledEpoch: numOrNull(r["settled_epoch"])
+  settledEpoch: numOrNull(r["settled_epoch"]),
+  openedAt: num(r["opened_at"]),
+  settledAt: numOrNull(r["settled_at"]),
+  view: str(r["view"])
 })
 
 const toClaim = (r: Record<string, unknown>): ClaimRow => ({
@@ -270,9 +278,9 @@ export const make: Effect.Effect<ItemStoreShape, never, SqlClient.SqlClient> = E
     cardOpened: (c, fence) =>
       // INSERT ... SELECT, so that the row is written only while the item is held under the
       // fence's epoch; the casts give PostgreSQL the parameters' types (a bare SELECT has none).
-      sql`INSERT INTO warden_cluster_cards (id, item_id, incarnation, method, opened_at, epoch)
+      sql`INSERT INTO warden_cluster_cards (id, item_id, incarnation, method, opened_at, epoch, view)
         SELECT CAST(${c.id} AS VARCHAR(512)), CAST(${c.itemId} AS VARCHAR(255)), CAST(${fence.incarnation} AS VARCHAR(255)),
-          CAST(${c.method} AS VARCHAR(255)), CAST(${now()} AS BIGINT), CAST(${fence.epoch} AS INTEGER)
+          CAST(${c.method} AS VARCHAR(255)), CAST(${now()} AS BIGINT), CAST(${fence.epoch} AS INTEGER), CAST(${c.view ?? null} AS TEXT)
         WHERE ${held(c.itemId, fence)}
         ON CONFLICT (id) DO NOTHING RETURNING id`.pipe(
         Effect.flatMap((rows) =>

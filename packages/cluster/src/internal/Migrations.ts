@@ -90,13 +90,25 @@ const threadState = Effect.gen(function* () {
     )`
 })
 
+/**
+ * The fleet's one inbox (`FleetCards`): each card keeps the masked view a person decides on (its
+ * title, summary and offers, as JSON, bounded), and the open cards are found by a partial index
+ * (both dialects have them), so reading them does not scan the settled history.
+ */
+const cardViews = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE warden_cluster_cards ADD COLUMN view TEXT`
+  yield* sql`CREATE INDEX warden_cluster_cards_open ON warden_cluster_cards (opened_at) WHERE outcome IS NULL`
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
 const migrations: ReadonlyArray<
   readonly [id: number, name: string, effect: Effect.Effect<void, unknown, SqlClient.SqlClient>]
 > = [
   [1, "initial", initial],
   [2, "fencing", fencing],
-  [3, "thread_state", threadState]
+  [3, "thread_state", threadState],
+  [4, "card_views", cardViews]
 ]
 
 const latest = (sql: SqlClient.SqlClient) =>

@@ -5,7 +5,7 @@
  * the event stream send (masked views only: the approvals engine masked them, and every string goes
  * through `SecretMask.maskJson` once more on the way out).
  */
-import type { ApprovalEvent, Card } from "@warden/approvals"
+import type { Card } from "@warden/approvals"
 import { Card as CardNs, CardText, SecretMask } from "@warden/approvals"
 import type { Supervisor } from "@warden/supervisor"
 import type { CardBrief, CardFull, ItemJson, SettlementJson } from "../InboxApi.js"
@@ -24,6 +24,8 @@ export interface Board {
   readonly items: () => ReadonlyArray<ItemJson>
   /** A work item submitted after the start (`warden serve`), queued until it starts; its row. */
   readonly add: (id: string | number, prompt: string) => ItemJson
+  /** A row as a source that keeps its own rows says it (a fleet's items); masked, returned as shown. */
+  readonly put: (item: ItemJson) => ItemJson
 }
 
 const keyOf = (id: string | number) => String(id)
@@ -73,11 +75,18 @@ export const make = (known: ReadonlyArray<{ readonly id: string | number; readon
     rows.set(keyOf(id), row)
     return json(row)
   }
-  return { onSupervisorEvent, items: () => Array.from(rows.values(), json), add }
+  /** Rows put whole by the source (never reduced from supervisor events). */
+  const whole = new Map<string, ItemJson>()
+  const put = (item: ItemJson) => {
+    const shown = SecretMask.maskJson(item) as ItemJson
+    whole.set(keyOf(item.item), shown)
+    return shown
+  }
+  return { onSupervisorEvent, items: () => [...Array.from(rows.values(), json), ...whole.values()], add, put }
 }
 
 /** Who decided, as a phrase: `person (web)`, `deadline`, `rule:no-rm`. */
-export const byOf = (source: Card.Source): string =>
+const byOf = (source: Card.Source): string =>
   source._tag === "Person" && source.channel !== undefined
     ? `person (${source.channel})`
     : CardNs.describeSource(source)
@@ -110,25 +119,10 @@ export const cardBrief = (card: Card.CardView, always: boolean): CardBrief =>
     deadlineAt: card.deadlineAt
   }) as CardBrief
 
-export const cardFull = (card: Card.CardView, always: boolean, settlement: Card.Settlement | undefined): CardFull => ({
+export const cardFull = (card: Card.CardView, always: boolean, settlement: SettlementJson | undefined): CardFull => ({
   ...cardBrief(card, always),
   state: settlement === undefined ? "open" : "settled",
   details: SecretMask.maskJson(CardText.details(card)) as ReadonlyArray<string>,
   summary: SecretMask.maskJson(card.summary),
-  settlement: settlement === undefined ? null : settlementJson(settlement)
+  settlement: settlement ?? null
 })
-
-/** The event-stream message for an approval event, if it is one the inbox sends. */
-export const approvalMessage = (
-  event: ApprovalEvent.ApprovalEvent,
-  always: boolean
-): { readonly event: string; readonly data: unknown } | undefined => {
-  switch (event._tag) {
-    case "CardOpened":
-      return { event: "card.opened", data: cardBrief(event.card, always) }
-    case "CardSettled":
-      return { event: "card.settled", data: settlementJson(event.settlement) }
-    case "LateDecision":
-      return undefined
-  }
-}

@@ -15,7 +15,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import type { ApprovalEvent, Card } from "@warden/approvals"
+import type { Card } from "@warden/approvals"
 import { Approvals, SecretMask } from "@warden/approvals"
 import { Decision } from "@warden/protocol"
 import type { Supervisor } from "@warden/supervisor"
@@ -47,6 +47,7 @@ import * as InboxLinks from "./Links.js"
 import * as InboxPage from "./Page.js"
 import * as InboxServer from "./NodeServer.js"
 import { decodeError, describeServeError, describeValue, readFailure, tooLarge, withoutEcho } from "./Responses.js"
+import { fromSupervisor, type SettledCard, type Source, type SourceEvent } from "./Source.js"
 
 /** The default bounds: 5 s idle, 5 s keep-alive, 10 s for headers, 30 s for a request, 128 connections, 1 MiB bodies. */
 export const DefaultLimits = {
@@ -102,6 +103,12 @@ const pageHeaders = {
 export const make = (
   supervisor: Supervisor.SupervisorShape,
   config: WebInboxConfig = {}
+): Effect.Effect<WebInbox, WebInboxError, Scope.Scope> => serve(fromSupervisor(supervisor), config)
+
+/** Starts the web inbox over `source` in the caller's scope (see {@link make}). */
+export const serve = (
+  source: Source,
+  config: WebInboxConfig = {}
 ): Effect.Effect<WebInbox, WebInboxError, Scope.Scope> =>
   Effect.gen(function* () {
     const host = config.host ?? "127.0.0.1"
@@ -119,9 +126,10 @@ export const make = (
     const always = config.always
     const title = config.title ?? "warden"
     const board = InboxBoard.make(config.items)
-    const recent = new Map<Card.CardId, Card.Settlement>()
-    const remember = (settlement: Card.Settlement) => {
-      recent.set(settlement.card.id, settlement)
+    for (const item of source.items === undefined ? [] : yield* source.items) board.put(item)
+    const recent = new Map<Card.CardId, SettledCard>()
+    const remember = (settled: SettledCard) => {
+      recent.set(settled.card.id, settled)
       // As many as the engine remembers for late answers (the most recent).
       if (recent.size > Approvals.DefaultSettledHistory) recent.delete(recent.keys().next().value!)
     }
@@ -129,8 +137,7 @@ export const make = (
 
     // One pump per source: state first, then the message, so a page that reads the state after an
     // event never sees less than the event said.
-    const approvals = yield* supervisor.subscribeApprovals
-    const events = yield* supervisor.subscribe
+    const changes = yield* source.subscribe
     const runFork = yield* FiberSet.makeRuntime<never>()
     const deliveries = new Map<Card.CardId, Deferred.Deferred<void>>()
     let origin = ""
@@ -186,31 +193,41 @@ export const make = (
         runFork(Effect.raceFirst(loop, Deferred.await(stop)))
       }
     }
-    const onApproval = (event: ApprovalEvent.ApprovalEvent, settledNow: ReadonlySet<string>) => {
-      if (event._tag === "CardOpened" && !settledNow.has(event.card.id)) notifyOpened(event.card)
-      if (event._tag === "CardSettled") {
-        remember(event.settlement)
-        const stop = deliveries.get(event.settlement.card.id)
-        if (stop) {
-          deliveries.delete(event.settlement.card.id)
-          Deferred.unsafeDone(stop, Exit.void)
+    const onChange = (event: SourceEvent, settledNow: ReadonlySet<string>) => {
+      switch (event._tag) {
+        case "CardOpened": {
+          if (!settledNow.has(event.card.id)) notifyOpened(event.card)
+          messages.unsafeOffer(sse("card.opened", InboxBoard.cardBrief(event.card, always !== undefined)))
+          return
+        }
+        case "CardSettled": {
+          remember(event.settled)
+          const stop = deliveries.get(event.settled.card.id)
+          if (stop) {
+            deliveries.delete(event.settled.card.id)
+            Deferred.unsafeDone(stop, Exit.void)
+          }
+          messages.unsafeOffer(sse("card.settled", event.settled.settlement))
+          return
+        }
+        case "ItemUpdated": {
+          messages.unsafeOffer(sse("item.updated", board.put(event.item)))
+          return
+        }
+        case "Supervisor": {
+          const changed = board.onSupervisorEvent(event.event, Date.now())
+          if (changed) messages.unsafeOffer(sse("item.updated", changed))
+          return
         }
       }
-      const message = InboxBoard.approvalMessage(event, always !== undefined)
-      if (message) messages.unsafeOffer(sse(message.event, message.data))
     }
-    const onSupervisor = (event: Supervisor.SupervisorEvent) => {
-      const changed = board.onSupervisorEvent(event, Date.now())
-      if (changed) messages.unsafeOffer(sse("item.updated", changed))
-    }
-    const openCard = (cardId: string) =>
-      Effect.map(supervisor.approvals.openCards, (cards) => cards.find((c) => c.id === cardId))
+    const openCard = (cardId: string) => Effect.map(source.openCards, (cards) => cards.find((c) => c.id === cardId))
 
     const settledOrUnknown = (cardId: string): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> =>
       Effect.suspend((): Effect.Effect<never, InboxApi.AlreadySettled | InboxApi.UnknownCard> => {
         const done = recent.get(cardId)
         return done
-          ? Effect.fail(new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(done) }))
+          ? Effect.fail(new InboxApi.AlreadySettled({ settlement: done.settlement }))
           : Effect.fail(new InboxApi.UnknownCard({ cardId }))
       })
 
@@ -220,25 +237,25 @@ export const make = (
       channel: "web" | "link" = "web"
     ): Effect.Effect<
       { readonly settlement: InboxApi.SettlementJson },
-      InboxApi.AlreadySettled | InboxApi.UnknownCard
+      InboxApi.AlreadySettled | InboxApi.UnknownCard | InboxApi.NotDelivered
     > =>
       Effect.flatMap(
-        supervisor.approvals.answer(cardId, decision, channel),
+        source.answer(cardId, decision, channel),
         (
           result
         ): Effect.Effect<
           { readonly settlement: InboxApi.SettlementJson },
-          InboxApi.AlreadySettled | InboxApi.UnknownCard
+          InboxApi.AlreadySettled | InboxApi.UnknownCard | InboxApi.NotDelivered
         > => {
           switch (result._tag) {
             case "Settled":
-              return Effect.succeed({ settlement: InboxBoard.settlementJson(result.settlement) })
+              return Effect.succeed({ settlement: result.settlement })
             case "AlreadySettled":
-              return Effect.fail(
-                new InboxApi.AlreadySettled({ settlement: InboxBoard.settlementJson(result.settlement) })
-              )
+              return Effect.fail(new InboxApi.AlreadySettled({ settlement: result.settlement }))
             case "UnknownCard":
               return Effect.fail(new InboxApi.UnknownCard({ cardId }))
+            case "NotDelivered":
+              return Effect.fail(new InboxApi.NotDelivered({ reason: SecretMask.maskText(result.reason) }))
           }
         }
       )
@@ -278,7 +295,7 @@ export const make = (
           })
         )
         .handle("cards", () =>
-          Effect.map(supervisor.approvals.openCards, (cards) => ({
+          Effect.map(source.openCards, (cards) => ({
             cards: [...cards]
               .sort((a, b) => a.openedAt - b.openedAt)
               .map((c) => InboxBoard.cardBrief(c, always !== undefined)),
@@ -290,7 +307,7 @@ export const make = (
             const card = yield* openCard(path.cardId)
             if (card !== undefined) return InboxBoard.cardFull(card, always !== undefined, undefined)
             const done = recent.get(path.cardId)
-            if (done !== undefined) return InboxBoard.cardFull(done.card, always !== undefined, done)
+            if (done !== undefined) return InboxBoard.cardFull(done.card, always !== undefined, done.settlement)
             return yield* new InboxApi.UnknownCard({ cardId: path.cardId })
           })
         )
@@ -316,7 +333,7 @@ export const make = (
     const eventStream = Effect.gen(function* () {
       const queue = yield* PubSub.subscribe(messages)
       // Subscribed before the snapshot: nothing that happens after it is missed (an event may repeat it).
-      const cards = yield* supervisor.approvals.openCards
+      const cards = yield* source.openCards
       const hello = sse("hello", {
         now: Date.now(),
         always: always !== undefined,
@@ -403,7 +420,7 @@ export const make = (
               done ? 409 : 404,
               `Card ${cardId}`,
               done
-                ? `Already ${done.outcome} by ${InboxBoard.byOf(done.source)}.`
+                ? `Already ${done.settlement.outcome} by ${done.settlement.by}.`
                 : "Warden does not know this card any more."
             )
           }
@@ -421,13 +438,26 @@ export const make = (
           const s = result.right.settlement
           return linkPage(200, `Card ${cardId}: ${s.outcome}`, `Decided by you (${s.by}).`)
         }
-        return result.left._tag === "AlreadySettled"
-          ? linkPage(
+        switch (result.left._tag) {
+          case "AlreadySettled":
+            return linkPage(
               409,
               `Card ${cardId}`,
               `Already ${result.left.settlement.outcome} by ${result.left.settlement.by}; this link changed nothing.`
             )
-          : linkPage(404, `Card ${cardId}`, "Warden does not know this card any more; this link changed nothing.")
+          case "NotDelivered":
+            return linkPage(
+              503,
+              `Card ${cardId}`,
+              `Not decided: ${result.left.reason}. The card stays open; try again.`
+            )
+          case "UnknownCard":
+            return linkPage(
+              404,
+              `Card ${cardId}`,
+              "Warden does not know this card any more; this link changed nothing."
+            )
+        }
       })
     const Links = HttpLayerRouter.addAll([
       HttpLayerRouter.route("GET", "/l/*", link("GET")),
@@ -517,23 +547,13 @@ export const make = (
 
     // The pumps start once the address is known (the links need it); the subscriptions, made at
     // the start, kept every event meanwhile.
-    yield* Queue.takeBetween(approvals, 1, Number.MAX_SAFE_INTEGER).pipe(
+    yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
       Effect.flatMap((batch) =>
         Effect.sync(() => {
           // A card settled in the same batch it opened in (a rule, the safety filter) is not announced.
           const settledNow = new Set<string>()
-          for (const e of batch) if (e._tag === "CardSettled") settledNow.add(e.settlement.card.id)
-          for (const e of batch) onApproval(e, settledNow)
-        })
-      ),
-      Effect.forever,
-      Effect.interruptible,
-      Effect.forkScoped
-    )
-    yield* Queue.takeBetween(events, 1, Number.MAX_SAFE_INTEGER).pipe(
-      Effect.flatMap((batch) =>
-        Effect.sync(() => {
-          for (const e of batch) onSupervisor(e)
+          for (const e of batch) if (e._tag === "CardSettled") settledNow.add(e.settled.card.id)
+          for (const e of batch) onChange(e, settledNow)
         })
       ),
       Effect.forever,
