@@ -345,8 +345,14 @@ const scenario = (harm: Harm) =>
     const historyRequests = (yield* model.requests).filter((r) => r.lane === history)
     if (historyResult._tag === "Completed") {
       assert.strictEqual(historyResult.turns, 2)
-      const ready = historyLines.find((l) => l["type"] === "thread.ready")
-      assert.strictEqual(historyResult.threadId, ready?.["threadId"])
+      // The thread its first turn completed on (one started afresh by a move before any turn
+      // completed, at the fleet's start, is the item's thread from then on).
+      const ready = historyLines.find((l) => l["type"] === "turn.completed")
+      assert.strictEqual(
+        historyResult.threadId,
+        ready?.["threadId"],
+        JSON.stringify(historyLines.map(({ ts: _, ...l }) => l))
+      )
       if (harm === "lose-host") {
         assert.isAtLeast(historyResult.moves, 1)
         const restored = historyLines.filter((l) => l["type"] === "thread.restored")

@@ -37,7 +37,9 @@ export interface ClusterClientShape {
    * (its runner died, or stopped and handed the item over), and when it has been silent for
    * `FOLLOW_IDLE` (it may sit on a runner that stopped driving the item, cut from the store, while
    * another runner drives it; the new subscription goes to whichever runner holds the item then,
-   * and its replayed lines are passed on only if not seen). Snapshots are not passed on.
+   * and its replayed lines are passed on only if not seen). Snapshots are not passed on. When
+   * the item ended on a runner it is no longer on, the activation reached tells its cards'
+   * settlements and its end again from storage (`replayed: true`), so none is missed.
    */
   readonly follow: (id: string) => Stream.Stream<Wire.ItemEvent>
   /** Answer a card by its fleet-wide id, through the item's entity (never another process). */

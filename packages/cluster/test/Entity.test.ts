@@ -12,7 +12,7 @@ import { ClusterClient, Runner, Wire } from "@warden/cluster"
 import { Ledger } from "@warden/ledger"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
-import { Deferred, Effect, Exit, Fiber, Layer, Queue, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Queue, Schema, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -110,6 +110,71 @@ const openThenTaken = (fake: FakeAppServer.FakeAppServer, item: string, strand: 
   })
 
 describe("WorkItemEntity on an in-memory runner", () => {
+  it.scopedLive(
+    "an item that ended elsewhere: a subscription here is told how every card and the item ended, from storage, marked replayed",
+    () => {
+      const fake = FakeAppServer.make({})
+      return Effect.gen(function* () {
+        const store = yield* ItemStore.ItemStore
+        // Run and ended by another runner, which stranded the card of the runner before it.
+        const fence = yield* takeFor("ended", "rOld-00000002", "host-b")
+        yield* store.cardOpened(
+          { id: "rOld-00000002:c9", itemId: "ended", method: "item/commandExecution/requestApproval" },
+          fence
+        )
+        assert.deepStrictEqual(yield* store.strand("ended", { ...fence, epoch: fence.epoch + 1 }), [])
+        yield* store.settleCard("rOld-00000002:c9", "stranded", "stranded", fence)
+        const result = new Wire.Completed({
+          threadId: "thr_e",
+          status: "completed",
+          finalMessage: "done",
+          turns: 1,
+          moves: 1
+        })
+        assert.isTrue(
+          yield* store.finish("ended", "completed", Schema.encodeSync(Schema.parseJson(Wire.RunResult))(result), fence)
+        )
+        const client = yield* ClusterClient.ClusterClient
+        const lines = [...(yield* client.events("ended").pipe(Stream.runCollect))]
+        assert.deepStrictEqual(
+          lines.map((e) => e.line),
+          [
+            { type: "item.snapshot", item: "ended", status: "completed", threadId: null, openCards: [] },
+            {
+              type: "card.settled",
+              card: "rOld-00000002:c9",
+              outcome: "stranded",
+              source: "stranded",
+              replayed: true,
+              item: "ended"
+            },
+            {
+              type: "item.finished",
+              status: "completed",
+              result: Schema.encodeSync(Wire.RunResult)(result),
+              replayed: true,
+              item: "ended"
+            }
+          ]
+        )
+        // Told once per activation: a second subscription gets the same lines (the same seqs).
+        const again = [...(yield* client.events("ended").pipe(Stream.runCollect))]
+        assert.deepStrictEqual(
+          again.slice(1).map((e) => e.seq),
+          lines.slice(1).map((e) => e.seq)
+        )
+        // And a follower passes them on, then ends.
+        const followed = [...(yield* client.follow("ended").pipe(Stream.runCollect))]
+        assert.deepStrictEqual(
+          followed.map((e) => e.line["type"]),
+          ["card.settled", "item.finished"]
+        )
+        assert.strictEqual(fake.requestsSoFar().filter((r) => r.method === "thread/start").length, 0)
+      }).pipe(Effect.provide(setup(fake)))
+    },
+    60_000
+  )
+
   it.scopedLive(
     "a move strands in the earlier incarnation's ledger run only the cards storage stranded; one it settled itself is left to its own writer",
     () => {

@@ -559,6 +559,30 @@ export const make = Effect.gen(function* () {
 
   const notActive = (detail: string) => new Wire.ItemNotActive({ itemId, detail })
 
+  /**
+   * An item that ended before this activation (on this runner or another, which may have given
+   * up the shard since): its cards' settlements and its end, told again from storage, marked
+   * `replayed`, so that a follower that reaches this activation only (`ClusterClient.follow`
+   * after a move) still learns how every card and the item ended (a card stranded by the runner
+   * that finished the item among them). Published once per activation (cached).
+   */
+  const replayEnd = yield* Effect.cached(
+    Effect.gen(function* () {
+      for (const card of yield* store.cards({ itemId }))
+        if (card.outcome !== null)
+          publish({ type: "card.settled", card: card.id, outcome: card.outcome, source: card.source, replayed: true })
+      const row = yield* store.get(itemId)
+      const stored = row?.result === null || row?.result === undefined ? Option.none() : decodeResult(row.result)
+      if (row !== undefined && Option.isSome(stored))
+        publish({
+          type: "item.finished",
+          status: row.status,
+          result: Schema.encodeSync(Wire.RunResult)(stored.value),
+          replayed: true
+        })
+    })
+  )
+
   const liveStatus = Effect.gen(function* () {
     const row = yield* store.get(itemId)
     return new Wire.ItemStatus({
@@ -673,8 +697,12 @@ export const make = Effect.gen(function* () {
               openCards: [...openCards.values()]
             }
           })
+          if (!running && final(status.status)) {
+            // Ended, and not by this activation: how it ended, told again from storage (once).
+            if (history.length === 0) yield* replayEnd
+            return Stream.make(snapshot, ...history.slice())
+          }
           const past = history.slice()
-          if (!running && final(status.status)) return Stream.make(snapshot, ...past)
           if (past.some((e) => e.line["type"] === "item.finished")) return Stream.make(snapshot, ...past)
           // An activation that lost the item says nothing more: what it had said, and the end.
           if (lost) return Stream.make(snapshot, ...past)
