@@ -6,6 +6,8 @@
  * fleet-wide; the fleet's items are on the board; SIGTERM ends the inbox with exit 0.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { connectFleet } from "@warden/cluster"
+import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { ScriptedModel, Step } from "@warden/testkit"
 import { Effect, Schedule } from "effect"
 import * as Browser from "./support/Browser.js"
@@ -68,9 +70,36 @@ describe("the fleet's one inbox (real codex 0.171.0, real browser)", () => {
         // 12 items over two runners holding 150 shards each: both hold some (all on one: 2 in 4,096).
         assert.deepStrictEqual([...runnersOfCards].sort(), [a.address, b.address].sort(), "cards on both runners")
 
-        // Each card is accepted in the page, whichever runner holds it (a card stranded by a move
-        // meanwhile is skipped: its item asks again on its new runner, and that card is accepted).
-        const decided: Array<string> = []
+        // Code without Effect sees the same: every runner's open cards, and an answer through the
+        // facade decides one of them on its runner.
+        const fleet = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            connectFleet({ cluster: pg.url, sharding: shardingTimings, pollInterval: "200 millis" })
+          ),
+          (f) => Effect.promise(() => f.close())
+        )
+        const seen = yield* Effect.promise(() => fleet.openCards()).pipe(
+          Effect.filterOrFail((cards) => cards.length >= ITEMS),
+          Effect.retry(Schedule.spaced("250 millis")),
+          Effect.timeout("60 seconds")
+        )
+        assert.includeMembers(
+          seen.map((c) => c.id),
+          opened()
+            .slice(0, ITEMS)
+            .map((l) => String(l["card"]))
+        )
+        const first = yield* Effect.promise(() => fleet.cards()[Symbol.asyncIterator]().next())
+        assert.strictEqual(first.value?._tag, "Snapshot")
+        const viaFacade = String(opened()[0]!["card"])
+        const byFacade = yield* Effect.promise(() => fleet.answer(viaFacade, "accept"))
+        assert.strictEqual(byFacade._tag, "Settled", JSON.stringify(byFacade))
+        if (byFacade._tag === "Settled")
+          assert.deepInclude(byFacade.settlement, { cardId: viaFacade, outcome: "accepted" })
+
+        // Each other card is accepted in the page, whichever runner holds it (a card stranded by a
+        // move meanwhile is skipped: its item asks again on its new runner, and that card is accepted).
+        const decided: Array<string> = [viaFacade]
         yield* Effect.gen(function* () {
           for (const line of opened()) {
             const card = String(line["card"])
@@ -98,17 +127,21 @@ describe("the fleet's one inbox (real codex 0.171.0, real browser)", () => {
           })
         )
         assert.isAtLeast(decided.length, ITEMS)
+        const [byPage] = decided.slice(1)
 
         // Decided on the runner that held each card, once: the first answer won fleet-wide.
         for (const card of decided)
           assert.deepInclude(settledLine(card)!, { outcome: "accepted", source: "person" }, card)
-        const again = yield* Inbox.call(`${url}api/cards/${encodeURIComponent(decided[0]!)}/decision`, {
+        const again = yield* Inbox.call(`${url}api/cards/${encodeURIComponent(byPage!)}/decision`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-warden-token": token },
           body: JSON.stringify({ decision: "decline" })
         })
         assert.strictEqual(again.status, 409, again.text)
-        assert.deepInclude((again.json as any).settlement, { cardId: decided[0], outcome: "accepted" })
+        assert.deepInclude((again.json as any).settlement, { cardId: byPage, outcome: "accepted" })
+        // The same through the facade: the first answer won.
+        const late = yield* Effect.promise(() => fleet.answer(viaFacade, "decline"))
+        assert.strictEqual(late._tag, "AlreadySettled", JSON.stringify(late))
 
         const exit = yield* submit.exited("60 seconds")
         assert.deepStrictEqual(exit, { code: 0, signal: null }, submit.stderr().slice(-3000))

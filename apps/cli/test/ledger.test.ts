@@ -9,7 +9,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { ProcessTree } from "@warden/testkit"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden run --state", () => {
   it.scopedLive(
@@ -26,20 +26,11 @@ describe("warden run --state", () => {
         const db = Path.join(dir, "state", "ledger.db")
         const audit = Path.join(dir, "audit.jsonl")
         const result = yield* CliProcess.runToEnd([
-          "run",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "rules",
+          ...recordedRunArgs(codex, db, "rules"),
           "--rules",
           rules,
-          "--state",
-          db,
           "--audit",
           audit,
-          "--restarts",
-          "0",
           "echo hi|rm -rf /tmp/x",
           "echo two"
         ])

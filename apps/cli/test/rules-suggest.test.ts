@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { recordedRunArgs, ruledRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden rules suggest", () => {
   it.scopedLive(
@@ -77,20 +77,7 @@ describe("warden rules suggest", () => {
 
         // A run with the file as it is: npm test accepted and npm publish declined by the proposed
         // rules, nobody asked; rm -rf is still asked (here: refused, no rule decides it).
-        const ruled = yield* CliProcess.runToEnd([
-          "run",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "rules",
-          "--rules",
-          file,
-          "--restarts",
-          "0",
-          "--no-state",
-          parts.join("|")
-        ])
+        const ruled = yield* CliProcess.runToEnd([...ruledRunArgs(codex, file), parts.join("|")])
         const settled = ruled.json().filter((l) => l.type === "card.settled")
         assert.lengthOf(settled, 3, JSON.stringify(settled))
         const sources = settled.map((l) => `${l["outcome"]}:${l["source"]}`).sort()
@@ -152,5 +139,124 @@ describe("warden rules suggest", () => {
         )
       }),
     180_000
+  )
+
+  it.scopedLive(
+    "on a record of 200+ cards: every proposal has its evidence and replay, the file runs unchanged, and a run with it asks only what no proposal could cover",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "ledger.db")
+        // 24 items of 9 commands each (216 cards, +2 for `pnpm lint` asked twice only): accepted
+        // every time, declined every time (`npm publish`), accepted but dangerous (`rm -rf`),
+        // compound, accepted but declined once (`make deploy`, item 5's), asked below the minimum.
+        const base = [
+          "npm test",
+          "make check",
+          "git status",
+          "npm publish",
+          "rm -rf dist",
+          "make deploy",
+          "echo a && echo b",
+          "cargo build",
+          "go vet"
+        ]
+        const items = Array.from({ length: 24 }, (_, i) => (i < 2 ? [...base, "pnpm lint"] : base).join("|"))
+        const run = yield* CliProcess.spawn([...recordedRunArgs(codex, db), "--concurrency", "4", ...items])
+        const answered = new Set<string>()
+        yield* run.waitUntil(
+          "every card answered and the run finished",
+          () => {
+            const lines = run.json()
+            for (const l of lines) {
+              if (l.type !== "card.opened") continue
+              const card = String(l["cardId"])
+              if (answered.has(card)) continue
+              answered.add(card)
+              const summary = String(l["summary"])
+              const decision =
+                summary.includes("npm publish") || (summary.includes("make deploy") && l["item"] === 5)
+                  ? "decline"
+                  : "accept"
+              Effect.runFork(run.write(`${JSON.stringify({ cardId: card, decision })}\n`))
+            }
+            return lines.some((l) => l.type === "run.finished") ? true : undefined
+          },
+          "180 seconds"
+        )
+        yield* run.endStdin
+        assert.deepStrictEqual(yield* run.exited("60 seconds"), { code: 0, signal: null }, run.stderr())
+        assert.strictEqual(answered.size, 24 * base.length + 2)
+
+        const file = Path.join(dir, "suggested.yaml")
+        const suggested = yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--out", file])
+        assert.deepStrictEqual(suggested.exited, { code: 0, signal: null }, suggested.stderr)
+        const json = (yield* CliProcess.runToEnd(["rules", "suggest", "--state", db, "--json"])).json()
+        const proposed = json.filter((l) => l.type === "rule.proposed")
+        assert.sameMembers(
+          proposed.map((p) => p["rule"]["id"]),
+          [
+            "suggested-npm-test",
+            "suggested-make-check",
+            "suggested-git-status",
+            "suggested-cargo-build",
+            "suggested-go-vet",
+            "suggested-deny-npm-publish"
+          ]
+        )
+        for (const p of proposed) {
+          assert.lengthOf(p["evidence"], 24, p["rule"]["id"])
+          assert.deepStrictEqual(p["deciders"], { person: 24 }, p["rule"]["id"])
+          assert.deepInclude(p["replay"], {
+            cards: 218,
+            decides: 24,
+            savedAsks: 24,
+            flippedDenials: 0,
+            flippedAcceptances: 0
+          })
+        }
+        const excluded = json.filter((l) => l.type === "rule.excluded").map((l) => `${l["what"]}: ${l["reason"]}`)
+        for (const what of ["rm -rf dist", "make deploy", "echo a && echo b"])
+          assert.isTrue(
+            excluded.some((e) => e.startsWith(what)),
+            `${what} not proposed, with a reason: ${JSON.stringify(excluded)}`
+          )
+        const text = Fs.readFileSync(file, "utf8")
+        assert.strictEqual((text.match(/^ {2}- id: /gm) ?? []).length, 6, text)
+
+        // The file as it is, on the same work: a rule decides every card a proposal covers; the
+        // rest (never proposed) is still asked (here, with no one to ask: refused).
+        const ruled = yield* CliProcess.runToEnd([...ruledRunArgs(codex, file), [...base, "pnpm lint"].join("|")])
+        assert.strictEqual(ruled.exited.code, 0, ruled.stderr)
+        const settled = ruled.json().filter((l) => l.type === "card.settled")
+        const opened = new Map(
+          ruled
+            .json()
+            .filter((l) => l.type === "card.opened")
+            .map((l) => [l["cardId"], String(l["summary"])])
+        )
+        const byRule = settled.filter((l) => String(l["source"]).startsWith("rule:suggested-"))
+        const asked = settled.filter((l) => !String(l["source"]).startsWith("rule:"))
+        assert.sameMembers(
+          byRule.map((l) => `${l["outcome"]}:${l["source"]}`),
+          [
+            "accepted:rule:suggested-npm-test",
+            "accepted:rule:suggested-make-check",
+            "accepted:rule:suggested-git-status",
+            "accepted:rule:suggested-cargo-build",
+            "accepted:rule:suggested-go-vet",
+            "declined:rule:suggested-deny-npm-publish"
+          ]
+        )
+        assert.sameMembers(
+          asked.map((l) => {
+            const summary = opened.get(l["cardId"]) ?? ""
+            return ["rm -rf dist", "make deploy", "echo a && echo b", "pnpm lint"].find((c) => summary.includes(c))
+          }),
+          ["rm -rf dist", "make deploy", "echo a && echo b", "pnpm lint"]
+        )
+      }),
+    240_000
   )
 })

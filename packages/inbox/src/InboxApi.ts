@@ -83,6 +83,31 @@ export const ItemJson = Schema.Struct({
 })
 export type ItemJson = typeof ItemJson.Type
 
+/**
+ * A rule offered with an acceptance (the ledger on): the person's acceptances of cards like this
+ * one, never declined, make a proposal proven by replay against the whole record; taking it
+ * (`POST /api/offers/{offerId}`) remembers it. Nothing is taken by itself.
+ */
+export const OfferJson = Schema.Struct({
+  /** The proposal's id (`suggested-...`). */
+  id: Schema.String,
+  /** One line: what it allows, its evidence, what it would have saved. */
+  summary: Schema.String,
+  /** The rule in full, as a rules file holds it (YAML, its evidence as a comment). */
+  rule: Schema.String,
+  /** The whole record replayed with the rules in force and this one. */
+  replay: Schema.Struct({
+    cards: Schema.Number,
+    decides: Schema.Number,
+    savedAsks: Schema.Number,
+    flippedDenials: Schema.Number,
+    flippedAcceptances: Schema.Number
+  }),
+  /** How many accepted cards are its evidence. */
+  evidence: Schema.Number
+})
+export type OfferJson = typeof OfferJson.Type
+
 /** No open card, and no card settled recently, has this id. Nothing was decided. */
 export class UnknownCard extends Schema.TaggedError<UnknownCard>()(
   "UnknownCard",
@@ -172,12 +197,24 @@ export class InboxGroup extends HttpApiGroup.make("inbox")
           decision: Schema.Unknown
         })
       )
-      .addSuccess(Schema.Struct({ settlement: SettlementJson }))
+      .addSuccess(
+        Schema.Struct({
+          settlement: SettlementJson,
+          /** With a person's acceptance (the ledger on): a proven rule this card is evidence of, offered. */
+          offer: Schema.optionalWith(OfferJson, { exact: true })
+        })
+      )
       .addError(UnknownCard)
       .addError(AlreadySettled)
       .addError(InvalidDecision)
       .addError(NotRemembered)
       .addError(NotDelivered)
+  )
+  .add(
+    HttpApiEndpoint.post("takeOffer")`/api/offers/${HttpApiSchema.param("offerId", Schema.String)}`
+      /** The remembered rule now in force: its id and what it allows. */
+      .addSuccess(Schema.Struct({ ruleId: Schema.String, describe: Schema.String }))
+      .addError(NotRemembered)
   )
   .add(
     HttpApiEndpoint.get("items", "/api/items").addSuccess(

@@ -61,6 +61,17 @@ export interface WebInboxConfig {
   /** `always`: remember an allow scoped to the card, then accept it (the CLI's ledger); without it `always` is not offered. */
   readonly always?: RememberAlways
   /**
+   * Rules offered with an acceptance (the CLI's ledger: `@warden/ledger`'s `Offers`): `after` is
+   * asked once a card this inbox accepted settled `accepted` (its answer carries the offer, if
+   * any); `take` remembers an offered rule (`POST /api/offers/{id}`; Left: why not, `422`).
+   */
+  readonly offers?: {
+    readonly after: (card: Card.CardView) => Effect.Effect<InboxApi.OfferJson | undefined>
+    readonly take: (
+      id: string
+    ) => Effect.Effect<Either.Either<{ readonly ruleId: string; readonly describe: string }, string>>
+  }
+  /**
    * Takes work items (`POST /api/items`, `warden serve`): starts one and says its id, or why not
    * (the reason is sent back: `405 NotAccepting`). Without it the inbox takes none (405).
    */

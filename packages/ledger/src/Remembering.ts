@@ -71,6 +71,14 @@ export interface Remembering {
    * to the snapshot. The card itself is not answered: accept it after this succeeds.
    */
   readonly always: (card: Card.CardView, input: AlwaysInput) => Effect.Effect<Remembered.RememberedRule, LedgerError>
+  /**
+   * Store an allow of `scope` (a proposal taken: `Suggest.rememberedScope`), from `from` (the card
+   * it was offered on, of this run unless said), and add it to the snapshot.
+   */
+  readonly scoped: (
+    scope: Remembered.RememberedScope,
+    input: AlwaysInput & { readonly from?: { readonly runId: string; readonly cardId: string } }
+  ) => Effect.Effect<Remembered.RememberedRule, LedgerError>
   /** Reload the snapshot from the ledger (e.g. after `warden rules revoke` in another process). */
   readonly reload: Effect.Effect<void, LedgerError>
 }
@@ -108,6 +116,20 @@ export const make = (ledger: LedgerShape, runId: string): Effect.Effect<Remember
   Effect.gen(function* () {
     let rules: ReadonlyArray<Remembered.RememberedRule> = yield* ledger.rememberedRules()
     const clock = yield* Effect.clock
+    const scoped: Remembering["scoped"] = (scope, input) =>
+      Effect.map(
+        ledger.remember({
+          scope,
+          author: input.author,
+          ...(input.from !== undefined ? { from: input.from } : {}),
+          ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
+          ...(input.note !== undefined ? { note: input.note } : {})
+        }),
+        (rule) => {
+          rules = [...rules, rule]
+          return rule
+        }
+      )
     return {
       lookup: (request, context) => {
         const hit = Remembered.rememberedFor(request, context, rules, clock.unsafeCurrentTimeMillis())
@@ -122,16 +144,9 @@ export const make = (ledger: LedgerShape, runId: string): Effect.Effect<Remember
               reason: "Invalid",
               detail: `card ${card.id} cannot be remembered: ${scope.left}`
             })
-          const rule = yield* ledger.remember({
-            scope: scope.right,
-            author: input.author,
-            from: { runId, cardId: card.id },
-            ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
-            ...(input.note !== undefined ? { note: input.note } : {})
-          })
-          rules = [...rules, rule]
-          return rule
+          return yield* scoped(scope.right, { ...input, from: { runId, cardId: card.id } })
         }),
+      scoped,
       reload: Effect.map(ledger.rememberedRules(), (loaded) => {
         rules = loaded
       })

@@ -57,3 +57,9 @@ export * as Suggest from "./Suggest.js"
 
 /** The schema as `@effect/sql` migrations (`Migrations.run` brings any `SqlClient` up to date). */
 export * as Migrations from "./Migrations.js"
+
+/**
+ * A proposed rule offered at the Nth acceptance (`Offers.make`): after a person accepts a card
+ * that a proven proposal of `Suggest` covers, the offer; taking it is a remembered rule.
+ */
+export * as Offers from "./Offers.js"

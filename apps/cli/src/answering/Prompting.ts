@@ -22,6 +22,7 @@ import { Effect, Either, Layer, Mailbox, Option, Stream, SubscriptionRef } from 
 import type { Scope } from "effect"
 import type { Board } from "../terminal/Board.js"
 import * as CardPrompt from "./CardPrompt.js"
+import type { RunOffers } from "../state/StateLedger.js"
 
 const visible = (text: string): string => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "")
 
@@ -75,7 +76,8 @@ export const openCards = (updates: Stream.Stream<Approvals.InboxUpdate>) =>
 export const run = (
   supervisor: Supervisor.SupervisorShape,
   board: Board,
-  always?: CardPrompt.Always
+  always?: CardPrompt.Always,
+  offers?: RunOffers
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
     const node = yield* NodeTerminal.make(() => false)
@@ -125,6 +127,38 @@ export const run = (
         Stream.filter((cards) => !cards.some((c) => c.id === card.id)),
         Stream.runHead
       )
+
+    /**
+     * A rule offered after this acceptance: shown in full on the board, then asked (default no).
+     * The next card is asked once this is answered (its deadline runs meanwhile, as always).
+     */
+    const offerAfter = (card: Card.CardView, offers: RunOffers) =>
+      Effect.gen(function* () {
+        const offer = yield* offers.after(card)
+        if (offer === undefined) return
+        board.log(`rule offered after card ${card.id} (${offer.id}): ${offer.summary}`)
+        for (const line of offer.rule.trimEnd().split("\n")) board.log(`  ${line}`)
+        board.log(
+          `  replayed over ${offer.replay.cards} recorded cards: decides ${offer.replay.decides}, would have saved ${offer.replay.savedAsks} asks, flips ${offer.replay.flippedDenials} recorded declines`
+        )
+        const keep = yield* Prompt.run(
+          Prompt.confirm({
+            message: `keep rule ${offer.id}? (a remembered rule; warden rules revoke ends it)`,
+            initial: false
+          })
+        ).pipe(
+          Effect.provide(promptEnv),
+          Effect.catchAll(() => Effect.succeed(false))
+        )
+        board.setPrompt(undefined)
+        if (!keep) return board.log(`rule ${offer.id} not kept`)
+        const taken = yield* offers.take(offer.id, "prompt")
+        board.log(
+          Either.isLeft(taken)
+            ? `rule ${offer.id} not kept: ${taken.left}`
+            : `remembered ${taken.right.ruleId}: allow ${taken.right.describe} (from rule ${offer.id})`
+        )
+      })
 
     const askOnce = Effect.gen(function* () {
       const head = yield* firstOpen
@@ -180,6 +214,8 @@ export const run = (
       }
       answered.add(card.id)
       const result = yield* supervisor.approvals.answer(card.id, decision, "terminal")
+      if (result._tag === "Settled" && result.settlement.outcome === "accepted" && offers !== undefined)
+        yield* offerAfter(card, offers)
       if (result._tag === "AlreadySettled") {
         board.log(`card ${card.id}: your answer came too late; it had already settled (${result.settlement.outcome})`)
       } else if (result._tag === "UnknownCard") {

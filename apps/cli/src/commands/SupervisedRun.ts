@@ -18,7 +18,7 @@
  * `acceptForSession` answer lasts for, a different thing.)
  */
 import { Approvals, Audit } from "@warden/approvals"
-import type { ApprovalEvent } from "@warden/approvals"
+import type { ApprovalEvent, Policy } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry } from "@warden/supervisor"
 import type { WorkItem } from "@warden/supervisor"
@@ -46,6 +46,7 @@ import * as Prompting from "../answering/Prompting.js"
 import type { Screen } from "../terminal/Screen.js"
 import * as StdinDecisions from "../answering/StdinDecisions.js"
 import * as RunState from "@warden/inbox/RunState"
+import type { RunOffers } from "../state/StateLedger.js"
 
 /** Who answers the cards that no rule (or handler) decided. */
 export type Answering = "prompt" | "stdin" | "none"
@@ -64,6 +65,8 @@ export interface Recorder {
   readonly prompt?: CardPrompt.Always
   /** "always" as another channel says it (`web`: the author of the rule). */
   readonly alwaysAs?: (author: string) => StdinDecisions.RememberAlways
+  /** Rules offered at a person's acceptance, replayed with the run's rules (the terminal and the inbox offer them). */
+  readonly offers?: (rules: Policy.Rules | undefined) => RunOffers
 }
 
 export interface Options {
@@ -204,6 +207,8 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
               )
             )
       if (recorder !== undefined) yield* recorder.attach(supervisor)
+      // Rules offered at a person's acceptance, replayed with the run's own rules.
+      const offers = recorder?.offers?.(options.supervisor.approvals?.rules)
       forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
       forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
       if (options.audit !== undefined && recorder?.writesAudit !== true) {
@@ -216,7 +221,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
 
       switch (options.answering) {
         case "prompt":
-          yield* Prompting.run(supervisor, board, recorder?.prompt)
+          yield* Prompting.run(supervisor, board, recorder?.prompt, offers)
           break
         case "stdin":
           yield* StdinDecisions.run(supervisor, board.log, recorder?.always)
@@ -253,6 +258,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           items: options.items.map((item, index) => ({ id: index, prompt: item.prompt })),
           ...(submit ? { submit } : {}),
           ...(always ? { always } : {}),
+          ...(offers ? { offers: { after: offers.after, take: (id: string) => offers.take(id, "web") } } : {}),
           // The server's own lines (the connection cap reached) go where the notifications' do.
           log: board.log,
           ...(options.inbox.notify ? { notify: { ...options.inbox.notify, report: board.log } } : {})

@@ -7,8 +7,8 @@
  * The ledger is opened in the caller's scope, which must enclose the supervisor's (the ledger is
  * built first and closed last: it records the refusals the supervisor writes while it stops).
  */
-import { CardFacts, Ledger, LedgerEvent, LedgerReader, Remembered, Remembering } from "@warden/ledger"
-import type { Card } from "@warden/approvals"
+import { CardFacts, Ledger, LedgerEvent, LedgerReader, Offers, Remembered, Remembering } from "@warden/ledger"
+import type { Card, Policy } from "@warden/approvals"
 import { SecretMask } from "@warden/approvals"
 import type { ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
@@ -158,6 +158,19 @@ export interface Recorder {
   readonly prompt: CardPrompt.Always
   /** `rememberAlways` as another channel uses it (author `web` for the web inbox). */
   readonly alwaysAs: (author: string) => StdinDecisions.RememberAlways
+  /** Rules offered at a person's acceptance (`Offers`), replayed with the run's `rules`. */
+  readonly offers: (rules: Policy.Rules | undefined) => RunOffers
+}
+
+/** `Offers` as the run's answering channels use them: the card, and the rule taken as its id and what it allows. */
+export interface RunOffers {
+  /** The rule offered after a person accepted `card`, if any. Never fails. */
+  readonly after: (card: Card.CardView) => Effect.Effect<Offers.Offer | undefined>
+  /** Remember an offered rule as `author`; Left: why not. */
+  readonly take: (
+    id: string,
+    author: string
+  ) => Effect.Effect<Either.Either<{ readonly ruleId: string; readonly describe: string }, string>>
 }
 
 /** Opens the ledger at `filename` and begins a run in it. */
@@ -226,6 +239,17 @@ export const recordIn = (
           }
         },
         remember: alwaysAs("prompt")
+      },
+      offers: (rules) => {
+        const offers = Offers.make(ledger, remembering, run.id, { rules: rules ?? { rules: [] } })
+        return {
+          after: (card) => offers.after(card.id),
+          take: (id, author) =>
+            Effect.map(
+              offers.take(id, author),
+              Either.map((rule) => ({ ruleId: rule.id, describe: Remembered.describeScope(rule.scope) }))
+            )
+        }
       }
     } satisfies Recorder
   })

@@ -126,6 +126,21 @@ export const recordedRunArgs = (
   "0"
 ]
 
+/** `warden run` of `codex` with JSON lines out, its cards decided by the rules file `rules` alone, recording nothing. */
+export const ruledRunArgs = (codex: string, rules: string): ReadonlyArray<string> => [
+  "run",
+  "--codex",
+  codex,
+  "--json",
+  "--approvals",
+  "rules",
+  "--rules",
+  rules,
+  "--restarts",
+  "0",
+  "--no-state"
+]
+
 /**
  * Start `warden` with `args`, run `until` against it (wait for what the test needs to have
  * happened: a card, a turn), then crash it once the ledger `db` holds what `recorded` asks

@@ -98,6 +98,28 @@ function noteDecided(cardId, line, kind) {
   $("decided").prepend(li)
 }
 
+// A rule offered with this page's acceptance: shown in full with its replay; kept only on a click.
+function showOffer(cardId, offer) {
+  const li = $("decided").querySelector('[data-settled="' + CSS.escape(cardId) + '"]')
+  if (!li) return
+  const note = el("span", { class: "offer-note" })
+  const take = el("button", { "data-action": "take-offer", text: "keep this rule" })
+  const box = el("div", { class: "offer", "data-offer": offer.id },
+    el("p", { text: "Keep a rule? " + offer.summary }),
+    el("pre", { class: "details", text: offer.rule }),
+    el("p", { class: "replay", text: "Replayed over " + offer.replay.cards + " recorded cards: it decides " + offer.replay.decides + ", would have saved " + offer.replay.savedAsks + " asks, and flips " + offer.replay.flippedDenials + " recorded declines." }),
+    take, " ", note)
+  take.addEventListener("click", async () => {
+    take.disabled = true
+    try {
+      const { status, body } = await api("api/offers/" + encodeURIComponent(offer.id), { method: "POST" })
+      if (status === 200) { note.textContent = "remembered " + body.ruleId + ": allow " + body.describe; box.dataset.taken = body.ruleId }
+      else { note.textContent = body?.reason ?? "not remembered (HTTP " + status + ")"; take.disabled = false }
+    } catch (e) { note.textContent = "not remembered: " + e.message; take.disabled = false }
+  })
+  li.append(box)
+}
+
 function removeCard(cardId) {
   state.cards.get(cardId)?.node.remove()
   state.cards.delete(cardId)
@@ -115,6 +137,7 @@ async function decide(card, decision, errorNode) {
     if (status === 200) {
       noteDecided(card.id, body.settlement.outcome + " by " + body.settlement.by + " (you)", "mine")
       removeCard(card.id)
+      if (body.offer) showOffer(card.id, body.offer)
     } else if (status === 409 && body?._tag === "AlreadySettled") {
       noteDecided(card.id, "already " + body.settlement.outcome + " by " + body.settlement.by + "; your answer changed nothing", "late")
       removeCard(card.id)

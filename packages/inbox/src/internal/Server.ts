@@ -281,8 +281,25 @@ export const serve = (
             reason: `decision: ${describeValue(raw)} is not one of "accept", "acceptForSession", "decline", "cancel", "always" or a structured answer`
           })
         }
-        return yield* answer(cardId, decision)
+        const card = config.offers === undefined ? undefined : yield* openCard(cardId)
+        const decided = yield* answer(cardId, decision)
+        return card === undefined || decided.settlement.outcome !== "accepted"
+          ? decided
+          : { ...decided, ...(yield* offerAfter(card)) }
       })
+
+    /** The rule offered with this acceptance, if any (bounded: an offer that takes too long is not made). */
+    const offerAfter = (card: Card.CardView) =>
+      config.offers === undefined
+        ? Effect.succeed({})
+        : config.offers.after(card).pipe(
+            Effect.timeoutOption("10 seconds"),
+            Effect.map((found) =>
+              Option.isSome(found) && found.value !== undefined
+                ? { offer: SecretMask.maskJson(found.value) as InboxApi.OfferJson }
+                : {}
+            )
+          )
 
     const InboxLive = HttpApiBuilder.group(InboxApi.InboxApi, "inbox", (handlers) =>
       handlers
@@ -312,6 +329,16 @@ export const serve = (
           })
         )
         .handle("decide", ({ path, payload }) => decide(path.cardId, payload.decision))
+        .handle("takeOffer", ({ path }) => {
+          const offers = config.offers
+          if (offers === undefined)
+            return Effect.fail(new InboxApi.NotRemembered({ reason: "rules are offered only with the ledger" }))
+          return Effect.flatMap(offers.take(path.offerId), (taken) =>
+            Either.isLeft(taken)
+              ? Effect.fail(new InboxApi.NotRemembered({ reason: SecretMask.maskText(taken.left) }))
+              : Effect.succeed({ ruleId: taken.right.ruleId, describe: SecretMask.maskText(taken.right.describe) })
+          )
+        })
         .handle("items", () => Effect.sync(() => ({ items: board.items(), now: Date.now() })))
         .handle("submit", ({ payload }) => {
           const submit = config.submit
