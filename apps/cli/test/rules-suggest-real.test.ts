@@ -14,6 +14,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Codex from "./support/Codex.js"
+import { answerEveryCard } from "./support/LedgerCodex.js"
 
 const McpName = "suggesting"
 
@@ -58,19 +59,9 @@ describe("warden rules suggest on a record of the real codex 0.171.0", () => {
           ["run", ...codex.flags, "--json", "--approvals", "stdin", "--state", db, "--concurrency", "4", ...prompts(1)],
           { env: codex.env }
         )
-        const answered = new Set<string>()
-        yield* run.waitUntil(
-          "every card answered and the run finished",
-          () => {
-            const lines = run.json()
-            for (const l of lines) {
-              if (l.type !== "card.opened" || answered.has(String(l["cardId"]))) continue
-              answered.add(String(l["cardId"]))
-              const decision = String(l["summary"]).includes("git push") ? "decline" : "accept"
-              Effect.runFork(run.write(`${JSON.stringify({ cardId: l["cardId"], decision })}\n`))
-            }
-            return lines.some((l) => l.type === "run.finished") ? true : undefined
-          },
+        yield* answerEveryCard(
+          run,
+          (l) => (String(l["summary"]).includes("git push") ? "decline" : "accept"),
           "300 seconds"
         )
         yield* run.endStdin

@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { recordedRunArgs, ruledRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { answerEveryCard, recordedRunArgs, ruledRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden rules suggest", () => {
   it.scopedLive(
@@ -27,19 +27,9 @@ describe("warden rules suggest", () => {
           "1",
           ...[1, 2, 3].map(() => parts.join("|"))
         ])
-        const answered = new Set<string>()
-        yield* run.waitUntil(
-          "every card answered and the run finished",
-          () => {
-            for (const l of run.json().filter((l) => l.type === "card.opened")) {
-              const card = String(l["cardId"])
-              if (answered.has(card)) continue
-              answered.add(card)
-              const decision = String(l["summary"]).includes("npm publish") ? "decline" : "accept"
-              Effect.runFork(run.write(`${JSON.stringify({ cardId: card, decision })}\n`))
-            }
-            return run.json().some((l) => l.type === "run.finished") ? true : undefined
-          },
+        const answered = yield* answerEveryCard(
+          run,
+          (l) => (String(l["summary"]).includes("npm publish") ? "decline" : "accept"),
           "120 seconds"
         )
         yield* run.endStdin
@@ -164,27 +154,12 @@ describe("warden rules suggest", () => {
         ]
         const items = Array.from({ length: 24 }, (_, i) => (i < 2 ? [...base, "pnpm lint"] : base).join("|"))
         const run = yield* CliProcess.spawn([...recordedRunArgs(codex, db), "--concurrency", "4", ...items])
-        const answered = new Set<string>()
-        yield* run.waitUntil(
-          "every card answered and the run finished",
-          () => {
-            const lines = run.json()
-            for (const l of lines) {
-              if (l.type !== "card.opened") continue
-              const card = String(l["cardId"])
-              if (answered.has(card)) continue
-              answered.add(card)
-              const summary = String(l["summary"])
-              const decision =
-                summary.includes("npm publish") || (summary.includes("make deploy") && l["item"] === 5)
-                  ? "decline"
-                  : "accept"
-              Effect.runFork(run.write(`${JSON.stringify({ cardId: card, decision })}\n`))
-            }
-            return lines.some((l) => l.type === "run.finished") ? true : undefined
-          },
-          "180 seconds"
-        )
+        const answered = yield* answerEveryCard(run, (l) => {
+          const summary = String(l["summary"])
+          return summary.includes("npm publish") || (summary.includes("make deploy") && l["item"] === 5)
+            ? "decline"
+            : "accept"
+        })
         yield* run.endStdin
         assert.deepStrictEqual(yield* run.exited("60 seconds"), { code: 0, signal: null }, run.stderr())
         assert.strictEqual(answered.size, 24 * base.length + 2)

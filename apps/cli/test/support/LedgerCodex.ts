@@ -126,6 +126,33 @@ export const recordedRunArgs = (
   "0"
 ]
 
+/**
+ * A person on `run`'s stdin (`--approvals stdin --json`): each card is answered once as it opens,
+ * with `decide(its card.opened line)`, until `run.finished`. Returns the cards answered.
+ */
+export const answerEveryCard = (
+  run: CliProcess.Cli,
+  decide: (opened: CliProcess.JsonLine) => "accept" | "decline",
+  timeout: `${number} seconds` = "180 seconds"
+) =>
+  Effect.gen(function* () {
+    const answered = new Set<string>()
+    yield* run.waitUntil(
+      "every card answered and the run finished",
+      () => {
+        const lines = run.json()
+        for (const l of lines) {
+          if (l.type !== "card.opened" || answered.has(String(l["cardId"]))) continue
+          answered.add(String(l["cardId"]))
+          Effect.runFork(run.write(`${JSON.stringify({ cardId: l["cardId"], decision: decide(l) })}\n`))
+        }
+        return lines.some((l) => l.type === "run.finished") ? true : undefined
+      },
+      timeout
+    )
+    return answered
+  })
+
 /** `warden run` of `codex` with JSON lines out, its cards decided by the rules file `rules` alone, recording nothing. */
 export const ruledRunArgs = (codex: string, rules: string): ReadonlyArray<string> => [
   "run",
