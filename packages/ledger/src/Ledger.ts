@@ -18,7 +18,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { ApprovalEvent } from "@warden/approvals"
 import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Context, Effect, ExecutionStrategy, FiberSet, Layer, Queue, Scope, Stream } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, FiberSet, Layer, Queue, Scope, Stream } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
@@ -381,38 +381,41 @@ export const make = (
 
     const offer = (op: Projection.Op) => writer.offer(op)
 
-    /** One attached queue and how its events are recorded. */
+    /** One attached subscription: its pump, and how what waits in it is recorded at once. */
     interface Feed {
-      readonly take: Effect.Effect<void>
+      readonly pump: Effect.Effect<void>
       readonly drain: Effect.Effect<void>
     }
     const feeds: Array<Feed> = []
-    const feed = <A>(queue: Queue.Dequeue<A>, record: (a: A) => void): Feed => ({
-      // Taken and recorded in one uninterruptible step: an interrupt lands only while waiting, so a
-      // chunk taken is always recorded (and in order).
-      take: Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(restore(Queue.takeBetween(queue, 1, 4096)), (chunk) =>
-          Effect.sync(() => {
-            for (const a of chunk) record(a)
-          })
-        )
-      ),
-      drain: Effect.flatMap(Queue.takeAll(queue), (chunk) =>
-        Effect.sync(() => {
-          for (const a of chunk) record(a)
-        })
-      )
-    })
-    const startPump = (f: Feed) => FiberSet.run(pumps, Effect.forever(f.take))
-    // Attaching, flushing and closing take turns: each stops the pumps, or starts them, whole.
+    /**
+     * A pump's take is never interrupted. Effect's queues hand a waiting taker its items
+     * directly: a take interrupted after a publisher handed it a chunk, before its fiber ran
+     * again, would lose that chunk, a silent gap in the record (a flush that stopped the pumps
+     * lost events this way). A pump ends only when its subscription is shut down (the
+     * subscriptions' scope closing), after recording every chunk it took.
+     */
+    const feed = <A>(queue: Queue.Dequeue<A>, record: (a: A) => void): Feed => {
+      const recordAll = (chunk: Iterable<A>) => {
+        for (const a of chunk) record(a)
+      }
+      return {
+        pump: Queue.takeBetween(queue, 1, 4096).pipe(Effect.map(recordAll), Effect.forever, Effect.uninterruptible),
+        drain: Effect.map(Queue.takeAll(queue), recordAll)
+      }
+    }
+    // Attaching, flushing and closing take turns.
     const lock = yield* Effect.makeSemaphore(1)
     /**
-     * Everything the attached sources published so far is recorded, in order: the pumps are
-     * stopped (each records the chunk it holds first), then what is left in their queues is drained.
+     * Everything the attached sources published so far is recorded. A chunk a pump was handed is
+     * recorded as soon as the pump runs again, which the scheduler does before it runs this fiber
+     * again (it runs fibers in the order they were woken); what still waits in a subscription is
+     * then taken and recorded here. (A chunk handed to a pump while this runs may be recorded just
+     * after what is taken here: a reordering within that instant, never a loss.)
      */
-    const quiesce = Effect.gen(function* () {
-      yield* FiberSet.clear(pumps)
+    const settle = Effect.gen(function* () {
+      yield* Effect.yieldNow()
       for (const f of feeds) yield* f.drain
+      yield* Effect.yieldNow()
     })
 
     const endRun = (runId: string, status: "ended") =>
@@ -451,7 +454,7 @@ export const make = (
               ]
               for (const f of added) {
                 feeds.push(f)
-                yield* startPump(f)
+                yield* FiberSet.run(pumps, f.pump)
               }
             })
           )
@@ -464,18 +467,18 @@ export const make = (
     yield* Effect.addFinalizer(() =>
       lock.withPermits(1)(
         Effect.gen(function* () {
-          yield* quiesce
+          yield* settle
+          // The subscriptions shut down: each pump records the chunk it holds, if any, and ends.
+          yield* Scope.close(subscriptions, Exit.void)
+          yield* FiberSet.awaitEmpty(pumps)
           for (const runId of Array.from(live)) yield* endRun(runId, "ended")
           yield* writer.close
         })
       )
     )
 
-    /** Record what the attached sources published so far, restart their pumps, wait for the writer. */
-    const flush = Effect.zipRight(
-      lock.withPermits(1)(Effect.zipRight(quiesce, Effect.forEach(feeds, startPump, { discard: true }))),
-      writer.flush
-    )
+    /** Record what the attached sources published so far, then wait for the writer. */
+    const flush = Effect.zipRight(lock.withPermits(1)(settle), writer.flush)
 
     const guardDead = (runId: string) =>
       live.has(runId)

@@ -415,6 +415,39 @@ describe("recording", () => {
     })
   )
 
+  it.scoped(
+    "a flush right after a publish records the event: a pump's take is never interrupted (an interrupted take lost the chunk it had been handed)",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const s = yield* script()
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          yield* ledger.flush
+          // Each item's submission is recorded directly; its thread's readiness comes through the
+          // attached source, published in the same step as the flush that follows it (the pump
+          // has been handed the event, and has not run yet).
+          const n = 200
+          for (let i = 1; i <= n; i++) {
+            run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `p${i}` }))
+            s.work({ _tag: "ThreadReady", item: i, threadId: `thr_${i}`, resumed: false })
+            yield* ledger.flush
+          }
+          const items = yield* ledger.workItems(run.id)
+          assert.strictEqual(items.length, n)
+          const notRunning = items.filter((i) => i.status !== "running" || i.threadId === undefined)
+          assert.deepStrictEqual(
+            notRunning.map((i) => i.item),
+            [],
+            "every thread's readiness recorded"
+          )
+          assert.strictEqual((yield* ledger.stats).dropped, 0)
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
+
   it.scoped("a write failure is reported and counted; recording goes on and the rest is written", () =>
     Effect.gen(function* () {
       const filename = Path.join(yield* tempDir, "ledger.db")

@@ -25,7 +25,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SecretMask } from "@warden/approvals"
-import { Cause, Chunk, Clock, Data, Deferred, Duration, Effect, Exit, Fiber, Mailbox, PubSub } from "effect"
+import { Cause, Chunk, Clock, Data, Deferred, Duration, Effect, Exit, Fiber, Mailbox, Option, PubSub } from "effect"
 import type { Scope } from "effect"
 import { performance } from "node:perf_hooks"
 import * as Busy from "./Busy.js"
@@ -336,7 +336,22 @@ export const make = (
 
     const loop = Effect.gen(function* () {
       while (true) {
-        const [chunk, done] = yield* mailbox.takeAll
+        // Woken by an offer, the writer first lets the event loop finish what it was doing: the
+        // engine's work that recorded the op (an answer being written to codex, the next frames
+        // of the chunk being read) comes before the ledger's transaction, and whatever else is
+        // recorded meanwhile joins this batch.
+        const [first, ended] = yield* mailbox.takeAll
+        let chunk = first
+        let done = ended
+        if (!done) {
+          yield* yieldToLoop
+          const waiting = mailbox.unsafeSize()
+          if (Option.isNone(waiting) || waiting.value > 0) {
+            const [more, endedSince] = yield* mailbox.takeAll
+            chunk = Chunk.appendAll(chunk, more)
+            done = endedSince
+          }
+        }
         const ops = Chunk.toReadonlyArray(chunk)
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
