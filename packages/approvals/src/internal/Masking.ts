@@ -29,7 +29,31 @@ const ScanLimit = 100_000
  */
 const ScanMargin = 8_192
 
+/**
+ * Texts recently scanned and found clean (no span), so that scanning one again costs a lookup.
+ * The same text is masked several times on its way out (a card's title in its summary, then in
+ * its audit record, the ledger's row and the span's attributes; a masked text masked again): the
+ * second scan found nothing the first did not. Only clean texts are kept (never one holding
+ * something secret-looking), at most `CleanMaxLength` characters each, `CleanMaxEntries` of them,
+ * the oldest let go first.
+ */
+const clean = new Set<string>()
+const CleanMaxLength = 4_096
+const CleanMaxEntries = 2_048
+const NoSpans: ReadonlyArray<Span> = Object.freeze([])
+
 const secretSpans = (text: string): ReadonlyArray<Span> => {
+  const short = text.length <= CleanMaxLength
+  if (short && clean.has(text)) return NoSpans
+  const spans = findSpans(text)
+  if (short && spans.length === 0) {
+    if (clean.size >= CleanMaxEntries) clean.delete(clean.values().next().value as string)
+    clean.add(text)
+  }
+  return spans
+}
+
+const findSpans = (text: string): ReadonlyArray<Span> => {
   const spans: Array<Span> = []
   fixedPatterns(text, spans)
   headers(text, spans)
