@@ -16,9 +16,9 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { ApprovalEvent } from "@warden/approvals"
-import { RunId } from "@warden/supervisor"
+import { EventPump, RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Context, Effect, ExecutionStrategy, Exit, FiberSet, Layer, Queue, Scope, Stream } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Scope, Stream } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
@@ -374,49 +374,18 @@ export const make = (
     const scope = yield* Effect.scope
     // Attached supervisors' subscriptions and pumps: closed after the finalizer below drained them.
     const subscriptions = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-    const pumps = yield* FiberSet.make<void>()
     const auditLines = options.audit === undefined ? undefined : yield* AuditFile.open(options.audit)
     const writer = yield* Writer.make(sql, options, auditLines)
     const live = new Set<string>()
 
     const offer = (op: Projection.Op) => writer.offer(op)
 
-    /** One attached subscription: its pump, and how what waits in it is recorded at once. */
-    interface Feed {
-      readonly pump: Effect.Effect<void>
-      readonly drain: Effect.Effect<void>
-    }
-    const feeds: Array<Feed> = []
-    /**
-     * A pump's take is never interrupted. Effect's queues hand a waiting taker its items
-     * directly: a take interrupted after a publisher handed it a chunk, before its fiber ran
-     * again, would lose that chunk, a silent gap in the record (a flush that stopped the pumps
-     * lost events this way). A pump ends only when its subscription is shut down (the
-     * subscriptions' scope closing), after recording every chunk it took.
-     */
-    const feed = <A>(queue: Queue.Dequeue<A>, record: (a: A) => void): Feed => {
-      const recordAll = (chunk: Iterable<A>) => {
-        for (const a of chunk) record(a)
-      }
-      return {
-        pump: Queue.takeBetween(queue, 1, 4096).pipe(Effect.map(recordAll), Effect.forever, Effect.uninterruptible),
-        drain: Effect.map(Queue.takeAll(queue), recordAll)
-      }
-    }
+    /** The attached subscriptions' pumps (`EventPump`: none ever loses an event it was handed). */
+    const pumps: Array<EventPump.EventPump> = []
     // Attaching, flushing and closing take turns.
     const lock = yield* Effect.makeSemaphore(1)
-    /**
-     * Everything the attached sources published so far is recorded. A chunk a pump was handed is
-     * recorded as soon as the pump runs again, which the scheduler does before it runs this fiber
-     * again (it runs fibers in the order they were woken); what still waits in a subscription is
-     * then taken and recorded here. (A chunk handed to a pump while this runs may be recorded just
-     * after what is taken here: a reordering within that instant, never a loss.)
-     */
-    const settle = Effect.gen(function* () {
-      yield* Effect.yieldNow()
-      for (const f of feeds) yield* f.drain
-      yield* Effect.yieldNow()
-    })
+    /** Everything the attached sources published so far is recorded. */
+    const settle = Effect.forEach(pumps, (p) => p.settle, { discard: true })
 
     const endRun = (runId: string, status: "ended") =>
       Effect.sync(() => {
@@ -448,14 +417,20 @@ export const make = (
             Effect.gen(function* () {
               const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
               const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
-              const added = [
-                feed(supervisorEvents, (event: Supervisor.SupervisorEvent) => record({ _tag: "Supervisor", event })),
-                feed(approvalEvents, (event: ApprovalEvent.ApprovalEvent) => record({ _tag: "Approval", event }))
-              ]
-              for (const f of added) {
-                feeds.push(f)
-                yield* FiberSet.run(pumps, f.pump)
-              }
+              pumps.push(
+                yield* Scope.extend(
+                  EventPump.make(supervisorEvents, (event: Supervisor.SupervisorEvent) =>
+                    Effect.sync(() => record({ _tag: "Supervisor", event }))
+                  ),
+                  subscriptions
+                ),
+                yield* Scope.extend(
+                  EventPump.make(approvalEvents, (event: ApprovalEvent.ApprovalEvent) =>
+                    Effect.sync(() => record({ _tag: "Approval", event }))
+                  ),
+                  subscriptions
+                )
+              )
             })
           )
         return { id: runId, record, attach, end: endRun(runId, "ended") }
@@ -470,7 +445,6 @@ export const make = (
           yield* settle
           // The subscriptions shut down: each pump records the chunk it holds, if any, and ends.
           yield* Scope.close(subscriptions, Exit.void)
-          yield* FiberSet.awaitEmpty(pumps)
           for (const runId of Array.from(live)) yield* endRun(runId, "ended")
           yield* writer.close
         })

@@ -33,9 +33,9 @@ import { SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { LedgerEvent } from "@warden/ledger"
 import type { Decision } from "@warden/protocol"
-import { Supervisor } from "@warden/supervisor"
+import { EventPump, Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
-import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Queue, Schema, Scope, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Schema, Scope, Stream } from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"
 import * as Wire from "../Wire.js"
 import { ItemStore } from "./ItemStore.js"
@@ -447,19 +447,12 @@ export const make = Effect.gen(function* () {
       recording?.run.record(LedgerEvent.itemSubmitted(work))
       const exit = yield* Effect.scoped(
         Effect.gen(function* () {
-          const approvals = yield* supervisor.subscribeApprovals
-          const loop = yield* Queue.take(approvals).pipe(
-            Effect.flatMap(onApproval),
-            Effect.forever,
-            Effect.interruptible,
-            Effect.forkScoped
-          )
           // Whatever ends the item (its end, a stop, this runner shutting down), the approval
-          // events already published for it are handled before the scope closes.
-          const drain = Effect.gen(function* () {
-            yield* Fiber.interrupt(loop)
-            for (const event of yield* Queue.takeAll(approvals)) yield* onApproval(event)
-          })
+          // events already published for it are handled before the scope closes (`settle`: a
+          // reader stopped by an interrupt could lose the event it had just been handed, such
+          // as the refusal that settled a card as the item stopped).
+          const approvals = yield* EventPump.make(yield* supervisor.subscribeApprovals, onApproval)
+          const drain = approvals.settle
           const exit = yield* Effect.scoped(
             Effect.gen(function* () {
               running = true
