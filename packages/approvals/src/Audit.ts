@@ -6,7 +6,7 @@
  * for a card's title and its settlement, and the ledger writes the same lines when it is given an
  * audit file: one record, two renderings. `jsonlSink` appends one line per event and flushes it.
  */
-import { Data, Effect, Queue } from "effect"
+import { Data, Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
@@ -14,6 +14,7 @@ import { Approvals } from "./Approvals.js"
 import type { CardView, Source } from "./Card.js"
 import { describeSource } from "./Card.js"
 import * as SecretMask from "./SecretMask.js"
+import * as EventPump from "./EventPump.js"
 
 /**
  * One line of the audit trail, flat, with `null` for what does not apply to its type.
@@ -196,9 +197,7 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
         Effect.tapError((e) => Effect.logError("audit write failed", e)),
         Effect.ignore
       )
-    // Drain what is queued when the scope closes, so the last settlements are not lost.
-    yield* Effect.addFinalizer(() =>
-      Queue.takeAll(queue).pipe(Effect.flatMap((events) => Effect.forEach(events, writeOne, { discard: true })))
-    )
-    yield* Queue.take(queue).pipe(Effect.flatMap(writeOne), Effect.forever, Effect.interruptible, Effect.forkScoped)
+    // Read so that no event is lost, the last settlements included: when the scope closes, what
+    // was published is written first.
+    yield* EventPump.make(queue, writeOne)
   })

@@ -15,8 +15,8 @@
  * supervisor's): the refusals a supervisor's shutdown writes are published while it closes.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { ApprovalEvent } from "@warden/approvals"
-import { EventPump, RunId } from "@warden/supervisor"
+import { type ApprovalEvent, EventPump } from "@warden/approvals"
+import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
 import { Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Scope, Stream } from "effect"
 import * as Os from "node:os"

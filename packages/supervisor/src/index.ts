@@ -19,7 +19,6 @@
 export * as CodexCommand from "./CodexCommand.js"
 export * as Config from "./Config.js"
 export * as Errors from "./Errors.js"
-export * as EventPump from "./EventPump.js"
 export * as Facade from "./Facade.js"
 export { createSupervisor } from "./Facade.js"
 export * as RunId from "./RunId.js"

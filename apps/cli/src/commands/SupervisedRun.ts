@@ -17,7 +17,7 @@
  * (Named for what it runs rather than "session": in codex's protocol a session is what an
  * `acceptForSession` answer lasts for, a different thing.)
  */
-import { Approvals, Audit } from "@warden/approvals"
+import { Approvals, Audit, EventPump } from "@warden/approvals"
 import type { ApprovalEvent, Policy } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry } from "@warden/supervisor"
@@ -33,7 +33,7 @@ import {
   Fiber,
   FiberSet,
   Layer,
-  Queue,
+  type Queue,
   Redacted,
   Scope
 } from "effect"
@@ -107,18 +107,6 @@ export interface Result {
   readonly exitCode: number
 }
 
-/** Take whatever arrives and handle it; a batch once taken is always handled (even on interrupt). */
-const forward = <A>(queue: Queue.Dequeue<A>, handle: (a: A) => void) =>
-  Effect.uninterruptibleMask((restore) =>
-    restore(Queue.takeBetween(queue, 1, Number.MAX_SAFE_INTEGER)).pipe(
-      Effect.flatMap((batch) =>
-        Effect.sync(() => {
-          for (const a of batch) handle(a)
-        })
-      )
-    )
-  ).pipe(Effect.forever)
-
 export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> => {
   const prompts = options.items.map((item) => item.prompt)
   const tally = RunState.make(prompts, Date.now())
@@ -149,14 +137,13 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         supervisor?: Queue.Dequeue<Supervisor.SupervisorEvent>
         approvals?: Queue.Dequeue<ApprovalEvent.ApprovalEvent>
       } = {}
-      const forwarders: Array<Fiber.RuntimeFiber<never, never>> = []
+      // The reporter's readers of the two subscriptions (an EventPump never loses an event it was handed).
+      const pumps: Array<EventPump.EventPump> = []
       yield* Effect.addFinalizer((exit) =>
         Effect.gen(function* () {
-          yield* Fiber.interruptAll(forwarders)
-          // A ledger that could not be opened: nothing ran, nothing is reported (the error says why).
-          if (queues.approvals && !aborted) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
-          if (queues.supervisor && !aborted)
-            for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+          // Everything published is reported. (A ledger that could not be opened: nothing ran, no
+          // reader was started, nothing is reported: the error says why.)
+          if (!aborted) for (const pump of pumps) yield* pump.settle
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile; but a stop is
           // how `warden serve` ends.
           const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
@@ -209,8 +196,14 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
       if (recorder !== undefined) yield* recorder.attach(supervisor)
       // Rules offered at a person's acceptance, replayed with the run's own rules.
       const offers = recorder?.offers?.(options.supervisor.approvals?.rules)
-      forwarders.push(yield* forward(queues.approvals, onApprovalEvent).pipe(Effect.forkIn(reporterScope)))
-      forwarders.push(yield* forward(queues.supervisor, onSupervisorEvent).pipe(Effect.forkIn(reporterScope)))
+      pumps.push(
+        yield* EventPump.make(queues.approvals, (e) => Effect.sync(() => onApprovalEvent(e))).pipe(
+          Scope.extend(reporterScope)
+        ),
+        yield* EventPump.make(queues.supervisor, (e) => Effect.sync(() => onSupervisorEvent(e))).pipe(
+          Scope.extend(reporterScope)
+        )
+      )
       if (options.audit !== undefined && recorder?.writesAudit !== true) {
         yield* Audit.jsonlSink(options.audit).pipe(
           Effect.provideService(Approvals.Approvals, supervisor.approvals),

@@ -29,11 +29,11 @@
  * @internal
  */
 import { Entity } from "@effect/cluster"
-import { SecretMask } from "@warden/approvals"
+import { EventPump, SecretMask } from "@warden/approvals"
 import type { ApprovalEvent } from "@warden/approvals"
 import { LedgerEvent } from "@warden/ledger"
 import type { Decision } from "@warden/protocol"
-import { EventPump, Supervisor } from "@warden/supervisor"
+import { Supervisor } from "@warden/supervisor"
 import type { Errors, WorkItem } from "@warden/supervisor"
 import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Option, PubSub, Schema, Scope, Stream } from "effect"
 import { WorkItemEntity } from "../WorkItemEntity.js"

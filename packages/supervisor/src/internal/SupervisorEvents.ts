@@ -9,8 +9,8 @@
  * supervisor's event metrics are counted where the event is published, synchronously.
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
-import { Card } from "@warden/approvals"
-import { Effect, Exit, PubSub, Queue, Stream } from "effect"
+import { Card, EventPump } from "@warden/approvals"
+import { Effect, Exit, PubSub, type Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { SupervisorEvent } from "../Supervisor.js"
 import { Attributes, labelsOf, Metrics } from "../Telemetry.js"
@@ -100,22 +100,7 @@ const countCards = (approvals: Approvals.ApprovalsShape): Effect.Effect<void, ne
         Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
       }
     }
-    const drain = Effect.flatMap(Queue.takeAll(queue), (batch) =>
-      Effect.sync(() => {
-        for (const event of batch) count(event)
-      })
-    )
-    yield* Queue.take(queue).pipe(
-      Effect.flatMap((first) =>
-        Effect.zipRight(
-          Effect.sync(() => count(first)),
-          drain
-        )
-      ),
-      Effect.forever,
-      // The supervisor's close settles the cards still open (shutdown) just before: count them too.
-      Effect.onInterrupt(() => drain),
-      Effect.interruptible,
-      Effect.forkScoped
-    )
+    // The supervisor's close settles the cards still open (shutdown) just before this scope
+    // closes: the pump counts them too, and never loses an event it was handed.
+    yield* EventPump.make(queue, (event) => Effect.sync(() => count(event)))
   })

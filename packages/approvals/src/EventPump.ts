@@ -27,14 +27,15 @@ export interface EventPump {
 
 /**
  * Fork the pump of `queue` in the caller's scope: it takes up to 4,096 events at a time and calls
- * `handle` on each, in order, one chunk at a time. Closing the scope shuts the subscription down
- * (events still waiting in it are dropped: `settle` first to keep them), lets the pump finish the
- * chunk it holds, and waits for it to end. `handle` must not fail (catch in it): an event it fails
+ * `handle` on each, in order, one chunk at a time. Closing the scope handles what was published
+ * (`settle`), shuts the subscription down, lets the pump finish the chunk it holds, and waits for
+ * it to end: whatever ends the scope, no event published before it closed is left unhandled. `handle` must not fail (catch in it): an event it fails
  * on is lost (logged, without the cause, which may carry the event's data), and the pump goes on.
  *
  * @example
  * ```ts
- * import { EventPump, Supervisor } from "@warden/supervisor"
+ * import { EventPump } from "@warden/approvals"
+ * import { Supervisor } from "@warden/supervisor"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -77,13 +78,13 @@ export const make = <A, R>(
       Effect.uninterruptible,
       Effect.forkScoped
     )
-    // Added after the fork, so it runs before the fork's own finalizer: the subscription is shut
-    // down (the pump's waiting take ends), the pump finishes the chunk it holds and ends.
-    yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.await(pump)))
-    return {
-      settle: Effect.gen(function* () {
-        yield* Effect.yieldNow()
-        yield* takeWaiting
-      }).pipe(Effect.catchAllCause(() => Effect.void))
-    }
+    const settle = Effect.gen(function* () {
+      yield* Effect.yieldNow()
+      yield* takeWaiting
+    }).pipe(Effect.catchAllCause(() => Effect.void))
+    // Added after the fork, so it runs before the fork's own finalizer: what was published is
+    // handled, the subscription is shut down (the pump's waiting take ends), and the pump, having
+    // finished the chunk it holds, ends.
+    yield* Effect.addFinalizer(() => Effect.zipRight(settle, Effect.zipRight(Queue.shutdown(queue), Fiber.await(pump))))
+    return { settle }
   })
