@@ -21,6 +21,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as BuiltCli from "./support/BuiltCli.js"
+import * as CliFleet from "./support/CliFleet.js"
 import type { DriverInput, DriverOutput } from "./support/FleetDriver.js"
 import type { BenchResult } from "./support/Report.js"
 import { ratioCell } from "./support/Report.js"
@@ -75,8 +77,11 @@ const runDriver = (bundle: string, input: DriverInput, profile: string | undefin
     })
   })
 
-/** One fleet: a fresh model with a lane per thread and a fresh codex home, then the driver. */
-const once = (bundle: string, items: number, profile: string | undefined): Promise<DriverOutput> =>
+/** Which Warden drives the fleet: the library in its own process, or the built CLI with its defaults. */
+type Path = "library" | "cli"
+
+/** One fleet: a fresh model with a lane per thread and a fresh codex home, then the driver or the CLI. */
+const once = (path: Path, bundle: string, items: number, profile: string | undefined): Promise<DriverOutput> =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
@@ -93,6 +98,7 @@ const once = (bundle: string, items: number, profile: string | undefined): Promi
         }
         const model = yield* ScriptedModel.make({ lanes })
         const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
+        if (path === "cli") return yield* Effect.promise(() => CliFleet.run(items, launch, profile))
         return yield* Effect.promise(() =>
           runDriver(
             bundle,
@@ -115,26 +121,53 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const items = options.fleet ?? (options.quick ? 10 : 100)
   const runs = options.quick ? 1 : 3
   const codex = await Effect.runPromise(RealCodex.version)
-  options.log(`fleet: codex ${codex}, ${items} threads on one app-server, ${runs} run(s)`)
-  const outputs: Array<DriverOutput> = []
+  options.log(
+    `fleet: codex ${codex}, ${items} threads on one app-server, ${runs} run(s) each through the library and the built CLI`
+  )
+  BuiltCli.build()
+  const outputs: Record<Path, Array<DriverOutput>> = { library: [], cli: [] }
   const dir = mkdtempSync(join(tmpdir(), "warden-fleet-"))
   const bundle = await bundleDriver(dir)
-  for (let i = 0; i < runs; i++) {
-    const output = await once(bundle, items, options.profile).catch((error) => {
-      rmSync(dir, { recursive: true, force: true })
-      throw error
-    })
-    options.log(
-      `  run ${i + 1}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, app-server ${Math.round(output.appServerCpuMs)} ms CPU (${Math.round(output.appServerWithCommandsCpuMs)} ms with its commands), ${Math.round(output.wallMs)} ms wall`
-    )
-    outputs.push(output)
+  try {
+    for (let i = 0; i < runs; i++) {
+      // Interleaved, who goes first rotating: a noisy minute slows both alike.
+      const order: ReadonlyArray<Path> = i % 2 === 0 ? ["library", "cli"] : ["cli", "library"]
+      for (const path of order) {
+        const output = await once(path, bundle, items, options.profile ? join(options.profile, path) : undefined)
+        options.log(
+          `  run ${i + 1}, ${path}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, app-server ${Math.round(output.appServerCpuMs)} ms CPU (${Math.round(output.appServerWithCommandsCpuMs)} ms with its commands), ${Math.round(output.wallMs)} ms wall`
+        )
+        outputs[path].push(output)
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
   }
-  rmSync(dir, { recursive: true, force: true })
-  const ratios = outputs.map((o) => o.wardenCpuMs / o.appServerCpuMs)
-  const ratio = median(ratios)
-  const withCommands = outputs.map((o) => o.wardenCpuMs / o.appServerWithCommandsCpuMs)
-  const allSettled = outputs.every((o) => o.completed === items && o.accepted === items)
-  const perItem = outputs.map((o) => o.wardenCpuMs / items)
+  const of = (path: Path) => {
+    const o = outputs[path]
+    const ratios = o.map((x) => x.wardenCpuMs / x.appServerCpuMs)
+    return {
+      o,
+      ratios,
+      ratio: median(ratios),
+      withCommands: median(o.map((x) => x.wardenCpuMs / x.appServerWithCommandsCpuMs)),
+      allSettled: o.every((x) => x.completed === items && x.accepted === items),
+      perItem: median(o.map((x) => x.wardenCpuMs / items))
+    }
+  }
+  const library = of("library")
+  const cli = of("cli")
+  const label: Record<Path, string> = {
+    library: "library (Supervisor, a handler accepts)",
+    cli: "built CLI, defaults (warden run --json --approvals stdin: ledger, JSON lines)"
+  }
+  const target = (path: Path, r: ReturnType<typeof of>) => ({
+    name: `fleet of ${items} through the ${path === "cli" ? "built CLI (default options)" : "library"}: Warden CPU ÷ the app-server's own CPU`,
+    target: "≤ 0.10",
+    value: round(r.ratio, 3),
+    met: r.ratio <= 0.1 && r.allSettled,
+    spread: { min: min(r.ratios), max: max(r.ratios), runs }
+  })
   return {
     name: "fleet",
     title: "6. Fleet on one real app-server",
@@ -142,43 +175,48 @@ export const run = async (options: Options): Promise<BenchResult> => {
       items,
       runs,
       codex,
-      turn: "exec_command (escalated) → approval accepted by a handler → message",
-      window: "first submit → last item finished"
+      turn: "exec_command (escalated) → approval accepted (a handler; on stdin for the CLI) → message",
+      window: "library: first submit → last item finished; CLI: connection.ready → run.finished"
     },
     metrics: {
-      wardenCpuMsMedian: median(outputs.map((o) => o.wardenCpuMs)),
-      appServerCpuMsMedian: median(outputs.map((o) => o.appServerCpuMs)),
-      appServerWithCommandsCpuMsMedian: median(outputs.map((o) => o.appServerWithCommandsCpuMs)),
-      wardenCpuMsPerItemMedian: median(perItem),
-      wallMsMedian: median(outputs.map((o) => o.wallMs)),
-      completedMin: min(outputs.map((o) => o.completed)),
-      acceptedMin: min(outputs.map((o) => o.accepted))
+      wardenCpuMsMedian: median(library.o.map((o) => o.wardenCpuMs)),
+      appServerCpuMsMedian: median(library.o.map((o) => o.appServerCpuMs)),
+      appServerWithCommandsCpuMsMedian: median(library.o.map((o) => o.appServerWithCommandsCpuMs)),
+      wardenCpuMsPerItemMedian: library.perItem,
+      wallMsMedian: median(library.o.map((o) => o.wallMs)),
+      cliCpuMsMedian: median(cli.o.map((o) => o.wardenCpuMs)),
+      cliAppServerCpuMsMedian: median(cli.o.map((o) => o.appServerCpuMs)),
+      cliCpuMsPerItemMedian: cli.perItem,
+      cliWallMsMedian: median(cli.o.map((o) => o.wallMs)),
+      completedMin: min([...library.o, ...cli.o].map((o) => o.completed)),
+      acceptedMin: min([...library.o, ...cli.o].map((o) => o.accepted))
     },
     ratios: {
-      wardenCpuVsAppServerCpu: ratio,
-      wardenCpuVsAppServerCpuMin: min(ratios),
-      wardenCpuVsAppServerCpuMax: max(ratios),
-      wardenCpuVsAppServerWithCommandsCpu: median(withCommands)
+      wardenCpuVsAppServerCpu: library.ratio,
+      wardenCpuVsAppServerCpuMin: min(library.ratios),
+      wardenCpuVsAppServerCpuMax: max(library.ratios),
+      wardenCpuVsAppServerWithCommandsCpu: library.withCommands,
+      cliCpuVsAppServerCpu: cli.ratio,
+      cliCpuVsAppServerCpuMin: min(cli.ratios),
+      cliCpuVsAppServerCpuMax: max(cli.ratios),
+      cliCpuVsAppServerWithCommandsCpu: cli.withCommands,
+      cliPerItemVsLibrary: cli.perItem / library.perItem
     },
     targets: [
+      target("library", library),
+      target("cli", cli),
       {
-        name: `fleet of ${items}: Warden CPU ÷ the app-server's own CPU`,
-        target: "≤ 0.10",
-        value: round(ratio, 3),
-        met: ratio <= 0.1 && allSettled,
-        spread: { min: min(ratios), max: max(ratios), runs }
-      },
-      {
-        name: `fleet of ${items}: items completed and cards accepted, fewest of the runs`,
+        name: `fleet of ${items}: items completed and cards accepted, fewest of the runs (library and CLI)`,
         target: `${items} each`,
-        value: Math.min(...outputs.map((o) => Math.min(o.completed, o.accepted))),
-        met: allSettled
+        value: Math.min(...[...library.o, ...cli.o].map((o) => Math.min(o.completed, o.accepted))),
+        met: library.allSettled && cli.allSettled
       }
     ],
     tables: [
       {
-        title: `${items} threads at once on one codex ${codex}, one approval each; ${runs} run(s)`,
+        title: `${items} threads at once on one codex ${codex}, one approval each; ${runs} run(s) of each, interleaved`,
         columns: [
+          "Warden",
           "run",
           "completed",
           "accepted",
@@ -190,25 +228,30 @@ export const run = async (options: Options): Promise<BenchResult> => {
           "Warden CPU ms per item",
           "wall ms"
         ],
-        rows: outputs.map((o, i) => [
-          i + 1,
-          o.completed,
-          o.accepted,
-          o.wardenCpuMs,
-          o.appServerCpuMs,
-          ratioCell(o.wardenCpuMs / o.appServerCpuMs),
-          o.appServerWithCommandsCpuMs,
-          ratioCell(o.wardenCpuMs / o.appServerWithCommandsCpuMs),
-          o.wardenCpuMs / items,
-          o.wallMs
-        ])
+        rows: (["library", "cli"] as const).flatMap((path) =>
+          outputs[path].map((o, i) => [
+            label[path],
+            i + 1,
+            o.completed,
+            o.accepted,
+            o.wardenCpuMs,
+            o.appServerCpuMs,
+            ratioCell(o.wardenCpuMs / o.appServerCpuMs),
+            o.appServerWithCommandsCpuMs,
+            ratioCell(o.wardenCpuMs / o.appServerWithCommandsCpuMs),
+            o.wardenCpuMs / items,
+            o.wallMs
+          ])
+        )
       }
     ],
     notes: [
-      `Median Warden ÷ the app-server's own CPU ${ratio.toFixed(3)} (runs: ${ratios.map((r) => r.toFixed(3)).join(", ")}); ÷ the app-server with the commands it ran ${median(withCommands).toFixed(3)}. ` +
-        "Warden's CPU is the driver process's own (supervisor, approvals, transport; the scripted model runs in the benchmark's process). " +
-        "The app-server's own CPU is the agent runtime's; its commands are the user's workload (each `bash -lc` spends ~0.5 s in the login profile here), so the target is against the first. " +
-        "The window leaves out module loading and the handshake."
+      `Median Warden ÷ the app-server's own CPU: library ${library.ratio.toFixed(3)} (runs: ${library.ratios.map((r) => r.toFixed(3)).join(", ")}), ` +
+        `built CLI ${cli.ratio.toFixed(3)} (runs: ${cli.ratios.map((r) => r.toFixed(3)).join(", ")}); ÷ the app-server with the commands it ran: ${library.withCommands.toFixed(3)} and ${cli.withCommands.toFixed(3)}. ` +
+        `The CLI spends ${(cli.perItem / library.perItem).toFixed(1)}x the library's CPU per item (${cli.perItem.toFixed(1)} against ${library.perItem.toFixed(1)} ms). ` +
+        "The library's CPU is the driver process's own (supervisor, approvals, transport; the scripted model runs in the benchmark's process); the CLI's is the `warden run` process's own, with its defaults: the ledger, JSON lines, masking, stdin decisions. " +
+        "The app-server's own CPU is the agent runtime's; its commands are the user's workload (each `bash -lc` spends ~0.5 s in the login profile here), so the targets are against the first. " +
+        "The windows leave out module loading and the handshake (start-up has its own row)."
     ]
   }
 }

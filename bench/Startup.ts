@@ -23,7 +23,8 @@ import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { bin, build, bundle, cleanEnv, root } from "./support/BuiltCli.js"
+import { pathToFileURL } from "node:url"
 import type { BenchResult } from "./support/Report.js"
 import { ratioCell } from "./support/Report.js"
 import { max, median, min, nowMs, percentile } from "./support/Stats.js"
@@ -33,10 +34,6 @@ export interface Options {
   readonly log: (line: string) => void
 }
 
-const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
-const bin = Path.join(root, "apps", "cli", "dist", "bin.cjs")
-const bundle = Path.join(root, "apps", "cli", "dist", "warden-run.cjs")
-
 /** The target, ms of wall time (median). */
 export const TargetMs = 300
 
@@ -44,24 +41,6 @@ const fakeCodex = `#!/usr/bin/env bash
 t="\${EPOCHREALTIME:-$(date +%s.%N)}"
 printf '%s\\n' "$t" >> "$BENCH_CODEX_SPAWNED"
 `
-
-/** Node without NODE_OPTIONS (tsx's loader would be in it under `pnpm bench`), as a user's shell runs it. */
-const cleanEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra }
-  delete env["NODE_OPTIONS"]
-  return env
-}
-
-const build = () => {
-  const built = spawnSync(process.execPath, [Path.join(root, "scripts", "build.mjs"), Path.join(root, "apps", "cli")], {
-    cwd: root,
-    env: cleanEnv(),
-    encoding: "utf8"
-  })
-  if (built.status !== 0) throw new Error(`startup: building the CLI failed (exit ${built.status}): ${built.stderr}`)
-  for (const file of [bin, bundle])
-    if (!Fs.existsSync(file)) throw new Error(`startup: ${file} is missing after the build`)
-}
 
 /** Whether a plain `node` accepts the bundle's code cache (V8 rejects one made by another version or under other flags). */
 const codeCacheAccepted = (): boolean => {

@@ -16,7 +16,7 @@ import { Supervisor } from "@warden/supervisor"
 import { ScriptedModel } from "@warden/testkit"
 import { ChildProcessTransport } from "@warden/transport"
 import { Effect, Queue } from "effect"
-import * as Fs from "node:fs"
+import { childPids, cpuOfPid, treeCpu } from "./ProcCpu.js"
 
 export interface DriverInput {
   readonly items: number
@@ -39,48 +39,6 @@ export interface DriverOutput {
   /** The app-server processes and every command they ran (children waited for, and still alive). */
   readonly appServerWithCommandsCpuMs: number
   readonly appServerPids: ReadonlyArray<number>
-}
-
-const ticks = 100 // USER_HZ on Linux
-
-/** The direct children of this process (every thread's), i.e. the app-server the transport spawned. */
-const childPids = (): Array<number> => {
-  const pids = new Set<number>()
-  for (const task of Fs.readdirSync("/proc/self/task")) {
-    const text = Fs.readFileSync(`/proc/self/task/${task}/children`, "utf8").trim()
-    for (const pid of text.split(/\s+/).filter(Boolean)) pids.add(Number(pid))
-  }
-  return [...pids]
-}
-
-/**
- * A process's CPU in ms from /proc: utime + stime (`own`), plus cutime + cstime (its waited-for
- * children) unless `own`.
- */
-const cpuOfPid = (pid: number, own = false): number => {
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    // fields[0] is field 3 (state); utime is field 14 -> index 11, stime 12, cutime 13, cstime 14.
-    const sum = Number(fields[11]) + Number(fields[12]) + (own ? 0 : Number(fields[13]) + Number(fields[14]))
-    return (sum * 1000) / ticks
-  } catch {
-    return 0
-  }
-}
-
-/** The CPU of a process, its waited-for children and all its live descendants, in ms. */
-const treeCpu = (pid: number): number => {
-  let total = cpuOfPid(pid)
-  try {
-    for (const task of Fs.readdirSync(`/proc/${pid}/task`)) {
-      const text = Fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim()
-      for (const child of text.split(/\s+/).filter(Boolean)) total += treeCpu(Number(child))
-    }
-  } catch {
-    // gone
-  }
-  return total
 }
 
 const ownCpuMs = () => {

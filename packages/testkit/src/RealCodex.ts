@@ -185,6 +185,23 @@ export interface Launch {
 }
 
 /**
+ * The launch's app-server flags as `warden run` (and `warden runner`) takes them: each `-c`,
+ * `--enable` and `--disable` of its `args` after `app-server`. Add `--codex <command>` and
+ * `--cwd <workspace>`, and give the command the launch's `env`.
+ */
+export const wardenFlags = (launch: Launch): ReadonlyArray<string> => {
+  const args = launch.args.slice(1)
+  const out: Array<string> = []
+  for (let i = 0; i < args.length; i += 2) {
+    const flag = args[i]!
+    if (flag !== "-c" && flag !== "--enable" && flag !== "--disable")
+      throw new Error(`unexpected app-server flag ${flag}`)
+    out.push(flag, args[i + 1]!)
+  }
+  return out
+}
+
+/**
  * The launch as `createSupervisor`'s `codex` option (a `CodexCommand`) takes it.
  *
  * The executable, the flags after `app-server` (the transport adds `app-server` itself), the

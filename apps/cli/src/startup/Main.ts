@@ -17,6 +17,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import type { Cli } from "./Cli.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
+import * as Screen from "../terminal/Screen.js"
 
 /**
  * Warnings and errors, masked, on stderr. Information records (what `--otlp` exports: a turn
@@ -89,10 +90,17 @@ export const main = (cli: Cli, argv: ReadonlyArray<string>): void => {
             ? ExitCodes.whenStopped()
             : ExitCodes.Failed
       )
-      // Nothing should be left running; if something is, it must not keep the process alive.
-      setTimeout(() => process.exit(code), 3_000).unref()
       process.exitCode = code
-      onExit(code)
+      // Exits once stdout and stderr took what was written (a slow reader of a pipe must still
+      // get every line, `run.finished` included). Nothing should be left running; if something is,
+      // it must not keep the process alive: 3 s after that, the process exits anyway (60 s while
+      // a reader does not take what was written).
+      const give = setTimeout(() => process.exit(code), 60_000).unref()
+      Screen.whenWritten(() => {
+        clearTimeout(give)
+        setTimeout(() => process.exit(code), 3_000).unref()
+        onExit(code)
+      })
     }
   })
 }

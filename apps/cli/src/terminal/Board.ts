@@ -141,8 +141,10 @@ export const make = (
       return lines
     }
 
+    // Without a live region (stderr is not a terminal) nothing is drawn, so nothing is worked
+    // out: the region's lines are one per item, and a fleet redraws at every event.
     const redraw = () => {
-      if (!finished) screen.region(regionLines())
+      if (!finished && screen.live) screen.region(regionLines())
     }
 
     // Log lines carry server text (messages, stderr tails): masked, and each line with its controls escaped.

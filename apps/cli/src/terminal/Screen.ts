@@ -48,6 +48,62 @@ export const fit = (line: string, width: number): string => {
   return `${out}…${ESC}0m`
 }
 
+/**
+ * Without a terminal, the lines of one turn of the event loop go out together, in the order
+ * written (one write per run of lines for the same stream, not one per line: on a pipe each write
+ * is a system call, and a fleet writes thousands of lines). They are written at the end of the
+ * turn (`setImmediate`); `whenWritten` writes them at once and waits until the streams took them.
+ */
+let pending: Array<{ readonly stream: NodeJS.WriteStream; readonly text: string }> = []
+
+/** Write the lines not yet written (also on the process's exit: best effort, see `whenWritten`). */
+const flush = () => {
+  process.off("exit", flush)
+  const batch = pending
+  pending = []
+  for (let i = 0; i < batch.length; ) {
+    const stream = batch[i]!.stream
+    let text = ""
+    for (; i < batch.length && batch[i]!.stream === stream; i++) text += batch[i]!.text
+    stream.write(text)
+  }
+}
+
+const later = (stream: NodeJS.WriteStream, text: string) => {
+  if (pending.length === 0) {
+    setImmediate(flush)
+    process.once("exit", flush)
+  }
+  pending.push({ stream, text })
+}
+
+/**
+ * Call `done` once everything written to stdout and stderr has left the process. A pipe whose
+ * reader is slower than Warden holds what was written in the process; `process.exit` then drops
+ * it (the tail of the JSON lines, `run.finished` included), so the CLI exits through this. A
+ * stream that ends or fails instead (its reader gone) counts as done.
+ */
+export const whenWritten = (done: () => void): void => {
+  flush()
+  const waiting = [process.stdout, process.stderr].filter((stream) => stream.writableLength > 0)
+  let left = waiting.length
+  if (left === 0) return done()
+  for (const stream of waiting) {
+    let counted = false
+    const one = () => {
+      if (counted) return
+      counted = true
+      stream.off("drain", one)
+      stream.off("close", one)
+      stream.off("error", one)
+      if (--left === 0) done()
+    }
+    stream.on("drain", one)
+    stream.on("close", one)
+    stream.on("error", one)
+  }
+}
+
 export const make = (options?: { readonly live?: boolean }): Screen => {
   const stdout = process.stdout
   const stderr = process.stderr
@@ -80,8 +136,10 @@ export const make = (options?: { readonly live?: boolean }): Screen => {
         erase()
         stdout.write(line + "\n")
         draw()
-      } else {
+      } else if (live) {
         stdout.write(line + "\n")
+      } else {
+        later(stdout, line + "\n")
       }
     },
     err: (line) => {
@@ -89,8 +147,10 @@ export const make = (options?: { readonly live?: boolean }): Screen => {
         erase()
         stderr.write(line + "\n")
         draw()
-      } else {
+      } else if (live) {
         stderr.write(line + "\n")
+      } else {
+        later(stderr, line + "\n")
       }
     },
     region: (lines) => {

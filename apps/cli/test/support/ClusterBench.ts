@@ -12,7 +12,7 @@
  */
 import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
-import { ScriptedModel, Step } from "@warden/testkit"
+import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Effect, Schedule } from "effect"
 import * as Os from "node:os"
 import * as CliProcess from "./CliProcess.js"
@@ -58,7 +58,7 @@ const measure = (runnerCount: number) =>
             `127.0.0.1:${port}`,
             "--codex",
             codex.launch.command,
-            ...Codex.flagsOf(codex.launch),
+            ...RealCodex.wardenFlags(codex.launch),
             "--concurrency",
             String(ITEMS)
           ],

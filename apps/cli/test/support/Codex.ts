@@ -15,19 +15,6 @@ export interface Setup {
   readonly env: Readonly<Record<string, string>>
 }
 
-/** `app-server -c a --disable b --enable c` → `-c a --disable b --enable c` (the CLI's own flags). */
-export const flagsOf = (launch: RealCodex.Launch): ReadonlyArray<string> => {
-  const args = launch.args.slice(1)
-  const out: Array<string> = []
-  for (let i = 0; i < args.length; i += 2) {
-    const flag = args[i]!
-    if (flag !== "-c" && flag !== "--enable" && flag !== "--disable")
-      throw new Error(`unexpected app-server flag ${flag}`)
-    out.push(flag, args[i + 1]!)
-  }
-  return out
-}
-
 export const setup = (
   script: ScriptedModel.ScriptInput,
   options?: { readonly mcp?: string }
@@ -41,7 +28,15 @@ export const setup = (
     return {
       model,
       launch,
-      flags: ["--codex", launch.command, ...flagsOf(launch), "--cwd", launch.workspace, "--sandbox", "workspace-write"],
+      flags: [
+        "--codex",
+        launch.command,
+        ...RealCodex.wardenFlags(launch),
+        "--cwd",
+        launch.workspace,
+        "--sandbox",
+        "workspace-write"
+      ],
       env: launch.env
     }
   })

@@ -8,8 +8,8 @@
 import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
-import type { RealCodex, TestProcess } from "@warden/testkit"
-import { ScriptedModel } from "@warden/testkit"
+import type { TestProcess } from "@warden/testkit"
+import { RealCodex, ScriptedModel } from "@warden/testkit"
 import { type Duration, Effect, Schedule, type Scope } from "effect"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
@@ -67,7 +67,7 @@ export const startRunner = (options: {
         listen,
         "--codex",
         options.launch.command,
-        ...Codex.flagsOf(options.launch),
+        ...RealCodex.wardenFlags(options.launch),
         ...shardingFlags,
         ...(options.extra ?? [])
       ],
