@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber, Queue } from "effect"
+import { Chunk, Effect, Fiber, Queue } from "effect"
 import type { Scope } from "effect"
 
 /** A subscription read by its own fiber (`make`). */
@@ -56,22 +56,17 @@ export const make = <A, R>(
   Effect.gen(function* () {
     // One chunk is handled at a time, by the pump or by `settle`: the permit keeps them in order.
     const turn = yield* Effect.makeSemaphore(1)
-    // The handler's requirements, from the caller: `settle` runs it in other fibers too.
+    // The handler's requirements, from the caller: the pump, forked here, has them; `settle`
+    // runs in other fibers and is given them.
     const context = yield* Effect.context<R>()
-    const handleEach = (chunk: Iterable<A>) =>
-      Effect.forEach(
-        chunk,
-        (event) =>
-          handle(event).pipe(
-            Effect.provide(context),
-            // Said, never its cause: a cause may carry the event's data.
-            Effect.catchAllCause(() => Effect.logError("an event pump's handler failed: that event is lost"))
-          ),
-        { discard: true }
-      )
-    const handleAll = (chunk: Iterable<A>) => turn.withPermits(1)(handleEach(chunk))
+    // Said, never its cause: a cause may carry the event's data.
+    const lost = Effect.logError("an event pump's handler failed: that event is lost")
+    const handleOne = (event: A) => Effect.catchAllCause(handle(event), () => lost)
+    const handleEach = (chunk: Chunk.Chunk<A>) =>
+      chunk.length === 1 ? handleOne(Chunk.unsafeHead(chunk)) : Effect.forEach(chunk, handleOne, { discard: true })
+    const handleAll = (chunk: Chunk.Chunk<A>) => turn.withPermits(1)(handleEach(chunk))
     // Taken and handled while holding the turn: nothing handed to the pump meanwhile overtakes it.
-    const takeWaiting = turn.withPermits(1)(Effect.flatMap(Queue.takeAll(queue), handleEach))
+    const takeWaiting = Effect.provide(turn.withPermits(1)(Effect.flatMap(Queue.takeAll(queue), handleEach)), context)
     const pump = yield* Queue.takeBetween(queue, 1, 4096).pipe(
       Effect.flatMap(handleAll),
       Effect.forever,
