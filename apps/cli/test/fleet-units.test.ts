@@ -76,7 +76,9 @@ describe("cli fleet units", () => {
         RunState.applyApprovalEvent(tally, { _tag: "CardOpened", card, at: 0 } as never)
       }
       let region: ReadonlyArray<string> = []
+      // A terminal's screen: the board draws its rows only where they are shown.
       const screen = {
+        live: true,
         region: (lines: ReadonlyArray<string>) => void (region = lines),
         err: () => {},
         out: () => {}
@@ -87,6 +89,14 @@ describe("cli fleet units", () => {
       assert.strictEqual(cardLines.length, 2)
       assert.match(cardLines[0]!, /^ c1 +3 items command +closes in +1:00 +run: pnpm test — 3 items \(0, 2, 3\)$/)
       assert.match(cardLines[1]!, /^ c2 +item 1 +command +closes in +1:00 +run: make lint$/)
+
+      // Without a terminal (stderr a pipe) nothing is drawn, and the rows are not even worked out
+      // (one per item at every event: a fleet's CPU for nobody).
+      let asked = 0
+      const pipe = { live: false, region: () => void asked++, err: () => {}, out: () => {} } as never
+      const quiet = yield* Board.make(pipe, tally, { title: "t", now: () => 0 })
+      quiet.redraw()
+      assert.strictEqual(asked, 0)
     })
   )
 
