@@ -50,6 +50,27 @@ describe("EventPump", () => {
     })
   )
 
+  it.scopedLive("events published while settle yields keep their order: the pump is the only reader", () =>
+    Effect.gen(function* () {
+      const hub = yield* PubSub.unbounded<string>()
+      const handled: Array<string> = []
+      const pump = yield* EventPump.make(yield* PubSub.subscribe(hub), (e) => Effect.sync(() => handled.push(e)))
+      for (let round = 0; round < 200; round++) {
+        // Runs while settle yields: the first event goes to the parked pump directly, the second
+        // waits in the subscription. A settle that took the second itself would handle it first.
+        yield* Effect.fork(
+          Effect.sync(() => {
+            hub.unsafeOffer(`a${round}`)
+            hub.unsafeOffer(`b${round}`)
+          })
+        )
+        yield* pump.settle
+      }
+      yield* pump.settle
+      assert.deepStrictEqual(handled, Array.from({ length: 200 }, (_, i) => [`a${i}`, `b${i}`]).flat())
+    })
+  )
+
   it.live("closing its scope ends the pump once it has handled the chunk it holds; nothing waits forever", () =>
     Effect.gen(function* () {
       const hub = yield* PubSub.unbounded<number>()

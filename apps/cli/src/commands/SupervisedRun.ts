@@ -33,7 +33,7 @@ import {
   Fiber,
   FiberSet,
   Layer,
-  type Queue,
+  Queue,
   Redacted,
   Scope
 } from "effect"
@@ -143,7 +143,15 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         Effect.gen(function* () {
           // Everything published is reported. (A ledger that could not be opened: nothing ran, no
           // reader was started, nothing is reported: the error says why.)
-          if (!aborted) for (const pump of pumps) yield* pump.settle
+          if (!aborted) {
+            for (const pump of pumps) yield* pump.settle
+            // Stopped before the readers started (while the ledger opened): nothing was taken
+            // from the subscriptions yet, so what waits there is all of it.
+            if (pumps.length === 0) {
+              if (queues.approvals) for (const e of yield* Queue.takeAll(queues.approvals)) onApprovalEvent(e)
+              if (queues.supervisor) for (const e of yield* Queue.takeAll(queues.supervisor)) onSupervisorEvent(e)
+            }
+          }
           // Stopped (Ctrl-C): exit 1 even if every item managed to complete meanwhile; but a stop is
           // how `warden serve` ends.
           const stopped = Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)

@@ -49,58 +49,49 @@ export const fit = (line: string, width: number): string => {
 }
 
 /**
- * Without a terminal, the lines of one turn of the event loop go out together, in the order
- * written (one write per run of lines for the same stream, not one per line: on a pipe each write
- * is a system call, and a fleet writes thousands of lines). They are written at the end of the
- * turn (`setImmediate`); `whenWritten` writes them at once and waits until the streams took them.
+ * Without a terminal, what is written to stdout and stderr in one turn of the event loop goes out
+ * together: the first line of a turn corks both streams and the end of the turn (`setImmediate`)
+ * uncorks them, so each stream writes its lines in one system call instead of one per line (a
+ * fleet writes thousands). Every write to the two streams in between, the screen's or not (the
+ * logger, a command's direct lines), waits in the same stream's buffer, in the order written.
  */
-let pending: Array<{ readonly stream: NodeJS.WriteStream; readonly text: string }> = []
+let corked = false
 
-/** Write the lines not yet written (also on the process's exit: best effort, see `whenWritten`). */
-const flush = () => {
-  process.off("exit", flush)
-  const batch = pending
-  pending = []
-  for (let i = 0; i < batch.length; ) {
-    const stream = batch[i]!.stream
-    let text = ""
-    for (; i < batch.length && batch[i]!.stream === stream; i++) text += batch[i]!.text
-    stream.write(text)
-  }
+const uncork = () => {
+  if (!corked) return
+  corked = false
+  process.off("exit", uncork)
+  process.stdout.uncork()
+  process.stderr.uncork()
 }
 
 const later = (stream: NodeJS.WriteStream, text: string) => {
-  if (pending.length === 0) {
-    setImmediate(flush)
-    process.once("exit", flush)
+  if (!corked) {
+    corked = true
+    process.stdout.cork()
+    process.stderr.cork()
+    setImmediate(uncork)
+    process.once("exit", uncork)
   }
-  pending.push({ stream, text })
+  stream.write(text)
 }
 
 /**
  * Call `done` once everything written to stdout and stderr has left the process. A pipe whose
  * reader is slower than Warden holds what was written in the process; `process.exit` then drops
  * it (the tail of the JSON lines, `run.finished` included), so the CLI exits through this. A
- * stream that ends or fails instead (its reader gone) counts as done.
+ * stream that is closed, or fails (its reader gone), counts as done.
  */
 export const whenWritten = (done: () => void): void => {
-  flush()
-  const waiting = [process.stdout, process.stderr].filter((stream) => stream.writableLength > 0)
-  let left = waiting.length
-  if (left === 0) return done()
-  for (const stream of waiting) {
-    let counted = false
-    const one = () => {
-      if (counted) return
-      counted = true
-      stream.off("drain", one)
-      stream.off("close", one)
-      stream.off("error", one)
-      if (--left === 0) done()
-    }
-    stream.on("drain", one)
-    stream.on("close", one)
-    stream.on("error", one)
+  uncork()
+  let left = 2
+  const one = () => {
+    if (--left === 0) done()
+  }
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream.destroyed || stream.writableEnded) one()
+    // Called once this write, and every write before it, is done (or failed).
+    else stream.write("", () => one())
   }
 }
 
