@@ -110,8 +110,11 @@ export const run = (items: number, launch: RealCodex.Launch, profile: string | u
     child.stdin.on("error", () => {
       // the CLI ended first
     })
+    // A CLI that never ends fails the row instead of holding the benchmark.
+    const stuck = setTimeout(() => child.kill("SIGKILL"), 10 * 60_000)
     child.on("error", reject)
     child.on("close", (code) => {
+      clearTimeout(stuck)
       if (result === undefined)
         return reject(new Error(`warden run (fleet) ended with ${code} before run.finished: ${err.slice(-2_000)}`))
       resolve(result)
