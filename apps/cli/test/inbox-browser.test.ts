@@ -185,18 +185,27 @@ describe("web inbox in a real browser", () => {
         const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
         yield* Browser.step("on page a", () => cardOn(a, opened.cardId).waitFor({ timeout: 15_000 }))
         yield* Browser.step("on page b", () => cardOn(b, opened.cardId).waitFor({ timeout: 15_000 }))
+        // Both click at once. A page whose card has left (the other page won first) has nothing
+        // to click: its click waits (up to 30 s: a loaded machine may take seconds to make a
+        // button clickable) for the button or for the card's leaving, whichever comes. It waited
+        // 5 s and swallowed its failure before: under double load both clicks ran out once and
+        // nothing was decided (side-by-side round 22).
+        const clickUnlessGone = (page: typeof a, decision: "accept" | "decline") => {
+          const card = cardOn(page, opened.cardId)
+          const click = card
+            .locator(`button[data-decision=${decision}]`)
+            .click({ timeout: 30_000 })
+            .then(() => "clicked" as const)
+          const gone = card.waitFor({ state: "detached", timeout: 30_000 }).then(() => "gone" as const)
+          // The one that loses the race settles later: its failure is expected and dropped.
+          click.catch(() => undefined)
+          gone.catch(() => undefined)
+          return Promise.race([click, gone])
+        }
+        // (Which of the two a page reports says little: a clicked card leaves its page too, maybe
+        // before the click returns. That exactly one page decided is checked below.)
         yield* Browser.step("both click", () =>
-          Promise.all([
-            // A page whose card has already left (the other won first) has nothing to click: that is fine too.
-            cardOn(a, opened.cardId)
-              .locator("button[data-decision=accept]")
-              .click({ timeout: 5_000 })
-              .catch(() => undefined),
-            cardOn(b, opened.cardId)
-              .locator("button[data-decision=decline]")
-              .click({ timeout: 5_000 })
-              .catch(() => undefined)
-          ])
+          Promise.all([clickUnlessGone(a, "accept"), clickUnlessGone(b, "decline")])
         )
         for (const page of [a, b])
           yield* Browser.step("decided", () => decidedOn(page, opened.cardId).waitFor({ timeout: 15_000 }))
