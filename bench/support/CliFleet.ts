@@ -29,13 +29,7 @@ export const run = (items: number, launch: RealCodex.Launch, profile: string | u
       "stdin",
       "--concurrency",
       String(items),
-      "--codex",
-      launch.command,
-      ...RealCodex.wardenFlags(launch),
-      "--cwd",
-      launch.workspace,
-      "--sandbox",
-      "workspace-write",
+      ...RealCodex.wardenRunFlags(launch),
       ...prompts
     ]
     // The launch's environment is whole (HOME, CODEX_HOME, PATH, the dummy key): no NODE_OPTIONS.

@@ -185,13 +185,13 @@ export interface Launch {
 }
 
 /**
- * The launch's app-server flags as `warden run` (and `warden runner`) takes them: each `-c`,
- * `--enable` and `--disable` of its `args` after `app-server`. Add `--codex <command>` and
- * `--cwd <workspace>`, and give the command the launch's `env`.
+ * The launch's codex as `warden run` (and `warden runner`) takes it: `--codex <command>`, then
+ * each `-c`, `--enable` and `--disable` of its `args` after `app-server`. Give the command the
+ * launch's `env`.
  */
 export const wardenFlags = (launch: Launch): ReadonlyArray<string> => {
   const args = launch.args.slice(1)
-  const out: Array<string> = []
+  const out: Array<string> = ["--codex", launch.command]
   for (let i = 0; i < args.length; i += 2) {
     const flag = args[i]!
     if (flag !== "-c" && flag !== "--enable" && flag !== "--disable")
@@ -200,6 +200,15 @@ export const wardenFlags = (launch: Launch): ReadonlyArray<string> => {
   }
   return out
 }
+
+/** {@link wardenFlags}, and every thread in the launch's workspace with `--sandbox workspace-write`. */
+export const wardenRunFlags = (launch: Launch): ReadonlyArray<string> => [
+  ...wardenFlags(launch),
+  "--cwd",
+  launch.workspace,
+  "--sandbox",
+  "workspace-write"
+]
 
 /**
  * The launch as `createSupervisor`'s `codex` option (a `CodexCommand`) takes it.

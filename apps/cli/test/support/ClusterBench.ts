@@ -56,8 +56,6 @@ const measure = (runnerCount: number) =>
             pg.url,
             "--listen",
             `127.0.0.1:${port}`,
-            "--codex",
-            codex.launch.command,
             ...RealCodex.wardenFlags(codex.launch),
             "--concurrency",
             String(ITEMS)

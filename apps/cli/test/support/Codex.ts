@@ -28,15 +28,7 @@ export const setup = (
     return {
       model,
       launch,
-      flags: [
-        "--codex",
-        launch.command,
-        ...RealCodex.wardenFlags(launch),
-        "--cwd",
-        launch.workspace,
-        "--sandbox",
-        "workspace-write"
-      ],
+      flags: RealCodex.wardenRunFlags(launch),
       env: launch.env
     }
   })

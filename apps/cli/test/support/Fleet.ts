@@ -65,8 +65,6 @@ export const startRunner = (options: {
         options.cluster,
         "--listen",
         listen,
-        "--codex",
-        options.launch.command,
         ...RealCodex.wardenFlags(options.launch),
         ...shardingFlags,
         ...(options.extra ?? [])
