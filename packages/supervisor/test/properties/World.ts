@@ -1304,8 +1304,15 @@ export class World {
       inst.state = "ignored"
       inst.allowed = [Oracle.nothing("the connection no longer reads frames")]
       this.notes.push(`${label} (not read: the connection ended)`)
-    } else if (previous && (previous.state === "open" || previous.state === "mute")) {
+    } else if (
+      previous &&
+      (previous.state === "open" || (previous.state === "mute" && previous.engineOutcome === undefined))
+    ) {
       // One answer cannot settle two requests: the connection goes down, neither is answered.
+      // A mute card (its connection's end decided: nothing can be written) may be settled by the
+      // engine at a moment the model does not fix (a resume answered after the end closes its
+      // thread's scope): once the engine reported it settled, its id is free in the engine's
+      // registry, and a request reusing it is a new card, refused unwritten, not a fault.
       inst.state = "ignored"
       inst.allowed = [Oracle.nothing("duplicate id while open")]
       // The first stays among the open cards until the end is handled, mute: the line is gone.
