@@ -92,8 +92,9 @@ describe("warden run: no secret leaves through any exit", () => {
         )
         assert.isDefined(lines.find((l) => l.type === "connection.lost" && String(l.stderrTail).includes("starting")))
         assert.include(auditText, "card.settled")
-        const ledgerBytes = Fs.readdirSync(dir)
-          .filter((f) => f.startsWith("ledger.db"))
+        // The database, its side files and the answer journal's directory (ledger.db.answers).
+        const ledgerBytes = (Fs.readdirSync(dir, { recursive: true }) as Array<string>)
+          .filter((f) => f.startsWith("ledger.db") && Fs.statSync(Path.join(dir, f)).isFile())
           .map((f) => Fs.readFileSync(Path.join(dir, f)).toString("latin1"))
           .join("\n")
         assert.include(ledgerBytes, "curl", "the ledger recorded the card")

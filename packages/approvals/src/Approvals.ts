@@ -7,7 +7,7 @@ import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
 import { Context, Effect, Layer } from "effect"
 import type { Fiber, Queue, RuntimeFlags, Scope, Stream, Tracer } from "effect"
 import type { ApprovalEvent } from "./ApprovalEvent.js"
-import type { CardContext, CardId, CardView, Settlement } from "./Card.js"
+import type { CardContext, CardId, CardView, Outcome, Settlement, Source } from "./Card.js"
 import type * as CardGroup from "./CardGroup.js"
 import * as Config from "./Config.js"
 import type { ConfigError } from "./Config.js"
@@ -76,6 +76,19 @@ export type InboxUpdate =
   | { readonly _tag: "Settled"; readonly settlement: Settlement }
 
 /**
+ * An answer about to be written to codex (`ApprovalsShape.observeAnswers`): the card, how it
+ * settles if the write goes through, who decided, and the decision's name (`accept`,
+ * `decline`, ... for a decision; none for a refusal). Never the answer's content: a form's
+ * values are not here.
+ */
+export interface Answering {
+  readonly card: CardView
+  readonly outcome: Outcome
+  readonly source: Source
+  readonly decision: string | undefined
+}
+
+/**
  * The approvals engine, as the `Approvals` service provides it.
  *
  * The open-card registry of each connection (the supervisor makes one per app-server connection),
@@ -109,6 +122,15 @@ export interface ApprovalsShape {
   ) => Effect.Effect<GroupAnswer>
   /** Subscribe before acting, so no event is missed. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<ApprovalEvent>, never, Scope.Scope>
+  /**
+   * Call `observer` with every answer the engine is about to write to codex, in the synchronous
+   * step that writes it, just before the write, until the caller's scope closes. The ledger's
+   * answer journal uses it (an answer is on record before codex can act on it: docs/ledger.md,
+   * "Durability"). It runs where the answer is written (the connection's read loop, a decision,
+   * a deadline): keep it short and synchronous. A throw is caught and logged, and the answer is
+   * written all the same.
+   */
+  readonly observeAnswers: (observer: (answer: Answering) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
   readonly events: Stream.Stream<ApprovalEvent>
   /**

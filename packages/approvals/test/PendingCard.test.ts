@@ -98,6 +98,44 @@ describe("pending cards", () => {
     })
   )
 
+  it.scoped(
+    "observers of answers see each answer just before it is written; a throwing one does not stop the answer; gone with their scope",
+    () =>
+      Effect.gen(function* () {
+        const { approvals, connectionCards, wire, thread } = yield* setup()
+        const seen: Array<[string, string, string | undefined, number]> = []
+        const observing = yield* Scope.make()
+        yield* Scope.extend(
+          approvals.observeAnswers(() => {
+            throw new Error("an observer that throws")
+          }),
+          observing
+        )
+        yield* Scope.extend(
+          approvals.observeAnswers((a) => seen.push([a.card.id, a.outcome, a.decision, wire.written.length])),
+          observing
+        )
+        const first = yield* connectionCards.open(command(), { parent: thread })
+        assert.strictEqual(first._tag, "Opened")
+        if (first._tag !== "Opened") return
+        yield* approvals.answer(first.card.id, Decision.Accept)
+        // Seen before the write (nothing written yet), and written all the same.
+        assert.deepStrictEqual(seen, [[first.card.id, "accepted", "accept", 0]])
+        assert.strictEqual(wire.written.length, 1)
+        yield* Scope.close(observing, Exit.void)
+        const second = yield* connectionCards.open(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          {
+            parent: thread
+          }
+        )
+        if (second._tag !== "Opened") return assert.fail(second._tag)
+        yield* approvals.answer(second.card.id, Decision.Decline)
+        assert.strictEqual(seen.length, 1)
+        assert.strictEqual(wire.written.length, 2)
+      })
+  )
+
   it.scoped("a person's accept is written once; a second answer is already settled", () =>
     Effect.gen(function* () {
       const { approvals, connectionCards, wire, thread } = yield* setup()

@@ -15,14 +15,15 @@
  * supervisor's): the refusals a supervisor's shutdown writes are published while it closes.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { type ApprovalEvent, EventPump } from "@warden/approvals"
+import { type ApprovalEvent, type Approvals, EventPump } from "@warden/approvals"
 import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Scope, Stream } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Runtime, Scope, Stream } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
 import { isRecorded } from "./LedgerEvent.js"
+import * as AnswerJournal from "./internal/AnswerJournal.js"
 import * as AuditFile from "./internal/AuditFile.js"
 import * as Busy from "./internal/Busy.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
@@ -93,6 +94,12 @@ export interface EventSource {
   readonly subscribe: Effect.Effect<Queue.Dequeue<Supervisor.SupervisorEvent>, never, Scope.Scope>
   /** Subscribe to the approvals engine's events (cards opened and settled, late decisions) from now on. */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
+  /**
+   * The approvals engine, for its answers as they are written (`observeAnswers`): with an answer
+   * journal (`LedgerOptions.answerJournal`), each is on record before codex can act on it. A
+   * source without it is recorded all the same, through its events only.
+   */
+  readonly approvals?: Pick<Approvals.ApprovalsShape, "observeAnswers">
 }
 
 /**
@@ -341,6 +348,16 @@ export interface LedgerOptions extends Writer.WriterOptions {
    * cannot be opened for appending. A line that cannot be written is logged and lost.
    */
   readonly audit?: string
+  /**
+   * The directory of the answer journal (`layerSqlite`: `<filename>.answers` unless given; none
+   * for `make` and `layer` unless given). Each answer written to codex is appended there, in the
+   * step that writes it, before the writer commits its settlement; recovery (`markStranded`,
+   * `markStrandedItem`, `recover`) strands a dead run's answered cards whose settlement was never
+   * committed with the decision that was being written (docs/ledger.md, "Durability").
+   * `false`: no journal (a crash between an answer and its commit leaves that card open, then
+   * stranded as never answered).
+   */
+  readonly answerJournal?: string | false
 }
 
 /**
@@ -375,7 +392,34 @@ export const make = (
     // Attached supervisors' subscriptions and pumps: closed after the finalizer below drained them.
     const subscriptions = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const auditLines = options.audit === undefined ? undefined : yield* AuditFile.open(options.audit)
-    const writer = yield* Writer.make(sql, options, auditLines)
+    const journalDir =
+      options.answerJournal === undefined || options.answerJournal === false
+        ? undefined
+        : Path.resolve(options.answerJournal)
+    const runtime = yield* Effect.runtime<never>()
+    const journal =
+      journalDir === undefined
+        ? undefined
+        : yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              AnswerJournal.make(journalDir, (message) => Runtime.runFork(runtime)(Effect.logWarning(message)))
+            ),
+            (j) => Effect.sync(j.close)
+          )
+    /** What follows a written slice: the audit file's lines, and the journal's committed answers. */
+    const afterSlice =
+      journal === undefined
+        ? auditLines
+        : (ops: ReadonlyArray<Projection.Op>) =>
+            Effect.suspend(() => {
+              for (const op of ops) {
+                if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
+                  journal.committed(op.runId, Store.id(op.event.event.settlement.card.id))
+                else if (op._tag === "RunEnded") journal.ended(op.runId)
+              }
+              return auditLines === undefined ? Effect.void : auditLines(ops)
+            })
+    const writer = yield* Writer.make(sql, options, afterSlice)
     const live = new Set<string>()
 
     const offer = (op: Projection.Op) => writer.offer(op)
@@ -415,6 +459,12 @@ export const make = (
         const attach = (source: EventSource): Effect.Effect<void> =>
           lock.withPermits(1)(
             Effect.gen(function* () {
+              // The journal first: an answer is on record before the events that follow it.
+              if (journal !== undefined && source.approvals !== undefined)
+                yield* Scope.extend(
+                  source.approvals.observeAnswers((answer) => journal.append(runId, answer, now())),
+                  subscriptions
+                )
               const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
               const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
               pumps.push(
@@ -454,6 +504,21 @@ export const make = (
     /** Record what the attached sources published so far, then wait for the writer. */
     const flush = Effect.zipRight(lock.withPermits(1)(settle), writer.flush)
 
+    /** A dead run's answers on record (`AnswerJournal`), for its recovery. */
+    const answered = (runId: string): ReadonlyArray<AnswerJournal.Entry> =>
+      journalDir === undefined ? [] : AnswerJournal.read(journalDir, runId)
+    /** The dead run is recovered: what its journal said is in the ledger now. */
+    const journalDone = (runId: string) =>
+      journalDir === undefined
+        ? Effect.void
+        : Effect.try(() => AnswerJournal.remove(journalDir, runId)).pipe(
+            Effect.catchAll((error) =>
+              Effect.logWarning(
+                `the answer journal of recovered run ${runId} could not be removed: ${describeCause(error)}`
+              )
+            )
+          )
+
     const guardDead = (runId: string) =>
       live.has(runId)
         ? Effect.fail(
@@ -474,17 +539,25 @@ export const make = (
       markStranded: (runId, cards) =>
         Effect.zipRight(
           guardDead(runId),
-          writing(Effect.suspend(() => Queries.markStranded(sql, runId, now(), cards)))
+          writing(Effect.suspend(() => Queries.markStranded(sql, runId, now(), cards, answered(runId)))).pipe(
+            Effect.tap(() => (cards === undefined ? journalDone(runId) : Effect.void))
+          )
         ),
       markStrandedItem: (runId, item, cards) =>
         Effect.zipRight(
           guardDead(runId),
-          writing(Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now(), cards)))
+          writing(
+            Effect.suspend(() =>
+              Queries.markStrandedItem(sql, runId, Store.itemKey(item), now(), cards, answered(runId))
+            )
+          )
         ),
       recover: (deadRunId, intoRunId) =>
         Effect.zipRight(
           guardDead(deadRunId),
-          writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now())))
+          writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now(), answered(deadRunId)))).pipe(
+            Effect.tap(() => journalDone(deadRunId))
+          )
         ),
       prune: (before) => writing(Effect.suspend(() => Queries.prune(sql, before))),
       remember: (input) => writing(Effect.suspend(() => Queries.remember(sql, input, now()))),
@@ -549,6 +622,8 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
     Effect.gen(function* () {
       const filename = Path.resolve(options.filename)
       const client = yield* SqliteFile.open(filename, options.lockTimeout ?? Busy.DefaultTimeout)
-      return yield* make(options).pipe(Effect.provideService(SqlClient.SqlClient, client))
+      return yield* make({ ...options, answerJournal: options.answerJournal ?? `${filename}.answers` }).pipe(
+        Effect.provideService(SqlClient.SqlClient, client)
+      )
     })
   )

@@ -84,6 +84,12 @@ describe("masking", () => {
         )
         for (const card of [curl, mysql, env, tool]) yield* s.approvals.answer(card.id, Decision.Decline)
         yield* s.approvals.answer(curl.id, Decision.Accept) // late
+        // The answers are in the answer journal before anything is committed: masked there too.
+        const journaled = fileBytes(filename)
+        assert.include(journaled, `"cardId":"${curl.id}"`)
+        for (const [name, secret] of Object.entries(secrets)) {
+          assert.notInclude(journaled, secret, `the ${name} secret reached the answer journal`)
+        }
 
         s.work({
           _tag: "TurnCompleted",

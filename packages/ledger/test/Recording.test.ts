@@ -617,4 +617,55 @@ describe("retention", () => {
         }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
       })
   )
+
+  it.scoped(
+    "the answer journal holds only the answers not yet committed: cut back once they are, removed when the run ends",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        const journal = (runId: string) => Path.join(`${filename}.answers`, `${runId}.jsonl`)
+        const size = (file: string) => (Fs.existsSync(file) ? Fs.statSync(file).size : -1)
+        const runId = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          // One answer: on record before it is written, until its settlement is committed.
+          const first = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
+          yield* s.approvals.answer(first.id, Decision.Accept)
+          const line = JSON.parse(Fs.readFileSync(journal(run.id), "utf8").trim()) as Record<string, unknown>
+          assert.deepInclude(line, {
+            cardId: first.id,
+            method: command,
+            threadId: "thr_1",
+            outcome: "accepted",
+            source: "person",
+            decision: "accept"
+          })
+          yield* ledger.flush
+          // Many answers: the file is cut back once every settlement it names is committed.
+          for (let i = 0; i < 400; i++) {
+            const card = yield* s.open(command, commandParams("thr_1", "turn_1", `echo ${i}`))
+            yield* s.approvals.answer(card.id, Decision.Decline)
+          }
+          assert.isAbove(size(journal(run.id)), 64 * 1024)
+          yield* ledger.flush
+          assert.isBelow(size(journal(run.id)), 64 * 1024)
+          return run.id
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+        // The run ended with the ledger's close: every settlement is committed, the file is gone.
+        assert.strictEqual(size(journal(runId)), -1)
+        // A ledger without a journal writes none.
+        const other = Path.join(Path.dirname(filename), "other.db")
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          const card = yield* s.open(command, commandParams("thr_1", "turn_1", "make other"))
+          yield* s.approvals.answer(card.id, Decision.Accept)
+          yield* ledger.flush
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename: other, answerJournal: false })))
+        assert.isFalse(Fs.existsSync(`${other}.answers`))
+      })
+  )
 })

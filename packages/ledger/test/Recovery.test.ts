@@ -8,12 +8,50 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
 import { commandParams, script, tempDir } from "./support.js"
 
 const root = Path.resolve(__dirname, "../../..")
 const crashRun = Path.join(__dirname, "fixtures", "crash-run.ts")
+const answerCrash = Path.join(__dirname, "fixtures", "answer-crash.ts")
+
+/**
+ * Run the answer-crash fixture: it prints its run's id, answers a card `accept`, and SIGKILLs
+ * itself at `point` (before its settlement can be committed). The run's id, once it died so.
+ */
+const answerThenDie = (
+  filename: string,
+  point: "answering" | "written",
+  opening: "recorded" | "unrecorded",
+  journal: "on" | "off"
+) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() =>
+      ChildProcess.spawn(process.execPath, ["--import", "tsx", answerCrash, filename, point, opening, journal], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+    ),
+    (child) =>
+      Effect.async<string, Error>((resume) => {
+        let out = ""
+        let err = ""
+        child.stdout!.on("data", (chunk: Buffer) => {
+          out += chunk.toString("utf8")
+        })
+        child.stderr!.on("data", (chunk: Buffer) => {
+          err += chunk.toString("utf8")
+        })
+        child.on("exit", (code, signal) => {
+          const run = /run (\S+)\n/.exec(out)
+          if (signal === "SIGKILL" && run && !out.includes("not killed")) resume(Effect.succeed(run[1]!))
+          else resume(Effect.fail(new Error(`the fixture did not die at ${point} (${code ?? signal}): ${out} ${err}`)))
+        })
+      }),
+    (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  )
 
 /** Run the crash fixture until it says its run is written, SIGKILL it, and return the run's id. */
 const recordThenKill = (filename: string) =>
@@ -396,5 +434,90 @@ describe("recovery", () => {
           )
         }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
       })
+  )
+
+  // Durability (docs/ledger.md): an answer is in the answer journal before codex can act on it, and
+  // the settlement is committed after. Killed in between, the card is stranded with the answer
+  // that was being written: never lost, never recorded as accepted (codex may not have got it).
+  for (const [point, opening] of [
+    ["answering", "recorded"],
+    ["written", "recorded"],
+    ["written", "unrecorded"]
+  ] as const) {
+    it.live(
+      `killed ${point === "answering" ? "as the answer was about to be written" : "as the answer was written"}, its card's opening ${opening}: recovery strands it with the answer that was being written, once`,
+      () =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const filename = Path.join(yield* tempDir, "ledger.db")
+            const dead = yield* answerThenDie(filename, point, opening, "on")
+            const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
+            assert.isTrue(Fs.existsSync(journalFile), "the dead run's answer journal is there")
+            yield* Effect.gen(function* () {
+              const ledger = yield* Ledger.Ledger
+              // Not committed: the card is open (or, opened in the same step, not recorded at all).
+              assert.deepStrictEqual(
+                (yield* ledger.openCards(dead)).map((c) => c.cardId),
+                opening === "recorded" ? ["c1"] : []
+              )
+              const run = yield* ledger.beginRun({ label: "resume", resumedFrom: dead })
+              const recovered = yield* ledger.recover(dead, run.id)
+              assert.strictEqual(recovered.stranded, 1)
+              const cards = yield* ledger.cards({ runId: dead })
+              assert.deepStrictEqual(
+                cards.map((c) => [
+                  c.cardId,
+                  c.method,
+                  c.workItem,
+                  c.settlement?.outcome,
+                  c.settlement?.decision,
+                  c.settlement?.written
+                ]),
+                [["c1", "item/commandExecution/requestApproval", "2", "stranded", "accept", false]]
+              )
+              assert.match(
+                cards[0]!.settlement!.detail ?? "",
+                /its answer \(accept, by person\) was being written to codex: codex may have received it/
+              )
+              if (opening === "recorded") assert.strictEqual(cards[0]!.title, "run: make deploy (in /repo)")
+              else assert.match(cards[0]!.title, /its opening was not recorded; from the answer journal/)
+              assert.deepStrictEqual((yield* ledger.accounting(dead)).byOutcome, { stranded: 1 })
+              // Once: the journal is gone with the recovery, and a second one finds nothing.
+              assert.isFalse(Fs.existsSync(journalFile))
+              assert.strictEqual(yield* ledger.markStranded(dead), 0)
+              assert.strictEqual((yield* ledger.recover(dead, run.id)).stranded, 0)
+            }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+          })
+        ),
+      { timeout: 60_000 }
+    )
+  }
+
+  it.live(
+    "without the answer journal the same kill loses the answer: the card is stranded as never answered, or not recorded at all",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const dir = yield* tempDir
+          const recorded = Path.join(dir, "recorded.db")
+          const unrecorded = Path.join(dir, "unrecorded.db")
+          const deadRecorded = yield* answerThenDie(recorded, "written", "recorded", "off")
+          const deadUnrecorded = yield* answerThenDie(unrecorded, "written", "unrecorded", "off")
+          assert.isFalse(Fs.existsSync(`${recorded}.answers`))
+          yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            assert.strictEqual(yield* ledger.markStranded(deadRecorded), 1)
+            const [card] = yield* ledger.cards({ runId: deadRecorded })
+            assert.deepStrictEqual([card?.settlement?.outcome, card?.settlement?.decision], ["stranded", undefined])
+            assert.strictEqual(card?.settlement?.detail, "open when its run died; never answered")
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename: recorded })))
+          yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            assert.strictEqual(yield* ledger.markStranded(deadUnrecorded), 0)
+            assert.strictEqual((yield* ledger.accounting(deadUnrecorded)).cards, 0)
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename: unrecorded })))
+        })
+      ),
+    { timeout: 60_000 }
   )
 })

@@ -18,12 +18,22 @@ export const tempDir: Effect.Effect<string, never, Scope.Scope> = Effect.acquire
   (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
 )
 
-/** Every byte of the database and its side files (-wal, -shm, -journal), as one latin1 string. */
-export const fileBytes = (filename: string): string =>
-  Fs.readdirSync(Path.dirname(filename))
+/**
+ * Every byte of the database and its side files (-wal, -shm, -journal, the answer journal's
+ * directory `.answers`), as one latin1 string.
+ */
+export const fileBytes = (filename: string): string => {
+  const bytesOf = (path: string): string =>
+    Fs.statSync(path).isDirectory()
+      ? Fs.readdirSync(path)
+          .map((f) => bytesOf(Path.join(path, f)))
+          .join("\n")
+      : Fs.readFileSync(path).toString("latin1")
+  return Fs.readdirSync(Path.dirname(filename))
     .filter((f) => f.startsWith(Path.basename(filename)))
-    .map((f) => Fs.readFileSync(Path.join(Path.dirname(filename), f)).toString("latin1"))
+    .map((f) => bytesOf(Path.join(Path.dirname(filename), f)))
     .join("\n")
+}
 
 /** The policy-rule builders the approvals' tests use too. */
 export { allowCmd, allowMcp, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"
@@ -116,7 +126,7 @@ export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Sc
       events.unsafeOffer(event)
     }
     return {
-      source: { subscribe: PubSub.subscribe(events), subscribeApprovals: approvals.subscribe },
+      source: { subscribe: PubSub.subscribe(events), subscribeApprovals: approvals.subscribe, approvals },
       approvals,
       publish,
       work: (event) => publish({ _tag: "Work", event }),

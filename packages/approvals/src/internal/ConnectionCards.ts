@@ -79,6 +79,7 @@ export const make = (
       engine.unregister(c)
     },
     publish: engine.publish,
+    answering: engine.answering,
     fork: owner.fork
   }
 

@@ -10,13 +10,14 @@ import type { Scope } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type {
   AnswerResult,
+  Answering,
   ApprovalsConfig,
   ApprovalsShape,
   FiberOwner,
   GroupAnswer,
   InboxUpdate
 } from "../Approvals.js"
-import type { CardId, Settlement, Source } from "../Card.js"
+import type { CardId, CardView, Outcome, Settlement, Source } from "../Card.js"
 import * as CardGroup from "../CardGroup.js"
 import * as ConnectionCards from "./ConnectionCards.js"
 import type { PendingCard } from "./PendingCard.js"
@@ -35,6 +36,8 @@ export interface Engine extends FiberOwner {
   readonly register: (card: PendingCard) => void
   readonly unregister: (card: PendingCard) => void
   readonly publish: (event: ApprovalEvent) => void
+  /** An answer is about to be written: every `observeAnswers` observer, in order; never throws. */
+  readonly answering: (card: CardView, outcome: Outcome, source: Source, decision: string | undefined) => void
 }
 
 /** `Approvals.DefaultSettledHistory`: settled cards remembered for late answers unless configured. */
@@ -67,6 +70,8 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
     const settled = new Map<CardId, Settlement>()
     const historyLimit = config.settledHistory ?? DefaultSettledHistory
     let counter = 0
+    /** `observeAnswers`: a new array on each change, so an observer that registers another is safe. */
+    let answerObservers: ReadonlyArray<(answer: Answering) => void> = []
 
     const engine: Engine = {
       now: () => clock.unsafeCurrentTimeMillis(),
@@ -84,6 +89,22 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       },
       publish: (event) => {
         pubsub.unsafeOffer(event)
+      },
+      answering: (card, outcome, source, decision) => {
+        if (answerObservers.length === 0) return
+        const answer: Answering = { card, outcome, source, decision }
+        for (const observer of answerObservers) {
+          try {
+            observer(answer)
+          } catch (defect) {
+            runFork(
+              Effect.logError("an observer of answers threw (the answer is written all the same)", Cause.die(defect)),
+              {
+                immediate: false
+              }
+            )
+          }
+        }
       },
       // Not on the caller's stack (runFork would start the fiber right there): a caller settling
       // thousands of cards in one synchronous step finishes that step first.
@@ -125,6 +146,17 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       })
 
     const subscribe = PubSub.subscribe(pubsub)
+
+    const observeAnswers = (observer: (answer: Answering) => void): Effect.Effect<void, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          answerObservers = [...answerObservers, observer]
+        }),
+        () =>
+          Effect.sync(() => {
+            answerObservers = answerObservers.filter((o) => o !== observer)
+          })
+      )
 
     const inbox: Stream.Stream<InboxUpdate> = Stream.unwrapScoped(
       Effect.map(subscribe, (queue) =>
@@ -172,6 +204,7 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       answer,
       answerGroup,
       subscribe,
+      observeAnswers,
       events: Stream.fromPubSub(pubsub),
       inbox
     }

@@ -50,6 +50,8 @@ export interface ConnectionShared {
   /** The card settled: it leaves the connection's open cards and the engine's. */
   readonly onSettled: (card: PendingCard) => void
   readonly publish: (event: ApprovalEvent) => void
+  /** An answer is about to be written (`ApprovalsShape.observeAnswers`); never throws. */
+  readonly answering: (card: CardView, outcome: Outcome, source: Source, decision: string | undefined) => void
   /** Fork an effect into a long-lived owner (never a root fiber nobody owns), after the caller's step. */
   readonly fork: (effect: Effect.Effect<void>) => void
 }
@@ -301,7 +303,10 @@ export class PendingCard extends Timed {
     let finalOutcome = outcome
     let finalDetail = detail
     if (reply !== undefined) {
-      if (connection.line.isOpen() && connection.line.write(SR.replyFrame(this.view.requestId, reply))) {
+      // On record (the ledger's answer journal) before codex can act on it.
+      const open = connection.line.isOpen()
+      if (open) connection.answering(this.view, outcome, source, decision)
+      if (open && connection.line.write(SR.replyFrame(this.view.requestId, reply))) {
         written = true
       } else {
         // Nothing can be written on a dead line; the card still settles so nobody waits on it.

@@ -9,6 +9,7 @@ import { SecretMask } from "@warden/approvals"
 import { Effect, Either } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as CardFacts from "../CardFacts.js"
+import type * as AnswerJournal from "./AnswerJournal.js"
 import type { LedgerReaderShape } from "../LedgerReader.js"
 import { LedgerError, sqlError } from "./LedgerError.js"
 import type * as Records from "./Records.js"
@@ -343,19 +344,64 @@ const crashTurns = (sql: Sql, runId: string, now: number): Effect.Effect<number,
   })
 
 /**
+ * The answers the dead run's journal holds whose settlement was never committed
+ * (`AnswerJournal`): each card is recorded (from the line, when its opening was not committed
+ * either) and stranded with the decision that was being written; how many. Each once: a card with
+ * a settlement keeps it.
+ */
+const strandAnswered = (
+  sql: Sql,
+  runId: string,
+  now: number,
+  answered: ReadonlyArray<AnswerJournal.Entry>
+): Effect.Effect<number, SqlError> =>
+  Effect.gen(function* () {
+    let count = 0
+    for (const a of answered) {
+      const settled =
+        yield* sql<Row>`SELECT 1 AS n FROM ledger_settlements WHERE run_id = ${runId} AND card_id = ${a.cardId}`
+      if (settled.length > 0) continue
+      yield* sql`INSERT INTO ledger_cards
+        (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
+        VALUES (${runId}, ${a.cardId}, ${a.requestId}, ${a.method}, ${a.threadId}, ${a.turnId}, ${a.itemKey}, 'other',
+          ${`${a.method} (its opening was not recorded; from the answer journal)`}, 'null', ${RecoveredFacts}, '[]', ${a.openedAt}, ${a.deadlineAt})
+        ON CONFLICT (run_id, card_id) DO NOTHING`
+      const said = a.decision ?? a.outcome
+      yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
+        VALUES (${runId}, ${a.cardId}, 'stranded', 'stranded', 'stranded', ${a.decision}, 0,
+          ${`open when its run died; its answer (${said}, by ${a.source}) was being written to codex: codex may have received it`},
+          ${now}, NULL)
+        ON CONFLICT (run_id, card_id) DO NOTHING`
+      count++
+    }
+    return count
+  })
+
+/** The facts of a card recorded from the answer journal only: nothing known beyond its method. */
+const RecoveredFacts = JSON.stringify({ kind: "other", complete: false, masked: false })
+
+/**
  * Record every open card of `runId` `stranded` (each once: a settled card keeps its settlement),
- * or only those of `cards`, its turns still in progress `crashed`, and the run `crashed`.
+ * or only those of `cards`, its turns still in progress `crashed`, and the run `crashed`. The
+ * answers of `answered` (its answer journal) are stranded first, saying what was being written.
  */
 const strandAll = (
   sql: Sql,
   runId: string,
   now: number,
-  cards?: ReadonlyArray<string>
+  cards: ReadonlyArray<string> | undefined,
+  answered: ReadonlyArray<AnswerJournal.Entry>
 ): Effect.Effect<{ readonly cards: number; readonly turns: number }, SqlError> =>
   Effect.gen(function* () {
     const turns = yield* crashTurns(sql, runId, now)
+    const fromJournal = yield* strandAnswered(
+      sql,
+      runId,
+      now,
+      cards === undefined ? answered : answered.filter((a) => cards.includes(a.cardId))
+    )
     const stranded = yield* strand(sql, runId, now, cards)
-    return { cards: stranded, turns }
+    return { cards: fromJournal + stranded, turns }
   })
 
 /** Record every open card of `runId` (or of `cards` only) `stranded` (each once: a settled card keeps its settlement). */
@@ -378,9 +424,15 @@ const strand = (sql: Sql, runId: string, now: number, cards?: ReadonlyArray<stri
     return count
   })
 
-export const markStranded = (sql: Sql, runId: string, now: number, cards?: ReadonlyArray<string>) =>
+export const markStranded = (
+  sql: Sql,
+  runId: string,
+  now: number,
+  cards: ReadonlyArray<string> | undefined,
+  answered: ReadonlyArray<AnswerJournal.Entry> = []
+) =>
   sql
-    .withTransaction(Effect.map(strandAll(sql, runId, now, cards), (s) => s.cards))
+    .withTransaction(Effect.map(strandAll(sql, runId, now, cards, answered), (s) => s.cards))
     .pipe(Effect.mapError(sqlError(`could not strand the open cards of run ${runId}`)))
 
 /**
@@ -392,13 +444,20 @@ export const markStrandedItem = (
   runId: string,
   itemKey: string,
   now: number,
-  cards: ReadonlyArray<string> | undefined
+  cards: ReadonlyArray<string> | undefined,
+  answered: ReadonlyArray<AnswerJournal.Entry> = []
 ) =>
   cards !== undefined && cards.length === 0
     ? Effect.succeed(0)
     : sql
         .withTransaction(
           Effect.gen(function* () {
+            const fromJournal = yield* strandAnswered(
+              sql,
+              runId,
+              now,
+              answered.filter((a) => a.itemKey === itemKey && (cards === undefined || cards.includes(a.cardId)))
+            )
             const only = cards === undefined ? sql`` : sql`AND c.card_id IN ${sql.in(cards)}`
             const open =
               yield* sql<Row>`SELECT count(*) AS n FROM ledger_cards c WHERE c.run_id = ${runId} AND c.item_key = ${itemKey} ${only}
@@ -412,7 +471,7 @@ export const markStrandedItem = (
             AND NOT EXISTS (SELECT 1 FROM ledger_settlements s WHERE s.run_id = c.run_id AND s.card_id = c.card_id)
           ON CONFLICT (run_id, card_id) DO NOTHING`
             }
-            return count
+            return fromJournal + count
           })
         )
         .pipe(Effect.mapError(sqlError(`could not strand the open cards of item ${itemKey} of run ${runId}`)))
@@ -442,11 +501,17 @@ const whyNotResumed = (
   return undefined
 }
 
-export const recover = (sql: Sql, deadRunId: string, intoRunId: string, now: number) =>
+export const recover = (
+  sql: Sql,
+  deadRunId: string,
+  intoRunId: string,
+  now: number,
+  answered: ReadonlyArray<AnswerJournal.Entry> = []
+) =>
   sql
     .withTransaction(
       Effect.gen(function* () {
-        const { cards: stranded, turns: crashedTurns } = yield* strandAll(sql, deadRunId, now)
+        const { cards: stranded, turns: crashedTurns } = yield* strandAll(sql, deadRunId, now, undefined, answered)
         const rows = yield* unfinishedRows(sql, deadRunId)
         const items: Array<Records.UnfinishedItem> = []
         const notResumed: Array<Records.NotResumedItem> = []
