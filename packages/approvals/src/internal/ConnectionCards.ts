@@ -26,10 +26,10 @@ import type {
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
-import { spanOptions, startSpan, tracesVisibly } from "./CardSpans.js"
+import { describer, handlerSpan, startSpan, tracesVisibly } from "./CardSpans.js"
 import type { Engine } from "./Engine.js"
 import type { HandlerRunner } from "./HandlerPool.js"
-import { decisionOf, handlerPool } from "./HandlerPool.js"
+import { handlerPool } from "./HandlerPool.js"
 import type { ParentCards } from "./ParentCards.js"
 import { parentCards } from "./ParentCards.js"
 import type { ConnectionShared } from "./PendingCard.js"
@@ -59,6 +59,8 @@ export const make = (
   const timer = DeadlineTimer.make({ nanos: engine.nanos, spawn: owner.spawn, fork: owner.fork })
   const parents = parentCards()
   const handlers = handlerPool(owner)
+  // Telemetry on: the connection's settled cards' spans, described off the read loop.
+  const describeSettled = describer(owner.fork)
   // Each method's deadline, read from the configuration once.
   const deadlines = new Map<string, Duration.Duration>()
   const deadlineOf = (method: string): Duration.Duration => {
@@ -111,12 +113,8 @@ export const make = (
     engine.publish({ _tag: "CardOpened", card: card.view })
 
     const traceParent = options.traceParent
-    if (traceParent !== undefined) {
-      return Effect.flatMap(startSpan(card, traceParent, owner.fork), (span) =>
-        asEffect(decide(card, request, options, context, fiber, runtimeFlags, span))
-      )
-    }
-    return decide(card, request, options, context, fiber, runtimeFlags, undefined)
+    const span = traceParent === undefined ? undefined : startSpan(card, traceParent, fiber, describeSettled)
+    return decide(card, request, options, context, fiber, runtimeFlags, span)
   }
 
   const decide = (
@@ -171,9 +169,7 @@ export const make = (
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
     if (span === undefined && tracesVisibly(fiber)) {
-      return Effect.flatMap(startSpan(card, undefined), (cardSpan) =>
-        asEffect(waitFor(card, parent, options, fiber, runtimeFlags, cardSpan))
-      )
+      return waitFor(card, parent, options, fiber, runtimeFlags, startSpan(card, undefined, fiber))
     }
     return waitFor(card, parent, options, fiber, runtimeFlags, span)
   }
@@ -274,17 +270,12 @@ const startHandler = (card: PendingCard, options: AwaitOptions): void => {
   const handler = options.handler
   if (handler === undefined || card.settlement) return
   const span = options.span
-  // No span to run it in: called after this step, and what it returns runs in a fiber only if
-  // there is something left to run (`HandlerRunner.call`).
-  if (span === undefined) return options.handlers.call(card, handler)
-  const decided = Effect.suspend(() => decisionOf(handler(card.view)))
-  // Not in `parent`, nor in any scope: closing a scope waits for its fibers, and a handler that
-  // will not be interrupted (an uninterruptible region that never ends) would wedge the thread's
-  // close. Its life is bounded by its card instead: whatever settles the card (a decision, the
-  // deadline, the parent's close, the connection's end) interrupts it, and nobody waits. How it
-  // ended decides (`PendingCard.handlerEnded`).
-  options.handlers.run(
-    card,
-    Effect.interruptible(Effect.withSpan(decided, "warden.card.handler", { ...spanOptions(card), parent: span }))
-  )
+  // Called after this step, and what it returns runs in a fiber only if there is something left
+  // to run (`HandlerRunner.call`), in its span when the card has one. Not in `parent`, nor in any
+  // scope: closing a scope waits for its fibers, and a handler that will not be interrupted (an
+  // uninterruptible region that never ends) would wedge the thread's close. Its life is bounded
+  // by its card instead: whatever settles the card (a decision, the deadline, the parent's close,
+  // the connection's end) interrupts it, and nobody waits. How it ended decides
+  // (`PendingCard.handlerEnded`).
+  options.handlers.call(card, handler, span === undefined ? undefined : handlerSpan(card, span))
 }

@@ -9,7 +9,7 @@
  */
 import type { Decision as DecisionNs } from "@warden/protocol"
 import { Effect, Exit, FiberId, Runtime } from "effect"
-import type { Fiber, Scheduler } from "effect"
+import type { Clock, Fiber, Scheduler, Tracer } from "effect"
 import type { Handler } from "../Approvals.js"
 import type { PendingCard } from "./PendingCard.js"
 
@@ -30,7 +30,16 @@ export interface HandlerRunner {
    * run) settles the card right there, without a fiber; any other is run by `run`. A throw is a
    * defect of the handler (its card is refused).
    */
-  readonly call: (card: PendingCard, handler: Handler) => void
+  readonly call: (card: PendingCard, handler: Handler, span?: HandlerSpan) => void
+}
+
+/**
+ * The span a handler runs in (`warden.card.handler`, a child of its card's), made when the handler
+ * is called: an effect already its own result ends it at once; any other runs in it, and ends it.
+ */
+export interface HandlerSpan {
+  readonly open: () => Tracer.Span
+  readonly clock: Clock.Clock
 }
 
 /** How many handler fibers of a connection wait for the next card at most; more end when done. */
@@ -121,17 +130,33 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
     calls = []
     for (const queued of batch) callOne(queued)
   }
-  const callOne = ({ card, handler, run }: QueuedCall): void => {
+  const callOne = ({ card, handler, run, span }: QueuedCall): void => {
     if (card.settlement || closed) return
     try {
+      // An embedder's tracer may throw making it: a defect of this card's handler.
+      const handlerSpan = span?.open()
       let job: Effect.Effect<DecisionNs.Decision | undefined, unknown>
       try {
         job = decisionOf(handler(card.view))
       } catch (defect) {
         job = Exit.die(defect) // as a throw inside the handler's fiber would end it
       }
-      if (Exit.isExit(job)) card.handlerEnded(job as Exit.Exit<DecisionNs.Decision | undefined, unknown>)
-      else run(card, Effect.interruptible(job))
+      if (Exit.isExit(job)) {
+        const exit = job as Exit.Exit<DecisionNs.Decision | undefined, unknown>
+        if (handlerSpan !== undefined) handlerSpan.end(span!.clock.unsafeCurrentTimeNanos(), exit)
+        card.handlerEnded(exit)
+      } else if (handlerSpan === undefined) run(card, Effect.interruptible(job))
+      else {
+        const clock = span!.clock
+        run(
+          card,
+          Effect.interruptible(
+            Effect.onExit(Effect.withParentSpan(job, handlerSpan), (exit) =>
+              Effect.sync(() => handlerSpan.end(clock.unsafeCurrentTimeNanos(), exit))
+            )
+          )
+        )
+      }
     } catch (defect) {
       // Ours, and it does not throw; if it did, the card is refused rather than left to wait.
       card.handlerEnded(Exit.die(defect))
@@ -183,10 +208,10 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
       start(fresh, runFork)
       card.attachHandler(fresh.fiber!)
     }
-    const call = (card: PendingCard, handler: Handler): void => {
+    const call = (card: PendingCard, handler: Handler, span?: HandlerSpan): void => {
       if (card.settlement || closed) return
       if (calls.length === 0) scheduler.scheduleTask(callQueued, 0)
-      calls.push({ card, handler, run })
+      calls.push({ card, handler, run, span })
     }
     return { run, call }
   }
@@ -197,6 +222,7 @@ interface QueuedCall {
   readonly card: PendingCard
   readonly handler: Handler
   readonly run: RunHandler
+  readonly span: HandlerSpan | undefined
 }
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>

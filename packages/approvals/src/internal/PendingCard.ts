@@ -31,6 +31,7 @@ import type { CloseReason, Line } from "../Approvals.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
 import type { DeadlineTimer } from "../DeadlineTimer.js"
 import { Timed } from "../DeadlineTimer.js"
+import type { Describer } from "./CardSpans.js"
 import { endSpan } from "./CardSpans.js"
 import * as CardSummary from "./CardSummary.js"
 import { outcomeOf } from "./Outcomes.js"
@@ -142,8 +143,10 @@ const HandlerSource: Source = { _tag: "Handler" }
 export interface SpanState {
   readonly span: Tracer.Span
   readonly clock: Clock.Clock
-  /** Telemetry on: describe the settlement on the span, by a fiber of `fork`'s. */
-  readonly fork: ((effect: Effect.Effect<void>) => void) | undefined
+  /** The tracer that made it (its handler's span is made by the same). */
+  readonly tracer: Tracer.Tracer
+  /** Telemetry on: what describes the settlement on the span, off the read loop. */
+  readonly describer: Describer | undefined
 }
 
 /**
@@ -189,8 +192,13 @@ export class PendingCard extends Timed {
   }
 
   /** The card's span, ended (or described) when it settles. */
-  attachSpan(span: Tracer.Span, clock: Clock.Clock, fork: ((effect: Effect.Effect<void>) => void) | undefined): void {
-    this.spanState = { span, clock, fork }
+  attachSpan(span: Tracer.Span, clock: Clock.Clock, tracer: Tracer.Tracer, describer: Describer | undefined): void {
+    this.spanState = { span, clock, tracer, describer }
+  }
+
+  /** Its span's clock and tracer, while its span is open. */
+  spanParts(): SpanState | undefined {
+    return this.spanState
   }
 
   /** The handler's fiber: interrupted if the card settles while it still runs. */
