@@ -317,9 +317,11 @@ export type CloseReason =
  * the loop's scheduler), after the rules and the safety filter, and what it returns runs in a fiber
  * of its own, interrupted when its card settles without it. An Effect that is already its own
  * result (`Effect.succeed(…)`, `Effect.fail(…)`) settles the card at once, without a fiber. With
- * telemetry (or an embedder's tracer) the call itself runs in that fiber, in the card's
- * `warden.card.handler` span. A Promise is accepted as well as an Effect. A failure, a defect, a synchronous throw, a rejection, or a return that is
- * neither an Effect nor a Promise refuses that card alone (outcome `refused`, source `handler`);
+ * telemetry (or an embedder's tracer) the card's `warden.card.handler` span is made when it is
+ * called: what it returns runs in that span (an answer ready at once ends it right there). A
+ * Promise is accepted as well as an Effect. A failure, a defect, a synchronous throw, a rejection,
+ * or a return that is neither an Effect nor a Promise refuses that card alone (outcome `refused`,
+ * source `handler`);
  * one that never returns leaves the card to its deadline or its thread's close.
  *
  * @example
