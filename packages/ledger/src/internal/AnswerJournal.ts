@@ -83,6 +83,8 @@ export interface AnswerJournal {
 
 export const make = (dir: string, warn: (message: string) => void): AnswerJournal => {
   const runs = new Map<string, RunFile>()
+  /** Runs whose end is committed: an answer recorded after it needs no journal (nothing recovers an ended run). */
+  const endedRuns = new Set<string>()
 
   const runFile = (runId: string): RunFile => {
     let run = runs.get(runId)
@@ -102,6 +104,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
   }
 
   const append = (runId: string, answer: Approvals.Answering, now: number): void => {
+    if (endedRuns.has(runId)) return
     const run = runFile(runId)
     const card = answer.card
     try {
@@ -157,6 +160,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
   }
 
   const ended = (runId: string): void => {
+    endedRuns.add(runId)
     const run = runs.get(runId)
     if (run === undefined) return
     closeFile(run)
