@@ -17,6 +17,8 @@ import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
 import { Effect } from "effect"
 import * as esbuild from "esbuild"
 import { spawn } from "node:child_process"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -77,11 +79,41 @@ const runDriver = (bundle: string, input: DriverInput, profile: string | undefin
     })
   })
 
-/** Which Warden drives the fleet: the library in its own process, or the built CLI with its defaults. */
-type Path = "library" | "cli"
+/**
+ * Which Warden drives the fleet: the library in its own process, the built CLI with its defaults,
+ * the built CLI without its ledger (`--no-state`), and with its defaults and telemetry
+ * (`--otlp` to a collector in this process that takes everything and keeps nothing).
+ */
+type Path = "library" | "cli" | "cliNoLedger" | "cliOtlp"
+const Paths: ReadonlyArray<Path> = ["library", "cli", "cliNoLedger", "cliOtlp"]
+
+/** A collector for `--otlp`: answers every export 200, keeps nothing. Its URL. */
+const collector = (): Promise<{ readonly url: string; readonly close: () => Promise<void> }> =>
+  new Promise((resolve) => {
+    const server = createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end("{}")
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address() as AddressInfo
+      resolve({
+        url: `http://127.0.0.1:${address.port}`,
+        close: () => new Promise<void>((done) => server.close(() => done()))
+      })
+    })
+  })
 
 /** One fleet: a fresh model with a lane per thread and a fresh codex home, then the driver or the CLI. */
-const once = (path: Path, bundle: string, items: number, profile: string | undefined): Promise<DriverOutput> =>
+const once = (
+  path: Path,
+  bundle: string,
+  items: number,
+  profile: string | undefined,
+  otlp: string
+): Promise<DriverOutput> =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
@@ -98,7 +130,10 @@ const once = (path: Path, bundle: string, items: number, profile: string | undef
         }
         const model = yield* ScriptedModel.make({ lanes })
         const launch = yield* RealCodex.make({ baseUrl: model.baseUrl })
-        if (path === "cli") return yield* Effect.promise(() => CliFleet.run(items, launch, profile))
+        if (path !== "library") {
+          const extra = path === "cliNoLedger" ? ["--no-state"] : path === "cliOtlp" ? ["--otlp", otlp] : []
+          return yield* Effect.promise(() => CliFleet.run(items, launch, profile, extra))
+        }
         return yield* Effect.promise(() =>
           runDriver(
             bundle,
@@ -122,18 +157,25 @@ export const run = async (options: Options): Promise<BenchResult> => {
   const runs = options.quick ? 1 : 3
   const codex = await Effect.runPromise(RealCodex.version)
   options.log(
-    `fleet: codex ${codex}, ${items} threads on one app-server, ${runs} run(s) each through the library and the built CLI`
+    `fleet: codex ${codex}, ${items} threads on one app-server, ${runs} run(s) each through the library and the built CLI (defaults, --no-state, --otlp)`
   )
   BuiltCli.build()
-  const outputs: Record<Path, Array<DriverOutput>> = { library: [], cli: [] }
+  const outputs: Record<Path, Array<DriverOutput>> = { library: [], cli: [], cliNoLedger: [], cliOtlp: [] }
   const dir = mkdtempSync(join(tmpdir(), "warden-fleet-"))
   const bundle = await bundleDriver(dir)
+  const sink = await collector()
   try {
     for (let i = 0; i < runs; i++) {
-      // Interleaved, who goes first rotating: a noisy minute slows both alike.
-      const order: ReadonlyArray<Path> = i % 2 === 0 ? ["library", "cli"] : ["cli", "library"]
+      // Interleaved, who goes first rotating: a noisy minute slows them alike.
+      const order = Paths.map((_, k) => Paths[(i + k) % Paths.length]!)
       for (const path of order) {
-        const output = await once(path, bundle, items, options.profile ? join(options.profile, path) : undefined)
+        const output = await once(
+          path,
+          bundle,
+          items,
+          options.profile ? join(options.profile, path) : undefined,
+          sink.url
+        )
         options.log(
           `  run ${i + 1}, ${path}: ${output.completed}/${items} completed, ${output.accepted} accepted; Warden ${Math.round(output.wardenCpuMs)} ms CPU, app-server ${Math.round(output.appServerCpuMs)} ms CPU (${Math.round(output.appServerWithCommandsCpuMs)} ms with its commands), ${Math.round(output.wallMs)} ms wall`
         )
@@ -141,6 +183,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
       }
     }
   } finally {
+    await sink.close()
     rmSync(dir, { recursive: true, force: true })
   }
   const of = (path: Path) => {
@@ -157,9 +200,25 @@ export const run = async (options: Options): Promise<BenchResult> => {
   }
   const library = of("library")
   const cli = of("cli")
+  const cliNoLedger = of("cliNoLedger")
+  const cliOtlp = of("cliOtlp")
   const label: Record<Path, string> = {
     library: "library (Supervisor, a handler accepts)",
-    cli: "built CLI, defaults (warden run --json --approvals stdin: ledger, JSON lines)"
+    cli: "built CLI, defaults (warden run --json --approvals stdin: ledger, JSON lines)",
+    cliNoLedger: "built CLI, --no-state (no ledger)",
+    cliOtlp: "built CLI, defaults and --otlp (telemetry on)"
+  }
+  /** Warden's CPU per item without `what` ÷ with it: as "on ÷ off" throughput, 1 when it costs nothing. */
+  const onVsOff = (name: string, off: ReturnType<typeof of>, on: ReturnType<typeof of>) => {
+    const value = off.perItem / on.perItem
+    const perRun = off.o.map((o, i) => o.wardenCpuMs / (on.o[i]?.wardenCpuMs ?? Number.NaN))
+    return {
+      name: `fleet of ${items} through the built CLI: ${name} on ÷ off (the CLI's CPU per item, off ÷ on)`,
+      target: ">= 0.9x",
+      value: round(value, 3),
+      met: value >= 0.9 && off.allSettled && on.allSettled,
+      spread: { min: min(perRun), max: max(perRun), runs }
+    }
   }
   const target = (path: Path, r: ReturnType<typeof of>) => ({
     name: `fleet of ${items} through the ${path === "cli" ? "built CLI (default options)" : "library"}: Warden CPU ÷ the app-server's own CPU`,
@@ -188,8 +247,10 @@ export const run = async (options: Options): Promise<BenchResult> => {
       cliAppServerCpuMsMedian: median(cli.o.map((o) => o.appServerCpuMs)),
       cliCpuMsPerItemMedian: cli.perItem,
       cliWallMsMedian: median(cli.o.map((o) => o.wallMs)),
-      completedMin: min([...library.o, ...cli.o].map((o) => o.completed)),
-      acceptedMin: min([...library.o, ...cli.o].map((o) => o.accepted))
+      cliNoLedgerCpuMsPerItemMedian: cliNoLedger.perItem,
+      cliOtlpCpuMsPerItemMedian: cliOtlp.perItem,
+      completedMin: min(Paths.flatMap((p) => outputs[p]).map((o) => o.completed)),
+      acceptedMin: min(Paths.flatMap((p) => outputs[p]).map((o) => o.accepted))
     },
     ratios: {
       wardenCpuVsAppServerCpu: library.ratio,
@@ -200,16 +261,20 @@ export const run = async (options: Options): Promise<BenchResult> => {
       cliCpuVsAppServerCpuMin: min(cli.ratios),
       cliCpuVsAppServerCpuMax: max(cli.ratios),
       cliCpuVsAppServerWithCommandsCpu: cli.withCommands,
-      cliPerItemVsLibrary: cli.perItem / library.perItem
+      cliPerItemVsLibrary: cli.perItem / library.perItem,
+      cliLedgerOnVsOff: cliNoLedger.perItem / cli.perItem,
+      cliTelemetryOnVsOff: cli.perItem / cliOtlp.perItem
     },
     targets: [
       target("library", library),
       target("cli", cli),
+      onVsOff("the ledger", cliNoLedger, cli),
+      onVsOff("telemetry (--otlp)", cli, cliOtlp),
       {
         name: `fleet of ${items}: items completed and cards accepted, fewest of the runs (library and CLI)`,
         target: `${items} each`,
-        value: Math.min(...[...library.o, ...cli.o].map((o) => Math.min(o.completed, o.accepted))),
-        met: library.allSettled && cli.allSettled
+        value: Math.min(...Paths.flatMap((p) => outputs[p]).map((o) => Math.min(o.completed, o.accepted))),
+        met: Paths.every((p) => of(p).allSettled)
       }
     ],
     tables: [
@@ -228,7 +293,7 @@ export const run = async (options: Options): Promise<BenchResult> => {
           "Warden CPU ms per item",
           "wall ms"
         ],
-        rows: (["library", "cli"] as const).flatMap((path) =>
+        rows: Paths.flatMap((path) =>
           outputs[path].map((o, i) => [
             label[path],
             i + 1,
@@ -248,7 +313,8 @@ export const run = async (options: Options): Promise<BenchResult> => {
     notes: [
       `Median Warden ÷ the app-server's own CPU: library ${library.ratio.toFixed(3)} (runs: ${library.ratios.map((r) => r.toFixed(3)).join(", ")}), ` +
         `built CLI ${cli.ratio.toFixed(3)} (runs: ${cli.ratios.map((r) => r.toFixed(3)).join(", ")}); ÷ the app-server with the commands it ran: ${library.withCommands.toFixed(3)} and ${cli.withCommands.toFixed(3)}. ` +
-        `The CLI spends ${(cli.perItem / library.perItem).toFixed(1)}x the library's CPU per item (${cli.perItem.toFixed(1)} against ${library.perItem.toFixed(1)} ms). ` +
+        `The CLI spends ${(cli.perItem / library.perItem).toFixed(1)}x the library's CPU per item (${cli.perItem.toFixed(1)} against ${library.perItem.toFixed(1)} ms); ` +
+        `without its ledger ${cliNoLedger.perItem.toFixed(1)} ms, with --otlp ${cliOtlp.perItem.toFixed(1)} ms. ` +
         "The library's CPU is the driver process's own (supervisor, approvals, transport; the scripted model runs in the benchmark's process); the CLI's is the `warden run` process's own, with its defaults: the ledger, JSON lines, masking, stdin decisions. " +
         "The app-server's own CPU is the agent runtime's; its commands are the user's workload (each `bash -lc` spends ~0.5 s in the login profile here), so the targets are against the first. " +
         "The windows leave out module loading and the handshake (start-up has its own row)."

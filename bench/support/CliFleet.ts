@@ -14,7 +14,13 @@ import { bin } from "./BuiltCli.js"
 import type { DriverOutput } from "./FleetDriver.js"
 import { childPids, cpuOfPid, treeCpu } from "./ProcCpu.js"
 
-export const run = (items: number, launch: RealCodex.Launch, profile: string | undefined): Promise<DriverOutput> =>
+export const run = (
+  items: number,
+  launch: RealCodex.Launch,
+  profile: string | undefined,
+  /** More options for `warden run` (`--no-state`, `--otlp URL`): the other CLI contenders. */
+  extra: ReadonlyArray<string> = []
+): Promise<DriverOutput> =>
   new Promise((resolve, reject) => {
     const prompts = Array.from(
       { length: items },
@@ -30,6 +36,7 @@ export const run = (items: number, launch: RealCodex.Launch, profile: string | u
       "--concurrency",
       String(items),
       ...RealCodex.wardenRunFlags(launch),
+      ...extra,
       ...prompts
     ]
     // The launch's environment is whole (HOME, CODEX_HOME, PATH, the dummy key): no NODE_OPTIONS.
