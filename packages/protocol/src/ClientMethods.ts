@@ -9,7 +9,7 @@
  *
  * Params are encoded through the same schemas, so only the keys typed here are sent.
  */
-import { Data, Effect, ParseResult, Schema } from "effect"
+import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import * as OpenEnum from "./OpenEnum.js"
 import { Thread } from "./Thread.js"
 import { TurnStatus } from "./Turn.js"
@@ -390,18 +390,18 @@ export const decodeResult = <M extends ClientMethod>(
   method: M,
   result: unknown
 ): Effect.Effect<ResultOf<M>, ClientResultInvalid> =>
-  Schema.decodeUnknown(resultSchema(method), { errors: "all" })(result).pipe(
-    Effect.map((decoded) => decoded as ResultOf<M>),
-    Effect.mapError(
-      (cause) =>
+  Either.match(Schema.decodeUnknownEither(resultSchema(method), { errors: "all" })(result), {
+    onRight: (decoded) => Effect.succeed(decoded as ResultOf<M>),
+    onLeft: (cause) =>
+      Effect.fail(
         new ClientResultInvalid({
           method,
           result,
           cause,
           message: `codex answered ${method} with a result this supervisor cannot read (protocol drift?): ${describe(cause)}`
         })
-    )
-  )
+      )
+  })
 
 /**
  * Wraps an untyped request sender into a typed one that encodes the params and decodes the result.
