@@ -18,7 +18,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { type ApprovalEvent, type Approvals, EventPump } from "@warden/approvals"
 import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Runtime, Scope, Stream } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Runtime, Scope, Stream } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
@@ -231,9 +231,14 @@ export interface LedgerShape {
    * stay open in a run recorded `crashed`: for a fleet, whose table may hold a settlement of a dead
    * runner's card that its ledger writer never wrote (then the card is not `stranded` here).
    *
+   * With an answer journal (`LedgerOptions.answerJournal`), the cards it names whose settlement
+   * was never committed are stranded first, with the answer that was being written (docs/ledger.md,
+   * "Durability"); the journal is removed once every card it names has a settlement.
+   *
    * Whether a run is dead is the caller's to decide (the run records its `pid` and `host`): the
    * ledger refuses only a run it is recording itself. Fails with `LedgerError`: `LiveRun` for a
-   * run this ledger is recording, `Sql` when the transaction fails (nothing is changed then).
+   * run this ledger is recording, `Open` when the run's answer journal is there but cannot be read,
+   * `Sql` when the transaction fails (nothing is changed then).
    */
   readonly markStranded: (runId: string, cards?: ReadonlyArray<string>) => Effect.Effect<number, LedgerError>
   /**
@@ -243,8 +248,8 @@ export interface LedgerShape {
    * stranded; idempotent (a second call returns 0). With `cards` (the run's own card ids), only
    * those of the item's open cards: what the fleet's storage stranded, while the rest are left to
    * the run that opened them (a live runner's writer may not have recorded its own settlement yet).
-   * Fails with `LedgerError`: `LiveRun` for a run this ledger is recording, `Sql` when the
-   * transaction fails.
+   * Fails with `LedgerError`: `LiveRun` for a run this ledger is recording, `Open` when the run's
+   * answer journal is there but cannot be read, `Sql` when the transaction fails.
    */
   readonly markStrandedItem: (
     runId: string,
@@ -259,8 +264,9 @@ export interface LedgerShape {
    * is returned in `notResumed`. Each is returned to exactly one caller, once (a second `recover`
    * returns none).
    *
-   * Fails with `LedgerError`: `LiveRun` when `deadRunId` is a run this ledger is recording, `Sql`
-   * when the transaction fails (nothing is changed then).
+   * Fails with `LedgerError`: `LiveRun` when `deadRunId` is a run this ledger is recording, `Open`
+   * when its answer journal is there but cannot be read, `Sql` when the transaction fails (nothing
+   * is changed then).
    */
   readonly recover: (deadRunId: string, intoRunId: string) => Effect.Effect<Records.Recovery, LedgerError>
 
@@ -410,9 +416,11 @@ export const make = (
     const afterSlice =
       journal === undefined
         ? auditLines
-        : (ops: ReadonlyArray<Projection.Op>) =>
+        : (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) =>
             Effect.suspend(() => {
+              // Only what was committed: an answer whose settlement was given up stays on record.
               for (const op of ops) {
+                if (!written(op)) continue
                 if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
                   journal.committed(op.runId, Store.id(op.event.event.settlement.card.id))
                 else if (op._tag === "RunEnded") journal.ended(op.runId)
@@ -504,17 +512,44 @@ export const make = (
     /** Record what the attached sources published so far, then wait for the writer. */
     const flush = Effect.zipRight(lock.withPermits(1)(settle), writer.flush)
 
-    /** A dead run's answers on record (`AnswerJournal`), for its recovery. */
-    const answered = (runId: string): ReadonlyArray<AnswerJournal.Entry> =>
-      journalDir === undefined ? [] : AnswerJournal.read(journalDir, runId)
-    /** The dead run is recovered: what its journal said is in the ledger now. */
+    /**
+     * A dead run's answers on record (`AnswerJournal`), for its recovery. Fails (`Open`) when its
+     * journal is there but cannot be read: nothing is recovered without it.
+     */
+    const answered = (runId: string): Effect.Effect<ReadonlyArray<AnswerJournal.Entry>, LedgerError> =>
+      journalDir === undefined
+        ? Effect.succeed([])
+        : Effect.try({
+            try: () => AnswerJournal.read(journalDir, runId),
+            catch: (cause) =>
+              new LedgerError({
+                reason: "Open",
+                detail: `the answer journal of run ${runId} cannot be read (nothing was changed): ${describeCause(cause)}`,
+                cause
+              })
+          })
+    /**
+     * After a recovery: the dead run's journal is removed once every card it names has its
+     * settlement in the ledger (a fleet's sweep strands only some of them at a time).
+     */
     const journalDone = (runId: string) =>
       journalDir === undefined
         ? Effect.void
-        : Effect.try(() => AnswerJournal.remove(journalDir, runId)).pipe(
-            Effect.catchAll((error) =>
+        : Effect.gen(function* () {
+            const entries = AnswerJournal.read(journalDir, runId)
+            if (entries.length > 0) {
+              const settled = yield* Queries.settledCards(
+                sql,
+                runId,
+                entries.map((e) => e.cardId)
+              )
+              if (settled < entries.length) return
+            }
+            AnswerJournal.remove(journalDir, runId)
+          }).pipe(
+            Effect.catchAllCause((cause) =>
               Effect.logWarning(
-                `the answer journal of recovered run ${runId} could not be removed: ${describeCause(error)}`
+                `the answer journal of recovered run ${runId} could not be removed: ${describeCause(Cause.squash(cause))}`
               )
             )
           )
@@ -539,25 +574,25 @@ export const make = (
       markStranded: (runId, cards) =>
         Effect.zipRight(
           guardDead(runId),
-          writing(Effect.suspend(() => Queries.markStranded(sql, runId, now(), cards, answered(runId)))).pipe(
-            Effect.tap(() => (cards === undefined ? journalDone(runId) : Effect.void))
-          )
+          Effect.flatMap(answered(runId), (entries) =>
+            writing(Effect.suspend(() => Queries.markStranded(sql, runId, now(), cards, entries)))
+          ).pipe(Effect.tap(() => journalDone(runId)))
         ),
       markStrandedItem: (runId, item, cards) =>
         Effect.zipRight(
           guardDead(runId),
-          writing(
-            Effect.suspend(() =>
-              Queries.markStrandedItem(sql, runId, Store.itemKey(item), now(), cards, answered(runId))
+          Effect.flatMap(answered(runId), (entries) =>
+            writing(
+              Effect.suspend(() => Queries.markStrandedItem(sql, runId, Store.itemKey(item), now(), cards, entries))
             )
-          )
+          ).pipe(Effect.tap(() => journalDone(runId)))
         ),
       recover: (deadRunId, intoRunId) =>
         Effect.zipRight(
           guardDead(deadRunId),
-          writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now(), answered(deadRunId)))).pipe(
-            Effect.tap(() => journalDone(deadRunId))
-          )
+          Effect.flatMap(answered(deadRunId), (entries) =>
+            writing(Effect.suspend(() => Queries.recover(sql, deadRunId, intoRunId, now(), entries)))
+          ).pipe(Effect.tap(() => journalDone(deadRunId)))
         ),
       prune: (before) => writing(Effect.suspend(() => Queries.prune(sql, before))),
       remember: (input) => writing(Effect.suspend(() => Queries.remember(sql, input, now()))),

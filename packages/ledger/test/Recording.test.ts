@@ -668,4 +668,49 @@ describe("retention", () => {
         assert.isFalse(Fs.existsSync(`${other}.answers`))
       })
   )
+
+  it.scoped("an answer whose settlement the writer could not write stays in the answer journal", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "ledger.db")
+      const answers = Path.join(dir, "answers")
+      yield* Effect.gen(function* () {
+        const ledger = yield* Ledger.Ledger
+        const s = yield* script()
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        const first = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
+        const second = yield* s.open(command, commandParams("thr_1", "turn_1", "make deploy"))
+        yield* ledger.flush
+        const sql = yield* SqlClient.SqlClient
+        // The first card's settlement cannot be written: given up (reported, counted).
+        yield* sql.unsafe(`CREATE TRIGGER refuse_first BEFORE INSERT ON ledger_settlements
+          WHEN NEW.card_id = '${first.id}' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
+        yield* s.approvals.answer(first.id, Decision.Accept)
+        yield* s.approvals.answer(second.id, Decision.Decline)
+        assert.strictEqual((yield* ledger.flush).failed, 1)
+        // Enough answers after it for the journal to be replaced by what still waits.
+        const file = Path.join(answers, `${run.id}.jsonl`)
+        for (let i = 0; i < 400; i++) {
+          const card = yield* s.open(command, commandParams("thr_2", "turn_2", `echo ${i}`))
+          yield* s.approvals.answer(card.id, Decision.Decline)
+        }
+        yield* ledger.flush
+        const journal = Fs.readFileSync(file, "utf8")
+        assert.isBelow(journal.length, 64 * 1024, "the journal was replaced")
+        assert.include(journal, `"cardId":"${first.id}"`, "the answer whose settlement was lost is still on record")
+        assert.notInclude(journal, `"cardId":"${second.id}"`)
+        const settled = yield* ledger.cards({ runId: run.id, limit: 2 })
+        assert.deepStrictEqual(
+          settled.map((c) => [c.cardId, c.settlement?.outcome]),
+          [
+            [first.id, undefined],
+            [second.id, "declined"]
+          ]
+        )
+      }).pipe(
+        Effect.provide(Layer.provideMerge(Ledger.layer({ answerJournal: answers }), SqliteClient.layer({ filename })))
+      )
+    })
+  )
 })

@@ -477,7 +477,7 @@ describe("recovery", () => {
               )
               assert.match(
                 cards[0]!.settlement!.detail ?? "",
-                /its answer \(accept, by person\) was being written to codex: codex may have received it/
+                /its answer \(accepted, decision accept, by person\) was being written to codex: codex may have received it/
               )
               if (opening === "recorded") assert.strictEqual(cards[0]!.title, "run: make deploy (in /repo)")
               else assert.match(cards[0]!.title, /its opening was not recorded; from the answer journal/)
@@ -516,6 +516,42 @@ describe("recovery", () => {
             assert.strictEqual(yield* ledger.markStranded(deadUnrecorded), 0)
             assert.strictEqual((yield* ledger.accounting(deadUnrecorded)).cards, 0)
           }).pipe(Effect.provide(Ledger.layerSqlite({ filename: unrecorded })))
+        })
+      ),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "a journal that cannot be read stops recovery and changes nothing; a sweep given some cards keeps the journal until every card it names is settled",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const filename = Path.join(yield* tempDir, "ledger.db")
+          const dead = yield* answerThenDie(filename, "written", "recorded", "on")
+          const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
+          const kept = Fs.readFileSync(journalFile)
+          yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            // Unreadable (a directory where the file was): nothing is recovered without it.
+            Fs.rmSync(journalFile)
+            Fs.mkdirSync(journalFile)
+            const failed = yield* Effect.flip(ledger.markStranded(dead))
+            assert.strictEqual(failed.reason, "Open")
+            assert.deepStrictEqual(
+              (yield* ledger.openCards(dead)).map((c) => c.cardId),
+              ["c1"]
+            )
+            assert.strictEqual((yield* ledger.runs())[0]?.status, "running")
+            Fs.rmdirSync(journalFile)
+            Fs.writeFileSync(journalFile, kept)
+            // A fleet's sweep strands only the cards it is given: the journal stays for the rest.
+            assert.strictEqual(yield* ledger.markStranded(dead, []), 0)
+            assert.isTrue(Fs.existsSync(journalFile))
+            assert.strictEqual(yield* ledger.markStranded(dead, ["c1"]), 1)
+            const [card] = yield* ledger.cards({ runId: dead })
+            assert.deepStrictEqual([card?.settlement?.outcome, card?.settlement?.decision], ["stranded", "accept"])
+            assert.isFalse(Fs.existsSync(journalFile), "every card the journal names is settled: it is gone")
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
         })
       ),
     { timeout: 60_000 }

@@ -119,9 +119,15 @@ export type Describer = (card: PendingCard, settlement: Settlement, span: Tracer
 export const describer = (fork: (effect: Effect.Effect<void>) => void): Describer => {
   let waiting: Array<Described> = []
   const describeOne = (d: Described) =>
-    Effect.catchAllDefect(describeSettled(d.card, d.settlement, d.span, d.endTime), (defect) =>
-      Effect.logError("a card's settlement step threw", Cause.die(defect))
-    )
+    Effect.catchAllDefect(describeSettled(d.card, d.settlement, d.span, d.endTime), (defect) => {
+      // Ended all the same, if it was not (the throw came before its end).
+      try {
+        if (d.span.status._tag !== "Ended") d.span.end(d.endTime, Exit.void)
+      } catch {
+        // the embedder's tracer again: reported below
+      }
+      return Effect.logError("a card's settlement step threw", Cause.die(defect))
+    })
   const drain = Effect.suspend(() => {
     const batch = waiting
     waiting = []

@@ -133,8 +133,6 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
   const callOne = ({ card, handler, run, span }: QueuedCall): void => {
     if (card.settlement || closed) return
     try {
-      // An embedder's tracer may throw making it: a defect of this card's handler.
-      const handlerSpan = span?.open()
       let job: Effect.Effect<DecisionNs.Decision | undefined, unknown>
       try {
         job = decisionOf(handler(card.view))
@@ -143,17 +141,24 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
       }
       if (Exit.isExit(job)) {
         const exit = job as Exit.Exit<DecisionNs.Decision | undefined, unknown>
-        if (handlerSpan !== undefined) handlerSpan.end(span!.clock.unsafeCurrentTimeNanos(), exit)
+        // Its span says how it ended, at once (an embedder's tracer that throws making it: a
+        // defect of this card's handler).
+        if (span !== undefined) span.open().end(span.clock.unsafeCurrentTimeNanos(), exit)
         card.handlerEnded(exit)
-      } else if (handlerSpan === undefined) run(card, Effect.interruptible(job))
+      } else if (span === undefined) run(card, Effect.interruptible(job))
       else {
-        const clock = span!.clock
+        // The span is made when the job starts: a card settled before its fiber ran has none left open.
+        const clock = span.clock
+        const inSpan = job
         run(
           card,
           Effect.interruptible(
-            Effect.onExit(Effect.withParentSpan(job, handlerSpan), (exit) =>
-              Effect.sync(() => handlerSpan.end(clock.unsafeCurrentTimeNanos(), exit))
-            )
+            Effect.suspend(() => {
+              const handlerSpan = span.open()
+              return Effect.onExit(Effect.withParentSpan(inSpan, handlerSpan), (exit) =>
+                Effect.sync(() => handlerSpan.end(clock.unsafeCurrentTimeNanos(), exit))
+              )
+            })
           )
         )
       }

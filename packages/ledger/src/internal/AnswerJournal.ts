@@ -12,11 +12,12 @@
  * says codex may have received it; it is never recorded as accepted (codex may not have).
  *
  * - One file per run, `<dir>/<run>.jsonl` (mode 0600, the directory 0700), opened on the run's
- *   first answer. Every value in a line is masked (`Store`), and a line holds a decision's name,
- *   never an answer's content (a form's values).
- * - The journal is only the gap's: once the writer has committed the settlements of every card the
- *   file names, it is cut back to nothing (when it holds 64 KiB or more), and a run's file is
- *   removed when the run ends cleanly or is recovered.
+ *   first answer. A line holds the card's ids as the ledger stores them (`Store.id`), the source
+ *   and the decision's name masked, never an answer's content (a form's values).
+ * - The journal is only the gap's: once it has reached 64 KiB, at the next committed settlement it
+ *   is replaced (a new file renamed over it) by the lines of the answers still waiting for theirs,
+ *   and a run's file is removed when the run's end is committed, or the run is recovered and every
+ *   card it names has its settlement.
  * - It never fails or blocks the answer: a line that cannot be written is logged once per run,
  *   and the answer is written all the same.
  */
@@ -34,7 +35,8 @@ export interface Entry {
   readonly method: string
   readonly threadId: string | null
   readonly turnId: string | null
-  readonly itemKey: string
+  /** The card's work item (`Store.itemKey`), null when it has none (as the writer stores it). */
+  readonly itemKey: string | null
   /** How the card settles if codex takes the answer (`accepted`, `declined`, `refused`, ...). */
   readonly outcome: string
   /** `Card.describeSource` of who decided. */
@@ -55,15 +57,17 @@ export const fileOf = (dir: string, runId: string): string =>
       : `${createHash("sha256").update(runId).digest("hex")}.jsonl`
   )
 
-/** Cut a run's file back to nothing once it holds this much and nothing in it waits. */
+/** Replace a run's file by the answers still waiting once it holds this much. */
 const CutAt = 64 * 1024
 
 interface RunFile {
   fd: number | undefined
   size: number
   failed: boolean
-  /** Cards answered whose settlement the writer has not committed yet. */
-  readonly waiting: Set<string>
+  /** Cards answered whose settlement the writer has not committed yet, with their lines. */
+  readonly waiting: Map<string, string>
+  /** The bytes of those lines. */
+  waitingBytes: number
 }
 
 export interface AnswerJournal {
@@ -89,7 +93,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
   const runFile = (runId: string): RunFile => {
     let run = runs.get(runId)
     if (run === undefined) {
-      run = { fd: undefined, size: 0, failed: false, waiting: new Set() }
+      run = { fd: undefined, size: 0, failed: false, waiting: new Map(), waitingBytes: 0 }
       runs.set(runId, run)
     }
     return run
@@ -119,18 +123,22 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
         method: Store.id(card.method),
         threadId: Store.optionalId(card.threadId),
         turnId: Store.optionalId(card.turnId),
-        itemKey: Store.itemKey(card.workItem),
+        itemKey: card.workItem === undefined ? null : Store.itemKey(card.workItem),
         outcome: answer.outcome,
-        source: Store.id(Card.describeSource(answer.source)),
-        decision: answer.decision === undefined ? null : Store.id(answer.decision),
+        source: Store.text(Card.describeSource(answer.source)),
+        decision: answer.decision === undefined ? null : Store.text(answer.decision),
         at: now,
         openedAt: card.openedAt,
         deadlineAt: card.deadlineAt
       }
       const line = `${JSON.stringify(entry)}\n`
       Fs.writeSync(run.fd, line)
-      run.size += Buffer.byteLength(line)
-      run.waiting.add(entry.cardId)
+      const bytes = Buffer.byteLength(line)
+      run.size += bytes
+      const before = run.waiting.get(entry.cardId)
+      if (before !== undefined) run.waitingBytes -= Buffer.byteLength(before)
+      run.waiting.set(entry.cardId, line)
+      run.waitingBytes += bytes
     } catch (error) {
       fail(run, runId, error)
     }
@@ -138,14 +146,24 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
 
   const committed = (runId: string, cardId: string): void => {
     const run = runs.get(runId)
-    if (run === undefined || !run.waiting.delete(cardId)) return
-    if (run.waiting.size === 0 && run.fd !== undefined && run.size >= CutAt) {
-      try {
-        Fs.ftruncateSync(run.fd, 0)
-        run.size = 0
-      } catch (error) {
-        fail(run, runId, error)
-      }
+    const line = run?.waiting.get(cardId)
+    if (run === undefined || line === undefined) return
+    run.waiting.delete(cardId)
+    run.waitingBytes -= Buffer.byteLength(line)
+    // Replaced once it is large and mostly answers already committed (never quadratic).
+    if (run.fd === undefined || run.size < CutAt || run.waitingBytes * 2 > run.size) return
+    // Replaced, never cut in place: a crash at any point leaves the old file or the new one whole.
+    const file = fileOf(dir, runId)
+    const next = `${file}.${process.pid}.next`
+    try {
+      const kept = Array.from(run.waiting.values()).join("")
+      Fs.writeFileSync(next, kept, { mode: 0o600 })
+      Fs.renameSync(next, file)
+      Fs.closeSync(run.fd)
+      run.fd = Fs.openSync(file, "a", 0o600)
+      run.size = run.waitingBytes
+    } catch (error) {
+      fail(run, runId, error)
     }
   }
 
@@ -180,23 +198,48 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
   return { dir, append, committed, ended, close }
 }
 
+/** A line as the journal writes it (anything else: not ours, or cut short by the crash). */
+const isEntry = (u: unknown): u is Entry => {
+  if (typeof u !== "object" || u === null) return false
+  const e = u as Record<string, unknown>
+  const text = (k: string) => typeof e[k] === "string"
+  const textOrNull = (k: string) => typeof e[k] === "string" || e[k] === null
+  const number = (k: string) => typeof e[k] === "number" && Number.isFinite(e[k])
+  return (
+    text("cardId") &&
+    text("requestId") &&
+    text("method") &&
+    textOrNull("threadId") &&
+    textOrNull("turnId") &&
+    textOrNull("itemKey") &&
+    text("outcome") &&
+    text("source") &&
+    textOrNull("decision") &&
+    number("at") &&
+    number("openedAt") &&
+    number("deadlineAt")
+  )
+}
+
 /**
- * The answers on record for a dead run (none when it has no file). A line the crash cut short, or
- * any line that does not parse, is skipped; the last line about a card wins.
+ * The answers on record for a dead run: none when it has no file; throws when the file is there
+ * but cannot be read (the caller changes nothing then). A line that is not one of ours (the crash
+ * cut it short) is skipped; the last line about a card wins.
  */
 export const read = (dir: string, runId: string): ReadonlyArray<Entry> => {
   let text: string
   try {
     text = Fs.readFileSync(fileOf(dir, runId), "utf8")
-  } catch {
-    return []
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
+    throw error
   }
   const byCard = new Map<string, Entry>()
   for (const line of text.split("\n")) {
     if (line.length === 0) continue
     try {
-      const entry = JSON.parse(line) as Entry
-      if (typeof entry.cardId === "string" && typeof entry.outcome === "string") byCard.set(entry.cardId, entry)
+      const entry: unknown = JSON.parse(line)
+      if (isEntry(entry)) byCard.set(entry.cardId, entry)
     } catch {
       // cut short by the crash
     }

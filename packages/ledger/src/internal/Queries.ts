@@ -366,11 +366,11 @@ const strandAnswered = (
         VALUES (${runId}, ${a.cardId}, ${a.requestId}, ${a.method}, ${a.threadId}, ${a.turnId}, ${a.itemKey}, 'other',
           ${`${a.method} (its opening was not recorded; from the answer journal)`}, 'null', ${RecoveredFacts}, '[]', ${a.openedAt}, ${a.deadlineAt})
         ON CONFLICT (run_id, card_id) DO NOTHING`
-      const said = a.decision ?? a.outcome
+      const detail = Store.shown(
+        `open when its run died; its answer (${a.outcome}${a.decision === null ? "" : `, decision ${a.decision}`}, by ${a.source}) was being written to codex: codex may have received it`
+      )
       yield* sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, decision, written, detail, settled_at, latency_ms)
-        VALUES (${runId}, ${a.cardId}, 'stranded', 'stranded', 'stranded', ${a.decision}, 0,
-          ${`open when its run died; its answer (${said}, by ${a.source}) was being written to codex: codex may have received it`},
-          ${now}, NULL)
+        VALUES (${runId}, ${a.cardId}, 'stranded', 'stranded', 'stranded', ${a.decision}, 0, ${detail}, ${now}, NULL)
         ON CONFLICT (run_id, card_id) DO NOTHING`
       count++
     }
@@ -423,6 +423,15 @@ const strand = (sql: Sql, runId: string, now: number, cards?: ReadonlyArray<stri
     yield* sql`UPDATE ledger_runs SET status = 'crashed', ended_at = COALESCE(ended_at, ${now}) WHERE run_id = ${runId} AND status = 'running'`
     return count
   })
+
+/** How many of these cards of a run have their settlement. */
+export const settledCards = (sql: Sql, runId: string, cards: ReadonlyArray<string>) =>
+  cards.length === 0
+    ? Effect.succeed(0)
+    : Effect.map(
+        sql<Row>`SELECT count(*) AS n FROM ledger_settlements WHERE run_id = ${runId} AND card_id IN ${sql.in(cards)}`,
+        (rows) => num(rows[0]?.["n"]) ?? 0
+      )
 
 export const markStranded = (
   sql: Sql,

@@ -113,8 +113,11 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
 export const make = (
   sql: SqlClient.SqlClient,
   options: WriterOptions = {},
-  /** Called with each slice's ops once they are written (or reported failed), in order. */
-  afterSlice?: (ops: ReadonlyArray<Projection.Op>) => Effect.Effect<void>
+  /**
+   * Called with each slice's ops once they are written (or reported failed), in order; `written`
+   * tells which were committed (an op given up, locked out or failing, was not).
+   */
+  afterSlice?: (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => Effect.Effect<void>
 ): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function* () {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
@@ -169,8 +172,13 @@ export const make = (
       return true
     }
 
+    /** Ops given up (reported): `afterSlice` is told they were not written. */
+    const given = new WeakSet<Projection.Op>()
+    const isWritten = (op: Projection.Op) => !given.has(op)
+
     const report = (ops: ReadonlyArray<Projection.Op>, cause: Cause.Cause<unknown>) => {
       for (const op of ops) {
+        given.add(op)
         lostByRun.set(runOf(op), (lostByRun.get(runOf(op)) ?? 0) + 1)
         if (op._tag === "RunStarted") lostStarts.set(op.run.runId, op)
       }
@@ -355,7 +363,7 @@ export const make = (
         const ops = Chunk.toReadonlyArray(chunk)
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
-          if (afterSlice !== undefined) yield* afterSlice(n === ops.length ? ops : ops.slice(i, i + n))
+          if (afterSlice !== undefined) yield* afterSlice(n === ops.length ? ops : ops.slice(i, i + n), isWritten)
           i += n
           processed += n
           settleWaiters()
