@@ -77,9 +77,10 @@ export type InboxUpdate =
 
 /**
  * An answer about to be written to codex (`ApprovalsShape.observeAnswers`): the card, how it
- * settles if the write goes through, who decided, and the decision's name (`accept`,
- * `decline`, ... for a decision; none for a refusal). Never the answer's content: a form's
- * values are not here.
+ * settles if the write goes through (`outcome`: `accepted`, `declined`, `refused`, `timeout`,
+ * ...), who decided, and the name of the decision taken, if one was (`accept`, `decline`, ...;
+ * also when what is written is the method's refusal because the decision could not be expressed:
+ * `outcome` says which). Never the answer's content: a form's values are not here.
  */
 export interface Answering {
   readonly card: CardView
