@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, FiberId, FiberRef, Scope, Stream, TestClock } from "effect"
+import { Chunk, Context, Effect, Exit, FiberId, FiberRef, Option, Scope, Stream, TestClock, Tracer } from "effect"
 import { Approvals } from "../src/index.js"
 import { captured, deskSetup } from "./support.js"
 
@@ -133,6 +133,45 @@ describe("pending cards", () => {
         yield* approvals.answer(second.card.id, Decision.Decline)
         assert.strictEqual(seen.length, 1)
         assert.strictEqual(wire.written.length, 2)
+      })
+  )
+
+  it.scoped(
+    "under an embedder's tracer a card's span is a child of the caller's, or of its nearest parent that propagates",
+    () =>
+      Effect.gen(function* () {
+        const base = yield* Effect.tracer
+        const made: Array<Tracer.Span> = []
+        const recording = Tracer.make({
+          span: (...args) => {
+            const span = base.span(...args)
+            made.push(span)
+            return span
+          },
+          context: base.context
+        })
+        const { connectionCards, thread } = yield* setup()
+        const parentOf = (name: string) => {
+          const span = made.find((s) => s.name === name)
+          return span !== undefined && Option.isSome(span.parent) ? (span.parent.value as Tracer.Span).name : undefined
+        }
+        yield* connectionCards
+          .open(command(), { parent: thread })
+          .pipe(Effect.withSpan("caller"), Effect.withSpan("outer"), Effect.withTracer(recording))
+        assert.strictEqual(parentOf("warden.card"), "caller")
+        made.length = 0
+        // The caller's span does not propagate: the card's is a child of the one above it.
+        yield* connectionCards
+          .open(
+            captured("item/commandExecution/requestApproval", () => true, 1),
+            { parent: thread }
+          )
+          .pipe(
+            Effect.withSpan("caller", { context: Context.make(Tracer.DisablePropagation, true) }),
+            Effect.withSpan("outer"),
+            Effect.withTracer(recording)
+          )
+        assert.strictEqual(parentOf("warden.card"), "outer")
       })
   )
 

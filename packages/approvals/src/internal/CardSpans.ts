@@ -61,7 +61,7 @@ export const startSpan = (
     "warden.card",
     parent !== undefined
       ? Option.some(parent)
-      : Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan),
+      : propagating(Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan)),
     Context.empty(),
     Chunk.isEmpty(links) ? [] : Chunk.toReadonlyArray(links),
     fiber.getFiberRef(FiberRef.currentTracerTimingEnabled) ? clock.unsafeCurrentTimeNanos() : BigInt(0),
@@ -103,6 +103,16 @@ export const handlerSpan = (card: PendingCard, cardSpan: Tracer.Span): HandlerSp
     }
   }
 }
+
+/** The caller's span, or the nearest of its parents that propagates (as `Effect.makeSpan` picks). */
+const propagating = (span: Option.Option<Tracer.AnySpan>): Option.Option<Tracer.AnySpan> =>
+  Option.flatMap(span, (s) =>
+    Context.get(s.context, Tracer.DisablePropagation)
+      ? s._tag === "Span"
+        ? propagating(s.parent)
+        : Option.none()
+      : Option.some(s)
+  )
 
 // Card spans capture no call-site stack trace: it would always point here, and capturing it (an
 // Error per span, formatted whenever a span ends failed or interrupted) was a measurable share of
