@@ -85,7 +85,12 @@ export const wardenRunner = async (
         const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
         if (ledger !== undefined) {
           const none = yield* PubSub.unbounded<never>()
-          yield* ledger.run.attach({ subscribe: PubSub.subscribe(none), subscribeApprovals: approvals.subscribe })
+          // As a supervisor is attached: its engine too (its events observed, its answers journaled).
+          yield* ledger.run.attach({
+            subscribe: PubSub.subscribe(none),
+            subscribeApprovals: approvals.subscribe,
+            approvals
+          })
         }
         const connection = yield* peer.memory.transport.connect
         const server = yield* AppServerConnection.make(

@@ -132,6 +132,15 @@ export interface ApprovalsShape {
    * written all the same.
    */
   readonly observeAnswers: (observer: (answer: Answering) => void) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Call `observer` with every approval event (a card opened, settled, a late decision) in the
+   * synchronous step that publishes it, after the answer was written (for a settlement), until
+   * the caller's scope closes: what `subscribe` delivers, without a fiber woken per event and
+   * without a queue (the ledger records this way). It runs where the event is published (the
+   * connection's read loop, a decision, a deadline): keep it short and synchronous; a throw is
+   * caught and logged.
+   */
+  readonly observeEvents: (observer: (event: ApprovalEvent) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Live events from the moment the stream starts. */
   readonly events: Stream.Stream<ApprovalEvent>
   /**

@@ -95,11 +95,12 @@ export interface EventSource {
   /** Subscribe to the approvals engine's events (cards opened and settled, late decisions) from now on. */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
   /**
-   * The approvals engine, for its answers as they are written (`observeAnswers`): with an answer
-   * journal (`LedgerOptions.answerJournal`), each is on record before codex can act on it. A
-   * source without it is recorded all the same, through its events only.
+   * The approvals engine: its events are recorded as they are published (`observeEvents`, no
+   * fiber woken per event), and with an answer journal (`LedgerOptions.answerJournal`) each answer
+   * is on record before codex can act on it (`observeAnswers`). A source without it is recorded
+   * all the same, through `subscribeApprovals`, with no journal.
    */
-  readonly approvals?: Pick<Approvals.ApprovalsShape, "observeAnswers">
+  readonly approvals?: Pick<Approvals.ApprovalsShape, "observeAnswers" | "observeEvents">
 }
 
 /**
@@ -474,21 +475,34 @@ export const make = (
                   subscriptions
                 )
               const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
-              const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
               pumps.push(
                 yield* Scope.extend(
                   EventPump.make(supervisorEvents, (event: Supervisor.SupervisorEvent) =>
                     Effect.sync(() => record({ _tag: "Supervisor", event }))
                   ),
                   subscriptions
-                ),
-                yield* Scope.extend(
-                  EventPump.make(approvalEvents, (event: ApprovalEvent.ApprovalEvent) =>
-                    Effect.sync(() => record({ _tag: "Approval", event }))
-                  ),
-                  subscriptions
                 )
               )
+              // The approval events as they are published (no fiber woken per event: most of
+              // what recording a card cost the read loop), else through a subscription.
+              if (source.approvals !== undefined) {
+                yield* Scope.extend(
+                  source.approvals.observeEvents((event) => {
+                    record({ _tag: "Approval", event })
+                  }),
+                  subscriptions
+                )
+              } else {
+                const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
+                pumps.push(
+                  yield* Scope.extend(
+                    EventPump.make(approvalEvents, (event: ApprovalEvent.ApprovalEvent) =>
+                      Effect.sync(() => record({ _tag: "Approval", event }))
+                    ),
+                    subscriptions
+                  )
+                )
+              }
             })
           )
         return { id: runId, record, attach, end: endRun(runId, "ended") }

@@ -713,4 +713,27 @@ describe("retention", () => {
       )
     })
   )
+
+  it.scoped(
+    "a source without its engine (only the subscriptions) is recorded through pumps, with no answer journal",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const s = yield* script()
+          const run = yield* ledger.beginRun()
+          yield* run.attach({ subscribe: s.source.subscribe, subscribeApprovals: s.source.subscribeApprovals })
+          const card = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
+          yield* s.approvals.answer(card.id, Decision.Accept)
+          yield* ledger.flush
+          const cards = yield* ledger.cards({ runId: run.id })
+          assert.deepStrictEqual(
+            cards.map((c) => [c.cardId, c.title, c.settlement?.outcome]),
+            [[card.id, "run: make build (in /repo)", "accepted"]]
+          )
+          assert.isFalse(Fs.existsSync(`${filename}.answers`))
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      })
+  )
 })

@@ -72,6 +72,8 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
     let counter = 0
     /** `observeAnswers`: a new array on each change, so an observer that registers another is safe. */
     let answerObservers: ReadonlyArray<(answer: Answering) => void> = []
+    /** `observeEvents`: the same. */
+    let eventObservers: ReadonlyArray<(event: ApprovalEvent) => void> = []
 
     const engine: Engine = {
       now: () => clock.unsafeCurrentTimeMillis(),
@@ -89,6 +91,13 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       },
       publish: (event) => {
         pubsub.unsafeOffer(event)
+        for (const observer of eventObservers) {
+          try {
+            observer(event)
+          } catch (defect) {
+            runFork(Effect.logError("an observer of approval events threw", Cause.die(defect)), { immediate: false })
+          }
+        }
       },
       answering: (card, outcome, source, decision) => {
         if (answerObservers.length === 0) return
@@ -158,6 +167,17 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
           })
       )
 
+    const observeEvents = (observer: (event: ApprovalEvent) => void): Effect.Effect<void, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          eventObservers = [...eventObservers, observer]
+        }),
+        () =>
+          Effect.sync(() => {
+            eventObservers = eventObservers.filter((o) => o !== observer)
+          })
+      )
+
     const inbox: Stream.Stream<InboxUpdate> = Stream.unwrapScoped(
       Effect.map(subscribe, (queue) =>
         Stream.concat(
@@ -205,6 +225,7 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       answerGroup,
       subscribe,
       observeAnswers,
+      observeEvents,
       events: Stream.fromPubSub(pubsub),
       inbox
     }
