@@ -3,13 +3,13 @@
  * coming and going, admission's moves, every work item's events and its end), and, with telemetry
  * on, the metrics counted from them and from the approval events.
  *
- * Scope and fibers: `make` runs in the supervisor's scope. With telemetry on it forks one fiber
- * there that counts the card metrics from the approval events (never on the read loop); closing
- * the scope interrupts it after it counted what was left (the cards the shutdown refused). The
- * supervisor's event metrics are counted where the event is published, synchronously.
+ * Scope and fibers: `make` runs in the supervisor's scope and forks no fiber. With telemetry on
+ * the card metrics are counted from the approval events as they are published (an observer
+ * removed when the scope closes, after the shutdown's refusals were counted), and the
+ * supervisor's event metrics where the event is published, synchronously.
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
-import { Card, EventPump } from "@warden/approvals"
+import { Card } from "@warden/approvals"
 import { Effect, Exit, PubSub, type Queue, Stream } from "effect"
 import type { Scope } from "effect"
 import type { SupervisorEvent } from "../Supervisor.js"
@@ -75,13 +75,12 @@ const instrumentEvent = () => {
 }
 
 /**
- * Card metrics (telemetry on), counted by a fiber of their own from the approval events, never on
- * the read loop: the open cards by method, and each settlement's latency and count by method,
- * outcome and source.
+ * Card metrics (telemetry on), counted from the approval events as they are published
+ * (`observeEvents`: a few metric updates, synchronously): the open cards by method, and each
+ * settlement's latency and count by method, outcome and source.
  */
 const countCards = (approvals: Approvals.ApprovalsShape): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const queue = yield* approvals.subscribe
     const open = new Map<string, number>()
     const byMethod = labelsOf([Attributes.method])
     const bySettlement = labelsOf([Attributes.method, Attributes.outcome, Attributes.source])
@@ -100,7 +99,7 @@ const countCards = (approvals: Approvals.ApprovalsShape): Effect.Effect<void, ne
         Metrics.cardLatency.unsafeUpdate(latencyMs, labels)
       }
     }
-    // The supervisor's close settles the cards still open (shutdown) just before this scope
-    // closes: the pump counts them too, and never loses an event it was handed.
-    yield* EventPump.make(queue, (event) => Effect.sync(() => count(event)))
+    // Counted in the step that publishes the event (no fiber woken per event). The supervisor's
+    // close settles the cards still open (shutdown) just before this scope closes: counted too.
+    yield* approvals.observeEvents(count)
   })
