@@ -92,6 +92,12 @@ export interface RunInfo {
 export interface EventSource {
   /** Subscribe to the supervisor's events (work, connections, finished items) from now on. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Supervisor.SupervisorEvent>, never, Scope.Scope>
+  /**
+   * The same events as they are published (a supervisor has it): recorded in the step that
+   * publishes them, no fiber woken per event (a thread's streaming notifications, which the
+   * ledger does not record, are most of them). Without it, `subscribe` is read by a pump.
+   */
+  readonly observe?: (observer: (event: Supervisor.SupervisorEvent) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Subscribe to the approvals engine's events (cards opened and settled, late decisions) from now on. */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
   /**
@@ -474,15 +480,24 @@ export const make = (
                   source.approvals.observeAnswers((answer) => journal.append(runId, answer, now())),
                   subscriptions
                 )
-              const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
-              pumps.push(
+              if (source.observe !== undefined) {
                 yield* Scope.extend(
-                  EventPump.make(supervisorEvents, (event: Supervisor.SupervisorEvent) =>
-                    Effect.sync(() => record({ _tag: "Supervisor", event }))
-                  ),
+                  source.observe((event) => {
+                    record({ _tag: "Supervisor", event })
+                  }),
                   subscriptions
                 )
-              )
+              } else {
+                const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
+                pumps.push(
+                  yield* Scope.extend(
+                    EventPump.make(supervisorEvents, (event: Supervisor.SupervisorEvent) =>
+                      Effect.sync(() => record({ _tag: "Supervisor", event }))
+                    ),
+                    subscriptions
+                  )
+                )
+              }
               // The approval events as they are published (no fiber woken per event: most of
               // what recording a card cost the read loop), else through a subscription.
               if (source.approvals !== undefined) {

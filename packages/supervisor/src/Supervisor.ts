@@ -215,6 +215,14 @@ export interface SupervisorShape {
   }
   /** Supervisor events (connections, work, finished items) from the moment of subscription. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
+  /**
+   * Call `observer` with every supervisor event in the synchronous step that publishes it (no
+   * queue, no fiber woken per event: a thread's streaming notifications are most of them), until
+   * the caller's scope closes. It runs wherever the event is published, the connection's read
+   * loop included: keep it short, synchronous, and never throwing (a throw is logged, and the
+   * others are called all the same). The ledger records this way.
+   */
+  readonly observe: (observer: (event: SupervisorEvent) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Supervisor events from the moment the stream starts. */
   readonly events: Stream.Stream<SupervisorEvent>
   /** Approval events (card opened/settled/late) from the moment of subscription. */
@@ -279,6 +287,7 @@ const compose = (
         answerGroup: approvals.answerGroup
       },
       subscribe: events.subscribe,
+      observe: events.observe,
       events: events.stream,
       subscribeApprovals: approvals.subscribe,
       approvals,

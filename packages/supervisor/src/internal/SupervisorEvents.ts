@@ -10,7 +10,7 @@
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
 import { Card } from "@warden/approvals"
-import { Effect, Exit, PubSub, type Queue, Stream } from "effect"
+import { Cause, Effect, Exit, PubSub, type Queue, Runtime, Stream } from "effect"
 import type { Scope } from "effect"
 import type { SupervisorEvent } from "../Supervisor.js"
 import { Attributes, labelsOf, Metrics } from "../Telemetry.js"
@@ -22,6 +22,8 @@ export interface SupervisorEvents {
   readonly subscribe: Effect.Effect<Queue.Dequeue<SupervisorEvent>, never, Scope.Scope>
   /** Events from the moment the stream starts. */
   readonly stream: Stream.Stream<SupervisorEvent>
+  /** Call `observer` with every event as it is published, until the caller's scope closes. */
+  readonly observe: (observer: (event: SupervisorEvent) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The supervisor's events, in its scope; `telemetry` turns the metrics on. */
@@ -33,13 +35,35 @@ export const make = (
     const events = yield* PubSub.unbounded<SupervisorEvent>()
     const instrument = telemetry ? instrumentEvent() : undefined
     if (telemetry) yield* countCards(approvals)
+    const runtime = yield* Effect.runtime<never>()
+    /** A new array on each change, so an observer that registers another is safe. */
+    let observers: ReadonlyArray<(event: SupervisorEvent) => void> = []
     return {
       publish: (event) => {
         events.unsafeOffer(event)
         instrument?.(event)
+        for (const observer of observers) {
+          try {
+            observer(event)
+          } catch (defect) {
+            // An observer must not throw (`SupervisorShape.observe`); if one does, the others and
+            // the publisher go on, and the log says so.
+            Runtime.runFork(runtime)(Effect.logError("an observer of supervisor events threw", Cause.die(defect)))
+          }
+        }
       },
       subscribe: PubSub.subscribe(events),
-      stream: Stream.fromPubSub(events)
+      stream: Stream.fromPubSub(events),
+      observe: (observer) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            observers = [...observers, observer]
+          }),
+          () =>
+            Effect.sync(() => {
+              observers = observers.filter((o) => o !== observer)
+            })
+        )
     }
   })
 
