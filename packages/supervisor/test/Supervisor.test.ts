@@ -1,6 +1,19 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Chunk, Effect, Exit, Fiber, Metric, MetricLabel, Option, Queue, Stream, TestClock, Tracer } from "effect"
+import {
+  Chunk,
+  Effect,
+  Exit,
+  Fiber,
+  Metric,
+  MetricLabel,
+  Option,
+  Queue,
+  Scope,
+  Stream,
+  TestClock,
+  Tracer
+} from "effect"
 import { Telemetry } from "../src/index.js"
 import { advance, advanceUntilDone, commandApproval, supervise, waitFor } from "./support.js"
 
@@ -744,6 +757,47 @@ describe("pool", () => {
       for (const turn of [turnA, turnB]) assert.strictEqual(turn.connection, creator(turn.params.threadId))
       assert.notStrictEqual(creator(threadA), creator(threadB))
     })
+  )
+})
+
+describe("observing events", () => {
+  it.scoped(
+    "an observer sees every event as it is published, in the subscription's order; a throwing one does not stop the others; gone with its scope",
+    () =>
+      Effect.gen(function* () {
+        const { fake, supervisor, events } = yield* supervise(
+          { approvals: { handler: () => Effect.succeed(Decision.Decline) } },
+          { turns: "manual" }
+        )
+        const seen: Array<string> = []
+        const observing = yield* Scope.make()
+        yield* Scope.extend(
+          supervisor.observe(() => {
+            throw new Error("an observer that throws")
+          }),
+          observing
+        )
+        yield* Scope.extend(
+          supervisor.observe((event) => seen.push(event._tag === "Work" ? event.event._tag : event._tag)),
+          observing
+        )
+        const handle = yield* supervisor.start({ id: "x", prompt: "go" })
+        const threadId = yield* handle.threadId
+        yield* fake.nextRequest("turn/start")
+        yield* fake.completeTurn(threadId, "turn_1", "completed", { message: "ok" })
+        yield* handle.await
+        // The subscription got the same events, in the same order.
+        const subscribed = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((event) =>
+          event._tag === "Work" ? event.event._tag : event._tag
+        )
+        assert.deepStrictEqual(seen, subscribed.slice(subscribed.length - seen.length))
+        assert.includeMembers(seen, ["ThreadReady", "TurnCompleted", "ItemFinished"])
+        yield* Scope.close(observing, Exit.void)
+        const count = seen.length
+        const again = yield* supervisor.start({ id: "y", prompt: "go" })
+        yield* again.threadId
+        assert.strictEqual(seen.length, count, "nothing seen once its scope closed")
+      })
   )
 })
 
