@@ -175,6 +175,51 @@ describe("pending cards", () => {
       })
   )
 
+  it.scoped(
+    "observers of events see what a subscription sees, in publishing order even when one's own work publishes (a card it answers as it opens); a throwing one does not stop the others; gone with their scope",
+    () =>
+      Effect.gen(function* () {
+        const { approvals, connectionCards, thread, drained } = yield* setup()
+        const seen: Array<string> = []
+        const observing = yield* Scope.make()
+        // Answers each card as it opens: its settlement is published inside the opening's delivery.
+        yield* Scope.extend(
+          approvals.observeEvents((event) => {
+            if (event._tag === "CardOpened") Effect.runSync(approvals.answer(event.card.id, Decision.Accept))
+          }),
+          observing
+        )
+        yield* Scope.extend(
+          approvals.observeEvents(() => {
+            throw new Error("an observer that throws")
+          }),
+          observing
+        )
+        yield* Scope.extend(
+          approvals.observeEvents((event) =>
+            seen.push(`${event._tag} ${event._tag === "CardSettled" ? event.settlement.card.id : event.card.id}`)
+          ),
+          observing
+        )
+        const opened = yield* connectionCards.open(command(), { parent: thread })
+        const id =
+          opened._tag === "Opened" ? opened.card.id : opened._tag === "Settled" ? opened.settlement.card.id : ""
+        assert.deepStrictEqual(seen, [`CardOpened ${id}`, `CardSettled ${id}`])
+        const subscribed = (yield* drained()).map(
+          (event) => `${event._tag} ${event._tag === "CardSettled" ? event.settlement.card.id : event.card.id}`
+        )
+        assert.deepStrictEqual(subscribed, seen)
+        yield* Scope.close(observing, Exit.void)
+        yield* connectionCards.open(
+          captured("item/commandExecution/requestApproval", () => true, 1),
+          {
+            parent: thread
+          }
+        )
+        assert.strictEqual(seen.length, 2, "nothing seen once their scope closed")
+      })
+  )
+
   it.scoped("a person's accept is written once; a second answer is already settled", () =>
     Effect.gen(function* () {
       const { approvals, connectionCards, wire, thread } = yield* setup()

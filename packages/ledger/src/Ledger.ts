@@ -3,11 +3,12 @@
  * approval card with its one settlement, plus remembered rules, on any `@effect/sql` client
  * (SQLite by default).
  *
- * Scopes: the ledger's layer scope owns one writer fiber and the fibers that pump attached
- * supervisors' events into it. Recording is a synchronous enqueue (`Run.record`), never I/O, so
- * it is safe anywhere, the engine's read loop included. Closing the scope drains what the attached
- * supervisors published, ends the runs it began (`ended`), writes everything queued and waits for
- * it; only then is the database closed. A run whose process dies keeps `running` and its open
+ * Scopes: the ledger's layer scope owns one writer fiber and what reads the attached sources: an
+ * observer of a supervisor's events and of its engine's (they are recorded in the step that
+ * publishes them), or, for a source without them, a pump per subscription. Recording is a
+ * synchronous enqueue (`Run.record`), never I/O, so it is safe anywhere, the engine's read loop
+ * included. Closing the scope records what the attached sources published, ends the runs it began
+ * (`ended`), writes everything queued and waits for it; only then is the database closed. A run whose process dies keeps `running` and its open
  * cards stay open: `markStranded` / `recover` settle them `stranded`, once.
  *
  * Build the ledger before the supervisors it records and close it after them (e.g.
@@ -86,11 +87,15 @@ export interface RunInfo {
 }
 
 /**
- * The two event subscriptions `Run.attach` reads, which a supervisor has (`SupervisorShape` is an
- * `EventSource`).
+ * What `Run.attach` records, which a supervisor has (`SupervisorShape` is an `EventSource`): its
+ * events and its engine's, observed as they are published when it gives `observe` and `approvals`,
+ * else read from its two subscriptions.
  */
 export interface EventSource {
-  /** Subscribe to the supervisor's events (work, connections, finished items) from now on. */
+  /**
+   * Subscribe to the supervisor's events (work, connections, finished items) from now on: read
+   * only when `observe` is missing.
+   */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Supervisor.SupervisorEvent>, never, Scope.Scope>
   /**
    * The same events as they are published (a supervisor has it): recorded in the step that
@@ -98,7 +103,10 @@ export interface EventSource {
    * ledger does not record, are most of them). Without it, `subscribe` is read by a pump.
    */
   readonly observe?: (observer: (event: Supervisor.SupervisorEvent) => void) => Effect.Effect<void, never, Scope.Scope>
-  /** Subscribe to the approvals engine's events (cards opened and settled, late decisions) from now on. */
+  /**
+   * Subscribe to the approvals engine's events (cards opened and settled, late decisions) from
+   * now on: read only when `approvals` is missing (with it, every event of the engine is recorded).
+   */
   readonly subscribeApprovals: Effect.Effect<Queue.Dequeue<ApprovalEvent.ApprovalEvent>, never, Scope.Scope>
   /**
    * The approvals engine: its events are recorded as they are published (`observeEvents`, no
@@ -483,6 +491,9 @@ export const make = (
               if (source.observe !== undefined) {
                 yield* Scope.extend(
                   source.observe((event) => {
+                    // A thread's streaming notifications (most events) are not recorded: dropped
+                    // before anything is made for them.
+                    if (event._tag === "Work" && event.event._tag === "Notification") return
                     record({ _tag: "Supervisor", event })
                   }),
                   subscriptions

@@ -9,8 +9,8 @@
  * `ItemWorktree` (a work item's git worktree) and `WorkItemLifecycle` (a work item from admission
  * to its result, its thread in its own thread scope: see ThreadRunner).
  *
- * Scopes: the supervisor's scope (its layer's) owns the approvals engine, the metrics fiber, the
- * admission controller, the run budget's questions, and the slots with their connections; closing
+ * Scopes: the supervisor's scope (its layer's) owns the approvals engine, the card metrics' observer
+ * of its events, the admission controller, the run budget's questions, and the slots with their connections; closing
  * it runs the shutdown first, then stops the slots and their children, then refuses what is still
  * open. Work items run in the caller's fiber (`run`) or a fiber in the caller's scope (`start`).
  */

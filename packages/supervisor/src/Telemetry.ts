@@ -9,9 +9,10 @@
  * together with the OTLP exporters; provide `Telemetry.layer` yourself to feed the same metrics to
  * another exporter (any reader of Effect's metric registry).
  *
- * Nothing here runs on the connection's read loop but a clock read per stdout chunk: card metrics
- * are counted by a fiber of their own from the approval events, the rest where the work happens
- * (a work item's fiber, a slot's loop, a request's caller). Every label value is a method name, an
+ * On the connection's read loop: a clock read per stdout chunk, and the card metrics (a few
+ * metric updates as a card opens and settles, counted from the approval events as they are
+ * published); the rest where the work happens (a work item's fiber, a slot's loop, a request's
+ * caller). Every label value is a method name, an
  * outcome, a source (`rule:<id>` names a rule, never its text), a model or a reason tag: never a
  * command, a path or a prompt.
  *

@@ -74,6 +74,23 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
     let answerObservers: ReadonlyArray<(answer: Answering) => void> = []
     /** `observeEvents`: the same. */
     let eventObservers: ReadonlyArray<(event: ApprovalEvent) => void> = []
+    let delivering = false
+    const nested: Array<ApprovalEvent> = []
+    /** Observers that threw once: said once in the log, not at every event. */
+    const threw = new WeakSet<object>()
+    const deliver = (event: ApprovalEvent) => {
+      for (const observer of eventObservers) {
+        try {
+          observer(event)
+        } catch (defect) {
+          if (threw.has(observer)) continue
+          threw.add(observer)
+          runFork(Effect.logError("an observer of approval events threw (said once per observer)", Cause.die(defect)), {
+            immediate: false
+          })
+        }
+      }
+    }
 
     const engine: Engine = {
       now: () => clock.unsafeCurrentTimeMillis(),
@@ -91,12 +108,19 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       },
       publish: (event) => {
         pubsub.unsafeOffer(event)
-        for (const observer of eventObservers) {
-          try {
-            observer(event)
-          } catch (defect) {
-            runFork(Effect.logError("an observer of approval events threw", Cause.die(defect)), { immediate: false })
-          }
+        if (eventObservers.length === 0) return
+        // An event published by an observer's own work (a card it answers as it opens) is
+        // delivered after the one being delivered: every observer sees them in publishing order.
+        if (delivering) {
+          nested.push(event)
+          return
+        }
+        delivering = true
+        try {
+          deliver(event)
+          for (let next = nested.shift(); next !== undefined; next = nested.shift()) deliver(next)
+        } finally {
+          delivering = false
         }
       },
       answering: (card, outcome, source, decision) => {
