@@ -8,13 +8,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as LockHolder from "@warden/test-support/LockHolder"
-import { Effect, Queue } from "effect"
+import { Effect, Queue, Schedule } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as readline from "node:readline"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const lockHolder = LockHolder.script
 
@@ -39,7 +39,72 @@ const holdLock = (filename: string) =>
     }
   })
 
+/** `holdLock` once the ledger's writer is not in a transaction (BEGIN IMMEDIATE fails while it is). */
+const holdLockWhenFree = (filename: string) =>
+  Effect.suspend(() => holdLock(filename)).pipe(
+    Effect.catchAllDefect(() => Effect.fail("busy" as const)),
+    Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.compose(Schedule.recurs(250)))),
+    Effect.orDie
+  )
+
 describe("warden run --state, the ledger locked by another process", () => {
+  it.scopedLive(
+    "killed after an answer was written and before its settlement could be recorded: warden resume records the card with that answer, never accepted",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "state", "ledger.db")
+        const cli = yield* CliProcess.spawn([...recordedRunArgs(codex, db), "make deploy"])
+        const opened = yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
+        // The card's opening is written; then another process takes the lock: nothing more can be.
+        const runId = yield* readLedger(db, (ledger) =>
+          Effect.gen(function* () {
+            const run = (yield* ledger.runs("running"))[0]
+            if (run === undefined || (yield* ledger.openCards(run.runId)).length === 0)
+              return yield* Effect.fail("not written yet")
+            return run.runId
+          })
+        ).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.compose(Schedule.recurs(400)))), Effect.orDie)
+        const holder = yield* holdLockWhenFree(db)
+        yield* cli.write(JSON.stringify({ cardId: opened.cardId, decision: "accept" }) + "\n")
+        // The answer went to codex; its settlement waits for the lock.
+        yield* cli.waitForJson(
+          "the settlement",
+          (l) => l.type === "card.settled" && l.outcome === "accepted" && l.written === true,
+          "60 seconds"
+        )
+        const journal = Path.join(`${db}.answers`, `${runId}.jsonl`)
+        assert.include(Fs.readFileSync(journal, "utf8"), `"outcome":"accepted"`)
+        process.kill(-cli.pid, "SIGKILL")
+        assert.strictEqual((yield* cli.exited("60 seconds")).signal, "SIGKILL")
+        yield* holder.release
+
+        const resumed = yield* CliProcess.runToEnd([
+          "resume",
+          "--codex",
+          codex,
+          "--json",
+          "--approvals",
+          "deny",
+          "--state",
+          db,
+          "--restarts",
+          "0"
+        ])
+        assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
+        assert.include(resumed.stderr, "1 open card(s) recorded stranded")
+        const card = yield* readLedger(db, (ledger) => ledger.cards({ runId }))
+        assert.deepStrictEqual(
+          card.map((c) => [c.cardId, c.settlement?.outcome, c.settlement?.decision, c.settlement?.written]),
+          [[opened.cardId, "stranded", "accept", false]]
+        )
+        assert.match(card[0]!.settlement!.detail ?? "", /codex may have received it/)
+        assert.isFalse(Fs.existsSync(journal), "the journal is gone once its card is recorded")
+      }),
+    120_000
+  )
+
   it.scopedLive(
     "past the lock timeout: exit 4, how many records were lost and why, and warden audit lists the run",
     () =>
