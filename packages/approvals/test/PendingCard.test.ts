@@ -220,6 +220,35 @@ describe("pending cards", () => {
       })
   )
 
+  it.scoped("a handler's span is a child of its card's, with the span annotations in force where the card opened", () =>
+    Effect.gen(function* () {
+      const base = yield* Effect.tracer
+      const made: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          made.push(span)
+          return span
+        },
+        context: base.context
+      })
+      const { connectionCards, thread } = yield* setup({ handler: () => Effect.succeed(Decision.Accept) })
+      yield* connectionCards
+        .open(command(), { parent: thread })
+        .pipe(Effect.annotateSpans("team", "payments"), Effect.withSpan("caller"), Effect.withTracer(recording))
+      // The handler is called after the opening's step.
+      for (let i = 0; i < 1_000 && connectionCards.size() > 0; i++) yield* Effect.yieldNow()
+      assert.strictEqual(connectionCards.size(), 0, "the handler settled the card")
+      const card = made.find((s) => s.name === "warden.card")!
+      const handler = made.find((s) => s.name === "warden.card.handler")!
+      assert.isDefined(handler, "the handler ran in its span")
+      assert.strictEqual(Option.isSome(handler.parent) && handler.parent.value.spanId, card.spanId)
+      assert.strictEqual(handler.attributes.get("team"), "payments")
+      assert.strictEqual(card.attributes.get("team"), "payments")
+      assert.strictEqual(handler.status._tag, "Ended")
+    })
+  )
+
   it.scoped("a person's accept is written once; a second answer is already settled", () =>
     Effect.gen(function* () {
       const { approvals, connectionCards, wire, thread } = yield* setup()

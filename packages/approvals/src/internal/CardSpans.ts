@@ -57,6 +57,7 @@ export const startSpan = (
   const tracer = Context.get(services, Tracer.Tracer)
   const clock = Context.get(services, Clock.Clock)
   const links = fiber.getFiberRef(FiberRef.currentTracerSpanLinks)
+  const timing = fiber.getFiberRef(FiberRef.currentTracerTimingEnabled)
   const span = tracer.span(
     "warden.card",
     parent !== undefined
@@ -64,25 +65,36 @@ export const startSpan = (
       : propagating(Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan)),
     Context.empty(),
     Chunk.isEmpty(links) ? [] : Chunk.toReadonlyArray(links),
-    fiber.getFiberRef(FiberRef.currentTracerTimingEnabled) ? clock.unsafeCurrentTimeNanos() : BigInt(0),
+    timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
     "internal",
     NoStackTrace
   )
   const annotations = fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations)
+  describe(span, card, annotations)
+  card.attachSpan(span, clock, tracer, parent === undefined ? undefined : describer, {
+    annotations,
+    links,
+    timing
+  })
+  return span
+}
+
+/** The span annotations in force, then the card's ids (a card's span and its handler's). */
+const describe = (span: Tracer.Span, card: PendingCard, annotations: HashMap.HashMap<string, unknown>) => {
   if (HashMap.size(annotations) > 0) HashMap.forEach(annotations, (value, key) => span.attribute(key, value))
   span.attribute("warden.card_id", card.view.id)
   span.attribute("warden.method", card.view.method)
   span.attribute("warden.thread_id", card.view.threadId ?? "")
   span.attribute("warden.turn_id", card.view.turnId ?? "")
-  card.attachSpan(span, clock, tracer, parent === undefined ? undefined : describer)
-  return span
 }
 
 /** The span a card's handler runs in (`warden.card.handler`), a child of the card's, made when it is called. */
 export const handlerSpan = (card: PendingCard, cardSpan: Tracer.Span): HandlerSpan | undefined => {
   const parts = card.spanParts()
   if (parts === undefined) return undefined
-  const { clock, tracer } = parts
+  // The fiber that opened the card: its span annotations, links and timing, as the handler's
+  // span had them when it was made in a fiber of the opener's runtime.
+  const { clock, tracer, ambient } = parts
   return {
     clock,
     open: () => {
@@ -90,15 +102,12 @@ export const handlerSpan = (card: PendingCard, cardSpan: Tracer.Span): HandlerSp
         "warden.card.handler",
         Option.some(cardSpan),
         Context.empty(),
-        [],
-        clock.unsafeCurrentTimeNanos(),
+        Chunk.isEmpty(ambient.links) ? [] : Chunk.toReadonlyArray(ambient.links),
+        ambient.timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
         "internal",
         NoStackTrace
       )
-      span.attribute("warden.card_id", card.view.id)
-      span.attribute("warden.method", card.view.method)
-      span.attribute("warden.thread_id", card.view.threadId ?? "")
-      span.attribute("warden.turn_id", card.view.turnId ?? "")
+      describe(span, card, ambient.annotations)
       return span
     }
   }

@@ -25,7 +25,7 @@
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
 import { Cause, Duration, Effect, Either, Exit, FiberId } from "effect"
-import type { Clock, Fiber, Tracer } from "effect"
+import type { Chunk, Clock, Fiber, HashMap, Tracer } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CloseReason, Line } from "../Approvals.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
@@ -147,6 +147,12 @@ export interface SpanState {
   readonly tracer: Tracer.Tracer
   /** Telemetry on: what describes the settlement on the span, off the read loop. */
   readonly describer: Describer | undefined
+  /** What was in force in the fiber that opened the card (its handler's span takes them too). */
+  readonly ambient: {
+    readonly annotations: HashMap.HashMap<string, unknown>
+    readonly links: Chunk.Chunk<Tracer.SpanLink>
+    readonly timing: boolean
+  }
 }
 
 /**
@@ -192,8 +198,14 @@ export class PendingCard extends Timed {
   }
 
   /** The card's span, ended (or described) when it settles. */
-  attachSpan(span: Tracer.Span, clock: Clock.Clock, tracer: Tracer.Tracer, describer: Describer | undefined): void {
-    this.spanState = { span, clock, tracer, describer }
+  attachSpan(
+    span: Tracer.Span,
+    clock: Clock.Clock,
+    tracer: Tracer.Tracer,
+    describer: Describer | undefined,
+    ambient: SpanState["ambient"]
+  ): void {
+    this.spanState = { span, clock, tracer, describer, ambient }
   }
 
   /** Its span's clock and tracer, while its span is open. */
