@@ -14,7 +14,7 @@
  * Only a full run writes latest.json (latest-built.json); with --only or --fleet the results go to
  * bench/results/partial.json (ignored by git), unless --out names a file.
  *
- * framePipeline, approvalRoundTrip and scale run 3 times in a full run (once in quick mode): each
+ * framePipeline, approvalRoundTrip, scale and telemetry run 3 times in a full run (once in quick mode): each
  * target is the median of the runs, with their min and max (`spread`).
  *
  * Needs `--expose-gc` (the root script passes it to tsx): the scale benchmark measures the heap
