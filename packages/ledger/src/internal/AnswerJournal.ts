@@ -159,9 +159,12 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
       const kept = Array.from(run.waiting.values()).join("")
       Fs.writeFileSync(next, kept, { mode: 0o600 })
       Fs.renameSync(next, file)
-      Fs.closeSync(run.fd)
-      run.fd = Fs.openSync(file, "a", 0o600)
+      // The old file's descriptor goes; the next append opens the new file if this cannot.
+      const old = run.fd
+      run.fd = undefined
       run.size = run.waitingBytes
+      Fs.closeSync(old)
+      run.fd = Fs.openSync(file, "a", 0o600)
     } catch (error) {
       fail(run, runId, error)
     }
