@@ -106,6 +106,13 @@ export interface SuggestOptions {
   readonly remembered?: ReadonlyArray<Remembered.RememberedRule>
   /** When the remembered rules are read as in force (epoch ms; default now). */
   readonly now?: number
+  /**
+   * Only the allow proposals this card is evidence of (an acceptance's offer, `Offers`): the
+   * other groups are not replayed, and are neither proposed nor listed as excluded. Each
+   * proposal made is the one the whole suggestion makes for that card, with the same replay over
+   * every card read (its id may take another suffix when two proposals would share a name).
+   */
+  readonly evidenceOf?: { readonly runId: string; readonly cardId: string }
 }
 
 /**
@@ -322,7 +329,8 @@ const cardKey = (c: SuggestCard) => `${c.runId}\u0000${c.cardId}`
 
 /**
  * Propose rules from `cards` (see the module comment), against the `current` rules in force.
- * Linear in the cards for each proposal tried (each is replayed over the whole record).
+ * Linear in the cards for each proposal tried (each is replayed over the whole record): with
+ * `evidenceOf`, only the proposals of the card's own group are tried.
  */
 export const suggest = (
   cards: ReadonlyArray<SuggestCard>,
@@ -510,8 +518,12 @@ export const suggest = (
         `${effect === "allow" ? `saves ${savedAsks} ask${savedAsks === 1 ? "" : "s"}, flips no decline` : "flips no acceptance"}`
     })
   }
-  for (const g of allowGroups.values()) consider(g, "allow")
-  for (const g of denyGroups.values()) consider(g, "deny")
+  const only = options.evidenceOf
+  for (const g of allowGroups.values()) {
+    if (only === undefined || g.cards.some((c) => c.runId === only.runId && c.cardId === only.cardId))
+      consider(g, "allow")
+  }
+  if (only === undefined) for (const g of denyGroups.values()) consider(g, "deny")
   proposals.sort((a, b) => b.replay.savedAsks - a.replay.savedAsks || a.rule.id.localeCompare(b.rule.id))
   return {
     proposals,

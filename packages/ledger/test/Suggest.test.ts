@@ -108,6 +108,24 @@ describe("rules suggest", () => {
           )
         )
 
+        // One card's offer (`evidenceOf`): only its own group is replayed, and its proposal is
+        // the one the whole suggestion makes, with the same replay over every card.
+        for (const proposal of [npmTest!, makeBuild!, files!]) {
+          const [evidence] = proposal.evidence
+          const one = Suggest.suggest(cards, current, { min: 3, evidenceOf: evidence! })
+          assert.deepStrictEqual(
+            one.proposals.map((p) => [p.rule.effect, p.rule.match, p.replay, p.evidence]),
+            [[proposal.rule.effect, proposal.rule.match, proposal.replay, proposal.evidence]]
+          )
+        }
+        const declined = cards.find((c) => c.facts.command === "npm publish")!
+        assert.deepStrictEqual(
+          Suggest.suggest(cards, current, { min: 3, evidenceOf: { runId: declined.runId, cardId: declined.cardId } })
+            .proposals,
+          [],
+          "a declined card is evidence of no allow"
+        )
+
         // Never proposed, each with its reason.
         const reason = (what: string) => found.excluded.find((e) => e.what === what)?.reason ?? "(not excluded)"
         assert.match(reason("rm -rf dist"), /dangerous: rm \(deletion\)/)
