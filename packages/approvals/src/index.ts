@@ -16,6 +16,8 @@
  * - {@link SecretMask}: the one masking function set every exit goes through.
  * - {@link ShellCommand}: how rules read a command line (wrappers, nested shells, every command it may run).
  * - {@link Audit}: the JSONL audit trail.
+ * - {@link EventPump}, {@link Observers}: reading what is published, by a fiber that loses nothing
+ *   or synchronously in the publishing step.
  *
  * @packageDocumentation
  */
@@ -29,6 +31,7 @@ export * as Config from "./Config.js"
 export * as Deadlines from "./Deadlines.js"
 export * as DeadlineTimer from "./DeadlineTimer.js"
 export * as EventPump from "./EventPump.js"
+export * as Observers from "./Observers.js"
 export * as Policy from "./Policy.js"
 export * as SecretMask from "./SecretMask.js"
 export * as ShellCommand from "./ShellCommand.js"

@@ -9,6 +9,20 @@ const elicitationForm = () => captured("mcpServer/elicitation/request", (p) => p
 
 const setup = deskSetup
 
+/** Effect's tracer, keeping every span it makes. */
+const recordingTracer = Effect.map(Effect.tracer, (base) => {
+  const made: Array<Tracer.Span> = []
+  const recording = Tracer.make({
+    span: (...args) => {
+      const span = base.span(...args)
+      made.push(span)
+      return span
+    },
+    context: base.context
+  })
+  return { made, recording }
+})
+
 describe("pending cards", () => {
   it.scoped("the deadline (15 min by default) writes the method's refusal, once", () =>
     Effect.gen(function* () {
@@ -140,16 +154,7 @@ describe("pending cards", () => {
     "under an embedder's tracer a card's span is a child of the caller's, or of its nearest parent that propagates",
     () =>
       Effect.gen(function* () {
-        const base = yield* Effect.tracer
-        const made: Array<Tracer.Span> = []
-        const recording = Tracer.make({
-          span: (...args) => {
-            const span = base.span(...args)
-            made.push(span)
-            return span
-          },
-          context: base.context
-        })
+        const { made, recording } = yield* recordingTracer
         const { connectionCards, thread } = yield* setup()
         const parentOf = (name: string) => {
           const span = made.find((s) => s.name === name)
@@ -222,16 +227,7 @@ describe("pending cards", () => {
 
   it.scoped("a handler's span is a child of its card's, with the span annotations in force where the card opened", () =>
     Effect.gen(function* () {
-      const base = yield* Effect.tracer
-      const made: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        span: (...args) => {
-          const span = base.span(...args)
-          made.push(span)
-          return span
-        },
-        context: base.context
-      })
+      const { made, recording } = yield* recordingTracer
       const { connectionCards, thread } = yield* setup({ handler: () => Effect.succeed(Decision.Accept) })
       yield* connectionCards
         .open(command(), { parent: thread })

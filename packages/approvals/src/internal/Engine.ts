@@ -19,6 +19,7 @@ import type {
 } from "../Approvals.js"
 import type { CardId, CardView, Outcome, Settlement, Source } from "../Card.js"
 import * as CardGroup from "../CardGroup.js"
+import * as Observers from "../Observers.js"
 import * as ConnectionCards from "./ConnectionCards.js"
 import type { PendingCard } from "./PendingCard.js"
 
@@ -70,27 +71,13 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
     const settled = new Map<CardId, Settlement>()
     const historyLimit = config.settledHistory ?? DefaultSettledHistory
     let counter = 0
-    /** `observeAnswers`: a new array on each change, so an observer that registers another is safe. */
-    let answerObservers: ReadonlyArray<(answer: Answering) => void> = []
-    /** `observeEvents`: the same. */
-    let eventObservers: ReadonlyArray<(event: ApprovalEvent) => void> = []
-    let delivering = false
-    const nested: Array<ApprovalEvent> = []
-    /** Observers that threw once: said once in the log, not at every event. */
-    const threw = new WeakSet<object>()
-    const deliver = (event: ApprovalEvent) => {
-      for (const observer of eventObservers) {
-        try {
-          observer(event)
-        } catch (defect) {
-          if (threw.has(observer)) continue
-          threw.add(observer)
-          runFork(Effect.logError("an observer of approval events threw (said once per observer)", Cause.die(defect)), {
-            immediate: false
-          })
-        }
-      }
-    }
+    // Told once per observer that throws, after this step (never on the publisher's stack).
+    const reportThrow = (what: string) => (defect: unknown) =>
+      runFork(Effect.logError(`an observer of ${what} threw (said once per observer)`, Cause.die(defect)), {
+        immediate: false
+      })
+    const eventObservers = Observers.make<ApprovalEvent>(reportThrow("approval events"))
+    const answerObservers = Observers.make<Answering>(reportThrow("answers (the answer is written all the same)"))
 
     const engine: Engine = {
       now: () => clock.unsafeCurrentTimeMillis(),
@@ -108,36 +95,10 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       },
       publish: (event) => {
         pubsub.unsafeOffer(event)
-        if (eventObservers.length === 0) return
-        // An event published by an observer's own work (a card it answers as it opens) is
-        // delivered after the one being delivered: every observer sees them in publishing order.
-        if (delivering) {
-          nested.push(event)
-          return
-        }
-        delivering = true
-        try {
-          deliver(event)
-          for (let next = nested.shift(); next !== undefined; next = nested.shift()) deliver(next)
-        } finally {
-          delivering = false
-        }
+        eventObservers.deliver(event)
       },
       answering: (card, outcome, source, decision) => {
-        if (answerObservers.length === 0) return
-        const answer: Answering = { card, outcome, source, decision }
-        for (const observer of answerObservers) {
-          try {
-            observer(answer)
-          } catch (defect) {
-            runFork(
-              Effect.logError("an observer of answers threw (the answer is written all the same)", Cause.die(defect)),
-              {
-                immediate: false
-              }
-            )
-          }
-        }
+        if (!answerObservers.isEmpty()) answerObservers.deliver({ card, outcome, source, decision })
       },
       // Not on the caller's stack (runFork would start the fiber right there): a caller settling
       // thousands of cards in one synchronous step finishes that step first.
@@ -179,28 +140,6 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       })
 
     const subscribe = PubSub.subscribe(pubsub)
-
-    const observeAnswers = (observer: (answer: Answering) => void): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          answerObservers = [...answerObservers, observer]
-        }),
-        () =>
-          Effect.sync(() => {
-            answerObservers = answerObservers.filter((o) => o !== observer)
-          })
-      )
-
-    const observeEvents = (observer: (event: ApprovalEvent) => void): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          eventObservers = [...eventObservers, observer]
-        }),
-        () =>
-          Effect.sync(() => {
-            eventObservers = eventObservers.filter((o) => o !== observer)
-          })
-      )
 
     const inbox: Stream.Stream<InboxUpdate> = Stream.unwrapScoped(
       Effect.map(subscribe, (queue) =>
@@ -248,8 +187,8 @@ export const make = (config: ApprovalsConfig): Effect.Effect<ApprovalsShape, nev
       answer,
       answerGroup,
       subscribe,
-      observeAnswers,
-      observeEvents,
+      observeAnswers: answerObservers.observe,
+      observeEvents: eventObservers.observe,
       events: Stream.fromPubSub(pubsub),
       inbox
     }

@@ -9,7 +9,7 @@
  * supervisor's event metrics where the event is published, synchronously.
  */
 import type { ApprovalEvent, Approvals } from "@warden/approvals"
-import { Card } from "@warden/approvals"
+import { Card, Observers } from "@warden/approvals"
 import { Cause, Effect, Exit, PubSub, type Queue, Runtime, Stream } from "effect"
 import type { Scope } from "effect"
 import type { SupervisorEvent } from "../Supervisor.js"
@@ -36,59 +36,23 @@ export const make = (
     const instrument = telemetry ? instrumentEvent() : undefined
     if (telemetry) yield* countCards(approvals)
     const runtime = yield* Effect.runtime<never>()
-    /** A new array on each change, so an observer that registers another is safe. */
-    let observers: ReadonlyArray<(event: SupervisorEvent) => void> = []
-    let delivering = false
-    const nested: Array<SupervisorEvent> = []
-    /** Observers that threw once: said once in the log, not at every event. */
-    const threw = new WeakSet<object>()
-    const deliver = (event: SupervisorEvent) => {
-      for (const observer of observers) {
-        try {
-          observer(event)
-        } catch (defect) {
-          // An observer must not throw (`SupervisorShape.observe`); if one does, the others and
-          // the publisher go on, and the log says so once, after this step.
-          if (threw.has(observer)) continue
-          threw.add(observer)
-          Runtime.runFork(runtime)(
-            Effect.logError("an observer of supervisor events threw (said once per observer)", Cause.die(defect)),
-            { immediate: false }
-          )
-        }
-      }
-    }
+    // An observer must not throw (`SupervisorShape.observe`); if one does, the others and the
+    // publisher go on, and the log says so once, after this step.
+    const observers = Observers.make<SupervisorEvent>((defect) =>
+      Runtime.runFork(runtime)(
+        Effect.logError("an observer of supervisor events threw (said once per observer)", Cause.die(defect)),
+        { immediate: false }
+      )
+    )
     return {
       publish: (event) => {
         events.unsafeOffer(event)
         instrument?.(event)
-        if (observers.length === 0) return
-        // An event published by an observer's own work is delivered after the one being
-        // delivered: every observer sees them in publishing order.
-        if (delivering) {
-          nested.push(event)
-          return
-        }
-        delivering = true
-        try {
-          deliver(event)
-          for (let next = nested.shift(); next !== undefined; next = nested.shift()) deliver(next)
-        } finally {
-          delivering = false
-        }
+        observers.deliver(event)
       },
       subscribe: PubSub.subscribe(events),
       stream: Stream.fromPubSub(events),
-      observe: (observer) =>
-        Effect.acquireRelease(
-          Effect.sync(() => {
-            observers = [...observers, observer]
-          }),
-          () =>
-            Effect.sync(() => {
-              observers = observers.filter((o) => o !== observer)
-            })
-        )
+      observe: observers.observe
     }
   })
 
