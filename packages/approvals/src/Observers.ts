@@ -13,6 +13,7 @@
 import { Effect } from "effect"
 import type { Scope } from "effect"
 
+/** The observers of values of `A` (`make`): how they register, and how a publisher delivers to them. */
 export interface Observers<A> {
   /** Call `observer` with every value delivered from now on, until the caller's scope closes. */
   readonly observe: (observer: (value: A) => void) => Effect.Effect<void, never, Scope.Scope>

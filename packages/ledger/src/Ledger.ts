@@ -454,6 +454,30 @@ export const make = (
     /** Everything the attached sources published so far is recorded. */
     const settle = Effect.forEach(pumps, (p) => p.settle, { discard: true })
 
+    /**
+     * Record what a source publishes: as it is published when it can be observed (no fiber woken
+     * per event: most of what recording a card cost the read loop), else through its subscription,
+     * read by a pump (`EventPump`: nothing it was handed is lost). Both live in `subscriptions`.
+     */
+    const follow = <A>(
+      observe: ((observer: (value: A) => void) => Effect.Effect<void, never, Scope.Scope>) | undefined,
+      subscribe: Effect.Effect<Queue.Dequeue<A>, never, Scope.Scope>,
+      onEvent: (value: A) => void
+    ): Effect.Effect<void> =>
+      observe !== undefined
+        ? Scope.extend(observe(onEvent), subscriptions)
+        : Effect.flatMap(Scope.extend(subscribe, subscriptions), (queue) =>
+            Effect.map(
+              Scope.extend(
+                EventPump.make(queue, (value: A) => Effect.sync(() => onEvent(value))),
+                subscriptions
+              ),
+              (pump) => {
+                pumps.push(pump)
+              }
+            )
+          )
+
     const endRun = (runId: string, status: "ended") =>
       Effect.sync(() => {
         if (!live.delete(runId)) return
@@ -488,47 +512,15 @@ export const make = (
                   source.approvals.observeAnswers((answer) => journal.append(runId, answer, now())),
                   subscriptions
                 )
-              if (source.observe !== undefined) {
-                yield* Scope.extend(
-                  source.observe((event) => {
-                    // A thread's streaming notifications (most events) are not recorded: dropped
-                    // before anything is made for them.
-                    if (event._tag === "Work" && event.event._tag === "Notification") return
-                    record({ _tag: "Supervisor", event })
-                  }),
-                  subscriptions
-                )
-              } else {
-                const supervisorEvents = yield* Scope.extend(source.subscribe, subscriptions)
-                pumps.push(
-                  yield* Scope.extend(
-                    EventPump.make(supervisorEvents, (event: Supervisor.SupervisorEvent) =>
-                      Effect.sync(() => record({ _tag: "Supervisor", event }))
-                    ),
-                    subscriptions
-                  )
-                )
-              }
-              // The approval events as they are published (no fiber woken per event: most of
-              // what recording a card cost the read loop), else through a subscription.
-              if (source.approvals !== undefined) {
-                yield* Scope.extend(
-                  source.approvals.observeEvents((event) => {
-                    record({ _tag: "Approval", event })
-                  }),
-                  subscriptions
-                )
-              } else {
-                const approvalEvents = yield* Scope.extend(source.subscribeApprovals, subscriptions)
-                pumps.push(
-                  yield* Scope.extend(
-                    EventPump.make(approvalEvents, (event: ApprovalEvent.ApprovalEvent) =>
-                      Effect.sync(() => record({ _tag: "Approval", event }))
-                    ),
-                    subscriptions
-                  )
-                )
-              }
+              yield* follow(source.observe, source.subscribe, (event) => {
+                // A thread's streaming notifications (most events) are not recorded: dropped
+                // before anything is made for them.
+                if (event._tag === "Work" && event.event._tag === "Notification") return
+                record({ _tag: "Supervisor", event })
+              })
+              yield* follow(source.approvals?.observeEvents, source.subscribeApprovals, (event) => {
+                record({ _tag: "Approval", event })
+              })
             })
           )
         return { id: runId, record, attach, end: endRun(runId, "ended") }
