@@ -23,7 +23,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import * as AdversarialFrames from "./AdversarialFrames.js"
 import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
 import * as Fleet from "./Fleet.js"
@@ -127,6 +127,19 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   const load = loadAvg()
   const started = nowMs()
   const log = (line: string) => console.error(`[bench] ${line}`)
+  // The ledger's writer runs on its own thread in every build of Warden (its worker script is in
+  // dist/); a worker cannot load the TypeScript sources, so from the sources the benchmarks use
+  // the same bundle of them as the test suite (scripts/test-bundle.mjs). `WARDEN_LEDGER_WORKER=off`
+  // measures the writer on the main thread instead.
+  if (modules === "sources" && process.env["WARDEN_LEDGER_WORKER"] === undefined) {
+    const bundler = (await import(pathToFileURL(join(here, "..", "scripts", "test-bundle.mjs")).href)) as {
+      readonly bundleLedgerWorker: () => Promise<string>
+    }
+    process.env["WARDEN_LEDGER_WORKER"] = await bundler.bundleLedgerWorker()
+  }
+  log(
+    `the ledger's writer: ${process.env["WARDEN_LEDGER_WORKER"] === "off" ? "on the main thread" : `on its own thread (${process.env["WARDEN_LEDGER_WORKER"] ?? "dist/"})`}`
+  )
   log(`${args.quick ? "quick" : "full"} run: ${args.only.join(", ")}`)
   const results: Record<string, BenchResult> = {}
   for (const name of args.only) {

@@ -389,7 +389,9 @@ const lazyWorkspace = [
  * `pnpm -r pack`, and the benchmarks' start-up build each bundled the same sources again.
  */
 const bundleStamp = Path.join(cliDir, "node_modules", ".cache", "warden-build", "cli-bundle.json")
-const bundleOutputs = ["bin.cjs", "warden-run.cjs", "warden-run.cjs.v8cache"].map((f) => Path.join(cliDir, "dist", f))
+const bundleOutputs = ["bin.cjs", "warden-run.cjs", "warden-run.cjs.v8cache", "ledger-writer.cjs"].map((f) =>
+  Path.join(cliDir, "dist", f)
+)
 
 const digestFiles = (files) => {
   const hash = createHash("sha256")
@@ -491,6 +493,22 @@ export const bundleCli = async () => {
   })
   metafiles.push(runBuild.metafile)
   writeOutput(runBuild, outfile, { external: native })
+
+  // The ledger's writer thread (packages/ledger/src/internal/WriterWorker.ts), beside warden-run.cjs,
+  // where the ledger's WorkerScript.ts looks for it: a worker is a file of its own.
+  const writerfile = Path.join(cliDir, "dist", "ledger-writer.cjs")
+  const writerBuild = await esbuild.build({
+    ...commonJs,
+    entryPoints: [Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts")],
+    outfile: writerfile,
+    minify: process.env.WARDEN_UNMINIFIED !== "1",
+    keepNames: true,
+    legalComments: "eof",
+    plugins: [deepImports],
+    external: native
+  })
+  metafiles.push(writerBuild.metafile)
+  writeOutput(writerBuild, writerfile, { external: native })
   const env = { ...process.env }
   delete env["NODE_OPTIONS"]
   const wrote = spawnSync(process.execPath, [Path.join(root, "scripts", "code-cache.mjs"), outfile], {

@@ -69,7 +69,38 @@ export const bundleCli = async () => {
   return bundlePath
 }
 
+/**
+ * The ledger's writer thread (packages/ledger/src/internal/WriterWorker.ts) as one file: a worker
+ * cannot load the TypeScript sources (tsx's hooks do not reach a worker on Node 20), so the suite
+ * names this bundle in `WARDEN_LEDGER_WORKER` (read by the ledger's WorkerScript.ts) for every test
+ * and every `warden` it starts: the ledgers of the tests write on a thread, as a built Warden's do.
+ */
+export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.mjs")
+
+export const bundleLedgerWorker = async () => {
+  const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
+  Fs.mkdirSync(Path.dirname(workerBundlePath), { recursive: true })
+  const temp = `${workerBundlePath}.${process.pid}.tmp`
+  await esbuild.build({
+    entryPoints: [Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts")],
+    outfile: temp,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    banner: {
+      js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);"
+    },
+    external: ["better-sqlite3"],
+    plugins: [sourceUrls],
+    logLevel: "error"
+  })
+  Fs.renameSync(temp, workerBundlePath)
+  return workerBundlePath
+}
+
 /** Vitest global set-up. */
 export const setup = async () => {
-  await bundleCli()
+  await Promise.all([bundleCli(), bundleLedgerWorker()])
+  process.env["WARDEN_LEDGER_WORKER"] = workerBundlePath
 }

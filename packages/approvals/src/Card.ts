@@ -5,6 +5,8 @@
  */
 import type { Decision, JsonRpc, ServerRequests } from "@warden/protocol"
 import * as Outcomes from "./internal/Outcomes.js"
+import * as PendingCard from "./internal/PendingCard.js"
+import type { PortableCard } from "./internal/PendingCard.js"
 
 /** A card's id, unique within one approvals engine (`c1`, `c2`, ...); not the server's request id. */
 export type CardId = string
@@ -195,6 +197,35 @@ export interface Settlement {
  * ```
  */
 export { fileChangesOf } from "./internal/FileChanges.js"
+
+/**
+ * A card's view as plain data that can cross to another thread (`postMessage`'s structured clone)
+ * or process: what the view was made from (the request and its context), not its summary, so the
+ * summary and its masking are worked out where the copy is read (`fromPortable`), not where the
+ * card opened. A view Warden did not make (an embedder's) travels with its summary and title.
+ */
+export type { PortableCard } from "./internal/PendingCard.js"
+
+/**
+ * A view's portable copy (see `PortableCard`): cheap, nothing is computed or copied here.
+ *
+ * @example
+ * ```ts
+ * worker.postMessage(Card.portable(event.card))
+ * ```
+ */
+export const portable: (view: CardView) => PortableCard = PendingCard.portableCard
+
+/**
+ * The view back from its portable copy: the same fields, its summary and title made (and masked)
+ * on first read, as the original's were.
+ *
+ * @example
+ * ```ts
+ * const view = Card.fromPortable(message.card)
+ * ```
+ */
+export const fromPortable: (card: PortableCard) => CardView = PendingCard.cardFromPortable
 
 /**
  * The paths a permissions request asks for, one `access path` string each (`read /repo`,

@@ -19,7 +19,19 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { type ApprovalEvent, type Approvals, EventPump } from "@warden/approvals"
 import { RunId } from "@warden/supervisor"
 import type { Supervisor } from "@warden/supervisor"
-import { Cause, Context, Effect, ExecutionStrategy, Exit, Layer, type Queue, Runtime, Scope, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Duration,
+  Effect,
+  ExecutionStrategy,
+  Exit,
+  Layer,
+  type Queue,
+  Runtime,
+  Scope,
+  Stream
+} from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { LedgerEvent } from "./LedgerEvent.js"
@@ -35,6 +47,8 @@ import type * as Records from "./internal/Records.js"
 import type * as Remembered from "./Remembered.js"
 import * as SqliteFile from "./internal/SqliteFile.js"
 import * as Store from "./internal/Store.js"
+import * as WorkerScript from "./internal/WorkerScript.js"
+import * as WorkerWriter from "./internal/WorkerWriter.js"
 import * as Writer from "./internal/Writer.js"
 
 export { LedgerError } from "./internal/LedgerError.js"
@@ -391,6 +405,12 @@ export interface LedgerOptions extends Writer.WriterOptions {
  */
 export const make = (
   options: LedgerOptions = {}
+): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> => makeLedger(options, undefined)
+
+/** The ledger, its writer on a thread of its own when `onThread` names the file and the worker's script. */
+const makeLedger = (
+  options: LedgerOptions,
+  onThread: { readonly filename: string; readonly script: string } | undefined
 ): Effect.Effect<LedgerShape, LedgerError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -442,7 +462,26 @@ export const make = (
               }
               return auditLines === undefined ? Effect.void : auditLines(ops)
             })
-    const writer = yield* Writer.make(sql, options, afterSlice)
+    const writer =
+      onThread === undefined
+        ? yield* Writer.make(sql, options, afterSlice)
+        : yield* WorkerWriter.make({
+            script: onThread.script,
+            init: {
+              filename: onThread.filename,
+              options: {
+                maxBatch: options.maxBatch,
+                sliceMs: options.sliceMs,
+                capacity: options.capacity,
+                lockTimeout: Duration.toMillis(Duration.decode(lockTimeout))
+              },
+              audit: options.audit === undefined ? undefined : Path.resolve(options.audit),
+              journal: journal !== undefined
+            },
+            committed: (runId, cardId) => journal?.committed(runId, cardId),
+            ended: (runId) => journal?.ended(runId),
+            fallback: (failures) => Writer.make(sql, options, afterSlice, failures)
+          })
     const live = new Set<string>()
 
     const offer = (op: Projection.Op) => writer.offer(op)
@@ -689,8 +728,10 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
     Effect.gen(function* () {
       const filename = Path.resolve(options.filename)
       const client = yield* SqliteFile.open(filename, options.lockTimeout ?? Busy.DefaultTimeout)
-      return yield* make({ ...options, answerJournal: options.answerJournal ?? `${filename}.answers` }).pipe(
-        Effect.provideService(SqlClient.SqlClient, client)
-      )
+      const script = WorkerScript.locate()
+      return yield* makeLedger(
+        { ...options, answerJournal: options.answerJournal ?? `${filename}.answers` },
+        script === undefined ? undefined : { filename, script }
+      ).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )

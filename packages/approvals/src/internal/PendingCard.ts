@@ -107,7 +107,81 @@ class View implements CardView {
   static summarized(view: View): CardSummary.Summarized {
     return (view.#summarized ??= CardSummary.summarize(view.#request, view.#context))
   }
+
+  /** What its summary is made from (`Card.portable`). */
+  static request(view: View): ServerRequests.DecodedRequest {
+    return view.#request
+  }
+
+  static context(view: View): CardContext {
+    return view.#context
+  }
 }
+
+/** What `Card.portable` makes: a view's data, with what its summary is made from (see there). */
+export type PortableCard = {
+  readonly id: CardView["id"]
+  readonly openedAt: number
+  readonly deadlineAt: number
+  readonly offers: CardView["offers"]
+} & (
+  | { readonly _tag: "Request"; readonly request: ServerRequests.DecodedRequest; readonly context: CardContext }
+  | {
+      readonly _tag: "View"
+      readonly requestId: CardView["requestId"]
+      readonly method: string
+      readonly threadId: string | undefined
+      readonly turnId: string | undefined
+      readonly workItem: string | number | undefined
+      readonly summary: CardSummaryT
+      readonly title: string
+    }
+)
+
+/** See `Card.portable`. */
+export const portableCard = (view: CardView): PortableCard =>
+  view instanceof View
+    ? {
+        _tag: "Request",
+        id: view.id,
+        openedAt: view.openedAt,
+        deadlineAt: view.deadlineAt,
+        offers: view.offers,
+        request: View.request(view),
+        context: View.context(view)
+      }
+    : {
+        _tag: "View",
+        id: view.id,
+        openedAt: view.openedAt,
+        deadlineAt: view.deadlineAt,
+        offers: [...view.offers],
+        requestId: view.requestId,
+        method: view.method,
+        threadId: view.threadId,
+        turnId: view.turnId,
+        workItem: view.workItem,
+        summary: view.summary,
+        title: view.title
+      }
+
+/** See `Card.fromPortable`. */
+export const cardFromPortable = (card: PortableCard): CardView =>
+  card._tag === "Request"
+    ? new View(card.id, card.request, card.context, card.offers, card.openedAt, card.deadlineAt)
+    : {
+        id: card.id,
+        requestId: card.requestId,
+        method: card.method,
+        threadId: card.threadId,
+        turnId: card.turnId,
+        workItem: card.workItem,
+        summary: card.summary,
+        title: card.title,
+        offers: card.offers,
+        openedAt: card.openedAt,
+        deadlineAt: card.deadlineAt
+      }
 
 const summaryProperty: PropertyDescriptor = {
   get(this: View) {

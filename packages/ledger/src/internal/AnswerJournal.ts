@@ -57,6 +57,21 @@ export const fileOf = (dir: string, runId: string): string =>
       : `${createHash("sha256").update(runId).digest("hex")}.jsonl`
   )
 
+const quote = (value: string): string => JSON.stringify(value)
+const quoteOrNull = (value: string | null): string => (value === null ? "null" : JSON.stringify(value))
+/** A number as JSON writes it (a non-finite one as null). */
+const number = (value: number): string => (Number.isFinite(value) ? String(value) : "null")
+
+/** Masked sources and decision names: a handful of distinct values, each masked once. */
+const maskedTexts = new Map<string, string>()
+const masked = (value: string): string => {
+  const known = maskedTexts.get(value)
+  if (known !== undefined) return known
+  const m = Store.text(value)
+  if (maskedTexts.size < 256) maskedTexts.set(value, m)
+  return m
+}
+
 /** Replace a run's file by the answers still waiting once it holds this much. */
 const CutAt = 64 * 1024
 
@@ -117,27 +132,18 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
         run.fd = Fs.openSync(fileOf(dir, runId), "a", 0o600)
         run.size = Fs.fstatSync(run.fd).size
       }
-      const entry: Entry = {
-        cardId: Store.id(card.id),
-        requestId: Store.requestId(card.requestId),
-        method: Store.id(card.method),
-        threadId: Store.optionalId(card.threadId),
-        turnId: Store.optionalId(card.turnId),
-        itemKey: card.workItem === undefined ? null : Store.itemKey(card.workItem),
-        outcome: answer.outcome,
-        source: Store.text(Card.describeSource(answer.source)),
-        decision: answer.decision === undefined ? null : Store.text(answer.decision),
-        at: now,
-        openedAt: card.openedAt,
-        deadlineAt: card.deadlineAt
-      }
-      const line = `${JSON.stringify(entry)}\n`
+      // The line of `Entry`, written out by hand: JSON.stringify of the whole object costs as
+      // much as the write itself, and this runs in the step that answers codex. Every string
+      // goes through JSON.stringify (escaped), every number is one of ours.
+      const cardId = Store.id(card.id)
+      const line = `{"cardId":${quote(cardId)},"requestId":${quote(Store.requestId(card.requestId))},"method":${quote(Store.id(card.method))},"threadId":${quoteOrNull(Store.optionalId(card.threadId))},"turnId":${quoteOrNull(Store.optionalId(card.turnId))},"itemKey":${quoteOrNull(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${quote(answer.outcome)},"source":${quote(masked(Card.describeSource(answer.source)))},"decision":${quoteOrNull(answer.decision === undefined ? null : masked(answer.decision))},"at":${number(now)},"openedAt":${number(card.openedAt)},"deadlineAt":${number(card.deadlineAt)}}\n`
       Fs.writeSync(run.fd, line)
-      const bytes = Buffer.byteLength(line)
+      // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
+      const bytes = line.length
       run.size += bytes
-      const before = run.waiting.get(entry.cardId)
-      if (before !== undefined) run.waitingBytes -= Buffer.byteLength(before)
-      run.waiting.set(entry.cardId, line)
+      const before = run.waiting.get(cardId)
+      if (before !== undefined) run.waitingBytes -= before.length
+      run.waiting.set(cardId, line)
       run.waitingBytes += bytes
     } catch (error) {
       fail(run, runId, error)
@@ -149,7 +155,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
     const line = run?.waiting.get(cardId)
     if (run === undefined || line === undefined) return
     run.waiting.delete(cardId)
-    run.waitingBytes -= Buffer.byteLength(line)
+    run.waitingBytes -= line.length
     // Replaced once it is large and mostly answers already committed (never quadratic).
     if (run.fd === undefined || run.size < CutAt || run.waitingBytes * 2 > run.size) return
     // Replaced, never cut in place: a crash at any point leaves the old file or the new one whole.

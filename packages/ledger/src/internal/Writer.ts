@@ -117,7 +117,9 @@ export const make = (
    * Called with each slice's ops once they are written (or reported failed), in order; `written`
    * tells which were committed (an op given up, locked out or failing, was not).
    */
-  afterSlice?: (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => Effect.Effect<void>
+  afterSlice?: (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => Effect.Effect<void>,
+  /** Where its failures are published (a new hub unless given). */
+  failuresHub?: PubSub.PubSub<LedgerWriteFailed>
 ): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function* () {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
@@ -126,7 +128,7 @@ export const make = (
     const lockTimeout = Duration.decode(options.lockTimeout ?? Busy.DefaultTimeout)
     const lockTimeoutMs = Duration.toMillis(lockTimeout)
     const mailbox = yield* Mailbox.make<Projection.Op>()
-    const failures = yield* PubSub.unbounded<LedgerWriteFailed>()
+    const failures = failuresHub ?? (yield* PubSub.unbounded<LedgerWriteFailed>())
     let recorded = 0
     let processed = 0
     let written = 0

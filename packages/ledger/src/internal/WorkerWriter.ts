@@ -1,0 +1,406 @@
+/**
+ * The ledger's writer, run on a thread of its own (`WriterWorker`): what `Ledger.layerSqlite`
+ * uses when the worker's script is there (a build: `WorkerScript.locate`). Same interface and
+ * guarantees as `Writer` (never blocks or fails the code that offers; a write that fails is
+ * reported on `failures`, logged and counted on its run; `flush` waits for everything offered
+ * before it; `close` writes everything queued), with the work off the thread that reads codex:
+ *
+ * - `offer` keeps the op (no copy, nothing computed) and, at most once per millisecond, hands what
+ *   was offered to the worker in one message (`Wire.toWire`: plain data; the structured clone is
+ *   the only per-record work left on this thread). A timer, not a task per event-loop turn: a
+ *   message per turn costs a busy loop more than the records it carries.
+ * - The worker writes with the same `Writer` on its own connection to the file, and says after
+ *   each slice how many ops are done (written, or reported failed): `flush` waits for that count.
+ *   The settlements it committed are passed to `committed` (the answer journal's lines).
+ * - An op that cannot be copied to the worker (a value of the embedder's that is not data) is
+ *   lost, reported and counted on its run, never silently.
+ * - If the worker cannot start, or stops (a defect), the ledger goes on writing on this thread
+ *   (`fallback`: the main-thread `Writer`), with everything the worker had not said was done: an
+ *   error says so; a slice committed just before the worker stopped may be written twice (its
+ *   rows are keyed, except a turn's count and a late decision).
+ */
+import type { PubSub } from "effect"
+import { Deferred, Effect, FiberId, Exit, PubSub as PubSubNs, Runtime, Scope } from "effect"
+import { Worker } from "node:worker_threads"
+import * as Projection from "./Projection.js"
+import * as Store from "./Store.js"
+import * as Wire from "./Wire.js"
+import * as Writer from "./Writer.js"
+
+/** What the worker is started with (`workerData`). */
+export interface WorkerInit {
+  readonly filename: string
+  readonly options: {
+    readonly maxBatch?: number | undefined
+    readonly sliceMs?: number | undefined
+    readonly capacity?: number | undefined
+    /** Milliseconds. */
+    readonly lockTimeout?: number | undefined
+  }
+  readonly audit: string | undefined
+  /** Whether the main thread keeps an answer journal (then `Ack` lists the committed settlements). */
+  readonly journal: boolean
+}
+
+/** `Ops`: a JSON array of `Wire.WireOp`, in the order offered. */
+export type ToWorker = { readonly _tag: "Ops"; readonly ops: string } | { readonly _tag: "Close" }
+
+export type FromWorker =
+  | { readonly _tag: "Ready" }
+  | {
+      readonly _tag: "Ack"
+      /** Ops done (written or given up) since it started, in all. */
+      readonly processed: number
+      readonly stats: Writer.Stats
+      readonly committed: ReadonlyArray<readonly [string, string]>
+      readonly ended: ReadonlyArray<string>
+    }
+  | {
+      readonly _tag: "Failure"
+      readonly reason: "Locked" | "Failed"
+      readonly events: number
+      readonly kinds: ReadonlyArray<string>
+      readonly detail: string
+    }
+  | { readonly _tag: "Log"; readonly level: string; readonly message: string }
+  | { readonly _tag: "Closed"; readonly stats: Writer.Stats }
+  | { readonly _tag: "Fatal"; readonly detail: string }
+
+const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, dropped: 0, pending: 0, batches: 0 }
+
+/** How long offered ops wait before they are handed over (one message for all of them). */
+const HandOverMs = 1
+
+const runOf = (op: Projection.Op) => (op._tag === "RunStarted" ? op.run.runId : op.runId)
+
+export interface Params {
+  readonly script: string
+  readonly init: WorkerInit
+  /** The worker committed a card's settlement (the answer journal's `committed`). */
+  readonly committed: (runId: string, cardId: string) => void
+  /** The worker committed a run's end. */
+  readonly ended: (runId: string) => void
+  /** The main-thread writer, if the worker cannot go on (publishing to the same hub). */
+  readonly fallback: (
+    failures: PubSub.PubSub<Writer.LedgerWriteFailed>
+  ) => Effect.Effect<Writer.Writer, never, Scope.Scope>
+}
+
+export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const scope = yield* Effect.scope
+    const failures = yield* PubSubNs.unbounded<Writer.LedgerWriteFailed>()
+    const fork = Runtime.runFork(runtime)
+
+    let open = true
+    let closing = false
+    /** Ops accepted (by the worker's path and the fallback's). */
+    let offered = 0
+    /** Ops dropped here: offered after closing, or while `capacity` waited. */
+    let droppedHere = 0
+    /** Drops not yet sent to be counted on their runs (`Dropped` ops), and not yet said in the log. */
+    const droppedByRun = new Map<string, number>()
+    let droppedUnsaid = 0
+    const capacity = params.init.options.capacity
+    /** The worker's count of ops done, and its counters. */
+    let acked = 0
+    let workerStats = zero
+    /** Ops offered, not yet handed over (for at most `HandOverMs`). */
+    let buffer: Array<Projection.Op> = []
+    /**
+     * What was handed over and not yet done, as the text sent (from `head`; the first `skip` ops of
+     * the first are done): kept for the main thread to take over. Text, not the ops: the records
+     * (a card's request and context) are not kept alive while the worker writes them, so they
+     * never outlive a young-generation collection (measured: keeping them cost more GC than the
+     * rest of the hand-over).
+     */
+    let sentBatches: Array<{ readonly text: string; readonly count: number }> = []
+    let head = 0
+    let skip = 0
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let fallback: Writer.Writer | undefined
+    const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
+    const closed = Deferred.unsafeMake<void>(FiberId.none)
+    const sent: Wire.Sent = new WeakMap()
+    /** The worker said it wrote everything and stopped. */
+    let workerClosed = false
+
+    let worker: Worker | undefined = new Worker(params.script, {
+      workerData: params.init,
+      // Its logs come as messages; nothing of it is printed by itself.
+      stdout: true,
+      stderr: true
+    })
+    worker.unref()
+
+    /** Keep the process alive while someone waits for the worker. */
+    const holdOpen = () => {
+      if (waiters.length > 0 || closing) worker?.ref()
+      else worker?.unref()
+    }
+
+    const report = (failure: Writer.LedgerWriteFailed) => {
+      failures.unsafeOffer(failure)
+      fork(Effect.logError(failure.message))
+    }
+
+    const handOver = () => {
+      if (timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      if (worker === undefined || (buffer.length === 0 && droppedByRun.size === 0)) return
+      const ops = buffer
+      buffer = []
+      // Drops are counted on their runs (`dropped_events`) by the worker, as the writer does.
+      for (const [runId, count] of droppedByRun) ops.push({ _tag: "Dropped", runId, count })
+      droppedByRun.clear()
+      if (droppedUnsaid > 0) {
+        fork(
+          Effect.logWarning(
+            `the ledger dropped ${droppedUnsaid} event${droppedUnsaid === 1 ? "" : "s"}: its queue was full`
+          )
+        )
+        droppedUnsaid = 0
+      }
+      const text = encode(ops)
+      sentBatches.push({ text, count: ops.length })
+      worker.postMessage({ _tag: "Ops", ops: text } satisfies ToWorker)
+    }
+
+    /**
+     * The ops as one JSON text: a string crosses to the worker as one copy, where the structured
+     * clone of the same objects cost ~10 times as much on this thread (measured on the frame
+     * pipeline's cards). Everything in a wire op is JSON's (what is not, `Wire` made so); an op
+     * that still cannot be written (a BigInt of the embedder's) is lost, reported and counted on
+     * its run, never silently.
+     */
+    const encode = (ops: ReadonlyArray<Projection.Op>): string => {
+      const wire = ops.map((op) => Wire.toWire(op, sent))
+      try {
+        return JSON.stringify(wire)
+      } catch {
+        const kept = wire.map((w, i) => {
+          try {
+            JSON.stringify(w)
+            return w
+          } catch (error) {
+            const op = ops[i]!
+            report(
+              new Writer.LedgerWriteFailed({
+                reason: "Failed",
+                events: 1,
+                kinds: [Projection.describe(op)],
+                detail: `it could not be handed to the ledger's writer thread: ${Store.shown(error instanceof Error ? error.message : String(error), 300)}`
+              })
+            )
+            return { _tag: "Lost", runId: runOf(op), count: 1 } satisfies Wire.WireOp
+          }
+        })
+        return JSON.stringify(kept)
+      }
+    }
+
+    const settleWaiters = () => {
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        const w = waiters[i]!
+        if (w.target <= acked) {
+          waiters.splice(i, 1)
+          Deferred.unsafeDone(w.done, Exit.void)
+        }
+      }
+      holdOpen()
+    }
+
+    /** The worker cannot go on: the main thread writes what it had not done, and everything after. */
+    const takeOver = (why: string) => {
+      if (fallback !== undefined) return
+      const stopped = worker
+      worker = undefined
+      stopped?.removeAllListeners()
+      void stopped?.terminate()
+      if (timer !== undefined) clearTimeout(timer)
+      timer = undefined
+      // What the worker had not done: the batches it was sent (read back), then what was not sent.
+      const views = Wire.makeViews()
+      const left: Array<Projection.Op> = []
+      let unreadable = 0
+      for (let i = head; i < sentBatches.length; i++) {
+        const wire = JSON.parse(sentBatches[i]!.text) as ReadonlyArray<Wire.WireOp>
+        for (let k = i === head ? skip : 0; k < wire.length; k++) {
+          try {
+            left.push(Wire.fromWire(wire[k]!, views))
+          } catch {
+            // A settlement sent by its card's id, whose opening the worker had written: not readable here.
+            unreadable++
+          }
+        }
+      }
+      left.push(...buffer)
+      sentBatches = []
+      buffer = []
+      head = 0
+      skip = 0
+      const writer = Runtime.runSync(runtime)(Scope.extend(params.fallback(failures), scope))
+      fallback = writer
+      for (const op of left) writer.offer(op)
+      if (unreadable > 0)
+        report(
+          new Writer.LedgerWriteFailed({
+            reason: "Failed",
+            events: unreadable,
+            kinds: ["CardSettled"],
+            detail:
+              "the ledger's writer thread stopped before writing them, and they cannot be read back on the main thread"
+          })
+        )
+      fork(
+        Effect.logError(
+          `the ledger's writer thread stopped (${Store.shown(why, 500)}): the ledger writes on the main thread from now on, starting with the ${left.length} record${left.length === 1 ? "" : "s"} the thread had not written (one written just before it stopped may be recorded twice)`
+        )
+      )
+      for (const w of waiters.splice(0)) fork(Effect.zipRight(writer.flush, Deferred.done(w.done, Exit.void)))
+      if (closing) fork(Effect.zipRight(writer.close, Deferred.done(closed, Exit.void)))
+    }
+
+    const onMessage = (message: FromWorker) => {
+      switch (message._tag) {
+        case "Ready":
+          return
+        case "Ack": {
+          let done = message.processed - acked
+          acked = message.processed
+          while (done > 0 && head < sentBatches.length) {
+            const left = sentBatches[head]!.count - skip
+            if (done >= left) {
+              done -= left
+              head++
+              skip = 0
+            } else {
+              skip += done
+              done = 0
+            }
+          }
+          if (head > 64 && head * 2 > sentBatches.length) {
+            sentBatches = sentBatches.slice(head)
+            head = 0
+          }
+          workerStats = message.stats
+          for (const [runId, cardId] of message.committed) params.committed(runId, cardId)
+          for (const runId of message.ended) params.ended(runId)
+          settleWaiters()
+          return
+        }
+        case "Failure":
+          // The worker logged it already (its log comes as a message): only published here.
+          failures.unsafeOffer(
+            new Writer.LedgerWriteFailed({
+              reason: message.reason,
+              events: message.events,
+              kinds: message.kinds,
+              detail: message.detail
+            })
+          )
+          return
+        case "Log": {
+          const log =
+            message.level === "ERROR" || message.level === "FATAL"
+              ? Effect.logError(message.message)
+              : message.level === "WARN"
+                ? Effect.logWarning(message.message)
+                : message.level === "INFO"
+                  ? Effect.logInfo(message.message)
+                  : Effect.logDebug(message.message)
+          fork(log)
+          return
+        }
+        case "Closed":
+          workerClosed = true
+          workerStats = message.stats
+          acked = Math.max(acked, message.stats.written + message.stats.failed + message.stats.dropped)
+          Deferred.unsafeDone(closed, Exit.void)
+          settleWaiters()
+          return
+        case "Fatal":
+          takeOver(`it could not start: ${message.detail}`)
+          return
+      }
+    }
+    worker.on("message", onMessage)
+    worker.on("error", (error) => takeOver(error instanceof Error ? error.message : String(error)))
+    worker.on("exit", (code) => {
+      if (!workerClosed && fallback === undefined) takeOver(`it exited with code ${code}`)
+    })
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (timer !== undefined) clearTimeout(timer)
+        const w = worker
+        worker = undefined
+        w?.removeAllListeners()
+        void w?.terminate()
+      })
+    )
+
+    const offer = (op: Projection.Op): boolean => {
+      if (!open) {
+        droppedHere++
+        return false
+      }
+      if (fallback !== undefined) {
+        const taken = fallback.offer(op)
+        if (taken) offered++
+        return taken
+      }
+      // The bound is on what waits anywhere: here, in the message, in the worker's queue.
+      if (capacity !== undefined && offered - acked >= capacity) {
+        droppedHere++
+        droppedUnsaid++
+        droppedByRun.set(runOf(op), (droppedByRun.get(runOf(op)) ?? 0) + 1)
+        timer ??= setTimeout(handOver, HandOverMs)
+        return false
+      }
+      offered++
+      buffer.push(op)
+      timer ??= setTimeout(handOver, HandOverMs)
+      return true
+    }
+
+    const stats = (): Writer.Stats => {
+      const f = fallback?.stats() ?? zero
+      return {
+        recorded: offered,
+        written: workerStats.written + f.written,
+        failed: workerStats.failed + f.failed,
+        dropped: droppedHere + workerStats.dropped + f.dropped,
+        pending: fallback !== undefined ? f.pending : offered - acked,
+        batches: workerStats.batches + f.batches
+      }
+    }
+
+    const flush: Effect.Effect<Writer.Stats> = Effect.suspend(() => {
+      if (fallback !== undefined) return Effect.map(fallback.flush, stats)
+      handOver()
+      if (acked >= offered) return Effect.sync(stats)
+      const done = Deferred.unsafeMake<void>(FiberId.none)
+      waiters.push({ target: offered, done })
+      holdOpen()
+      return Effect.zipRight(Deferred.await(done), Effect.sync(stats))
+    })
+
+    const close: Effect.Effect<void> = Effect.suspend(() => {
+      if (!closing) {
+        closing = true
+        open = false
+        if (fallback !== undefined) fork(Effect.zipRight(fallback.close, Deferred.done(closed, Exit.void)))
+        else if (worker !== undefined) {
+          handOver()
+          holdOpen()
+          worker.postMessage({ _tag: "Close" } satisfies ToWorker)
+        }
+      }
+      return Deferred.await(closed)
+    })
+
+    return { offer, flush, stats, failures, close }
+  })

@@ -1,0 +1,145 @@
+/**
+ * The ledger's writer on a thread of its own (a `worker_threads` Worker started by
+ * `WorkerWriter`): the same `Writer` and `Projection` as on the main thread, on a connection of its
+ * own to the same SQLite file (WAL: the main thread's connection reads, and makes its few writes,
+ * beside it), so the card summaries, masking and transactions of everything recorded run here and
+ * not on the thread that reads codex's frames.
+ *
+ * Messages (`WorkerWriter.ToWorker`, `FromWorker`): ops in (`Wire`), in the order recorded; out,
+ * after each slice the writer committed (or gave up), how many ops are done in all, the writer's
+ * counters, the settlements committed (the answer journal's) and the runs whose end is committed;
+ * each failure the writer reports; each line it logs (the main thread logs it); `Closed` once
+ * everything it was given is written; `Fatal` when it could not start (the main thread then
+ * writes on its own thread). Nothing here is public: the module only runs as the worker's entry.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { Cause, Deferred, Effect, Exit, Logger, PubSub, Queue } from "effect"
+import { isMainThread, parentPort, workerData } from "node:worker_threads"
+import * as AuditFile from "./AuditFile.js"
+import type * as Projection from "./Projection.js"
+import * as Store from "./Store.js"
+import * as Wire from "./Wire.js"
+import type { FromWorker, ToWorker, WorkerInit } from "./WorkerWriter.js"
+import * as Writer from "./Writer.js"
+
+const post = (message: FromWorker) => parentPort!.postMessage(message)
+
+const messageText = (message: unknown): string =>
+  Array.isArray(message) ? message.map((m) => (typeof m === "string" ? m : String(m))).join(" ") : String(message)
+
+/** Its log lines go to the main thread's logger (already masked where they carry data). */
+const logger = Logger.make(({ logLevel, message, cause }) => {
+  post({
+    _tag: "Log",
+    level: logLevel.label,
+    message: Cause.isEmpty(cause) ? messageText(message) : `${messageText(message)}\n${Cause.pretty(cause)}`
+  })
+})
+
+const main = (init: WorkerInit) =>
+  Effect.gen(function* () {
+    const sql = yield* SqliteClient.make({
+      filename: init.filename,
+      disableWAL: true,
+      prepareCacheTTL: "1 second"
+    }).pipe(Effect.provide(Reactivity.layer))
+    // As the main thread's connection (SqliteFile): never wait for a lock on the event loop.
+    yield* sql`PRAGMA busy_timeout = 0`.unprepared
+    yield* sql`PRAGMA synchronous = NORMAL`.unprepared
+    const auditLines = init.audit === undefined ? undefined : yield* AuditFile.open(init.audit)
+    let processed = 0
+    const failuresHub = yield* PubSub.unbounded<Writer.LedgerWriteFailed>()
+    const subscription = yield* PubSub.subscribe(failuresHub)
+    const postFailure = (f: Writer.LedgerWriteFailed) =>
+      post({ _tag: "Failure", reason: f.reason, events: f.events, kinds: f.kinds, detail: f.detail })
+    const options: { -readonly [K in keyof Writer.WriterOptions]: Writer.WriterOptions[K] } = {}
+    if (init.options.maxBatch !== undefined) options.maxBatch = init.options.maxBatch
+    if (init.options.sliceMs !== undefined) options.sliceMs = init.options.sliceMs
+    // No capacity here: the main thread bounds what waits (WorkerWriter), here and on the way.
+    if (init.options.lockTimeout !== undefined) options.lockTimeout = init.options.lockTimeout
+    const writer: Writer.Writer = yield* Writer.make(
+      sql,
+      options,
+      (ops, written) =>
+        Effect.suspend(() => {
+          processed += ops.length
+          const committed: Array<readonly [string, string]> = []
+          const ended: Array<string> = []
+          if (init.journal) {
+            for (const op of ops) {
+              if (!written(op)) continue
+              if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
+                committed.push([op.runId, Store.id(op.event.event.settlement.card.id)])
+              else if (op._tag === "RunEnded") ended.push(op.runId)
+            }
+          }
+          const audit = auditLines === undefined ? Effect.void : auditLines(ops)
+          return Effect.zipRight(
+            audit,
+            // The failures it reported (all within a slice) go to the main thread's hub before the
+            // slice is said done: whoever flushed sees them. Not a fiber taking them as they come:
+            // a waiting taker would get one after the slice's `Ack`.
+            Effect.flatMap(Queue.takeAll(subscription), (reported) =>
+              Effect.sync(() => {
+                for (const f of reported) postFailure(f)
+                post({ _tag: "Ack", processed, stats: writer.stats(), committed, ended })
+              })
+            )
+          )
+        }),
+      failuresHub
+    )
+    const views = Wire.makeViews()
+    const closing = yield* Deferred.make<void>()
+    parentPort!.on("message", (message: ToWorker) => {
+      if (message._tag === "Ops") {
+        let dropped = 0
+        let ops: ReadonlyArray<Wire.WireOp>
+        try {
+          ops = JSON.parse(message.ops) as ReadonlyArray<Wire.WireOp>
+        } catch (error) {
+          // Never: the main thread wrote it. Said, and the worker stops (the main thread takes over).
+          throw new Error(`the records sent to the writer's thread could not be read: ${String(error)}`)
+        }
+        for (const w of ops) {
+          let op: Projection.Op
+          try {
+            op = Wire.fromWire(w, views)
+          } catch (error) {
+            dropped++
+            post({
+              _tag: "Failure",
+              reason: "Failed",
+              events: 1,
+              kinds: [w._tag === "Event" ? w.event._tag : w._tag],
+              detail: `the writer's thread could not read a record: ${Store.shown(String(error), 300)}`
+            })
+            continue
+          }
+          if (!writer.offer(op)) dropped++
+        }
+        if (dropped > 0) {
+          processed += dropped
+          post({ _tag: "Ack", processed, stats: writer.stats(), committed: [], ended: [] })
+        }
+      } else Deferred.unsafeDone(closing, Exit.void)
+    })
+    post({ _tag: "Ready" })
+    yield* Deferred.await(closing)
+    yield* writer.close
+    for (const f of yield* Queue.takeAll(subscription)) postFailure(f)
+    yield* subscription.shutdown
+    return writer.stats()
+  })
+
+if (!isMainThread && parentPort !== null) {
+  const init = workerData as WorkerInit
+  Effect.runPromiseExit(
+    Effect.scoped(main(init)).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+  ).then((exit) => {
+    if (Exit.isSuccess(exit)) post({ _tag: "Closed", stats: exit.value })
+    else post({ _tag: "Fatal", detail: Store.shown(Cause.pretty(exit.cause), 2_000) })
+    parentPort!.close()
+  })
+}

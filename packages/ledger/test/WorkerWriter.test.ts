@@ -1,0 +1,302 @@
+/**
+ * The ledger's writer on a thread of its own (`Ledger.layerSqlite` when the worker's script is
+ * there: a build, or `WARDEN_LEDGER_WORKER`, which the suite's set-up points at a bundle of the
+ * sources, scripts/test-bundle.mjs): the same rows as the writer on the main thread for every kind
+ * of record, and when the thread cannot start or dies, the main thread takes over with nothing
+ * lost and says so.
+ */
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import { assert, describe, it } from "@effect/vitest"
+import { Decision } from "@warden/protocol"
+import { Errors } from "@warden/supervisor"
+import { Cause, Duration, Effect, Exit, FiberId, Logger, Scope } from "effect"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Ledger, LedgerEvent } from "../src/index.js"
+import {
+  allowCmd,
+  commandParams,
+  denyCmd,
+  fileChangeParams,
+  mcpToolCallParams,
+  permissionsParams,
+  rules,
+  script,
+  tempDir
+} from "./support.js"
+
+const command = "item/commandExecution/requestApproval"
+const init = { userAgent: "fake/0.171.0", codexHome: "/tmp/codex-home" }
+const realWorker = process.env["WARDEN_LEDGER_WORKER"]
+const dyingWriter = fileURLToPath(new URL("./fixtures/dying-writer.mjs", import.meta.url))
+
+/** Run `effect` with `WARDEN_LEDGER_WORKER` set to `value` (restored after: files share their worker). */
+const withWorker = <A, E, R>(value: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const before = process.env["WARDEN_LEDGER_WORKER"]
+      process.env["WARDEN_LEDGER_WORKER"] = value
+      return before
+    }),
+    () => effect,
+    (before) =>
+      Effect.sync(() => {
+        if (before === undefined) delete process.env["WARDEN_LEDGER_WORKER"]
+        else process.env["WARDEN_LEDGER_WORKER"] = before
+      })
+  )
+
+/** Every kind of record: items (one with a budget and options), threads, turns, every kind of card and settlement, a late decision, every way an item ends. */
+const recordEverything = (filename: string, lines: Array<string> = []) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const s = yield* script({ rules: rules(denyCmd("no-rm", "rm"), allowCmd("git-status", "git", "status")) })
+      const ledger = yield* Ledger.Ledger
+      const run = yield* ledger.beginRun({ label: "everything", info: { argv: ["warden", "run"] } })
+      yield* run.attach(s.source)
+      run.record(
+        LedgerEvent.itemSubmitted({
+          id: 1,
+          prompt: "fix it with OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+          followUps: ["and the docs"],
+          cwd: "/repo",
+          model: "gpt-x",
+          config: { nested: { token: "ghp_abcdefghijklmnopqrstuvwxyz0123456789" } },
+          worktree: { branch: "fix" },
+          budget: { maxTokens: 1000, maxTurnTime: Duration.minutes(5) }
+        })
+      )
+      run.record(LedgerEvent.itemSubmitted({ id: "two", prompt: "tidy" }, { runId: "r-old", item: "7" }))
+      s.publish({ _tag: "ConnectionReady", slot: 0, connection: 7, init })
+      s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
+      s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: "fix it" })
+      s.work({ _tag: "WorktreeReady", item: 1, path: "/wt/fix", branch: "fix", base: "main", reused: false })
+      yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
+      yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'git status'"))
+      const asked = yield* s.open(
+        command,
+        commandParams(
+          "thr_1",
+          "turn_1",
+          "/bin/bash -lc 'curl -H \"Authorization: Bearer sk-abcdefghijklmnop1234567890\" x'"
+        )
+      )
+      yield* s.approvals.answer(asked.id, Decision.Accept, "web")
+      yield* s.approvals.answer(asked.id, Decision.Decline, "link")
+      const mcp = yield* s.open(
+        "mcpServer/elicitation/request",
+        mcpToolCallParams("thr_1", "turn_1", "probe", "poke", { depth: 2 })
+      )
+      yield* s.approvals.answer(mcp.id, Decision.Decline)
+      const perm = yield* s.open(
+        "item/permissions/requestApproval",
+        permissionsParams("thr_1", "turn_1", { network: { enabled: true } })
+      )
+      yield* s.approvals.answer(perm.id, Decision.Accept)
+      const thread = yield* s.thread
+      yield* s.open("item/fileChange/requestApproval", fileChangeParams("thr_1", "turn_1"), {
+        parent: thread,
+        context: { fileChanges: [{ path: "/repo/src/a.ts", kind: "update", diff: "-a\n+b" }] }
+      })
+      yield* Scope.close(thread, Exit.void)
+      yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'npm publish'")) // left open
+      s.work({
+        _tag: "TurnCompleted",
+        item: 1,
+        threadId: "thr_1",
+        turn: {
+          turnId: "turn_1",
+          status: "failed",
+          finalMessage: undefined,
+          items: [],
+          error: { message: "the model gave up" },
+          errors: []
+        }
+      })
+      s.work({ _tag: "ConnectionLost", item: 1, threadId: "thr_1", detail: "the app-server exited" })
+      s.publish({
+        _tag: "ConnectionLost",
+        slot: 0,
+        connection: 7,
+        reason: { _tag: "Exited", code: 1, signal: null },
+        message: "exited with code 1",
+        stderrTail: ""
+      })
+      s.work({ _tag: "Resumed", item: 1, threadId: "thr_1", attempt: 1 })
+      s.finished(1, { threadId: "thr_1", finalMessage: "done at last", resumes: 1 })
+      s.publish({
+        _tag: "ItemFinished",
+        item: "two",
+        exit: Exit.fail(
+          new Errors.WorkItemFailed({ reason: "stalled", detail: "no event for 10 minutes", threadId: "thr_2" })
+        )
+      })
+      s.publish({ _tag: "ItemFinished", item: 3, exit: Exit.die(new Error("a bug")) })
+      s.publish({ _tag: "ItemFinished", item: 4, exit: Exit.failCause(Cause.interrupt(FiberId.none)) })
+      const stats = yield* ledger.flush
+      assert.strictEqual(stats.failed, 0)
+      assert.strictEqual(stats.pending, 0)
+      return run.id
+    })
+  ).pipe(
+    Effect.provide(Ledger.layerSqlite({ filename })),
+    Effect.provide(
+      Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ message }) => lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
+      )
+    )
+  )
+
+/** Every row of every ledger table, with what differs between two recordings (run ids, random ids) replaced. */
+const dump = (filename: string, runId: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqliteClient.make({ filename }).pipe(Effect.provide(Reactivity.layer))
+      const tables = yield* sql<{
+        name: string
+      }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ledger_%' AND name NOT LIKE '%migration%' ORDER BY name`
+      const out: Record<string, unknown> = {}
+      for (const { name } of tables) {
+        const rows = yield* sql.unsafe<Record<string, unknown>>(`SELECT * FROM ${name}`)
+        out[name] = rows
+          .map((row) => {
+            const { late_id: _late, ...rest } = row
+            return JSON.stringify(rest).replaceAll(runId, "RUN")
+          })
+          .sort()
+      }
+      return out
+    })
+  )
+
+describe("the ledger's writer on its own thread", () => {
+  it.scoped("writes the same rows as the writer on the main thread, for every kind of record", () =>
+    Effect.gen(function* () {
+      assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
+      const dir = yield* tempDir
+      const onThread = Path.join(dir, "thread.db")
+      const onMain = Path.join(dir, "main.db")
+      const lines: Array<string> = []
+      const threadRun = yield* withWorker(realWorker!, recordEverything(onThread, lines))
+      // Written by the thread (it did not stop, leaving the work to the main thread).
+      assert.isFalse(
+        lines.some((l) => l.includes("writer thread")),
+        lines.join("\n")
+      )
+      const mainRun = yield* withWorker("off", recordEverything(onMain))
+      const a = yield* dump(onThread, threadRun)
+      const b = yield* dump(onMain, mainRun)
+      assert.deepStrictEqual(a, b)
+      // Something was written (the comparison is not of two empty files), masked.
+      const cards = a["ledger_cards"] as ReadonlyArray<string>
+      assert.strictEqual(cards.length, 7)
+      assert.notInclude(JSON.stringify(a), "sk-abcdefghijklmnop1234567890")
+      assert.notInclude(JSON.stringify(a), "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+      assert.strictEqual((a["ledger_late_decisions"] as ReadonlyArray<string>).length, 1)
+    })
+  )
+
+  it.scoped("dies: the main thread writes what it had not, and everything after; the log says so", () =>
+    Effect.gen(function* () {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const lines: Array<string> = []
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          process.env["WARDEN_TEST_REAL_WORKER"] = realWorker!
+        }),
+        () => Effect.sync(() => delete process.env["WARDEN_TEST_REAL_WORKER"])
+      )
+      const runId = yield* withWorker(
+        dyingWriter,
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const run = yield* ledger.beginRun({ label: "dying" })
+            for (let i = 0; i < 5; i++) run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `before ${i}` }))
+            // Written by the thread: flushed.
+            const first = yield* ledger.flush
+            assert.strictEqual(first.written, 6)
+            run.record(LedgerEvent.itemSubmitted({ id: 5, prompt: "die-now" }))
+            run.record(LedgerEvent.itemSubmitted({ id: 6, prompt: "in the same batch" }))
+            const second = yield* ledger.flush
+            assert.strictEqual(second.pending, 0)
+            run.record(LedgerEvent.itemSubmitted({ id: 7, prompt: "after" }))
+            yield* run.end
+            const third = yield* ledger.flush
+            assert.strictEqual(third.recorded, 10)
+            assert.strictEqual(third.written, 10)
+            assert.strictEqual(third.failed, 0)
+            return run.id
+          })
+        ).pipe(
+          Effect.provide(Ledger.layerSqlite({ filename })),
+          Effect.provide(
+            Logger.replace(
+              Logger.defaultLogger,
+              Logger.make(({ message }) => lines.push(String(message)))
+            )
+          )
+        )
+      )
+      assert.isTrue(
+        lines.some((l) => /the ledger's writer thread stopped \(it exited with code 3\)/.test(l)),
+        lines.join("\n")
+      )
+      const read = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          return { items: yield* ledger.workItems(runId), runs: yield* ledger.runs() }
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      )
+      assert.deepStrictEqual(
+        read.items.map((i) => i.prompt),
+        ["before 0", "before 1", "before 2", "before 3", "before 4", "die-now", "in the same batch", "after"]
+      )
+      assert.strictEqual(read.runs[0]!.status, "ended")
+    })
+  )
+
+  it.scoped("cannot start: the main thread writes everything, and the log says why", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "ledger.db")
+      const lines: Array<string> = []
+      const runId = yield* withWorker(
+        Path.join(dir, "no-such-writer.mjs"),
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const run = yield* ledger.beginRun()
+            run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "recorded all the same" }))
+            const stats = yield* ledger.flush
+            assert.strictEqual(stats.written, 2)
+            return run.id
+          })
+        ).pipe(
+          Effect.provide(Ledger.layerSqlite({ filename })),
+          Effect.provide(
+            Logger.replace(
+              Logger.defaultLogger,
+              Logger.make(({ message }) => lines.push(String(message)))
+            )
+          )
+        )
+      )
+      assert.isTrue(
+        lines.some((l) => l.includes("the ledger's writer thread stopped") && l.includes("no-such-writer.mjs")),
+        lines.join("\n")
+      )
+      const items = yield* Effect.scoped(
+        Effect.flatMap(Ledger.Ledger, (ledger) => ledger.workItems(runId)).pipe(
+          Effect.provide(Ledger.layerSqlite({ filename }))
+        )
+      )
+      assert.deepStrictEqual(
+        items.map((i) => i.prompt),
+        ["recorded all the same"]
+      )
+    })
+  )
+})
