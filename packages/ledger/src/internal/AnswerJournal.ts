@@ -58,7 +58,20 @@ export const fileOf = (dir: string, runId: string): string =>
   )
 
 const quote = (value: string): string => JSON.stringify(value)
-const quoteOrNull = (value: string | null): string => (value === null ? "null" : JSON.stringify(value))
+/**
+ * The JSON of a value that repeats from one answer to the next (a method, a thread, a turn, an
+ * outcome, a source, a decision), made once: a few hundred distinct values at most are kept.
+ */
+const quotedValues = new Map<string, string>()
+const quoteRepeated = (value: string | null): string => {
+  if (value === null) return "null"
+  const known = quotedValues.get(value)
+  if (known !== undefined) return known
+  const quoted = JSON.stringify(value)
+  if (quotedValues.size >= 512) quotedValues.clear()
+  quotedValues.set(value, quoted)
+  return quoted
+}
 /** A number as JSON writes it (a non-finite one as null). */
 const number = (value: number): string => (Number.isFinite(value) ? String(value) : "null")
 
@@ -136,7 +149,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
       // much as the write itself, and this runs in the step that answers codex. Every string
       // goes through JSON.stringify (escaped), every number is one of ours.
       const cardId = Store.id(card.id)
-      const line = `{"cardId":${quote(cardId)},"requestId":${quote(Store.requestId(card.requestId))},"method":${quote(Store.id(card.method))},"threadId":${quoteOrNull(Store.optionalId(card.threadId))},"turnId":${quoteOrNull(Store.optionalId(card.turnId))},"itemKey":${quoteOrNull(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${quote(answer.outcome)},"source":${quote(masked(Card.describeSource(answer.source)))},"decision":${quoteOrNull(answer.decision === undefined ? null : masked(answer.decision))},"at":${number(now)},"openedAt":${number(card.openedAt)},"deadlineAt":${number(card.deadlineAt)}}\n`
+      const line = `{"cardId":${quote(cardId)},"requestId":${quote(Store.requestId(card.requestId))},"method":${quoteRepeated(Store.id(card.method))},"threadId":${quoteRepeated(Store.optionalId(card.threadId))},"turnId":${quoteRepeated(Store.optionalId(card.turnId))},"itemKey":${quoteRepeated(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${quoteRepeated(answer.outcome)},"source":${quoteRepeated(masked(Card.describeSource(answer.source)))},"decision":${quoteRepeated(answer.decision === undefined ? null : masked(answer.decision))},"at":${number(now)},"openedAt":${number(card.openedAt)},"deadlineAt":${number(card.deadlineAt)}}\n`
       Fs.writeSync(run.fd, line)
       // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
       const bytes = line.length

@@ -283,11 +283,25 @@ export const auditRecord = (event: ApprovalEvent.ApprovalEvent): Audit.AuditReco
   return r
 }
 
+/**
+ * Cards whose row is committed, by the run it is in (`committed`, told by the writer after each
+ * transaction): a settlement of one does not insert its card again (a statement of four per card).
+ */
+const cardsCommitted = new WeakMap<CardTypes.CardView, string>()
+
+/** The writer committed these ops (`written` says which): their cards' rows are in the database. */
+export const committed = (ops: ReadonlyArray<Op>, written: (op: Op) => boolean): void => {
+  for (const op of ops) {
+    if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardOpened" && written(op))
+      cardsCommitted.set(op.event.event.card, op.runId)
+  }
+}
+
 const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: Audit.AuditRecord): Write => {
   const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
   return all(
-    insertCard(sql, runId, s.card),
+    cardsCommitted.get(s.card) === runId ? Effect.void : insertCard(sql, runId, s.card),
     // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
     // one settlement; what really happened is kept as a late decision, never lost.
     sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)

@@ -365,7 +365,9 @@ export const make = (
         const ops = Chunk.toReadonlyArray(chunk)
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
-          if (afterSlice !== undefined) yield* afterSlice(n === ops.length ? ops : ops.slice(i, i + n), isWritten)
+          const slice = n === ops.length ? ops : ops.slice(i, i + n)
+          Projection.committed(slice, isWritten)
+          if (afterSlice !== undefined) yield* afterSlice(slice, isWritten)
           i += n
           processed += n
           settleWaiters()

@@ -12,18 +12,32 @@
  * everything it was given is written; `Fatal` when it could not start (the main thread then
  * writes on its own thread). Nothing here is public: the module only runs as the worker's entry.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { createRequire } from "node:module"
 import { Cause, Deferred, Effect, Exit, Logger, PubSub, Queue } from "effect"
 import { isMainThread, parentPort, workerData } from "node:worker_threads"
 import * as AuditFile from "./AuditFile.js"
 import type * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
 import * as Wire from "./Wire.js"
+import * as WorkerSql from "./WorkerSql.js"
 import type { FromWorker, ToWorker, WorkerInit } from "./WorkerWriter.js"
 import * as Writer from "./Writer.js"
 
 const post = (message: FromWorker) => parentPort!.postMessage(message)
+
+/**
+ * The SQLite driver the main thread's client uses (better-sqlite3, a native addon): beside this
+ * file (the CLI's bundle: a dependency of the CLI), else where @effect/sql-sqlite-node finds it
+ * (the built package, the sources).
+ */
+const driver = (): unknown => {
+  const here = createRequire(import.meta.url)
+  try {
+    return here("better-sqlite3")
+  } catch {
+    return createRequire(here.resolve("@effect/sql-sqlite-node/SqliteClient"))("better-sqlite3")
+  }
+}
 
 const messageText = (message: unknown): string =>
   Array.isArray(message) ? message.map((m) => (typeof m === "string" ? m : String(m))).join(" ") : String(message)
@@ -39,14 +53,20 @@ const logger = Logger.make(({ logLevel, message, cause }) => {
 
 const main = (init: WorkerInit) =>
   Effect.gen(function* () {
-    const sql = yield* SqliteClient.make({
-      filename: init.filename,
-      disableWAL: true,
-      prepareCacheTTL: "1 second"
-    }).pipe(Effect.provide(Reactivity.layer))
-    // As the main thread's connection (SqliteFile): never wait for a lock on the event loop.
-    yield* sql`PRAGMA busy_timeout = 0`.unprepared
-    yield* sql`PRAGMA synchronous = NORMAL`.unprepared
+    const db = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const Database = driver() as new (filename: string) => WorkerSql.Connection & { close(): void }
+        const db = new Database(init.filename)
+        // As the main thread's connection (SqliteFile): never wait for a lock on the event loop
+        // (a busy answer is waited for asynchronously, by the writer), WAL (set by the main
+        // thread), synchronous = NORMAL.
+        db.exec("PRAGMA busy_timeout = 0")
+        db.exec("PRAGMA synchronous = NORMAL")
+        return db
+      }),
+      (db) => Effect.sync(() => db.close())
+    )
+    const sql = WorkerSql.make(db)
     const auditLines = init.audit === undefined ? undefined : yield* AuditFile.open(init.audit)
     let processed = 0
     const failuresHub = yield* PubSub.unbounded<Writer.LedgerWriteFailed>()
@@ -136,7 +156,12 @@ const main = (init: WorkerInit) =>
 if (!isMainThread && parentPort !== null) {
   const init = workerData as WorkerInit
   Effect.runPromiseExit(
-    Effect.scoped(main(init)).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    Effect.scoped(main(init)).pipe(
+      // Nothing here is traced (the SQL client makes a span per statement: most of a statement's
+      // cost on this thread, and no tracer would export them).
+      Effect.withTracerEnabled(false),
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+    )
   ).then((exit) => {
     if (Exit.isSuccess(exit)) post({ _tag: "Closed", stats: exit.value })
     else post({ _tag: "Fatal", detail: Store.shown(Cause.pretty(exit.cause), 2_000) })

@@ -1,0 +1,70 @@
+/**
+ * What the writer's thread writes with: the two things `Projection` and `Writer` use of a
+ * `SqlClient` (its tagged template, and `withTransaction`), straight on one better-sqlite3
+ * connection, each statement prepared once.
+ *
+ * The same driver and the same SQL as the main thread's client (`SqliteFile`), without what each
+ * statement cost there on top of SQLite's own work: its compilation into a statement object, the
+ * prepared-statement cache's lookup (a hash of the text), the connection's semaphore, a span and
+ * a few fibers' worth of steps. That was most of the writer thread's time (measured on the frame
+ * pipeline's cards). Errors are the client's (`SqlError` wrapping the driver's), so a locked
+ * database is told apart the same way (`Busy`). WorkerWriter.test.ts checks that both write the
+ * same rows.
+ */
+import { SqlError } from "@effect/sql/SqlError"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Exit } from "effect"
+
+/** The part of a better-sqlite3 connection used here. */
+export interface Connection {
+  readonly prepare: (source: string) => { readonly run: (...params: ReadonlyArray<unknown>) => unknown }
+  readonly exec: (source: string) => unknown
+  readonly inTransaction: boolean
+}
+
+const failed = (message: string) => (cause: unknown) => new SqlError({ cause, message })
+
+export const make = (db: Connection): SqlClient.SqlClient => {
+  const prepared = new Map<string, ReturnType<Connection["prepare"]>>()
+  const statement = (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>) => {
+    const text = strings.join("?")
+    return Effect.try({
+      try: () => {
+        let s = prepared.get(text)
+        if (s === undefined) {
+          s = db.prepare(text)
+          prepared.set(text, s)
+        }
+        s.run(...values)
+        return [] as ReadonlyArray<never>
+      },
+      catch: failed("Failed to execute statement")
+    })
+  }
+  const withTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.try({ try: () => db.exec("BEGIN"), catch: failed("Failed to begin a transaction") }), () =>
+        Effect.flatMap(Effect.exit(restore(effect)), (exit): Effect.Effect<A, E | SqlError> => {
+          if (Exit.isSuccess(exit))
+            return Effect.try({
+              try: () => {
+                db.exec("COMMIT")
+                return exit.value
+              },
+              catch: (cause) => {
+                // A COMMIT that could not be made (the database locked): nothing of it stays.
+                if (db.inTransaction) db.exec("ROLLBACK")
+                return failed("Failed to commit a transaction")(cause)
+              }
+            })
+          return Effect.zipRight(
+            Effect.sync(() => {
+              if (db.inTransaction) db.exec("ROLLBACK")
+            }),
+            exit as Exit.Exit<A, E | SqlError>
+          )
+        })
+      )
+    )
+  return Object.assign(statement, { withTransaction }) as unknown as SqlClient.SqlClient
+}
