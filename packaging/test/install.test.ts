@@ -407,13 +407,11 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           assertTraceOutside(trace, project, ["/@warden/cli/dist/bin.cjs"])
           // Answered before anything else loads: no other module of Warden, and no Effect.
           const files = Outside.tracedFiles(trace)
-          // And the ledger's writer thread (the run records in its default ledger) from its own
-          // bundle beside it: the installed CLI writes its ledger off the main thread.
           assert.deepStrictEqual(
             files.filter(
               (f) => f.includes(`${Path.sep}@warden${Path.sep}`) && !f.endsWith("/@warden/cli/dist/bin.cjs")
             ),
-            [Path.join(project, "node_modules", "@warden", "cli", "dist", "ledger-writer.cjs")]
+            []
           )
           assert.deepStrictEqual(
             files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)),
