@@ -42,8 +42,14 @@ export interface WorkerInit {
   readonly journal: boolean
 }
 
-/** `Ops`: a JSON array of `Wire.WireOp`, in the order offered. */
-export type ToWorker = { readonly _tag: "Ops"; readonly ops: string } | { readonly _tag: "Close" }
+/** `Ops`: JSON arrays of `Wire.WireOp`, in the order offered. */
+export type ToWorker = { readonly _tag: "Ops"; readonly ops: ReadonlyArray<string> } | { readonly _tag: "Close" }
+
+/** Ops written as one JSON text, and how many. */
+interface Batch {
+  readonly text: string
+  readonly count: number
+}
 
 export type FromWorker =
   | { readonly _tag: "Ready" }
@@ -114,18 +120,23 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     /** The worker's count of ops done, and its counters. */
     let acked = 0
     let workerStats = zero
-    /** Ops offered, not yet handed over (for at most `HandOverMs`, or `HandOverOps` of them). */
+    /** Ops offered in this turn of the event loop, not yet written as text (at the turn's end). */
     let buffer: Array<Projection.Op> = []
+    /** Ops as text, not yet handed over (for at most `HandOverMs`, or `HandOverOps` of them). */
+    let encoded: Array<Batch> = []
+    let encodedOps = 0
     /**
      * What was handed over and not yet done, as the text sent (from `head`; the first `skip` ops of
      * the first are done): kept for the main thread to take over. Text, not the ops: the records
-     * (a card's request and context) are not kept alive while the worker writes them, so they
-     * never outlive a young-generation collection (measured: keeping them cost more GC than the
-     * rest of the hand-over).
+     * (a card's request and context) are not kept alive while they wait and while the worker writes
+     * them, so they do not outlive a young-generation collection (measured: keeping them cost more
+     * GC than the rest of the hand-over).
      */
-    let sentBatches: Array<{ readonly text: string; readonly count: number }> = []
+    let sentBatches: Array<Batch> = []
     let head = 0
     let skip = 0
+    /** `Dropped` ops added here (counted on their runs by the worker): done, but never offered. */
+    let internal = 0
     let timer: ReturnType<typeof setTimeout> | undefined
     let fallback: Writer.Writer | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
@@ -153,16 +164,16 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       fork(Effect.logError(failure.message))
     }
 
-    const handOver = () => {
-      if (timer !== undefined) {
-        clearTimeout(timer)
-        timer = undefined
-      }
-      if (worker === undefined || (buffer.length === 0 && droppedByRun.size === 0)) return
-      const ops = buffer
-      buffer = []
+    /** The turn's ops as text (after the turn: nothing of this in the step that recorded them). */
+    let encodeScheduled = false
+    const encodeNow = () => {
+      encodeScheduled = false
+      if (worker === undefined) return
       // Drops are counted on their runs (`dropped_events`) by the worker, as the writer does.
-      for (const [runId, count] of droppedByRun) ops.push({ _tag: "Dropped", runId, count })
+      for (const [runId, count] of droppedByRun) {
+        buffer.push({ _tag: "Dropped", runId, count })
+        internal++
+      }
       droppedByRun.clear()
       if (droppedUnsaid > 0) {
         fork(
@@ -172,9 +183,27 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         )
         droppedUnsaid = 0
       }
-      const text = encode(ops)
-      sentBatches.push({ text, count: ops.length })
-      worker.postMessage({ _tag: "Ops", ops: text } satisfies ToWorker)
+      if (buffer.length === 0) return
+      const ops = buffer
+      buffer = []
+      encoded.push({ text: encode(ops), count: ops.length })
+      encodedOps += ops.length
+      if (encodedOps >= HandOverOps) handOver()
+      else timer ??= setTimeout(handOver, HandOverMs)
+    }
+
+    const handOver = () => {
+      if (timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      encodeNow()
+      if (worker === undefined || encoded.length === 0) return
+      const batches = encoded
+      encoded = []
+      encodedOps = 0
+      for (const b of batches) sentBatches.push(b)
+      worker.postMessage({ _tag: "Ops", ops: batches.map((b) => b.text) } satisfies ToWorker)
     }
 
     /**
@@ -210,13 +239,6 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       }
     }
 
-    /** A full buffer goes after the current step (not inside the step that recorded it). */
-    let soon = false
-    const handOverSoon = () => {
-      soon = false
-      handOver()
-    }
-
     const settleWaiters = () => {
       for (let i = waiters.length - 1; i >= 0; i--) {
         const w = waiters[i]!
@@ -241,9 +263,10 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       const views = Wire.makeViews()
       const left: Array<Projection.Op> = []
       let unreadable = 0
-      for (let i = head; i < sentBatches.length; i++) {
-        const wire = JSON.parse(sentBatches[i]!.text) as ReadonlyArray<Wire.WireOp>
-        for (let k = i === head ? skip : 0; k < wire.length; k++) {
+      const notDone = [...sentBatches.slice(head), ...encoded]
+      for (let i = 0; i < notDone.length; i++) {
+        const wire = JSON.parse(notDone[i]!.text) as ReadonlyArray<Wire.WireOp>
+        for (let k = i === 0 ? skip : 0; k < wire.length; k++) {
           try {
             left.push(Wire.fromWire(wire[k]!, views))
           } catch {
@@ -254,6 +277,8 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       }
       left.push(...buffer)
       sentBatches = []
+      encoded = []
+      encodedOps = 0
       buffer = []
       head = 0
       skip = 0
@@ -357,6 +382,12 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       })
     )
 
+    const scheduleEncode = () => {
+      if (encodeScheduled) return
+      encodeScheduled = true
+      setImmediate(encodeNow)
+    }
+
     const offer = (op: Projection.Op): boolean => {
       if (!open) {
         droppedHere++
@@ -368,21 +399,16 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         return taken
       }
       // The bound is on what waits anywhere: here, in the message, in the worker's queue.
-      if (capacity !== undefined && offered - acked >= capacity) {
+      if (capacity !== undefined && offered + internal - acked >= capacity) {
         droppedHere++
         droppedUnsaid++
         droppedByRun.set(runOf(op), (droppedByRun.get(runOf(op)) ?? 0) + 1)
-        timer ??= setTimeout(handOver, HandOverMs)
+        scheduleEncode()
         return false
       }
       offered++
       buffer.push(op)
-      if (buffer.length >= HandOverOps) {
-        if (!soon) {
-          soon = true
-          setImmediate(handOverSoon)
-        }
-      } else timer ??= setTimeout(handOver, HandOverMs)
+      scheduleEncode()
       return true
     }
 
@@ -390,10 +416,11 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       const f = fallback?.stats() ?? zero
       return {
         recorded: offered,
-        written: workerStats.written + f.written,
+        // The `Dropped` ops added here are the worker's to write, not records.
+        written: Math.max(0, workerStats.written - internal) + f.written,
         failed: workerStats.failed + f.failed,
         dropped: droppedHere + workerStats.dropped + f.dropped,
-        pending: fallback !== undefined ? f.pending : offered - acked,
+        pending: fallback !== undefined ? f.pending : Math.max(0, offered + internal - acked),
         batches: workerStats.batches + f.batches
       }
     }
@@ -401,9 +428,9 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     const flush: Effect.Effect<Writer.Stats> = Effect.suspend(() => {
       if (fallback !== undefined) return Effect.map(fallback.flush, stats)
       handOver()
-      if (acked >= offered) return Effect.sync(stats)
+      if (acked >= offered + internal) return Effect.sync(stats)
       const done = Deferred.unsafeMake<void>(FiberId.none)
-      waiters.push({ target: offered, done })
+      waiters.push({ target: offered + internal, done })
       holdOpen()
       return Effect.zipRight(Deferred.await(done), Effect.sync(stats))
     })

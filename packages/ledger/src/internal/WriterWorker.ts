@@ -115,12 +115,14 @@ const main = (init: WorkerInit) =>
     parentPort!.on("message", (message: ToWorker) => {
       if (message._tag === "Ops") {
         let dropped = 0
-        let ops: ReadonlyArray<Wire.WireOp>
-        try {
-          ops = JSON.parse(message.ops) as ReadonlyArray<Wire.WireOp>
-        } catch (error) {
-          // Never: the main thread wrote it. Said, and the worker stops (the main thread takes over).
-          throw new Error(`the records sent to the writer's thread could not be read: ${String(error)}`)
+        const ops: Array<Wire.WireOp> = []
+        for (const text of message.ops) {
+          try {
+            for (const op of JSON.parse(text) as ReadonlyArray<Wire.WireOp>) ops.push(op)
+          } catch (error) {
+            // Never: the main thread wrote it. Said, and the worker stops (the main thread takes over).
+            throw new Error(`the records sent to the writer's thread could not be read: ${String(error)}`)
+          }
         }
         for (const w of ops) {
           let op: Projection.Op
