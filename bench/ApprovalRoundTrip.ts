@@ -12,8 +12,9 @@
  * (every card also arms its real 15-minute deadline timer).
  *
  * Ledger on: the same supervisor with a ledger (SQLite in a temp file, as `warden run --state`)
- * built before it and attached to it, recording every card, settlement and work event; its writer
- * runs between round trips, as it would; after each block it finishes (untimed) before the next
+ * built before it and attached to it, recording every card, settlement and work event (and
+ * journaling every answer before it is written); its writer runs on its own thread, as in every
+ * build (see FramePipeline.ts); after each block it finishes (untimed) before the next
  * contender's block.
  *
  * Reference, in the same run, in blocks interleaved with Warden's: the plain-callback client

@@ -19,8 +19,10 @@
  * Ledger on: the same Warden read loop with a ledger (`@warden/ledger`, SQLite in a temp file, as
  * `warden run --state` opens it) recording the approvals engine's events (every card opened and
  * settled: the mix's thread notifications never reach the ledger, which drops them at record
- * time). The pass is timed as Warden's; the writer then finishes (`flush`, timed apart, untimed
- * for the ratio) before the next contender runs, so nobody pays for its leftovers.
+ * time). Its writer runs on its own thread, as in every build (`WARDEN_LEDGER_WORKER`, which
+ * bench/run.ts sets to a bundle of the sources; `off` puts it on the main thread). The pass is
+ * timed as Warden's; the writer then finishes (`flush`, timed apart, untimed for the ratio) before
+ * the next contender runs, so nobody pays for its leftovers.
  *
  * Rounds interleave the contenders (rotating who goes first), each pass starting from a fully
  * collected heap (`global.gc`, untimed); ratios are between the medians of the same run. A

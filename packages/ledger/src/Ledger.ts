@@ -696,6 +696,13 @@ export interface SqliteOptions extends LedgerOptions {
  * connection has no busy timeout: while another process holds the lock, opening and writing wait
  * asynchronously (up to `lockTimeout`), never on the event loop.
  *
+ * Its writer runs on a thread of its own when its worker script is there (a build of Warden:
+ * `dist/internal/WriterWorker.js`, or `ledger-writer.cjs` beside the CLI's bundle; the environment
+ * variable `WARDEN_LEDGER_WORKER` names another script, or `off`): the thread that reads codex
+ * only hands it each turn's records as text. If the thread cannot start or stops, the writer goes
+ * on on the main thread, and an error is logged. From the TypeScript sources it runs on the main
+ * thread, as `make` and `layer` always do.
+ *
  * Building it fails with `LedgerError`: `Open` when the directory or the file cannot be created
  * (a path under `/proc`, a directory where the file should be, a file where a directory should
  * be), or the file cannot be opened (no permission, not a SQLite database), `Corrupt` when the

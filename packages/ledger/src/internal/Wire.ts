@@ -312,7 +312,8 @@ const fromApproval = (runId: string, event: WireApprovalEvent, views: Views): Ap
         settlement: { ...event.settlement, card: views.view(runId, event.settlement.card, true), reply: undefined }
       }
     case "LateDecision":
-      return { ...event, card: views.view(runId, event.card, false) }
+      // After its settlement: not kept (nothing follows it that would read the view again).
+      return { ...event, card: views.view(runId, event.card, true) }
   }
 }
 
