@@ -51,7 +51,11 @@ const withWorker = <A, E, R>(value: string, effect: Effect.Effect<A, E, R>) =>
 const recordEverything = (filename: string, lines: Array<string> = []) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const s = yield* script({ rules: rules(denyCmd("no-rm", "rm"), allowCmd("git-status", "git", "status")) })
+      const s = yield* script({
+        rules: rules(denyCmd("no-rm", "rm"), allowCmd("git-status", "git", "status")),
+        // A deadline and a duration JSON has no number for (infinite): the same rows all the same.
+        deadlines: { perMethod: { "item/permissions/requestApproval": Duration.infinity } }
+      })
       const ledger = yield* Ledger.Ledger
       const run = yield* ledger.beginRun({ label: "everything", info: { argv: ["warden", "run"] } })
       yield* run.attach(s.source)
@@ -67,7 +71,12 @@ const recordEverything = (filename: string, lines: Array<string> = []) =>
           budget: { maxTokens: 1000, maxTurnTime: Duration.minutes(5) }
         })
       )
-      run.record(LedgerEvent.itemSubmitted({ id: "two", prompt: "tidy" }, { runId: "r-old", item: "7" }))
+      run.record(
+        LedgerEvent.itemSubmitted(
+          { id: "two", prompt: "tidy", budget: { maxTurnTime: Duration.infinity } },
+          { runId: "r-old", item: "7" }
+        )
+      )
       s.publish({ _tag: "ConnectionReady", slot: 0, connection: 7, init })
       s.work({ _tag: "ThreadReady", item: 1, threadId: "thr_1", resumed: false })
       s.work({ _tag: "TurnStarted", item: 1, threadId: "thr_1", turnId: "turn_1", prompt: "fix it" })
@@ -253,6 +262,49 @@ describe("the ledger's writer on its own thread", () => {
       assert.deepStrictEqual(
         read.items.map((i) => i.prompt),
         ["before 0", "before 1", "before 2", "before 3", "before 4", "die-now", "in the same batch", "after"]
+      )
+      assert.strictEqual(read.runs[0]!.status, "ended")
+    })
+  )
+
+  it.scoped("cannot start (found missing while the ledger closes): everything is written all the same", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = Path.join(dir, "ledger.db")
+      const lines: Array<string> = []
+      // Recorded, then closed at once: the thread's failure to start is found by the closing.
+      const runId = yield* withWorker(
+        Path.join(dir, "no-such-writer.mjs"),
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const run = yield* ledger.beginRun()
+            for (let i = 0; i < 3; i++) run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `closing ${i}` }))
+            return run.id
+          })
+        ).pipe(
+          Effect.provide(Ledger.layerSqlite({ filename })),
+          Effect.provide(
+            Logger.replace(
+              Logger.defaultLogger,
+              Logger.make(({ message }) => lines.push(String(message)))
+            )
+          )
+        )
+      )
+      assert.isTrue(
+        lines.some((l) => l.includes("the ledger's writer thread stopped")),
+        lines.join("\n")
+      )
+      const read = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          return { items: yield* ledger.workItems(runId), runs: yield* ledger.runs() }
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      )
+      assert.deepStrictEqual(
+        read.items.map((i) => i.prompt),
+        ["closing 0", "closing 1", "closing 2"]
       )
       assert.strictEqual(read.runs[0]!.status, "ended")
     })

@@ -284,16 +284,24 @@ export const auditRecord = (event: ApprovalEvent.ApprovalEvent): Audit.AuditReco
 }
 
 /**
- * Cards whose row is committed, by the run it is in (`committed`, told by the writer after each
- * transaction): a settlement of one does not insert its card again (a statement of four per card).
+ * Cards whose row is committed, by the database (its client) and the run it is in (`committed`,
+ * told by the writer after each transaction): a settlement of one does not insert its card again
+ * (a statement of four per card). Two ledgers in one process never take one's rows for the other's.
  */
-const cardsCommitted = new WeakMap<CardTypes.CardView, string>()
+const cardsCommitted = new WeakMap<CardTypes.CardView, WeakMap<Sql, string>>()
 
-/** The writer committed these ops (`written` says which): their cards' rows are in the database. */
-export const committed = (ops: ReadonlyArray<Op>, written: (op: Op) => boolean): void => {
+/** The writer committed these ops to `sql`'s database (`written` says which): their cards' rows are there. */
+export const committed = (sql: Sql, ops: ReadonlyArray<Op>, written: (op: Op) => boolean): void => {
   for (const op of ops) {
-    if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardOpened" && written(op))
-      cardsCommitted.set(op.event.event.card, op.runId)
+    if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardOpened" && written(op)) {
+      const card = op.event.event.card
+      let byDatabase = cardsCommitted.get(card)
+      if (byDatabase === undefined) {
+        byDatabase = new WeakMap()
+        cardsCommitted.set(card, byDatabase)
+      }
+      byDatabase.set(sql, op.runId)
+    }
   }
 }
 
@@ -301,7 +309,7 @@ const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: A
   const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
   return all(
-    cardsCommitted.get(s.card) === runId ? Effect.void : insertCard(sql, runId, s.card),
+    cardsCommitted.get(s.card)?.get(sql) === runId ? Effect.void : insertCard(sql, runId, s.card),
     // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
     // one settlement; what really happened is kept as a late decision, never lost.
     sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)

@@ -99,11 +99,29 @@ const plainItem = (item: WorkItem.WorkItem): WorkItem.WorkItem => {
       item.budget.maxTurnTime === undefined
         ? undefined
         : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
-    if (turnTime !== undefined) budget["maxTurnTime"] = Duration.toMillis(turnTime)
+    // Infinite: JSON has no number for it (`fromWire` makes it a Duration again).
+    if (turnTime !== undefined)
+      budget["maxTurnTime"] = Duration.isFinite(turnTime) ? Duration.toMillis(turnTime) : InfiniteDuration
     out["budget"] = budget
   }
   return out as unknown as WorkItem.WorkItem
 }
+
+/** An infinite `maxTurnTime`, as it crosses. */
+const InfiniteDuration = "infinite"
+
+/**
+ * A card as it crosses: its portable copy, with a deadline JSON cannot carry (an infinite one:
+ * `Infinity` becomes `null` in JSON) as text.
+ */
+const portableCard = (view: CardTypes.CardView): CardTypes.PortableCard => {
+  const card = Card.portable(view)
+  return Number.isFinite(card.deadlineAt) ? card : { ...card, deadlineAt: String(card.deadlineAt) as unknown as number }
+}
+
+/** The card back, its deadline a number again. */
+const cardOf = (card: CardTypes.PortableCard): CardTypes.PortableCard =>
+  typeof card.deadlineAt === "string" ? { ...card, deadlineAt: Number(card.deadlineAt) } : card
 
 const plainWork = (event: WorkItem.WorkEvent): Record<string, unknown> & { _tag: string; item: Item } => {
   switch (event._tag) {
@@ -200,7 +218,7 @@ const plainApproval = (runId: string, event: ApprovalEvent.ApprovalEvent, sent: 
   switch (event._tag) {
     case "CardOpened":
       sent.set(event.card, runId)
-      return { _tag: "CardOpened", card: Card.portable(event.card) }
+      return { _tag: "CardOpened", card: portableCard(event.card) }
     case "CardSettled": {
       const s = event.settlement
       const opened = sent.get(s.card) === runId
@@ -208,7 +226,7 @@ const plainApproval = (runId: string, event: ApprovalEvent.ApprovalEvent, sent: 
       return {
         _tag: "CardSettled",
         settlement: {
-          card: opened ? { _tag: "Sent", id: s.card.id } : Card.portable(s.card),
+          card: opened ? { _tag: "Sent", id: s.card.id } : portableCard(s.card),
           outcome: s.outcome,
           source: s.source,
           decision: s.decision,
@@ -222,7 +240,7 @@ const plainApproval = (runId: string, event: ApprovalEvent.ApprovalEvent, sent: 
     case "LateDecision":
       return {
         _tag: "LateDecision",
-        card: Card.portable(event.card),
+        card: portableCard(event.card),
         decision: event.decision,
         source: event.source,
         outcome: event.outcome,
@@ -269,7 +287,7 @@ export const makeViews = (max = 100_000): Views => {
         return known
       }
       if (card._tag === "Sent") throw new Error(`card ${card.id}: its opening was not kept by the writer's thread`)
-      const view = Card.fromPortable(card)
+      const view = Card.fromPortable(cardOf(card))
       if (!settles) {
         if (views.size >= max) views.delete(views.keys().next().value as string)
         views.set(key, view)
@@ -317,6 +335,12 @@ const fromApproval = (runId: string, event: WireApprovalEvent, views: Views): Ap
   }
 }
 
+/** A work item back: an infinite `maxTurnTime` a Duration again. */
+const itemOf = (item: WorkItem.WorkItem): WorkItem.WorkItem =>
+  (item.budget?.maxTurnTime as unknown) === InfiniteDuration
+    ? { ...item, budget: { ...item.budget, maxTurnTime: Duration.infinity } }
+    : item
+
 /** The op back, on the writer's thread. */
 export const fromWire = (op: WireOp, views: Views): Projection.Op => {
   if (op._tag !== "Event") return op
@@ -324,8 +348,8 @@ export const fromWire = (op: WireOp, views: Views): Projection.Op => {
   const event: LedgerEvent =
     e._tag === "ItemSubmitted"
       ? e.from === undefined
-        ? { _tag: "ItemSubmitted", item: e.item }
-        : { _tag: "ItemSubmitted", item: e.item, from: e.from }
+        ? { _tag: "ItemSubmitted", item: itemOf(e.item) }
+        : { _tag: "ItemSubmitted", item: itemOf(e.item), from: e.from }
       : e._tag === "Supervisor"
         ? { _tag: "Supervisor", event: fromSupervisor(e.event) }
         : { _tag: "Approval", event: fromApproval(op.runId, e.event, views) }

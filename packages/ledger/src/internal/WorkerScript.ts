@@ -12,11 +12,12 @@
  * scripts/test-bundle.mjs).
  */
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
 export const locate = (): string | undefined => {
   const named = process.env["WARDEN_LEDGER_WORKER"]
-  if (named !== undefined && named !== "") return named === "off" ? undefined : named
+  if (named !== undefined && named !== "") return named === "off" ? undefined : Path.resolve(named)
   for (const name of ["./ledger-writer.cjs", "./WriterWorker.js"]) {
     try {
       const file = fileURLToPath(new URL(name, import.meta.url))

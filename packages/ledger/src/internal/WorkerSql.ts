@@ -24,6 +24,15 @@ export interface Connection {
 
 const failed = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
+/** Roll back what is open; a rollback that fails leaves nothing to do but say so on the next BEGIN. */
+const rollback = (db: Connection) => {
+  try {
+    if (db.inTransaction) db.exec("ROLLBACK")
+  } catch {
+    // the next BEGIN fails ("within a transaction") and is reported as that transaction's failure
+  }
+}
+
 export const make = (db: Connection): SqlClient.SqlClient => {
   const prepared = new Map<string, ReturnType<Connection["prepare"]>>()
   const statement = (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>) => {
@@ -41,6 +50,7 @@ export const make = (db: Connection): SqlClient.SqlClient => {
       catch: failed("Failed to execute statement")
     })
   }
+  // One level: the writer never nests transactions (a nested one would fail at its BEGIN).
   const withTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Effect.try({ try: () => db.exec("BEGIN"), catch: failed("Failed to begin a transaction") }), () =>
@@ -53,14 +63,12 @@ export const make = (db: Connection): SqlClient.SqlClient => {
               },
               catch: (cause) => {
                 // A COMMIT that could not be made (the database locked): nothing of it stays.
-                if (db.inTransaction) db.exec("ROLLBACK")
+                rollback(db)
                 return failed("Failed to commit a transaction")(cause)
               }
             })
           return Effect.zipRight(
-            Effect.sync(() => {
-              if (db.inTransaction) db.exec("ROLLBACK")
-            }),
+            Effect.sync(() => rollback(db)),
             exit as Exit.Exit<A, E | SqlError>
           )
         })

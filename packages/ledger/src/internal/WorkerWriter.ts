@@ -20,7 +20,7 @@
  *   rows are keyed, except a turn's count and a late decision).
  */
 import type { PubSub } from "effect"
-import { Deferred, Effect, FiberId, Exit, PubSub as PubSubNs, Runtime, Scope } from "effect"
+import { Deferred, Effect, ExecutionStrategy, Exit, FiberId, PubSub as PubSubNs, Runtime, Scope } from "effect"
 import { Worker } from "node:worker_threads"
 import * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
@@ -67,6 +67,8 @@ export type FromWorker =
       readonly events: number
       readonly kinds: ReadonlyArray<string>
       readonly detail: string
+      /** Lost outside the writer (a record the thread could not read): not in its `failed`. */
+      readonly outside?: boolean
     }
   | { readonly _tag: "Log"; readonly level: string; readonly message: string }
   | { readonly _tag: "Closed"; readonly stats: Writer.Stats }
@@ -137,6 +139,8 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let skip = 0
     /** `Dropped` ops added here (counted on their runs by the worker): done, but never offered. */
     let internal = 0
+    /** Records lost on the way (not readable, not encodable): reported, counted on their runs, and in `failed`. */
+    let lostHere = 0
     let timer: ReturnType<typeof setTimeout> | undefined
     let fallback: Writer.Writer | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
@@ -145,17 +149,28 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     /** The worker said it wrote everything and stopped. */
     let workerClosed = false
 
-    let worker: Worker | undefined = new Worker(params.script, {
-      workerData: params.init,
-      // Its logs come as messages; nothing of it is printed by itself.
-      stdout: true,
-      stderr: true
-    })
-    worker.unref()
+    // Where the main-thread writer would live: a scope of its own that closes after the ledger's
+    // closing (which may be what finds the thread gone, and then needs that writer to finish).
+    const fallbackScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+    /** Why the thread failed (its `error`), said when it has exited. */
+    let failedWith: string | undefined
+    let startFailure: string | undefined
+    let worker: Worker | undefined
+    try {
+      // Its stdout is not the process's (`warden run --json` keeps stdout for its JSON lines); it
+      // prints nothing there (its logs come as messages). Its stderr is the process's.
+      worker = new Worker(params.script, { workerData: params.init, stdout: true })
+      worker.stdout.resume()
+      worker.unref()
+    } catch (error) {
+      startFailure = error instanceof Error ? error.message : String(error)
+    }
 
     /** Keep the process alive while someone waits for the worker. */
     const holdOpen = () => {
-      if (waiters.length > 0 || closing) worker?.ref()
+      // Someone waits, or records handed over are not written yet: the process does not end
+      // under the thread's feet (as the main-thread writer's next slice would keep it alive).
+      if (waiters.length > 0 || closing || acked < offered + internal) worker?.ref()
       else worker?.unref()
     }
 
@@ -204,6 +219,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       encodedOps = 0
       for (const b of batches) sentBatches.push(b)
       worker.postMessage({ _tag: "Ops", ops: batches.map((b) => b.text) } satisfies ToWorker)
+      holdOpen()
     }
 
     /**
@@ -213,8 +229,28 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
      * that still cannot be written (a BigInt of the embedder's) is lost, reported and counted on
      * its run, never silently.
      */
+    const lostOnTheWay = (op: Projection.Op, error: unknown): Wire.WireOp => {
+      lostHere++
+      report(
+        new Writer.LedgerWriteFailed({
+          reason: "Failed",
+          events: 1,
+          kinds: [Projection.describe(op)],
+          detail: `it could not be handed to the ledger's writer thread: ${Store.shown(error instanceof Error ? error.message : String(error), 300)}`
+        })
+      )
+      return { _tag: "Lost", runId: runOf(op), count: 1 }
+    }
+
     const encode = (ops: ReadonlyArray<Projection.Op>): string => {
-      const wire = ops.map((op) => Wire.toWire(op, sent))
+      // An embedder's card view may throw when read (`Card.portable` reads its summary).
+      const wire = ops.map((op) => {
+        try {
+          return Wire.toWire(op, sent)
+        } catch (error) {
+          return lostOnTheWay(op, error)
+        }
+      })
       try {
         return JSON.stringify(wire)
       } catch {
@@ -223,16 +259,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
             JSON.stringify(w)
             return w
           } catch (error) {
-            const op = ops[i]!
-            report(
-              new Writer.LedgerWriteFailed({
-                reason: "Failed",
-                events: 1,
-                kinds: [Projection.describe(op)],
-                detail: `it could not be handed to the ledger's writer thread: ${Store.shown(error instanceof Error ? error.message : String(error), 300)}`
-              })
-            )
-            return { _tag: "Lost", runId: runOf(op), count: 1 } satisfies Wire.WireOp
+            return lostOnTheWay(ops[i]!, error)
           }
         })
         return JSON.stringify(kept)
@@ -267,22 +294,28 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       for (let i = 0; i < notDone.length; i++) {
         const wire = JSON.parse(notDone[i]!.text) as ReadonlyArray<Wire.WireOp>
         for (let k = i === 0 ? skip : 0; k < wire.length; k++) {
+          const w = wire[k]!
           try {
-            left.push(Wire.fromWire(wire[k]!, views))
+            left.push(Wire.fromWire(w, views))
           } catch {
-            // A settlement sent by its card's id, whose opening the worker had written: not readable here.
+            // A settlement sent by its card's id, whose opening the worker had written: it cannot
+            // be read back here. Lost: counted on its run, and in `failed`.
             unreadable++
+            lostHere++
+            left.push({ _tag: "Lost", runId: w._tag === "RunStarted" ? w.run.runId : w.runId, count: 1 })
           }
         }
       }
       left.push(...buffer)
+      for (const [runId, count] of droppedByRun) left.push({ _tag: "Dropped", runId, count })
+      droppedByRun.clear()
       sentBatches = []
       encoded = []
       encodedOps = 0
       buffer = []
       head = 0
       skip = 0
-      const writer = Runtime.runSync(runtime)(Scope.extend(params.fallback(failures), scope))
+      const writer = Runtime.runSync(runtime)(Scope.extend(params.fallback(failures), fallbackScope))
       fallback = writer
       for (const op of left) writer.offer(op)
       if (unreadable > 0)
@@ -334,6 +367,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         }
         case "Failure":
           // The worker logged it already (its log comes as a message): only published here.
+          if (message.outside === true) lostHere += message.events
           failures.unsafeOffer(
             new Writer.LedgerWriteFailed({
               reason: message.reason,
@@ -367,11 +401,20 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
           return
       }
     }
-    worker.on("message", onMessage)
-    worker.on("error", (error) => takeOver(error instanceof Error ? error.message : String(error)))
-    worker.on("exit", (code) => {
-      if (!workerClosed && fallback === undefined) takeOver(`it exited with code ${code}`)
-    })
+    if (worker !== undefined) {
+      worker.on("message", onMessage)
+      // Taken over at its exit, not at its error: messages it sent before failing (acks, failures)
+      // come on another port than the error, and are all delivered before `exit`.
+      worker.on("error", (error) => {
+        failedWith ??= error instanceof Error ? error.message : String(error)
+      })
+      worker.on("exit", (code) => {
+        if (!workerClosed && fallback === undefined)
+          takeOver(
+            failedWith !== undefined ? `${failedWith}; it exited with code ${code}` : `it exited with code ${code}`
+          )
+      })
+    } else takeOver(`it could not be started: ${startFailure ?? "no reason given"}`)
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         if (timer !== undefined) clearTimeout(timer)
@@ -418,7 +461,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         recorded: offered,
         // The `Dropped` ops added here are the worker's to write, not records.
         written: Math.max(0, workerStats.written - internal) + f.written,
-        failed: workerStats.failed + f.failed,
+        failed: workerStats.failed + f.failed + lostHere,
         dropped: droppedHere + workerStats.dropped + f.dropped,
         pending: fallback !== undefined ? f.pending : Math.max(0, offered + internal - acked),
         batches: workerStats.batches + f.batches

@@ -366,7 +366,7 @@ export const make = (
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
           const slice = n === ops.length ? ops : ops.slice(i, i + n)
-          Projection.committed(slice, isWritten)
+          Projection.committed(sql, slice, isWritten)
           if (afterSlice !== undefined) yield* afterSlice(slice, isWritten)
           i += n
           processed += n

@@ -129,15 +129,24 @@ const main = (init: WorkerInit) =>
           try {
             op = Wire.fromWire(w, views)
           } catch (error) {
-            dropped++
-            post({
-              _tag: "Failure",
+            // Counted on its run (a `Lost` op) and by the main thread (`outside`), logged, reported.
+            const runId = w._tag === "RunStarted" ? w.run.runId : w.runId
+            const failure = new Writer.LedgerWriteFailed({
               reason: "Failed",
               events: 1,
               kinds: [w._tag === "Event" ? w.event._tag : w._tag],
-              detail: `the writer's thread could not read a record: ${Store.shown(String(error), 300)}`
+              detail: `the writer's thread could not read a record: ${Store.shown(error instanceof Error ? error.message : String(error), 300)}`
             })
-            continue
+            post({ _tag: "Log", level: "ERROR", message: failure.message })
+            post({
+              _tag: "Failure",
+              reason: failure.reason,
+              events: failure.events,
+              kinds: failure.kinds,
+              detail: failure.detail,
+              outside: true
+            })
+            op = { _tag: "Lost", runId, count: 1 }
           }
           if (!writer.offer(op)) dropped++
         }
