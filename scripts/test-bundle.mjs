@@ -45,13 +45,16 @@ const sourceUrls = {
   }
 }
 
-/** Compiles the CLI (apps/cli/src/bin.ts) into `bundlePath`, atomically; returns the path. */
-export const bundleCli = async () => {
+/**
+ * Compiles a source entry and what it imports into one ES module at `outfile`, atomically: the
+ * native SQLite driver and ws's optional helpers stay outside, loaded from node_modules.
+ */
+const bundleSources = async (entry, outfile) => {
   const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
-  Fs.mkdirSync(Path.dirname(bundlePath), { recursive: true })
-  const temp = `${bundlePath}.${process.pid}.tmp`
+  Fs.mkdirSync(Path.dirname(outfile), { recursive: true })
+  const temp = `${outfile}.${process.pid}.tmp`
   await esbuild.build({
-    entryPoints: [Path.join(cliDir, "src", "bin.ts")],
+    entryPoints: [entry],
     outfile: temp,
     bundle: true,
     platform: "node",
@@ -65,9 +68,12 @@ export const bundleCli = async () => {
     plugins: [sourceUrls],
     logLevel: "error"
   })
-  Fs.renameSync(temp, bundlePath)
-  return bundlePath
+  Fs.renameSync(temp, outfile)
+  return outfile
 }
+
+/** Compiles the CLI (apps/cli/src/bin.ts) into `bundlePath`; returns the path. */
+export const bundleCli = () => bundleSources(Path.join(cliDir, "src", "bin.ts"), bundlePath)
 
 /**
  * The ledger's writer thread (packages/ledger/src/internal/WriterWorker.ts) as one file: a worker
@@ -77,27 +83,9 @@ export const bundleCli = async () => {
  */
 export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.mjs")
 
-export const bundleLedgerWorker = async () => {
-  const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
-  Fs.mkdirSync(Path.dirname(workerBundlePath), { recursive: true })
-  const temp = `${workerBundlePath}.${process.pid}.tmp`
-  await esbuild.build({
-    entryPoints: [Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts")],
-    outfile: temp,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    banner: {
-      js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);"
-    },
-    external: ["better-sqlite3"],
-    plugins: [sourceUrls],
-    logLevel: "error"
-  })
-  Fs.renameSync(temp, workerBundlePath)
-  return workerBundlePath
-}
+/** Compiles the ledger's writer thread into `workerBundlePath`; returns the path. */
+export const bundleLedgerWorker = () =>
+  bundleSources(Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts"), workerBundlePath)
 
 /** Vitest global set-up. */
 export const setup = async () => {

@@ -47,6 +47,31 @@ const withWorker = <A, E, R>(value: string, effect: Effect.Effect<A, E, R>) =>
       })
   )
 
+/** `effect` with a ledger on `filename`, its log lines collected in `lines`, the ledger closed after it. */
+const recording = <A, E>(
+  filename: string,
+  lines: Array<string>,
+  effect: Effect.Effect<A, E, Ledger.Ledger | Scope.Scope>
+) =>
+  Effect.scoped(effect).pipe(
+    Effect.provide(Ledger.layerSqlite({ filename })),
+    Effect.provide(
+      Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ message }) => lines.push(String(message)))
+      )
+    )
+  )
+
+/** What a second ledger on the file reads of the run. */
+const readBack = (filename: string, runId: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const ledger = yield* Ledger.Ledger
+      return { items: yield* ledger.workItems(runId), runs: yield* ledger.runs() }
+    }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+  )
+
 /** Every kind of record: items (one with a budget and options), threads, turns, every kind of card and settlement, a late decision, every way an item ends. */
 const recordEverything = (filename: string, lines: Array<string> = []) =>
   Effect.scoped(
@@ -219,7 +244,9 @@ describe("the ledger's writer on its own thread", () => {
       )
       const runId = yield* withWorker(
         dyingWriter,
-        Effect.scoped(
+        recording(
+          filename,
+          lines,
           Effect.gen(function* () {
             const ledger = yield* Ledger.Ledger
             const run = yield* ledger.beginRun({ label: "dying" })
@@ -239,26 +266,13 @@ describe("the ledger's writer on its own thread", () => {
             assert.strictEqual(third.failed, 0)
             return run.id
           })
-        ).pipe(
-          Effect.provide(Ledger.layerSqlite({ filename })),
-          Effect.provide(
-            Logger.replace(
-              Logger.defaultLogger,
-              Logger.make(({ message }) => lines.push(String(message)))
-            )
-          )
         )
       )
       assert.isTrue(
         lines.some((l) => /the ledger's writer thread stopped \(it exited with code 3\)/.test(l)),
         lines.join("\n")
       )
-      const read = yield* Effect.scoped(
-        Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          return { items: yield* ledger.workItems(runId), runs: yield* ledger.runs() }
-        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-      )
+      const read = yield* readBack(filename, runId)
       assert.deepStrictEqual(
         read.items.map((i) => i.prompt),
         ["before 0", "before 1", "before 2", "before 3", "before 4", "die-now", "in the same batch", "after"]
@@ -267,88 +281,43 @@ describe("the ledger's writer on its own thread", () => {
     })
   )
 
-  it.scoped("cannot start (found missing while the ledger closes): everything is written all the same", () =>
-    Effect.gen(function* () {
-      const dir = yield* tempDir
-      const filename = Path.join(dir, "ledger.db")
-      const lines: Array<string> = []
-      // Recorded, then closed at once: the thread's failure to start is found by the closing.
-      const runId = yield* withWorker(
-        Path.join(dir, "no-such-writer.mjs"),
-        Effect.scoped(
-          Effect.gen(function* () {
-            const ledger = yield* Ledger.Ledger
-            const run = yield* ledger.beginRun()
-            for (let i = 0; i < 3; i++) run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `closing ${i}` }))
-            return run.id
-          })
-        ).pipe(
-          Effect.provide(Ledger.layerSqlite({ filename })),
-          Effect.provide(
-            Logger.replace(
-              Logger.defaultLogger,
-              Logger.make(({ message }) => lines.push(String(message)))
-            )
-          )
-        )
-      )
-      assert.isTrue(
-        lines.some((l) => l.includes("the ledger's writer thread stopped")),
-        lines.join("\n")
-      )
-      const read = yield* Effect.scoped(
+  // A script that is not there: found at once (the first test flushes), or only while the ledger
+  // closes (the second records and closes at once).
+  for (const flushed of [true, false]) {
+    it.scoped(
+      flushed
+        ? "cannot start: the main thread writes everything, and the log says why"
+        : "cannot start (found missing while the ledger closes): everything is written all the same",
+      () =>
         Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          return { items: yield* ledger.workItems(runId), runs: yield* ledger.runs() }
-        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-      )
-      assert.deepStrictEqual(
-        read.items.map((i) => i.prompt),
-        ["closing 0", "closing 1", "closing 2"]
-      )
-      assert.strictEqual(read.runs[0]!.status, "ended")
-    })
-  )
-
-  it.scoped("cannot start: the main thread writes everything, and the log says why", () =>
-    Effect.gen(function* () {
-      const dir = yield* tempDir
-      const filename = Path.join(dir, "ledger.db")
-      const lines: Array<string> = []
-      const runId = yield* withWorker(
-        Path.join(dir, "no-such-writer.mjs"),
-        Effect.scoped(
-          Effect.gen(function* () {
-            const ledger = yield* Ledger.Ledger
-            const run = yield* ledger.beginRun()
-            run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "recorded all the same" }))
-            const stats = yield* ledger.flush
-            assert.strictEqual(stats.written, 2)
-            return run.id
-          })
-        ).pipe(
-          Effect.provide(Ledger.layerSqlite({ filename })),
-          Effect.provide(
-            Logger.replace(
-              Logger.defaultLogger,
-              Logger.make(({ message }) => lines.push(String(message)))
+          const dir = yield* tempDir
+          const filename = Path.join(dir, "ledger.db")
+          const lines: Array<string> = []
+          const runId = yield* withWorker(
+            Path.join(dir, "no-such-writer.mjs"),
+            recording(
+              filename,
+              lines,
+              Effect.gen(function* () {
+                const ledger = yield* Ledger.Ledger
+                const run = yield* ledger.beginRun()
+                for (let i = 0; i < 3; i++) run.record(LedgerEvent.itemSubmitted({ id: i, prompt: `recorded ${i}` }))
+                if (flushed) assert.strictEqual((yield* ledger.flush).written, 4)
+                return run.id
+              })
             )
           )
-        )
-      )
-      assert.isTrue(
-        lines.some((l) => l.includes("the ledger's writer thread stopped") && l.includes("no-such-writer.mjs")),
-        lines.join("\n")
-      )
-      const items = yield* Effect.scoped(
-        Effect.flatMap(Ledger.Ledger, (ledger) => ledger.workItems(runId)).pipe(
-          Effect.provide(Ledger.layerSqlite({ filename }))
-        )
-      )
-      assert.deepStrictEqual(
-        items.map((i) => i.prompt),
-        ["recorded all the same"]
-      )
-    })
-  )
+          assert.isTrue(
+            lines.some((l) => l.includes("the ledger's writer thread stopped") && l.includes("no-such-writer.mjs")),
+            lines.join("\n")
+          )
+          const read = yield* readBack(filename, runId)
+          assert.deepStrictEqual(
+            read.items.map((i) => i.prompt),
+            ["recorded 0", "recorded 1", "recorded 2"]
+          )
+          assert.strictEqual(read.runs[0]!.status, "ended")
+        })
+    )
+  }
 })

@@ -66,6 +66,12 @@ const lost = (sql: Sql, runId: string, count: number): Write =>
 // ---------------------------------------------------------------------------------------------
 // Work items, threads, turns
 
+/** A work item's `budget.maxTurnTime` as a Duration; undefined when it has none or it does not decode. */
+export const maxTurnTimeOf = (item: WorkItem.WorkItem): Duration.Duration | undefined =>
+  item.budget?.maxTurnTime === undefined
+    ? undefined
+    : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
+
 /** The options of a work item that are worth keeping (masked on the way in). */
 const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
@@ -82,10 +88,7 @@ const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
     const budget: Record<string, unknown> = {}
     if (item.budget.maxTokens !== undefined) budget["maxTokens"] = item.budget.maxTokens
     // As milliseconds: a Duration does not survive JSON. One that does not decode is not kept.
-    const turnTime =
-      item.budget.maxTurnTime === undefined
-        ? undefined
-        : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
+    const turnTime = maxTurnTimeOf(item)
     if (turnTime !== undefined) budget["maxTurnTimeMs"] = Duration.toMillis(turnTime)
     out["budget"] = budget
   }

@@ -15,7 +15,7 @@ import type { ApprovalEvent, Card as CardTypes } from "@warden/approvals"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Cause, Duration, Exit, FiberId, Option } from "effect"
 import type { ItemOrigin, LedgerEvent } from "../LedgerEvent.js"
-import type * as Projection from "./Projection.js"
+import * as Projection from "./Projection.js"
 
 type Item = string | number | undefined
 
@@ -95,10 +95,7 @@ const plainItem = (item: WorkItem.WorkItem): WorkItem.WorkItem => {
     const budget: Record<string, unknown> = {}
     if (item.budget.maxTokens !== undefined) budget["maxTokens"] = item.budget.maxTokens
     // A Duration does not survive a clone: its milliseconds do (the projection stores those).
-    const turnTime =
-      item.budget.maxTurnTime === undefined
-        ? undefined
-        : Option.getOrUndefined(Duration.decodeUnknown(item.budget.maxTurnTime))
+    const turnTime = Projection.maxTurnTimeOf(item)
     // Infinite: JSON has no number for it (`fromWire` makes it a Duration again).
     if (turnTime !== undefined)
       budget["maxTurnTime"] = Duration.isFinite(turnTime) ? Duration.toMillis(turnTime) : InfiniteDuration
