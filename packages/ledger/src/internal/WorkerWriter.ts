@@ -129,10 +129,9 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let encodedOps = 0
     /**
      * What was handed over and not yet done, as the text sent (from `head`; the first `skip` ops of
-     * the first are done): kept for the main thread to take over. Text, not the ops: the records
-     * (a card's request and context) are not kept alive while they wait and while the worker writes
-     * them, so they do not outlive a young-generation collection (measured: keeping them cost more
-     * GC than the rest of the hand-over).
+     * the first are done): kept for the main thread to take over. Text, not the ops: one flat
+     * string per turn instead of the records' objects (a card's request and context), which the
+     * engine no longer needs once the card settled.
      */
     let sentBatches: Array<Batch> = []
     let head = 0
