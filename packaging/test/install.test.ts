@@ -6,7 +6,8 @@
  * `npx warden --version`, `npx warden doctor --codex <the pinned binary>`, `npx warden demo`
  * without a terminal, `warden run` (its bundled start-up path) against the pinned codex, a plain JavaScript program on the promise facade
  * (consumer/facade.mjs), one serving a card from the web inbox on its own supervisor
- * (consumer/inbox.mjs), and `tsc --noEmit` of a TypeScript program on the Effect API and the
+ * (consumer/inbox.mjs), one recording a supervisor's card in the ledger (consumer/ledger.mjs: its
+ * writer thread from the installed dist/), and `tsc --noEmit` of a TypeScript program on the Effect API and the
  * facade (consumer/typed.ts) against the installed `.d.ts`.
  *
  * Every module those Node processes resolve is recorded (consumer/trace.mjs): none may come from
@@ -224,7 +225,15 @@ const InstalledLive = Layer.scoped(
       Path.join(project, "package.json"),
       JSON.stringify({ name: "warden-outside", version: "1.0.0", private: true, type: "module" }, null, 2) + "\n"
     )
-    for (const file of ["facade.mjs", "inbox.mjs", "typed.ts", "tsconfig.json", "trace.mjs", "trace-hooks.mjs"]) {
+    for (const file of [
+      "facade.mjs",
+      "inbox.mjs",
+      "ledger.mjs",
+      "typed.ts",
+      "tsconfig.json",
+      "trace.mjs",
+      "trace-hooks.mjs"
+    ]) {
       Fs.copyFileSync(Path.join(Outside.consumerDir, file), Path.join(project, file))
     }
     const typesNode = readManifest(
@@ -586,6 +595,44 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
         })
       ),
     240_000
+  )
+
+  it.live(
+    "a plain JavaScript program records its supervisor's card in @warden/ledger, the writer on its thread from the installed dist/",
+    () =>
+      withInstalled(
+        Effect.gen(function* () {
+          const { env, project, traceFile } = yield* Installed
+          const trace = traceFile("ledger")
+          const ran = yield* Outside.runOk("node", ["ledger.mjs"], {
+            cwd: project,
+            env: env(trace),
+            timeout: "2 minutes"
+          })
+          const report = JSON.parse(ran.stdout.trim()) as {
+            answer: { result: { decision: string } }
+            cards: ReadonlyArray<{ title: string; outcome: string; source: string }>
+            logged: ReadonlyArray<string>
+          }
+          assert.deepStrictEqual(report.answer.result, { decision: "accept" }, ran.stderr)
+          assert.strictEqual(report.cards.length, 1)
+          assert.match(report.cards[0]!.title, /^run: echo recorded by an installed ledger/)
+          assert.deepInclude(report.cards[0]!, { outcome: "accepted", source: "handler" })
+          // Written by the thread: it started from the installed package and never stopped.
+          assert.deepStrictEqual(
+            report.logged.filter((l) => l.includes("writer thread")),
+            [],
+            report.logged.join("\n")
+          )
+          assertTraceOutside(trace, project, [
+            "/@warden/ledger/dist/index.js",
+            "/@warden/ledger/dist/internal/WriterWorker.js",
+            "/@warden/ledger/dist/internal/WorkerSql.js"
+          ])
+          assert.deepStrictEqual(yield* Outside.settledProcesses(project), [], "processes left running by the program")
+        })
+      ),
+    180_000
   )
 
   it.live(
