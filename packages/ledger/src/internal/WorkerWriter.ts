@@ -221,13 +221,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       holdOpen()
     }
 
-    /**
-     * The ops as one JSON text: a string crosses to the worker as one copy, where the structured
-     * clone of the same objects cost ~10 times as much on this thread (measured on the frame
-     * pipeline's cards). Everything in a wire op is JSON's (what is not, `Wire` made so); an op
-     * that still cannot be written (a BigInt of the embedder's) is lost, reported and counted on
-     * its run, never silently.
-     */
+    /** An op that cannot cross: reported, counted here (`failed`), and a `Lost` op for its run instead. */
     const lostOnTheWay = (op: Projection.Op, error: unknown): Wire.WireOp => {
       lostHere++
       report(
@@ -241,6 +235,13 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       return { _tag: "Lost", runId: runOf(op), count: 1 }
     }
 
+    /**
+     * The ops as one JSON text: a string crosses to the worker as one copy, where the structured
+     * clone of the same objects cost ~10 times as much on this thread (measured on the frame
+     * pipeline's cards). Everything in a wire op is JSON's (what is not, `Wire` made so); an op
+     * that still cannot be written (a BigInt of the embedder's) is lost, reported and counted on
+     * its run, never silently.
+     */
     const encode = (ops: ReadonlyArray<Projection.Op>): string => {
       // An embedder's card view may throw when read (`Card.portable` reads its summary).
       const wire = ops.map((op) => {
