@@ -14,7 +14,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as readline from "node:readline"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, resumeArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const lockHolder = LockHolder.script
 
@@ -80,18 +80,7 @@ describe("warden run --state, the ledger locked by another process", () => {
         assert.strictEqual((yield* cli.exited("60 seconds")).signal, "SIGKILL")
         yield* holder.release
 
-        const resumed = yield* CliProcess.runToEnd([
-          "resume",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "deny",
-          "--state",
-          db,
-          "--restarts",
-          "0"
-        ])
+        const resumed = yield* CliProcess.runToEnd(resumeArgs(codex, db))
         assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
         assert.include(resumed.stderr, "1 open card(s) recorded stranded")
         const card = yield* readLedger(db, (ledger) => ledger.cards({ runId }))

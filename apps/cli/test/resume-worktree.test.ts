@@ -10,7 +10,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { crashedRun, readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { crashedRun, readLedger, recordedRunArgs, resumeArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 const git = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.invalid", ...args], {
@@ -48,18 +48,7 @@ describe("warden resume with --worktree", () => {
         assert.strictEqual(signal, "SIGKILL")
         assert.isFalse(first.reused)
 
-        const resumed = yield* CliProcess.runToEnd([
-          "resume",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "deny",
-          "--state",
-          db,
-          "--restarts",
-          "0"
-        ])
+        const resumed = yield* CliProcess.runToEnd(resumeArgs(codex, db))
         assert.deepStrictEqual(resumed.exited, { code: 0, signal: null }, resumed.stderr)
         const lines = resumed.json()
         const again = lines.find((l) => l.type === "item.worktree")!

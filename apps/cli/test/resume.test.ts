@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as CliProcess from "./support/CliProcess.js"
-import { crashedRun, readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { crashedRun, readLedger, recordedRunArgs, resumeArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden resume", () => {
   it.scopedLive(
@@ -310,18 +310,7 @@ describe("warden resume", () => {
           recorded: { cards: 1, turns: 2 },
           until: (cli) => cli.waitForJson("item 1's card", (l) => l.type === "card.opened" && l.item === 1)
         })
-        const resumed = yield* CliProcess.runToEnd([
-          "resume",
-          "--codex",
-          codex,
-          "--json",
-          "--approvals",
-          "deny",
-          "--state",
-          db,
-          "--restarts",
-          "0"
-        ])
+        const resumed = yield* CliProcess.runToEnd(resumeArgs(codex, db))
         assert.deepStrictEqual(resumed.exited, { code: 1, signal: null }, resumed.stderr)
         assert.include(resumed.stderr, "1 item(s) to run again")
         assert.include(resumed.stderr, `item 1 of run ${crashed} not resumed (prompt-masked)`)

@@ -453,13 +453,7 @@ const makeLedger = (
         ? auditLines
         : (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) =>
             Effect.suspend(() => {
-              // Only what was committed: an answer whose settlement was given up stays on record.
-              for (const op of ops) {
-                if (!written(op)) continue
-                if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
-                  journal.committed(op.runId, Store.id(op.event.event.settlement.card.id))
-                else if (op._tag === "RunEnded") journal.ended(op.runId)
-              }
+              AnswerJournal.committedBy(ops, written, journal)
               return auditLines === undefined ? Effect.void : auditLines(ops)
             })
     const writer =

@@ -114,8 +114,22 @@ export const recordedRunArgs = (
   codex: string | ReadonlyArray<string>,
   db: string,
   approvals: "stdin" | "deny" | "rules" = "stdin"
+): ReadonlyArray<string> => ledgerCommandArgs("run", codex, db, approvals)
+
+/** `warden resume` of the dead run in the ledger `db`, as `recordedRunArgs` runs it (default: denying every card). */
+export const resumeArgs = (
+  codex: string | ReadonlyArray<string>,
+  db: string,
+  approvals: "stdin" | "deny" | "rules" = "deny"
+): ReadonlyArray<string> => ledgerCommandArgs("resume", codex, db, approvals)
+
+const ledgerCommandArgs = (
+  command: "run" | "resume",
+  codex: string | ReadonlyArray<string>,
+  db: string,
+  approvals: "stdin" | "deny" | "rules"
 ): ReadonlyArray<string> => [
-  "run",
+  command,
   ...(typeof codex === "string" ? ["--codex", codex] : codex),
   "--json",
   "--approvals",

@@ -26,6 +26,7 @@ import { Card } from "@warden/approvals"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
 
 /** One answer on record: everything masked. */
@@ -46,6 +47,25 @@ export interface Entry {
   readonly at: number
   readonly openedAt: number
   readonly deadlineAt: number
+}
+
+/**
+ * What the journal learns from a slice the writer finished: each settlement committed (its answer
+ * no longer waits) and each run's end committed. Only what was committed: an answer whose
+ * settlement was given up stays on record. (On the writer's thread these are sent to the main
+ * thread, whose journal it is.)
+ */
+export const committedBy = (
+  ops: ReadonlyArray<Projection.Op>,
+  written: (op: Projection.Op) => boolean,
+  on: { readonly committed: (runId: string, cardId: string) => void; readonly ended: (runId: string) => void }
+): void => {
+  for (const op of ops) {
+    if (!written(op)) continue
+    if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
+      on.committed(op.runId, Store.id(op.event.event.settlement.card.id))
+    else if (op._tag === "RunEnded") on.ended(op.runId)
+  }
 }
 
 /** The journal's file for a run: its id when that is a plain file name, else a digest of it. */

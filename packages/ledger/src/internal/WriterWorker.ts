@@ -15,6 +15,7 @@
 import { createRequire } from "node:module"
 import { Cause, Deferred, Effect, Exit, Logger, PubSub, Queue } from "effect"
 import { isMainThread, parentPort, workerData } from "node:worker_threads"
+import * as AnswerJournal from "./AnswerJournal.js"
 import * as AuditFile from "./AuditFile.js"
 import type * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
@@ -86,14 +87,11 @@ const main = (init: WorkerInit) =>
           processed += ops.length
           const committed: Array<readonly [string, string]> = []
           const ended: Array<string> = []
-          if (init.journal) {
-            for (const op of ops) {
-              if (!written(op)) continue
-              if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardSettled")
-                committed.push([op.runId, Store.id(op.event.event.settlement.card.id)])
-              else if (op._tag === "RunEnded") ended.push(op.runId)
-            }
-          }
+          if (init.journal)
+            AnswerJournal.committedBy(ops, written, {
+              committed: (runId, cardId) => committed.push([runId, cardId]),
+              ended: (runId) => ended.push(runId)
+            })
           const audit = auditLines === undefined ? Effect.void : auditLines(ops)
           return Effect.zipRight(
             audit,
