@@ -75,9 +75,13 @@ const WAIT_LIMIT_MS = 60_000
 export const wardenRunner = async (
   mix: Mix.Mix,
   options: { readonly ledger?: boolean; readonly telemetry?: boolean } = {}
-): Promise<Runner & { readonly answers: () => number }> => {
+): Promise<Runner & { readonly answers: () => number; readonly records: () => number }> => {
   const scope = Effect.runSync(Scope.make())
   const keptSignals: Array<Array<ThreadRoute.ThreadSignal>> = []
+  let records = 0
+  const countingLogger = Logger.make(() => {
+    records++
+  })
   const peer = BenchPeer.make()
   const { routes, server, ledger } = await Effect.runPromise(
     Scope.extend(
@@ -124,8 +128,11 @@ export const wardenRunner = async (
         }
         return { routes, server, ledger }
       }).pipe(
-        // Telemetry's log records go to the collector's logger; no console logger is measured here.
-        options.telemetry === true ? Effect.provide(Logger.remove(Logger.defaultLogger)) : (effect) => effect
+        // Telemetry's log records go to the collector's logger: here one that counts them (what
+        // Warden builds and hands to a logger is measured, not a console's or an exporter's work).
+        options.telemetry === true
+          ? Effect.provide(Logger.replace(Logger.defaultLogger, countingLogger))
+          : (effect) => effect
       ),
       scope
     )
@@ -150,11 +157,15 @@ export const wardenRunner = async (
         }
         await macrotask()
       }
+      // Telemetry: the settled cards' spans still waiting for their batch are described (their
+      // masked titles, their log records), within the pass: what they cost is the pass's.
+      if (options.telemetry === true) server.connectionCards.describeSettled()
       // The thread runners' side, untimed: empty what the routes kept.
       for (const kept of keptSignals) kept.length = 0
     },
     close: () => Effect.runPromise(Scope.close(scope, Exit.void)),
     answers: peer.answers,
+    records: () => records,
     ...(ledger !== undefined
       ? {
           after: async () => {

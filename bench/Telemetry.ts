@@ -4,8 +4,10 @@
  * `--otlp` / `Observability.layer` has it, and on, as a supervisor with `Telemetry` builds the
  * connection: the read-loop lag measured per batch of frames (a clock read and a histogram update)
  * and every card's span a child of its thread's, describing its settlement (source, decision,
- * latency, kind, the masked title, and a log record written by a fiber of its own). The tracer is
- * Effect's own (no exporter): what is measured is what Warden adds on the loop, not the network.
+ * latency, kind, the masked title) and a log record for it, handed to a logger that counts them
+ * (the connection describes settled cards in batches; each pass describes what still waits before
+ * it ends, so all of it is the pass's). The tracer is Effect's own and the logger counts (no
+ * exporter): what is measured is what Warden adds, not the network.
  *
  * Off, the read loop runs no telemetry code but one `performance.now()` per stdout chunk in the
  * transport and a property read per card: the "off" contender is the framePipeline row's Warden
@@ -49,6 +51,11 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
         times[c].push(nowMs() - t0)
       }
     }
+    // Every card's log record was built and handed to the logger (the pass describes what waits).
+    const passes = warmups + rounds
+    if (runners.on.records() < passes * mix.requests) {
+      throw new Error(`telemetry: ${runners.on.records()} log records for ${passes * mix.requests} cards`)
+    }
   } finally {
     for (const c of order) await runners[c].close()
   }
@@ -88,7 +95,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     ],
     notes: [
       "Off, nothing of the instrumentation runs on the loop but one performance.now() per stdout chunk (transport) and one property read per card: the off row is the framePipeline row's Warden read loop.",
-      "On, each card's span also gets its settlement's attributes and the masked summary is built for its title; card metrics are counted by the supervisor's own fiber from the approval events, outside this loop."
+      "On, each card's span also gets its settlement's attributes and the masked summary is built for its title, and its log record is built and handed to a logger (one that counts: every card's record is checked to be there), in batches of the connection's (64 cards or 20 ms), the rest at the end of each pass, inside its time; card metrics are counted by the supervisor's own fiber from the approval events, outside this loop."
     ]
   }
 }

@@ -264,6 +264,14 @@ export interface ConnectionCards {
   readonly openCards: () => ReadonlyArray<CardView>
   /** How many cards of this connection are open. */
   readonly size: () => number
+  /**
+   * With telemetry (a turn's span to hang cards under), a settled card's span is described (its
+   * source, decision, masked title...) and its log record written off the read loop, in batches
+   * (64 cards, or 20 ms after the first of them settled); the connection's close describes what
+   * still waits. This describes them now, in the caller's step: for a caller about to read the
+   * spans or to measure what they cost.
+   */
+  readonly describeSettled: () => void
 }
 
 /** How a connection's cards are decided (card deadlines, policy rules, the handler, remembered rules, the safety filter's bounds), all optional. */

@@ -146,6 +146,29 @@ describe("SecretMask.maskText", () => {
     assert.strictEqual(SecretMask.truncate("abcdef", 4), "abc…")
     assert.strictEqual(SecretMask.truncate("abc", 4), "abc")
   })
+
+  it("truncate counts characters, not code units: a cut text ends with …, a kept one is whole", () => {
+    // A surrogate pair near the cut: "a😀bcd" is five characters (six code units).
+    assert.strictEqual(SecretMask.truncate("a😀bcd", 3), "a😀…")
+    assert.strictEqual(SecretMask.truncate("a😀bcd", 5), "a😀bcd")
+    assert.strictEqual(SecretMask.truncate("😀x", 1), "…")
+    assert.strictEqual(SecretMask.truncate("x", 0), "…")
+    // Against the definition, over texts of pairs, lone surrogates and ASCII.
+    const unit = FastCheck.constantFrom("a", " ", "😀", "\ud800", "\udc00", "é", "日")
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.array(unit, { maxLength: 12 }),
+        FastCheck.integer({ min: 0, max: 14 }),
+        (parts, max) => {
+          const text = parts.join("")
+          const chars = Array.from(text)
+          const expected = chars.length <= max ? text : `${chars.slice(0, Math.max(0, max - 1)).join("")}…`
+          return SecretMask.truncate(text, max) === expected
+        }
+      ),
+      { numRuns: 500 }
+    )
+  })
 })
 
 describe("SecretMask.maskValue / maskRecord", () => {

@@ -13,9 +13,11 @@ import {
   Effect,
   Exit,
   FiberRef,
+  FiberRefs,
   HashMap,
   HashSet,
   Logger,
+  LogLevel,
   Option,
   Tracer
 } from "effect"
@@ -72,6 +74,7 @@ export const startSpan = (
   const annotations = fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations)
   describe(span, card, annotations)
   card.attachSpan(span, clock, tracer, parent === undefined ? undefined : describer, {
+    fiber,
     annotations,
     links,
     timing
@@ -129,34 +132,119 @@ const propagating = (span: Option.Option<Tracer.AnySpan>): Option.Option<Tracer.
 const NoStackTrace = { captureStackTrace: false } as const
 
 /**
- * What describes settled cards' spans for one connection (telemetry on): the settlements of a
- * turn of the event loop are described together, by one fiber of `fork`'s (not one per card).
- * One whose description throws (an embedder's tracer) is logged; the others are described.
+ * What describes a settled card's span (telemetry on): called in the settlement's step, it only
+ * queues the card (`settledSpans`). `opener` is the fiber that opened it: its loggers write the
+ * card's record.
  */
-export type Describer = (card: PendingCard, settlement: Settlement, span: Tracer.Span, endTime: bigint) => void
+export type Describer = (
+  card: PendingCard,
+  settlement: Settlement,
+  span: Tracer.Span,
+  endTime: bigint,
+  opener: Fiber.RuntimeFiber<unknown, unknown>
+) => void
 
-export const describer = (fork: (effect: Effect.Effect<void>) => void): Describer => {
+/** How many settled cards wait for their description at most: a full batch is described at once (after the step). */
+export const DescribeBatch = 64
+/** How long a settled card waits for its batch at most (its span's end time is its settlement's all the same). */
+export const DescribeWithinMs = 20
+
+/** The settled cards' spans of one connection, described in batches (`settledSpans`). */
+export interface SettledSpans {
+  readonly describe: Describer
+  /** Describe now, in the caller's step, every settled card still waiting for its batch. */
+  readonly flush: () => void
+}
+
+/**
+ * The settled cards' spans of one connection (telemetry on), described and their log records
+ * written off the read loop, in batches: by a fiber of `owner`'s once `DescribeBatch` cards wait,
+ * or by a timer `DescribeWithinMs` after the first of them settled, whichever comes first.
+ * Described one by one as they settled, the cards' masked summaries and records cost about three
+ * times as much on a busy read loop (a fiber and a cold summary each; measured in bench/,
+ * "Telemetry"); the OTLP exporters batch spans and records anyway, for seconds.
+ *
+ * When `owner` closes (the connection's end), a fiber of its that waits for nothing ends, and what
+ * still waits is described then, in the closing's step (the timer is cleared); a card settled
+ * after that is described in its settlement's step. Each record is written by the loggers of the
+ * fiber that opened its card (the read loop's), as `Effect.logInfo` there would have.
+ * One whose description throws (an embedder's tracer or logger) is ended all the same and the
+ * defect logged; the others are described.
+ */
+export const settledSpans = (owner: {
+  readonly fork: (effect: Effect.Effect<void>) => void
+  readonly spawn: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
+}): SettledSpans => {
   let waiting: Array<Described> = []
-  const describeOne = (d: Described) =>
-    Effect.catchAllDefect(describeSettled(d.card, d.settlement, d.span, d.endTime), (defect) => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let watching = false
+  let closed = false
+
+  const take = (): Array<Described> => {
+    if (timer !== undefined) {
+      clearTimeout(timer)
+      timer = undefined
+    }
+    const batch = waiting
+    waiting = []
+    return batch
+  }
+  const flush = (): void => describeAll(take())
+  const flushing = Effect.sync(flush)
+  const onTimer = (): void => {
+    timer = undefined
+    flush()
+  }
+  const describe: Describer = (card, settlement, span, endTime, opener) => {
+    const described = { card, settlement, span, endTime, opener }
+    if (closed) return describeAll([described])
+    if (!watching) {
+      watching = true
+      // Ends when the owner closes (interrupted, even before it started): then what waits is described.
+      owner.spawn(Effect.never).addObserver(() => {
+        closed = true
+        flush()
+      })
+      if (closed) return describeAll([described])
+    }
+    const waits = waiting.push(described)
+    if (waits === DescribeBatch) {
+      // A full batch: described by a fiber after this step, with what settles before it runs.
+      if (timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      owner.fork(flushing)
+    } else if (waits === 1) {
+      timer = setTimeout(onTimer, DescribeWithinMs)
+      // A description waiting for its batch never keeps a process alive (the owner's close describes it).
+      timer.unref?.()
+    }
+  }
+  return { describe, flush }
+}
+
+/** Describe each settled card of `batch` and write its record; a throw is logged, and the others described. */
+const describeAll = (batch: ReadonlyArray<Described>): void => {
+  let opener: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  let record: Recorder | undefined
+  for (const d of batch) {
+    try {
+      if (d.opener !== opener) {
+        opener = d.opener
+        record = recorder(opener)
+      }
+      describeSettled(d.card, d.settlement, d.span, d.endTime)
+      record?.(d.card, d.settlement, d.span)
+    } catch (defect) {
       // Ended all the same, if it was not (the throw came before its end).
       try {
         if (d.span.status._tag !== "Ended") d.span.end(d.endTime, Exit.void)
       } catch {
         // the embedder's tracer again: reported below
       }
-      return Effect.logError("a card's settlement step threw", Cause.die(defect))
-    })
-  const drain = Effect.suspend(() => {
-    const batch = waiting
-    waiting = []
-    const described = Effect.forEach(batch, describeOne, { discard: true })
-    // The record is in the card's span (its trace and span ids), not an event of it: the span
-    // already says all the record says, and the event cost more than the rest of the card.
-    return Effect.locallyWith(described, FiberRef.currentLoggers, HashSet.remove(Logger.tracerLogger))
-  })
-  return (card, settlement, span, endTime) => {
-    if (waiting.push({ card, settlement, span, endTime }) === 1) fork(drain)
+      logDefect(d.opener, defect)
+    }
   }
 }
 
@@ -165,6 +253,7 @@ interface Described {
   readonly settlement: Settlement
   readonly span: Tracer.Span
   readonly endTime: bigint
+  readonly opener: Fiber.RuntimeFiber<unknown, unknown>
 }
 
 /** The card settled: its span says so and ends (described by its connection's describer with telemetry). */
@@ -173,36 +262,101 @@ export const endSpan = (card: PendingCard, settlement: Settlement, state: SpanSt
   span.attribute("warden.outcome", settlement.outcome)
   const endTime = state.clock.unsafeCurrentTimeNanos()
   if (state.describer === undefined) return span.end(endTime, Exit.void)
-  state.describer(card, settlement, span, endTime)
+  state.describer(card, settlement, span, endTime, state.ambient.fiber)
 }
 
-/** A settled card's span described and ended, and its log record written (telemetry on; the describer's fiber). */
-const describeSettled = (
-  card: PendingCard,
-  settlement: Settlement,
-  span: Tracer.Span,
-  endTime: bigint
-): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const source = describeSource(settlement.source)
-    span.attribute("warden.source", source)
-    if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
-    span.attribute("warden.latency_ms", settlement.latencyMs)
-    span.attribute("warden.written", settlement.written)
-    // The masked summary (built once, shared with the board, the audit and the ledger).
-    span.attribute("warden.card.kind", card.view.summary.kind)
-    span.attribute("warden.card.title", card.view.title)
-    if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
-    span.end(endTime, Exit.void)
-    return Effect.logInfo(`card ${settlement.outcome}`).pipe(
-      Effect.annotateLogs({
-        cardId: card.view.id,
-        method: card.view.method,
-        threadId: card.view.threadId ?? "",
-        turnId: card.view.turnId ?? "",
-        outcome: settlement.outcome,
-        source
-      }),
-      Effect.withParentSpan(span)
-    )
-  })
+/** A settled card's span described and ended (telemetry on; the describer's fiber). */
+const describeSettled = (card: PendingCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): void => {
+  span.attribute("warden.source", describeSource(settlement.source))
+  if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
+  span.attribute("warden.latency_ms", settlement.latencyMs)
+  span.attribute("warden.written", settlement.written)
+  // The masked summary (built once, shared with the board, the audit and the ledger).
+  span.attribute("warden.card.kind", card.view.summary.kind)
+  span.attribute("warden.card.title", card.view.title)
+  if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
+  span.end(endTime, Exit.void)
+}
+
+type Recorder = (card: PendingCard, settlement: Settlement, span: Tracer.Span) => void
+
+/**
+ * What writes a settled card's log record (`card <outcome>`, at Info, its ids and source as
+ * annotations, in its span: the record carries the span's trace and span ids) with the loggers of
+ * `fiber`: what `Effect.logInfo(…).pipe(Effect.annotateLogs(…), Effect.withParentSpan(span))` in
+ * `fiber` would write, handed to the same loggers, without an effect per card (that cost ~16 µs
+ * a card, most of it the annotations' and the span's FiberRef changes). The record is not an event
+ * of the span (Effect's tracer logger is left out): the span already says all it says. Undefined
+ * when no logger would write it (none but the tracer's, or Info below the minimum level).
+ */
+const recorder = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Recorder | undefined => {
+  const to = loggersOf(fiber, LogLevel.Info)
+  if (to === undefined) return undefined
+  return (card, settlement, span) => {
+    const view = card.view
+    const annotations = HashMap.mutate(to.annotations, (m) => {
+      HashMap.set(m, "cardId", view.id)
+      HashMap.set(m, "method", view.method)
+      HashMap.set(m, "threadId", view.threadId ?? "")
+      HashMap.set(m, "turnId", view.turnId ?? "")
+      HashMap.set(m, "outcome", settlement.outcome)
+      HashMap.set(m, "source", describeSource(settlement.source))
+    })
+    to.write(LogLevel.Info, `card ${settlement.outcome}`, Cause.empty, annotations, span)
+  }
+}
+
+/** A description that threw, logged at Error with `fiber`'s loggers (one that throws too is not asked again). */
+const logDefect = (fiber: Fiber.RuntimeFiber<unknown, unknown>, defect: unknown): void => {
+  try {
+    const to = loggersOf(fiber, LogLevel.Error)
+    to?.write(LogLevel.Error, "a card's settlement step threw", Cause.die(defect), to.annotations, undefined)
+  } catch {
+    // nowhere left to say it
+  }
+}
+
+/**
+ * What `fiber` logs at `level` with: its loggers but Effect's tracer logger, its log annotations,
+ * and a `write` that hands them one record (in `span`, when given) as the fiber's own `log` would.
+ * Undefined when none of them would write it.
+ */
+const loggersOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, level: LogLevel.LogLevel) => {
+  if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), level)) return undefined
+  const loggers = HashSet.remove(fiber.getFiberRef(FiberRef.currentLoggers), Logger.tracerLogger)
+  if (HashSet.size(loggers) === 0) return undefined
+  const fiberId = fiber.id()
+  const refs = fiber.getFiberRefs()
+  const context = fiber.getFiberRef(FiberRef.currentContext)
+  const spans = fiber.getFiberRef(FiberRef.currentLogSpan)
+  const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
+  return {
+    annotations: fiber.getFiberRef(FiberRef.currentLogAnnotations),
+    write: (
+      logLevel: LogLevel.LogLevel,
+      message: string,
+      cause: Cause.Cause<unknown>,
+      annotations: HashMap.HashMap<string, unknown>,
+      span: Tracer.Span | undefined
+    ): void => {
+      const options: Logger.Logger.Options<unknown> = {
+        fiberId,
+        logLevel,
+        message: [message],
+        cause,
+        context:
+          span === undefined
+            ? refs
+            : FiberRefs.updateAs(refs, {
+                fiberId,
+                fiberRef: FiberRef.currentContext,
+                value: Context.add(context, Tracer.ParentSpan, span)
+              }),
+        spans,
+        annotations,
+        date: new Date(clock.unsafeCurrentTimeMillis())
+      }
+      for (const logger of loggers) logger.log(options)
+    }
+  }
+}

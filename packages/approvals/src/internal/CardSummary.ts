@@ -55,10 +55,27 @@ const optText = (value: string | null | undefined, max: number = Bounds.text): s
 
 /** One line: control characters and line breaks become spaces, runs of spaces collapse. */
 const oneLine = (value: string): string =>
-  value
-    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ")
-    .replace(/\s+/g, " ")
-    .trim()
+  isOneLine(value)
+    ? value
+    : value
+        .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, " ")
+        .replace(/\s+/g, " ")
+        .trim()
+
+/**
+ * Whether `oneLine` would leave `value` as it is: printable ASCII only, no space at either end,
+ * no two spaces in a row (most titles; a scan of its characters instead of two Unicode regexes).
+ */
+const isOneLine = (value: string): boolean => {
+  const last = value.length - 1
+  for (let i = 0; i <= last; i++) {
+    const code = value.charCodeAt(i)
+    if (code === 32) {
+      if (i === 0 || i === last || value.charCodeAt(i + 1) === 32) return false
+    } else if (code < 32 || code > 126) return false
+  }
+  return true
+}
 
 /** A title from text that is already masked: one line, bounded. */
 const maskedLine = (masked: string, max: number = Bounds.title): string =>
@@ -423,17 +440,21 @@ const summarizeKnown = (request: ServerRequests.ServerRequest, context: CardCont
 
 /** The card's summary and title for a decoded request. */
 export const summarize = (request: ServerRequests.DecodedRequest, context: CardContext): Summarized => {
-  const method = line(request.method, 100)
   try {
     switch (request._tag) {
       case "Known":
         return summarizeKnown(request, context)
-      case "Unknown":
+      case "Unknown": {
+        const method = line(request.method, 100)
         return { summary: { kind: "other", method }, title: `unknown method ${method}` }
-      case "Malformed":
+      }
+      case "Malformed": {
+        const method = line(request.method, 100)
         return { summary: { kind: "other", method }, title: `malformed ${method}` }
+      }
     }
   } catch {
+    const method = line(request.method, 100)
     return { summary: { kind: "other", method }, title: `${method} (could not be summarised)` }
   }
 }

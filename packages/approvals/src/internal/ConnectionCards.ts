@@ -26,7 +26,7 @@ import type {
 import type { CardContext, CardView, Settlement } from "../Card.js"
 import * as DeadlineTimer from "../DeadlineTimer.js"
 import * as Deadlines from "../Deadlines.js"
-import { describer, handlerSpan, startSpan, tracesVisibly } from "./CardSpans.js"
+import { handlerSpan, settledSpans, startSpan, tracesVisibly } from "./CardSpans.js"
 import type { Engine } from "./Engine.js"
 import type { HandlerRunner } from "./HandlerPool.js"
 import { handlerPool } from "./HandlerPool.js"
@@ -60,7 +60,7 @@ export const make = (
   const parents = parentCards()
   const handlers = handlerPool(owner)
   // Telemetry on: the connection's settled cards' spans, described off the read loop.
-  const describeSettled = describer(owner.fork)
+  const settled = settledSpans(owner)
   // Each method's deadline, read from the configuration once.
   const deadlines = new Map<string, Duration.Duration>()
   const deadlineOf = (method: string): Duration.Duration => {
@@ -113,7 +113,7 @@ export const make = (
     engine.publish({ _tag: "CardOpened", card: card.view })
 
     const traceParent = options.traceParent
-    const span = traceParent === undefined ? undefined : startSpan(card, traceParent, fiber, describeSettled)
+    const span = traceParent === undefined ? undefined : startSpan(card, traceParent, fiber, settled.describe)
     return decide(card, request, options, context, fiber, runtimeFlags, span)
   }
 
@@ -220,7 +220,8 @@ export const make = (
     closeWhere,
     connectionLost,
     openCards: () => Array.from(byRequestId.values(), (c) => c.view),
-    size: () => byRequestId.size
+    size: () => byRequestId.size,
+    describeSettled: settled.flush
   }
 }
 

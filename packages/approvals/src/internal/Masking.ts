@@ -163,11 +163,22 @@ export const maskShown = (text: string, max: number): string => {
   }
 }
 
-/** Cut a string to `max` characters (by code point), ending with "…" when cut. */
+/**
+ * Cut a string to `max` characters (code points: a surrogate pair is one, as `Array.from` counts
+ * them), ending with "…" when cut: then its first `max - 1` characters and "…". A walk over the
+ * code units of what is kept, no array of characters.
+ */
 export const truncate = (text: string, max: number): string => {
   if (text.length <= max) return text
-  const chars = Array.from(text.slice(0, max + 1))
-  return chars.length <= max ? chars.join("") : `${chars.slice(0, Math.max(0, max - 1)).join("")}…`
+  let at = 0 // code units of the characters walked
+  let kept = 0 // code units of the first `max - 1` characters
+  for (let chars = 0; chars < max; chars++) {
+    if (at >= text.length) return text
+    if (chars === max - 1) kept = at
+    const code = text.charCodeAt(at)
+    at += code >= 0xd800 && code <= 0xdbff && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00 ? 2 : 1
+  }
+  return at >= text.length ? text : `${text.slice(0, kept)}…`
 }
 
 /**

@@ -223,6 +223,8 @@ export interface SpanState {
   readonly describer: Describer | undefined
   /** What was in force in the fiber that opened the card (its handler's span takes them too). */
   readonly ambient: {
+    /** The fiber itself (with telemetry its loggers write the card's record). */
+    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
     readonly annotations: HashMap.HashMap<string, unknown>
     readonly links: Chunk.Chunk<Tracer.SpanLink>
     readonly timing: boolean

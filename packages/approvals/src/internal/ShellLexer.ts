@@ -63,6 +63,19 @@ const emptyResult = (): LexResult => ({
 })
 
 const isBlank = (c: string) => c === " " || c === "\t"
+/**
+ * A character `Lexer.run` only adds to the word it is in, wherever it stands: letters, digits and
+ * `-_./=,:@%+^` (a subset of what it treats so: `#` and `~` mean something at a word's start).
+ */
+const isPlain = (code: number): boolean =>
+  (code >= 97 && code <= 122) || // a-z
+  (code >= 65 && code <= 90) || // A-Z
+  (code >= 43 && code <= 58) || // + , - . / 0-9 :
+  code === 95 || // _
+  code === 61 || // =
+  code === 64 || // @
+  code === 37 || // %
+  code === 94 // ^
 const isDigits = (s: string) => s.length > 0 && /^[0-9]+$/.test(s)
 
 /**
@@ -357,9 +370,12 @@ class Lexer {
       }
       if (!this.inWord && c === "~") out.expands = true
       if (c === "*" || c === "?" || c === "[" || c === "{" || c === "}") out.expands = true
-      this.word += c
+      // The plain characters after it (nothing above reads them) join the word with it, at once.
+      let j = cursor.i + 1
+      while (j < src.length && isPlain(src.charCodeAt(j))) j++
+      this.word += j === cursor.i + 1 ? c : src.slice(cursor.i, j)
       this.inWord = true
-      cursor.i += 1
+      cursor.i = j
     }
     if (mode !== "top") out.complete = false // the substitution never closed
     this.endSegment()
