@@ -87,7 +87,7 @@ const setup = (failOn?: string) =>
     const cards = () => made.filter((s) => s.name === "warden.card")
     const described = () => cards().filter((s) => s.attributes.has("warden.source"))
     const cardRecords = () => records.filter((r) => String(r.message).startsWith("card "))
-    return { connectionCards, owner, open, cards, described, records, cardRecords }
+    return { connectionCards, owner, open, cards, described, records, cardRecords, made: () => made }
   })
 
 const parentSpanOf = (record: Logger.Logger.Options<unknown>) =>
@@ -96,14 +96,14 @@ const parentSpanOf = (record: Logger.Logger.Options<unknown>) =>
 describe("settled cards' spans, described in batches", () => {
   it.scoped("each span is described and ended, its record written by the opener's loggers, in the card's span", () =>
     Effect.gen(function* () {
-      const { connectionCards, open, cards, described, cardRecords } = yield* setup()
+      const { connectionCards, open, cards, described, cardRecords, made } = yield* setup()
       yield* open(3)
-      assert.strictEqual(cards().length, 3)
-      for (const span of cards()) assert.strictEqual(span.attributes.get("warden.outcome"), "accepted")
       connectionCards.describeSettled()
+      assert.strictEqual(cards().length, 3)
       assert.strictEqual(described().length, 3)
       for (const span of cards()) {
         assert.strictEqual(span.status._tag, "Ended")
+        assert.strictEqual(span.attributes.get("warden.outcome"), "accepted")
         assert.strictEqual(span.attributes.get("warden.source"), "handler")
         assert.strictEqual(span.attributes.get("warden.card.kind"), "command")
         assert.match(String(span.attributes.get("warden.card.title")), /^run: /)
@@ -121,6 +121,17 @@ describe("settled cards' spans, described in batches", () => {
         assert.strictEqual(annotations["cardId"], card?.attributes.get("warden.card_id"))
         assert.strictEqual(annotations["outcome"], "accepted")
         assert.strictEqual(annotations["source"], "handler")
+      }
+      // The handler answered at once: its span, made with its card's, a child of it, ended.
+      const handlers = made().filter((s) => s.name === "warden.card.handler")
+      assert.strictEqual(handlers.length, 3)
+      for (const handler of handlers) {
+        const parent = Option.isSome(handler.parent) ? handler.parent.value.spanId : undefined
+        assert.isDefined(
+          cards().find((c) => c.spanId === parent),
+          "a handler's span is a child of its card's"
+        )
+        assert.strictEqual(handler.status._tag, "Ended")
       }
       // Described once: asking again describes nothing more.
       connectionCards.describeSettled()

@@ -35,50 +35,70 @@ export const tracesVisibly = (fiber: Fiber.RuntimeFiber<unknown, unknown>): bool
   Context.get(fiber.getFiberRef(DefaultServices.currentServices), Tracer.Tracer) !== nativeTracer
 
 /**
- * Open the card's span (`warden.card`), ended when the card settles; synchronously, in the step
- * that opens the card (the read loop's: an effect here would hand the rest of the chunk to the
- * loop's fiber for every card). What `Effect.makeSpan` does for `fiber`: its tracer and clock, the
- * span annotations and links in force, no span when tracing is off.
+ * The card's span (`warden.card`), ended when the card settles. What `Effect.makeSpan` does for
+ * `fiber`, read in the step that opens the card (the read loop's: an effect here would hand the
+ * rest of the chunk to the loop's fiber for every card): its tracer and clock, the span
+ * annotations and links in force, the time; no span when tracing is off.
  *
- * Without a `parent` (telemetry off, under an embedder's tracer) the span is a child of the
- * caller's and only says the outcome, ended synchronously in the settlement. With one (the turn's
- * span, telemetry on) and a `describer`, the settlement is described on it (source, decision,
- * latency, whether the answer was written, the card's kind and masked title: never the request
- * itself) and a log record is written in it, by a fiber of the connection's, off the read loop:
+ * Without a `parent` (telemetry off, under an embedder's tracer) the span is made now, a child of
+ * the caller's, and only says the outcome, ended synchronously in the settlement. With one (the
+ * turn's span, telemetry on) and a `describer`, the span is made when first needed (`cardSpan`):
+ * after the card settled, by the describer, in a batch with others (off the read loop), or when
+ * its handler's span needs a parent; its start time is the opening's all the same. The
+ * settlement is described on it (source, decision, latency, whether the answer was written, the
+ * card's kind and masked title: never the request itself) and a log record is written in it:
  * building the masked summary of a large patch and running the logger are not the loop's work.
- * The span's end time is the settlement's.
+ * The span's end time is the settlement's. Returns whether the card has a span.
  */
 export const startSpan = (
   card: PendingCard,
   parent: Tracer.AnySpan | undefined,
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   describer?: Describer
-): Tracer.Span | undefined => {
-  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
+): boolean => {
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return false
   const services = fiber.getFiberRef(DefaultServices.currentServices)
-  const tracer = Context.get(services, Tracer.Tracer)
   const clock = Context.get(services, Clock.Clock)
-  const links = fiber.getFiberRef(FiberRef.currentTracerSpanLinks)
   const timing = fiber.getFiberRef(FiberRef.currentTracerTimingEnabled)
-  const span = tracer.span(
+  const state: SpanState = {
+    span: undefined,
+    parent:
+      parent !== undefined
+        ? Option.some(parent)
+        : propagating(Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan)),
+    startTime: timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
+    clock,
+    tracer: Context.get(services, Tracer.Tracer),
+    describer: parent === undefined ? undefined : describer,
+    ambient: {
+      fiber,
+      annotations: fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations),
+      links: fiber.getFiberRef(FiberRef.currentTracerSpanLinks),
+      timing
+    },
+    answered: undefined
+  }
+  card.attachSpan(state)
+  // Nothing describes it later: made now.
+  if (state.describer === undefined) cardSpan(card, state)
+  return true
+}
+
+/** The card's span, made now if it was not yet (at its opening's time: see `startSpan`). */
+export const cardSpan = (card: PendingCard, state: SpanState): Tracer.Span => {
+  if (state.span !== undefined) return state.span
+  const links = state.ambient.links
+  const span = state.tracer.span(
     "warden.card",
-    parent !== undefined
-      ? Option.some(parent)
-      : propagating(Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan)),
+    state.parent,
     Context.empty(),
     Chunk.isEmpty(links) ? [] : Chunk.toReadonlyArray(links),
-    timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
+    state.startTime,
     "internal",
     NoStackTrace
   )
-  const annotations = fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations)
-  describe(span, card, annotations)
-  card.attachSpan(span, clock, tracer, parent === undefined ? undefined : describer, {
-    fiber,
-    annotations,
-    links,
-    timing
-  })
+  state.span = span
+  describe(span, card, state.ambient.annotations)
   return span
 }
 
@@ -91,29 +111,42 @@ const describe = (span: Tracer.Span, card: PendingCard, annotations: HashMap.Has
   span.attribute("warden.turn_id", card.view.turnId ?? "")
 }
 
-/** The span a card's handler runs in (`warden.card.handler`), a child of the card's, made when it is called. */
-export const handlerSpan = (card: PendingCard, cardSpan: Tracer.Span): HandlerSpan | undefined => {
-  const parts = card.spanParts()
-  if (parts === undefined) return undefined
-  // The fiber that opened the card: its span annotations, links and timing, as the handler's
-  // span had them when it was made in a fiber of the opener's runtime.
-  const { clock, tracer, ambient } = parts
+/**
+ * The span a card's handler runs in (`warden.card.handler`), a child of the card's, made when it
+ * is called (`open`). A handler that answered at once (`answered`): with telemetry its span is
+ * made with the card's, by the describer, started and ended at that time; without, now.
+ */
+export const handlerSpan = (card: PendingCard): HandlerSpan | undefined => {
+  const state = card.spanParts()
+  if (state === undefined) return undefined
+  const clock = state.clock
   return {
     clock,
-    open: () => {
-      const span = tracer.span(
-        "warden.card.handler",
-        Option.some(cardSpan),
-        Context.empty(),
-        Chunk.isEmpty(ambient.links) ? [] : Chunk.toReadonlyArray(ambient.links),
-        ambient.timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
-        "internal",
-        NoStackTrace
-      )
-      describe(span, card, ambient.annotations)
-      return span
+    open: () => openHandlerSpan(card, state, clock.unsafeCurrentTimeNanos()),
+    answered: (exit) => {
+      const at = clock.unsafeCurrentTimeNanos()
+      if (state.describer !== undefined) state.answered = { at, exit }
+      else openHandlerSpan(card, state, at).end(at, exit)
     }
   }
+}
+
+/** The handler's span, started at `at` (when timing is on), under the card's (made if it was not). */
+const openHandlerSpan = (card: PendingCard, state: SpanState, at: bigint): Tracer.Span => {
+  // The fiber that opened the card: its span annotations, links and timing, as the handler's
+  // span had them when it was made in a fiber of the opener's runtime.
+  const ambient = state.ambient
+  const span = state.tracer.span(
+    "warden.card.handler",
+    Option.some(cardSpan(card, state)),
+    Context.empty(),
+    Chunk.isEmpty(ambient.links) ? [] : Chunk.toReadonlyArray(ambient.links),
+    ambient.timing ? at : BigInt(0),
+    "internal",
+    NoStackTrace
+  )
+  describe(span, card, ambient.annotations)
+  return span
 }
 
 /** The caller's span, or the nearest of its parents that propagates (as `Effect.makeSpan` picks). */
@@ -133,16 +166,10 @@ const NoStackTrace = { captureStackTrace: false } as const
 
 /**
  * What describes a settled card's span (telemetry on): called in the settlement's step, it only
- * queues the card (`settledSpans`). `opener` is the fiber that opened it: its loggers write the
- * card's record.
+ * queues the card (`settledSpans`). The fiber that opened it (`SpanState.ambient`) writes its
+ * record, with its loggers.
  */
-export type Describer = (
-  card: PendingCard,
-  settlement: Settlement,
-  span: Tracer.Span,
-  endTime: bigint,
-  opener: Fiber.RuntimeFiber<unknown, unknown>
-) => void
+export type Describer = (card: PendingCard, settlement: Settlement, state: SpanState, endTime: bigint) => void
 
 /** How many settled cards wait for their description at most: a full batch is described at once (after the step). */
 export const DescribeBatch = 64
@@ -195,8 +222,8 @@ export const settledSpans = (owner: {
     timer = undefined
     flush()
   }
-  const describe: Describer = (card, settlement, span, endTime, opener) => {
-    const described = { card, settlement, span, endTime, opener }
+  const describe: Describer = (card, settlement, state, endTime) => {
+    const described = { card, settlement, state, endTime }
     if (closed) return describeAll([described])
     if (!watching) {
       watching = true
@@ -230,20 +257,21 @@ const describeAll = (batch: ReadonlyArray<Described>): void => {
   let record: Recorder | undefined
   for (const d of batch) {
     try {
-      if (d.opener !== opener) {
-        opener = d.opener
+      if (d.state.ambient.fiber !== opener) {
+        opener = d.state.ambient.fiber
         record = recorder(opener)
       }
-      describeSettled(d.card, d.settlement, d.span, d.endTime)
-      record?.(d.card, d.settlement, d.span)
+      const span = describeSettled(d.card, d.settlement, d.state, d.endTime)
+      record?.(d.card, d.settlement, span)
     } catch (defect) {
-      // Ended all the same, if it was not (the throw came before its end).
+      // Ended all the same, if it was made and not ended (the throw came before its end).
       try {
-        if (d.span.status._tag !== "Ended") d.span.end(d.endTime, Exit.void)
+        const span = d.state.span
+        if (span !== undefined && span.status._tag !== "Ended") span.end(d.endTime, Exit.void)
       } catch {
         // the embedder's tracer again: reported below
       }
-      logDefect(d.opener, defect)
+      logDefect(d.state.ambient.fiber, defect)
     }
   }
 }
@@ -251,22 +279,31 @@ const describeAll = (batch: ReadonlyArray<Described>): void => {
 interface Described {
   readonly card: PendingCard
   readonly settlement: Settlement
-  readonly span: Tracer.Span
+  readonly state: SpanState
   readonly endTime: bigint
-  readonly opener: Fiber.RuntimeFiber<unknown, unknown>
 }
 
 /** The card settled: its span says so and ends (described by its connection's describer with telemetry). */
 export const endSpan = (card: PendingCard, settlement: Settlement, state: SpanState): void => {
-  const span = state.span
-  span.attribute("warden.outcome", settlement.outcome)
   const endTime = state.clock.unsafeCurrentTimeNanos()
-  if (state.describer === undefined) return span.end(endTime, Exit.void)
-  state.describer(card, settlement, span, endTime, state.ambient.fiber)
+  if (state.describer !== undefined) return state.describer(card, settlement, state, endTime)
+  const span = cardSpan(card, state)
+  span.attribute("warden.outcome", settlement.outcome)
+  span.end(endTime, Exit.void)
 }
 
-/** A settled card's span described and ended (telemetry on; the describer's fiber). */
-const describeSettled = (card: PendingCard, settlement: Settlement, span: Tracer.Span, endTime: bigint): void => {
+/**
+ * A settled card's span made if it was not, its handler's if the handler answered at once,
+ * described and ended (telemetry on; a batch of the describer's).
+ */
+const describeSettled = (card: PendingCard, settlement: Settlement, state: SpanState, endTime: bigint): Tracer.Span => {
+  const span = cardSpan(card, state)
+  span.attribute("warden.outcome", settlement.outcome)
+  const answered = state.answered
+  if (answered !== undefined) {
+    state.answered = undefined
+    openHandlerSpan(card, state, answered.at).end(answered.at, answered.exit)
+  }
   span.attribute("warden.source", describeSource(settlement.source))
   if (settlement.decision !== undefined) span.attribute("warden.decision", settlement.decision)
   span.attribute("warden.latency_ms", settlement.latencyMs)
@@ -276,6 +313,7 @@ const describeSettled = (card: PendingCard, settlement: Settlement, span: Tracer
   span.attribute("warden.card.title", card.view.title)
   if (card.view.workItem !== undefined) span.attribute("warden.item", String(card.view.workItem))
   span.end(endTime, Exit.void)
+  return span
 }
 
 type Recorder = (card: PendingCard, settlement: Settlement, span: Tracer.Span) => void

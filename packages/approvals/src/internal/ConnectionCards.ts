@@ -12,7 +12,7 @@
 import type { JsonRpc, ServerRequests } from "@warden/protocol"
 import { ServerRequests as SR } from "@warden/protocol"
 import { Effect, Runtime } from "effect"
-import type { Duration, Fiber, RuntimeFlags, Scope, Tracer } from "effect"
+import type { Duration, Fiber, RuntimeFlags, Scope } from "effect"
 import type {
   CloseReason,
   ConnectionCards,
@@ -113,7 +113,7 @@ export const make = (
     engine.publish({ _tag: "CardOpened", card: card.view })
 
     const traceParent = options.traceParent
-    const span = traceParent === undefined ? undefined : startSpan(card, traceParent, fiber, settled.describe)
+    const span = traceParent !== undefined && startSpan(card, traceParent, fiber, settled.describe)
     return decide(card, request, options, context, fiber, runtimeFlags, span)
   }
 
@@ -124,7 +124,8 @@ export const make = (
     context: CardContext,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     runtimeFlags: RuntimeFlags.RuntimeFlags,
-    span: Tracer.Span | undefined
+    /** Whether the card has a span (`startSpan`). */
+    span: boolean
   ): OpenResult | Effect.Effect<OpenResult> => {
     // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
     if (request._tag === "Unknown") {
@@ -168,7 +169,7 @@ export const make = (
     }
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
-    if (span === undefined && tracesVisibly(fiber)) {
+    if (!span && tracesVisibly(fiber)) {
       return waitFor(card, parent, options, fiber, runtimeFlags, startSpan(card, undefined, fiber))
     }
     return waitFor(card, parent, options, fiber, runtimeFlags, span)
@@ -182,7 +183,7 @@ export const make = (
     options: OpenOptions,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     runtimeFlags: RuntimeFlags.RuntimeFlags,
-    cardSpan: Tracer.Span | undefined
+    cardSpan: boolean
   ): OpenResult | Effect.Effect<OpenResult> => {
     const registered = awaitDecision(card, parent, timer, {
       handler: config.handler,
@@ -233,8 +234,8 @@ interface AwaitOptions {
   readonly parents: ParentCards
   /** Call the handler and run what it returns (the connection's `handlerPool`). */
   readonly handlers: HandlerRunner
-  /** The card's span, when it has one (a child of its turn's with telemetry, else of the caller's). */
-  readonly span: Tracer.Span | undefined
+  /** Whether the card has a span (a child of its turn's with telemetry, else of the caller's): its handler's is a child of it. */
+  readonly span: boolean
 }
 
 /**
@@ -270,7 +271,6 @@ const awaitDecision = (
 const startHandler = (card: PendingCard, options: AwaitOptions): void => {
   const handler = options.handler
   if (handler === undefined || card.settlement) return
-  const span = options.span
   // Called after this step, and what it returns runs in a fiber only if there is something left
   // to run (`HandlerRunner.call`), in its span when the card has one. Not in `parent`, nor in any
   // scope: closing a scope waits for its fibers, and a handler that will not be interrupted (an
@@ -278,5 +278,5 @@ const startHandler = (card: PendingCard, options: AwaitOptions): void => {
   // by its card instead: whatever settles the card (a decision, the deadline, the parent's close,
   // the connection's end) interrupts it, and nobody waits. How it ended decides
   // (`PendingCard.handlerEnded`).
-  options.handlers.call(card, handler, span === undefined ? undefined : handlerSpan(card, span))
+  options.handlers.call(card, handler, options.span ? handlerSpan(card) : undefined)
 }

@@ -39,6 +39,8 @@ export interface HandlerRunner {
  */
 export interface HandlerSpan {
   readonly open: () => Tracer.Span
+  /** The handler answered at once (no fiber): its span says how, now or with its card's (telemetry). */
+  readonly answered: (exit: Exit.Exit<unknown, unknown>) => void
   readonly clock: Clock.Clock
 }
 
@@ -143,7 +145,7 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
         const exit = job as Exit.Exit<DecisionNs.Decision | undefined, unknown>
         // Its span says how it ended, at once (an embedder's tracer that throws making it: a
         // defect of this card's handler).
-        if (span !== undefined) span.open().end(span.clock.unsafeCurrentTimeNanos(), exit)
+        if (span !== undefined) span.answered(exit)
         card.handlerEnded(exit)
       } else if (span === undefined) run(card, Effect.interruptible(job))
       else {

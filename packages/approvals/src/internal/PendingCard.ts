@@ -25,7 +25,7 @@
 import type { Decision as DecisionNs, ServerRequests } from "@warden/protocol"
 import { Decision, ServerRequests as SR } from "@warden/protocol"
 import { Cause, Duration, Effect, Either, Exit, FiberId } from "effect"
-import type { Chunk, Clock, Fiber, HashMap, Tracer } from "effect"
+import type { Chunk, Clock, Fiber, HashMap, Option, Tracer } from "effect"
 import type { ApprovalEvent } from "../ApprovalEvent.js"
 import type { CloseReason, Line } from "../Approvals.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
@@ -213,11 +213,19 @@ const declineOnly: ReadonlyArray<DecisionNs.DecisionTag> = Object.freeze(["Decli
 const DeadlineSource: Source = { _tag: "Deadline" }
 const HandlerSource: Source = { _tag: "Handler" }
 
-/** A card's span and the clock that ends it (only for cards that have one). */
+/**
+ * A card's span (only for cards that have one): what makes it, and the clock that ends it. With
+ * telemetry (a `describer`) it is made when first needed (`CardSpans.cardSpan`), at the time the
+ * card opened: by its describer after it settled, in a batch, or when a handler's span needs it
+ * as a parent; without, when the card opens.
+ */
 export interface SpanState {
-  readonly span: Tracer.Span
+  span: Tracer.Span | undefined
+  /** Its parent: the turn's span with telemetry, else the caller's (or none). */
+  readonly parent: Option.Option<Tracer.AnySpan>
+  readonly startTime: bigint
   readonly clock: Clock.Clock
-  /** The tracer that made it (its handler's span is made by the same). */
+  /** The tracer that makes it (its handler's span is made by the same). */
   readonly tracer: Tracer.Tracer
   /** Telemetry on: what describes the settlement on the span, off the read loop. */
   readonly describer: Describer | undefined
@@ -229,6 +237,11 @@ export interface SpanState {
     readonly links: Chunk.Chunk<Tracer.SpanLink>
     readonly timing: boolean
   }
+  /**
+   * Telemetry on: a handler that answered at once (no fiber), when and how; its span is made,
+   * started and ended at that time, with the card's by the describer.
+   */
+  answered: { readonly at: bigint; readonly exit: Exit.Exit<unknown, unknown> } | undefined
 }
 
 /**
@@ -273,15 +286,9 @@ export class PendingCard extends Timed {
     return this.result
   }
 
-  /** The card's span, ended (or described) when it settles. */
-  attachSpan(
-    span: Tracer.Span,
-    clock: Clock.Clock,
-    tracer: Tracer.Tracer,
-    describer: Describer | undefined,
-    ambient: SpanState["ambient"]
-  ): void {
-    this.spanState = { span, clock, tracer, describer, ambient }
+  /** The card's span (made now or later: `SpanState`), ended (or described) when it settles. */
+  attachSpan(state: SpanState): void {
+    this.spanState = state
   }
 
   /** Its span's clock and tracer, while its span is open. */
