@@ -52,20 +52,37 @@ const recordingTracer = (failOn?: string) =>
   })
 
 /**
- * An engine whose handler accepts at once, a connection's cards owned by a FiberSet of `owner`'s
- * scope, a thread, the turn's span, and a logger that keeps what it is given (the test fiber's,
- * so the opener's).
+ * An engine whose handler accepts (at once by default), a connection's cards owned by a FiberSet
+ * of `owner`'s scope, a thread, the turn's span, and a logger that keeps what it is given: the
+ * test fiber's only, added after the owner's runtime was made, so a record it has was written by
+ * the loggers of the fiber that opened the card. `throwOnce` makes the logger throw at its first
+ * card record.
  */
-const setup = (failOn?: string) =>
+const setup = (
+  failOn?: string,
+  options: {
+    readonly handler?: Approvals.Handler
+    readonly throwOnce?: boolean
+  } = {}
+) =>
   Effect.gen(function* () {
     const records: Array<Logger.Logger.Options<unknown>> = []
-    yield* Effect.locallyScopedWith(
-      FiberRef.currentLoggers,
-      HashSet.add(Logger.make((options) => void records.push(options)))
-    )
-    const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
+    const approvals = yield* Approvals.make({ handler: options.handler ?? (() => Effect.succeed(Decision.Accept)) })
     const owner = yield* Scope.make()
     const run = yield* FiberSet.makeRuntime<never, void, never>().pipe(Scope.extend(owner))
+    let threw = options.throwOnce !== true
+    yield* Effect.locallyScopedWith(
+      FiberRef.currentLoggers,
+      HashSet.add(
+        Logger.make((record) => {
+          if (!threw && String(record.message).startsWith("card ")) {
+            threw = true
+            throw new Error("a logger that throws")
+          }
+          records.push(record)
+        })
+      )
+    )
     const connectionCards = approvals.cardsFor(recordingLine().line, undefined, {
       fork: (effect) => void run(effect, { immediate: false }),
       spawn: (effect) => run(effect, { immediate: false })
@@ -177,6 +194,59 @@ describe("settled cards' spans, described in batches", () => {
         errors.map((r) => r.message),
         [["a card's settlement step threw"]]
       )
+    })
+  )
+
+  it.scoped("without a full batch or a close, the time limit describes them (a real 20 ms timer)", () =>
+    Effect.gen(function* () {
+      const { open, described, cardRecords } = yield* setup()
+      yield* open(3)
+      // Polled in real time (the timer is not the test clock's), bounded.
+      for (let i = 0; i < 20_000 && described().length < 3; i++) {
+        yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      }
+      assert.strictEqual(described().length, 3)
+      assert.strictEqual(cardRecords().length, 3)
+    })
+  )
+
+  it.scoped(
+    "a logger that throws: the span is described all the same, the others' records written, the throw logged",
+    () =>
+      Effect.gen(function* () {
+        const { connectionCards, open, cards, described, records, cardRecords } = yield* setup(undefined, {
+          throwOnce: true
+        })
+        yield* open(3)
+        connectionCards.describeSettled()
+        assert.strictEqual(described().length, 3)
+        assert.isTrue(cards().every((s) => s.status._tag === "Ended"))
+        assert.strictEqual(cardRecords().length, 2)
+        assert.deepStrictEqual(
+          records.filter((r) => r.logLevel === LogLevel.Error).map((r) => r.message),
+          [["a card's settlement step threw"]]
+        )
+      })
+  )
+
+  it.scoped("a handler that runs in a fiber: its span's parent, the card's, is made when the handler starts", () =>
+    Effect.gen(function* () {
+      const { connectionCards, open, cards, made } = yield* setup(undefined, {
+        handler: () => Effect.as(Effect.yieldNow(), Decision.Accept)
+      })
+      yield* open(2)
+      const handlers = made().filter((s) => s.name === "warden.card.handler")
+      assert.strictEqual(handlers.length, 2, "made when each handler ran")
+      assert.strictEqual(cards().length, 2, "the cards' spans, made as their parents")
+      connectionCards.describeSettled()
+      for (const handler of handlers) {
+        const parent = Option.isSome(handler.parent) ? handler.parent.value.spanId : undefined
+        const card = cards().find((c) => c.spanId === parent)
+        assert.isDefined(card, "a child of its card's")
+        assert.strictEqual(handler.status._tag, "Ended")
+        assert.strictEqual(card?.attributes.get("warden.source"), "handler")
+        assert.strictEqual(card?.status._tag, "Ended")
+      }
     })
   )
 })

@@ -12,12 +12,16 @@ import {
   DefaultServices,
   Effect,
   Exit,
+  type FiberId,
   FiberRef,
   FiberRefs,
   HashMap,
   HashSet,
+  Inspectable,
   Logger,
   LogLevel,
+  type List,
+  type LogSpan,
   Option,
   Tracer
 } from "effect"
@@ -71,7 +75,7 @@ export const startSpan = (
     tracer: Context.get(services, Tracer.Tracer),
     describer: parent === undefined ? undefined : describer,
     ambient: {
-      fiber,
+      log: parent !== undefined && describer !== undefined ? logContextOf(fiber) : undefined,
       annotations: fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations),
       links: fiber.getFiberRef(FiberRef.currentTracerSpanLinks),
       timing
@@ -194,7 +198,9 @@ export interface SettledSpans {
  * When `owner` closes (the connection's end), a fiber of its that waits for nothing ends, and what
  * still waits is described then, in the closing's step (the timer is cleared); a card settled
  * after that is described in its settlement's step. Each record is written by the loggers of the
- * fiber that opened its card (the read loop's), as `Effect.logInfo` there would have.
+ * fiber that opened its card (the read loop's), with its annotations and log spans as they are
+ * when the batch is described (a read loop's do not change), dated with the settlement's time, as
+ * `Effect.logInfo` there would have.
  * One whose description throws (an embedder's tracer or logger) is ended all the same and the
  * defect logged; the others are described.
  */
@@ -227,11 +233,17 @@ export const settledSpans = (owner: {
     if (closed) return describeAll([described])
     if (!watching) {
       watching = true
-      // Ends when the owner closes (interrupted, even before it started): then what waits is described.
-      owner.spawn(Effect.never).addObserver(() => {
+      try {
+        // Ends when the owner closes (interrupted, even before it started): then what waits is
+        // described. Suspended without a timer (`Effect.never` keeps one, ref'd, for its life).
+        owner.spawn(Waits).addObserver(() => {
+          closed = true
+          flush()
+        })
+      } catch {
+        // An owner that cannot run a fiber: nothing would describe what waits, so nothing waits.
         closed = true
-        flush()
-      })
+      }
       if (closed) return describeAll([described])
     }
     const waits = waiting.push(described)
@@ -251,15 +263,19 @@ export const settledSpans = (owner: {
   return { describe, flush }
 }
 
+/** A fiber that waits until it is interrupted, with no timer keeping the process alive. */
+const Waits: Effect.Effect<void> = Effect.async<void>(() => {})
+
 /** Describe each settled card of `batch` and write its record; a throw is logged, and the others described. */
 const describeAll = (batch: ReadonlyArray<Described>): void => {
-  let opener: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  let log: LogContext | undefined
   let record: Recorder | undefined
   for (const d of batch) {
     try {
-      if (d.state.ambient.fiber !== opener) {
-        opener = d.state.ambient.fiber
-        record = recorder(opener)
+      if (d.state.ambient.log !== log) {
+        record = undefined // (if making it throws, not the previous context's)
+        log = d.state.ambient.log
+        record = log === undefined ? undefined : recorder(log)
       }
       const span = describeSettled(d.card, d.settlement, d.state, d.endTime)
       record?.(d.card, d.settlement, span)
@@ -271,7 +287,7 @@ const describeAll = (batch: ReadonlyArray<Described>): void => {
       } catch {
         // the embedder's tracer again: reported below
       }
-      logDefect(d.state.ambient.fiber, defect)
+      if (d.state.ambient.log !== undefined) logDefect(d.state.ambient.log, defect)
     }
   }
 }
@@ -319,20 +335,68 @@ const describeSettled = (card: PendingCard, settlement: Settlement, state: SpanS
 type Recorder = (card: PendingCard, settlement: Settlement, span: Tracer.Span) => void
 
 /**
+ * What the log records of cards opened by one fiber are written with: that fiber's loggers,
+ * minimum level, log annotations and spans, and its FiberRefs (a record's `context`), as they
+ * were when the card opened. Read from the fiber in the step that opens a card (a few FiberRef
+ * reads) and made again only when one of them changed (`logContextOf`): a read loop's never do,
+ * so its cards share one. Not read when the batch is described: a fiber's refs are not what it
+ * had while it is in the middle of something else (a scope's close, a `locally`).
+ */
+export interface LogContext {
+  readonly fiberId: FiberId.Runtime
+  readonly refs: FiberRefs.FiberRefs
+  readonly loggers: HashSet.HashSet<Logger.Logger<unknown, any>>
+  readonly minimum: LogLevel.LogLevel
+  readonly annotations: HashMap.HashMap<string, unknown>
+  readonly spans: List.List<LogSpan.LogSpan>
+  readonly context: Context.Context<never>
+}
+
+const logContexts = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, LogContext>()
+
+/** `fiber`'s `LogContext` now (the one it had if nothing of it changed). */
+export const logContextOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): LogContext => {
+  const loggers = fiber.getFiberRef(FiberRef.currentLoggers)
+  const minimum = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
+  const annotations = fiber.getFiberRef(FiberRef.currentLogAnnotations)
+  const spans = fiber.getFiberRef(FiberRef.currentLogSpan)
+  const known = logContexts.get(fiber)
+  if (
+    known !== undefined &&
+    known.loggers === loggers &&
+    known.minimum === minimum &&
+    known.annotations === annotations &&
+    known.spans === spans
+  )
+    return known
+  const made: LogContext = {
+    fiberId: fiber.id(),
+    refs: fiber.getFiberRefs(),
+    loggers,
+    minimum,
+    annotations,
+    spans,
+    context: fiber.getFiberRef(FiberRef.currentContext)
+  }
+  logContexts.set(fiber, made)
+  return made
+}
+
+/**
  * What writes a settled card's log record (`card <outcome>`, at Info, its ids and source as
  * annotations, in its span: the record carries the span's trace and span ids) with the loggers of
- * `fiber`: what `Effect.logInfo(…).pipe(Effect.annotateLogs(…), Effect.withParentSpan(span))` in
- * `fiber` would write, handed to the same loggers, without an effect per card (that cost ~16 µs
- * a card, most of it the annotations' and the span's FiberRef changes). The record is not an event
- * of the span (Effect's tracer logger is left out): the span already says all it says. Undefined
- * when no logger would write it (none but the tracer's, or Info below the minimum level).
+ * `log`: what `Effect.logInfo(…).pipe(Effect.annotateLogs(…), Effect.withParentSpan(span))` in
+ * the opening fiber would write, handed to the same loggers, without an effect per card (that
+ * cost ~16 µs a card, most of it the annotations' and the span's FiberRef changes). The record is
+ * not an event of the span (Effect's tracer logger is left out): the span already says all it
+ * says. Undefined when no logger would write it (none but the tracer's, or Info below the minimum).
  */
-const recorder = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Recorder | undefined => {
-  const to = loggersOf(fiber, LogLevel.Info)
+const recorder = (log: LogContext): Recorder | undefined => {
+  const to = loggersOf(log, LogLevel.Info)
   if (to === undefined) return undefined
   return (card, settlement, span) => {
     const view = card.view
-    const annotations = HashMap.mutate(to.annotations, (m) => {
+    const annotations = HashMap.mutate(log.annotations, (m) => {
       HashMap.set(m, "cardId", view.id)
       HashMap.set(m, "method", view.method)
       HashMap.set(m, "threadId", view.threadId ?? "")
@@ -340,61 +404,64 @@ const recorder = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Recorder | undef
       HashMap.set(m, "outcome", settlement.outcome)
       HashMap.set(m, "source", describeSource(settlement.source))
     })
-    to.write(LogLevel.Info, `card ${settlement.outcome}`, Cause.empty, annotations, span)
+    to(LogLevel.Info, `card ${settlement.outcome}`, Cause.empty, annotations, span, settlement.settledAt)
   }
 }
 
-/** A description that threw, logged at Error with `fiber`'s loggers (one that throws too is not asked again). */
-const logDefect = (fiber: Fiber.RuntimeFiber<unknown, unknown>, defect: unknown): void => {
+/** A description that threw, logged at Error with `log`'s loggers (one that throws too is not asked again). */
+const logDefect = (log: LogContext, defect: unknown): void => {
   try {
-    const to = loggersOf(fiber, LogLevel.Error)
-    to?.write(LogLevel.Error, "a card's settlement step threw", Cause.die(defect), to.annotations, undefined)
+    loggersOf(log, LogLevel.Error)?.(
+      LogLevel.Error,
+      "a card's settlement step threw",
+      Cause.die(defect),
+      log.annotations,
+      undefined,
+      Date.now()
+    )
   } catch {
     // nowhere left to say it
   }
 }
 
 /**
- * What `fiber` logs at `level` with: its loggers but Effect's tracer logger, its log annotations,
- * and a `write` that hands them one record (in `span`, when given) as the fiber's own `log` would.
- * Undefined when none of them would write it.
+ * What hands one record (in `span`, when given) to `log`'s loggers but Effect's tracer logger, as
+ * the fiber's own `log` would; undefined when none of them would write one at `level`.
  */
-const loggersOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, level: LogLevel.LogLevel) => {
-  if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), level)) return undefined
-  const loggers = HashSet.remove(fiber.getFiberRef(FiberRef.currentLoggers), Logger.tracerLogger)
+const loggersOf = (log: LogContext, level: LogLevel.LogLevel) => {
+  if (LogLevel.greaterThan(log.minimum, level)) return undefined
+  const loggers = HashSet.remove(log.loggers, Logger.tracerLogger)
   if (HashSet.size(loggers) === 0) return undefined
-  const fiberId = fiber.id()
-  const refs = fiber.getFiberRefs()
-  const context = fiber.getFiberRef(FiberRef.currentContext)
-  const spans = fiber.getFiberRef(FiberRef.currentLogSpan)
-  const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
-  return {
-    annotations: fiber.getFiberRef(FiberRef.currentLogAnnotations),
-    write: (
-      logLevel: LogLevel.LogLevel,
-      message: string,
-      cause: Cause.Cause<unknown>,
-      annotations: HashMap.HashMap<string, unknown>,
-      span: Tracer.Span | undefined
-    ): void => {
-      const options: Logger.Logger.Options<unknown> = {
-        fiberId,
-        logLevel,
-        message: [message],
-        cause,
-        context:
-          span === undefined
-            ? refs
-            : FiberRefs.updateAs(refs, {
-                fiberId,
-                fiberRef: FiberRef.currentContext,
-                value: Context.add(context, Tracer.ParentSpan, span)
-              }),
-        spans,
-        annotations,
-        date: new Date(clock.unsafeCurrentTimeMillis())
-      }
-      for (const logger of loggers) logger.log(options)
+  const fiberId = log.fiberId
+  return (
+    logLevel: LogLevel.LogLevel,
+    message: string,
+    cause: Cause.Cause<unknown>,
+    annotations: HashMap.HashMap<string, unknown>,
+    span: Tracer.Span | undefined,
+    /** When it happened (epoch ms): a settlement's time, not the batch's. */
+    at: number
+  ): void => {
+    const options: Logger.Logger.Options<unknown> = {
+      fiberId,
+      logLevel,
+      message: [message],
+      cause,
+      context:
+        span === undefined
+          ? log.refs
+          : FiberRefs.updateAs(log.refs, {
+              fiberId,
+              fiberRef: FiberRef.currentContext,
+              value: Context.add(log.context, Tracer.ParentSpan, span)
+            }),
+      spans: log.spans,
+      annotations,
+      date: new Date(at)
     }
+    // As the fiber's own `log`: a redactable value in the record shows as its context says.
+    Inspectable.withRedactableContext(options.context, () => {
+      for (const logger of loggers) logger.log(options)
+    })
   }
 }

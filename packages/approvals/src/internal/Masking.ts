@@ -170,6 +170,7 @@ export const maskShown = (text: string, max: number): string => {
  */
 export const truncate = (text: string, max: number): string => {
   if (text.length <= max) return text
+  max = Math.floor(max) // a fractional bound counts whole characters, as slicing did
   let at = 0 // code units of the characters walked
   let kept = 0 // code units of the first `max - 1` characters
   for (let chars = 0; chars < max; chars++) {

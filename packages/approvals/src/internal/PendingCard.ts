@@ -31,7 +31,7 @@ import type { CloseReason, Line } from "../Approvals.js"
 import type { CardContext, CardSummary as CardSummaryT, CardView, Outcome, Settlement, Source } from "../Card.js"
 import type { DeadlineTimer } from "../DeadlineTimer.js"
 import { Timed } from "../DeadlineTimer.js"
-import type { Describer } from "./CardSpans.js"
+import type { Describer, LogContext } from "./CardSpans.js"
 import { endSpan } from "./CardSpans.js"
 import * as CardSummary from "./CardSummary.js"
 import { outcomeOf } from "./Outcomes.js"
@@ -231,8 +231,8 @@ export interface SpanState {
   readonly describer: Describer | undefined
   /** What was in force in the fiber that opened the card (its handler's span takes them too). */
   readonly ambient: {
-    /** The fiber itself (with telemetry its loggers write the card's record). */
-    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+    /** With telemetry: what its log records are written with (its loggers, annotations...: `CardSpans.logContextOf`). */
+    readonly log: LogContext | undefined
     readonly annotations: HashMap.HashMap<string, unknown>
     readonly links: Chunk.Chunk<Tracer.SpanLink>
     readonly timing: boolean
