@@ -389,9 +389,13 @@ const lazyWorkspace = [
  * `pnpm -r pack`, and the benchmarks' start-up build each bundled the same sources again.
  */
 const bundleStamp = Path.join(cliDir, "node_modules", ".cache", "warden-build", "cli-bundle.json")
-const bundleOutputs = ["bin.cjs", "warden-run.cjs", "warden-run.cjs.v8cache", "ledger-writer.cjs"].map((f) =>
-  Path.join(cliDir, "dist", f)
-)
+const bundleOutputs = [
+  "bin.cjs",
+  "warden-run.cjs",
+  "warden-run.cjs.v8cache",
+  "ledger-writer.cjs",
+  "ledger-writer.cjs.v8cache"
+].map((f) => Path.join(cliDir, "dist", f))
 
 const digestFiles = (files) => {
   const hash = createHash("sha256")
@@ -509,18 +513,29 @@ export const bundleCli = async () => {
   })
   metafiles.push(writerBuild.metafile)
   writeOutput(writerBuild, writerfile, { external: native })
+  // The code caches, beside their bundles: warden-run.cjs's (bin.cjs loads it with it), and the
+  // writer thread's (the ledger's WorkerScript.ts, `Loader`, compiles the thread with it).
+  writeCodeCache("worker-code-cache.mjs", writerfile)
+  writeCodeCache("code-cache.mjs", outfile)
+  writeBundleStamp(metafiles)
+}
+
+/**
+ * Runs scripts/`script` on `bundle` in a plain `node` without NODE_OPTIONS (V8 rejects a cache made
+ * under other flags): it writes `bundle`'s code cache beside it. The build fails if it cannot.
+ */
+const writeCodeCache = (script, bundle) => {
   const env = { ...process.env }
   delete env["NODE_OPTIONS"]
-  const wrote = spawnSync(process.execPath, [Path.join(root, "scripts", "code-cache.mjs"), outfile], {
+  const wrote = spawnSync(process.execPath, [Path.join(root, "scripts", script), bundle], {
     cwd: root,
     env,
     stdio: ["ignore", "ignore", "inherit"]
   })
   if (wrote.status !== 0) {
-    process.stderr.write(`build: writing the code cache of ${Path.relative(root, outfile)} failed\n`)
+    process.stderr.write(`build: writing the code cache of ${Path.relative(root, bundle)} failed\n`)
     process.exit(wrote.status ?? 1)
   }
-  writeBundleStamp(metafiles)
 }
 
 /**

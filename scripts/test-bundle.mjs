@@ -18,6 +18,7 @@
  * helpers stay outside, loaded from node_modules. The demo's test still starts `warden` through
  * tsx, as `pnpm demo` and `pnpm warden` do (apps/cli/test/demo-doctor.test.ts).
  */
+import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
@@ -49,7 +50,7 @@ const sourceUrls = {
  * Compiles a source entry and what it imports into one ES module at `outfile`, atomically: the
  * native SQLite driver and ws's optional helpers stay outside, loaded from node_modules.
  */
-const bundleSources = async (entry, outfile) => {
+const bundleSources = async (entry, outfile, format = "esm") => {
   const esbuild = createRequire(Path.join(cliDir, "package.json"))("esbuild")
   Fs.mkdirSync(Path.dirname(outfile), { recursive: true })
   const temp = `${outfile}.${process.pid}.tmp`
@@ -58,12 +59,16 @@ const bundleSources = async (entry, outfile) => {
     outfile: temp,
     bundle: true,
     platform: "node",
-    format: "esm",
+    format,
     target: "node20",
-    // CommonJS dependencies call require(): give the module one.
-    banner: {
-      js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);"
-    },
+    // CommonJS dependencies call require(): give an ES module one.
+    ...(format === "esm"
+      ? {
+          banner: {
+            js: "import { createRequire as __wardenRequire } from 'node:module'; const require = __wardenRequire(import.meta.url);"
+          }
+        }
+      : {}),
     external: ["better-sqlite3", "bufferutil", "utf-8-validate"],
     plugins: [sourceUrls],
     logLevel: "error"
@@ -80,12 +85,28 @@ export const bundleCli = () => bundleSources(Path.join(cliDir, "src", "bin.ts"),
  * cannot load the TypeScript sources (tsx's hooks do not reach a worker on Node 20), so the suite
  * names this bundle in `WARDEN_LEDGER_WORKER` (read by the ledger's WorkerScript.ts) for every test
  * and every `warden` it starts: the ledgers of the tests write on a thread, as a built Warden's do.
+ * CommonJS with its code cache beside it, as the CLI's build makes `dist/ledger-writer.cjs`: each
+ * thread starts through the ledger's `Loader`, as a built Warden's does (a process whose V8 flags
+ * differ from this one's compiles it from its source instead).
  */
-export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.mjs")
+export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.cjs")
 
-/** Compiles the ledger's writer thread into `workerBundlePath`; returns the path. */
-export const bundleLedgerWorker = () =>
-  bundleSources(Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts"), workerBundlePath)
+/** Compiles the ledger's writer thread into `workerBundlePath` and writes its code cache; returns the path. */
+export const bundleLedgerWorker = async () => {
+  const bundle = await bundleSources(
+    Path.join(root, "packages", "ledger", "src", "internal", "WriterWorker.ts"),
+    workerBundlePath,
+    "cjs"
+  )
+  const env = { ...process.env }
+  delete env["NODE_OPTIONS"]
+  const cached = spawnSync(process.execPath, [Path.join(root, "scripts", "worker-code-cache.mjs"), bundle], {
+    env,
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  if (cached.status !== 0) throw new Error(`writing the code cache of ${bundle} failed (exit ${cached.status})`)
+  return bundle
+}
 
 /** Vitest global set-up. */
 export const setup = async () => {

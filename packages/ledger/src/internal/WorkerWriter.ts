@@ -26,6 +26,7 @@ import * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
 import * as Wire from "./Wire.js"
 import * as Writer from "./Writer.js"
+import * as WorkerScript from "./WorkerScript.js"
 
 /** What the worker is started with (`workerData`). */
 export interface WorkerInit {
@@ -158,7 +159,16 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     try {
       // Its stdout is not the process's (`warden run --json` keeps stdout for its JSON lines); it
       // prints nothing there (its logs come as messages). Its stderr is the process's.
-      worker = new Worker(params.script, { workerData: params.init, stdout: true })
+      const cache = WorkerScript.cacheOf(params.script)
+      worker =
+        cache === undefined
+          ? new Worker(params.script, { workerData: params.init, stdout: true })
+          : new Worker(WorkerScript.Loader, {
+              eval: true,
+              argv: [params.script, cache],
+              workerData: params.init,
+              stdout: true
+            })
       worker.stdout.resume()
       worker.unref()
     } catch (error) {
