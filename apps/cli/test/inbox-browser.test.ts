@@ -181,6 +181,20 @@ describe("web inbox in a real browser", () => {
         const { link } = yield* linkOf(cli)
         const a = yield* openPage(browser, link)
         const b = yield* openPage(browser, link)
+        // What each page's answer came back with, for the message of a failure below (side-by-side
+        // round 28: the accepting page once showed the acceptance as someone else's).
+        const heard: Array<string> = []
+        for (const [name, page] of [
+          ["a", a],
+          ["b", b]
+        ] as const) {
+          page.on("response", (r) => {
+            if (r.url().endsWith("/decision")) heard.push(`${name}: HTTP ${r.status()}`)
+          })
+          page.on("requestfailed", (r) => {
+            if (r.url().endsWith("/decision")) heard.push(`${name}: failed (${r.failure()?.errorText ?? "?"})`)
+          })
+        }
         Fs.writeFileSync(f.trigger, "")
         const opened = yield* cli.waitForJson("card.opened", (l) => l.type === "card.opened")
         yield* Browser.step("on page a", () => cardOn(a, opened.cardId).waitFor({ timeout: 15_000 }))
@@ -217,7 +231,11 @@ describe("web inbox in a real browser", () => {
           yield* Browser.step("a kind", () => decidedOn(a, opened.cardId).getAttribute("data-kind")),
           yield* Browser.step("b kind", () => decidedOn(b, opened.cardId).getAttribute("data-kind"))
         ]
-        assert.strictEqual(mine.filter((k) => k === "mine").length, 1, `exactly one page won: ${texts.join(" | ")}`)
+        assert.strictEqual(
+          mine.filter((k) => k === "mine").length,
+          1,
+          `exactly one page won: ${texts.join(" | ")} (answers: ${heard.join(", ") || "none seen"})`
+        )
         const settled = yield* cli.waitForJson("card.settled", (l) => l.type === "card.settled")
         const winner = mine[0] === "mine" ? texts[0]! : texts[1]!
         const loser = mine[0] === "mine" ? texts[1]! : texts[0]!
