@@ -18,7 +18,7 @@
  * helpers stay outside, loaded from node_modules. The demo's test still starts `warden` through
  * tsx, as `pnpm demo` and `pnpm warden` do (apps/cli/test/demo-doctor.test.ts).
  */
-import { spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
@@ -100,11 +100,17 @@ export const bundleLedgerWorker = async () => {
   )
   const env = { ...process.env }
   delete env["NODE_OPTIONS"]
-  const cached = spawnSync(process.execPath, [Path.join(root, "scripts", "worker-code-cache.mjs"), bundle], {
-    env,
-    stdio: ["ignore", "ignore", "inherit"]
+  // A child of its own, waited for without holding this process's event loop (the CLI's bundle is
+  // made meanwhile).
+  await new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [Path.join(root, "scripts", "worker-code-cache.mjs"), bundle],
+      { env },
+      (error, _, stderr) =>
+        error ? reject(new Error(`writing the code cache of ${bundle} failed: ${stderr || error.message}`)) : resolve()
+    )
   })
-  if (cached.status !== 0) throw new Error(`writing the code cache of ${bundle} failed (exit ${cached.status})`)
   return bundle
 }
 

@@ -13,6 +13,7 @@ import { WebInbox } from "@warden/inbox"
 import { Supervisor } from "@warden/supervisor"
 import { FakeAppServer } from "@warden/testkit"
 import { Effect, Redacted } from "effect"
+import { startWithCommandCard } from "./command-card.mjs"
 
 const http = (url, init) =>
   Effect.promise(async () => {
@@ -28,19 +29,7 @@ const program = Effect.gen(function* () {
   const token = Redacted.value(inbox.token)
   const headers = { "x-warden-token": token, "content-type": "application/json" }
 
-  const handle = yield* supervisor.start({ prompt: "tidy up", id: 0 })
-  const threadId = yield* handle.threadId
-  yield* fake.nextRequest("turn/start")
-  const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-    threadId,
-    turnId: "turn_1",
-    itemId: "call_1",
-    startedAtMs: 0,
-    reason: "needs to run it",
-    command: "echo served by an installed inbox",
-    cwd: "/tmp/ws",
-    availableDecisions: ["accept", "decline"]
-  })
+  const { requestId } = yield* startWithCommandCard(supervisor, fake, "tidy up", "echo served by an installed inbox")
 
   const page = yield* http(inbox.url)
   const unauthorized = yield* http(`${inbox.url}api/cards`)

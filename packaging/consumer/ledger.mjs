@@ -17,6 +17,7 @@ import { Effect, Logger } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { startWithCommandCard } from "./command-card.mjs"
 
 const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-outside-ledger-"))
 const filename = Path.join(dir, "ledger.db")
@@ -34,19 +35,12 @@ const record = Effect.gen(function* () {
   )
   const run = yield* ledger.beginRun({ label: "outside" })
   yield* run.attach(supervisor)
-  const handle = yield* supervisor.start({ prompt: "record me", id: 0 })
-  const threadId = yield* handle.threadId
-  yield* fake.nextRequest("turn/start")
-  const requestId = yield* fake.request("item/commandExecution/requestApproval", {
-    threadId,
-    turnId: "turn_1",
-    itemId: "call_1",
-    startedAtMs: 0,
-    reason: "needs to run it",
-    command: "echo recorded by an installed ledger",
-    cwd: "/tmp/ws",
-    availableDecisions: ["accept", "decline"]
-  })
+  const { requestId } = yield* startWithCommandCard(
+    supervisor,
+    fake,
+    "record me",
+    "echo recorded by an installed ledger"
+  )
   const answer = yield* fake.answerTo(requestId)
   yield* ledger.flush
   return { runId: run.id, answer }

@@ -229,6 +229,7 @@ const InstalledLive = Layer.scoped(
       "facade.mjs",
       "inbox.mjs",
       "ledger.mjs",
+      "command-card.mjs",
       "typed.ts",
       "tsconfig.json",
       "trace.mjs",

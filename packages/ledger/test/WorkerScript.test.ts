@@ -80,6 +80,14 @@ describe("the writer thread's loader and code cache", () => {
     })
   )
 
+  it.scoped("a script that is not there ends the thread with an error (the ledger's main thread takes over)", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const ended = yield* Effect.either(started(Path.join(dir, "gone.cjs"), Path.join(dir, "gone.cjs.v8cache")))
+      assert.isTrue(ended._tag === "Left" && /ENOENT/.test(ended.left.message), String(ended))
+    })
+  )
+
   it("only a CommonJS bundle is started through the loader (an ES module is started as it is)", () => {
     const dir = Fs.mkdtempSync(Path.join(Fs.realpathSync(process.env["TMPDIR"] ?? "/tmp"), "warden-loader-"))
     try {

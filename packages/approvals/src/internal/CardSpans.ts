@@ -248,11 +248,8 @@ export const settledSpans = (owner: {
     }
     const waits = waiting.push(described)
     if (waits === DescribeBatch) {
-      // A full batch: described by a fiber after this step, with what settles before it runs.
-      if (timer !== undefined) {
-        clearTimeout(timer)
-        timer = undefined
-      }
+      // A full batch: described by a fiber after this step, with what settles before it runs
+      // (taking them clears the timer).
       owner.fork(flushing)
     } else if (waits === 1) {
       timer = setTimeout(onTimer, DescribeWithinMs)

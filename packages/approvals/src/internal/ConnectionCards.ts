@@ -113,8 +113,8 @@ export const make = (
     engine.publish({ _tag: "CardOpened", card: card.view })
 
     const traceParent = options.traceParent
-    const span = traceParent !== undefined && startSpan(card, traceParent, fiber, settled.describe)
-    return decide(card, request, options, context, fiber, runtimeFlags, span)
+    const hasSpan = traceParent !== undefined && startSpan(card, traceParent, fiber, settled.describe)
+    return decide(card, request, options, context, fiber, runtimeFlags, hasSpan)
   }
 
   const decide = (
@@ -125,7 +125,7 @@ export const make = (
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     runtimeFlags: RuntimeFlags.RuntimeFlags,
     /** Whether the card has a span (`startSpan`). */
-    span: boolean
+    hasSpan: boolean
   ): OpenResult | Effect.Effect<OpenResult> => {
     // Decision sources, in order: what cannot be shown, then rules, then handler/person vs deadline.
     if (request._tag === "Unknown") {
@@ -169,10 +169,10 @@ export const make = (
     }
     // It waits: for the handler, a person, its deadline or its thread's close. Without telemetry
     // it gets a span only under a tracer someone can see (an embedder's), a child of the caller's.
-    if (!span && tracesVisibly(fiber)) {
+    if (!hasSpan && tracesVisibly(fiber)) {
       return waitFor(card, parent, options, fiber, runtimeFlags, startSpan(card, undefined, fiber))
     }
-    return waitFor(card, parent, options, fiber, runtimeFlags, span)
+    return waitFor(card, parent, options, fiber, runtimeFlags, hasSpan)
   }
 
   // Not a closure made per card: under esbuild's `keepNames` (the bundled `warden run`, tsx) every
@@ -183,7 +183,7 @@ export const make = (
     options: OpenOptions,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     runtimeFlags: RuntimeFlags.RuntimeFlags,
-    cardSpan: boolean
+    hasSpan: boolean
   ): OpenResult | Effect.Effect<OpenResult> => {
     const registered = awaitDecision(card, parent, timer, {
       handler: config.handler,
@@ -192,7 +192,7 @@ export const make = (
       handlers: handlers(fiber, () =>
         Runtime.make({ context: fiber.currentContext, fiberRefs: fiber.getFiberRefs(), runtimeFlags })
       ),
-      span: cardSpan
+      hasSpan
     })
     // Settled only if the card was already (the parent scope had closed).
     return registered === undefined ? resultOf(card) : Effect.map(registered, () => resultOf(card))
@@ -235,7 +235,7 @@ interface AwaitOptions {
   /** Call the handler and run what it returns (the connection's `handlerPool`). */
   readonly handlers: HandlerRunner
   /** Whether the card has a span (a child of its turn's with telemetry, else of the caller's): its handler's is a child of it. */
-  readonly span: boolean
+  readonly hasSpan: boolean
 }
 
 /**
@@ -278,5 +278,5 @@ const startHandler = (card: PendingCard, options: AwaitOptions): void => {
   // by its card instead: whatever settles the card (a decision, the deadline, the parent's close,
   // the connection's end) interrupts it, and nobody waits. How it ended decides
   // (`PendingCard.handlerEnded`).
-  options.handlers.call(card, handler, options.span ? handlerSpan(card) : undefined)
+  options.handlers.call(card, handler, options.hasSpan ? handlerSpan(card) : undefined)
 }
