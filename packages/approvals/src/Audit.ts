@@ -59,31 +59,32 @@ const iso = (ms: number) => new Date(ms).toISOString()
 const channelOf = (source: Source): string | null => (source._tag === "Person" ? (source.channel ?? null) : null)
 
 /**
- * The audit record of an approval event, before masking (pure, never fails). It copies only the
- * card's masked fields; what is written is `record`, which passes every string through
- * `SecretMask` as well.
+ * What a record says of an event's decision: its decision, source, channel, outcome, whether the
+ * answer was written, the latency and the detail (null where they do not apply: an opening).
  */
-export const toRecord = (event: ApprovalEvent): AuditRecord => {
+export type DecisionFields = Pick<
+  AuditRecord,
+  "decision" | "source" | "channel" | "outcome" | "written" | "latencyMs" | "detail"
+>
+
+const NoDecision: DecisionFields = {
+  decision: null,
+  source: null,
+  channel: null,
+  outcome: null,
+  written: null,
+  latencyMs: null,
+  detail: null
+}
+
+/** `DecisionFields` before masking. */
+const decisionFields = (event: ApprovalEvent): DecisionFields => {
   switch (event._tag) {
     case "CardOpened":
-      return {
-        type: "card.opened",
-        ts: iso(event.card.openedAt),
-        ...cardFields(event.card),
-        decision: null,
-        source: null,
-        channel: null,
-        outcome: null,
-        written: null,
-        latencyMs: null,
-        detail: null
-      }
+      return NoDecision
     case "CardSettled": {
       const s = event.settlement
       return {
-        type: "card.settled",
-        ts: iso(s.settledAt),
-        ...cardFields(s.card),
         decision: s.decision ?? null,
         source: describeSource(s.source),
         channel: channelOf(s.source),
@@ -95,9 +96,6 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
     }
     case "LateDecision":
       return {
-        type: "card.late",
-        ts: iso(event.at),
-        ...cardFields(event.card),
         decision: event.decision,
         source: describeSource(event.source),
         channel: channelOf(event.source),
@@ -108,6 +106,30 @@ export const toRecord = (event: ApprovalEvent): AuditRecord => {
       }
   }
 }
+
+const typeOf = (event: ApprovalEvent): AuditRecord["type"] =>
+  event._tag === "CardOpened" ? "card.opened" : event._tag === "CardSettled" ? "card.settled" : "card.late"
+
+const atOf = (event: ApprovalEvent): number =>
+  event._tag === "CardOpened"
+    ? event.card.openedAt
+    : event._tag === "CardSettled"
+      ? event.settlement.settledAt
+      : event.at
+
+const cardOf = (event: ApprovalEvent): CardView => (event._tag === "CardSettled" ? event.settlement.card : event.card)
+
+/**
+ * The audit record of an approval event, before masking (pure, never fails). It copies only the
+ * card's masked fields; what is written is `record`, which passes every string through
+ * `SecretMask` as well.
+ */
+export const toRecord = (event: ApprovalEvent): AuditRecord => ({
+  type: typeOf(event),
+  ts: iso(atOf(event)),
+  ...cardFields(cardOf(event)),
+  ...decisionFields(event)
+})
 
 /** The longest `summary` (a card's masked title) in a record; longer ones are cut, ending with "…". */
 export const MaxSummary = 400
@@ -121,16 +143,35 @@ export const summaryOf = (card: CardView): string => SecretMask.maskShown(card.t
 const masked = (s: string | null): string | null => (s === null ? null : SecretMask.maskText(s))
 
 /**
+ * `DecisionFields` as `record` holds them (every string through `SecretMask`, `detail` cut to
+ * `MaxDetail`), without the rest of the record: what the ledger stores for a settlement or a late
+ * decision. Pure, never fails.
+ */
+export const decisionOf = (event: ApprovalEvent): DecisionFields => {
+  const d = decisionFields(event)
+  if (d === NoDecision) return NoDecision
+  return {
+    decision: masked(d.decision),
+    source: masked(d.source),
+    channel: masked(d.channel),
+    outcome: masked(d.outcome),
+    written: d.written,
+    latencyMs: d.latencyMs,
+    detail: d.detail === null ? null : SecretMask.maskShown(d.detail, MaxDetail)
+  }
+}
+
+/**
  * The audit record of an approval event as it is written anywhere (the JSONL trail, the ledger):
  * `toRecord` with every string through `SecretMask` (`summary` and `detail` also cut, to
  * `MaxSummary` and `MaxDetail`). Pure, never fails.
  */
 export const record = (event: ApprovalEvent): AuditRecord => {
-  const r = toRecord(event)
-  const card = event._tag === "CardSettled" ? event.settlement.card : event.card
+  const card = cardOf(event)
+  const r = cardFields(card)
   return {
-    type: r.type,
-    ts: r.ts,
+    type: typeOf(event),
+    ts: iso(atOf(event)),
     cardId: SecretMask.maskText(r.cardId),
     requestId: typeof r.requestId === "string" ? SecretMask.maskText(r.requestId) : r.requestId,
     method: SecretMask.maskText(r.method),
@@ -138,13 +179,7 @@ export const record = (event: ApprovalEvent): AuditRecord => {
     turnId: masked(r.turnId),
     workItem: typeof r.workItem === "string" ? SecretMask.maskText(r.workItem) : r.workItem,
     summary: summaryOf(card),
-    decision: masked(r.decision),
-    source: masked(r.source),
-    channel: masked(r.channel),
-    outcome: masked(r.outcome),
-    written: r.written,
-    latencyMs: r.latencyMs,
-    detail: r.detail === null ? null : SecretMask.maskShown(r.detail, MaxDetail)
+    ...decisionOf(event)
   }
 }
 

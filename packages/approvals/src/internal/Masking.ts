@@ -100,6 +100,7 @@ const cutSpans = (text: string, limit: number): { readonly scanned: string; read
 
 /** `scanned` with every span replaced by `Mask`. */
 const applySpans = (scanned: string, spans: ReadonlyArray<Span>): string => {
+  if (spans.length === 0) return scanned
   const sorted = [...spans].sort((a, b) => a.start - b.start || b.end - a.end)
   let out = ""
   let at = 0

@@ -273,8 +273,9 @@ const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
 
 /**
  * The audit record of an approval event (`Audit.record`: masked by `SecretMask`), worked out once
- * per event: the card's settlement and late-decision columns are taken from it, and the ledger's
- * audit file (`LedgerOptions.audit`) writes it as its line, so the two cannot disagree.
+ * per event: the ledger's audit file (`LedgerOptions.audit`) writes it as its line. The
+ * settlement and late-decision columns are `Audit.decisionOf`, the same fields of the same record
+ * worked out alone (most ledgers have no audit file), so the two cannot disagree.
  */
 const auditRecords = new WeakMap<ApprovalEvent.ApprovalEvent, Audit.AuditRecord>()
 
@@ -308,7 +309,7 @@ export const committed = (sql: Sql, ops: ReadonlyArray<Op>, written: (op: Op) =>
   }
 }
 
-const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: Audit.AuditRecord): Write => {
+const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: Audit.DecisionFields): Write => {
   const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
   return all(
@@ -331,9 +332,9 @@ const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEve
     case "CardOpened":
       return insertCard(sql, runId, event.card)
     case "CardSettled":
-      return insertSettlement(sql, runId, event.settlement, auditRecord(event))
+      return insertSettlement(sql, runId, event.settlement, Audit.decisionOf(event))
     case "LateDecision": {
-      const r = auditRecord(event)
+      const r = Audit.decisionOf(event)
       return all(
         insertCard(sql, runId, event.card),
         sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
