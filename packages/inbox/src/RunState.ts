@@ -182,9 +182,25 @@ const itemOf = (state: RunState, id: string | number | undefined): ItemState | u
       ? state.items[Number(id)]
       : undefined
 
-const waitingActivity = (state: RunState, item: ItemState): string | undefined => {
-  const ids = [...state.openCards.values()].filter((c) => itemOf(state, c.workItem) === item).map((c) => c.id)
-  return ids.length > 0 ? `waiting for approval (${ids.join(", ")})` : undefined
+/**
+ * The open cards of each item (by its index), in the order they opened: kept beside a state by
+ * `applyApprovalEvent`, so that what an item waits for is found without reading every open card
+ * (it was, on each of the item's events: a fleet's events times its open cards).
+ */
+const openByItem = new WeakMap<RunState, Map<number, Array<Card.CardId>>>()
+
+const openOf = (state: RunState): Map<number, Array<Card.CardId>> => {
+  let byItem = openByItem.get(state)
+  if (byItem === undefined) {
+    byItem = new Map()
+    openByItem.set(state, byItem)
+  }
+  return byItem
+}
+
+const waitingActivity = (state: RunState, index: number): string | undefined => {
+  const ids = openByItem.get(state)?.get(index)
+  return ids !== undefined && ids.length > 0 ? `waiting for approval (${ids.join(", ")})` : undefined
 }
 
 /**
@@ -296,8 +312,9 @@ export const applySupervisorEvent = (state: RunState, event: Supervisor.Supervis
       return
     }
     case "Work": {
-      const item = itemOf(state, event.event.item)
-      if (item) applyItemEvent(item, event, now, (i) => waitingActivity(state, i))
+      const index = itemIndexOf(event.event.item)
+      const item = index === null ? undefined : state.items[index]
+      if (item) applyItemEvent(item, event, now, () => waitingActivity(state, index!))
       return
     }
   }
@@ -308,26 +325,38 @@ export const applyApprovalEvent = (state: RunState, event: ApprovalEvent.Approva
   switch (event._tag) {
     case "CardOpened": {
       state.openCards.set(event.card.id, event.card)
-      const item = itemOf(state, event.card.workItem)
-      if (item) item.activity = waitingActivity(state, item) ?? item.activity
+      const index = itemIndexOf(event.card.workItem)
+      if (index === null) return
+      const byItem = openOf(state)
+      const ids = byItem.get(index)
+      if (ids === undefined) byItem.set(index, [event.card.id])
+      else if (!ids.includes(event.card.id)) ids.push(event.card.id)
+      const item = state.items[index]
+      if (item) item.activity = waitingActivity(state, index) ?? item.activity
       return
     }
     case "CardSettled": {
       const card = event.settlement.card
       state.openCards.delete(card.id)
+      const index = itemIndexOf(card.workItem)
+      const ids = index === null ? undefined : openByItem.get(state)?.get(index)
+      if (ids !== undefined) {
+        const at = ids.indexOf(card.id)
+        if (at >= 0) ids.splice(at, 1)
+        if (ids.length === 0) openByItem.get(state)?.delete(index!)
+      }
       state.settled.push(event.settlement)
       // Bounded: a long run (warden serve) keeps counts, not every settlement.
       if (state.settled.length > SettledKept) state.settled.splice(0, state.settled.length - SettledKept)
       state.settledCount++
-      const index = itemIndexOf(card.workItem)
       if (index !== null) {
         const counts = state.outcomes.get(index) ?? new Map<string, number>()
         counts.set(event.settlement.outcome, (counts.get(event.settlement.outcome) ?? 0) + 1)
         state.outcomes.set(index, counts)
       }
-      const item = itemOf(state, card.workItem)
+      const item = index === null ? undefined : state.items[index]
       if (item && item.finishedAt === undefined)
-        item.activity = waitingActivity(state, item) ?? `card ${card.id} ${event.settlement.outcome}`
+        item.activity = waitingActivity(state, index!) ?? `card ${card.id} ${event.settlement.outcome}`
       return
     }
     case "LateDecision":
