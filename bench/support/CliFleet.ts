@@ -113,9 +113,14 @@ export const run = (
     })
     // A CLI that never ends fails the row instead of holding the benchmark.
     const stuck = setTimeout(() => child.kill("SIGKILL"), 10 * 60_000)
+    // A benchmark that dies (an exception, a signal) stops its CLI, which stops its codex: with its
+    // stdin closed and its cards unanswered it would otherwise wait out their deadlines (15 min).
+    const stopChild = () => child.kill("SIGTERM")
+    process.once("exit", stopChild)
     child.on("error", reject)
     child.on("close", (code) => {
       clearTimeout(stuck)
+      process.off("exit", stopChild)
       if (result === undefined)
         return reject(new Error(`warden run (fleet) ended with ${code} before run.finished: ${err.slice(-2_000)}`))
       resolve(result)
