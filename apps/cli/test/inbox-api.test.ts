@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Effect, Either, Exit, Redacted, Scope } from "effect"
+import { Deferred, Effect, Either, Exit, Fiber, Redacted, Schedule, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Options from "../src/contract/Options.js"
@@ -295,6 +295,73 @@ describe("web inbox API", () => {
       const after = yield* Inbox.call(`${inbox.url}api/cards`, json(token)).pipe(Effect.either)
       assert.isTrue(Either.isLeft(after), "nothing listens any more")
     })
+  )
+
+  it.scopedLive(
+    "a decision whose answer is on its way when the inbox closes gets its answer (the run's last card), not a cut connection; one stuck past the bound does not hold the close",
+    () =>
+      Effect.gen(function* () {
+        const t = yield* Inbox.setup()
+        // The answer of a decision waits for the offer made with it (`offers.after`): held here.
+        const release = yield* Deferred.make<void>()
+        const make = (reached: Deferred.Deferred<void>, after: Effect.Effect<void>) =>
+          Effect.gen(function* () {
+            const scope = yield* Scope.make()
+            const inbox = yield* WebInbox.make(t.supervisor, {
+              port: 0,
+              offers: {
+                after: () => Effect.as(Effect.zipRight(Deferred.succeed(reached, undefined), after), undefined),
+                take: () => Effect.succeed(Either.left("none"))
+              }
+            }).pipe(Scope.extend(scope))
+            return { scope, inbox, token: Redacted.value(inbox.token) }
+          })
+        const refused = (url: string, token: string) =>
+          // Stops listening at once when the close begins: a new request is refused.
+          Inbox.call(url, json(token)).pipe(
+            Effect.either,
+            Effect.repeat({ until: Either.isLeft, schedule: Schedule.spaced("10 millis") })
+          )
+
+        const reached = yield* Deferred.make<void>()
+        const first = yield* make(reached, Deferred.await(release))
+        const stream = yield* Inbox.events(`${first.inbox.url}api/events`, { "x-warden-token": first.token })
+        yield* stream.waitFor("hello", (e) => e.event === "hello")
+        const cardId = yield* t.cardFor(yield* t.openCommand("echo one", "call_1"))
+        const decided = yield* Effect.fork(
+          Inbox.call(`${first.inbox.url}api/cards/${cardId}/decision`, json(first.token, { decision: "accept" }))
+        )
+        yield* Deferred.await(reached) // settled; its answer waits
+        const closing = yield* Effect.fork(Scope.close(first.scope, Exit.void))
+        yield* refused(`${first.inbox.url}api/cards`, first.token)
+        yield* Deferred.succeed(release, undefined)
+        const reply = yield* Fiber.join(decided)
+        assert.strictEqual(reply.status, 200, `the decision's answer arrived: ${reply.text}`)
+        assert.strictEqual(reply.json.settlement.outcome, "accepted")
+        yield* Fiber.join(closing)
+        yield* stream.ended
+        assert.deepStrictEqual(
+          t.fake.answersSoFar().map((a) => a.result),
+          [{ decision: "accept" }]
+        )
+
+        // An answer that does not come (its offer still being made) is cut after the bound.
+        const stuck = yield* Deferred.make<void>()
+        const reachedToo = yield* Deferred.make<void>()
+        const second = yield* make(reachedToo, Deferred.await(stuck))
+        const otherId = yield* t.cardFor(yield* t.openCommand("echo two", "call_2"))
+        const held = yield* Effect.fork(
+          Inbox.call(
+            `${second.inbox.url}api/cards/${otherId}/decision`,
+            json(second.token, { decision: "accept" })
+          ).pipe(Effect.either)
+        )
+        yield* Deferred.await(reachedToo)
+        yield* Scope.close(second.scope, Exit.void)
+        const cut = yield* Fiber.join(held)
+        assert.isTrue(Either.isLeft(cut) || cut.right.status !== 200, "the stuck answer was cut by the close")
+      }),
+    60_000
   )
 
   it.scopedLive(

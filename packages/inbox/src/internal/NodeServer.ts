@@ -14,6 +14,9 @@
  *   under half of it.
  * - `cache-control: no-store` and `x-content-type-options: nosniff` are set on every response
  *   before any handler runs (a handler's own headers win).
+ * - The responses on their way, but the event streams' (which never end by themselves), are
+ *   counted: `answered` waits for them when the inbox closes, so that a person whose decision
+ *   ended the run is told it was theirs instead of losing the connection under it.
  */
 import { Duration } from "effect"
 import * as Http from "node:http"
@@ -28,6 +31,31 @@ export interface Bounds {
 }
 
 const ms = (d: Duration.DurationInput) => Math.max(1, Math.round(Duration.toMillis(Duration.decode(d))))
+
+/** The paths whose responses last as long as the connection (not waited for at the close). */
+const streaming = (url: string | undefined): boolean => url !== undefined && url.split("?")[0] === "/api/events"
+
+/** Per server: its responses on their way (event streams aside), and who waits for none to be. */
+const inFlight = new WeakMap<Http.Server, { count: number; readonly idle: Array<() => void> }>()
+
+/**
+ * Resolves once no response of `server` is on its way (the event streams aside), or after
+ * `withinMs`, whichever comes first. For the close: call it after `server.close()` (no new
+ * connection), before cutting the connections that are left.
+ */
+export const answered = (server: Http.Server, withinMs: number): Promise<void> =>
+  new Promise((resolve) => {
+    const state = inFlight.get(server)
+    if (state === undefined || state.count === 0) return resolve()
+    const timer = setTimeout(done, Math.max(0, withinMs))
+    function done() {
+      clearTimeout(timer)
+      const at = state!.idle.indexOf(done)
+      if (at >= 0) state!.idle.splice(at, 1)
+      resolve()
+    }
+    state.idle.push(done)
+  })
 
 /** A Node HTTP server with these bounds and headers (not listening yet). */
 export const make = (
@@ -82,6 +110,8 @@ export const make = (
     open.delete(socket)
     if (open.size < cap / 2) capSaid = false
   }
+  const flight = { count: 0, idle: [] as Array<() => void> }
+  inFlight.set(server, flight)
   // Registered before the handler's own listener (added when the server is served): runs first.
   server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
     const entry = open.get(request.socket)
@@ -90,6 +120,14 @@ export const make = (
       clearTimeout(entry.timer)
     }
     for (const [name, value] of Object.entries(headers)) response.setHeader(name, value)
+    if (!streaming(request.url)) {
+      flight.count++
+      // "close": sent whole, or the connection went first.
+      response.once("close", () => {
+        flight.count--
+        if (flight.count === 0) for (const done of flight.idle.slice()) done()
+      })
+    }
   })
   return server
 }

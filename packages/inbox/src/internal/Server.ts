@@ -78,6 +78,12 @@ const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8"
 export const tokenMatches = (expected: string, given: string | undefined): boolean =>
   given !== undefined && Crypto.timingSafeEqual(digest(expected), digest(given))
 
+/**
+ * How long the inbox's close waits for the answers on their way (a decision's response): one
+ * response is milliseconds; a handler stuck longer (an offer's replay, bounded at 10 s) is cut.
+ */
+const AnsweredWithinMs = 2_000
+
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
 
 /** On every response (the API's JSON, errors, the event stream, the pages): nothing is cached, nothing is sniffed. */
@@ -558,11 +564,17 @@ export const serve = (
       )
     )
     // Runs before the server's own close, which waits for every connection to end: an open event
-    // stream never ends by itself, so stop listening and cut every connection first.
+    // stream never ends by itself, so stop listening and cut every connection first. The answers
+    // on their way are let through first (for `AnsweredWithin` at most): the decision that ended
+    // the run (its last card) would otherwise reach its page as a lost connection, and the page
+    // would show the acceptance as someone else's.
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        server?.close()
-        server?.closeAllConnections()
+      Effect.gen(function* () {
+        const closing = server
+        if (closing === undefined) return
+        closing.close()
+        yield* Effect.promise(() => InboxServer.answered(closing, AnsweredWithinMs))
+        closing.closeAllConnections()
       })
     )
     const address = Context.get(context, HttpServer.HttpServer).address
