@@ -1,8 +1,9 @@
 /**
  * A proposed rule offered where a person answers: when a person accepts a card, and what was
- * decided so far (the whole record, this acceptance included) makes a proposal of `Suggest` whose
- * evidence is this card (accepted at least `min` times, never declined, proven by replay against
- * the whole record with the rules in force), that proposal is offered. Taking it is an explicit
+ * decided so far (the newest `window` recorded cards, 10 000 by default, this acceptance included)
+ * makes a proposal of `Suggest` whose evidence is this card (accepted at least `min` times, never
+ * declined, proven by replay against those cards with the rules in force), that proposal is
+ * offered. Taking it is an explicit
  * act: a remembered rule in the ledger (who took it, from which card, the proposal's summary as
  * its note), in force at once for this run and for every later one, revoked like any other
  * (`warden rules revoke`). Nothing is taken by itself.
@@ -41,7 +42,7 @@ export interface Offer {
   readonly summary: string
   /** The rule in full, as a rules file holds it (YAML, with its evidence as a comment). */
   readonly rule: string
-  /** The whole record replayed with the rules in force and this one. */
+  /** The cards it was proposed from (the newest `window`) replayed with the rules in force and this one. */
   readonly replay: Suggest.Proposal["replay"]
   /** How many accepted cards are its evidence. */
   readonly evidence: number
@@ -68,7 +69,16 @@ export interface OffersOptions {
   readonly rules: Policy.Rules
   /** Acceptances needed before a rule is offered (default 3, as `Suggest`'s `min`). */
   readonly min?: number
+  /**
+   * How many of the newest recorded cards (of every run) an offer is proposed from and replayed
+   * over (default 10 000): the acceptance that asks is always among them, and the work of an
+   * acceptance stays bounded however large the ledger grows.
+   */
+  readonly window?: number
 }
+
+/** `OffersOptions.window`'s default. */
+const DefaultWindow = 10_000
 
 /** Offers for the run `runId`, over `ledger`, remembering through `remembering` (its snapshot updated at once). */
 export const make = (ledger: LedgerShape, remembering: Remembering, runId: string, options: OffersOptions): Offers => {
@@ -77,7 +87,9 @@ export const make = (ledger: LedgerShape, remembering: Remembering, runId: strin
     Effect.gen(function* () {
       // The acceptance is recorded by the ledger's writer: written before the record is read.
       yield* ledger.flush
-      const cards = yield* ledger.cards({})
+      // The newest cards, this acceptance among them: the oldest ones (the default read) left it
+      // out once the ledger held more than the window, and no rule was ever offered again.
+      const cards = yield* ledger.cards({ newest: true, limit: options.window ?? DefaultWindow })
       // Only the proposal this card is evidence of is tried (a whole suggestion replays every
       // group over the whole record: ~0.7 s of the event loop for 5,000 cards, at each acceptance).
       const found = Suggest.suggest(cards, options.rules, {

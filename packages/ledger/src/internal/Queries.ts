@@ -201,6 +201,8 @@ const CardColumns = (sql: Sql) =>
     c.offers, c.opened_at, c.deadline_at, s.outcome, s.source, s.source_kind, s.channel, s.decision, s.written, s.detail, s.settled_at, s.latency_ms`
 
 const CardOrder = (sql: Sql) => sql`c.opened_at, c.run_id, length(c.card_id), c.card_id`
+/** `CardOrder` backwards: the newest first. */
+const NewestFirst = (sql: Sql) => sql`c.opened_at DESC, c.run_id DESC, length(c.card_id) DESC, c.card_id DESC`
 
 export const runs = (sql: Sql, status?: Records.RunStatus) =>
   (status === undefined
@@ -269,10 +271,12 @@ export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
     filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined
   ])
   const limit = Math.max(0, Math.floor(filter.limit ?? DefaultLimit))
+  const newest = filter.newest === true
   return sql<Row>`SELECT ${CardColumns(sql)} FROM ledger_cards c
     LEFT JOIN ledger_settlements s ON s.run_id = c.run_id AND s.card_id = c.card_id
-    WHERE ${where} ORDER BY ${CardOrder(sql)} LIMIT ${limit}`.pipe(
-    Effect.map((rows) => rows.map(toCard)),
+    WHERE ${where} ORDER BY ${newest ? NewestFirst(sql) : CardOrder(sql)} LIMIT ${limit}`.pipe(
+    // The newest, listed oldest first as every other read.
+    Effect.map((rows) => (newest ? rows.map(toCard).reverse() : rows.map(toCard))),
     Effect.mapError(sqlError("could not list cards"))
   )
 }

@@ -191,6 +191,11 @@ export interface CardFilter {
   readonly to?: number
   /** At most this many (default 10 000), oldest first. */
   readonly limit?: number
+  /**
+   * Take the newest `limit` cards instead of the oldest (still listed oldest first): what a reader
+   * of the latest decisions wants once the ledger holds more than `limit`.
+   */
+  readonly newest?: boolean
 }
 
 /** A run's cards counted: every card is open, settled once, or stranded once. */
