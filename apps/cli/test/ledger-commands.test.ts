@@ -196,6 +196,39 @@ describe("warden rules test", () => {
           remembered: 0,
           summary: "would auto-accept 3 of 4, would overturn 2 denials"
         })
+        // --limit: audit lists the oldest N, rules test reads the newest N; either says when more matched.
+        const oldest = yield* CliProcess.runToEnd(["audit", "--state", db, "--json", "--limit", "2"])
+        assert.strictEqual(oldest.exited.code, 0, oldest.stderr)
+        assert.deepStrictEqual(
+          oldest
+            .json()
+            .filter((c) => c.type === "card")
+            .map((c) => c.cardId),
+          ["c1", "c2"]
+        )
+        assert.include(oldest.stderr, "more than 2 cards match: the oldest 2 were read")
+        const newest = yield* CliProcess.runToEnd([
+          "rules",
+          "test",
+          "--rules",
+          candidate,
+          "--state",
+          db,
+          "--json",
+          "--limit",
+          "3"
+        ])
+        assert.strictEqual(newest.exited.code, 0, newest.stderr)
+        assert.deepStrictEqual(
+          newest.json().map((l) => l.cardId ?? l.cards),
+          ["c2", "c3", "c4", 3]
+        )
+        assert.include(newest.stderr, "more than 3 cards match: the newest 3 were read")
+        const whole = yield* CliProcess.runToEnd(["audit", "--state", db, "--limit", "4"])
+        assert.notInclude(whole.stderr, "more than", "four of four: nothing left out, nothing said")
+        const zero = yield* CliProcess.runToEnd(["audit", "--state", db, "--limit", "0"])
+        assert.strictEqual(zero.exited.code, 2)
+        assert.include(zero.stderr, "--limit 0: a number of cards, 1 or more")
         const missing = yield* CliProcess.runToEnd([
           "rules",
           "test",

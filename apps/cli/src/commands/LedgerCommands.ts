@@ -32,6 +32,9 @@ type StateLedger = typeof import("../state/StateLedger.js")
 type LedgerShape = import("../state/StateLedger.js").Ledger.LedgerShape
 type ReaderShape = import("../state/StateLedger.js").LedgerReader.LedgerReaderShape
 
+/** `--limit`'s default: the ledger's own default read. */
+const CardsRead = 10_000
+
 const json = Options.boolean("json").pipe(Options.withDescription("one JSON object per line on stdout"))
 
 const filterOptions = {
@@ -70,6 +73,13 @@ const filterOptions = {
       "only cards opened since T: a duration ago (30m, 2h) or a date/time (2026-12-01, 2026-12-01T10:00:00Z)"
     ),
     Options.optional
+  ),
+  limit: Options.integer("limit").pipe(
+    Options.withPseudoName("N"),
+    Options.withDescription(
+      "at most N cards (default 10000): audit lists the oldest N, rules test and rules suggest read the newest N; when more match, stderr says so"
+    ),
+    Options.withDefault(CardsRead)
   )
 }
 
@@ -103,10 +113,13 @@ type Filters = {
   readonly source: Option.Option<string>
   readonly method: Option.Option<string>
   readonly since: Option.Option<string>
+  readonly limit: number
 }
 
 const cardFilter = (f: Filters) =>
   Effect.gen(function* () {
+    if (!Number.isSafeInteger(f.limit) || f.limit < 1)
+      return yield* ExitCodes.usage(`--limit ${f.limit}: a number of cards, 1 or more`)
     if (Option.isSome(f.outcome) && !(Outcomes as ReadonlyArray<string>).includes(f.outcome.value)) {
       return yield* ExitCodes.usage(`--outcome ${f.outcome.value}: one of ${Outcomes.join(", ")}`)
     }
@@ -122,8 +135,30 @@ const cardFilter = (f: Filters) =>
       ...(Option.isSome(f.outcome) ? { outcome: f.outcome.value as (typeof Outcomes)[number] } : {}),
       ...(Option.isSome(f.source) ? { source: f.source.value } : {}),
       ...(Option.isSome(f.method) ? { method: f.method.value } : {}),
-      ...(from !== undefined ? { from } : {})
+      ...(from !== undefined ? { from } : {}),
+      limit: f.limit
     }
+  })
+
+/**
+ * The cards of `filter`, at most its `limit`: the oldest (a listing) or the newest (what rules
+ * are proposed from and tested on). When more match, stderr says so: a large ledger is never
+ * read in part without a word.
+ */
+const readCards = (
+  ledger: Pick<ReaderShape, "cards">,
+  filter: Effect.Effect.Success<ReturnType<typeof cardFilter>>,
+  which: "oldest" | "newest"
+) =>
+  Effect.gen(function* () {
+    const read = yield* ledger
+      .cards({ ...filter, limit: filter.limit + 1, ...(which === "newest" ? { newest: true } : {}) })
+      .pipe(Effect.mapError(ledgerFailure))
+    if (read.length <= filter.limit) return read
+    process.stderr.write(
+      `warden: more than ${filter.limit} cards match: the ${which} ${filter.limit} were read (narrow with --since, --run or --item, or raise --limit)\n`
+    )
+    return which === "newest" ? read.slice(read.length - filter.limit) : read.slice(0, filter.limit)
   })
 
 /**
@@ -258,7 +293,7 @@ export const audit = Command.make("audit", { state: Opts.state, ...filterOptions
       if (Option.isSome(args.pruneBefore)) return yield* prune(args, args.pruneBefore.value)
       const filter = yield* cardFilter(args)
       const { ledger } = yield* readLedger(args.state)
-      const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+      const cards = yield* readCards(ledger, filter, "oldest")
       for (const card of cards) yield* args.json ? out(JSON.stringify(cardJson(card))) : say(cardLine(card), false)
       const late = yield* ledger
         .lateDecisions(Option.isSome(args.run) ? { runId: args.run.value } : {})
@@ -414,7 +449,7 @@ const test = Command.make(
         const filter = yield* cardFilter(args)
         const candidate = yield* Opts.loadRules(args.rules)
         const { ledger, StateLedger } = yield* readLedger(args.state)
-        const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+        const cards = yield* readCards(ledger, filter, "newest")
         // As in a run: the remembered rules in force decide what no candidate rule decides (a deny still wins).
         const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
         const report = StateLedger.Replay.replay(cards, candidate, { remembered, now: Date.now() })
@@ -514,7 +549,7 @@ const suggest = Command.make(
         const { ledger, StateLedger } = Option.isSome(args.remember)
           ? yield* writeLedger(args.state)
           : yield* readLedger(args.state)
-        const cards = yield* ledger.cards(filter).pipe(Effect.mapError(ledgerFailure))
+        const cards = yield* readCards(ledger, filter, "newest")
         const remembered = yield* ledger.rememberedRules().pipe(Effect.mapError(ledgerFailure))
         const found = StateLedger.Suggest.suggest(cards, current, { min: args.min, remembered, now: Date.now() })
         if (Option.isSome(args.remember)) {
