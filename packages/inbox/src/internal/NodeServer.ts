@@ -32,9 +32,6 @@ export interface Bounds {
 
 const ms = (d: Duration.DurationInput) => Math.max(1, Math.round(Duration.toMillis(Duration.decode(d))))
 
-/** The paths whose responses last as long as the connection (not waited for at the close). */
-const streaming = (url: string | undefined): boolean => url !== undefined && url.split("?")[0] === "/api/events"
-
 /** Per server: its responses on their way (event streams aside), and who waits for none to be. */
 const inFlight = new WeakMap<Http.Server, { count: number; readonly idle: Array<() => void> }>()
 
@@ -61,7 +58,9 @@ export const answered = (server: Http.Server, withinMs: number): Promise<void> =
 export const make = (
   bounds: Bounds,
   headers: Readonly<Record<string, string>>,
-  log: (line: string) => void
+  log: (line: string) => void,
+  /** Whether a request's path is an event stream's (its response lasts as long as the connection). */
+  streaming: (path: string) => boolean
 ): Http.Server => {
   const requestTimeout = ms(bounds.requestTimeout)
   const headersTimeout = Math.min(ms(bounds.headersTimeout), requestTimeout)
@@ -120,7 +119,7 @@ export const make = (
       clearTimeout(entry.timer)
     }
     for (const [name, value] of Object.entries(headers)) response.setHeader(name, value)
-    if (!streaming(request.url)) {
+    if (!streaming((request.url ?? "").split("?")[0]!)) {
       flight.count++
       // "close": sent whole, or the connection went first.
       response.once("close", () => {

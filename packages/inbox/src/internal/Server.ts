@@ -84,6 +84,9 @@ export const tokenMatches = (expected: string, given: string | undefined): boole
  */
 const AnsweredWithinMs = 2_000
 
+/** The event stream's route (`InboxApi`'s `events`): its token may come in the query; its response is not waited for at the close. */
+const EventsPath = "/api/events"
+
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
 
 /** On every response (the API's JSON, errors, the event stream, the pages): nothing is cached, nothing is sniffed. */
@@ -505,7 +508,7 @@ export const serve = (
       // A link is its own authorization (its signature), checked by its route.
       if (url.pathname.startsWith("/l/")) return true
       const header = request.headers[InboxApi.TokenHeader]
-      const query = url.pathname === "/api/events" ? (url.searchParams.get("token") ?? undefined) : undefined
+      const query = url.pathname === EventsPath ? (url.searchParams.get("token") ?? undefined) : undefined
       return tokenMatches(token, header) || tokenMatches(token, query)
     }
     // Before routing: a request without the token learns nothing (not even which routes exist); a
@@ -548,10 +551,13 @@ export const serve = (
       middleware: guard
     }).pipe(
       Layer.provideMerge(
-        NodeHttpServer.layer(() => (server = InboxServer.make(limits, everyResponseHeaders, log)), {
-          host,
-          port: config.port ?? 0
-        })
+        NodeHttpServer.layer(
+          () => (server = InboxServer.make(limits, everyResponseHeaders, log, (path) => path === EventsPath)),
+          {
+            host,
+            port: config.port ?? 0
+          }
+        )
       )
     )
     const context = yield* Layer.build(Server).pipe(
