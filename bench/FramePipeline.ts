@@ -22,7 +22,9 @@
  * time). Its writer runs on its own thread, as in every build (`WARDEN_LEDGER_WORKER`, which
  * bench/run.ts sets to a bundle of the sources; `off` puts it on the main thread). The pass is
  * timed as Warden's; the writer then finishes (`flush`, timed apart, untimed for the ratio) before
- * the next contender runs, so nobody pays for its leftovers.
+ * the next contender runs, so nobody pays for its leftovers. Beside it, reported, not a target:
+ * the same ledger without its answer journal (the `write(2)` before each answer), which shows the
+ * journal apart from the rest of the ledger's work.
  *
  * Rounds interleave the contenders (rotating who goes first), each pass starting from a fully
  * collected heap (`global.gc`, untimed); ratios are between the medians of the same run. A
@@ -49,7 +51,15 @@ export interface Options {
   readonly log: (line: string) => void
 }
 
-type Contender = "warden" | "wardenLedger" | "baseline" | "raw" | "rawBytes" | "wardenQuiet" | "baselineQuiet"
+type Contender =
+  | "warden"
+  | "wardenLedger"
+  | "wardenLedgerNoJournal"
+  | "baseline"
+  | "raw"
+  | "rawBytes"
+  | "wardenQuiet"
+  | "baselineQuiet"
 
 /** A contender set up once; `pass` feeds the whole mix and resolves when it is fully handled. */
 interface Runner {
@@ -74,7 +84,12 @@ const WAIT_LIMIT_MS = 60_000
  */
 export const wardenRunner = async (
   mix: Mix.Mix,
-  options: { readonly ledger?: boolean; readonly telemetry?: boolean } = {}
+  options: {
+    readonly ledger?: boolean
+    /** With the ledger: `false` leaves out its answer journal. */
+    readonly answerJournal?: false
+    readonly telemetry?: boolean
+  } = {}
 ): Promise<Runner & { readonly answers: () => number; readonly records: () => number }> => {
   const scope = Effect.runSync(Scope.make())
   const keptSignals: Array<Array<ThreadRoute.ThreadSignal>> = []
@@ -87,7 +102,12 @@ export const wardenRunner = async (
     Scope.extend(
       Effect.gen(function* () {
         // Built first, closed last (as in the CLI).
-        const ledger = options?.ledger === true ? yield* Effect.orDie(BenchLedger.make) : undefined
+        const ledger =
+          options?.ledger === true
+            ? yield* Effect.orDie(
+                BenchLedger.make(options.answerJournal === false ? { answerJournal: false } : undefined)
+              )
+            : undefined
         const approvals = yield* Approvals.make({ handler: () => Effect.succeed(Decision.Accept) })
         if (ledger !== undefined) {
           const none = yield* PubSub.unbounded<never>()
@@ -242,6 +262,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const runners: Record<Contender, Runner> = {
     warden: await wardenRunner(mix),
     wardenLedger: await wardenRunner(mix, { ledger: true }),
+    wardenLedgerNoJournal: await wardenRunner(mix, { ledger: true, answerJournal: false }),
     baseline: baselineRunner(mix),
     raw: rawRunner(mix),
     rawBytes: rawRunner(mix, rawLimitBytes),
@@ -252,6 +273,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const order: ReadonlyArray<Contender> = [
     "warden",
     "wardenLedger",
+    "wardenLedgerNoJournal",
     "baseline",
     "raw",
     "rawBytes",
@@ -261,7 +283,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const times = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
   const cpu = Object.fromEntries(order.map((c) => [c, [] as Array<number>])) as Record<Contender, Array<number>>
   /** The ledger's writer after a pass: ms until everything the pass recorded was written. */
-  const flushMs: Array<number> = []
+  const flushMs: Record<"wardenLedger" | "wardenLedgerNoJournal", Array<number>> = {
+    wardenLedger: [],
+    wardenLedgerNoJournal: []
+  }
   try {
     for (let i = 0; i < warmups; i++) {
       for (const c of order) {
@@ -282,7 +307,10 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
         const used = process.cpuUsage(c0)
         cpu[c].push(used.user + used.system)
         const after = runners[c].after
-        if (after !== undefined) flushMs.push(await after())
+        if (after !== undefined) {
+          const ms = await after()
+          if (c === "wardenLedger" || c === "wardenLedgerNoJournal") flushMs[c].push(ms)
+        }
       }
     }
   } finally {
@@ -304,7 +332,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   // with the writer's leftover work (pass + flush) counted in.
   const ledgerOnVsOff = med("wardenLedger") / med("warden")
   const ledgerOnVsOffCpu = cpuFps("wardenLedger") / cpuFps("warden")
-  const ledgerWithFlushMs = times.wardenLedger.map((ms, i) => ms + (flushMs[i] ?? 0))
+  const ledgerWithFlushMs = times.wardenLedger.map((ms, i) => ms + (flushMs.wardenLedger[i] ?? 0))
+  const ledgerWithoutJournalVsOff = med("wardenLedgerNoJournal") / med("warden")
   const ledgerOnVsOffWithFlush = median(times.warden) / median(ledgerWithFlushMs)
   // What the cards add to a pass, per card (both mixes differ by the requests and their resolutions).
   const perCardUs =
@@ -316,6 +345,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
   const label: Record<Contender, string> = {
     warden: "Warden read loop (AppServerConnection)",
     wardenLedger: "Warden read loop, ledger on",
+    wardenLedgerNoJournal: "Warden read loop, ledger on without its answer journal",
     baseline: "plain-callback reader (baseline)",
     raw: "split + JSON.parse, string split (raw)",
     rawBytes: "split + JSON.parse, byte split (raw)",
@@ -353,7 +383,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       rawLimitCpuFramesPerSec: cpuFps(limit),
       wardenLedgerFramesPerSec: med("wardenLedger"),
       wardenLedgerPassMsMedian: median(times.wardenLedger),
-      ledgerFlushAfterPassMsMedian: median(flushMs),
+      ledgerFlushAfterPassMsMedian: median(flushMs.wardenLedger),
+      wardenLedgerNoJournalFramesPerSec: med("wardenLedgerNoJournal"),
       wardenNoApprovalsFramesPerSec: med("wardenQuiet"),
       baselineNoApprovalsFramesPerSec: med("baselineQuiet"),
       approvalCardExtraUsPerCard: perCardUs
@@ -367,7 +398,8 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       wardenVsBaselineNoApprovals: quietVsBaseline,
       ledgerOnVsOff,
       ledgerOnVsOffCpu,
-      ledgerOnVsOffWithFlush
+      ledgerOnVsOffWithFlush,
+      ledgerWithoutJournalVsOff
     },
     targets: [
       {
@@ -416,10 +448,19 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
             label.wardenLedger,
             med("wardenLedger"),
             median(times.wardenLedger),
-            median(flushMs),
+            median(flushMs.wardenLedger),
             ratioCell(ledgerOnVsOff),
             ratioCell(ledgerOnVsOffCpu),
             ratioCell(ledgerOnVsOffWithFlush)
+          ],
+          [
+            label.wardenLedgerNoJournal,
+            med("wardenLedgerNoJournal"),
+            median(times.wardenLedgerNoJournal),
+            median(flushMs.wardenLedgerNoJournal),
+            ratioCell(ledgerWithoutJournalVsOff),
+            ratioCell(cpuFps("wardenLedgerNoJournal") / cpuFps("warden")),
+            ""
           ]
         ]
       },

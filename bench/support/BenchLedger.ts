@@ -18,15 +18,27 @@ export interface BenchLedger {
   readonly flush: Effect.Effect<void>
 }
 
-export const make: Effect.Effect<BenchLedger, Ledger.LedgerError, Scope.Scope> = Effect.gen(function* () {
-  const dir = yield* Effect.acquireRelease(
-    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-bench-ledger-"))),
-    (d) => Effect.sync(() => Fs.rmSync(d, { recursive: true, force: true }))
-  )
-  const ledger = Context.get(
-    yield* Layer.build(Ledger.layerSqlite({ filename: Path.join(dir, "ledger.db") })),
-    Ledger.Ledger
-  )
-  const run = yield* ledger.beginRun({ label: "bench" })
-  return { ledger, run, flush: Effect.asVoid(ledger.flush) }
-})
+/**
+ * `answerJournal: false`: without the answer journal (its `write(2)` before each answer), to show
+ * what the rest of the ledger costs.
+ */
+export const make = (options?: {
+  readonly answerJournal?: false
+}): Effect.Effect<BenchLedger, Ledger.LedgerError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "warden-bench-ledger-"))),
+      (d) => Effect.sync(() => Fs.rmSync(d, { recursive: true, force: true }))
+    )
+    const ledger = Context.get(
+      yield* Layer.build(
+        Ledger.layerSqlite({
+          filename: Path.join(dir, "ledger.db"),
+          ...(options?.answerJournal === false ? { answerJournal: false } : {})
+        })
+      ),
+      Ledger.Ledger
+    )
+    const run = yield* ledger.beginRun({ label: "bench" })
+    return { ledger, run, flush: Effect.asVoid(ledger.flush) }
+  })
