@@ -1,0 +1,48 @@
+/**
+ * The tests' throwaway PostgreSQL server (`@warden/test-support/Postgres`) does not outlive a test
+ * process that dies before its scope closes (vitest stopped by Ctrl-C, or killed): its watchdog
+ * stops the server and removes its directory. Without it the postmaster, a daemon in a session of
+ * its own, stays running.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import { spawnTsx } from "@warden/test-support/Processes"
+import { ProcessTree } from "@warden/testkit"
+import { type Duration, Effect, Schedule } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const orphan = Path.join(__dirname, "fixtures", "postgres-orphan.ts")
+const started = killedAfterAll()
+
+/** `condition` polled every 100 ms, for `timeout` at most. */
+const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput) =>
+  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
+    Effect.retry(Schedule.spaced("100 millis")),
+    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
+  )
+
+describe("the tests' PostgreSQL server", () => {
+  it.live(
+    "is stopped, and its directory removed, when the process that started it dies before its scope closes",
+    () =>
+      Effect.gen(function* () {
+        const proc = yield* spawnTsx(orphan, {})
+        started.add(proc.pid)
+        const line = () => proc.json().find((l) => typeof l["pid"] === "number")
+        yield* until("the server's pid", () => line() !== undefined, "120 seconds")
+        const { pid, dir } = line() as unknown as { pid: number; dir: string }
+        started.add(pid)
+        assert.isTrue(ProcessTree.isAlive(pid), "the postmaster runs")
+        assert.isTrue(Fs.existsSync(dir))
+        // The test process dies at once, its scope not closed: its process group SIGKILLed, as a
+        // Ctrl-C or a kill reaches it (the server and the watchdog are in sessions of their own;
+        // `proc.kill` would also kill every descendant, the watchdog among them).
+        process.kill(-proc.pid, "SIGKILL")
+        yield* proc.exited("30 seconds")
+        yield* until("the postmaster gone", () => !ProcessTree.isAlive(pid), "60 seconds")
+        yield* until("its directory removed", () => !Fs.existsSync(dir), "30 seconds")
+      }).pipe(Effect.scoped),
+    180_000
+  )
+})
