@@ -8,16 +8,14 @@
  * installation fails with `PostgresMissing` saying which package to install; it never skips.
  *
  * The server is a daemon (`pg_ctl` starts it in a session of its own), so it would outlive a test
- * process that dies before its scope closes: vitest stopped by Ctrl-C (its workers end without
- * running their finalizers) or killed. A watchdog (`sh`, in a session of its own: a Ctrl-C does not
- * reach it) holds a pipe from the test process; when that pipe ends without the word that all went
- * well, the test process is gone, and the watchdog stops the server (`pg_ctl stop -m immediate`)
- * and removes its directory.
+ * process that dies before its scope closes (vitest stopped by Ctrl-C, or killed): then a
+ * `Watchdog` stops it (`pg_ctl stop -m immediate`) and removes its directory.
  */
 import { Data, Effect } from "effect"
 import type * as Hosts from "./Hosts.js"
+import * as Watchdog from "./Watchdog.js"
 import type { Scope } from "effect"
-import { execFile, execFileSync, spawn } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -71,40 +69,6 @@ const binDir = (): string | undefined => {
       "PostgreSQL server binaries not found (initdb, pg_ctl): install the Debian package: apt-get install postgresql"
   })
 }
-
-/**
- * The watchdog's script: a line on stdin ("done", written when the scope closes) means the test
- * stopped the server itself; end of input without it, that the test process is gone. `$@` is the
- * `pg_ctl` command (through `runuser` when the server runs as `postgres`).
- */
-const WatchdogScript =
-  'if read -r line; then exit 0; fi; "$@" -D "$WPG_DATA" -m immediate -w -t 20 stop >/dev/null 2>&1; rm -rf "$WPG_DIR"'
-
-/**
- * Stop the server at `data` and remove `dir` once this process is gone, however it goes (its
- * scope closing says "done" first: then nothing happens). In the caller's scope.
- */
-const watchdog = (pgCtl: ReadonlyArray<string>, data: string, dir: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child = spawn("sh", ["-c", WatchdogScript, "sh", ...pgCtl], {
-        detached: true,
-        stdio: ["pipe", "ignore", "ignore"],
-        env: { ...process.env, WPG_DATA: data, WPG_DIR: dir }
-      })
-      // Neither the child nor its pipe keeps this process alive; the pipe is not inherited by
-      // other children (libuv opens it close-on-exec), so it ends exactly when this process does.
-      child.on("error", () => {})
-      child.stdin?.on("error", () => {})
-      child.unref()
-      ;(child.stdin as { unref?: () => void } | null)?.unref?.()
-      return child
-    }),
-    (child) =>
-      Effect.sync(() => {
-        child.stdin?.end("done\n")
-      })
-  )
 
 const run = (command: string, args: ReadonlyArray<string>, asPostgres: boolean, on?: Hosts.Host) =>
   Effect.async<string, PostgresFailed>((resume) => {
@@ -182,10 +146,9 @@ export const start = (
     const data = Path.join(server.dir, "data")
     // From here on: if this process dies before the scope closes, the watchdog stops the server
     // (once it runs) and removes the directory.
-    yield* watchdog(
-      asPostgres ? ["runuser", "-u", "postgres", "--", tool("pg_ctl")] : [tool("pg_ctl")],
-      data,
-      server.dir
+    yield* Watchdog.onDeath(
+      'if [ -n "$WPG_AS_POSTGRES" ]; then runuser -u postgres -- "$WPG_CTL" -D "$WPG_DATA" -m immediate -w -t 20 stop; else "$WPG_CTL" -D "$WPG_DATA" -m immediate -w -t 20 stop; fi >/dev/null 2>&1; rm -rf "$WPG_DIR"',
+      { WPG_CTL: tool("pg_ctl"), WPG_AS_POSTGRES: asPostgres ? "1" : "", WPG_DATA: data, WPG_DIR: server.dir }
     )
     yield* run(tool("initdb"), ["-D", data, "-U", username, "--auth=trust", "-E", "UTF8", "--no-sync"], asPostgres)
     const on = options.on

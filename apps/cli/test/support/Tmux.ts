@@ -3,7 +3,8 @@
  * `warden ARGS` (CliProcess.command: the CLI compiled for this run) in one pane, keys sent with `send-keys`, the screen read with
  * `capture-pane`. A shell in the pane waits for the CLI and keeps its exit status. Closing the
  * scope stops the CLI (SIGTERM, bounded wait, SIGKILL to everything under the pane) and the tmux
- * server.
+ * server; if the test process dies first (Ctrl-C, a kill), a `Watchdog` stops the server (its
+ * pane's CLI with it) and removes its directory.
  *
  * tmux is a Debian package (`apt-get install tmux`). When it is missing these tests fail, saying so.
  */
@@ -15,6 +16,7 @@ import { Data, type Duration, Effect, Schedule } from "effect"
 import type { Scope } from "effect"
 import { ProcessTree } from "@warden/testkit"
 import * as CliProcess from "./CliProcess.js"
+import * as Watchdog from "@warden/test-support/Watchdog"
 
 export class TmuxError extends Data.TaggedError("TmuxError")<{ readonly detail: string }> {
   override get message() {
@@ -120,6 +122,13 @@ export const run = (
       ]),
       () => tmuxSync(["kill-server"]).pipe(Effect.ignore)
     )
+    // A daemon: if this process dies before the scope closes (Ctrl-C, a kill), the server goes
+    // anyway, and the CLI in its pane with it (SIGHUP), and the directory.
+    yield* Watchdog.onDeath('"$WT_TMUX" -L "$WT_SOCKET" kill-server >/dev/null 2>&1; rm -rf "$WT_DIR"', {
+      WT_TMUX: tmux,
+      WT_SOCKET: socket,
+      WT_DIR: dir
+    })
     const pid = Number((yield* tmuxSync(["display-message", "-p", "-t", "main", "#{pane_pid}"])).trim())
 
     /** The CLI's exit status, once it has exited. */

@@ -1,0 +1,44 @@
+/**
+ * What a test starts outside its own process tree (a daemon: the throwaway PostgreSQL server, a
+ * private tmux server) is stopped by the test's scope, and that scope does not close when the test
+ * process dies first: vitest stopped by Ctrl-C (its workers end without running their finalizers)
+ * or killed. `onDeath` leaves behind a watchdog (`sh`, in a session of its own: a Ctrl-C at the
+ * terminal does not reach it) that holds a pipe from the test process and runs a cleanup script
+ * when that pipe ends without the word "done", which the scope writes when it closes: the test
+ * process is gone, however it went.
+ */
+import { spawn } from "node:child_process"
+import { Effect } from "effect"
+import type { Scope } from "effect"
+
+/**
+ * Run `script` (sh) if this process dies before the caller's scope closes; `env` is added to its
+ * environment (pass values there, not in the script's text: nothing is quoted).
+ */
+export const onDeath = (
+  script: string,
+  env: Readonly<Record<string, string>>
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.asVoid(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        // A line ("done") means the scope closed; end of input without one, that this process is gone.
+        const child = spawn("sh", ["-c", `if read -r line; then exit 0; fi\n${script}`], {
+          detached: true,
+          stdio: ["pipe", "ignore", "ignore"],
+          env: { ...process.env, ...env }
+        })
+        // Neither the child nor its pipe keeps this process alive; the pipe is not inherited by
+        // other children (libuv opens it close-on-exec), so it ends exactly when this process does.
+        child.on("error", () => {})
+        child.stdin?.on("error", () => {})
+        child.unref()
+        ;(child.stdin as { unref?: () => void } | null)?.unref?.()
+        return child
+      }),
+      (child) =>
+        Effect.sync(() => {
+          child.stdin?.end("done\n")
+        })
+    )
+  )
