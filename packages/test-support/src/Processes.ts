@@ -12,6 +12,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { TestProcess } from "@warden/testkit"
 import { Effect } from "effect"
+import * as Watchdog from "./Watchdog.js"
 import type { Scope } from "effect"
 
 /** The repository's root directory (the working directory of every process started here). */
@@ -34,13 +35,17 @@ export const spawnTsx = (
   const base: Record<string, string | undefined> = { ...process.env }
   for (const key of ["HOST", "PORT", "LISTEN_HOST", "LISTEN_PORT"]) delete base[key]
   return Effect.map(
-    TestProcess.spawn(tsx, [script], {
-      cwd: repoRoot,
-      env: { ...base, ...env },
-      stdin: "ignore",
-      stopTimeout: "20 seconds",
-      stderrLimit: 100_000
-    }),
+    // Killed with its group if this process dies first (Ctrl-C: its group is not the terminal's).
+    Effect.tap(
+      TestProcess.spawn(tsx, [script], {
+        cwd: repoRoot,
+        env: { ...base, ...env },
+        stdin: "ignore",
+        stopTimeout: "20 seconds",
+        stderrLimit: 100_000
+      }),
+      (child) => Watchdog.killOnDeath(child.pid)
+    ),
     (child): Proc => ({
       ...child,
       json: () =>

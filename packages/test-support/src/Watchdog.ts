@@ -8,6 +8,7 @@
  * process is gone, however it went.
  */
 import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
 import { Effect } from "effect"
 import type { Scope } from "effect"
 
@@ -42,3 +43,29 @@ export const onDeath = (
         })
     )
   )
+
+/** A process's start time (`/proc/PID/stat`, field 22, clock ticks since boot); undefined when it is gone or there is no /proc. */
+const startTime = (pid: number): string | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * SIGKILL `pid`'s process group and `pid` itself if this process dies before the caller's scope
+ * closes: a child the test started in a process group of its own (`TestProcess`), which a Ctrl-C
+ * at the terminal does not reach. Only if `pid` is still the process it was (its start time), so
+ * a number used again by another process is left alone.
+ */
+export const killOnDeath = (pid: number): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.suspend(() => {
+    const start = startTime(pid)
+    if (start === undefined) return Effect.void
+    return onDeath(
+      'if [ "$(sed "s/.*) //" "/proc/$WK_PID/stat" 2>/dev/null | cut -d" " -f20)" = "$WK_START" ]; then kill -KILL -- "-$WK_PID" 2>/dev/null; kill -KILL "$WK_PID" 2>/dev/null; fi',
+      { WK_PID: String(pid), WK_START: start }
+    )
+  })

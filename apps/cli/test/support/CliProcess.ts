@@ -10,6 +10,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { repoRoot } from "@warden/test-support/Processes"
+import * as Watchdog from "@warden/test-support/Watchdog"
 import { ProcessTree, TestProcess } from "@warden/testkit"
 import { Effect } from "effect"
 import type { Scope } from "effect"
@@ -90,12 +91,16 @@ export const spawn = (args: ReadonlyArray<string>, options?: Options): Effect.Ef
       : line
   const [file, ...rest] = options?.on === undefined ? local : options.on.exec(local)
   return Effect.map(
-    TestProcess.spawn(file!, rest, {
-      cwd: repoRoot,
-      env: { ...process.env, XDG_STATE_HOME: stateHome, ...options?.env },
-      stdin: options?.stdin ?? "pipe",
-      stopTimeout: "8 seconds"
-    }),
+    // Killed with its group if this process dies first (Ctrl-C: its group is not the terminal's).
+    Effect.tap(
+      TestProcess.spawn(file!, rest, {
+        cwd: repoRoot,
+        env: { ...process.env, XDG_STATE_HOME: stateHome, ...options?.env },
+        stdin: options?.stdin ?? "pipe",
+        stopTimeout: "8 seconds"
+      }),
+      (child) => Watchdog.killOnDeath(child.pid)
+    ),
     (child): Cli => ({
       ...child,
       json: () => child.lines().map((l) => JSON.parse(l) as JsonLine),

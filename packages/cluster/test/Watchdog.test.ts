@@ -1,8 +1,9 @@
 /**
- * The tests' throwaway PostgreSQL server (`@warden/test-support/Postgres`) does not outlive a test
- * process that dies before its scope closes (vitest stopped by Ctrl-C, or killed): its watchdog
- * stops the server and removes its directory. Without it the postmaster, a daemon in a session of
- * its own, stays running.
+ * What a test starts does not outlive a test process that dies before its scope closes (vitest
+ * stopped by Ctrl-C, or killed): `@warden/test-support/Watchdog` stops the throwaway PostgreSQL
+ * server (a daemon in a session of its own) and removes its directory, and kills a child started
+ * in a process group of its own (`spawnTsx`, the CLI's `warden`), which a Ctrl-C at the terminal
+ * does not reach. Without it both stay running.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
@@ -12,7 +13,7 @@ import { type Duration, Effect, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
-const orphan = Path.join(__dirname, "fixtures", "postgres-orphan.ts")
+const orphan = Path.join(__dirname, "fixtures", "orphan.ts")
 const started = killedAfterAll()
 
 /** `condition` polled every 100 ms, for `timeout` at most. */
@@ -22,18 +23,20 @@ const until = (what: string, condition: () => boolean, timeout: Duration.Duratio
     Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
   )
 
-describe("the tests' PostgreSQL server", () => {
+describe("what a test started", () => {
   it.live(
-    "is stopped, and its directory removed, when the process that started it dies before its scope closes",
+    "is stopped when the test process dies before its scope closes: the PostgreSQL server (its directory removed) and a child in its own process group",
     () =>
       Effect.gen(function* () {
         const proc = yield* spawnTsx(orphan, {})
         started.add(proc.pid)
-        const line = () => proc.json().find((l) => typeof l["pid"] === "number")
+        const line = () => proc.json().find((l) => typeof l["child"] === "number")
         yield* until("the server's pid", () => line() !== undefined, "120 seconds")
-        const { pid, dir } = line() as unknown as { pid: number; dir: string }
+        const { pid, dir, child } = line() as unknown as { pid: number; dir: string; child: number }
         started.add(pid)
+        started.add(child)
         assert.isTrue(ProcessTree.isAlive(pid), "the postmaster runs")
+        assert.isTrue(ProcessTree.isAlive(child), "the child runs")
         assert.isTrue(Fs.existsSync(dir))
         // The test process dies at once, its scope not closed: its process group SIGKILLed, as a
         // Ctrl-C or a kill reaches it (the server and the watchdog are in sessions of their own;
@@ -42,6 +45,7 @@ describe("the tests' PostgreSQL server", () => {
         yield* proc.exited("30 seconds")
         yield* until("the postmaster gone", () => !ProcessTree.isAlive(pid), "60 seconds")
         yield* until("its directory removed", () => !Fs.existsSync(dir), "30 seconds")
+        yield* until("the child gone", () => !ProcessTree.isAlive(child), "30 seconds")
       }).pipe(Effect.scoped),
     180_000
   )
