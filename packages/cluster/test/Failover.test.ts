@@ -11,12 +11,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
 import * as Postgres from "@warden/test-support/Postgres"
 import { ProcessTree } from "@warden/testkit"
-import { Context, type Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Stream } from "effect"
 import * as Path from "node:path"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import type { Proc } from "@warden/test-support/Processes"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
 import { freePort, spawnTsx } from "@warden/test-support/Processes"
+import { until } from "@warden/test-support/Polling"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
@@ -29,12 +30,6 @@ const lastShards = (p: Proc) => {
 }
 
 /** Bounded wait on a condition over state that has no event of its own (output of two processes). */
-const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput = "120 seconds") =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("200 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
-  )
-
 const runner = (url: string, name: string, port: number) =>
   Effect.gen(function* () {
     const p = yield* spawnTsx(runnerScript, {
@@ -63,7 +58,8 @@ describe("a fleet of two runners on PostgreSQL", () => {
         const b = yield* runner(pg.url, "b", yield* freePort)
         yield* until(
           "the shards split between a and b",
-          () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300
+          () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300,
+          "120 seconds"
         )
         const runners = [a, b]
 
@@ -120,8 +116,10 @@ describe("a fleet of two runners on PostgreSQL", () => {
         const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))
 
         // Every item has its first card open (the fake completes a turn only once its card is answered).
-        yield* until("a card open on every item", () =>
-          items.every((id) => lines(id).some((l) => l["type"] === "card.opened"))
+        yield* until(
+          "a card open on every item",
+          () => items.every((id) => lines(id).some((l) => l["type"] === "card.opened")),
+          "120 seconds"
         )
         const placement = new Map(
           items.map((id) => [id, String(lines(id).find((l) => l["type"] === "card.opened")!["runner"])])
@@ -263,7 +261,8 @@ describe("a fleet of two runners on PostgreSQL", () => {
         const b = yield* runner(pg.url, "b", yield* freePort)
         yield* until(
           "the shards split between a and b",
-          () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300
+          () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300,
+          "120 seconds"
         )
         const context = yield* Layer.build(
           ClusterClient.layer({ sharding: shardingTimings }).pipe(Layer.provideMerge(Storage.layer(pg.url)))
@@ -301,8 +300,10 @@ describe("a fleet of two runners on PostgreSQL", () => {
           )
         )
         const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))
-        yield* until("a card open on every item", () =>
-          items.every((id) => lines(id).some((l) => l["type"] === "card.opened"))
+        yield* until(
+          "a card open on every item",
+          () => items.every((id) => lines(id).some((l) => l["type"] === "card.opened")),
+          "120 seconds"
         )
         const placement = new Map(
           items.map((id) => [id, String(lines(id).find((l) => l["type"] === "card.opened")!["runner"])])

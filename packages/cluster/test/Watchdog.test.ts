@@ -7,21 +7,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
+import { until } from "@warden/test-support/Polling"
 import { spawnTsx } from "@warden/test-support/Processes"
 import { ProcessTree } from "@warden/testkit"
-import { type Duration, Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
 const orphan = Path.join(__dirname, "fixtures", "orphan.ts")
 const started = killedAfterAll()
-
-/** `condition` polled every 100 ms, for `timeout` at most. */
-const until = (what: string, condition: () => boolean, timeout: Duration.DurationInput) =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("100 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}`) })
-  )
 
 describe("what a test started", () => {
   it.live(

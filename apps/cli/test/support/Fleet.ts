@@ -10,7 +10,8 @@ import { freePort } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import type { TestProcess } from "@warden/testkit"
 import { RealCodex, ScriptedModel } from "@warden/testkit"
-import { type Duration, Effect, Schedule, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
+import { until } from "@warden/test-support/Polling"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
 
@@ -26,20 +27,8 @@ export const lastShards = (cli: CliProcess.Cli): number => {
   return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
 }
 
-/**
- * Bounded wait on state spread over several processes' output (no single event to wait on):
- * `condition` polled every 250 ms; past `timeout`, fails naming `what`, with `context()` after it.
- */
-export const until = (
-  what: string,
-  condition: () => boolean,
-  timeout: Duration.DurationInput = "180 seconds",
-  context: () => string = () => ""
-) =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
-  )
+/** The shared poll with a deadline (`@warden/test-support/Polling`), as the CLI's fleet tests import it. */
+export { until }
 
 /**
  * `warden runner` on `cluster`, listening on `listen` (default: a free port on 127.0.0.1), driving
