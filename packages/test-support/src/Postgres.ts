@@ -146,9 +146,15 @@ export const start = (
     const data = Path.join(server.dir, "data")
     // From here on: if this process dies before the scope closes, the watchdog stops the server
     // (once it runs) and removes the directory.
+    // (`$WPG_AS` unquoted: empty, or the words that run it as `postgres`, as `run` does.)
     yield* Watchdog.onDeath(
-      'if [ -n "$WPG_AS_POSTGRES" ]; then runuser -u postgres -- "$WPG_CTL" -D "$WPG_DATA" -m immediate -w -t 20 stop; else "$WPG_CTL" -D "$WPG_DATA" -m immediate -w -t 20 stop; fi >/dev/null 2>&1; rm -rf "$WPG_DIR"',
-      { WPG_CTL: tool("pg_ctl"), WPG_AS_POSTGRES: asPostgres ? "1" : "", WPG_DATA: data, WPG_DIR: server.dir }
+      '$WPG_AS "$WPG_CTL" -D "$WPG_DATA" -m immediate -w -t 20 stop >/dev/null 2>&1; rm -rf "$WPG_DIR"',
+      {
+        WPG_AS: asPostgres ? "runuser -u postgres --" : "",
+        WPG_CTL: tool("pg_ctl"),
+        WPG_DATA: data,
+        WPG_DIR: server.dir
+      }
     )
     yield* run(tool("initdb"), ["-D", data, "-U", username, "--auth=trust", "-E", "UTF8", "--no-sync"], asPostgres)
     const on = options.on
