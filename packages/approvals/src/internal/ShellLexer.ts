@@ -110,6 +110,16 @@ class Lexer {
     this.into = into
   }
 
+  /**
+   * One lexer kept for the module's life, never run. V8 holds the hidden class a constructor's
+   * objects end with only weakly (through the transitions from the one they start with): with
+   * every lexer gone (they live for one call), a full GC collected it, and with it the optimized
+   * code of `run` and `endSegment`, compiled against it ("weak objects"), so lexing ran
+   * unoptimized again after each full GC until it got hot (two to three times as long; measured
+   * with `--trace-deopt` in bench/, "Telemetry": the card summaries' lexing). This one keeps it.
+   */
+  static readonly kept: Lexer = new Lexer("", { i: 0 }, "top", 0, emptyResult(), [])
+
   nestedScript(script: string): void {
     if (this.depth >= MaxDepth) {
       this.out.complete = false

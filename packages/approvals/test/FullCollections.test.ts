@@ -1,0 +1,65 @@
+/**
+ * The shell lexer and the masking's word reader and searches keep their optimized code across full
+ * garbage collections (the `kept` instance of `Lexer`, `ArgReader` and `NextIndex`): V8 held the
+ * hidden class their objects end with only weakly, so with every one of them gone (each lives for
+ * one call) a full collection threw away the optimized code of their methods ("weak objects"),
+ * and lexing and masking (each card's summary, rules, every line the CLI prints) ran unoptimized
+ * until they got hot again. Read from V8's own trace in a child process: the methods are optimized,
+ * and none is deoptimized for a collected object afterwards.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+
+const root = Path.resolve(__dirname, "../../..")
+const fixture = Path.join(__dirname, "fixtures", "full-collections.ts")
+
+/** The fixture's stdout (V8's trace, then `done`), run to its end. */
+const traced = Effect.async<string, Error>((resume) => {
+  const child = ChildProcess.spawn(
+    process.execPath,
+    ["--trace-opt", "--trace-deopt", "--expose-gc", "--import", "tsx", fixture],
+    { cwd: root, stdio: ["ignore", "pipe", "pipe"] }
+  )
+  let out = ""
+  let err = ""
+  child.stdout.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8")
+  })
+  child.stderr.on("data", (chunk: Buffer) => {
+    err += chunk.toString("utf8")
+  })
+  child.on("error", (error) => resume(Effect.fail(error)))
+  child.on("close", (code) =>
+    resume(code === 0 ? Effect.succeed(out) : Effect.fail(new Error(`the fixture failed (${code}): ${err}`)))
+  )
+  return Effect.sync(() => child.kill("SIGKILL"))
+})
+
+/** The methods of `Lexer`, `ArgReader` and `NextIndex` (V8 names a class's constructor by the class). */
+const Methods =
+  /<SharedFunctionInfo (run|endSegment|endWord|word|endCommand|value|option|after|Lexer|ArgReader|NextIndex)>/
+
+describe("lexing and masking under full collections", () => {
+  it.effect(
+    "their optimized code outlives every lexer, reader and search",
+    () =>
+      Effect.gen(function* () {
+        const lines = (yield* traced).split("\n")
+        assert.isTrue(
+          lines.some((l) => /^done \d+$/.test(l)),
+          "the fixture ran to its end"
+        )
+        // Optimized at all (else finding no deoptimization below would prove nothing).
+        for (const method of ["endSegment", "word"])
+          assert.isTrue(
+            lines.some((l) => l.includes("completed optimizing") && l.includes(`<JSFunction ${method} `)),
+            `${method} was optimized`
+          )
+        const thrownAway = lines.filter((l) => l.includes("reason: weak objects") && Methods.test(l))
+        assert.deepStrictEqual(thrownAway, [])
+      }),
+    60_000
+  )
+})
