@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
 import { until } from "@warden/test-support/Polling"
 import { spawnTsx } from "@warden/test-support/Processes"
+import { onDeath } from "@warden/test-support/Watchdog"
 import { ProcessTree } from "@warden/testkit"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
@@ -42,5 +43,28 @@ describe("what a test started", () => {
         yield* until("the child gone", () => !ProcessTree.isAlive(child), "30 seconds")
       }).pipe(Effect.scoped),
     180_000
+  )
+
+  it.live("a watchdog that cannot start says so on stderr, and the test goes on", () =>
+    Effect.gen(function* () {
+      const said: Array<string> = []
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const write = process.stderr.write
+          process.stderr.write = ((chunk: string | Uint8Array, ...rest: Array<never>) => {
+            said.push(String(chunk))
+            return write.call(process.stderr, chunk, ...rest)
+          }) as typeof process.stderr.write
+          return write
+        }),
+        (write) =>
+          Effect.sync(() => {
+            process.stderr.write = write
+          })
+      )
+      // No `sh` on this PATH: the watchdog's process cannot be made.
+      yield* onDeath("true", { PATH: Path.join(__dirname, "no-such-directory") })
+      yield* until("the warning", () => said.some((s) => s.includes("a watchdog could not start")), "10 seconds")
+    }).pipe(Effect.scoped)
   )
 })

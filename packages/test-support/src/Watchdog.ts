@@ -31,7 +31,13 @@ export const onDeath = (
         })
         // Neither the child nor its pipe keeps this process alive; the pipe is not inherited by
         // other children (libuv opens it close-on-exec), so it ends exactly when this process does.
-        child.on("error", () => {})
+        // A watchdog that cannot start (no `sh`, no process left to make) is said, not hidden: the
+        // test goes on, its scope's own cleanup unchanged, without the cleanup on death.
+        child.on("error", (error) => {
+          process.stderr.write(
+            `[test-support] a watchdog could not start (${error.message}): if this test process dies, what it started outside its own tree stays\n`
+          )
+        })
         child.stdin?.on("error", () => {})
         child.unref()
         ;(child.stdin as { unref?: () => void } | null)?.unref?.()
