@@ -56,6 +56,7 @@ export type { LedgerWriteFailed, Stats } from "./internal/Writer.js"
 export type {
   Accounting,
   CardFilter,
+  CardPosition,
   CardRecord,
   LateDecisionRecord,
   Recovery,

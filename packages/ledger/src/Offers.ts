@@ -29,7 +29,9 @@
  */
 import type { Policy } from "@warden/approvals"
 import { Effect, Either } from "effect"
+import type { CardPosition, CardRecord, LedgerError } from "./Ledger.js"
 import type { LedgerShape } from "./Ledger.js"
+import { yieldToLoop } from "./internal/Writer.js"
 import type * as Remembered from "./Remembered.js"
 import type { Remembering } from "./Remembering.js"
 import * as Suggest from "./Suggest.js"
@@ -80,6 +82,37 @@ export interface OffersOptions {
 /** `OffersOptions.window`'s default. */
 const DefaultWindow = 10_000
 
+/**
+ * How many cards one read of an offer takes: the SQLite driver is synchronous, and 10,000 cards
+ * in one read held the event loop ~0.17 s; in pages this size, with a turn of the event loop
+ * between them, ~20 ms at most.
+ */
+export const PageSize = 1_000
+
+/**
+ * The newest `window` cards of the record, listed oldest first, read in pages of `PageSize` (the
+ * newest first), the event loop turning between them. Cards the writer commits meanwhile are
+ * newer than the first page: they are not read.
+ */
+const newestInPages = (ledger: LedgerShape, window: number): Effect.Effect<ReadonlyArray<CardRecord>, LedgerError> =>
+  Effect.gen(function* () {
+    const pages: Array<ReadonlyArray<CardRecord>> = []
+    let left = Math.max(0, Math.floor(window))
+    let before: CardPosition | undefined
+    while (left > 0) {
+      const limit = Math.min(PageSize, left)
+      const page = yield* ledger.cards({ newest: true, limit, ...(before !== undefined ? { before } : {}) })
+      pages.push(page)
+      left -= page.length
+      // Fewer than asked: the record has no older card.
+      if (page.length < limit || page.length === 0) break
+      const oldest = page[0]!
+      before = { openedAt: oldest.openedAt, runId: oldest.runId, cardId: oldest.cardId }
+      if (left > 0) yield* yieldToLoop
+    }
+    return pages.reverse().flat()
+  })
+
 /** Offers for the run `runId`, over `ledger`, remembering through `remembering` (its snapshot updated at once). */
 export const make = (ledger: LedgerShape, remembering: Remembering, runId: string, options: OffersOptions): Offers => {
   const offered = new Map<string, { readonly proposal: Suggest.Proposal; readonly cardId: string }>()
@@ -89,7 +122,7 @@ export const make = (ledger: LedgerShape, remembering: Remembering, runId: strin
       yield* ledger.flush
       // The newest cards, this acceptance among them: the oldest ones (the default read) left it
       // out once the ledger held more than the window, and no rule was ever offered again.
-      const cards = yield* ledger.cards({ newest: true, limit: options.window ?? DefaultWindow })
+      const cards = yield* newestInPages(ledger, options.window ?? DefaultWindow)
       // Only the proposal this card is evidence of is tried (a whole suggestion replays every
       // group over the whole record: ~0.7 s of the event loop for 5,000 cards, at each acceptance).
       const found = Suggest.suggest(cards, options.rules, {

@@ -63,4 +63,72 @@ describe("offers", () => {
         }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
       })
   )
+
+  it.scoped(
+    "the record read in pages: `before` continues a read of the newest where the page before ended, ties of the opening time included, and an offer reads past one page",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        const s = yield* script()
+        yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          // More than a page; under the test clock every card opens at the same time, so the order
+          // (and a page's end) is decided by the run and the card id alone.
+          const total = Offers.PageSize + 234
+          let last = ""
+          for (let i = 0; i < total; i++) {
+            const make = i % 2 === 0
+            const card = yield* s.open(Cmd, commandParams("thr_1", `turn_${i}`, make ? "make check" : `cat f-${i}`))
+            yield* s.approvals.answer(card.id, Decision.Accept, "web")
+            if (make) last = card.id
+          }
+          yield* ledger.flush
+          const all = yield* ledger.cards({ newest: true, limit: total })
+          assert.strictEqual(all.length, total)
+          assert.strictEqual(new Set(all.map((c) => c.openedAt)).size, 1, "one opening time: every page ends in a tie")
+
+          // Pages of 7 from the newest, each continuing before the oldest of the last: the whole read.
+          const pages: Array<ReadonlyArray<Ledger.CardRecord>> = []
+          let before: Ledger.CardPosition | undefined
+          for (;;) {
+            const page = yield* ledger.cards({ newest: true, limit: 7, ...(before ? { before } : {}) })
+            if (page.length === 0) break
+            pages.push(page)
+            before = { openedAt: page[0]!.openedAt, runId: page[0]!.runId, cardId: page[0]!.cardId }
+          }
+          assert.deepStrictEqual(
+            pages
+              .reverse()
+              .flat()
+              .map((c) => c.cardId),
+            all.map((c) => c.cardId)
+          )
+          // Before the oldest: nothing; before the newest: all the others, oldest first.
+          const first = all[0]!
+          assert.deepStrictEqual(
+            yield* ledger.cards({ before: { openedAt: first.openedAt, runId: first.runId, cardId: first.cardId } }),
+            []
+          )
+          const newest = all[all.length - 1]!
+          assert.deepStrictEqual(
+            (yield* ledger.cards({
+              limit: total,
+              before: { openedAt: newest.openedAt, runId: newest.runId, cardId: newest.cardId }
+            })).map((c) => c.cardId),
+            all.slice(0, -1).map((c) => c.cardId)
+          )
+
+          // An offer over a window wider than a page reads all of it (its replay says how many).
+          const remembering = yield* Remembering.make(ledger, run.id)
+          const offers = Offers.make(ledger, remembering, run.id, { rules: { rules: [] }, window: total + 100 })
+          const offer = yield* offers.after(last)
+          assert.isDefined(offer)
+          assert.strictEqual(offer!.replay.cards, total)
+          assert.strictEqual(offer!.evidence, total / 2)
+        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+      }),
+    120_000
+  )
 })

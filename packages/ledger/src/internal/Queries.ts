@@ -258,6 +258,13 @@ const whereOf = (sql: Sql, conditions: ReadonlyArray<Fragment | undefined>): Fra
 const equals = (sql: Sql, column: Fragment, value: string | number | undefined): Fragment | undefined =>
   value === undefined ? undefined : sql`${column} = ${value}`
 
+/**
+ * Cards listed before `p` in `CardOrder` (a row value: SQLite and PostgreSQL both compare them in
+ * order); `opened_at <= ` first, so that the index on it bounds the scan.
+ */
+const before = (sql: Sql, p: Records.CardPosition): Fragment =>
+  sql`c.opened_at <= ${p.openedAt} AND (c.opened_at, c.run_id, length(c.card_id), c.card_id) < (${p.openedAt}, ${p.runId}, ${p.cardId.length}, ${p.cardId})`
+
 export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
   const where = whereOf(sql, [
     equals(sql, sql`c.run_id`, filter.runId),
@@ -268,7 +275,8 @@ export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
       ? undefined
       : equals(sql, filter.source.includes(":") ? sql`s.source` : sql`s.source_kind`, filter.source),
     filter.from !== undefined ? sql`c.opened_at >= ${filter.from}` : undefined,
-    filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined
+    filter.to !== undefined ? sql`c.opened_at < ${filter.to}` : undefined,
+    filter.before === undefined ? undefined : before(sql, filter.before)
   ])
   const limit = Math.max(0, Math.floor(filter.limit ?? DefaultLimit))
   const newest = filter.newest === true

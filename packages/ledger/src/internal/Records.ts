@@ -196,6 +196,19 @@ export interface CardFilter {
    * of the latest decisions wants once the ledger holds more than `limit`.
    */
   readonly newest?: boolean
+  /**
+   * Only the cards listed before this one (the order every read lists cards in: opened, then run,
+   * then card id): with `newest`, the next page back of a read in pages, from the oldest card of
+   * the page before (`{ openedAt, runId, cardId }` of a `CardRecord`).
+   */
+  readonly before?: CardPosition
+}
+
+/** Where a card stands in the order cards are listed (`CardFilter.before`): a `CardRecord`'s own fields. */
+export interface CardPosition {
+  readonly openedAt: number
+  readonly runId: string
+  readonly cardId: string
 }
 
 /** A run's cards counted: every card is open, settled once, or stranded once. */

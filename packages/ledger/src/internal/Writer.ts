@@ -31,6 +31,12 @@ import { performance } from "node:perf_hooks"
 import * as Busy from "./Busy.js"
 import * as Projection from "./Projection.js"
 
+/** Let the event loop (I/O callbacks, timers) and the other fibers run: resumes after a turn of it (`setImmediate`). */
+export const yieldToLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /**
  * A write the ledger could not make: reported, counted (on the run, as its `lostEvents`), and the
  * ledger goes on.
@@ -283,12 +289,6 @@ export const make = (
           })
         )
       })
-
-    /** Let the event loop (I/O callbacks, timers) and the other fibers run. */
-    const yieldToLoop = Effect.async<void>((resume) => {
-      const handle = setImmediate(() => resume(Effect.void))
-      return Effect.sync(() => clearImmediate(handle))
-    })
 
     const settleWaiters = () => {
       for (let i = waiters.length - 1; i >= 0; i--) {
