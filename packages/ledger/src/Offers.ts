@@ -105,7 +105,7 @@ const newestInPages = (ledger: LedgerShape, window: number): Effect.Effect<Reado
       pages.push(page)
       left -= page.length
       // Fewer than asked: the record has no older card.
-      if (page.length < limit || page.length === 0) break
+      if (page.length < limit) break
       const oldest = page[0]!
       before = { openedAt: oldest.openedAt, runId: oldest.runId, cardId: oldest.cardId }
       if (left > 0) yield* yieldToLoop

@@ -260,10 +260,11 @@ const equals = (sql: Sql, column: Fragment, value: string | number | undefined):
 
 /**
  * Cards listed before `p` in `CardOrder` (a row value: SQLite and PostgreSQL both compare them in
- * order); `opened_at <= ` first, so that the index on it bounds the scan.
+ * order); `opened_at <= ` first, so that the index on it bounds the scan. The id's length counted
+ * as SQL's `length` counts it: in characters, not UTF-16 units.
  */
 const before = (sql: Sql, p: Records.CardPosition): Fragment =>
-  sql`c.opened_at <= ${p.openedAt} AND (c.opened_at, c.run_id, length(c.card_id), c.card_id) < (${p.openedAt}, ${p.runId}, ${p.cardId.length}, ${p.cardId})`
+  sql`c.opened_at <= ${p.openedAt} AND (c.opened_at, c.run_id, length(c.card_id), c.card_id) < (${p.openedAt}, ${p.runId}, ${Array.from(p.cardId).length}, ${p.cardId})`
 
 export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
   const where = whereOf(sql, [
