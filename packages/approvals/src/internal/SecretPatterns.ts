@@ -85,6 +85,23 @@ const AuthScheme = scan(
   "Digest",
   "Bot"
 )
+/**
+ * Any substring one of the fixed patterns, the auth schemes or a URL's user needs (`Scan.needs`):
+ * a text without any of them matches none of them (`matches` skips each such scan). Built from the
+ * scans themselves, so it cannot drift from them; `needs` are literal and case-sensitive, as
+ * `includes` reads them. A scan that needs nothing makes it match every text. One search instead
+ * of ~40 `includes` per text: most of a cold masking of a short value (the CLI masks each
+ * `--json` line's values before its code is ever optimized).
+ */
+const FixedScans: ReadonlyArray<Scan> = [...Patterns, AuthScheme, UrlUser]
+const AnyNeeded: RegExp = FixedScans.every((s) => s.needs.length > 0)
+  ? new RegExp(
+      FixedScans.flatMap((s) => s.needs)
+        .map((n) => n.replace(/[.*+?^${}()|[\]\\-]/g, "\\$&"))
+        .join("|")
+    )
+  : /(?:)/
+
 /** A credential word has a digit, mixed case or length: "Token Provider" is prose, "Bearer abc123def" is not. */
 const credentialLike = (s: string) => /[0-9]/.test(s) || (/[a-z]/.test(s) && /[A-Z]/.test(s.slice(1))) || s.length >= 20
 
@@ -305,6 +322,8 @@ export const headers = (text: string, spans: Array<Span>): void => {
  * credentials of an auth scheme (`Bearer X`) or of a URL's user that read as credentials.
  */
 export const fixedPatterns = (text: string, spans: Array<Span>): void => {
+  // Most texts hold none of the substrings any of these patterns needs: one search says so.
+  if (!AnyNeeded.test(text)) return
   const add = (m: RegExpExecArray) => {
     const s = m.groups?.["s"]
     if (s !== undefined) {
