@@ -17,6 +17,36 @@ import { commandParams, denyCmd, fileChangeParams, mcpToolCallParams, rules, scr
 
 const Cmd = "item/commandExecution/requestApproval"
 
+/**
+ * A recorded command card made up (no ledger): card `c<i>` of run `r`, opened at `i`, its words
+ * `argv` read simply unless they hold `&&`, settled as `settlement` says.
+ */
+const commandCard = (
+  i: number,
+  argv: ReadonlyArray<string>,
+  command: string,
+  settlement: { readonly outcome: "accepted"; readonly source: string; readonly sourceKind: string }
+): Suggest.SuggestCard => ({
+  runId: "r",
+  cardId: `c${i}`,
+  method: Cmd,
+  threadId: "thr_1",
+  turnId: "turn_1",
+  workItem: "1",
+  title: command,
+  openedAt: i,
+  facts: {
+    kind: "command",
+    command,
+    argv,
+    simple: !argv.includes("&&"),
+    cwd: "/repo",
+    complete: true,
+    masked: false
+  },
+  settlement: { ...settlement, decision: undefined }
+})
+
 describe("rules suggest", () => {
   it.scoped(
     "proposals from what people decided: narrow, generalized only where the cards varied, never the dangerous or compound, proven by replay",
@@ -180,32 +210,16 @@ describe("rules suggest", () => {
       fc.property(fc.array(card, { maxLength: 60 }), fc.integer({ min: 1, max: 4 }), (history, min) => {
         const cards: Array<Suggest.SuggestCard> = history.map((h, i) => {
           const argv = lines[h.line]!
-          const command = h.compound ? `${argv.join(" ")} && echo done` : argv.join(" ")
-          return {
-            runId: "r",
-            cardId: `c${i}`,
-            method: Cmd,
-            threadId: "thr_1",
-            turnId: "turn_1",
-            workItem: "1",
-            title: command,
-            openedAt: i,
-            facts: {
-              kind: "command",
-              command,
-              argv: h.compound ? [...argv, "&&", "echo", "done"] : argv,
-              simple: !h.compound,
-              cwd: "/repo",
-              complete: true,
-              masked: false
-            },
-            settlement: {
+          return commandCard(
+            i,
+            h.compound ? [...argv, "&&", "echo", "done"] : argv,
+            h.compound ? `${argv.join(" ")} && echo done` : argv.join(" "),
+            {
               outcome: h.outcome as "accepted",
               source: h.sourceKind === "rule" ? "rule:r1" : h.sourceKind,
-              sourceKind: h.sourceKind,
-              decision: undefined
+              sourceKind: h.sourceKind
             }
-          }
+          )
         })
         const found = Suggest.suggest(cards, { rules: [] }, { min })
         for (const p of found.proposals) {
@@ -232,19 +246,7 @@ describe("rules suggest", () => {
     const n = 60_000
     const cards: Array<Suggest.SuggestCard> = Array.from({ length: n }, (_, i) => {
       const argv = ["make", "build", `target-${i}`]
-      const command = argv.join(" ")
-      return {
-        runId: "r",
-        cardId: `c${i}`,
-        method: Cmd,
-        threadId: "thr_1",
-        turnId: "turn_1",
-        workItem: "1",
-        title: command,
-        openedAt: i,
-        facts: { kind: "command", command, argv, simple: true, cwd: "/repo", complete: true, masked: false },
-        settlement: { outcome: "accepted", source: "person", sourceKind: "person", decision: undefined }
-      }
+      return commandCard(i, argv, argv.join(" "), { outcome: "accepted", source: "person", sourceKind: "person" })
     })
     for (const options of [{}, { evidenceOf: { runId: "r", cardId: `c${n - 1}` } }]) {
       const found = Suggest.suggest(cards, { rules: [] }, options)
