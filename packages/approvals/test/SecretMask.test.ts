@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
+import * as SecretPatterns from "../src/internal/SecretPatterns.js"
 import * as SecretMask from "../src/SecretMask.js"
 
 const { Mask, isSecretKey, looksSecret, maskText, maskValue, maskRecord } = SecretMask
@@ -510,5 +511,20 @@ describe("password forms of common programs' arguments", () => {
       password: Mask,
       nested: [{ api_key: Mask, note: `token=${Mask}` }]
     })
+  })
+})
+
+describe("the fixed patterns' one search first", () => {
+  // A text is scanned by the fixed patterns only if `AnyNeeded` finds in it a substring one of them
+  // needs: a needle it missed (escaped wrong, left out) would let that pattern's secrets through.
+  it("finds every substring any fixed pattern needs, wherever it stands, and nothing in plain words", () => {
+    for (const scan of SecretPatterns.FixedScans) {
+      assert.isAbove(scan.needs.length, 0, `${scan.pattern} needs something (else the search must match every text)`)
+      for (const need of scan.needs) {
+        assert.isTrue(SecretPatterns.AnyNeeded.test(need), need)
+        assert.isTrue(SecretPatterns.AnyNeeded.test(`words before ${need} and after`), need)
+      }
+    }
+    assert.isFalse(SecretPatterns.AnyNeeded.test("c12 thr_1 turn_1 make check /repo/src accepted"))
   })
 })

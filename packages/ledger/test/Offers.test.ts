@@ -4,13 +4,10 @@
  * grown past the window; `cards({ newest: true })` gives the newest, listed oldest first.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Decision } from "@warden/protocol"
 import { Effect } from "effect"
 import * as Path from "node:path"
 import { Ledger, Offers, Remembering } from "../src/index.js"
-import { commandParams, script, tempDir } from "./support.js"
-
-const Cmd = "item/commandExecution/requestApproval"
+import { acceptCommand, script, tempDir } from "./support.js"
 
 describe("offers", () => {
   it.scoped(
@@ -23,12 +20,7 @@ describe("offers", () => {
           const ledger = yield* Ledger.Ledger
           const run = yield* ledger.beginRun()
           yield* run.attach(s.source)
-          const accept = (line: string) =>
-            Effect.gen(function* () {
-              const card = yield* s.open(Cmd, commandParams("thr_1", "turn_1", line))
-              yield* s.approvals.answer(card.id, Decision.Accept, "web")
-              return card.id
-            })
+          const accept = (line: string) => acceptCommand(s, line)
           // An older history the window leaves out: six cards of other commands.
           for (const line of ["ls", "pwd", "date", "whoami", "uname -a", "id"]) yield* accept(line)
           const ids = [yield* accept("make check"), yield* accept("make check"), yield* accept("make check")]
@@ -80,9 +72,8 @@ describe("offers", () => {
           let last = ""
           for (let i = 0; i < total; i++) {
             const make = i % 2 === 0
-            const card = yield* s.open(Cmd, commandParams("thr_1", `turn_${i}`, make ? "make check" : `cat f-${i}`))
-            yield* s.approvals.answer(card.id, Decision.Accept, "web")
-            if (make) last = card.id
+            const id = yield* acceptCommand(s, make ? "make check" : `cat f-${i}`, `turn_${i}`)
+            if (make) last = id
           }
           yield* ledger.flush
           const all = yield* ledger.cards({ newest: true, limit: total })

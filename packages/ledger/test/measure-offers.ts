@@ -8,14 +8,12 @@
  * with the longest the event loop went without a turn meanwhile (a 1 ms interval's gaps). Not a
  * test: numbers for docs/ledger.md; run it on a quiet machine.
  */
-import { Decision } from "@warden/protocol"
 import { Effect } from "effect"
 import * as Path from "node:path"
 import { Ledger, Offers, Remembering } from "../src/index.js"
-import { commandParams, script, tempDir } from "./support.js"
+import { acceptCommand, script, tempDir } from "./support.js"
 
 const N = Number(process.argv[2] ?? 10_000)
-const Cmd = "item/commandExecution/requestApproval"
 
 const program = Effect.gen(function* () {
   const filename = Path.join(yield* tempDir, "ledger.db")
@@ -27,9 +25,7 @@ const program = Effect.gen(function* () {
     let last = ""
     for (let i = 0; i < N; i++) {
       const line = i % 3 === 0 ? "make check" : `cat file-${i % 500}.txt`
-      const card = yield* s.open(Cmd, commandParams("thr_1", `turn_${i}`, line))
-      yield* s.approvals.answer(card.id, Decision.Accept, "web")
-      last = card.id
+      last = yield* acceptCommand(s, line, `turn_${i}`)
       if (i % 1000 === 999) yield* ledger.flush
     }
     yield* ledger.flush

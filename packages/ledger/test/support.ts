@@ -4,7 +4,7 @@
  */
 import { Approvals } from "@warden/approvals"
 import type { ApprovalEvent, Card } from "@warden/approvals"
-import { ServerRequests } from "@warden/protocol"
+import { Decision, ServerRequests } from "@warden/protocol"
 import type { Supervisor, WorkItem } from "@warden/supervisor"
 import { Effect, Exit, PubSub, Scope } from "effect"
 import * as Fs from "node:fs"
@@ -166,3 +166,14 @@ export const script = (config: Approvals.ApprovalsConfig = {}): Effect.Effect<Sc
 
 /** Events an ApprovalEvent dequeue holds now (for asserting what was published). */
 export type { ApprovalEvent }
+
+/**
+ * A command card of `line` opened on `s` (thread `thr_1`, turn `turnId`) and accepted by a person
+ * on the web: what a rule offer counts as evidence. Its id.
+ */
+export const acceptCommand = (s: Script, line: string, turnId = "turn_1"): Effect.Effect<string> =>
+  Effect.gen(function* () {
+    const card = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", turnId, line))
+    yield* s.approvals.answer(card.id, Decision.Accept, "web")
+    return card.id
+  })

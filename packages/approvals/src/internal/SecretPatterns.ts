@@ -22,7 +22,8 @@ export interface Span {
  * A pattern, and substrings of which every match contains at least one: a text that has none of
  * them cannot match, and is not scanned. Only exact necessary conditions belong in `needs`.
  */
-interface Scan {
+/** A pattern, and the substrings a text must hold one of for it to match (none: any text). */
+export interface Scan {
   readonly pattern: RegExp
   readonly needs: ReadonlyArray<string>
 }
@@ -93,8 +94,8 @@ const AuthScheme = scan(
  * of ~40 `includes` per text: most of a cold masking of a short value (the CLI masks each
  * `--json` line's values before its code is ever optimized).
  */
-const FixedScans: ReadonlyArray<Scan> = [...Patterns, AuthScheme, UrlUser]
-const AnyNeeded: RegExp = FixedScans.every((s) => s.needs.length > 0)
+export const FixedScans: ReadonlyArray<Scan> = [...Patterns, AuthScheme, UrlUser]
+export const AnyNeeded: RegExp = FixedScans.every((s) => s.needs.length > 0)
   ? new RegExp(
       FixedScans.flatMap((s) => s.needs)
         .map((n) => n.replace(/[.*+?^${}()|[\]\\-]/g, "\\$&"))
