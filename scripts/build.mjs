@@ -622,6 +622,24 @@ const buildUnlocked = async (dirs) => {
     pruneStale(dir)
   }
   if (dirs.length === 0 || dirs.some((d) => Path.resolve(d) === cliDir)) await bundleCli()
+  copyNativeJournal()
+}
+
+/**
+ * The answer journal's native module (packages/ledger/native, built first if it is not: nothing
+ * happens where it cannot be) beside what loads it (the ledger's JournalFile.ts looks beside its
+ * own module): the built package's `dist/internal/` and the CLI's `dist/` (its bundle). Where it
+ * could not be built, no stale copy is left: the journal then appends with write(2).
+ */
+const copyNativeJournal = () => {
+  spawnSync(process.execPath, [Path.join(root, "packages", "ledger", "native", "build.mjs")], { stdio: "inherit" })
+  const built = Path.join(root, "packages", "ledger", "build", "warden-journal.node")
+  for (const dir of [Path.join(root, "packages", "ledger", "dist", "internal"), Path.join(cliDir, "dist")]) {
+    if (!Fs.existsSync(dir)) continue
+    const to = Path.join(dir, "warden-journal.node")
+    if (Fs.existsSync(built)) Fs.copyFileSync(built, to)
+    else Fs.rmSync(to, { force: true })
+  }
 }
 
 /** What tsc emitted for a source file that no longer exists (moved or deleted) must not ship. */

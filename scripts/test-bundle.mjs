@@ -89,6 +89,9 @@ export const bundleCli = () => bundleSources(Path.join(cliDir, "src", "bin.ts"),
  * thread starts through the ledger's `Loader`, as a built Warden's does (a process whose V8 flags
  * differ from this one's compiles it from its source instead).
  */
+/** The answer journal's native module, as packages/ledger/native/build.mjs writes it. */
+export const nativeJournalPath = Path.join(root, "packages", "ledger", "build", "warden-journal.node")
+
 export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.cjs")
 
 /** Compiles the ledger's writer thread into `workerBundlePath` and writes its code cache; returns the path. */
@@ -118,4 +121,9 @@ export const bundleLedgerWorker = async () => {
 export const setup = async () => {
   await Promise.all([bundleCli(), bundleLedgerWorker()])
   process.env["WARDEN_LEDGER_WORKER"] = workerBundlePath
+  // The answer journal's mapped file (packages/ledger/native, built by `pnpm install` and `pnpm
+  // test`): the bundles above are not beside it, so every test and every `warden` they start is
+  // told where it is, as a built Warden finds it beside its bundle. Not built: the journals append
+  // with write(2), and the ledger's JournalFile tests say it is missing.
+  if (Fs.existsSync(nativeJournalPath)) process.env["WARDEN_JOURNAL_NATIVE"] = nativeJournalPath
 }

@@ -12,11 +12,14 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
 import * as AnswerJournal from "../src/internal/AnswerJournal.js"
+import * as JournalFile from "../src/internal/JournalFile.js"
 import {
   commandParams,
   denyCmd,
   allowCmd,
   fileChangeParams,
+  journalKind,
+  journalText,
   mcpToolCallParams,
   rules,
   script,
@@ -619,62 +622,70 @@ describe("retention", () => {
       })
   )
 
-  it.scoped(
-    "the answer journal holds only the answers not yet committed: cut back once they are, removed when the run ends",
-    () =>
-      Effect.gen(function* () {
-        const filename = Path.join(yield* tempDir, "ledger.db")
-        const s = yield* script()
-        const journal = (runId: string) => Path.join(`${filename}.answers`, `${runId}.jsonl`)
-        const size = (file: string) => (Fs.existsSync(file) ? Fs.statSync(file).size : -1)
-        const runId = yield* Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          const run = yield* ledger.beginRun()
-          yield* run.attach(s.source)
-          // One answer: on record before it is written, until its settlement is committed.
-          const first = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
-          yield* s.approvals.answer(first.id, Decision.Accept)
-          const line = JSON.parse(Fs.readFileSync(journal(run.id), "utf8").trim()) as Record<string, unknown>
-          assert.deepInclude(line, {
-            cardId: first.id,
-            method: command,
-            threadId: "thr_1",
-            outcome: "accepted",
-            source: "person",
-            decision: "accept"
-          })
-          yield* ledger.flush
-          // Many answers: the file is cut back once every settlement it names is committed.
-          for (let i = 0; size(journal(run.id)) <= AnswerJournal.CutAt; i++) {
-            const card = yield* s.open(command, commandParams("thr_1", "turn_1", `echo ${i}`))
-            yield* s.approvals.answer(card.id, Decision.Decline)
-          }
-          // One more settlement committed: the file is replaced by what still waits (it only grows otherwise).
-          const last = yield* s.open(command, commandParams("thr_1", "turn_1", "echo last"))
-          yield* s.approvals.answer(last.id, Decision.Decline)
-          yield* ledger.flush
-          assert.isBelow(size(journal(run.id)), AnswerJournal.CutAt)
-          return run.id
-        }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
-        // The run ended with the ledger's close: every settlement is committed, the file is gone.
-        assert.strictEqual(size(journal(runId)), -1)
-        // A ledger without a journal writes none.
-        const other = Path.join(Path.dirname(filename), "other.db")
-        yield* Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          const run = yield* ledger.beginRun()
-          yield* run.attach(s.source)
-          const card = yield* s.open(command, commandParams("thr_1", "turn_1", "make other"))
-          yield* s.approvals.answer(card.id, Decision.Accept)
-          yield* ledger.flush
-        }).pipe(Effect.provide(Ledger.layerSqlite({ filename: other, answerJournal: false })))
-        assert.isFalse(Fs.existsSync(`${other}.answers`))
-      })
-  )
+  for (const kind of ["mapped", "appended"] as const)
+    it.scoped(
+      `the answer journal (${kind}) holds only the answers not yet committed: cut back once they are, removed when the run ends`,
+      () =>
+        Effect.gen(function* () {
+          const filename = Path.join(yield* tempDir, "ledger.db")
+          const s = yield* script()
+          yield* journalKind(kind)
+          const journal = (runId: string) => Path.join(`${filename}.answers`, `${runId}.jsonl`)
+          const size = (file: string) => (Fs.existsSync(file) ? journalText(file).length : -1)
+          const runId = yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const run = yield* ledger.beginRun()
+            yield* run.attach(s.source)
+            // One answer: on record before it is written, until its settlement is committed.
+            const first = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
+            yield* s.approvals.answer(first.id, Decision.Accept)
+            const line = JSON.parse(journalText(journal(run.id)).trim()) as Record<string, unknown>
+            // Mapped: the file is allocated ahead (zeros after the lines); appended: just the lines.
+            assert.strictEqual(
+              Fs.statSync(journal(run.id)).size,
+              kind === "mapped" ? JournalFile.MappedBytes : size(journal(run.id))
+            )
+            assert.deepInclude(line, {
+              cardId: first.id,
+              method: command,
+              threadId: "thr_1",
+              outcome: "accepted",
+              source: "person",
+              decision: "accept"
+            })
+            yield* ledger.flush
+            // Many answers: the file is cut back once every settlement it names is committed.
+            for (let i = 0; size(journal(run.id)) <= AnswerJournal.CutAt; i++) {
+              const card = yield* s.open(command, commandParams("thr_1", "turn_1", `echo ${i}`))
+              yield* s.approvals.answer(card.id, Decision.Decline)
+            }
+            // One more settlement committed: the file is replaced by what still waits (it only grows otherwise).
+            const last = yield* s.open(command, commandParams("thr_1", "turn_1", "echo last"))
+            yield* s.approvals.answer(last.id, Decision.Decline)
+            yield* ledger.flush
+            assert.isBelow(size(journal(run.id)), AnswerJournal.CutAt)
+            return run.id
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+          // The run ended with the ledger's close: every settlement is committed, the file is gone.
+          assert.strictEqual(size(journal(runId)), -1)
+          // A ledger without a journal writes none.
+          const other = Path.join(Path.dirname(filename), "other.db")
+          yield* Effect.gen(function* () {
+            const ledger = yield* Ledger.Ledger
+            const run = yield* ledger.beginRun()
+            yield* run.attach(s.source)
+            const card = yield* s.open(command, commandParams("thr_1", "turn_1", "make other"))
+            yield* s.approvals.answer(card.id, Decision.Accept)
+            yield* ledger.flush
+          }).pipe(Effect.provide(Ledger.layerSqlite({ filename: other, answerJournal: false })))
+          assert.isFalse(Fs.existsSync(`${other}.answers`))
+        })
+    )
 
   it.scoped("an answer whose settlement the writer could not write stays in the answer journal", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
+      const content = (file: string) => journalText(file)
       const filename = Path.join(dir, "ledger.db")
       const answers = Path.join(dir, "answers")
       yield* Effect.gen(function* () {
@@ -694,14 +705,14 @@ describe("retention", () => {
         assert.strictEqual((yield* ledger.flush).failed, 1)
         // Enough answers after it for the journal to be replaced by what still waits.
         const file = Path.join(answers, `${run.id}.jsonl`)
-        for (let i = 0; Fs.statSync(file).size <= AnswerJournal.CutAt; i++) {
+        for (let i = 0; content(file).length <= AnswerJournal.CutAt; i++) {
           const card = yield* s.open(command, commandParams("thr_2", "turn_2", `echo ${i}`))
           yield* s.approvals.answer(card.id, Decision.Decline)
         }
         const last = yield* s.open(command, commandParams("thr_2", "turn_2", "echo last"))
         yield* s.approvals.answer(last.id, Decision.Decline)
         yield* ledger.flush
-        const journal = Fs.readFileSync(file, "utf8")
+        const journal = content(file)
         assert.isBelow(journal.length, AnswerJournal.CutAt, "the journal was replaced")
         assert.include(journal, `"cardId":"${first.id}"`, "the answer whose settlement was lost is still on record")
         assert.notInclude(journal, `"cardId":"${second.id}"`)

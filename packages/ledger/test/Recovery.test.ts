@@ -11,6 +11,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
+import * as JournalFile from "../src/internal/JournalFile.js"
 import { commandParams, script, tempDir } from "./support.js"
 
 const root = Path.resolve(__dirname, "../../..")
@@ -25,13 +26,16 @@ const answerThenDie = (
   filename: string,
   point: "answering" | "written",
   opening: "recorded" | "unrecorded",
-  journal: "on" | "off"
+  journal: "on" | "off",
+  /** How the journal's file is written: mapped (the native module, as built by `pnpm install`) or appended. */
+  kind: "mapped" | "appended" = "mapped"
 ) =>
   Effect.acquireUseRelease(
     Effect.sync(() =>
       ChildProcess.spawn(process.execPath, ["--import", "tsx", answerCrash, filename, point, opening, journal], {
         cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, WARDEN_JOURNAL_NATIVE: kind === "mapped" ? "" : "off" }
       })
     ),
     (child) =>
@@ -439,20 +443,26 @@ describe("recovery", () => {
   // Durability (docs/ledger.md): an answer is in the answer journal before codex can act on it, and
   // the settlement is committed after. Killed in between, the card is stranded with the answer
   // that was being written: never lost, never recorded as accepted (codex may not have got it).
-  for (const [point, opening] of [
-    ["answering", "recorded"],
-    ["written", "recorded"],
-    ["written", "unrecorded"]
+  for (const [point, opening, kind] of [
+    ["answering", "recorded", "mapped"],
+    ["answering", "recorded", "appended"],
+    ["written", "recorded", "mapped"],
+    ["written", "unrecorded", "mapped"],
+    ["written", "unrecorded", "appended"]
   ] as const) {
     it.live(
-      `killed ${point === "answering" ? "as the answer was about to be written" : "as the answer was written"}, its card's opening ${opening}: recovery strands it with the answer that was being written, once`,
+      `killed ${point === "answering" ? "as the answer was about to be written" : "as the answer was written"}, its card's opening ${opening}, the journal ${kind}: recovery strands it with the answer that was being written, once`,
       () =>
         Effect.scoped(
           Effect.gen(function* () {
             const filename = Path.join(yield* tempDir, "ledger.db")
-            const dead = yield* answerThenDie(filename, point, opening, "on")
+            const dead = yield* answerThenDie(filename, point, opening, "on", kind)
             const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
             assert.isTrue(Fs.existsSync(journalFile), "the dead run's answer journal is there")
+            // Mapped: allocated ahead, the line stored in the mapping (in the page cache when the
+            // process was killed); appended: the line's bytes only.
+            if (kind === "mapped") assert.strictEqual(Fs.statSync(journalFile).size, JournalFile.MappedBytes)
+            else assert.isBelow(Fs.statSync(journalFile).size, 1024)
             yield* Effect.gen(function* () {
               const ledger = yield* Ledger.Ledger
               // Not committed: the card is open (or, opened in the same step, not recorded at all).

@@ -11,6 +11,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { Ledger } from "../src/index.js"
+import * as JournalFile from "../src/internal/JournalFile.js"
 
 /** A fresh directory under the OS temp directory, removed when the scope closes. */
 export const tempDir: Effect.Effect<string, never, Scope.Scope> = Effect.acquireRelease(
@@ -34,6 +35,35 @@ export const fileBytes = (filename: string): string => {
     .map((f) => bytesOf(Path.join(Path.dirname(filename), f)))
     .join("\n")
 }
+
+/** An answer journal file's lines (a mapped file's zeros after them cut off). */
+export const journalText = (file: string): string => JournalFile.contentOf(Fs.readFileSync(file, "utf8"))
+
+/**
+ * The answer journals opened in this scope are `mapped` (the native module must load: a test of
+ * the mapped file fails where it is not built, `node packages/ledger/native/build.mjs`) or
+ * `appended` (`WARDEN_JOURNAL_NATIVE=off`); the environment is restored when the scope closes.
+ */
+export const journalKind = (kind: "mapped" | "appended"): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.asVoid(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const before = process.env["WARDEN_JOURNAL_NATIVE"]
+        if (kind === "appended") process.env["WARDEN_JOURNAL_NATIVE"] = "off"
+        else {
+          delete process.env["WARDEN_JOURNAL_NATIVE"]
+          if (JournalFile.loadNative() === undefined)
+            throw new Error("the answer journal's native module is not built: node packages/ledger/native/build.mjs")
+        }
+        return before
+      }),
+      (before) =>
+        Effect.sync(() => {
+          if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
+          else process.env["WARDEN_JOURNAL_NATIVE"] = before
+        })
+    )
+  )
 
 /** The policy-rule builders the approvals' tests use too. */
 export { allowCmd, allowMcp, allowPath, denyCmd, denyPath, rules } from "@warden/test-support/PolicyRules"

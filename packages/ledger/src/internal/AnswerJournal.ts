@@ -27,6 +27,7 @@ import { Card } from "@warden/approvals"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as JournalFile from "./JournalFile.js"
 import type * as Projection from "./Projection.js"
 import * as Store from "./Store.js"
 
@@ -116,7 +117,7 @@ const masked = (value: string): string => {
 export const CutAt = 1024 * 1024
 
 interface RunFile {
-  fd: number | undefined
+  file: JournalFile.JournalFile | undefined
   size: number
   failed: boolean
   /** Cards answered whose settlement the writer has not committed yet, with their lines. */
@@ -140,7 +141,16 @@ export interface AnswerJournal {
   readonly close: () => void
 }
 
-export const make = (dir: string, warn: (message: string) => void): AnswerJournal => {
+/**
+ * `native`: the mapped file's module (`JournalFile.loadNative()` by default; `undefined`: every
+ * file appended with `write(2)`).
+ */
+export const make = (
+  dir: string,
+  warn: (message: string) => void,
+  options?: { readonly native?: JournalFile.Native | undefined }
+): AnswerJournal => {
+  const native = options !== undefined && "native" in options ? options.native : JournalFile.loadNative()
   const runs = new Map<string, RunFile>()
   /** Runs whose end is committed: an answer recorded after it needs no journal (nothing recovers an ended run). */
   const endedRuns = new Set<string>()
@@ -148,7 +158,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
   const runFile = (runId: string): RunFile => {
     let run = runs.get(runId)
     if (run === undefined) {
-      run = { fd: undefined, size: 0, failed: false, waiting: new Map(), waitingBytes: 0 }
+      run = { file: undefined, size: 0, failed: false, waiting: new Map(), waitingBytes: 0 }
       runs.set(runId, run)
     }
     return run
@@ -167,17 +177,16 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
     const run = runFile(runId)
     const card = answer.card
     try {
-      if (run.fd === undefined) {
+      if (run.file === undefined) {
         Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-        run.fd = Fs.openSync(fileOf(dir, runId), "a", 0o600)
-        run.size = Fs.fstatSync(run.fd).size
+        run.file = JournalFile.open(fileOf(dir, runId), native)
       }
       // The line of `Entry`, written out by hand: JSON.stringify of the whole object costs as
       // much as the write itself, and this runs in the step that answers codex. Every string
       // goes through JSON.stringify (escaped), every number is one of ours.
       const cardId = Store.id(card.id)
       const line = `{"cardId":${quote(cardId)},"requestId":${quote(Store.requestId(card.requestId))},"method":${quoteRepeated(Store.id(card.method))},"threadId":${quoteRepeated(Store.optionalId(card.threadId))},"turnId":${quoteRepeated(Store.optionalId(card.turnId))},"itemKey":${quoteRepeated(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${quoteRepeated(answer.outcome)},"source":${quoteRepeated(masked(Card.describeSource(answer.source)))},"decision":${quoteRepeated(answer.decision === undefined ? null : masked(answer.decision))},"at":${number(now)},"openedAt":${number(card.openedAt)},"deadlineAt":${number(card.deadlineAt)}}\n`
-      Fs.writeSync(run.fd, line)
+      run.file.append(line)
       // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
       const bytes = line.length
       run.size += bytes
@@ -197,7 +206,7 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
     run.waiting.delete(cardId)
     run.waitingBytes -= line.length
     // Replaced once it is large and mostly answers already committed (never quadratic).
-    if (run.fd === undefined || run.size < CutAt || run.waitingBytes * 2 > run.size) return
+    if (run.file === undefined || run.size < CutAt || run.waitingBytes * 2 > run.size) return
     // Replaced, never cut in place: a crash at any point leaves the old file or the new one whole.
     const file = fileOf(dir, runId)
     const next = `${file}.${process.pid}.next`
@@ -206,26 +215,26 @@ export const make = (dir: string, warn: (message: string) => void): AnswerJourna
       Fs.writeFileSync(next, kept, { mode: 0o600 })
       Fs.renameSync(next, file)
       // The old file's descriptor goes; the next append opens the new file if this cannot.
-      const old = run.fd
-      run.fd = undefined
+      const old = run.file
+      run.file = undefined
       run.size = run.waitingBytes
       // The last descriptor of the replaced file: closing it frees its blocks (with `discard`, a
       // trim), ~0.2 ms here: done on libuv's pool. Its lines are in the new file already.
-      Fs.close(old, () => {})
-      run.fd = Fs.openSync(file, "a", 0o600)
+      old.closeOffThread()
+      run.file = JournalFile.open(file, native)
     } catch (error) {
       fail(run, runId, error)
     }
   }
 
   const closeFile = (run: RunFile) => {
-    if (run.fd === undefined) return
+    if (run.file === undefined) return
     try {
-      Fs.closeSync(run.fd)
+      run.file.close()
     } catch {
       // closing what we opened: nothing to do about a failure
     }
-    run.fd = undefined
+    run.file = undefined
   }
 
   const ended = (runId: string): void => {
@@ -280,7 +289,7 @@ const isEntry = (u: unknown): u is Entry => {
 export const read = (dir: string, runId: string): ReadonlyArray<Entry> => {
   let text: string
   try {
-    text = Fs.readFileSync(fileOf(dir, runId), "utf8")
+    text = JournalFile.contentOf(Fs.readFileSync(fileOf(dir, runId), "utf8"))
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
     throw error

@@ -1,0 +1,158 @@
+/**
+ * How a run's answer journal file is appended to (`AnswerJournal`): one line per answer, in the
+ * synchronous step that writes the answer, before it.
+ *
+ * - **Mapped**, when the native module is there (`native/journal.c`, built by `pnpm install` on
+ *   Linux with a C compiler: `native/build.mjs`): the file's first bytes are allocated on disk
+ *   (`posix_fallocate`) and mapped shared; a line is a copy into the mapping (`encodeInto`), in the
+ *   page cache at once, as a `write(2)` would have put it. ~0.5 µs where the `write(2)` took 2-3 µs
+ *   on a busy loop and 7-12 µs after the loop had been idle a millisecond (docs/performance.md,
+ *   eighth pass). The file is longer than its lines: the bytes after them are zeros, which a reader
+ *   cuts off (`contentOf`). The pages ahead of the cursor are touched after the step (a page's first
+ *   store costs a fault), never in it.
+ * - **Appended** (`write(2)` on a descriptor opened for appending) otherwise, or when mapping
+ *   fails (a file system that cannot allocate, a full disk): the same lines, the same guarantee.
+ *
+ * Either way nothing is synced: a line outlives the process (SIGKILL included), not the machine,
+ * as the ledger's WAL commits at `synchronous = NORMAL` do.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The native module's one function (`native/journal.c`). */
+export interface Native {
+  /** Allocate the file's first `length` bytes on disk and map them shared, read-write. Throws if it cannot. */
+  readonly map: (fd: number, length: number) => ArrayBuffer
+}
+
+export interface JournalFile {
+  /** Append one line (it ends with "\n"). Throws if it cannot be written. */
+  readonly append: (line: string) => void
+  /** Close the descriptor (a mapping goes when it is collected; what was stored stays in the file). */
+  readonly close: () => void
+  /** The same, the descriptor closed on libuv's pool (the last one of a replaced file frees its blocks: costly). */
+  readonly closeOffThread: () => void
+  readonly mapped: boolean
+}
+
+/** The text of a journal file up to its lines' end (a mapped file's zeros cut off). */
+export const contentOf = (text: string): string => {
+  const end = text.indexOf("\0")
+  return end === -1 ? text : text.slice(0, end)
+}
+
+const ModuleName = "warden-journal.node"
+
+/**
+ * The native module, if it can be loaded: `WARDEN_JOURNAL_NATIVE` in the environment (a path, or
+ * `off`), else `warden-journal.node` beside the running module (the CLI's bundle, the built
+ * package's `dist/internal/`), else `build/warden-journal.node` of the package (the sources, after
+ * `pnpm install`). A module that is missing or will not load (another platform's) is no error:
+ * the journal appends with `write(2)`.
+ */
+export const loadNative = (): Native | undefined => {
+  const named = process.env["WARDEN_JOURNAL_NATIVE"]
+  const candidates: Array<string> = []
+  if (named !== undefined && named !== "") {
+    if (named === "off") return undefined
+    candidates.push(Path.resolve(named))
+  } else {
+    for (const relative of [`./${ModuleName}`, `../../build/${ModuleName}`]) {
+      try {
+        candidates.push(fileURLToPath(new URL(relative, import.meta.url)))
+      } catch {
+        // not a file URL (a bundle's stand-in): not there
+      }
+    }
+  }
+  for (const file of candidates) {
+    if (!Fs.existsSync(file)) continue
+    try {
+      const module = { exports: {} as Partial<Native> }
+      process.dlopen(module, file)
+      if (typeof module.exports.map === "function") return module.exports as Native
+    } catch {
+      // another platform's build, or a broken one: the journal appends with write(2)
+    }
+  }
+  return undefined
+}
+
+const Page = 4096
+/** What a mapped file is allocated and mapped with at first: a journal is replaced at 1 MiB (`AnswerJournal.CutAt`). */
+export const MappedBytes = 1024 * 1024 + 256 * 1024
+/** How far ahead of the cursor pages are touched, after the step that wrote. */
+const TouchAhead = 16 * Page
+const encoder = new TextEncoder()
+
+const roundUp = (n: number): number => Math.ceil(n / Page) * Page
+
+/** Open `file` (created 0600 if missing) for appending: mapped when `native` is given and mapping succeeds. */
+export const open = (file: string, native: Native | undefined): JournalFile => {
+  if (native !== undefined) {
+    const fd = Fs.openSync(file, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
+    try {
+      return mapped(fd, native)
+    } catch {
+      Fs.closeSync(fd)
+      // fall through: appended
+    }
+  }
+  const fd = Fs.openSync(file, "a", 0o600)
+  return {
+    mapped: false,
+    append: (line) => {
+      Fs.writeSync(fd, line)
+    },
+    close: () => Fs.closeSync(fd),
+    closeOffThread: () => Fs.close(fd, () => {})
+  }
+}
+
+const mapped = (fd: number, native: Native): JournalFile => {
+  const size = Fs.fstatSync(fd).size
+  let capacity = Math.max(MappedBytes, roundUp(size * 2))
+  let bytes = new Uint8Array(native.map(fd, capacity))
+  // Where the lines end: before the zeros of an earlier mapping, if the file had one.
+  let cursor = size
+  while (cursor > 0 && bytes[cursor - 1] === 0) cursor--
+  // A line cut short (a crash while it was stored) would swallow the next one: end it.
+  if (cursor > 0 && bytes[cursor - 1] !== 10) bytes[cursor++] = 10
+  let touchedTo = roundUp(cursor + 1)
+  let touchScheduled = true
+  let closed = false
+  const touch = () => {
+    touchScheduled = false
+    if (closed) return
+    // Only pages past the cursor (all zeros there): a store of 0 changes no byte of the file.
+    const to = Math.min(capacity, roundUp(cursor + 1) + TouchAhead)
+    for (let at = Math.max(touchedTo, roundUp(cursor + 1)); at < to; at += Page) bytes[at] = 0
+    touchedTo = Math.max(touchedTo, to)
+  }
+  setImmediate(touch)
+  const grow = (needed: number) => {
+    capacity = Math.max(capacity * 2, roundUp(needed))
+    bytes = new Uint8Array(native.map(fd, capacity))
+  }
+  return {
+    mapped: true,
+    append: (line) => {
+      // At most 3 bytes a UTF-16 unit: never a line stored in part for want of room.
+      if (capacity - cursor < line.length * 3) grow(cursor + line.length * 3)
+      cursor += encoder.encodeInto(line, bytes.subarray(cursor)).written
+      if (!touchScheduled && touchedTo - cursor < TouchAhead / 2) {
+        touchScheduled = true
+        setImmediate(touch)
+      }
+    },
+    close: () => {
+      closed = true
+      Fs.closeSync(fd)
+    },
+    closeOffThread: () => {
+      closed = true
+      Fs.close(fd, () => {})
+    }
+  }
+}

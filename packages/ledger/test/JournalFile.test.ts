@@ -1,0 +1,115 @@
+/**
+ * The answer journal's file, mapped (the native module `native/journal.c`, built by `pnpm install`)
+ * and appended (`write(2)`): the same lines in the file, whatever happened to the process.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as JournalFile from "../src/internal/JournalFile.js"
+import { journalText, tempDir } from "./support.js"
+
+const native = JournalFile.loadNative()
+const here = Path.dirname(fileURLToPath(import.meta.url))
+const journalModule = Path.join(here, "..", "src", "internal", "JournalFile.ts")
+
+/** A line as the journal writes them (JSON, one per answer), `i`-th, `pad` characters of text. */
+const line = (i: number, text = "") => `${JSON.stringify({ cardId: `card_${i}`, text })}\n`
+
+describe("JournalFile", () => {
+  it("the native module is built and loads (pnpm install builds it; without it every test of a mapped file here fails)", () => {
+    assert.isDefined(native, "node packages/ledger/native/build.mjs")
+    assert.isFunction(native?.map)
+  })
+
+  for (const kind of ["mapped", "appended"] as const)
+    it.scoped(`${kind}: the lines, in order, whole, and nothing else once the zeros are cut off`, () =>
+      Effect.gen(function* () {
+        const file = Path.join(yield* tempDir, "run.jsonl")
+        const journal = JournalFile.open(file, kind === "mapped" ? native : undefined)
+        assert.strictEqual(journal.mapped, kind === "mapped")
+        // Past the first mapping (1.25 MiB): the mapped file grows, nothing is lost at the seam;
+        // some lines not ASCII (the cursor counts bytes, a line's length is in UTF-16 units).
+        const lines: Array<string> = []
+        let bytes = 0
+        for (let i = 0; bytes < JournalFile.MappedBytes + 200_000; i++) {
+          const l = line(i, i % 7 === 0 ? "é€😀".repeat(40) : "x".repeat(i % 300))
+          lines.push(l)
+          journal.append(l)
+          bytes += Buffer.byteLength(l)
+        }
+        journal.close()
+        assert.strictEqual(journalText(file), lines.join(""))
+        const size = Fs.statSync(file).size
+        if (kind === "mapped") assert.isAbove(size, JournalFile.MappedBytes, "grown")
+        else assert.strictEqual(size, bytes)
+      })
+    )
+
+  it.scoped("mapped: an existing file is continued after its last line, a line cut short is ended first", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      // A mapped file with two lines (zeros after them), reopened: the third follows the second.
+      const file = Path.join(dir, "a.jsonl")
+      const first = JournalFile.open(file, native)
+      first.append(line(1))
+      first.append(line(2))
+      first.close()
+      const again = JournalFile.open(file, native)
+      again.append(line(3))
+      again.close()
+      assert.strictEqual(journalText(file), line(1) + line(2) + line(3))
+      // A file whose last line a crash cut short: the next line is not glued to it.
+      const cut = Path.join(dir, "b.jsonl")
+      Fs.writeFileSync(cut, `${line(1)}{"cardId":"car`)
+      const after = JournalFile.open(cut, native)
+      after.append(line(2))
+      after.close()
+      assert.deepStrictEqual(journalText(cut).split("\n"), [line(1).trim(), '{"cardId":"car', line(2).trim(), ""])
+    })
+  )
+
+  it.scoped("mapped: a map that fails (a file system that cannot allocate) falls back to appending", () =>
+    Effect.gen(function* () {
+      const file = Path.join(yield* tempDir, "run.jsonl")
+      const failing: JournalFile.Native = {
+        map: () => {
+          throw new Error("ENOSPC")
+        }
+      }
+      const journal = JournalFile.open(file, failing)
+      assert.isFalse(journal.mapped)
+      journal.append(line(1))
+      journal.close()
+      assert.strictEqual(Fs.readFileSync(file, "utf8"), line(1))
+    })
+  )
+
+  // What the journal is for: a line stored in the mapping is in the file after the process is
+  // killed the next instant (the page cache has it; no write(2), no sync, no exit handler).
+  it.scoped("mapped: a line stored just before a SIGKILL is in the file", () =>
+    Effect.gen(function* () {
+      const file = Path.join(yield* tempDir, "run.jsonl")
+      const code = `
+        import * as JournalFile from ${JSON.stringify(journalModule)}
+        const journal = JournalFile.open(${JSON.stringify(file)}, JournalFile.loadNative())
+        if (!journal.mapped) { console.log("not mapped"); process.exit(3) }
+        for (let i = 0; i < 100; i++) journal.append(${JSON.stringify(line(0))}.replace("card_0", "card_" + i))
+        process.kill(process.pid, "SIGKILL")
+      `
+      const result = yield* Effect.sync(() =>
+        ChildProcess.spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+          cwd: Path.join(here, ".."),
+          encoding: "utf8",
+          env: { ...process.env, WARDEN_JOURNAL_NATIVE: "" }
+        })
+      )
+      assert.strictEqual(result.signal, "SIGKILL", result.stdout + result.stderr)
+      const lines = journalText(file).trimEnd().split("\n")
+      assert.strictEqual(lines.length, 100)
+      assert.strictEqual(lines[99], line(99).trim())
+    })
+  )
+})
