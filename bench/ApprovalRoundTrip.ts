@@ -75,7 +75,7 @@ export interface Warden {
 
 export const startWarden = async (options?: {
   readonly ledger?: boolean
-  /** With the ledger: `false` leaves out its answer journal (the `write(2)` before each answer). */
+  /** With the ledger: `false` leaves out its answer journal (its line before each answer). */
   readonly answerJournal?: false
 }): Promise<Warden> => {
   const peer = BenchPeer.make()
@@ -293,7 +293,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
       },
       { name: "p99 round trip (ms)", target: "< 1 ms", value: round(w.p99 / 1000, 3), met: w.p99 < 1000 },
       { name: "p99 round trip, ledger on (ms)", target: "< 1 ms", value: round(l.p99 / 1000, 3), met: l.p99 < 1000 },
-      // Issue 31: the ledger (with its answer journal: a write(2) per answer, before the answer)
+      // Issue 31: the ledger (with its answer journal: a line per answer, before the answer)
       // costs the round trip at most 30 %.
       {
         name: "p50 round trip, ledger on ÷ off",
@@ -327,7 +327,7 @@ const runOnce = async (options: Options): Promise<BenchResult> => {
     ],
     notes: [
       `Warden: ${Math.round(1e6 / w.mean).toLocaleString("en-US")} cards/s one at a time (mean ${w.mean.toFixed(0)} µs).`,
-      `The ledger's answer journal (one write(2) per answer, before the answer: docs/ledger.md, "Durability") is ${(l.p50 - j.p50).toFixed(1)} µs of the p50 (ledger on ${l.p50.toFixed(1)} µs, without its journal ${j.p50.toFixed(1)} µs, ${(j.p50 / w.p50).toFixed(2)}x off); the target is for the ledger as \`warden run\` opens it, with its journal.`
+      `The ledger's answer journal (a line per answer, before the answer, in a mapped file, or a write(2) where its native module is not built: docs/ledger.md, "Durability") is ${(l.p50 - j.p50).toFixed(1)} µs of the p50 (ledger on ${l.p50.toFixed(1)} µs, without its journal ${j.p50.toFixed(1)} µs, ${(j.p50 / w.p50).toFixed(2)}x off); the target is for the ledger as \`warden run\` opens it, with its journal.`
     ]
   }
 }

@@ -23,7 +23,7 @@
  * bench/run.ts sets to a bundle of the sources; `off` puts it on the main thread). The pass is
  * timed as Warden's; the writer then finishes (`flush`, timed apart, untimed for the ratio) before
  * the next contender runs, so nobody pays for its leftovers. Beside it, reported, not a target:
- * the same ledger without its answer journal (the `write(2)` before each answer), which shows the
+ * the same ledger without its answer journal (its line before each answer), which shows the
  * journal apart from the rest of the ledger's work.
  *
  * Rounds interleave the contenders (rotating who goes first), each pass starting from a fully

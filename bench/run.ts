@@ -21,7 +21,7 @@
  * after full collections. Absolute numbers depend on the machine and its load; the ratios between
  * contenders measured in the same run are the result. See docs/performance.md.
  */
-import { mkdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as AdversarialFrames from "./AdversarialFrames.js"
@@ -140,6 +140,23 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   log(
     `the ledger's writer: ${process.env["WARDEN_LEDGER_WORKER"] === "off" ? "on the main thread" : `on its own thread (${process.env["WARDEN_LEDGER_WORKER"] ?? "dist/"})`}`
   )
+  // The answer journal's native module, where the ledger under test looks for it (JournalFile.ts).
+  const nativeJournal = join(
+    here,
+    "..",
+    "packages",
+    "ledger",
+    modules === "built" ? "dist/internal" : "build",
+    "warden-journal.node"
+  )
+  const answerJournal: "mapped" | "write(2)" =
+    process.env["WARDEN_JOURNAL_NATIVE"] === "off" ||
+    ((process.env["WARDEN_JOURNAL_NATIVE"] ?? "") === "" && !existsSync(nativeJournal))
+      ? "write(2)"
+      : "mapped"
+  log(
+    `the ledger's answer journal: ${answerJournal === "mapped" ? "a mapped file (packages/ledger/native)" : "write(2)"}`
+  )
   log(`${args.quick ? "quick" : "full"} run: ${args.only.join(", ")}`)
   const results: Record<string, BenchResult> = {}
   for (const name of args.only) {
@@ -172,11 +189,12 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
     quick: args.quick,
     durationSeconds: Math.round((nowMs() - started) / 100) / 10,
     modules,
+    answerJournal,
     machine: machine(load),
     benchmarks: results
   }
   console.log(
-    `\nmodules: ${modules === "built" ? "the built packages (dist/)" : "the sources through tsx"}; machine: ${output.machine.cpu}, ${output.machine.cores} cores, ${output.machine.os}, node ${output.machine.node}; ` +
+    `\nmodules: ${modules === "built" ? "the built packages (dist/)" : "the sources through tsx"}; the answer journal: ${answerJournal}; machine: ${output.machine.cpu}, ${output.machine.cores} cores, ${output.machine.os}, node ${output.machine.node}; ` +
       `load average ${output.machine.loadAvgStart} at start, ${output.machine.loadAvgEnd} at end`
   )
   mkdirSync(dirname(args.out), { recursive: true })

@@ -57,6 +57,11 @@ export interface Results {
    * packages' `dist/` (`pnpm bench:built`, what an embedder installs).
    */
   readonly modules: "sources" | "built"
+  /**
+   * How the ledger's answer journal stored its lines: `mapped` (its native module loaded:
+   * packages/ledger/native) or `write(2)` (not built here, or `WARDEN_JOURNAL_NATIVE=off`).
+   */
+  readonly answerJournal?: "mapped" | "write(2)"
   readonly machine: Machine
   readonly benchmarks: Readonly<Record<string, BenchResult>>
 }
