@@ -560,6 +560,24 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           assert.isTrue(Fs.existsSync(Path.join(dist, "ledger-writer.cjs")))
           assert.isTrue(Fs.existsSync(Path.join(dist, "ledger-writer.cjs.v8cache")))
           assert.notInclude(ran.stderr, "writer thread stopped")
+          // The answer journal's native module ships beside the bundle (and in the ledger's
+          // dist/internal/, where the library looks), and loads in a plain Node outside the
+          // workspace: the installed journal maps its file (packages/ledger/native).
+          for (const module of [
+            Path.join(dist, "warden-journal.node"),
+            Path.join(project, "node_modules", "@warden", "ledger", "dist", "internal", "warden-journal.node")
+          ]) {
+            const loaded = yield* Outside.runOk(
+              "node",
+              [
+                "-e",
+                "const m = { exports: {} }; process.dlopen(m, process.argv[1]); console.log(typeof m.exports.map)",
+                module
+              ],
+              { cwd: project, env: env(), timeout: "30 seconds" }
+            )
+            assert.strictEqual(loaded.stdout.trim(), "function", module)
+          }
           assert.deepStrictEqual(
             files.filter((f) => f.includes(`${Path.sep}node_modules${Path.sep}effect${Path.sep}`)),
             []
