@@ -55,7 +55,7 @@ export interface Offers {
   /**
    * The offer an acceptance of card `cardId` (of this run) makes, if any: the proposal whose
    * evidence holds it and that a remembered rule can hold. Never fails: a ledger that cannot be
-   * read offers nothing.
+   * read offers nothing, and a warning says why (the acceptance itself stands).
    */
   readonly after: (cardId: string) => Effect.Effect<Offer | undefined>
   /**
@@ -146,7 +146,14 @@ export const make = (ledger: LedgerShape, remembering: Remembering, runId: strin
         replay: proposal.replay,
         evidence: proposal.evidence.length
       } satisfies Offer
-    }).pipe(Effect.orElseSucceed(() => undefined))
+    }).pipe(
+      Effect.catchAll((error) =>
+        Effect.as(
+          Effect.logWarning(`no rule is offered for card ${cardId}: the ledger could not be read (${error.message})`),
+          undefined
+        )
+      )
+    )
   const take = (id: string, author: string) =>
     Effect.gen(function* () {
       const made = offered.get(id)

@@ -4,7 +4,7 @@
  * grown past the window; `cards({ newest: true })` gives the newest, listed oldest first.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Logger } from "effect"
 import * as Path from "node:path"
 import { Ledger, Offers, Remembering } from "../src/index.js"
 import { acceptCommand, script, tempDir } from "./support.js"
@@ -121,5 +121,36 @@ describe("offers", () => {
         }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
       }),
     120_000
+  )
+
+  it.scoped("an offer over a ledger that cannot be read: none, and a warning that says why", () =>
+    Effect.gen(function* () {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      const logged: Array<string> = []
+      const capture = Logger.make(({ logLevel, message }) => {
+        logged.push(`${logLevel.label} ${String(Array.isArray(message) ? message.join(" ") : message)}`)
+      })
+      yield* Effect.gen(function* () {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        const id = yield* acceptCommand(s, "make check")
+        const remembering = yield* Remembering.make(ledger, run.id)
+        // The same ledger, its reads failing (a file gone, a lock held past its timeout).
+        const failing = {
+          ...ledger,
+          cards: () => Effect.fail(new Ledger.LedgerError({ reason: "Sql", detail: "the database is locked" }))
+        }
+        const offers = Offers.make(failing, remembering, run.id, { rules: { rules: [] }, min: 1 })
+        assert.isUndefined(yield* offers.after(id).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture))))
+        assert.deepStrictEqual(logged, [
+          `WARN no rule is offered for card ${id}: the ledger could not be read (ledger: the database is locked)`
+        ])
+        // The same acceptance over the ledger itself offers the rule (what failed was the read).
+        const offer = yield* Offers.make(ledger, remembering, run.id, { rules: { rules: [] }, min: 1 }).after(id)
+        assert.isDefined(offer)
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    })
   )
 })
