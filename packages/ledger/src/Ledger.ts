@@ -227,7 +227,8 @@ export interface LedgerShape {
   readonly turns: (runId: string) => Effect.Effect<ReadonlyArray<Records.TurnRecord>, LedgerError>
   /**
    * Cards with their settlements, filtered, oldest first (at most `filter.limit`, default 10 000).
-   * Fails with `LedgerError` (`Sql`).
+   * Fails with `LedgerError`: `Invalid` when a number of the filter is not finite (`from`, `to`,
+   * `limit`, `before.openedAt`) or `before` lacks its ids, `Sql` when the query fails.
    */
   readonly cards: (filter?: Records.CardFilter) => Effect.Effect<ReadonlyArray<Records.CardRecord>, LedgerError>
   /**

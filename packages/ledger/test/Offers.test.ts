@@ -153,4 +153,41 @@ describe("offers", () => {
       }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
     })
   )
+
+  it.scoped("a card filter whose numbers are not finite is refused (Invalid), never read as no card", () =>
+    Effect.gen(function* () {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const s = yield* script()
+      yield* Effect.gen(function* () {
+        const ledger = yield* Ledger.Ledger
+        const run = yield* ledger.beginRun()
+        yield* run.attach(s.source)
+        const id = yield* acceptCommand(s, "make check")
+        yield* ledger.flush
+        const [card] = yield* ledger.cards({ runId: run.id })
+        assert.strictEqual(card!.cardId, id)
+        const refused = (filter: Ledger.CardFilter) =>
+          Effect.map(Effect.flip(ledger.cards(filter)), (e) => [e.reason, e.detail] as const)
+        assert.deepStrictEqual(yield* refused({ before: { openedAt: Number.NaN, runId: run.id, cardId: id } }), [
+          "Invalid",
+          "the card filter's before.openedAt is not a finite number (NaN)"
+        ])
+        assert.deepStrictEqual((yield* refused({ from: Number.POSITIVE_INFINITY }))[0], "Invalid")
+        assert.deepStrictEqual((yield* refused({ limit: Number.NaN }))[0], "Invalid")
+        assert.deepStrictEqual(
+          yield* refused({ before: { openedAt: card!.openedAt } as unknown as Ledger.CardPosition }),
+          ["Invalid", "the card filter's before needs the runId and cardId of a card"]
+        )
+        // A finite position reads as before: the card is not before itself, and is before a later time.
+        assert.deepStrictEqual(
+          yield* ledger.cards({ before: { openedAt: card!.openedAt, runId: run.id, cardId: id } }),
+          []
+        )
+        assert.strictEqual(
+          (yield* ledger.cards({ before: { openedAt: card!.openedAt + 1, runId: run.id, cardId: id } })).length,
+          1
+        )
+      }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+    })
+  )
 })

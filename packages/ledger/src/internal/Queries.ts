@@ -266,7 +266,30 @@ const equals = (sql: Sql, column: Fragment, value: string | number | undefined):
 const before = (sql: Sql, p: Records.CardPosition): Fragment =>
   sql`c.opened_at <= ${p.openedAt} AND (c.opened_at, c.run_id, length(c.card_id), c.card_id) < (${p.openedAt}, ${p.runId}, ${Array.from(p.cardId).length}, ${p.cardId})`
 
+/**
+ * Why `filter` cannot be read, if it cannot: a number that is not finite (`NaN` compares false
+ * with everything and would read no card, saying nothing), a position without its ids.
+ */
+const invalidFilter = (filter: Records.CardFilter): string | undefined => {
+  for (const [name, value] of [
+    ["from", filter.from],
+    ["to", filter.to],
+    ["limit", filter.limit],
+    ["before.openedAt", filter.before?.openedAt]
+  ] as const)
+    if (value !== undefined && !Number.isFinite(value))
+      return `the card filter's ${name} is not a finite number (${String(value)})`
+  if (
+    filter.before !== undefined &&
+    (typeof filter.before.runId !== "string" || typeof filter.before.cardId !== "string")
+  )
+    return "the card filter's before needs the runId and cardId of a card"
+  return undefined
+}
+
 export const cards = (sql: Sql, filter: Records.CardFilter = {}) => {
+  const invalid = invalidFilter(filter)
+  if (invalid !== undefined) return Effect.fail(new LedgerError({ reason: "Invalid", detail: invalid }))
   const where = whereOf(sql, [
     equals(sql, sql`c.run_id`, filter.runId),
     equals(sql, sql`c.item_key`, filter.item === undefined ? undefined : Store.itemKey(filter.item)),
