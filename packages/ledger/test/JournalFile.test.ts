@@ -74,18 +74,36 @@ describe("JournalFile", () => {
   it.scoped("mapped: a map that fails (a file system that cannot allocate) falls back to appending", () =>
     Effect.gen(function* () {
       const file = Path.join(yield* tempDir, "run.jsonl")
+      Fs.writeFileSync(file, line(0))
+      // As `posix_fallocate` then a failing `mmap` would: the file lengthened, then an error.
       const failing: JournalFile.Native = {
-        map: () => {
-          throw new Error("ENOSPC")
+        map: (fd, length) => {
+          Fs.ftruncateSync(fd, length)
+          throw new Error("EMMAP")
         }
       }
       const journal = JournalFile.open(file, failing)
       assert.isFalse(journal.mapped)
       journal.append(line(1))
       journal.close()
-      assert.strictEqual(Fs.readFileSync(file, "utf8"), line(1))
+      // Cut back to its lines first: the appended line follows the last one, no zeros between.
+      assert.strictEqual(Fs.readFileSync(file, "utf8"), line(0) + line(1))
     })
   )
+
+  it("the reader: zeros after the lines cut off, a run of zeros inside read as a line's end", () => {
+    const zeros = (n: number) => "\0".repeat(n)
+    assert.strictEqual(JournalFile.contentOf(line(1) + zeros(5000)), line(1))
+    assert.strictEqual(JournalFile.contentOf(line(1) + line(2)), line(1) + line(2))
+    assert.strictEqual(JournalFile.contentOf(""), "")
+    assert.strictEqual(JournalFile.contentOf(zeros(10)), "")
+    // Lines appended after a mapped file's zeros, and a line cut short before them: every whole
+    // line stays one line, the cut one stays apart from the next.
+    assert.strictEqual(
+      JournalFile.contentOf(`${line(1)}{"cardId":"ca${zeros(300_000)}${line(2)}${zeros(7)}${line(3)}${zeros(100)}`),
+      `${line(1)}{"cardId":"ca\n${line(2)}\n${line(3)}`
+    )
+  })
 
   // What the journal is for: a line stored in the mapping is in the file after the process is
   // killed the next instant (the page cache has it; no write(2), no sync, no exit handler).

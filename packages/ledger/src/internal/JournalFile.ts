@@ -36,10 +36,23 @@ export interface JournalFile {
   readonly mapped: boolean
 }
 
-/** The text of a journal file up to its lines' end (a mapped file's zeros cut off). */
+/**
+ * The lines of a journal file's text: a mapped file's zeros after its lines cut off, and a run of
+ * zeros inside (lines appended after a mapping, a line a crash cut short before them) read as one
+ * line's end, so the lines after it stay whole. No line holds a zero byte (JSON escapes it).
+ * Linear: no regular expression (a long run of zeros would make one quadratic).
+ */
 export const contentOf = (text: string): string => {
-  const end = text.indexOf("\0")
-  return end === -1 ? text : text.slice(0, end)
+  let end = text.length
+  while (end > 0 && text.charCodeAt(end - 1) === 0) end--
+  let out = ""
+  let at = 0
+  for (let zero = text.indexOf("\0"); zero !== -1 && zero < end; zero = text.indexOf("\0", at)) {
+    out += `${text.slice(at, zero)}\n`
+    at = zero
+    while (at < end && text.charCodeAt(at) === 0) at++
+  }
+  return at === 0 ? text.slice(0, end) : out + text.slice(at, end)
 }
 
 const ModuleName = "warden-journal.node"
@@ -92,11 +105,18 @@ const roundUp = (n: number): number => Math.ceil(n / Page) * Page
 export const open = (file: string, native: Native | undefined): JournalFile => {
   if (native !== undefined) {
     const fd = Fs.openSync(file, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
+    const size = Fs.fstatSync(fd).size
     try {
-      return mapped(fd, native)
+      return mapped(fd, size, native)
     } catch {
+      // The allocation may have lengthened the file before the mapping failed: the lines appended
+      // next follow the last one, not a run of zeros.
+      try {
+        Fs.ftruncateSync(fd, size)
+      } catch {
+        // the reader reads past zeros all the same (contentOf)
+      }
       Fs.closeSync(fd)
-      // fall through: appended
     }
   }
   const fd = Fs.openSync(file, "a", 0o600)
@@ -110,8 +130,7 @@ export const open = (file: string, native: Native | undefined): JournalFile => {
   }
 }
 
-const mapped = (fd: number, native: Native): JournalFile => {
-  const size = Fs.fstatSync(fd).size
+const mapped = (fd: number, size: number, native: Native): JournalFile => {
   let capacity = Math.max(MappedBytes, roundUp(size * 2))
   let bytes = new Uint8Array(native.map(fd, capacity))
   // Where the lines end: before the zeros of an earlier mapping, if the file had one.
