@@ -149,11 +149,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
     modules === "built" ? "dist/internal" : "build",
     "warden-journal.node"
   )
+  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
   const answerJournal: "mapped" | "write(2)" =
-    process.env["WARDEN_JOURNAL_NATIVE"] === "off" ||
-    ((process.env["WARDEN_JOURNAL_NATIVE"] ?? "") === "" && !existsSync(nativeJournal))
-      ? "write(2)"
-      : "mapped"
+    named === "off" || !existsSync(named === "" ? nativeJournal : named) ? "write(2)" : "mapped"
   log(
     `the ledger's answer journal: ${answerJournal === "mapped" ? "a mapped file (packages/ledger/native)" : "write(2)"}`
   )

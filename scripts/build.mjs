@@ -637,8 +637,14 @@ const copyNativeJournal = () => {
   for (const dir of [Path.join(root, "packages", "ledger", "dist", "internal"), Path.join(cliDir, "dist")]) {
     if (!Fs.existsSync(dir)) continue
     const to = Path.join(dir, "warden-journal.node")
-    if (Fs.existsSync(built)) Fs.copyFileSync(built, to)
-    else Fs.rmSync(to, { force: true })
+    if (!Fs.existsSync(built)) Fs.rmSync(to, { force: true })
+    else if (!Fs.existsSync(to) || !Fs.readFileSync(to).equals(Fs.readFileSync(built))) {
+      // Written beside it, then renamed over it: a process that has the old one loaded keeps its
+      // file, and one loading it now never reads half of one.
+      const partial = `${to}.${process.pid}.partial`
+      Fs.copyFileSync(built, partial)
+      Fs.renameSync(partial, to)
+    }
   }
 }
 

@@ -80,6 +80,9 @@ const bundleSources = async (entry, outfile, format = "esm") => {
 /** Compiles the CLI (apps/cli/src/bin.ts) into `bundlePath`; returns the path. */
 export const bundleCli = () => bundleSources(Path.join(cliDir, "src", "bin.ts"), bundlePath)
 
+/** The answer journal's native module, as packages/ledger/native/build.mjs writes it. */
+export const nativeJournalPath = Path.join(root, "packages", "ledger", "build", "warden-journal.node")
+
 /**
  * The ledger's writer thread (packages/ledger/src/internal/WriterWorker.ts) as one file: a worker
  * cannot load the TypeScript sources (tsx's hooks do not reach a worker on Node 20), so the suite
@@ -89,9 +92,6 @@ export const bundleCli = () => bundleSources(Path.join(cliDir, "src", "bin.ts"),
  * thread starts through the ledger's `Loader`, as a built Warden's does (a process whose V8 flags
  * differ from this one's compiles it from its source instead).
  */
-/** The answer journal's native module, as packages/ledger/native/build.mjs writes it. */
-export const nativeJournalPath = Path.join(root, "packages", "ledger", "build", "warden-journal.node")
-
 export const workerBundlePath = Path.join(cliDir, "node_modules", ".cache", "warden-test", "ledger-writer.cjs")
 
 /** Compiles the ledger's writer thread into `workerBundlePath` and writes its code cache; returns the path. */

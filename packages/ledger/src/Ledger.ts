@@ -228,7 +228,7 @@ export interface LedgerShape {
   /**
    * Cards with their settlements, filtered, oldest first (at most `filter.limit`, default 10 000).
    * Fails with `LedgerError`: `Invalid` when a number of the filter is not finite (`from`, `to`,
-   * `limit`, `before.openedAt`) or `before` lacks its ids, `Sql` when the query fails.
+   * `limit`, `before.openedAt`) or `before` lacks one of its three fields, `Sql` when the query fails.
    */
   readonly cards: (filter?: Records.CardFilter) => Effect.Effect<ReadonlyArray<Records.CardRecord>, LedgerError>
   /**

@@ -8,6 +8,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as AnswerJournal from "../src/internal/AnswerJournal.js"
 import * as JournalFile from "../src/internal/JournalFile.js"
 import { journalText, tempDir } from "./support.js"
 
@@ -80,7 +81,8 @@ describe("JournalFile", () => {
         map: (fd, length) => {
           Fs.ftruncateSync(fd, length)
           throw new Error("EMMAP")
-        }
+        },
+        unmap: () => {}
       }
       const journal = JournalFile.open(file, failing)
       assert.isFalse(journal.mapped)
@@ -88,6 +90,78 @@ describe("JournalFile", () => {
       journal.close()
       // Cut back to its lines first: the appended line follows the last one, no zeros between.
       assert.strictEqual(Fs.readFileSync(file, "utf8"), line(0) + line(1))
+    })
+  )
+
+  it.scoped("mapped: closed, the file is unmapped at once (a replaced file's blocks go with its last descriptor)", () =>
+    Effect.gen(function* () {
+      const file = Path.join(yield* tempDir, "run.jsonl")
+      const mappedNow = () => Fs.readFileSync("/proc/self/maps", "utf8").includes(file)
+      const journal = JournalFile.open(file, native)
+      journal.append(line(1))
+      assert.isTrue(mappedNow(), "mapped while open")
+      journal.closeOffThread()
+      assert.isFalse(mappedNow(), "unmapped when closed, not at the next collection")
+      assert.strictEqual(journalText(file), line(1))
+    })
+  )
+
+  it.scoped("mapped: reopened, a file keeps its size (the zeros of its mapping are not lines to double)", () =>
+    Effect.gen(function* () {
+      const file = Path.join(yield* tempDir, "run.jsonl")
+      for (let i = 0; i < 4; i++) {
+        const journal = JournalFile.open(file, native)
+        journal.append(line(i))
+        journal.close()
+      }
+      assert.strictEqual(Fs.statSync(file).size, JournalFile.MappedBytes)
+      assert.strictEqual(journalText(file), line(0) + line(1) + line(2) + line(3))
+    })
+  )
+
+  it.scoped("mapped: a growth that fails (a full disk) goes on with pwrite(2) after the last line: nothing lost", () =>
+    Effect.gen(function* () {
+      const file = Path.join(yield* tempDir, "run.jsonl")
+      let maps = 0
+      const once: JournalFile.Native = {
+        map: (fd, length) => {
+          if (++maps > 1) throw new Error("ENOSPC")
+          return native!.map(fd, length)
+        },
+        unmap: (buffer) => native!.unmap(buffer)
+      }
+      const journal = JournalFile.open(file, once)
+      assert.isTrue(journal.mapped)
+      const lines: Array<string> = []
+      let bytes = 0
+      for (let i = 0; bytes < JournalFile.MappedBytes + 50_000; i++) {
+        const l = line(i, "y".repeat(200))
+        lines.push(l)
+        journal.append(l)
+        bytes += Buffer.byteLength(l)
+      }
+      journal.close()
+      assert.strictEqual(maps, 2, "one growth tried")
+      assert.strictEqual(journalText(file), lines.join(""))
+    })
+  )
+
+  it.scoped("a module WARDEN_JOURNAL_NATIVE names that is not there: the journal says so once, and appends", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const before = process.env["WARDEN_JOURNAL_NATIVE"]
+      process.env["WARDEN_JOURNAL_NATIVE"] = Path.join(dir, "no-such.node")
+      const warned: Array<string> = []
+      try {
+        const journal = AnswerJournal.make(Path.join(dir, "answers"), (m) => warned.push(m))
+        journal.close()
+      } finally {
+        if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
+        else process.env["WARDEN_JOURNAL_NATIVE"] = before
+      }
+      assert.deepStrictEqual(warned, [
+        `WARDEN_JOURNAL_NATIVE names ${Path.join(dir, "no-such.node")}, which is not there: the answer journal appends with write(2)`
+      ])
     })
   )
 

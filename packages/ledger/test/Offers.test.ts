@@ -176,7 +176,11 @@ describe("offers", () => {
         assert.deepStrictEqual((yield* refused({ limit: Number.NaN }))[0], "Invalid")
         assert.deepStrictEqual(
           yield* refused({ before: { openedAt: card!.openedAt } as unknown as Ledger.CardPosition }),
-          ["Invalid", "the card filter's before needs the runId and cardId of a card"]
+          ["Invalid", "the card filter's before needs the openedAt, runId and cardId of a card"]
+        )
+        assert.deepStrictEqual(
+          (yield* refused({ before: { runId: run.id, cardId: id } as unknown as Ledger.CardPosition }))[0],
+          "Invalid"
         )
         // A finite position reads as before: the card is not before itself, and is before a later time.
         assert.deepStrictEqual(

@@ -4,9 +4,10 @@
  *
  * The writer commits a settlement after the event loop's turn that wrote the answer (the answer
  * goes first). A process killed in between would leave the card open in the ledger although codex
- * may have acted on the answer. So each answer is appended here, one JSON line, in the synchronous
- * step that writes it, just before the write (`ApprovalsShape.observeAnswers`): a `write(2)` to a
- * file opened for appending, no `fsync`, so it survives the process dying as the WAL's commits do.
+ * may have acted on the answer. So each answer is put here, one JSON line, in the synchronous
+ * step that writes it, just before the write (`ApprovalsShape.observeAnswers`): stored into a
+ * mapped file, or a `write(2)` where that cannot be had (`JournalFile`), no `fsync` either way, so
+ * it survives the process dying as the WAL's commits do.
  * Recovery (`markStranded`, `markStrandedItem`, `recover`) reads the dead run's journal: a card
  * whose settlement was never committed is stranded with the decision that was being written and
  * says codex may have received it; it is never recorded as accepted (codex may not have).
@@ -16,7 +17,7 @@
  *   and the decision's name masked, never an answer's content (a form's values).
  * - The journal is only the gap's: once it has reached `CutAt` (1 MiB), at the next committed
  *   settlement it is replaced (a new file renamed over it) by the lines of the answers still waiting
- *   for theirs (the old file's descriptor closed off this thread: freeing its blocks is the costly part),
+ *   for theirs (the old file unmapped, its descriptor closed off this thread: freeing its blocks is the costly part),
  *   and a run's file is removed when the run's end is committed, or the run is recovered and every
  *   card it names has its settlement.
  * - It never fails or blocks the answer: a line that cannot be written is logged once per run,
@@ -151,6 +152,10 @@ export const make = (
   options?: { readonly native?: JournalFile.Native | undefined }
 ): AnswerJournal => {
   const native = options !== undefined && "native" in options ? options.native : JournalFile.loadNative()
+  if (options === undefined || !("native" in options)) {
+    const unused = JournalFile.namedButNotLoaded()
+    if (unused !== undefined) warn(unused)
+  }
   const runs = new Map<string, RunFile>()
   /** Runs whose end is committed: an answer recorded after it needs no journal (nothing recovers an ended run). */
   const endedRuns = new Set<string>()
@@ -218,8 +223,8 @@ export const make = (
       const old = run.file
       run.file = undefined
       run.size = run.waitingBytes
-      // The last descriptor of the replaced file: closing it frees its blocks (with `discard`, a
-      // trim), ~0.2 ms here: done on libuv's pool. Its lines are in the new file already.
+      // The replaced file's mapping goes now and its last descriptor on libuv's pool: that close
+      // frees its blocks (with `discard`, a trim), ~0.2 ms here. Its lines are in the new file already.
       old.closeOffThread()
       run.file = JournalFile.open(file, native)
     } catch (error) {

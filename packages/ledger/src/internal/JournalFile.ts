@@ -22,8 +22,14 @@ import { fileURLToPath } from "node:url"
 
 /** The native module's one function (`native/journal.c`). */
 export interface Native {
-  /** Allocate the file's first `length` bytes on disk and map them shared, read-write. Throws if it cannot. */
+  /**
+   * Allocate the file's first `length` bytes on disk and map them shared, read-write. Throws if it
+   * cannot, or if the file system is not one that overwrites an allocated block in place (ext4,
+   * xfs, tmpfs).
+   */
   readonly map: (fd: number, length: number) => ArrayBuffer
+  /** Unmap a buffer `map` returned, at once, and detach it (its views read and write nothing after). */
+  readonly unmap: (buffer: ArrayBuffer) => void
 }
 
 export interface JournalFile {
@@ -65,9 +71,20 @@ const ModuleName = "warden-journal.node"
  * the journal appends with `write(2)`.
  */
 export const loadNative = (): Native | undefined => {
-  const named = process.env["WARDEN_JOURNAL_NATIVE"]
+  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
+  const known = loaded.get(named)
+  if (known !== undefined) return known.native
+  const native = load(named)
+  loaded.set(named, { native })
+  return native
+}
+
+/** What `loadNative` found, by the value of `WARDEN_JOURNAL_NATIVE` (a module is loaded once). */
+const loaded = new Map<string, { readonly native: Native | undefined }>()
+
+const load = (named: string): Native | undefined => {
   const candidates: Array<string> = []
-  if (named !== undefined && named !== "") {
+  if (named !== "") {
     if (named === "off") return undefined
     candidates.push(Path.resolve(named))
   } else {
@@ -84,12 +101,23 @@ export const loadNative = (): Native | undefined => {
     try {
       const module = { exports: {} as Partial<Native> }
       process.dlopen(module, file)
-      if (typeof module.exports.map === "function") return module.exports as Native
+      if (typeof module.exports.map === "function" && typeof module.exports.unmap === "function")
+        return module.exports as Native
     } catch {
       // another platform's build, or a broken one: the journal appends with write(2)
     }
   }
   return undefined
+}
+
+/**
+ * Why the module `WARDEN_JOURNAL_NATIVE` names is not used, if it names one that does not load (a
+ * module found, or not, where it is looked for by default says nothing: `write(2)` is the plain way).
+ */
+export const namedButNotLoaded = (): string | undefined => {
+  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
+  if (named === "" || named === "off" || loadNative() !== undefined) return undefined
+  return `WARDEN_JOURNAL_NATIVE names ${Path.resolve(named)}, which ${Fs.existsSync(Path.resolve(named)) ? "does not load" : "is not there"}: the answer journal appends with write(2)`
 }
 
 const Page = 4096
@@ -101,18 +129,37 @@ const encoder = new TextEncoder()
 
 const roundUp = (n: number): number => Math.ceil(n / Page) * Page
 
+/**
+ * Where the lines of the file open on `fd` end (its first `size` bytes read back, from the end,
+ * past the zeros an earlier mapping left): read with `read(2)`, not through a mapping, whose every
+ * page read would be a fault in the answer's step.
+ */
+const linesEnd = (fd: number, size: number): { readonly end: number; readonly lastByte: number } => {
+  const chunk = Buffer.allocUnsafe(64 * 1024)
+  for (let to = size; to > 0; ) {
+    const from = Math.max(0, to - chunk.length)
+    const n = Fs.readSync(fd, chunk, 0, to - from, from)
+    let i = n
+    while (i > 0 && chunk[i - 1] === 0) i--
+    if (i > 0) return { end: from + i, lastByte: chunk[i - 1]! }
+    to = from
+  }
+  return { end: 0, lastByte: 10 }
+}
+
 /** Open `file` (created 0600 if missing) for appending: mapped when `native` is given and mapping succeeds. */
 export const open = (file: string, native: Native | undefined): JournalFile => {
   if (native !== undefined) {
     const fd = Fs.openSync(file, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
-    const size = Fs.fstatSync(fd).size
+    let size: number | undefined
     try {
+      size = Fs.fstatSync(fd).size
       return mapped(fd, size, native)
     } catch {
       // The allocation may have lengthened the file before the mapping failed: the lines appended
       // next follow the last one, not a run of zeros.
       try {
-        Fs.ftruncateSync(fd, size)
+        if (size !== undefined) Fs.ftruncateSync(fd, linesEnd(fd, size).end)
       } catch {
         // the reader reads past zeros all the same (contentOf)
       }
@@ -131,34 +178,62 @@ export const open = (file: string, native: Native | undefined): JournalFile => {
 }
 
 const mapped = (fd: number, size: number, native: Native): JournalFile => {
-  let capacity = Math.max(MappedBytes, roundUp(size * 2))
-  let bytes = new Uint8Array(native.map(fd, capacity))
-  // Where the lines end: before the zeros of an earlier mapping, if the file had one.
-  let cursor = size
-  while (cursor > 0 && bytes[cursor - 1] === 0) cursor--
+  const found = linesEnd(fd, size)
+  let capacity = Math.max(MappedBytes, roundUp(found.end * 2))
+  let buffer = native.map(fd, capacity)
+  let bytes = new Uint8Array(buffer)
+  let cursor = found.end
   // A line cut short (a crash while it was stored) would swallow the next one: end it.
-  if (cursor > 0 && bytes[cursor - 1] !== 10) bytes[cursor++] = 10
+  if (cursor > 0 && found.lastByte !== 10) bytes[cursor++] = 10
+  /** Past a growth that failed: the lines are written at the cursor with `pwrite(2)`. */
+  let written = false
   let touchedTo = roundUp(cursor + 1)
   let touchScheduled = true
   let closed = false
   const touch = () => {
     touchScheduled = false
-    if (closed) return
+    if (closed || written) return
     // Only pages past the cursor (all zeros there): a store of 0 changes no byte of the file.
     const to = Math.min(capacity, roundUp(cursor + 1) + TouchAhead)
     for (let at = Math.max(touchedTo, roundUp(cursor + 1)); at < to; at += Page) bytes[at] = 0
     touchedTo = Math.max(touchedTo, to)
   }
   setImmediate(touch)
-  const grow = (needed: number) => {
-    capacity = Math.max(capacity * 2, roundUp(needed))
-    bytes = new Uint8Array(native.map(fd, capacity))
+  /** A larger mapping of the same file (its lines are in it); false if it cannot be had. */
+  const grow = (needed: number): boolean => {
+    try {
+      const next = Math.max(capacity * 2, roundUp(needed))
+      const larger = native.map(fd, next)
+      native.unmap(buffer)
+      buffer = larger
+      bytes = new Uint8Array(buffer)
+      capacity = next
+      touchedTo = roundUp(cursor + 1)
+      return true
+    } catch {
+      return false
+    }
+  }
+  const release = () => {
+    closed = true
+    if (!written) native.unmap(buffer)
   }
   return {
     mapped: true,
     append: (line) => {
+      if (written) {
+        cursor += Fs.writeSync(fd, line, cursor, "utf8")
+        return
+      }
       // At most 3 bytes a UTF-16 unit: never a line stored in part for want of room.
-      if (capacity - cursor < line.length * 3) grow(cursor + line.length * 3)
+      if (capacity - cursor < line.length * 3 && !grow(cursor + line.length * 3)) {
+        // No larger mapping (a full disk, no address space): the lines go on with `pwrite(2)`
+        // after the last one, in the same file; the reader reads past the zeros between.
+        native.unmap(buffer)
+        written = true
+        cursor += Fs.writeSync(fd, line, cursor, "utf8")
+        return
+      }
       cursor += encoder.encodeInto(line, bytes.subarray(cursor)).written
       if (!touchScheduled && touchedTo - cursor < TouchAhead / 2) {
         touchScheduled = true
@@ -166,11 +241,13 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
       }
     },
     close: () => {
-      closed = true
+      release()
       Fs.closeSync(fd)
     },
     closeOffThread: () => {
-      closed = true
+      // Unmapped first: the descriptor is then the file's last hold, and its close (off this
+      // thread) frees the blocks of a replaced file.
+      release()
       Fs.close(fd, () => {})
     }
   }

@@ -281,9 +281,11 @@ const invalidFilter = (filter: Records.CardFilter): string | undefined => {
       return `the card filter's ${name} is not a finite number (${String(value)})`
   if (
     filter.before !== undefined &&
-    (typeof filter.before.runId !== "string" || typeof filter.before.cardId !== "string")
+    (typeof filter.before.openedAt !== "number" ||
+      typeof filter.before.runId !== "string" ||
+      typeof filter.before.cardId !== "string")
   )
-    return "the card filter's before needs the runId and cardId of a card"
+    return "the card filter's before needs the openedAt, runId and cardId of a card"
   return undefined
 }
 
