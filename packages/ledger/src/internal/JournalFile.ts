@@ -199,24 +199,34 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
     touchedTo = Math.max(touchedTo, to)
   }
   setImmediate(touch)
+  /** The mapping goes (never throws: a descriptor is closed after it whatever happens). */
+  const unmapNow = () => {
+    if (written || closed) return
+    try {
+      native.unmap(buffer)
+    } catch {
+      // then it goes when the buffer is collected
+    }
+  }
   /** A larger mapping of the same file (its lines are in it); false if it cannot be had. */
   const grow = (needed: number): boolean => {
+    const next = Math.max(capacity * 2, roundUp(needed))
+    let larger: ArrayBuffer
     try {
-      const next = Math.max(capacity * 2, roundUp(needed))
-      const larger = native.map(fd, next)
-      native.unmap(buffer)
-      buffer = larger
-      bytes = new Uint8Array(buffer)
-      capacity = next
-      touchedTo = roundUp(cursor + 1)
-      return true
+      larger = native.map(fd, next)
     } catch {
       return false
     }
+    unmapNow()
+    buffer = larger
+    bytes = new Uint8Array(buffer)
+    capacity = next
+    touchedTo = roundUp(cursor + 1)
+    return true
   }
   const release = () => {
+    unmapNow()
     closed = true
-    if (!written) native.unmap(buffer)
   }
   return {
     mapped: true,
@@ -228,8 +238,8 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
       // At most 3 bytes a UTF-16 unit: never a line stored in part for want of room.
       if (capacity - cursor < line.length * 3 && !grow(cursor + line.length * 3)) {
         // No larger mapping (a full disk, no address space): the lines go on with `pwrite(2)`
-        // after the last one, in the same file; the reader reads past the zeros between.
-        native.unmap(buffer)
+        // from the cursor, in the same file, over the zeros after the last one.
+        unmapNow()
         written = true
         cursor += Fs.writeSync(fd, line, cursor, "utf8")
         return
