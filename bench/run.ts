@@ -21,13 +21,14 @@
  * after full collections. Absolute numbers depend on the machine and its load; the ratios between
  * contenders measured in the same run are the result. See docs/performance.md.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as AdversarialFrames from "./AdversarialFrames.js"
 import * as ApprovalRoundTrip from "./ApprovalRoundTrip.js"
 import * as Fleet from "./Fleet.js"
 import * as FlatMemory from "./FlatMemory.js"
+import * as JournalFile from "../packages/ledger/src/internal/JournalFile.js"
 import * as FramePipeline from "./FramePipeline.js"
 import * as RealCodexOverhead from "./RealCodexOverhead.js"
 import * as Scale from "./Scale.js"
@@ -140,18 +141,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<Results> => {
   log(
     `the ledger's writer: ${process.env["WARDEN_LEDGER_WORKER"] === "off" ? "on the main thread" : `on its own thread (${process.env["WARDEN_LEDGER_WORKER"] ?? "dist/"})`}`
   )
-  // The answer journal's native module, where the ledger under test looks for it (JournalFile.ts).
-  const nativeJournal = join(
-    here,
-    "..",
-    "packages",
-    "ledger",
-    modules === "built" ? "dist/internal" : "build",
-    "warden-journal.node"
-  )
-  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
-  const answerJournal: "mapped" | "write(2)" =
-    named === "off" || !existsSync(named === "" ? nativeJournal : named) ? "write(2)" : "mapped"
+  // The answer journal's module as the ledger loads it (the same file in both modes: the build
+  // copies packages/ledger/build's into dist/internal/); the bench's files are on /tmp.
+  const answerJournal: "mapped" | "write(2)" = JournalFile.loadNative() !== undefined ? "mapped" : "write(2)"
   log(
     `the ledger's answer journal: ${answerJournal === "mapped" ? "a mapped file (packages/ledger/native)" : "write(2)"}`
   )

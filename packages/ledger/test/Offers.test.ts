@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import * as Path from "node:path"
 import { Ledger, Offers, Remembering } from "../src/index.js"
-import { acceptCommand, script, tempDir } from "./support.js"
+import { acceptCommand, attachedRun, script, tempDir } from "./support.js"
 
 describe("offers", () => {
   it.scoped(
@@ -17,9 +17,7 @@ describe("offers", () => {
         const filename = Path.join(yield* tempDir, "ledger.db")
         const s = yield* script()
         yield* Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          const run = yield* ledger.beginRun()
-          yield* run.attach(s.source)
+          const { ledger, run } = yield* attachedRun(s.source)
           const accept = (line: string) => acceptCommand(s, line)
           // An older history the window leaves out: six cards of other commands.
           for (const line of ["ls", "pwd", "date", "whoami", "uname -a", "id"]) yield* accept(line)
@@ -63,9 +61,7 @@ describe("offers", () => {
         const filename = Path.join(yield* tempDir, "ledger.db")
         const s = yield* script()
         yield* Effect.gen(function* () {
-          const ledger = yield* Ledger.Ledger
-          const run = yield* ledger.beginRun()
-          yield* run.attach(s.source)
+          const { ledger, run } = yield* attachedRun(s.source)
           // More than a page; under the test clock every card opens at the same time, so the order
           // (and a page's end) is decided by the run and the card id alone.
           const total = Offers.PageSize + 234
@@ -132,9 +128,7 @@ describe("offers", () => {
         logged.push(`${logLevel.label} ${String(Array.isArray(message) ? message.join(" ") : message)}`)
       })
       yield* Effect.gen(function* () {
-        const ledger = yield* Ledger.Ledger
-        const run = yield* ledger.beginRun()
-        yield* run.attach(s.source)
+        const { ledger, run } = yield* attachedRun(s.source)
         const id = yield* acceptCommand(s, "make check")
         const remembering = yield* Remembering.make(ledger, run.id)
         // The same ledger, its reads failing (a file gone, a lock held past its timeout).
@@ -159,9 +153,7 @@ describe("offers", () => {
       const filename = Path.join(yield* tempDir, "ledger.db")
       const s = yield* script()
       yield* Effect.gen(function* () {
-        const ledger = yield* Ledger.Ledger
-        const run = yield* ledger.beginRun()
-        yield* run.attach(s.source)
+        const { ledger, run } = yield* attachedRun(s.source)
         const id = yield* acceptCommand(s, "make check")
         yield* ledger.flush
         const [card] = yield* ledger.cards({ runId: run.id })

@@ -11,7 +11,7 @@
 import { Effect } from "effect"
 import * as Path from "node:path"
 import { Ledger, Offers, Remembering } from "../src/index.js"
-import { acceptCommand, script, tempDir } from "./support.js"
+import { acceptCommand, attachedRun, script, tempDir } from "./support.js"
 
 const N = Number(process.argv[2] ?? 10_000)
 
@@ -19,9 +19,7 @@ const program = Effect.gen(function* () {
   const filename = Path.join(yield* tempDir, "ledger.db")
   const s = yield* script()
   yield* Effect.gen(function* () {
-    const ledger = yield* Ledger.Ledger
-    const run = yield* ledger.beginRun()
-    yield* run.attach(s.source)
+    const { ledger, run } = yield* attachedRun(s.source)
     let last = ""
     for (let i = 0; i < N; i++) {
       const line = i % 3 === 0 ? "make check" : `cat file-${i % 500}.txt`

@@ -10,7 +10,7 @@ import { Effect, Exit, PubSub, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import type { Ledger } from "../src/index.js"
+import { Ledger } from "../src/index.js"
 import * as JournalFile from "../src/internal/JournalFile.js"
 
 /** A fresh directory under the OS temp directory, removed when the scope closes. */
@@ -35,6 +35,18 @@ export const fileBytes = (filename: string): string => {
     .map((f) => bytesOf(Path.join(Path.dirname(filename), f)))
     .join("\n")
 }
+
+/**
+ * The ledger in context with one run begun and `source` attached to it: how most ledger tests
+ * start recording.
+ */
+export const attachedRun = (source: Ledger.EventSource) =>
+  Effect.gen(function* () {
+    const ledger = yield* Ledger.Ledger
+    const run = yield* ledger.beginRun()
+    yield* run.attach(source)
+    return { ledger, run }
+  })
 
 /** An answer journal file's lines (a mapped file's zeros after them cut off). */
 export const journalText = (file: string): string => JournalFile.contentOf(Fs.readFileSync(file, "utf8"))

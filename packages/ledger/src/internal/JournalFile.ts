@@ -18,7 +18,7 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { besideModule } from "./Beside.js"
 
 /** The native module's one function (`native/journal.c`). */
 export interface Native {
@@ -87,15 +87,7 @@ const load = (named: string): Native | undefined => {
   if (named !== "") {
     if (named === "off") return undefined
     candidates.push(Path.resolve(named))
-  } else {
-    for (const relative of [`./${ModuleName}`, `../../build/${ModuleName}`]) {
-      try {
-        candidates.push(fileURLToPath(new URL(relative, import.meta.url)))
-      } catch {
-        // not a file URL (a bundle's stand-in): not there
-      }
-    }
-  }
+  } else candidates.push(...besideModule([`./${ModuleName}`, `../../build/${ModuleName}`]))
   for (const file of candidates) {
     if (!Fs.existsSync(file)) continue
     try {

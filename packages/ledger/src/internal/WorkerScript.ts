@@ -18,20 +18,12 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { besideModule } from "./Beside.js"
 
 export const locate = (): string | undefined => {
   const named = process.env["WARDEN_LEDGER_WORKER"]
   if (named !== undefined && named !== "") return named === "off" ? undefined : Path.resolve(named)
-  for (const name of ["./ledger-writer.cjs", "./WriterWorker.js"]) {
-    try {
-      const file = fileURLToPath(new URL(name, import.meta.url))
-      if (Fs.existsSync(file)) return file
-    } catch {
-      // not a file URL (a bundle's stand-in): not there
-    }
-  }
-  return undefined
+  return besideModule(["./ledger-writer.cjs", "./WriterWorker.js"])[0]
 }
 
 /** The code cache beside `script`, if it is a CommonJS bundle that has one. */
