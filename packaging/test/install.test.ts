@@ -449,6 +449,11 @@ describe("warden installed from packed tarballs, outside the workspace", () => {
           assert.include(ran.stdout, "(the tested version)")
           assert.match(ran.stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
           assert.include(ran.stdout, "drift: none")
+          // The answer journal's module, as installed (no WARDEN_JOURNAL_NATIVE out here): it loads.
+          assert.match(
+            ran.stdout,
+            /^answer journal: a mapped file \(the module loads and .+ is on (ext4|xfs|tmpfs); module .+\/warden-journal\.node\)$/m
+          )
           assertTraceOutside(trace, project, [
             "/@warden/cli/dist/commands/DoctorCommand.js",
             "/@warden/protocol/dist/SchemaDump.js"

@@ -35,18 +35,32 @@ describe("warden demo and doctor", () => {
     60_000
   )
 
-  it.live(
-    "doctor on the pinned codex: the tested version, no drift, exit 0",
+  it.scopedLive(
+    "doctor on the pinned codex: the tested version, no drift, the answer journal mapped, exit 0",
     () =>
       Effect.gen(function* () {
         const binary = yield* RealCodex.binaryPath
-        const result = yield* CliProcess.runToEnd(["doctor", "--codex", binary])
+        const dir = yield* tempDir
+        const state = Path.join(dir, "state", "ledger.db")
+        const result = yield* CliProcess.runToEnd(["doctor", "--codex", binary, "--state", state])
         assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
         const stdout = result.stdout.join("\n")
         assert.include(stdout, `codex:    ${binary}`)
         assert.include(stdout, "version:  codex-cli 0.171.0 (the tested version)")
         assert.match(stdout, /answers and refusals checked against this codex's schema: \d+, 0 do not validate/)
         assert.include(stdout, "drift: none")
+        // The suite's set-up names the journal's module for every warden it starts (scripts/test-bundle.mjs).
+        const module = process.env["WARDEN_JOURNAL_NATIVE"]
+        assert.isDefined(module)
+        assert.match(
+          stdout,
+          new RegExp(
+            `^answer journal: a mapped file \\(the module loads and ${dir} is on (ext4|xfs|tmpfs); module ${module}\\)$`,
+            "m"
+          )
+        )
+        assert.include(stdout, `  where:  ${state}.answers`)
+        assert.isFalse(Fs.existsSync(Path.join(dir, "state")), "doctor makes nothing")
       }),
     60_000
   )
@@ -77,13 +91,26 @@ fs.writeFileSync(file, JSON.stringify(bundle))
           { mode: 0o755 }
         )
         Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }))
-        const result = yield* CliProcess.runToEnd(["doctor", "--codex", fake, "--json"], {
-          env: { WARDEN_DOCTOR_PROBE: "doctor-probe-secret", DOCTOR_PROBE_PASSED: "passed" }
-        })
+        const result = yield* CliProcess.runToEnd(
+          ["doctor", "--codex", fake, "--json", "--state", `${dir}/ledger.db`],
+          {
+            env: {
+              WARDEN_DOCTOR_PROBE: "doctor-probe-secret",
+              DOCTOR_PROBE_PASSED: "passed",
+              WARDEN_JOURNAL_NATIVE: "off"
+            }
+          }
+        )
         assert.deepStrictEqual(result.exited, { code: 1, signal: null }, result.stderr)
         assert.strictEqual(result.stdout.length, 1, "one JSON object")
         const report = JSON.parse(result.stdout[0]!)
         assert.deepInclude(report, { version: "0.172.0", tested: false, testedVersion: "0.171.0", breaking: true })
+        // The answer journal without its module: write(2), and why.
+        assert.deepInclude(report.answerJournal, {
+          directory: `${dir}/ledger.db.answers`,
+          mode: "write(2)",
+          reason: "WARDEN_JOURNAL_NATIVE=off"
+        })
         const broken = (report.answers as ReadonlyArray<{ method: string; answer: string; verdict: string }>).filter(
           (a) => a.verdict !== "valid"
         )

@@ -39,6 +39,7 @@ import { isRecorded } from "./LedgerEvent.js"
 import * as AnswerJournal from "./internal/AnswerJournal.js"
 import * as AuditFile from "./internal/AuditFile.js"
 import * as Busy from "./internal/Busy.js"
+import * as JournalFile from "./internal/JournalFile.js"
 import { describeCause, LedgerError } from "./internal/LedgerError.js"
 import * as Migrations from "./Migrations.js"
 import type * as Projection from "./internal/Projection.js"
@@ -738,3 +739,22 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
       ).pipe(Effect.provideService(SqlClient.SqlClient, client))
     })
   )
+
+/** How an answer journal writes its lines, and why (`answerJournalMode`). */
+export type AnswerJournalMode = JournalFile.Mode
+
+/**
+ * How the answer journal of the ledger that `layerSqlite(options)` would open writes its lines on
+ * this machine (docs/ledger.md, "Durability"): `mapped` when the journal's native module loads and
+ * its directory (`<filename>.answers`, or the one `answerJournal` names) is on ext4, xfs or tmpfs;
+ * `write(2)` otherwise, with the reason (the same lines, the same guarantee, a few microseconds
+ * more per answer). `undefined` when the journal is off (`answerJournal: false`). It opens and
+ * creates nothing; a file whose allocation or mapping fails when the ledger opens it is still
+ * appended to instead. What `warden doctor` reports.
+ */
+export const answerJournalMode = (
+  options: Pick<SqliteOptions, "filename" | "answerJournal">
+): AnswerJournalMode | undefined =>
+  options.answerJournal === false
+    ? undefined
+    : JournalFile.modeFor(options.answerJournal ?? `${Path.resolve(options.filename)}.answers`)

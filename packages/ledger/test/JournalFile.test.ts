@@ -8,6 +8,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Ledger } from "../src/index.js"
 import * as AnswerJournal from "../src/internal/AnswerJournal.js"
 import * as JournalFile from "../src/internal/JournalFile.js"
 import { journalText, tempDir } from "./support.js"
@@ -163,6 +164,68 @@ describe("JournalFile", () => {
         `WARDEN_JOURNAL_NATIVE names ${Path.join(dir, "no-such.node")}, which is not there: the answer journal appends with write(2)`
       ])
     })
+  )
+
+  /** `f` with WARDEN_JOURNAL_NATIVE set to `value` (restored after). */
+  const withNative = <A>(value: string, f: () => A): A => {
+    const before = process.env["WARDEN_JOURNAL_NATIVE"]
+    process.env["WARDEN_JOURNAL_NATIVE"] = value
+    try {
+      return f()
+    } finally {
+      if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
+      else process.env["WARDEN_JOURNAL_NATIVE"] = before
+    }
+  }
+
+  it.scoped(
+    "answerJournalMode: mapped on ext4 and tmpfs with the module; write(2) and why elsewhere, without it, or off",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const moduleFile = Path.join(here, "..", "build", "warden-journal.node")
+        const mode = (filename: string) => withNative(moduleFile, () => Ledger.answerJournalMode({ filename }))
+        // Not made yet (the ledger makes its directory): the nearest directory above it that exists.
+        const onDisk = mode(Path.join(dir, "state", "deeper", "ledger.db"))
+        // The suite's temporary directories are on one of the mapped file systems (ext4 here).
+        const fileSystem = ({ 61267: "ext4", 1481003842: "xfs", 16914836: "tmpfs" } as Record<number, string>)[
+          Number(Fs.statfsSync(dir).type)
+        ]
+        assert.isDefined(fileSystem, "the temporary directory is on ext4, xfs or tmpfs")
+        assert.deepStrictEqual(onDisk, {
+          mode: "mapped",
+          module: moduleFile,
+          fileSystem,
+          reason: `the module loads and ${dir} is on ${fileSystem}`
+        })
+        if (Fs.existsSync("/dev/shm"))
+          assert.deepInclude(mode("/dev/shm/warden-doctor-probe/ledger.db"), { mode: "mapped", fileSystem: "tmpfs" })
+        // A file system that is not mapped (proc stands for btrfs, NFS, overlays: none here).
+        assert.deepStrictEqual(mode("/proc/self/ledger.db"), {
+          mode: "write(2)",
+          module: moduleFile,
+          fileSystem: "0x9fa0",
+          reason: "/proc/self is on 0x9fa0, not ext4, xfs or tmpfs"
+        })
+        // No module: off, or one named that is not there (said as the ledger warns it).
+        assert.deepStrictEqual(
+          withNative("off", () => Ledger.answerJournalMode({ filename: Path.join(dir, "ledger.db") })),
+          { mode: "write(2)", module: undefined, fileSystem, reason: "WARDEN_JOURNAL_NATIVE=off" }
+        )
+        const missing = Path.join(dir, "no-such.node")
+        assert.strictEqual(
+          withNative(missing, () => Ledger.answerJournalMode({ filename: Path.join(dir, "ledger.db") }))?.reason,
+          `WARDEN_JOURNAL_NATIVE names ${missing}, which is not there: the answer journal appends with write(2)`
+        )
+        // Another directory named for the journal is the one looked at; none when the journal is off.
+        assert.deepInclude(
+          withNative(moduleFile, () =>
+            Ledger.answerJournalMode({ filename: "/proc/self/ledger.db", answerJournal: dir })
+          ),
+          { mode: "mapped" }
+        )
+        assert.isUndefined(Ledger.answerJournalMode({ filename: Path.join(dir, "ledger.db"), answerJournal: false }))
+      })
   )
 
   it("the reader: zeros after the lines cut off, a run of zeros inside read as a line's end", () => {

@@ -1,20 +1,25 @@
 /**
- * `warden doctor [--codex PATH] [--json]`: which codex, which version, whether it is the tested
- * one, and a drift report from the binary's own schema (`generate-json-schema`) against what
- * Warden handles. Exit 1 when some answer or refusal Warden writes no longer validates; exit 2
- * when there is no codex to examine.
+ * `warden doctor [--codex PATH] [--state PATH] [--json]`: which codex, which version, whether it
+ * is the tested one, and a drift report from the binary's own schema (`generate-json-schema`)
+ * against what Warden handles; then how the ledger at `--state` (default as `warden run`) would
+ * journal its answers (`Ledger.answerJournalMode`: a mapped file, or `write(2)` and why). Exit 1
+ * when some answer or refusal Warden writes no longer validates; exit 2 when there is no codex to
+ * examine.
  */
 import { Command, Options } from "@effect/cli"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
 import { ChildEnv } from "@warden/transport"
-import { Effect } from "effect"
+import type { Ledger } from "@warden/ledger"
+import { Effect, type Option } from "effect"
 import * as CodexBinary from "../codex/CodexBinary.js"
 import * as SchemaDrift from "../codex/SchemaDrift.js"
 import * as ExitCodes from "../contract/ExitCodes.js"
 import * as Opts from "../contract/Options.js"
+import * as StatePath from "../state/StatePath.js"
 
 const options = {
   codex: Opts.codex,
+  state: Opts.state,
   json: Options.boolean("json").pipe(Options.withDescription("print the report as one JSON object on stdout"))
 }
 
@@ -24,7 +29,8 @@ export const reportLines = (
   binary: string,
   version: { readonly text: string; readonly version: string | undefined },
   dump: SchemaDump.SchemaDump,
-  report: SchemaDrift.Report
+  report: SchemaDrift.Report,
+  journal?: { readonly directory: string; readonly mode: Ledger.AnswerJournalMode }
 ): ReadonlyArray<string> => {
   const tested = version.version === CodexBinary.TestedVersion
   const invalid = report.answers.filter((a) => a.verdict !== "valid")
@@ -44,11 +50,33 @@ export const reportLines = (
       ? "drift: BREAKING (an answer Warden writes no longer validates; update Warden or pin the tested codex)"
       : report.unknownServerRequests.length + report.goneServerRequests.length + report.goneNotifications.length > 0
         ? "drift: some, none of it breaks an answer"
-        : "drift: none"
+        : "drift: none",
+    ...(journal === undefined
+      ? []
+      : [
+          "",
+          journal.mode.mode === "mapped"
+            ? `answer journal: a mapped file (${journal.mode.reason}; module ${journal.mode.module})`
+            : `answer journal: write(2), a few microseconds more per answer (${journal.mode.reason})`,
+          `  where:  ${journal.directory}`
+        ])
   ]
 }
 
-export const handler = (args: { readonly codex: string; readonly json: boolean }) =>
+/** How the ledger at `--state` would journal its answers (the ledger's module loaded only here). */
+const journalOf = (state: Option.Option<string>) =>
+  Effect.promise(() => import("@warden/ledger")).pipe(
+    Effect.map(({ Ledger }) => {
+      const filename = StatePath.resolve(state)
+      return { directory: `${filename}.answers`, mode: Ledger.answerJournalMode({ filename })! }
+    })
+  )
+
+export const handler = (args: {
+  readonly codex: string
+  readonly state: Option.Option<string>
+  readonly json: boolean
+}) =>
   Effect.gen(function* () {
     const binary = yield* CodexBinary.resolve(args.codex)
     const version = yield* CodexBinary.version(binary).pipe(
@@ -59,6 +87,7 @@ export const handler = (args: { readonly codex: string; readonly json: boolean }
       Effect.mapError((error) => new ExitCodes.CliExit({ code: ExitCodes.Failed, message: error.message }))
     )
     const report = SchemaDrift.check(dump, SchemaDump.makeValidator(dump))
+    const journal = yield* journalOf(args.state)
     if (args.json) {
       process.stdout.write(
         JSON.stringify({
@@ -67,17 +96,18 @@ export const handler = (args: { readonly codex: string; readonly json: boolean }
           versionText: version.text,
           testedVersion: CodexBinary.TestedVersion,
           tested: version.version === CodexBinary.TestedVersion,
-          ...report
+          ...report,
+          answerJournal: { directory: journal.directory, ...journal.mode }
         }) + "\n"
       )
     } else {
-      for (const line of reportLines(binary, version, dump, report)) process.stdout.write(line + "\n")
+      for (const line of reportLines(binary, version, dump, report, journal)) process.stdout.write(line + "\n")
     }
     if (report.breaking) return yield* new ExitCodes.CliExit({ code: ExitCodes.Failed })
   })
 
 export const command = Command.make("doctor", options, handler).pipe(
   Command.withDescription(
-    "check the codex binary: its version, and drift between its protocol schema and what Warden handles"
+    "check the codex binary (its version, and drift between its protocol schema and what Warden handles) and how the ledger journals answers on this machine"
   )
 )

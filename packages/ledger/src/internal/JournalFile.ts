@@ -70,22 +70,30 @@ const ModuleName = "warden-journal.node"
  * `pnpm install`). A module that is missing or will not load (another platform's) is no error:
  * the journal appends with `write(2)`.
  */
-export const loadNative = (): Native | undefined => {
-  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
-  const known = loaded.get(named)
-  if (known !== undefined) return known.native
-  const native = load(named)
-  loaded.set(named, { native })
-  return native
-}
+export const loadNative = (): Native | undefined => loaded().native
 
 /** What `loadNative` found, by the value of `WARDEN_JOURNAL_NATIVE` (a module is loaded once). */
-const loaded = new Map<string, { readonly native: Native | undefined }>()
+const found = new Map<string, Loaded>()
 
-const load = (named: string): Native | undefined => {
+interface Loaded {
+  readonly native: Native | undefined
+  /** The module's file, when one loaded. */
+  readonly file: string | undefined
+}
+
+const loaded = (): Loaded => {
+  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
+  const known = found.get(named)
+  if (known !== undefined) return known
+  const result = load(named)
+  found.set(named, result)
+  return result
+}
+
+const load = (named: string): Loaded => {
   const candidates: Array<string> = []
   if (named !== "") {
-    if (named === "off") return undefined
+    if (named === "off") return { native: undefined, file: undefined }
     candidates.push(Path.resolve(named))
   } else candidates.push(...besideModule([`./${ModuleName}`, `../../build/${ModuleName}`]))
   for (const file of candidates) {
@@ -94,12 +102,69 @@ const load = (named: string): Native | undefined => {
       const module = { exports: {} as Partial<Native> }
       process.dlopen(module, file)
       if (typeof module.exports.map === "function" && typeof module.exports.unmap === "function")
-        return module.exports as Native
+        return { native: module.exports as Native, file }
     } catch {
       // another platform's build, or a broken one: the journal appends with write(2)
     }
   }
-  return undefined
+  return { native: undefined, file: undefined }
+}
+
+/**
+ * The file systems a journal file is mapped on (`statfs`'s `f_type`, as `native/journal.c`
+ * checks): those that overwrite an allocated block in place.
+ */
+const MappedFileSystems: ReadonlyMap<number, string> = new Map([
+  [0xef53, "ext4"],
+  [0x58465342, "xfs"],
+  [0x01021994, "tmpfs"]
+])
+
+/** How the journal writes its lines in a directory, and why (`Ledger.answerJournalMode`). */
+export interface Mode {
+  readonly mode: "mapped" | "write(2)"
+  /** The native module's file, when one loads. */
+  readonly module: string | undefined
+  /** The directory's file system, by name where it is one of the mapped ones, else its `statfs` type in hex. */
+  readonly fileSystem: string | undefined
+  /** One sentence: what decides the mode. */
+  readonly reason: string
+}
+
+/**
+ * How lines would be written to a journal in `directory` (or the nearest directory above it that
+ * exists: the journal's is made when the first answer is): mapped when the module loads and the
+ * file system is one of the mapped ones. A file whose allocation or mapping fails at open still
+ * falls back to `write(2)`; this does not try one.
+ */
+export const modeFor = (directory: string): Mode => {
+  const { file } = loaded()
+  const named = process.env["WARDEN_JOURNAL_NATIVE"] ?? ""
+  let at = Path.resolve(directory)
+  while (!Fs.existsSync(at) && Path.dirname(at) !== at) at = Path.dirname(at)
+  let type: number | undefined
+  try {
+    type = Number(Fs.statfsSync(at).type)
+  } catch {
+    type = undefined
+  }
+  const fileSystem = type === undefined ? undefined : (MappedFileSystems.get(type) ?? `0x${type.toString(16)}`)
+  if (file === undefined) {
+    const reason =
+      named === "off"
+        ? "WARDEN_JOURNAL_NATIVE=off"
+        : (namedButNotLoaded() ??
+          `no native module (${ModuleName}) for ${process.platform}-${process.arch} beside Warden's modules: it is built by \`pnpm install\` on Linux with a C compiler`)
+    return { mode: "write(2)", module: undefined, fileSystem, reason }
+  }
+  if (type === undefined || !MappedFileSystems.has(type))
+    return {
+      mode: "write(2)",
+      module: file,
+      fileSystem,
+      reason: `${at} is on ${fileSystem ?? "a file system that cannot be read"}, not ext4, xfs or tmpfs`
+    }
+  return { mode: "mapped", module: file, fileSystem, reason: `the module loads and ${at} is on ${fileSystem}` }
 }
 
 /**
