@@ -13,6 +13,7 @@ import { Errors } from "@warden/supervisor"
 import { Cause, Duration, Effect, Exit, FiberId, Logger, Scope } from "effect"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Worker } from "node:worker_threads"
 import { Ledger, LedgerEvent } from "../src/index.js"
 import {
   allowCmd,
@@ -230,6 +231,56 @@ describe("the ledger's writer on its own thread", () => {
       assert.notInclude(JSON.stringify(a), "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
       assert.strictEqual((a["ledger_late_decisions"] as ReadonlyArray<string>).length, 1)
     })
+  )
+
+  it.scopedLive(
+    "records after a quiet spell are handed to the thread at the end of their turn, not after a timer",
+    () =>
+      Effect.gen(function* () {
+        assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        // The messages of records handed to the writer's thread (every ledger's of this process).
+        const handedOver: Array<number> = []
+        const post = Worker.prototype.postMessage
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            Worker.prototype.postMessage = function (this: Worker, message: unknown, ...rest: Array<never>) {
+              if ((message as { _tag?: unknown })._tag === "Ops") handedOver.push(performance.now())
+              return post.call(this, message, ...rest)
+            }
+          }),
+          () =>
+            Effect.sync(() => {
+              Worker.prototype.postMessage = post
+            })
+        )
+        const lines: Array<string> = []
+        const runId = yield* withWorker(
+          realWorker!,
+          recording(
+            filename,
+            lines,
+            Effect.gen(function* () {
+              const ledger = yield* Ledger.Ledger
+              const run = yield* ledger.beginRun()
+              yield* ledger.flush
+              // The precondition, not a wait for something: no hand-over in the last 50 ms.
+              yield* Effect.sleep(Duration.millis(60))
+              const before = handedOver.length
+              run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "trickled" }))
+              // The turn's end (its setImmediate), and nothing after it: the record is on its way.
+              yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+              assert.strictEqual(handedOver.length, before + 1, "handed over at the turn's end")
+              yield* ledger.flush
+              return run.id
+            })
+          )
+        )
+        assert.deepStrictEqual(
+          (yield* readBack(filename, runId)).items.map((i) => i.prompt),
+          ["trickled"]
+        )
+      })
   )
 
   it.scoped("dies: the main thread writes what it had not, and everything after; the log says so", () =>
