@@ -20,6 +20,18 @@ const journalModule = Path.join(here, "..", "src", "internal", "JournalFile.ts")
 /** A line as the journal writes them (JSON, one per answer), `i`-th, `pad` characters of text. */
 const line = (i: number, text = "") => `${JSON.stringify({ cardId: `card_${i}`, text })}\n`
 
+/** `f` with WARDEN_JOURNAL_NATIVE set to `value` (restored after). */
+const withNative = <A>(value: string, f: () => A): A => {
+  const before = process.env["WARDEN_JOURNAL_NATIVE"]
+  process.env["WARDEN_JOURNAL_NATIVE"] = value
+  try {
+    return f()
+  } finally {
+    if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
+    else process.env["WARDEN_JOURNAL_NATIVE"] = before
+  }
+}
+
 describe("JournalFile", () => {
   it("the native module is built and loads (pnpm install builds it; without it every test of a mapped file here fails)", () => {
     assert.isDefined(native, "node packages/ledger/native/build.mjs")
@@ -150,33 +162,15 @@ describe("JournalFile", () => {
   it.scoped("a module WARDEN_JOURNAL_NATIVE names that is not there: the journal says so once, and appends", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
-      const before = process.env["WARDEN_JOURNAL_NATIVE"]
-      process.env["WARDEN_JOURNAL_NATIVE"] = Path.join(dir, "no-such.node")
       const warned: Array<string> = []
-      try {
-        const journal = AnswerJournal.make(Path.join(dir, "answers"), (m) => warned.push(m))
-        journal.close()
-      } finally {
-        if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
-        else process.env["WARDEN_JOURNAL_NATIVE"] = before
-      }
+      withNative(Path.join(dir, "no-such.node"), () =>
+        AnswerJournal.make(Path.join(dir, "answers"), (m) => warned.push(m)).close()
+      )
       assert.deepStrictEqual(warned, [
         `WARDEN_JOURNAL_NATIVE names ${Path.join(dir, "no-such.node")}, which is not there: the answer journal appends with write(2)`
       ])
     })
   )
-
-  /** `f` with WARDEN_JOURNAL_NATIVE set to `value` (restored after). */
-  const withNative = <A>(value: string, f: () => A): A => {
-    const before = process.env["WARDEN_JOURNAL_NATIVE"]
-    process.env["WARDEN_JOURNAL_NATIVE"] = value
-    try {
-      return f()
-    } finally {
-      if (before === undefined) delete process.env["WARDEN_JOURNAL_NATIVE"]
-      else process.env["WARDEN_JOURNAL_NATIVE"] = before
-    }
-  }
 
   it.scoped(
     "answerJournalMode: mapped on ext4 and tmpfs with the module; write(2) and why elsewhere, without it, or off",
