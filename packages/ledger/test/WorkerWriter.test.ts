@@ -234,7 +234,7 @@ describe("the ledger's writer on its own thread", () => {
   )
 
   it.scopedLive(
-    "records after a quiet spell are handed to the thread at the end of their turn, not after a timer",
+    "records after a quiet spell are handed to the thread at the end of their turn, not after a timer; a burst's, one message per 50 ms at most",
     () =>
       Effect.gen(function* () {
         assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
@@ -271,15 +271,27 @@ describe("the ledger's writer on its own thread", () => {
               // The turn's end (its setImmediate), and nothing after it: the record is on its way.
               yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
               assert.strictEqual(handedOver.length, before + 1, "handed over at the turn's end")
+              // A burst: a record a millisecond (well under the 512 records that go at once) until
+              // two more messages went (by the timer); every gap between two messages is then the
+              // 50 ms (less the timers' millisecond: libuv reads its clock once per turn of the
+              // loop), never a message per turn.
+              let id = 2
+              while (handedOver.length < before + 3) {
+                run.record(LedgerEvent.itemSubmitted({ id: id++, prompt: "burst" }))
+                yield* Effect.sleep(Duration.millis(1))
+              }
+              const burst = handedOver.slice(before)
+              assert.isAbove(id, 10, "several turns of records between the messages")
+              for (let i = 1; i < burst.length; i++) assert.isAtLeast(burst[i]! - burst[i - 1]!, 48, `gap ${i}`)
               yield* ledger.flush
               return run.id
             })
           )
         )
-        assert.deepStrictEqual(
-          (yield* readBack(filename, runId)).items.map((i) => i.prompt),
-          ["trickled"]
-        )
+        const prompts = (yield* readBack(filename, runId)).items.map((i) => i.prompt)
+        assert.strictEqual(prompts[0], "trickled")
+        assert.isAbove(prompts.length, 10)
+        assert.deepStrictEqual(new Set(prompts.slice(1)), new Set(["burst"]))
       })
   )
 
