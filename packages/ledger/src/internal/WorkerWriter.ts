@@ -200,11 +200,8 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       fork(Effect.logError(failure.message))
     }
 
-    /** The turn's ops as text (after the turn: nothing of this in the step that recorded them). */
-    let encodeScheduled = false
-    const encodeNow = () => {
-      encodeScheduled = false
-      if (worker === undefined) return
+    /** The ops offered so far (and the drops to count) as text, added to what waits to be handed over. */
+    const encodeBuffered = () => {
       // Drops are counted on their runs (`dropped_events`) by the worker, as the writer does.
       for (const [runId, count] of droppedByRun) {
         buffer.push({ _tag: "Dropped", runId, count })
@@ -224,20 +221,34 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       buffer = []
       encoded.push({ text: encode(ops), count: ops.length })
       encodedOps += ops.length
-      // At once after a quiet spell (records that trickle in cost no timer's wake-up), else at
-      // most one message every `HandOverMs`.
+    }
+
+    /**
+     * The turn's end (nothing of this in the step that recorded them): its ops as text, handed over
+     * at once after a quiet spell (records that trickle in cost no timer's wake-up), else when
+     * `HandOverMs` since the last message are up: at most one message every `HandOverMs`.
+     */
+    let encodeScheduled = false
+    const encodeNow = () => {
+      encodeScheduled = false
+      if (worker === undefined) return
+      encodeBuffered()
+      if (encodedOps === 0) return
       const since = performance.now() - handedOverAt
       if (encodedOps >= HandOverOps || since >= HandOverMs) handOver()
       else timer ??= setTimeout(handOver, HandOverMs - since)
     }
 
+    /** Everything waiting, in one message (the turn's end, the timer, `flush`, `close`). */
     const handOver = () => {
       if (timer !== undefined) {
         clearTimeout(timer)
         timer = undefined
       }
-      encodeNow()
-      if (worker === undefined || encoded.length === 0) return
+      if (worker === undefined) return
+      // Not `encodeNow`: its decision would arm a timer (or hand over) beside this message.
+      encodeBuffered()
+      if (encoded.length === 0) return
       const batches = encoded
       encoded = []
       encodedOps = 0
