@@ -66,6 +66,33 @@ describe("warden demo and doctor", () => {
   )
 
   it.scopedLive(
+    "doctor with a --state path that holds a secret: the answer journal's lines print it masked",
+    () =>
+      Effect.gen(function* () {
+        const binary = yield* RealCodex.binaryPath
+        const dir = yield* tempDir
+        const secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+        const state = Path.join(dir, `token=${secret}`, "ledger.db")
+        for (const json of [false, true]) {
+          const result = yield* CliProcess.runToEnd([
+            "doctor",
+            "--codex",
+            binary,
+            "--state",
+            state,
+            ...(json ? ["--json"] : [])
+          ])
+          assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
+          const stdout = result.stdout.join("\n")
+          assert.include(stdout, json ? '"answerJournal"' : "answer journal: a mapped file")
+          assert.notInclude(stdout, secret)
+          assert.notInclude(result.stderr, secret)
+        }
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "doctor on a codex whose answer schema drifted: not the tested version, BREAKING, exit 1; its children get ChildEnv's environment",
     () =>
       Effect.gen(function* () {

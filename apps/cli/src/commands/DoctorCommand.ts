@@ -7,6 +7,7 @@
  * examine.
  */
 import { Command, Options } from "@effect/cli"
+import { SecretMask } from "@warden/approvals"
 import * as SchemaDump from "@warden/protocol/SchemaDump"
 import { ChildEnv } from "@warden/transport"
 import type { Ledger } from "@warden/ledger"
@@ -68,7 +69,13 @@ const journalOf = (state: Option.Option<string>) =>
   Effect.promise(() => import("@warden/ledger")).pipe(
     Effect.map(({ Ledger }) => {
       const filename = StatePath.resolve(state)
-      return { directory: `${filename}.answers`, mode: Ledger.answerJournalMode({ filename })! }
+      const mode = Ledger.answerJournalMode({ filename })!
+      // Paths the user gave (or the environment named), printed: through the one masking function.
+      const masked = (text: string | undefined) => (text === undefined ? undefined : SecretMask.maskText(text))
+      return {
+        directory: SecretMask.maskText(`${filename}.answers`),
+        mode: { ...mode, module: masked(mode.module), reason: SecretMask.maskText(mode.reason) }
+      }
     })
   )
 
