@@ -81,22 +81,42 @@ export const fileOf = (dir: string, runId: string): string =>
   )
 
 const quote = (value: string): string => JSON.stringify(value)
+
 /**
- * The JSON of a value that repeats from one answer to the next (a method, a thread, a turn, an
- * outcome, a source, a decision), made once: a few hundred distinct values at most are kept.
+ * The JSON of a field whose value repeats from one answer to the next (a method, a thread, a turn,
+ * an item, an outcome, a source, a decision): the last value's, kept. A comparison with the last
+ * value costs less than a lookup among many (the line is built in the answer's step), and a value
+ * that changes is quoted again: never more than `JSON.stringify` of it.
  */
-const quotedValues = new Map<string, string>()
-const quoteRepeated = (value: string | null): string => {
-  if (value === null) return "null"
-  const known = quotedValues.get(value)
-  if (known !== undefined) return known
-  const quoted = JSON.stringify(value)
-  if (quotedValues.size >= 512) quotedValues.clear()
-  quotedValues.set(value, quoted)
-  return quoted
+class LastQuoted {
+  private value: string | null = null
+  private quoted = "null"
+  of(value: string | null): string {
+    if (value === this.value) return this.quoted
+    this.value = value
+    this.quoted = value === null ? "null" : JSON.stringify(value)
+    return this.quoted
+  }
 }
-/** A number as JSON writes it (a non-finite one as null). */
-const number = (value: number): string => (Number.isFinite(value) ? String(value) : "null")
+
+/**
+ * A number as JSON writes it (a non-finite one as null). A time in milliseconds (an integer of 10
+ * to 15 digits, a heap number) is written as two small integers: about half of what `String` of
+ * it costs (measured alone: 0.19 → 0.10 µs warm, 0.8 → 0.43 µs with the caches cold; the line
+ * has three).
+ */
+export const jsonNumber = (value: number): string => {
+  if (value >= 1e9 && value < 1e15 && Math.floor(value) === value) {
+    const high = Math.floor(value / 1e6)
+    const low = value - high * 1e6
+    return `${high}${low >= 100_000 ? "" : low >= 10_000 ? "0" : low >= 1_000 ? "00" : low >= 100 ? "000" : low >= 10 ? "0000" : "00000"}${low}`
+  }
+  return Number.isFinite(value) ? String(value) : "null"
+}
+
+/** A request id's JSON (`Store.requestId`) quoted: an integer's at once (digits need no escape). */
+const quotedRequestId = (value: string | number): string =>
+  typeof value === "number" && Number.isSafeInteger(value) ? `"${value}"` : quote(Store.requestId(value))
 
 /** Masked sources and decision names: a handful of distinct values, each masked once. */
 const maskedTexts = new Map<string, string>()
@@ -106,6 +126,26 @@ const masked = (value: string): string => {
   const m = Store.text(value)
   if (maskedTexts.size < 256) maskedTexts.set(value, m)
   return m
+}
+
+/**
+ * The journal's line of an answer: `JSON.stringify` of its `Entry` and a newline, written out by
+ * hand (`JSON.stringify` of the object costs as much as the store, and this runs in the step that
+ * answers codex). Every string goes through `JSON.stringify` (escaped), every number through
+ * `jsonNumber`; the test holds it to `JSON.stringify` of the entry for any values.
+ */
+export const makeLine = (): ((answer: Approvals.Answering, now: number) => string) => {
+  const method = new LastQuoted()
+  const thread = new LastQuoted()
+  const turn = new LastQuoted()
+  const item = new LastQuoted()
+  const outcome = new LastQuoted()
+  const source = new LastQuoted()
+  const decision = new LastQuoted()
+  return (answer, now) => {
+    const card = answer.card
+    return `{"cardId":${quote(Store.id(card.id))},"requestId":${quotedRequestId(card.requestId)},"method":${method.of(Store.id(card.method))},"threadId":${thread.of(Store.optionalId(card.threadId))},"turnId":${turn.of(Store.optionalId(card.turnId))},"itemKey":${item.of(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${outcome.of(answer.outcome)},"source":${source.of(masked(Card.describeSource(answer.source)))},"decision":${decision.of(answer.decision === undefined ? null : masked(answer.decision))},"at":${jsonNumber(now)},"openedAt":${jsonNumber(card.openedAt)},"deadlineAt":${jsonNumber(card.deadlineAt)}}\n`
+  }
 }
 
 /**
@@ -157,6 +197,7 @@ export const make = (
     if (unused !== undefined) warn(unused)
   }
   const runs = new Map<string, RunFile>()
+  const lineOf = makeLine()
   /** Runs whose end is committed: an answer recorded after it needs no journal (nothing recovers an ended run). */
   const endedRuns = new Set<string>()
 
@@ -186,11 +227,8 @@ export const make = (
         Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
         run.file = JournalFile.open(fileOf(dir, runId), native)
       }
-      // The line of `Entry`, written out by hand: JSON.stringify of the whole object costs as
-      // much as the write itself, and this runs in the step that answers codex. Every string
-      // goes through JSON.stringify (escaped), every number is one of ours.
+      const line = lineOf(answer, now)
       const cardId = Store.id(card.id)
-      const line = `{"cardId":${quote(cardId)},"requestId":${quote(Store.requestId(card.requestId))},"method":${quoteRepeated(Store.id(card.method))},"threadId":${quoteRepeated(Store.optionalId(card.threadId))},"turnId":${quoteRepeated(Store.optionalId(card.turnId))},"itemKey":${quoteRepeated(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${quoteRepeated(answer.outcome)},"source":${quoteRepeated(masked(Card.describeSource(answer.source)))},"decision":${quoteRepeated(answer.decision === undefined ? null : masked(answer.decision))},"at":${number(now)},"openedAt":${number(card.openedAt)},"deadlineAt":${number(card.deadlineAt)}}\n`
       run.file.append(line)
       // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
       const bytes = line.length
