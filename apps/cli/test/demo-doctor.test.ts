@@ -66,13 +66,18 @@ describe("warden demo and doctor", () => {
   )
 
   it.scopedLive(
-    "doctor with a --state path that holds a secret: the answer journal's lines print it masked",
+    "doctor with a codex path and a --state path that hold a secret: every line prints them masked",
     () =>
       Effect.gen(function* () {
-        const binary = yield* RealCodex.binaryPath
+        const real = yield* RealCodex.binaryPath
         const dir = yield* tempDir
         const secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
         const state = Path.join(dir, `token=${secret}`, "ledger.db")
+        // The pinned codex, reached through a directory whose name holds the secret.
+        const secretDir = Path.join(dir, `bin-token=${secret}`)
+        Fs.mkdirSync(secretDir)
+        const binary = Path.join(secretDir, "codex")
+        Fs.symlinkSync(real, binary)
         for (const json of [false, true]) {
           const result = yield* CliProcess.runToEnd([
             "doctor",
@@ -85,6 +90,8 @@ describe("warden demo and doctor", () => {
           assert.deepStrictEqual(result.exited, { code: 0, signal: null }, result.stderr)
           const stdout = result.stdout.join("\n")
           assert.include(stdout, json ? '"answerJournal"' : "answer journal: a mapped file")
+          assert.include(stdout, json ? '"versionText":"codex-cli 0.171.0"' : "version:  codex-cli 0.171.0")
+          assert.include(stdout, json ? "bin-token=" : "codex:    ")
           assert.notInclude(stdout, secret)
           assert.notInclude(result.stderr, secret)
         }

@@ -95,20 +95,26 @@ export const handler = (args: {
     )
     const report = SchemaDrift.check(dump, SchemaDump.makeValidator(dump))
     const journal = yield* journalOf(args.state)
+    // What it prints comes from the user (the codex path) and from the binary (its version text,
+    // the validator's words about its schema): through the one masking function, as every line.
+    const mask = SecretMask.maskText
     if (args.json) {
       process.stdout.write(
         JSON.stringify({
-          codex: binary,
+          codex: mask(binary),
           version: version.version ?? null,
-          versionText: version.text,
+          versionText: mask(version.text),
           testedVersion: CodexBinary.TestedVersion,
           tested: version.version === CodexBinary.TestedVersion,
           ...report,
+          unknownServerRequests: report.unknownServerRequests.map(mask),
+          unmappedNotifications: report.unmappedNotifications.map(mask),
+          answers: report.answers.map((a) => (a.detail === undefined ? a : { ...a, detail: mask(a.detail) })),
           answerJournal: { directory: journal.directory, ...journal.mode }
         }) + "\n"
       )
     } else {
-      for (const line of reportLines(binary, version, dump, report, journal)) process.stdout.write(line + "\n")
+      for (const line of reportLines(binary, version, dump, report, journal)) process.stdout.write(mask(line) + "\n")
     }
     if (report.breaking) return yield* new ExitCodes.CliExit({ code: ExitCodes.Failed })
   })
