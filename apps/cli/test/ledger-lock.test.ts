@@ -153,6 +153,59 @@ describe("warden run --state, the ledger locked by another process", () => {
   )
 })
 
+describe("warden run --state, its answer journal not writable", () => {
+  it.scopedLive(
+    "the answer is written and recorded all the same; warned once; warden audit lists the run with the answer not journaled",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const db = Path.join(dir, "state", "ledger.db")
+        // Where the journal's directory goes, a file: no line can be written.
+        Fs.mkdirSync(Path.dirname(db), { recursive: true })
+        Fs.writeFileSync(`${db}.answers`, "not a directory")
+        const cli = yield* CliProcess.spawn([...recordedRunArgs(codex, db), "make deploy"])
+        const opened = yield* cli.waitForJson("the card", (l) => l.type === "card.opened", "60 seconds")
+        yield* cli.write(JSON.stringify({ cardId: opened.cardId, decision: "accept" }) + "\n")
+        const exited = yield* cli.exited("60 seconds")
+        const stderr = cli.stderr()
+        assert.deepStrictEqual(exited, { code: 0, signal: null }, stderr)
+        assert.isTrue(
+          cli.json().some((l) => l.type === "card.settled" && l.outcome === "accepted" && l.written === true),
+          "the answer went to codex"
+        )
+        assert.strictEqual(stderr.match(/answer journal of run \S+ cannot be written/g)?.length, 1, stderr)
+        const runs = yield* readLedger(db, (ledger) => ledger.runs())
+        assert.deepStrictEqual(
+          runs.map((r) => [r.unjournaledAnswers, r.lostEvents, r.droppedEvents]),
+          [[1, 0, 0]]
+        )
+        const cards = yield* readLedger(db, (ledger) => ledger.cards({ runId: runs[0]!.runId }))
+        assert.deepStrictEqual(
+          cards.map((c) => [c.cardId, c.settlement?.outcome]),
+          [[opened.cardId, "accepted"]]
+        )
+        const audit = yield* CliProcess.runToEnd(["audit", "--state", db])
+        assert.deepStrictEqual(audit.exited, { code: 0, signal: null }, audit.stderr)
+        assert.match(
+          audit.stdout.join("\n"),
+          new RegExp(
+            `run ${runs[0]!.runId} \\(.*\\): 1 answer not in the answer journal \\(its file could not be written`
+          )
+        )
+        const json = yield* CliProcess.runToEnd(["audit", "--state", db, "--json"])
+        assert.deepStrictEqual(
+          json
+            .json()
+            .filter((l) => l.type === "run.gaps")
+            .map((g) => [g["runId"], g["lostEvents"], g["droppedEvents"], g["unjournaledAnswers"]]),
+          [[runs[0]!.runId, 0, 0, 1]]
+        )
+      }),
+    120_000
+  )
+})
+
 describe("a damaged ledger", () => {
   it.scopedLive(
     "every command that opens it refuses it, saying so (exit 1), and runs nothing",

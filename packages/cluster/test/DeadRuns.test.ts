@@ -29,6 +29,7 @@ const run = (runId: string, over: Partial<Ledger.RunRecord> & { readonly address
   resumedFrom: undefined,
   droppedEvents: 0,
   lostEvents: 0,
+  unjournaledAnswers: 0,
   ...over
 })
 

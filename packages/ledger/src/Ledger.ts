@@ -446,7 +446,10 @@ const makeLedger = (
         ? undefined
         : yield* Effect.acquireRelease(
             Effect.sync(() =>
-              AnswerJournal.make(journalDir, (message) => Runtime.runFork(runtime)(Effect.logWarning(message)))
+              AnswerJournal.make(journalDir, (message) => Runtime.runFork(runtime)(Effect.logWarning(message)), {
+                // Counted on the run (`RunRecord.unjournaledAnswers`), through the writer as any record.
+                unjournaled: (runId) => void offer({ _tag: "Unjournaled", runId, count: 1 })
+              })
             ),
             (j) => Effect.sync(j.close)
           )

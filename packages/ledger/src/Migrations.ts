@@ -175,12 +175,23 @@ const lostEvents = Effect.gen(function* () {
   yield* sql`ALTER TABLE ledger_runs ADD COLUMN lost_events integer NOT NULL DEFAULT 0`
 })
 
+/**
+ * Answers whose line the answer journal could not write (`RunRecord.unjournaledAnswers`): each was
+ * written to codex all the same, and recorded by the writer; a crash before its settlement was
+ * committed would record it as never answered. Counted on their run, as the other gaps are.
+ */
+const unjournaledAnswers = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE ledger_runs ADD COLUMN unjournaled_answers integer NOT NULL DEFAULT 0`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "1_initial": initial,
   "2_channel": channel,
   "3_worktree": worktree,
-  "4_lost_events": lostEvents
+  "4_lost_events": lostEvents,
+  "5_unjournaled_answers": unjournaledAnswers
 }
 
 /** A migration that failed (its transaction was rolled back: the schema is as it was). */

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Effect, Exit, Layer, Queue, Scope, TestClock } from "effect"
+import { Effect, Exit, Layer, Logger, Queue, Scope, TestClock } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
@@ -682,6 +682,56 @@ describe("retention", () => {
           assert.isFalse(Fs.existsSync(`${other}.answers`))
         })
     )
+
+  it.scoped(
+    "answers whose journal line cannot be written are recorded all the same, counted on their run, warned once",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const filename = Path.join(dir, "ledger.db")
+        // The journal's directory cannot be made: a file is where it would be.
+        const answers = Path.join(dir, "answers")
+        Fs.writeFileSync(answers, "not a directory")
+        const warnings: Array<string> = []
+        const runId = yield* Effect.gen(function* () {
+          const ledger = yield* Ledger.Ledger
+          const s = yield* script()
+          const run = yield* ledger.beginRun()
+          yield* run.attach(s.source)
+          for (const [i, decision] of [Decision.Accept, Decision.Decline, Decision.Accept].entries()) {
+            const card = yield* s.open(command, commandParams("thr_1", "turn_1", `make ${i}`))
+            yield* s.approvals.answer(card.id, decision)
+          }
+          yield* ledger.flush
+          const settled = yield* ledger.cards({ runId: run.id, limit: 10 })
+          assert.deepStrictEqual(
+            settled.map((c) => c.settlement?.outcome),
+            ["accepted", "declined", "accepted"]
+          )
+          const [row] = (yield* ledger.runs()).filter((r) => r.runId === run.id)
+          assert.strictEqual(row?.unjournaledAnswers, 3)
+          assert.deepStrictEqual([row?.lostEvents, row?.droppedEvents], [0, 0])
+          return run.id
+        }).pipe(
+          Effect.provide(
+            Layer.provideMerge(Ledger.layer({ answerJournal: answers }), SqliteClient.layer({ filename }))
+          ),
+          Effect.provide(
+            Logger.replace(
+              Logger.defaultLogger,
+              Logger.make(({ message }) => {
+                warnings.push(String(message))
+              })
+            )
+          )
+        )
+        const said = warnings.filter((w) => w.includes("answer journal of run"))
+        assert.strictEqual(said.length, 1, warnings.join("\n"))
+        assert.include(said[0], runId)
+        assert.include(said[0], "unjournaledAnswers")
+        assert.strictEqual(Fs.readFileSync(answers, "utf8"), "not a directory")
+      })
+  )
 
   it.scoped("an answer whose settlement the writer could not write stays in the answer journal", () =>
     Effect.gen(function* () {

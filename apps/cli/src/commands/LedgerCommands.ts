@@ -317,11 +317,14 @@ export const audit = Command.make("audit", { state: Opts.state, ...filterOptions
               false
             )
       }
-      // Runs whose record has gaps: records the ledger lost (locked, a failed write) or dropped.
+      // Runs whose record has gaps: records the ledger lost (locked, a failed write) or dropped,
+      // answers its journal could not hold.
       const runs = yield* ledger.runs().pipe(Effect.mapError(ledgerFailure))
       for (const r of runs
         .filter(
-          (r) => (r.lostEvents > 0 || r.droppedEvents > 0) && (Option.isNone(args.run) || r.runId === args.run.value)
+          (r) =>
+            (r.lostEvents > 0 || r.droppedEvents > 0 || r.unjournaledAnswers > 0) &&
+            (Option.isNone(args.run) || r.runId === args.run.value)
         )
         .reverse()) {
         yield* args.json
@@ -345,7 +348,8 @@ export const gapsJson = (r: RunRecord) => ({
   label: r.label ?? null,
   startedAt: iso(r.startedAt),
   lostEvents: r.lostEvents,
-  droppedEvents: r.droppedEvents
+  droppedEvents: r.droppedEvents,
+  unjournaledAnswers: r.unjournaledAnswers
 })
 
 const gapsText = (r: RunRecord) =>
@@ -355,6 +359,9 @@ const gapsText = (r: RunRecord) =>
       : "",
     r.droppedEvents > 0
       ? `${r.droppedEvents} record${r.droppedEvents === 1 ? "" : "s"} dropped (the ledger's queue was full)`
+      : "",
+    r.unjournaledAnswers > 0
+      ? `${r.unjournaledAnswers} answer${r.unjournaledAnswers === 1 ? "" : "s"} not in the answer journal (its file could not be written: had Warden died before one's settlement was written, it would read as never answered)`
       : ""
   ]
     .filter((s) => s !== "")

@@ -21,7 +21,8 @@
  *   and a run's file is removed when the run's end is committed, or the run is recovered and every
  *   card it names has its settlement.
  * - It never fails or blocks the answer: a line that cannot be written is logged once per run,
- *   and the answer is written all the same.
+ *   counted on its run (`unjournaled`: the ledger's `RunRecord.unjournaledAnswers`), and the
+ *   answer is written all the same.
  */
 import type { Approvals } from "@warden/approvals"
 import { Card } from "@warden/approvals"
@@ -184,12 +185,16 @@ export interface AnswerJournal {
 
 /**
  * `native`: the mapped file's module (`JournalFile.loadNative()` by default; `undefined`: every
- * file appended with `write(2)`).
+ * file appended with `write(2)`). `unjournaled`: told of each answer whose line could not be
+ * written (in the answer's step: it must be quick and never throw).
  */
 export const make = (
   dir: string,
   warn: (message: string) => void,
-  options?: { readonly native?: JournalFile.Native | undefined }
+  options?: {
+    readonly native?: JournalFile.Native | undefined
+    readonly unjournaled?: ((runId: string) => void) | undefined
+  }
 ): AnswerJournal => {
   const native = options !== undefined && "native" in options ? options.native : JournalFile.loadNative()
   if (options === undefined || !("native" in options)) {
@@ -214,7 +219,7 @@ export const make = (
     if (run.failed) return
     run.failed = true
     warn(
-      `the ledger's answer journal of run ${runId} cannot be written (${Store.shown(error instanceof Error ? error.message : String(error), 300)}): answers are still recorded by the ledger's writer, but one written just before a crash may be recorded as never answered`
+      `the ledger's answer journal of run ${runId} cannot be written (${Store.shown(error instanceof Error ? error.message : String(error), 300)}): answers are still recorded by the ledger's writer, but one written just before a crash may be recorded as never answered (each is counted on the run: unjournaledAnswers)`
     )
   }
 
@@ -239,6 +244,11 @@ export const make = (
       run.waitingBytes += bytes
     } catch (error) {
       fail(run, runId, error)
+      try {
+        options?.unjournaled?.(runId)
+      } catch {
+        // never the answer's concern
+      }
     }
   }
 

@@ -37,6 +37,8 @@ export type Op =
   | { readonly _tag: "Event"; readonly runId: string; readonly at: number; readonly event: LedgerEvent }
   | { readonly _tag: "Dropped"; readonly runId: string; readonly count: number }
   | { readonly _tag: "Lost"; readonly runId: string; readonly count: number }
+  /** Answers of the run whose answer journal line could not be written (`AnswerJournal`). */
+  | { readonly _tag: "Unjournaled"; readonly runId: string; readonly count: number }
 
 type Sql = SqlClient.SqlClient
 type Write = Effect.Effect<void, SqlError>
@@ -62,6 +64,11 @@ const dropped = (sql: Sql, runId: string, count: number): Write =>
 
 const lost = (sql: Sql, runId: string, count: number): Write =>
   Effect.asVoid(sql`UPDATE ledger_runs SET lost_events = lost_events + ${count} WHERE run_id = ${runId}`)
+
+const unjournaled = (sql: Sql, runId: string, count: number): Write =>
+  Effect.asVoid(
+    sql`UPDATE ledger_runs SET unjournaled_answers = unjournaled_answers + ${count} WHERE run_id = ${runId}`
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Work items, threads, turns
@@ -358,6 +365,8 @@ export const apply = (sql: Sql, op: Op): Write => {
       return dropped(sql, op.runId, op.count)
     case "Lost":
       return lost(sql, op.runId, op.count)
+    case "Unjournaled":
+      return unjournaled(sql, op.runId, op.count)
     case "Event": {
       const e = op.event
       switch (e._tag) {

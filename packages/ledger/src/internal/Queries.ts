@@ -53,7 +53,8 @@ const toRun = (r: Row): Records.RunRecord => ({
   host: str(r["host"]),
   resumedFrom: str(r["resumed_from"]),
   droppedEvents: num(r["dropped_events"]) ?? 0,
-  lostEvents: num(r["lost_events"]) ?? 0
+  lostEvents: num(r["lost_events"]) ?? 0,
+  unjournaledAnswers: num(r["unjournaled_answers"]) ?? 0
 })
 
 const toItem = (r: Row): Records.WorkItemRecord => {

@@ -40,6 +40,13 @@ export interface RunRecord {
    * `LedgerOptions.lockTimeout`, or the write failed. When not 0, the record has gaps.
    */
   readonly lostEvents: number
+  /**
+   * Answers written to codex whose line the answer journal could not write (its directory could
+   * not be made, a full disk): each is recorded all the same, but had the process died before its
+   * settlement was committed, recovery would have had no line to say codex may have received it.
+   * When not 0, the run's record of what codex received has gaps; 0 for a ledger without a journal.
+   */
+  readonly unjournaledAnswers: number
 }
 
 /** Where a work item stands in the ledger (`WorkItemRecord.status`). */
