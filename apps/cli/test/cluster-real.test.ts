@@ -22,7 +22,7 @@ import { ProcessTree, ScriptedModel, Step } from "@warden/testkit"
 import { Context, Effect, Layer, Schedule } from "effect"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import * as CliProcess from "./support/CliProcess.js"
-import { lastShards, shardingFlags, startRunner, submitArgs, until } from "./support/Fleet.js"
+import { lastShards, shardingFlags, startRunner, submitArgs, until, untilEffect } from "./support/Fleet.js"
 import * as Codex from "./support/Codex.js"
 
 const ITEMS = 30
@@ -102,13 +102,10 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         // ledger's side of "stranded once" is checked too (a card it never got is the fleet table's only).
         const ledgerContext = yield* Layer.build(Ledger.layer().pipe(Layer.provide(Storage.layer(pg.url))))
         const ledger = Context.get(ledgerContext, Ledger.Ledger)
-        yield* ledger.cards({ runId: victim.runId }).pipe(
-          Effect.flatMap((cards) => (cards.length >= openAtKill.length ? Effect.void : Effect.fail("not yet"))),
-          Effect.retry(Schedule.spaced("250 millis")),
-          Effect.timeoutFail({
-            duration: "60 seconds",
-            onTimeout: () => new Error("the victim's ledger never recorded its open cards")
-          })
+        yield* untilEffect(
+          "the victim's ledger to record its open cards",
+          Effect.map(ledger.cards({ runId: victim.runId }), (cards) => cards.length >= openAtKill.length),
+          { timeout: "60 seconds" }
         )
         victim.codexPids.push(...ProcessTree.descendants(victim.cli.pid))
         killed = true
@@ -299,13 +296,10 @@ describe("a fleet of three warden runners on PostgreSQL (real codex 0.171.0)", (
         assert.strictEqual((yield* ledger.accounting(victim.runId)).open, 0)
         // The victim's ledger run is recorded crashed by a survivor (its process is gone from this
         // host), which says so; the survivors' runs are still running.
-        yield* ledger.runs("crashed").pipe(
-          Effect.flatMap((runs) => (runs.some((r) => r.runId === victim.runId) ? Effect.void : Effect.fail("not yet"))),
-          Effect.retry(Schedule.spaced("500 millis")),
-          Effect.timeoutFail({
-            duration: "120 seconds",
-            onTimeout: () => new Error("the victim's ledger run was never recorded crashed")
-          })
+        yield* untilEffect(
+          "the victim's ledger run recorded crashed",
+          Effect.map(ledger.runs("crashed"), (runs) => runs.some((r) => r.runId === victim.runId)),
+          { timeout: "120 seconds", every: "500 millis" }
         )
         const running = (yield* ledger.runs("running")).map((r) => r.runId)
         for (const r of runners.slice(0, 2)) assert.include(running, r.runId)

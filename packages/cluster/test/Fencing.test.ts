@@ -23,8 +23,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage, Wire } from "@warden/cluster"
+import { untilEffect } from "@warden/test-support/Polling"
 import * as Postgres from "@warden/test-support/Postgres"
-import { Context, type Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as Path from "node:path"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
 import type { Proc } from "@warden/test-support/Processes"
@@ -39,19 +40,6 @@ const lastShards = (p: Proc) => {
   const lines = p.json().filter((l) => l.type === "runner.shards")
   return lines.length === 0 ? 0 : Number(lines[lines.length - 1]!.count)
 }
-
-/** Bounded wait on state with no event of its own (stored rows, lines of other processes). */
-const until = (
-  what: string,
-  condition: Effect.Effect<boolean>,
-  context: () => string,
-  timeout: Duration.DurationInput = "180 seconds"
-) =>
-  condition.pipe(
-    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail(what))),
-    Effect.retry(Schedule.spaced("250 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
-  )
 
 const decodeResult = Schema.decodeUnknownSync(Schema.parseJson(Wire.RunResult))
 
@@ -92,12 +80,12 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
                 `--- ${r.name} stdout:\n${r.proc.lines().slice(-15).join("\n")}\n--- ${r.name} stderr:\n${r.proc.stderr().slice(-2500)}`
             )
             .join("\n")
-        yield* until(
+        yield* untilEffect(
           "the shards split between a and b",
           Effect.sync(
             () => lastShards(a.proc) > 0 && lastShards(b.proc) > 0 && lastShards(a.proc) + lastShards(b.proc) === 300
           ),
-          describeState
+          { context: describeState }
         )
 
         const context = yield* Layer.build(
@@ -137,10 +125,10 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
         )
         const runs = yield* Effect.forEach(items, (id) => client.run(id, { prompt: `task ${id}` }).pipe(Effect.fork))
 
-        yield* until(
+        yield* untilEffect(
           "a card open on every item",
           Effect.sync(() => items.every((id) => lines(id).some((l) => l["type"] === "card.opened"))),
-          describeState
+          { context: describeState }
         )
         const placement = new Map(
           items.map((id) => [id, String(lines(id).find((l) => l["type"] === "card.opened")!["runner"])])
@@ -194,14 +182,14 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
         const whileAsleep = yield* Effect.fork(sendHeld)
 
         // Paused past its lease: its heartbeat older than the lock expiration (the database's clock).
-        yield* until(
+        yield* untilEffect(
           "the victim's heartbeat older than shardLockExpiration",
           sql<{ n: unknown }>`SELECT COUNT(*) AS n FROM cluster_runners
           WHERE address = ${victim.address} AND last_heartbeat < NOW() - INTERVAL '10 seconds'`.pipe(
             Effect.map((rows) => Number(rows[0]?.n ?? 0) === 1),
             Effect.orDie
           ),
-          describeState
+          { context: describeState }
         )
         const cardRows = sql<{
           id: string
@@ -218,12 +206,12 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
         )
         if (disableAdvisory) {
           // Table locks expire: the survivor takes the victim's shards, and strands the held cards.
-          yield* until(
+          yield* untilEffect(
             "the survivor holding the victim's items, their held cards stranded",
             Effect.map(cardRows, (rows) =>
               [...victimCards.values()].every(({ card }) => rows.find((r) => r.id === card)?.outcome === "stranded")
             ),
-            describeState
+            { context: describeState }
           )
         }
 
@@ -243,12 +231,12 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
           victim.proc
             .json()
             .filter((l) => l.type === "fake.answer" && l["threadId"] === threadId && l["turnId"] === turnId)
-        yield* until(
+        yield* untilEffect(
           "the victim's codex answered about every held card",
           Effect.sync(() =>
             [...victimCards.values()].every(({ threadId, turnId }) => toldVictim(threadId, turnId).length > 0)
           ),
-          describeState
+          { context: describeState }
         )
         yield* Fiber.join(whileAsleep)
         yield* Fiber.join(afterWaking)

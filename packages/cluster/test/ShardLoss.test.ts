@@ -17,8 +17,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ClusterClient, Invariants, Storage } from "@warden/cluster"
 import type { Wire } from "@warden/cluster"
-import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Stream } from "effect"
 import * as Path from "node:path"
+import { untilEffect } from "@warden/test-support/Polling"
 import * as Postgres from "@warden/test-support/Postgres"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
@@ -34,19 +35,6 @@ const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runne
 const timings = { ...shardingTimings, shardLockExpiration: "60 seconds" } as const
 
 const started = killedAfterAll()
-
-/** Bounded wait on state with no event of its own (a stored row, lines from another process). */
-const until = (
-  what: string,
-  condition: Effect.Effect<boolean>,
-  timeout: Duration.DurationInput,
-  context: () => string
-) =>
-  condition.pipe(
-    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail(what))),
-    Effect.retry(Schedule.spaced("200 millis")),
-    Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out waiting for ${what}\n${context()}`) })
-  )
 
 describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
   it.live(
@@ -100,11 +88,10 @@ describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
           `lines: ${JSON.stringify(lines)}\n--- runner stdout:\n${runner.lines().slice(-20).join("\n")}\n--- stderr:\n${runner.stderr().slice(-3000)}`
         const cardRows = sql<{ id: string; outcome: string | null; source: string | null }>`
         SELECT id, outcome, source FROM warden_cluster_cards WHERE item_id = 'held' ORDER BY opened_at, id`
-        yield* until(
+        yield* untilEffect(
           "the item's first card open",
           Effect.sync(() => lines.some((l) => l["type"] === "card.opened")),
-          "120 seconds",
-          describeState
+          { timeout: "120 seconds", context: describeState }
         )
         const firstCard = String(lines.find((l) => l["type"] === "card.opened")!["card"])
 
@@ -122,11 +109,10 @@ describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
           .pipe(Effect.fork)
         expect(yield* Deferred.await(locked)).toBe(1)
         // The runner lets go of its shards: the running item is stopped, its open card refused.
-        yield* until(
+        yield* untilEffect(
           "the open card refused while the refresh waits",
           Effect.map(cardRows.pipe(Effect.orDie), (rows) => rows.some((r) => r.id === firstCard && r.outcome !== null)),
-          "120 seconds",
-          describeState
+          { timeout: "120 seconds", context: describeState }
         )
         yield* Deferred.succeed(release, undefined)
         yield* Fiber.join(holder)
@@ -135,11 +121,10 @@ describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
         answering = true
         for (const l of lines.filter((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard))
           yield* answer(String(l["card"]))
-        yield* until(
+        yield* untilEffect(
           "the restarted run's card seen by the submitter",
           Effect.sync(() => lines.some((l) => l["type"] === "card.opened" && String(l["card"]) !== firstCard)),
-          "120 seconds",
-          describeState
+          { timeout: "120 seconds", context: describeState }
         )
         const result = yield* Fiber.join(run).pipe(
           Effect.timeoutFail({

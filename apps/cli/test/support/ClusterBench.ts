@@ -10,10 +10,11 @@
  *
  *   node_modules/.bin/tsx apps/cli/test/support/ClusterBench.ts 1 2 3
  */
+import { untilEffect } from "@warden/test-support/Polling"
 import * as Postgres from "@warden/test-support/Postgres"
 import { freePort } from "@warden/test-support/Processes"
 import { RealCodex, ScriptedModel, Step } from "@warden/testkit"
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import * as Os from "node:os"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
@@ -22,10 +23,7 @@ import { lastShards } from "./Fleet.js"
 const ITEMS = Number(process.env["ITEMS"] ?? 30)
 
 const until = (what: string, condition: () => boolean) =>
-  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what))).pipe(
-    Effect.retry(Schedule.spaced("100 millis")),
-    Effect.timeoutFail({ duration: "600 seconds", onTimeout: () => new Error(`timed out waiting for ${what}`) })
-  )
+  untilEffect(what, Effect.sync(condition), { timeout: "600 seconds", every: "100 millis" })
 
 const quantile = (values: ReadonlyArray<number>, q: number) => {
   const sorted = [...values].sort((a, b) => a - b)

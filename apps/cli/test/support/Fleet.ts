@@ -11,7 +11,7 @@ import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import type { TestProcess } from "@warden/testkit"
 import { RealCodex, ScriptedModel } from "@warden/testkit"
 import { Effect, type Scope } from "effect"
-import { until } from "@warden/test-support/Polling"
+import { until, untilEffect } from "@warden/test-support/Polling"
 import * as CliProcess from "./CliProcess.js"
 import * as Codex from "./Codex.js"
 
@@ -28,7 +28,7 @@ export const lastShards = (cli: CliProcess.Cli): number => {
 }
 
 /** The shared poll with a deadline (`@warden/test-support/Polling`), as the CLI's fleet tests import it. */
-export { until }
+export { until, untilEffect }
 
 /**
  * `warden runner` on `cluster`, listening on `listen` (default: a free port on 127.0.0.1), driving
