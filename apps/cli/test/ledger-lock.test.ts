@@ -3,8 +3,9 @@
  * a transaction, a backup, a second run): past `WARDEN_LEDGER_LOCK_TIMEOUT` the records waiting
  * are given up, the run exits 4 saying how many and why, the count is written on the run once
  * the lock is released, and `warden audit` lists the run. The lock holder is a child process told
- * on stdin when to release; the run waits on a card answered on stdin: no sleeps. And a ledger
- * with a damaged page, refused by every command that opens it.
+ * on stdin when to release; the run waits on a card answered on stdin: no sleeps. A run whose
+ * answer journal cannot be written (the answers counted on the run, `warden audit` says so). And a
+ * ledger with a damaged page, refused by every command that opens it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as LockHolder from "@warden/test-support/LockHolder"

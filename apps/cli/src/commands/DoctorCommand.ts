@@ -69,13 +69,7 @@ const journalOf = (state: Option.Option<string>) =>
   Effect.promise(() => import("@warden/ledger")).pipe(
     Effect.map(({ Ledger }) => {
       const filename = StatePath.resolve(state)
-      const mode = Ledger.answerJournalMode({ filename })!
-      // Paths the user gave (or the environment named), printed: through the one masking function.
-      const masked = (text: string | undefined) => (text === undefined ? undefined : SecretMask.maskText(text))
-      return {
-        directory: SecretMask.maskText(`${filename}.answers`),
-        mode: { ...mode, module: masked(mode.module), reason: SecretMask.maskText(mode.reason) }
-      }
+      return { directory: `${filename}.answers`, mode: Ledger.answerJournalMode({ filename })! }
     })
   )
 
@@ -95,8 +89,9 @@ export const handler = (args: {
     )
     const report = SchemaDrift.check(dump, SchemaDump.makeValidator(dump))
     const journal = yield* journalOf(args.state)
-    // What it prints comes from the user (the codex path) and from the binary (its version text,
-    // the validator's words about its schema): through the one masking function, as every line.
+    // What it prints comes from the user (the codex path, the --state path), the environment (the
+    // journal module's path) and the binary (its version text, the validator's words about its
+    // schema): every line, and every such field of --json, through the one masking function.
     const mask = SecretMask.maskText
     if (args.json) {
       process.stdout.write(
@@ -110,7 +105,12 @@ export const handler = (args: {
           unknownServerRequests: report.unknownServerRequests.map(mask),
           unmappedNotifications: report.unmappedNotifications.map(mask),
           answers: report.answers.map((a) => (a.detail === undefined ? a : { ...a, detail: mask(a.detail) })),
-          answerJournal: { directory: journal.directory, ...journal.mode }
+          answerJournal: {
+            directory: mask(journal.directory),
+            ...journal.mode,
+            module: journal.mode.module === undefined ? undefined : mask(journal.mode.module),
+            reason: mask(journal.mode.reason)
+          }
         }) + "\n"
       )
     } else {

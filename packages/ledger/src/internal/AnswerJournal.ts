@@ -135,7 +135,7 @@ const masked = (value: string): string => {
  * answers codex). Every string goes through `JSON.stringify` (escaped), every number through
  * `jsonNumber`; the test holds it to `JSON.stringify` of the entry for any values.
  */
-export const makeLine = (): ((answer: Approvals.Answering, now: number) => string) => {
+export const makeLine = (): ((answer: Approvals.Answering, now: number, cardId?: string) => string) => {
   const method = new LastQuoted()
   const thread = new LastQuoted()
   const turn = new LastQuoted()
@@ -143,9 +143,9 @@ export const makeLine = (): ((answer: Approvals.Answering, now: number) => strin
   const outcome = new LastQuoted()
   const source = new LastQuoted()
   const decision = new LastQuoted()
-  return (answer, now) => {
+  return (answer, now, cardId = Store.id(answer.card.id)) => {
     const card = answer.card
-    return `{"cardId":${quote(Store.id(card.id))},"requestId":${quotedRequestId(card.requestId)},"method":${method.of(Store.id(card.method))},"threadId":${thread.of(Store.optionalId(card.threadId))},"turnId":${turn.of(Store.optionalId(card.turnId))},"itemKey":${item.of(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${outcome.of(answer.outcome)},"source":${source.of(masked(Card.describeSource(answer.source)))},"decision":${decision.of(answer.decision === undefined ? null : masked(answer.decision))},"at":${jsonNumber(now)},"openedAt":${jsonNumber(card.openedAt)},"deadlineAt":${jsonNumber(card.deadlineAt)}}\n`
+    return `{"cardId":${quote(cardId)},"requestId":${quotedRequestId(card.requestId)},"method":${method.of(Store.id(card.method))},"threadId":${thread.of(Store.optionalId(card.threadId))},"turnId":${turn.of(Store.optionalId(card.turnId))},"itemKey":${item.of(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${outcome.of(answer.outcome)},"source":${source.of(masked(Card.describeSource(answer.source)))},"decision":${decision.of(answer.decision === undefined ? null : masked(answer.decision))},"at":${jsonNumber(now)},"openedAt":${jsonNumber(card.openedAt)},"deadlineAt":${jsonNumber(card.deadlineAt)}}\n`
   }
 }
 
@@ -232,8 +232,8 @@ export const make = (
         Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
         run.file = JournalFile.open(fileOf(dir, runId), native)
       }
-      const line = lineOf(answer, now)
       const cardId = Store.id(card.id)
+      const line = lineOf(answer, now, cardId)
       run.file.append(line)
       // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
       const bytes = line.length
