@@ -267,15 +267,32 @@ const cardRow = (card: CardTypes.CardView): CardRow => {
   return row
 }
 
-const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView): Write =>
+/**
+ * What one transaction has written so far that a later op of it may skip: the cards whose row it
+ * inserted (by run). Made anew for each try of a transaction (`transaction()`), so what a rolled
+ * back try wrote is never taken as there.
+ */
+export interface Transaction {
+  readonly cards: Map<CardTypes.CardView, string>
+}
+
+/** A transaction's record, empty: one per try of a transaction. */
+export const transaction = (): Transaction => ({ cards: new Map() })
+
+const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView, tx: Transaction | undefined): Write =>
   Effect.suspend(() => {
     const row = cardRow(card)
-    return Effect.asVoid(sql`INSERT INTO ledger_cards
+    return Effect.map(
+      sql`INSERT INTO ledger_cards
       (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
       VALUES (${runId}, ${Store.id(card.id)}, ${Store.requestId(card.requestId)}, ${Store.id(card.method)}, ${Store.optionalId(card.threadId)},
         ${Store.optionalId(card.turnId)}, ${card.workItem === undefined ? null : Store.itemKey(card.workItem)}, ${row.kind},
         ${row.title}, ${row.summary}, ${row.facts}, ${row.offers}, ${card.openedAt}, ${card.deadlineAt})
-      ON CONFLICT (run_id, card_id) DO NOTHING`)
+      ON CONFLICT (run_id, card_id) DO NOTHING`,
+      () => {
+        tx?.cards.set(card, runId)
+      }
+    )
   })
 
 /**
@@ -316,34 +333,61 @@ export const committed = (sql: Sql, ops: ReadonlyArray<Op>, written: (op: Op) =>
   }
 }
 
-const insertSettlement = (sql: Sql, runId: string, s: CardTypes.Settlement, r: Audit.DecisionFields): Write => {
+/**
+ * The card's row, inserted unless it is there already (committed before, or inserted by this
+ * transaction): asked when it runs, after the transaction's earlier ops.
+ */
+const cardOf = (sql: Sql, runId: string, card: CardTypes.CardView, tx: Transaction | undefined): Write =>
+  Effect.suspend(() =>
+    cardsCommitted.get(card)?.get(sql) === runId || tx?.cards.get(card) === runId
+      ? Effect.void
+      : insertCard(sql, runId, card, tx)
+  )
+
+const insertSettlement = (
+  sql: Sql,
+  runId: string,
+  s: CardTypes.Settlement,
+  r: Audit.DecisionFields,
+  tx: Transaction | undefined
+): Write => {
   const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
-  return all(
-    cardsCommitted.get(s.card)?.get(sql) === runId ? Effect.void : insertCard(sql, runId, s.card),
-    // A card already recorded `stranded` (its run was taken for dead while it was not) keeps its
-    // one settlement; what really happened is kept as a late decision, never lost.
-    sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
-      SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, ${r.channel}, 'stranded', ${s.settledAt}
-      FROM ledger_settlements
-      WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`,
+  const settlement = Effect.flatMap(
     sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, channel, decision, written, detail, settled_at, latency_ms)
       VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${r.channel}, ${r.decision},
         ${Store.bool(s.written)}, ${r.detail}, ${s.settledAt}, ${s.latencyMs})
-      ON CONFLICT (run_id, card_id) DO NOTHING`
+      ON CONFLICT (run_id, card_id) DO NOTHING
+      RETURNING card_id`,
+    (inserted): Write =>
+      inserted.length > 0
+        ? Effect.void
+        : // The card has its one settlement already. One recorded `stranded` (its run was taken
+          // for dead while it was not) keeps it; what really happened is kept as a late
+          // decision, never lost. (A settlement recorded twice otherwise: nothing more.)
+          Effect.asVoid(sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
+            SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, ${r.channel}, 'stranded', ${s.settledAt}
+            FROM ledger_settlements
+            WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`)
   )
+  return Effect.zipRight(cardOf(sql, runId, s.card, tx), settlement)
 }
 
-const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEvent): Write => {
+const approvalEvent = (
+  sql: Sql,
+  runId: string,
+  event: ApprovalEvent.ApprovalEvent,
+  tx: Transaction | undefined
+): Write => {
   switch (event._tag) {
     case "CardOpened":
-      return insertCard(sql, runId, event.card)
+      return cardOf(sql, runId, event.card, tx)
     case "CardSettled":
-      return insertSettlement(sql, runId, event.settlement, Audit.decisionOf(event))
+      return insertSettlement(sql, runId, event.settlement, Audit.decisionOf(event), tx)
     case "LateDecision": {
       const r = Audit.decisionOf(event)
       return all(
-        insertCard(sql, runId, event.card),
+        cardOf(sql, runId, event.card, tx),
         sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
           VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${r.decision ?? ""},
             ${r.source ?? ""}, ${r.channel}, ${event.outcome}, ${event.at})`
@@ -354,8 +398,11 @@ const approvalEvent = (sql: Sql, runId: string, event: ApprovalEvent.ApprovalEve
 
 // ---------------------------------------------------------------------------------------------
 
-/** The statements of one op. */
-export const apply = (sql: Sql, op: Op): Write => {
+/**
+ * The statements of one op. `tx`: the transaction it is part of (`transaction()`, one per try),
+ * whose earlier ops' rows it need not write again.
+ */
+export const apply = (sql: Sql, op: Op, tx?: Transaction): Write => {
   switch (op._tag) {
     case "RunStarted":
       return runStarted(sql, op.run)
@@ -375,7 +422,7 @@ export const apply = (sql: Sql, op: Op): Write => {
         case "Supervisor":
           return supervisorEvent(sql, op.runId, op.at, e.event)
         case "Approval":
-          return approvalEvent(sql, op.runId, e.event)
+          return approvalEvent(sql, op.runId, e.event, tx)
       }
     }
   }

@@ -1,7 +1,8 @@
 /**
  * What the writer's thread writes with: the two things `Projection` and `Writer` use of a
- * `SqlClient` (its tagged template, and `withTransaction`), straight on one better-sqlite3
- * connection, each statement prepared once.
+ * `SqlClient` (its tagged template, whose rows are those of a statement that returns some, as
+ * `RETURNING` does, and `withTransaction`), straight on one better-sqlite3 connection, each
+ * statement prepared once.
  *
  * The same driver and the same SQL as the main thread's client (`SqliteFile`), without what each
  * statement cost there on top of SQLite's own work: its compilation into a statement object, the
@@ -15,9 +16,16 @@ import { SqlError } from "@effect/sql/SqlError"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Exit } from "effect"
 
+/** The part of a better-sqlite3 statement used here: `reader` when it returns rows (`RETURNING`). */
+export interface Statement {
+  readonly reader: boolean
+  readonly run: (...params: ReadonlyArray<unknown>) => unknown
+  readonly all: (...params: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
+}
+
 /** The part of a better-sqlite3 connection used here. */
 export interface Connection {
-  readonly prepare: (source: string) => { readonly run: (...params: ReadonlyArray<unknown>) => unknown }
+  readonly prepare: (source: string) => Statement
   readonly exec: (source: string) => unknown
   readonly inTransaction: boolean
 }
@@ -34,7 +42,7 @@ const rollback = (db: Connection) => {
 }
 
 export const make = (db: Connection): SqlClient.SqlClient => {
-  const prepared = new Map<string, ReturnType<Connection["prepare"]>>()
+  const prepared = new Map<string, Statement>()
   const statement = (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>) => {
     const text = strings.join("?")
     return Effect.try({
@@ -44,6 +52,7 @@ export const make = (db: Connection): SqlClient.SqlClient => {
           s = db.prepare(text)
           prepared.set(text, s)
         }
+        if (s.reader) return s.all(...values)
         s.run(...values)
         return [] as ReadonlyArray<never>
       },

@@ -262,13 +262,14 @@ export const make = (
         // Each try starts the slice again (a locked database is tried again, whole).
         const transaction = Effect.suspend(() => {
           const started = performance.now()
+          const tx = Projection.transaction()
           taken = 0
           const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
             const at = from + taken
             if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs))
               return Effect.void
             taken++
-            return Effect.zipRight(Projection.apply(sql, ops[at]!), step)
+            return Effect.zipRight(Projection.apply(sql, ops[at]!, tx), step)
           })
           return sql.withTransaction(step)
         })

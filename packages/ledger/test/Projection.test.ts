@@ -1,0 +1,134 @@
+/**
+ * What a card costs the writer in statements, on the writer thread's client (`WorkerSql`) over a
+ * real SQLite file (the schema made by a ledger opened on it first): a card opened and settled in
+ * one transaction is inserted once (its settlement does not insert it again), a settlement makes
+ * no late-decision statement unless its card already has a settlement, and a transaction that was
+ * rolled back leaves nothing taken for written (its settlement, written again, inserts its card).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { ApprovalEvent } from "@warden/approvals"
+import { Decision } from "@warden/protocol"
+import { Effect } from "effect"
+import { createRequire } from "node:module"
+import * as Path from "node:path"
+import { Ledger } from "../src/index.js"
+import * as Projection from "../src/internal/Projection.js"
+import * as WorkerSql from "../src/internal/WorkerSql.js"
+import { commandParams, script, tempDir } from "./support.js"
+
+interface Database {
+  readonly prepare: (source: string) => WorkerSql.Statement & { get: (...params: ReadonlyArray<unknown>) => unknown }
+  readonly exec: (source: string) => unknown
+  readonly inTransaction: boolean
+  readonly close: () => void
+}
+
+const here = createRequire(import.meta.url)
+const Driver = createRequire(here.resolve("@effect/sql-sqlite-node/SqliteClient"))("better-sqlite3") as new (
+  filename: string
+) => Database
+
+/** A connection whose statements are counted by their first words (`INSERT INTO ledger_cards`, ...). */
+const counting = (db: Database) => {
+  const counts = new Map<string, number>()
+  const connection: WorkerSql.Connection = {
+    exec: (source) => db.exec(source),
+    get inTransaction() {
+      return db.inTransaction
+    },
+    prepare: (source) => {
+      const statement = db.prepare(source)
+      const key = source.trim().split(/\s+/).slice(0, 3).join(" ").replace(/\(.*$/, "")
+      const count = () => counts.set(key, (counts.get(key) ?? 0) + 1)
+      return {
+        reader: statement.reader,
+        run: (...params) => (count(), statement.run(...params)),
+        all: (...params) => (count(), statement.all(...params))
+      }
+    }
+  }
+  return { connection, counts }
+}
+
+/** Opened and settled events of three command cards, each accepted. */
+const cardEvents = Effect.gen(function* () {
+  const s = yield* script()
+  const events: Array<ApprovalEvent.ApprovalEvent> = []
+  yield* s.approvals.observeEvents((e) => events.push(e))
+  for (const line of ["make one", "make two", "make three"]) {
+    const card = yield* s.open("item/commandExecution/requestApproval", commandParams("thr_1", "turn_1", line))
+    yield* s.approvals.answer(card.id, Decision.Accept)
+  }
+  return events
+})
+
+const op = (runId: string, event: ApprovalEvent.ApprovalEvent): Projection.Op => ({
+  _tag: "Event",
+  runId,
+  at: 1,
+  event: { _tag: "Approval", event }
+})
+
+describe("the projection's statements", () => {
+  it.scoped(
+    "a card opened and settled in one transaction costs two statements; a rolled-back try is never taken for written",
+    () =>
+      Effect.gen(function* () {
+        const filename = Path.join(yield* tempDir, "ledger.db")
+        // The schema, and a run.
+        const runId = yield* Effect.scoped(
+          Effect.flatMap(Ledger.Ledger, (ledger) => Effect.map(ledger.beginRun(), (run) => run.id))
+        ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
+        const db = new Driver(filename)
+        yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+        const { connection, counts } = counting(db)
+        const sql = WorkerSql.make(connection)
+        const taken = () => {
+          const out = Object.fromEntries(counts)
+          counts.clear()
+          return out
+        }
+        const events = yield* cardEvents
+        const [open1, settled1, open2, settled2, open3, settled3] = events.map((e) => op(runId, e))
+        assert.deepStrictEqual(
+          events.map((e) => e._tag),
+          ["CardOpened", "CardSettled", "CardOpened", "CardSettled", "CardOpened", "CardSettled"]
+        )
+
+        // 1. Opened and settled in one transaction: the card once, the settlement once.
+        const tx = Projection.transaction()
+        yield* sql.withTransaction(
+          Effect.zipRight(Projection.apply(sql, open1!, tx), Projection.apply(sql, settled1!, tx))
+        )
+        assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 1, "INSERT INTO ledger_settlements": 1 })
+
+        // 2. Opened in a transaction that was rolled back: its settlement, in a try of its own,
+        //    inserts the card (what the rolled-back try wrote is not there).
+        const rolledBack = Projection.transaction()
+        const failed = yield* Effect.exit(
+          sql.withTransaction(
+            Effect.zipRight(Projection.apply(sql, open2!, rolledBack), Effect.fail("later op failed"))
+          )
+        )
+        assert.isTrue(failed._tag === "Failure")
+        yield* sql.withTransaction(Projection.apply(sql, settled2!, Projection.transaction()))
+        assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 2, "INSERT INTO ledger_settlements": 1 })
+
+        // 3. Opened in a committed transaction the writer was told of: its settlement alone.
+        yield* sql.withTransaction(Projection.apply(sql, open3!, Projection.transaction()))
+        Projection.committed(sql, [open3!], () => true)
+        yield* sql.withTransaction(Projection.apply(sql, settled3!, Projection.transaction()))
+        assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 1, "INSERT INTO ledger_settlements": 1 })
+
+        // 4. A settlement recorded twice: the second finds the first and keeps nothing more (its
+        //    late-decision statement keeps one only when the first was `stranded`).
+        yield* sql.withTransaction(Projection.apply(sql, settled3!, Projection.transaction()))
+        assert.deepStrictEqual(taken(), { "INSERT INTO ledger_settlements": 1, "INSERT INTO ledger_late_decisions": 1 })
+
+        const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 3)
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements WHERE outcome = 'accepted'`), 3)
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_late_decisions`), 0)
+      })
+  )
+})
