@@ -1,14 +1,17 @@
 /**
  * The answer journal's line, written out by hand in the answer's step (`AnswerJournal.makeLine`):
  * exactly `JSON.stringify` of its entry, for any values, however they repeat from one answer to
- * the next (the builder keeps the last value of each repeating field).
+ * the next (the builder keeps the last value of each repeating field); and read back, a card
+ * without a deadline included (its infinite deadline written as null).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Card } from "@warden/approvals"
 import type { Approvals } from "@warden/approvals"
-import { FastCheck as fc } from "effect"
+import { Effect, FastCheck as fc } from "effect"
+import * as Path from "node:path"
 import * as AnswerJournal from "../src/internal/AnswerJournal.js"
 import * as Store from "../src/internal/Store.js"
+import { tempDir } from "./support.js"
 
 /** An answer with the fields the journal reads (the rest of a card is not read). */
 interface Fields {
@@ -158,4 +161,38 @@ describe("AnswerJournal's line", () => {
     assert.isFalse(line.includes(secret))
     assert.deepStrictEqual(JSON.parse(line).requestId, "7")
   })
+
+  it.scoped(
+    "reads back an answer on a card that has no deadline (its deadlineAt infinite, which JSON writes as null)",
+    () =>
+      Effect.gen(function* () {
+        const dir = Path.join(yield* tempDir, "answers")
+        const journal = AnswerJournal.make(dir, (message) => assert.fail(message), { native: undefined })
+        const answer = (id: string, deadlineAt: number) =>
+          answerOf({
+            id,
+            requestId: 1,
+            method: "item/permissions/requestApproval",
+            threadId: "thr_1",
+            turnId: "turn_1",
+            workItem: "1",
+            openedAt: 1_765_080_000_000,
+            deadlineAt,
+            outcome: "accepted",
+            source: { _tag: "Handler" } as Approvals.Answering["source"],
+            decision: "accept",
+            at: 1_765_080_000_001
+          })
+        journal.append("run-1", answer("c1", Number.POSITIVE_INFINITY), 1_765_080_000_001)
+        journal.append("run-1", answer("c2", 1_765_080_900_000), 1_765_080_000_002)
+        journal.close()
+        assert.deepStrictEqual(
+          AnswerJournal.read(dir, "run-1").map((e) => [e.cardId, e.deadlineAt]),
+          [
+            ["c1", Number.POSITIVE_INFINITY],
+            ["c2", 1_765_080_900_000]
+          ]
+        )
+      })
+  )
 })

@@ -28,15 +28,21 @@ const answerThenDie = (
   opening: "recorded" | "unrecorded",
   journal: "on" | "off",
   /** How the journal's file is written: mapped (the native module, as built by `pnpm install`) or appended. */
-  kind: "mapped" | "appended" = "mapped"
+  kind: "mapped" | "appended" = "mapped",
+  /** `none`: the card has no deadline (an infinite one, which the journal's JSON writes as null). */
+  deadline: "some" | "none" = "some"
 ) =>
   Effect.acquireUseRelease(
     Effect.sync(() =>
-      ChildProcess.spawn(process.execPath, ["--import", "tsx", answerCrash, filename, point, opening, journal], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, WARDEN_JOURNAL_NATIVE: kind === "mapped" ? "" : "off" }
-      })
+      ChildProcess.spawn(
+        process.execPath,
+        ["--import", "tsx", answerCrash, filename, point, opening, journal, deadline],
+        {
+          cwd: root,
+          stdio: ["ignore", "pipe", "pipe"],
+          env: { ...process.env, WARDEN_JOURNAL_NATIVE: kind === "mapped" ? "" : "off" }
+        }
+      )
     ),
     (child) =>
       Effect.async<string, Error>((resume) => {
@@ -443,20 +449,22 @@ describe("recovery", () => {
   // Durability (docs/ledger.md): an answer is in the answer journal before codex can act on it, and
   // the settlement is committed after. Killed in between, the card is stranded with the answer
   // that was being written: never lost, never recorded as accepted (codex may not have got it).
-  for (const [point, opening, kind] of [
-    ["answering", "recorded", "mapped"],
-    ["answering", "recorded", "appended"],
-    ["written", "recorded", "mapped"],
-    ["written", "unrecorded", "mapped"],
-    ["written", "unrecorded", "appended"]
+  // A card without a deadline (an infinite one) too: its line says null (JSON has no infinity).
+  for (const [point, opening, kind, deadline] of [
+    ["answering", "recorded", "mapped", "some"],
+    ["answering", "recorded", "appended", "some"],
+    ["written", "recorded", "mapped", "some"],
+    ["written", "unrecorded", "mapped", "some"],
+    ["written", "unrecorded", "appended", "some"],
+    ["written", "unrecorded", "mapped", "none"]
   ] as const) {
     it.live(
-      `killed ${point === "answering" ? "as the answer was about to be written" : "as the answer was written"}, its card's opening ${opening}, the journal ${kind}: recovery strands it with the answer that was being written, once`,
+      `killed ${point === "answering" ? "as the answer was about to be written" : "as the answer was written"}, its card's opening ${opening}, the journal ${kind}${deadline === "none" ? ", the card without a deadline" : ""}: recovery strands it with the answer that was being written, once`,
       () =>
         Effect.scoped(
           Effect.gen(function* () {
             const filename = Path.join(yield* tempDir, "ledger.db")
-            const dead = yield* answerThenDie(filename, point, opening, "on", kind)
+            const dead = yield* answerThenDie(filename, point, opening, "on", kind, deadline)
             const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
             assert.isTrue(Fs.existsSync(journalFile), "the dead run's answer journal is there")
             // Mapped: allocated ahead, the line stored in the mapping (in the page cache when the
@@ -489,6 +497,7 @@ describe("recovery", () => {
                 cards[0]!.settlement!.detail ?? "",
                 /its answer \(accepted, decision accept, by person\) was being written to codex: codex may have received it/
               )
+              assert.strictEqual(Number.isFinite(cards[0]!.deadlineAt), deadline === "some")
               if (opening === "recorded") assert.strictEqual(cards[0]!.title, "run: make deploy (in /repo)")
               else assert.match(cards[0]!.title, /its opening was not recorded; from the answer journal/)
               assert.deepStrictEqual((yield* ledger.accounting(dead)).byOutcome, { stranded: 1 })

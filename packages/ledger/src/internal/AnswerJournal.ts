@@ -50,6 +50,7 @@ export interface Entry {
   readonly decision: string | null
   readonly at: number
   readonly openedAt: number
+  /** Infinite for a card without a deadline (its line says null: JSON has no infinity). */
   readonly deadlineAt: number
 }
 
@@ -330,7 +331,8 @@ const isEntry = (u: unknown): u is Entry => {
     textOrNull("decision") &&
     number("at") &&
     number("openedAt") &&
-    number("deadlineAt")
+    // A card without a deadline has an infinite one, which JSON writes as null.
+    (number("deadlineAt") || e["deadlineAt"] === null)
   )
 }
 
@@ -352,7 +354,8 @@ export const read = (dir: string, runId: string): ReadonlyArray<Entry> => {
     if (line.length === 0) continue
     try {
       const entry: unknown = JSON.parse(line)
-      if (isEntry(entry)) byCard.set(entry.cardId, entry)
+      if (isEntry(entry))
+        byCard.set(entry.cardId, entry.deadlineAt === null ? { ...entry, deadlineAt: Number.POSITIVE_INFINITY } : entry)
     } catch {
       // cut short by the crash
     }
