@@ -14,13 +14,28 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 describe("cli units", () => {
-  it("durations: 300ms, 5s, 2m, 15m, 1h, 1m30s, 1d; nonsense and zero are refused", () => {
+  it("durations: 300ms, 5s, 2m, 15m, 1h, 1m30s, 1d, up to 36500d; nonsense, zero and longer are refused", () => {
     const ms = (text: string) => Either.map(Durations.parse(text), Duration.toMillis)
     assert.deepStrictEqual(
-      ["300ms", "5s", "2m", "15m", "1h", "1m30s", "1.5s", "1d", "1d12h"].map(ms),
-      [300, 5_000, 120_000, 900_000, 3_600_000, 90_000, 1_500, 86_400_000, 129_600_000].map(Either.right)
+      ["300ms", "5s", "2m", "15m", "1h", "1m30s", "1.5s", "1d", "1d12h", "36500d"].map(ms),
+      [300, 5_000, 120_000, 900_000, 3_600_000, 90_000, 1_500, 86_400_000, 129_600_000, 3_153_600_000_000].map(
+        Either.right
+      )
     )
-    for (const bad of ["", "5", "5x", "s", "0s", "-1s", "1 h", "0d", "1w"])
+    for (const bad of [
+      "",
+      "5",
+      "5x",
+      "s",
+      "0s",
+      "-1s",
+      "1 h",
+      "0d",
+      "1w",
+      "36500d1ms",
+      "100000000d",
+      `${"9".repeat(400)}d`
+    ])
       assert.isTrue(Either.isLeft(Durations.parse(bad)), bad)
     assert.deepStrictEqual(
       [Durations.clock(899_500), Durations.clock(3_723_000), Durations.short(2_000)],

@@ -1,13 +1,18 @@
 /**
  * Durations on the command line: a number and a unit, `ms`, `s`, `m`, `h` or `d`, optionally
  * several in a row (`300ms`, `5s`, `2m`, `15m`, `1h`, `1m30s`, `90d`). Zero and negative durations
- * are refused.
+ * are refused, and so are durations beyond 36,500 days (a deadline that far is past the dates a
+ * `--json` line can write: it would have failed the line; "wait forever" is a long duration, not
+ * an endless one).
  */
 import { Duration, Either } from "effect"
 
 const unitMs = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
 const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y
+
+/** The longest duration taken: 36,500 days (about a hundred years). */
+export const MaxMs = 36_500 * unitMs.d
 
 export const parse = (text: string): Either.Either<Duration.Duration, string> => {
   const input = text.trim()
@@ -24,6 +29,7 @@ export const parse = (text: string): Either.Either<Duration.Duration, string> =>
   }
   if (!Number.isFinite(total) || total <= 0)
     return Either.left(`invalid duration ${JSON.stringify(text)}: it must be more than zero`)
+  if (total > MaxMs) return Either.left(`invalid duration ${JSON.stringify(text)}: it must be at most 36500d`)
   return Either.right(Duration.millis(Math.round(total)))
 }
 
