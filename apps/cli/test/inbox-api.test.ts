@@ -7,11 +7,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
-import { Deferred, Effect, Either, Exit, Fiber, Redacted, Schedule, Scope } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Redacted, Schedule, Schema, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Options from "../src/contract/Options.js"
-import { WebInbox } from "@warden/inbox"
+import { InboxApi, WebInbox } from "@warden/inbox"
 import * as CliProcess from "./support/CliProcess.js"
 import * as Inbox from "./support/Inbox.js"
 
@@ -153,6 +153,24 @@ describe("web inbox API", () => {
         assert.strictEqual(unknown.status, 404)
         assert.deepStrictEqual(unknown.json, { _tag: "UnknownCard", cardId: "c999" })
         assert.strictEqual((yield* Inbox.call(`${base}api/cards/c999`, json(t.token))).status, 404)
+      })
+  )
+
+  it.scopedLive(
+    "a card without a deadline (an infinite one) lists with deadlineAt null, which the API's schema reads",
+    () =>
+      Effect.gen(function* () {
+        const t = yield* Inbox.setup({}, { approvals: { deadlines: { default: Duration.infinity } } })
+        const cardId = yield* t.cardFor(yield* t.openCommand("echo forever", "call_1"))
+        const list = yield* Inbox.call(`${t.inbox.url}api/cards`, json(t.token))
+        assert.strictEqual(list.status, 200)
+        const cards = Schema.decodeUnknownSync(Schema.Array(InboxApi.CardBrief))(list.json.cards)
+        assert.deepStrictEqual(
+          cards.map((c) => [c.id, c.deadlineAt]),
+          [[cardId, null]]
+        )
+        const full = yield* Inbox.call(`${t.inbox.url}api/cards/${cardId}`, json(t.token))
+        assert.strictEqual(Schema.decodeUnknownSync(InboxApi.CardFull)(full.json).deadlineAt, null)
       })
   )
 

@@ -54,7 +54,8 @@ export const CardBrief = Schema.Struct({
   /** The decision words this card takes (`accept`, `acceptForSession`, `decline`, `cancel`, and `always` when the ledger is on). */
   offers: Schema.Array(Schema.String),
   openedAt: Schema.Number,
-  deadlineAt: Schema.Number
+  /** When the card refuses by itself (epoch ms); null for a card without a deadline (an infinite one). */
+  deadlineAt: Schema.NullOr(Schema.Number)
 })
 export type CardBrief = typeof CardBrief.Type
 

@@ -116,7 +116,8 @@ export const cardBrief = (card: Card.CardView, always: boolean): CardBrief =>
     turnId: card.turnId ?? null,
     offers: [...card.offers.map(CardText.offerWord), ...(always && card.offers.includes("Accept") ? ["always"] : [])],
     openedAt: card.openedAt,
-    deadlineAt: card.deadlineAt
+    // JSON has no infinity: a card without a deadline says null.
+    deadlineAt: Number.isFinite(card.deadlineAt) ? card.deadlineAt : null
   }) as CardBrief
 
 export const cardFull = (card: Card.CardView, always: boolean, settlement: SettlementJson | undefined): CardFull => ({

@@ -224,8 +224,8 @@ function renderItems() {
 function tick() {
   const t = now()
   for (const card of state.cards.values()) {
-    const left = card.deadlineAt - t
-    card.countdown.textContent = fmtMs(left)
+    const left = card.deadlineAt === null ? Infinity : card.deadlineAt - t
+    card.countdown.textContent = card.deadlineAt === null ? "no deadline" : fmtMs(left)
     card.countdown.classList.toggle("soon", left < 30000)
   }
   for (const cell of document.querySelectorAll("td.elapsed")) {

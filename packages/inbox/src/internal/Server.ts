@@ -164,7 +164,7 @@ export const serve = (
         type: "card.opened",
         card: InboxBoard.cardBrief(card, false),
         links,
-        expiresAt: card.deadlineAt,
+        expiresAt: Number.isFinite(card.deadlineAt) ? card.deadlineAt : null,
         inbox: `${origin}/`
       })
       const signature = InboxLinks.signatureOf(notify.secret, body)
