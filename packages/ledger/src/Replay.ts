@@ -206,15 +206,21 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
  * }) // fails with RulesFileError | LedgerError
  * ```
  */
-export const replay = (
-  cards: ReadonlyArray<RecordedCard>,
+export const replay = (cards: ReadonlyArray<RecordedCard>, rules: Policy.Rules, options: ReplayOptions = {}): Report =>
+  reportOf(cards.map((card) => replayCard(card, rules, options)))
+
+/** One card replayed, as `replay` replays each: what the rules would decide, and what that changes. */
+export const replayCard = <C extends RecordedCard>(
+  card: C,
   rules: Policy.Rules,
   options: ReplayOptions = {}
-): Report => {
-  const replayed = cards.map((card): ReplayedCard => {
-    const candidate = candidateFor(card, rules, options)
-    return { card, candidate, change: changeOf(card, candidate), approximate: !card.facts.complete }
-  })
+): ReplayedCard & { readonly card: C } => {
+  const candidate = candidateFor(card, rules, options)
+  return { card, candidate, change: changeOf(card, candidate), approximate: !card.facts.complete }
+}
+
+/** The report of cards replayed one by one (`replayCard`): the cards, their totals and the summary `replay` gives. */
+export const reportOf = (replayed: ReadonlyArray<ReplayedCard>): Report => {
   const count = (p: (r: ReplayedCard) => boolean) => replayed.reduce((n, r) => (p(r) ? n + 1 : n), 0)
   const totals: Totals = {
     cards: replayed.length,

@@ -260,6 +260,35 @@ describe("rules suggest", () => {
     }
   }, 60_000)
 
+  // An offer runs in a live run's process (`Offers.after`): the paced suggestion lets the event
+  // loop turn while it works (a whole suggestion over 10,000 cards held it ~0.2 s). Counted in
+  // turns of the event loop, not timed.
+  it("paced: the same proposals and exclusions as suggest, the event loop turning while it works", async () => {
+    await yieldNow()
+    const n = 3_000
+    const cards: Array<Suggest.SuggestCard> = Array.from({ length: n }, (_, i) => {
+      const argv = i % 3 === 0 ? ["make", "check"] : ["cat", `file-${i % 50}.txt`]
+      return commandCard(i, argv, argv.join(" "), { outcome: "accepted", source: "person", sourceKind: "person" })
+    })
+    const current = rules(denyCmd("no-curl", "curl"))
+    for (const options of [{}, { evidenceOf: { runId: "r", cardId: "c0" } }]) {
+      let turns = 0
+      let running = true
+      const turn = () => {
+        if (!running) return
+        turns++
+        setImmediate(turn)
+      }
+      setImmediate(turn)
+      const paced = await Effect.runPromise(Suggest.suggestPaced(cards, current, options, 0))
+      running = false
+      assert.deepStrictEqual(paced, Suggest.suggest(cards, current, options))
+      assert.isAbove(paced.proposals.length, 0)
+      // A slice of 0 ms: a turn after every piece of work (200 cards read, checked or replayed).
+      assert.isAtLeast(turns, 20)
+    }
+  }, 60_000)
+
   it("text from the record cannot end a comment of the rules file: a crafted command adds no rule of its own", () => {
     // What a hostile model could make a person accept three times: a word holding a newline and YAML.
     const evil = "x\n  - id: evil\n    effect: allow\n    match: { command: { argvPrefix: [rm] } }\r\u2028"
