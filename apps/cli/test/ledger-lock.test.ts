@@ -75,8 +75,9 @@ describe("warden run --state, the ledger locked by another process", () => {
           (l) => l.type === "card.settled" && l.outcome === "accepted" && l.written === true,
           "60 seconds"
         )
-        const journal = Path.join(`${db}.answers`, `${runId}.jsonl`)
-        assert.include(Fs.readFileSync(journal, "utf8"), `"outcome":"accepted"`)
+        // The answer journal's file (its records name their strings in UTF-16 units).
+        const journal = Path.join(`${db}.answers`, `${runId}.journal`)
+        assert.include(Fs.readFileSync(journal).toString("utf16le"), "accepted")
         process.kill(-cli.pid, "SIGKILL")
         assert.strictEqual((yield* cli.exited("60 seconds")).signal, "SIGKILL")
         yield* holder.release

@@ -1,15 +1,18 @@
 /**
- * The answer journal's line, written out by hand in the answer's step (`AnswerJournal.makeLine`):
- * exactly `JSON.stringify` of its entry, for any values, however they repeat from one answer to
- * the next (the builder keeps the last value of each repeating field); and read back, a card
- * without a deadline included (its infinite deadline written as null).
+ * The answer journal's records (`AnswerJournal`): each card's last answer read back exactly (any
+ * texts, lone surrogates included, any numbers, an infinite deadline), whether the file is mapped
+ * or appended to; a file cut anywhere or holding what a crash left reads its whole records and
+ * nothing else; a source and a decision masked; a file replaced once large keeps what waits; a
+ * journal an earlier version wrote (JSON lines) is still read.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Card } from "@warden/approvals"
 import type { Approvals } from "@warden/approvals"
 import { Effect, FastCheck as fc } from "effect"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as AnswerJournal from "../src/internal/AnswerJournal.js"
+import * as JournalFile from "../src/internal/JournalFile.js"
 import * as Store from "../src/internal/Store.js"
 import { tempDir } from "./support.js"
 
@@ -46,22 +49,28 @@ const answerOf = (f: Fields): Approvals.Answering =>
     decision: f.decision
   }) as unknown as Approvals.Answering
 
-/** What the line must be: the entry as the journal's reader takes it, by `JSON.stringify`. */
-const expected = (f: Fields): string =>
-  `${JSON.stringify({
-    cardId: Store.id(f.id),
-    requestId: Store.requestId(f.requestId),
-    method: Store.id(f.method),
-    threadId: Store.optionalId(f.threadId),
-    turnId: Store.optionalId(f.turnId),
-    itemKey: f.workItem === undefined ? null : Store.itemKey(f.workItem),
-    outcome: f.outcome,
-    source: Store.text(Card.describeSource(f.source)),
-    decision: f.decision === undefined ? null : Store.text(f.decision),
-    at: f.at,
-    openedAt: f.openedAt,
-    deadlineAt: f.deadlineAt
-  })}\n`
+/** What the journal must read back of an answer: its entry, as the ledger stores its fields. */
+const expected = (f: Fields): AnswerJournal.Entry => ({
+  cardId: Store.id(f.id),
+  requestId: Store.requestId(f.requestId),
+  method: Store.id(f.method),
+  threadId: Store.optionalId(f.threadId),
+  turnId: Store.optionalId(f.turnId),
+  itemKey: f.workItem === undefined ? null : Store.itemKey(f.workItem),
+  outcome: f.outcome,
+  source: Store.text(Card.describeSource(f.source)),
+  decision: f.decision === undefined ? null : Store.text(f.decision),
+  at: f.at,
+  openedAt: f.openedAt,
+  deadlineAt: f.deadlineAt
+})
+
+/** Each card's last answer, in the order the cards first came. */
+const lastByCard = (answers: ReadonlyArray<Fields>): ReadonlyArray<AnswerJournal.Entry> => {
+  const byCard = new Map<string, AnswerJournal.Entry>()
+  for (const f of answers) byCard.set(Store.id(f.id), expected(f))
+  return Array.from(byCard.values())
+}
 
 /** Any text: lone surrogates, control characters, quotes, backslashes, secrets. */
 const text = fc.oneof(
@@ -103,64 +112,147 @@ const fields = (pool: ReadonlyArray<string>): fc.Arbitrary<Fields> => {
   })
 }
 
-describe("AnswerJournal's line", () => {
-  it("is JSON.stringify of its entry for any values, one answer after another", () => {
-    fc.assert(
-      fc.property(
-        fc.uniqueArray(text, { minLength: 1, maxLength: 3 }).chain((pool) => fc.array(fields(pool), { maxLength: 12 })),
-        (answers) => {
-          const lineOf = AnswerJournal.makeLine()
-          for (const f of answers) assert.strictEqual(lineOf(answerOf(f), f.at), expected(f))
-        }
-      ),
-      { numRuns: 500 }
+/** A journal in a fresh directory of `root`: appended to with `write(2)`, or mapped (the native module). */
+const journalIn = (root: string, name: string, kind: "appended" | "mapped") => {
+  const dir = Path.join(root, name)
+  const native = kind === "mapped" ? JournalFile.loadNative() : undefined
+  if (kind === "mapped") assert.isDefined(native, "the native module is built (pnpm install)")
+  return { dir, journal: AnswerJournal.make(dir, (message) => assert.fail(message), { native }) }
+}
+
+/** A command card's answer, `i`-th: card `c<i>`, request `i`, a few threads, turns and items. */
+const numbered = (i: number): Fields => ({
+  id: `c${i}`,
+  requestId: i,
+  method: "item/commandExecution/requestApproval",
+  threadId: `thr_${i % 7}`,
+  turnId: `turn_${i % 13}`,
+  workItem: i % 5,
+  openedAt: 1_765_080_000_000 + i,
+  deadlineAt: 1_765_080_900_000 + i,
+  outcome: "accepted",
+  source: { _tag: "Handler" } as Approvals.Answering["source"],
+  decision: "accept",
+  at: 1_765_080_000_000 + i
+})
+
+describe("AnswerJournal", () => {
+  for (const kind of ["appended", "mapped"] as const)
+    it.scoped(`${kind}: reads back each card's last answer exactly, for any values, one answer after another`, () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        let run = 0
+        fc.assert(
+          fc.property(
+            fc
+              .uniqueArray(text, { minLength: 1, maxLength: 3 })
+              .chain((pool) => fc.array(fields(pool), { maxLength: 12 })),
+            (answers) => {
+              const { dir, journal } = journalIn(root, `answers-${run++}`, kind)
+              for (const f of answers) journal.append("run-1", answerOf(f), f.at)
+              journal.close()
+              assert.deepStrictEqual(AnswerJournal.read(dir, "run-1"), lastByCard(answers))
+            }
+          ),
+          { numRuns: kind === "mapped" ? 100 : 300 }
+        )
+      })
     )
+
+  it("a file cut anywhere (a crash mid-record), or holding what a crash left between records, reads its whole records and nothing else", () => {
+    const answers: ReadonlyArray<Fields> = Array.from({ length: 6 }, (_, i) => ({
+      ...numbered(i + 1),
+      // Card and request ids of other shapes: defined as strings.
+      ...(i % 2 === 1 ? { id: `card-${i}`, requestId: `req-${i}` } : {})
+    }))
+    const bytes = AnswerJournal.encode(answers.map(expected))
+    const all = lastByCard(answers)
+    let previous = 0
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const read = AnswerJournal.entriesOf(bytes.subarray(0, cut))
+      // The first answers, each exactly as written; never fewer as the cut moves on.
+      assert.deepStrictEqual(read, all.slice(0, read.length))
+      assert.isAtLeast(read.length, previous)
+      previous = read.length
+    }
+    assert.strictEqual(previous, all.length)
+    // A record cut short, the newline a reopened file ends it with, zeros: skipped, the rest read.
+    const first = AnswerJournal.encode(answers.slice(0, 3).map(expected))
+    const torn = first.subarray(0, first.length - 30)
+    const mixed = Buffer.concat([first, torn, Buffer.from("\n"), new Uint8Array(4096), first, torn])
+    assert.deepStrictEqual(AnswerJournal.entriesOf(mixed), lastByCard(answers.slice(0, 3)))
+    // One bit changed in a record: that record is not read (its check), the others are.
+    for (let at = 0; at < bytes.length; at += 7) {
+      const flipped = Buffer.from(bytes)
+      flipped[at] = flipped[at]! ^ 0x10
+      for (const e of AnswerJournal.entriesOf(flipped)) assert.deepInclude(all, e)
+    }
   })
 
-  it("writes a number as JSON does (times in milliseconds by their own path)", () => {
-    fc.assert(
-      fc.property(number, (n) => {
-        assert.strictEqual(AnswerJournal.jsonNumber(n), JSON.stringify(n))
-      }),
-      { numRuns: 5_000 }
-    )
-    for (const n of [
-      1e9,
-      1e9 + 1,
-      1e15 - 1,
-      1_765_080_000_000,
-      1_765_080_000_007,
-      1_765_080_000_070,
-      1_765_080_099_999
-    ])
-      assert.strictEqual(AnswerJournal.jsonNumber(n), String(n))
-    assert.strictEqual(AnswerJournal.jsonNumber(Number.NaN), "null")
-    assert.strictEqual(AnswerJournal.jsonNumber(Number.POSITIVE_INFINITY), "null")
-  })
-
-  it("masks a source and a decision, never writes a secret in them", () => {
-    const lineOf = AnswerJournal.makeLine()
+  it("masks a source and a decision: the file never holds a secret in them", () => {
     const secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
-    const line = lineOf(
-      answerOf({
-        id: "card_1",
-        requestId: 7,
-        method: "item/commandExecution/requestApproval",
-        threadId: "thr_1",
-        turnId: "turn_1",
-        workItem: "build",
-        openedAt: 1_765_080_000_000,
-        deadlineAt: 1_765_080_900_000,
-        outcome: "accepted",
-        source: { _tag: "Rule", ruleId: `token=${secret}` } as unknown as Approvals.Answering["source"],
-        decision: `accept ${secret}`,
-        at: 1_765_080_000_012
-      }),
-      1_765_080_000_012
+    const bytes = Buffer.from(
+      AnswerJournal.encode([
+        expected({
+          ...numbered(1),
+          source: { _tag: "Rule", ruleId: `token=${secret}` } as unknown as Approvals.Answering["source"],
+          decision: `accept ${secret}`
+        })
+      ])
     )
-    assert.isFalse(line.includes(secret))
-    assert.deepStrictEqual(JSON.parse(line).requestId, "7")
+    for (const encoding of ["latin1", "utf16le", "utf8"] as const) assert.notInclude(bytes.toString(encoding), secret)
+    const [entry] = AnswerJournal.entriesOf(bytes)
+    assert.strictEqual(entry?.requestId, "1")
+    assert.notInclude(`${entry?.source} ${entry?.decision}`, secret)
   })
+
+  it.scoped(
+    "replaced once large: only the answers still waiting are kept, and answers after it read back with them",
+    () =>
+      Effect.gen(function* () {
+        const { dir, journal } = journalIn(yield* tempDir, "answers", "mapped")
+        const n = Math.ceil(AnswerJournal.CutAt / AnswerJournal.AnswerBytes) + 100
+        for (let i = 1; i <= n; i++) journal.append("run-1", answerOf(numbered(i)), numbered(i).at)
+        const file = AnswerJournal.fileOf(dir, "run-1")
+        assert.strictEqual(AnswerJournal.entriesOf(Fs.readFileSync(file)).length, n)
+        // All but the last ten committed: the file was replaced (once half of it was committed) by
+        // the answers waiting then, the last ten among them.
+        for (let i = 1; i <= n - 10; i++) journal.committed("run-1", `c${i}`)
+        const waiting = Array.from({ length: 10 }, (_, k) => n - 9 + k)
+        const kept = AnswerJournal.entriesOf(Fs.readFileSync(file))
+        assert.isBelow(kept.length, n)
+        for (const e of kept) assert.deepStrictEqual(e, expected(numbered(Number(e.cardId.slice(1)))))
+        for (const i of waiting) assert.isTrue(kept.some((e) => e.cardId === `c${i}`))
+        // Appended to the new file with its strings: threads and turns it holds, and new ones.
+        for (const i of [n + 1, n + 2]) journal.append("run-1", answerOf(numbered(i)), numbered(i).at)
+        const last: Fields = { ...numbered(n + 3), threadId: "thr_new", turnId: "turn_new" }
+        journal.append("run-1", answerOf(last), last.at)
+        journal.close()
+        const read = AnswerJournal.read(dir, "run-1")
+        assert.strictEqual(read.length, kept.length + 3)
+        assert.deepStrictEqual(read.slice(-13), [
+          ...waiting.map((i) => expected(numbered(i))),
+          expected(numbered(n + 1)),
+          expected(numbered(n + 2)),
+          expected(last)
+        ])
+      })
+  )
+
+  it.scoped("reads an earlier version's journal of the run (JSON lines), and removes it with the run's", () =>
+    Effect.gen(function* () {
+      const dir = Path.join(yield* tempDir, "answers")
+      Fs.mkdirSync(dir)
+      const entry = expected({ ...numbered(2), deadlineAt: Number.POSITIVE_INFINITY, turnId: null })
+      Fs.writeFileSync(
+        AnswerJournal.linesFileOf(dir, "run-1"),
+        `${JSON.stringify({ ...entry, cardId: "c1" })}\n${JSON.stringify(entry)}\n{"cardId":"c9","req`
+      )
+      assert.deepStrictEqual(AnswerJournal.read(dir, "run-1"), [{ ...entry, cardId: "c1" }, entry])
+      AnswerJournal.remove(dir, "run-1")
+      assert.deepStrictEqual(Fs.readdirSync(dir), [])
+    })
+  )
 
   it.scoped(
     "reads back an answer on a card that has no deadline (its deadlineAt infinite, which JSON writes as null)",

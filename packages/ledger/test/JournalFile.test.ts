@@ -51,7 +51,7 @@ describe("JournalFile", () => {
         for (let i = 0; bytes < JournalFile.MappedBytes + 200_000; i++) {
           const l = line(i, i % 7 === 0 ? "é€😀".repeat(40) : "x".repeat(i % 300))
           lines.push(l)
-          journal.append(l)
+          journal.append(Buffer.from(l))
           bytes += Buffer.byteLength(l)
         }
         journal.close()
@@ -68,18 +68,18 @@ describe("JournalFile", () => {
       // A mapped file with two lines (zeros after them), reopened: the third follows the second.
       const file = Path.join(dir, "a.jsonl")
       const first = JournalFile.open(file, native)
-      first.append(line(1))
-      first.append(line(2))
+      first.append(Buffer.from(line(1)))
+      first.append(Buffer.from(line(2)))
       first.close()
       const again = JournalFile.open(file, native)
-      again.append(line(3))
+      again.append(Buffer.from(line(3)))
       again.close()
       assert.strictEqual(journalText(file), line(1) + line(2) + line(3))
       // A file whose last line a crash cut short: the next line is not glued to it.
       const cut = Path.join(dir, "b.jsonl")
       Fs.writeFileSync(cut, `${line(1)}{"cardId":"car`)
       const after = JournalFile.open(cut, native)
-      after.append(line(2))
+      after.append(Buffer.from(line(2)))
       after.close()
       assert.deepStrictEqual(journalText(cut).split("\n"), [line(1).trim(), '{"cardId":"car', line(2).trim(), ""])
     })
@@ -99,7 +99,7 @@ describe("JournalFile", () => {
       }
       const journal = JournalFile.open(file, failing)
       assert.isFalse(journal.mapped)
-      journal.append(line(1))
+      journal.append(Buffer.from(line(1)))
       journal.close()
       // Cut back to its lines first: the appended line follows the last one, no zeros between.
       assert.strictEqual(Fs.readFileSync(file, "utf8"), line(0) + line(1))
@@ -111,7 +111,7 @@ describe("JournalFile", () => {
       const file = Path.join(yield* tempDir, "run.jsonl")
       const mappedNow = () => Fs.readFileSync("/proc/self/maps", "utf8").includes(file)
       const journal = JournalFile.open(file, native)
-      journal.append(line(1))
+      journal.append(Buffer.from(line(1)))
       assert.isTrue(mappedNow(), "mapped while open")
       journal.closeOffThread()
       assert.isFalse(mappedNow(), "unmapped when closed, not at the next collection")
@@ -124,7 +124,7 @@ describe("JournalFile", () => {
       const file = Path.join(yield* tempDir, "run.jsonl")
       for (let i = 0; i < 4; i++) {
         const journal = JournalFile.open(file, native)
-        journal.append(line(i))
+        journal.append(Buffer.from(line(i)))
         journal.close()
       }
       assert.strictEqual(Fs.statSync(file).size, JournalFile.MappedBytes)
@@ -150,7 +150,7 @@ describe("JournalFile", () => {
       for (let i = 0; bytes < JournalFile.MappedBytes + 50_000; i++) {
         const l = line(i, "y".repeat(200))
         lines.push(l)
-        journal.append(l)
+        journal.append(Buffer.from(l))
         bytes += Buffer.byteLength(l)
       }
       journal.close()
@@ -245,7 +245,7 @@ describe("JournalFile", () => {
         import * as JournalFile from ${JSON.stringify(journalModule)}
         const journal = JournalFile.open(${JSON.stringify(file)}, JournalFile.loadNative())
         if (!journal.mapped) { console.log("not mapped"); process.exit(3) }
-        for (let i = 0; i < 100; i++) journal.append(${JSON.stringify(line(0))}.replace("card_0", "card_" + i))
+        for (let i = 0; i < 100; i++) journal.append(Buffer.from(${JSON.stringify(line(0))}.replace("card_0", "card_" + i)))
         process.kill(process.pid, "SIGKILL")
       `
       const result = yield* Effect.sync(() =>

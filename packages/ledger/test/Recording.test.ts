@@ -19,7 +19,9 @@ import {
   allowCmd,
   fileChangeParams,
   journalKind,
-  journalText,
+  journalEntries,
+  journalFile,
+  journalSize,
   mcpToolCallParams,
   rules,
   script,
@@ -630,8 +632,8 @@ describe("retention", () => {
           const filename = Path.join(yield* tempDir, "ledger.db")
           const s = yield* script()
           yield* journalKind(kind)
-          const journal = (runId: string) => Path.join(`${filename}.answers`, `${runId}.jsonl`)
-          const size = (file: string) => (Fs.existsSync(file) ? journalText(file).length : -1)
+          const journal = (runId: string) => journalFile(`${filename}.answers`, runId)
+          const size = journalSize
           const runId = yield* Effect.gen(function* () {
             const ledger = yield* Ledger.Ledger
             const run = yield* ledger.beginRun()
@@ -639,13 +641,13 @@ describe("retention", () => {
             // One answer: on record before it is written, until its settlement is committed.
             const first = yield* s.open(command, commandParams("thr_1", "turn_1", "make build"))
             yield* s.approvals.answer(first.id, Decision.Accept)
-            const line = JSON.parse(journalText(journal(run.id)).trim()) as Record<string, unknown>
-            // Mapped: the file is allocated ahead (zeros after the lines); appended: just the lines.
+            const [line] = journalEntries(journal(run.id))
+            // Mapped: the file is allocated ahead (zeros after the records); appended: just the records.
             assert.strictEqual(
               Fs.statSync(journal(run.id)).size,
               kind === "mapped" ? JournalFile.MappedBytes : size(journal(run.id))
             )
-            assert.deepInclude(line, {
+            assert.deepInclude(line!, {
               cardId: first.id,
               method: command,
               threadId: "thr_1",
@@ -736,7 +738,6 @@ describe("retention", () => {
   it.scoped("an answer whose settlement the writer could not write stays in the answer journal", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
-      const content = (file: string) => journalText(file)
       const filename = Path.join(dir, "ledger.db")
       const answers = Path.join(dir, "answers")
       yield* Effect.gen(function* () {
@@ -755,19 +756,19 @@ describe("retention", () => {
         yield* s.approvals.answer(second.id, Decision.Decline)
         assert.strictEqual((yield* ledger.flush).failed, 1)
         // Enough answers after it for the journal to be replaced by what still waits.
-        const file = Path.join(answers, `${run.id}.jsonl`)
+        const file = journalFile(answers, run.id)
         // The file read every 256 answers, not at each (it is read whole: a mapped one is 1.25 MiB).
-        for (let i = 0; i % 256 !== 0 || content(file).length <= AnswerJournal.CutAt; i++) {
+        for (let i = 0; i % 256 !== 0 || journalSize(file) <= AnswerJournal.CutAt; i++) {
           const card = yield* s.open(command, commandParams("thr_2", "turn_2", `echo ${i}`))
           yield* s.approvals.answer(card.id, Decision.Decline)
         }
         const last = yield* s.open(command, commandParams("thr_2", "turn_2", "echo last"))
         yield* s.approvals.answer(last.id, Decision.Decline)
         yield* ledger.flush
-        const journal = content(file)
-        assert.isBelow(journal.length, AnswerJournal.CutAt, "the journal was replaced")
-        assert.include(journal, `"cardId":"${first.id}"`, "the answer whose settlement was lost is still on record")
-        assert.notInclude(journal, `"cardId":"${second.id}"`)
+        assert.isBelow(journalSize(file), AnswerJournal.CutAt, "the journal was replaced")
+        const journaled = journalEntries(file).map((e) => e.cardId)
+        assert.include(journaled, first.id, "the answer whose settlement was lost is still on record")
+        assert.notInclude(journaled, second.id)
         const settled = yield* ledger.cards({ runId: run.id, limit: 2 })
         assert.deepStrictEqual(
           settled.map((c) => [c.cardId, c.settlement?.outcome]),

@@ -11,6 +11,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Ledger, LedgerEvent } from "../src/index.js"
+import * as AnswerJournal from "../src/internal/AnswerJournal.js"
 import * as JournalFile from "../src/internal/JournalFile.js"
 import { commandParams, script, tempDir } from "./support.js"
 
@@ -465,7 +466,7 @@ describe("recovery", () => {
           Effect.gen(function* () {
             const filename = Path.join(yield* tempDir, "ledger.db")
             const dead = yield* answerThenDie(filename, point, opening, "on", kind, deadline)
-            const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
+            const journalFile = AnswerJournal.fileOf(`${filename}.answers`, dead)
             assert.isTrue(Fs.existsSync(journalFile), "the dead run's answer journal is there")
             // Mapped: allocated ahead, the line stored in the mapping (in the page cache when the
             // process was killed); appended: the line's bytes only.
@@ -547,7 +548,7 @@ describe("recovery", () => {
         Effect.gen(function* () {
           const filename = Path.join(yield* tempDir, "ledger.db")
           const dead = yield* answerThenDie(filename, "written", "recorded", "on")
-          const journalFile = Path.join(`${filename}.answers`, `${dead}.jsonl`)
+          const journalFile = AnswerJournal.fileOf(`${filename}.answers`, dead)
           const kept = Fs.readFileSync(journalFile)
           yield* Effect.gen(function* () {
             const ledger = yield* Ledger.Ledger

@@ -11,6 +11,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Ledger } from "../src/index.js"
+import * as AnswerJournal from "../src/internal/AnswerJournal.js"
 import * as JournalFile from "../src/internal/JournalFile.js"
 
 /** A fresh directory under the OS temp directory, removed when the scope closes. */
@@ -21,15 +22,19 @@ export const tempDir: Effect.Effect<string, never, Scope.Scope> = Effect.acquire
 
 /**
  * Every byte of the database and its side files (-wal, -shm, -journal, the answer journal's
- * directory `.answers`), as one latin1 string.
+ * directory `.answers`), as one string: each file read as latin1, and as UTF-16 from its first and
+ * its second byte (the answer journal keeps its strings in UTF-16 units), so that a text is found
+ * however it was written.
  */
 export const fileBytes = (filename: string): string => {
-  const bytesOf = (path: string): string =>
-    Fs.statSync(path).isDirectory()
-      ? Fs.readdirSync(path)
-          .map((f) => bytesOf(Path.join(path, f)))
-          .join("\n")
-      : Fs.readFileSync(path).toString("latin1")
+  const bytesOf = (path: string): string => {
+    if (Fs.statSync(path).isDirectory())
+      return Fs.readdirSync(path)
+        .map((f) => bytesOf(Path.join(path, f)))
+        .join("\n")
+    const bytes = Fs.readFileSync(path)
+    return [bytes.toString("latin1"), bytes.toString("utf16le"), bytes.subarray(1).toString("utf16le")].join("\n")
+  }
   return Fs.readdirSync(Path.dirname(filename))
     .filter((f) => f.startsWith(Path.basename(filename)))
     .map((f) => bytesOf(Path.join(Path.dirname(filename), f)))
@@ -48,8 +53,24 @@ export const attachedRun = (source: Ledger.EventSource) =>
     return { ledger, run }
   })
 
-/** An answer journal file's lines (a mapped file's zeros after them cut off). */
+/** A file's lines (a mapped file's zeros after them cut off): what `JournalFile` appended as text. */
 export const journalText = (file: string): string => JournalFile.contentOf(Fs.readFileSync(file, "utf8"))
+
+/** A run's answer journal file in the ledger's journal directory `dir`. */
+export const journalFile = (dir: string, runId: string): string => AnswerJournal.fileOf(dir, runId)
+
+/** The answers an answer journal file holds (`AnswerJournal`'s reader). */
+export const journalEntries = (file: string): ReadonlyArray<AnswerJournal.Entry> =>
+  AnswerJournal.entriesOf(Fs.readFileSync(file))
+
+/** The bytes of an answer journal file's records (a mapped file's zeros after them not counted); -1 without a file. */
+export const journalSize = (file: string): number => {
+  if (!Fs.existsSync(file)) return -1
+  const bytes = Fs.readFileSync(file)
+  let end = bytes.length
+  while (end > 0 && bytes[end - 1] === 0) end--
+  return end
+}
 
 /**
  * The answer journals opened in this scope are `mapped` (the native module must load: a test of

@@ -4,30 +4,39 @@
  *
  * The writer commits a settlement after the event loop's turn that wrote the answer (the answer
  * goes first). A process killed in between would leave the card open in the ledger although codex
- * may have acted on the answer. So each answer is put here, one JSON line, in the synchronous
- * step that writes it, just before the write (`ApprovalsShape.observeAnswers`): stored into a
- * mapped file, or a `write(2)` where that cannot be had (`JournalFile`), no `fsync` either way, so
- * it survives the process dying as the WAL's commits do.
+ * may have acted on the answer. So each answer is put here, one record, in the synchronous step
+ * that writes it, just before the write (`ApprovalsShape.observeAnswers`): stored into a mapped
+ * file, or a `write(2)` where that cannot be had (`JournalFile`), no `fsync` either way, so it
+ * survives the process dying as the WAL's commits do.
  * Recovery (`markStranded`, `markStrandedItem`, `recover`) reads the dead run's journal: a card
  * whose settlement was never committed is stranded with the decision that was being written and
  * says codex may have received it; it is never recorded as accepted (codex may not have).
  *
- * - One file per run, `<dir>/<run>.jsonl` (mode 0600, the directory 0700), opened on the run's
- *   first answer. A line holds the card's ids as the ledger stores them (`Store.id`), the source
- *   and the decision's name masked, never an answer's content (a form's values).
+ * - One file per run, `<dir>/<run>.journal` (mode 0600, the directory 0700), opened on the run's
+ *   first answer. An answer's record holds the card's ids as the ledger stores them (`Store.id`),
+ *   the source and the decision's name masked, never an answer's content (a form's values).
+ * - Records, not text: an answer is a fixed 88 bytes (its numbers as they are, its texts by the
+ *   number of a string the file defined before it, in a record of its own the first time); built
+ *   in a scratch buffer and copied in, with no text made in the answer's step (a JSON line, built
+ *   and encoded there, was most of what the ledger cost the round trip). Each record starts with
+ *   "W" and its kind and ends with a check of its bytes and "JNL\n": the reader skips what a
+ *   crash cut short, and zeros.
  * - The journal is only the gap's: once it has reached `CutAt` (1 MiB), at the next committed
- *   settlement it is replaced (a new file renamed over it) by the lines of the answers still waiting
- *   for theirs (the old file unmapped, its descriptor closed off this thread: freeing its blocks is the costly part),
- *   and a run's file is removed when the run's end is committed, or the run is recovered and every
- *   card it names has its settlement.
- * - It never fails or blocks the answer: a line that cannot be written is logged once per run,
+ *   settlement it is replaced (a new file renamed over it) by the records of the answers still
+ *   waiting for theirs (the old file unmapped, its descriptor closed off this thread: freeing its
+ *   blocks is the costly part), and a run's file is removed when the run's end is committed, or the
+ *   run is recovered and every card it names has its settlement.
+ * - It never fails or blocks the answer: a record that cannot be written is logged once per run,
  *   counted on its run (`unjournaled`: the ledger's `RunRecord.unjournaledAnswers`), and the
  *   answer is written all the same.
+ * - A journal an earlier version wrote (`<run>.jsonl`, one JSON line per answer) is still read at
+ *   recovery, and removed with the run's.
  */
 import type { Approvals } from "@warden/approvals"
 import { Card } from "@warden/approvals"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as JournalFile from "./JournalFile.js"
 import type * as Projection from "./Projection.js"
@@ -73,52 +82,254 @@ export const committedBy = (
   }
 }
 
-/** The journal's file for a run: its id when that is a plain file name, else a digest of it. */
-export const fileOf = (dir: string, runId: string): string =>
-  Path.join(
-    dir,
-    /^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$/.test(runId)
-      ? `${runId}.jsonl`
-      : `${createHash("sha256").update(runId).digest("hex")}.jsonl`
-  )
+/** A run's name in the journal's directory: its id when that is a plain file name, else a digest of it. */
+const nameOf = (runId: string): string =>
+  /^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$/.test(runId) ? runId : createHash("sha256").update(runId).digest("hex")
 
-const quote = (value: string): string => JSON.stringify(value)
+/** The journal's file for a run. */
+export const fileOf = (dir: string, runId: string): string => Path.join(dir, `${nameOf(runId)}.journal`)
 
+/** Where an earlier version journaled a run's answers, one JSON line each: read and removed, never written. */
+export const linesFileOf = (dir: string, runId: string): string => Path.join(dir, `${nameOf(runId)}.jsonl`)
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/** A record's first byte ("W"); its second is its kind. */
+const Magic = 0x57
 /**
- * The JSON of a field whose value repeats from one answer to the next (a method, a thread, a turn,
- * an item, an outcome, a source, a decision): the last value's, kept. A comparison with the last
- * value costs less than a lookup among many (the line is built in the answer's step), and a value
- * that changes is quoted again: never more than `JSON.stringify` of it.
+ * A string the file defines: `u32 id, u32 length`, then its UTF-16 units (padded to 4 bytes): any
+ * JavaScript string as it is, a lone surrogate included (an id from codex may hold one; UTF-8
+ * would have replaced it).
  */
-class LastQuoted {
-  private value: string | null = null
-  private quoted = "null"
-  of(value: string | null): string {
-    if (value === this.value) return this.quoted
-    this.value = value
-    this.quoted = value === null ? "null" : JSON.stringify(value)
-    return this.quoted
+const KindString = 0x53
+/** An answer: `u32` × 10 (the references and flags below), then `f64` × 4 (the times, a numeric request id). */
+const KindAnswer = 0x41
+/** Every record ends with a check word of the bytes before it, then these four ("JNL\n"). */
+const Tail = [0x4a, 0x4e, 0x4c, 0x0a] as const
+/** An answer record's length. */
+export const AnswerBytes = 88
+/** The longest text a record holds, in UTF-16 units (a longer source or decision name is cut). */
+const MaxText = 1_024
+/** The longest record the reader takes. */
+const MaxRecord = 16 + MaxText * 2 + 8 + 8
+/** Answer flags: the card id is `c<n>` with `n` in the reference; the request id is the integer in its `f64`. */
+const CardNumber = 1
+const RequestNumber = 2
+
+/** The records are this machine's (as its files are): its byte order. */
+const LittleEndian = Os.endianness() === "LE"
+
+/** A record's check: FNV-1a over its 32-bit words before the check (its length in the seed). */
+const checkOf = (word: (i: number) => number, words: number, length: number): number => {
+  let h = (0x811c9dc5 ^ length) >>> 0
+  for (let i = 0; i < words; i++) h = Math.imul(h ^ word(i), 0x01000193) >>> 0
+  return h
+}
+
+/** `c<n>` (n ≥ 1, no leading zero, below 2^32): `n`; else undefined. */
+const cardNumber = (cardId: string): number | undefined => {
+  const length = cardId.length
+  if (length < 2 || length > 10 || cardId.charCodeAt(0) !== 99 || cardId.charCodeAt(1) === 48) return undefined
+  let n = 0
+  for (let i = 1; i < length; i++) {
+    const digit = cardId.charCodeAt(i) - 48
+    if (digit < 0 || digit > 9) return undefined
+    n = n * 10 + digit
   }
+  return n <= 0xffffffff ? n : undefined
+}
+
+/** The last string a field referred to, and its number: a comparison instead of a lookup when it repeats. */
+class LastRef {
+  value: string | null = null
+  id = 0
 }
 
 /**
- * A number as JSON writes it (a non-finite one as null). A time in milliseconds (an integer of 10
- * to 15 digits, a heap number) is written as two small integers: about half of what `String` of
- * it costs (measured alone: 0.19 → 0.10 µs warm, 0.8 → 0.43 µs with the caches cold; the line
- * has three).
+ * What writes one file's records: its strings, each defined once (numbered from 1), and a scratch
+ * answer record, copied out by `sink`. The table is the file's: a replaced file has a writer of
+ * its own.
  */
-export const jsonNumber = (value: number): string => {
-  if (value >= 1e9 && value < 1e15 && Math.floor(value) === value) {
-    const high = Math.floor(value / 1e6)
-    const low = value - high * 1e6
-    return `${high}${low >= 100_000 ? "" : low >= 10_000 ? "0" : low >= 1_000 ? "00" : low >= 100 ? "000" : low >= 10 ? "0000" : "00000"}${low}`
+class RecordWriter {
+  private readonly strings = new Map<string, number>()
+  private next = 1
+  private readonly scratch = new ArrayBuffer(AnswerBytes)
+  private readonly u32 = new Uint32Array(this.scratch)
+  private readonly f64 = new Float64Array(this.scratch)
+  private readonly record = new Uint8Array(this.scratch)
+  private readonly method = new LastRef()
+  private readonly thread = new LastRef()
+  private readonly turn = new LastRef()
+  private readonly item = new LastRef()
+  private readonly outcome = new LastRef()
+  private readonly source = new LastRef()
+  private readonly decision = new LastRef()
+  private readonly card = new LastRef()
+  private readonly request = new LastRef()
+  /** The bytes written through this writer. */
+  bytes = 0
+
+  constructor(public sink: (record: Uint8Array) => void) {
+    this.record[0] = Magic
+    this.record[1] = KindAnswer
+    this.u32[1] = AnswerBytes
+    this.record.set(Tail, AnswerBytes - 4)
   }
-  return Number.isFinite(value) ? String(value) : "null"
+
+  /** The number of `value` in this file (0 for null), its definition written first when it is new. */
+  private ref(value: string | null, last: LastRef): number {
+    if (value === null) return 0
+    if (value === last.value) return last.id
+    const id = this.strings.get(value) ?? this.define(value)
+    last.value = value
+    last.id = id
+    return id
+  }
+
+  private define(value: string): number {
+    const id = this.next
+    const units = Math.min(value.length, MaxText)
+    const length = 16 + ((units * 2 + 3) & ~3) + 8
+    const record = new Uint8Array(length)
+    const view = new DataView(record.buffer)
+    record[0] = Magic
+    record[1] = KindString
+    view.setUint32(4, length, LittleEndian)
+    view.setUint32(8, id, LittleEndian)
+    view.setUint32(12, units, LittleEndian)
+    for (let i = 0; i < units; i++) view.setUint16(16 + i * 2, value.charCodeAt(i), LittleEndian)
+    view.setUint32(
+      length - 8,
+      checkOf((i) => view.getUint32(i * 4, LittleEndian), (length - 8) / 4, length),
+      LittleEndian
+    )
+    record.set(Tail, length - 4)
+    this.sink(record)
+    // Numbered once written: a definition that could not be written is never referred to.
+    this.next++
+    this.strings.set(value, id)
+    this.bytes += length
+    return id
+  }
+
+  /** Write `entry` (`requestNumber`: its request id when that is an integer, kept as a number). */
+  answer(entry: Entry, requestNumber: number | undefined): void {
+    const u32 = this.u32
+    const f64 = this.f64
+    let flags = 0
+    const n = cardNumber(entry.cardId)
+    if (n !== undefined) {
+      flags |= CardNumber
+      u32[2] = n
+    } else u32[2] = this.ref(entry.cardId, this.card)
+    if (requestNumber !== undefined) {
+      flags |= RequestNumber
+      u32[3] = 0
+      f64[9] = requestNumber
+    } else {
+      u32[3] = this.ref(entry.requestId, this.request)
+      f64[9] = 0
+    }
+    u32[4] = this.ref(entry.method, this.method)
+    u32[5] = this.ref(entry.threadId, this.thread)
+    u32[6] = this.ref(entry.turnId, this.turn)
+    u32[7] = this.ref(entry.itemKey, this.item)
+    u32[8] = this.ref(entry.outcome, this.outcome)
+    u32[9] = this.ref(entry.source, this.source)
+    u32[10] = this.ref(entry.decision, this.decision)
+    u32[11] = flags
+    f64[6] = entry.at
+    f64[7] = entry.openedAt
+    f64[8] = entry.deadlineAt
+    let h = (0x811c9dc5 ^ AnswerBytes) >>> 0
+    for (let i = 0; i < 20; i++) h = Math.imul(h ^ u32[i]!, 0x01000193) >>> 0
+    u32[20] = h
+    this.sink(this.record)
+    this.bytes += AnswerBytes
+  }
 }
 
-/** A request id's JSON (`Store.requestId`) quoted: an integer's at once (digits need no escape). */
-const quotedRequestId = (value: string | number): string =>
-  typeof value === "number" && Number.isSafeInteger(value) ? `"${value}"` : quote(Store.requestId(value))
+/** The entries of a journal file's bytes (a card's last answer wins); what is not a whole record of ours is skipped. */
+export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const size = bytes.length
+  const strings = new Map<number, string>()
+  const byCard = new Map<string, Entry>()
+  const word = (at: number) => view.getUint32(at, LittleEndian)
+  /** A whole record of ours at `at`: its length, else 0. */
+  const recordAt = (at: number): number => {
+    if (at + 24 > size || bytes[at] !== Magic || bytes[at + 2] !== 0 || bytes[at + 3] !== 0) return 0
+    const kind = bytes[at + 1]
+    const length = word(at + 4)
+    if (kind === KindAnswer ? length !== AnswerBytes : kind !== KindString || length < 24 || length > MaxRecord)
+      return 0
+    if (length % 4 !== 0 || at + length > size) return 0
+    for (let i = 0; i < 4; i++) if (bytes[at + length - 4 + i] !== Tail[i]) return 0
+    const check = checkOf((i) => word(at + i * 4), (length - 8) / 4, length)
+    return check === word(at + length - 8) ? length : 0
+  }
+  let at = 0
+  while (at < size) {
+    const length = recordAt(at)
+    // Zeros, the newline that ended a record cut short, what a crash left: one byte on.
+    if (length === 0) {
+      at++
+      continue
+    }
+    if (bytes[at + 1] === KindString) {
+      const units = word(at + 12)
+      if (16 + units * 2 <= length - 8) {
+        let text = ""
+        for (let i = 0; i < units; i++) text += String.fromCharCode(view.getUint16(at + 16 + i * 2, LittleEndian))
+        strings.set(word(at + 8), text)
+      }
+    } else {
+      const flags = word(at + 44)
+      const text = (offset: number): string | null | undefined => {
+        const id = word(at + offset)
+        return id === 0 ? null : strings.get(id)
+      }
+      const cardId = (flags & CardNumber) !== 0 ? `c${word(at + 8)}` : text(8)
+      const requestId = (flags & RequestNumber) !== 0 ? String(view.getFloat64(at + 72, LittleEndian)) : text(12)
+      const method = text(16)
+      const threadId = text(20)
+      const turnId = text(24)
+      const itemKey = text(28)
+      const outcome = text(32)
+      const source = text(36)
+      const decision = text(40)
+      // A reference to a string this file never defined: not ours whole, skipped.
+      if (
+        typeof cardId === "string" &&
+        typeof requestId === "string" &&
+        typeof method === "string" &&
+        threadId !== undefined &&
+        turnId !== undefined &&
+        itemKey !== undefined &&
+        typeof outcome === "string" &&
+        typeof source === "string" &&
+        decision !== undefined
+      )
+        byCard.set(cardId, {
+          cardId,
+          requestId,
+          method,
+          threadId,
+          turnId,
+          itemKey,
+          outcome,
+          source,
+          decision,
+          at: view.getFloat64(at + 48, LittleEndian),
+          openedAt: view.getFloat64(at + 56, LittleEndian),
+          deadlineAt: view.getFloat64(at + 64, LittleEndian)
+        })
+    }
+    at += length
+  }
+  return Array.from(byCard.values())
+}
 
 /** Masked sources and decision names: a handful of distinct values, each masked once. */
 const maskedTexts = new Map<string, string>()
@@ -130,29 +341,43 @@ const masked = (value: string): string => {
   return m
 }
 
-/**
- * The journal's line of an answer: `JSON.stringify` of its `Entry` and a newline, written out by
- * hand (`JSON.stringify` of the object costs as much as the store, and this runs in the step that
- * answers codex). Every string goes through `JSON.stringify` (escaped), every number through
- * `jsonNumber`; the test holds it to `JSON.stringify` of the entry for any values.
- */
-export const makeLine = (): ((answer: Approvals.Answering, now: number, cardId?: string) => string) => {
-  const method = new LastQuoted()
-  const thread = new LastQuoted()
-  const turn = new LastQuoted()
-  const item = new LastQuoted()
-  const outcome = new LastQuoted()
-  const source = new LastQuoted()
-  const decision = new LastQuoted()
-  return (answer, now, cardId = Store.id(answer.card.id)) => {
-    const card = answer.card
-    return `{"cardId":${quote(cardId)},"requestId":${quotedRequestId(card.requestId)},"method":${method.of(Store.id(card.method))},"threadId":${thread.of(Store.optionalId(card.threadId))},"turnId":${turn.of(Store.optionalId(card.turnId))},"itemKey":${item.of(card.workItem === undefined ? null : Store.itemKey(card.workItem))},"outcome":${outcome.of(answer.outcome)},"source":${source.of(masked(Card.describeSource(answer.source)))},"decision":${decision.of(answer.decision === undefined ? null : masked(answer.decision))},"at":${jsonNumber(now)},"openedAt":${jsonNumber(card.openedAt)},"deadlineAt":${jsonNumber(card.deadlineAt)}}\n`
+/** An answer as the journal keeps it: its entry, everything masked. */
+export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store.id(answer.card.id)): Entry => {
+  const card = answer.card
+  return {
+    cardId,
+    // An integer's JSON is its `String` (the common case: codex numbers its requests).
+    requestId:
+      typeof card.requestId === "number" && Number.isSafeInteger(card.requestId)
+        ? String(card.requestId)
+        : Store.requestId(card.requestId),
+    method: Store.id(card.method),
+    threadId: Store.optionalId(card.threadId),
+    turnId: Store.optionalId(card.turnId),
+    itemKey: card.workItem === undefined ? null : Store.itemKey(card.workItem),
+    outcome: answer.outcome,
+    source: masked(Card.describeSource(answer.source)),
+    decision: answer.decision === undefined ? null : masked(answer.decision),
+    at: now,
+    openedAt: card.openedAt,
+    deadlineAt: card.deadlineAt
   }
 }
 
+/** The bytes of a file holding `entries`, and the writer that wrote them (its strings are the file's). */
+const fileBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; readonly writer: RecordWriter } => {
+  const parts: Array<Uint8Array> = []
+  const writer = new RecordWriter((record) => parts.push(record.slice()))
+  for (const e of entries) writer.answer(e, undefined)
+  return { bytes: Buffer.concat(parts), writer }
+}
+
+/** The bytes `entries` are journaled as, in a file of their own (for tests and tools). */
+export const encode = (entries: Iterable<Entry>): Uint8Array => fileBytes(entries).bytes
+
 /**
- * Replace a run's file by the answers still waiting once it holds this much: ~3,000 answers of
- * ~330 bytes. Each replacement costs the read loop ~0.5 ms (a file written, renamed over the old
+ * Replace a run's file by the answers still waiting once it holds this much: ~12,000 answers of
+ * 88 bytes (and the strings they name). Each replacement costs the read loop ~0.5 ms (a file written, renamed over the old
  * one, opened), ~1 ms with the old file's blocks freed (its close, now done off the thread): at
  * 64 KiB that was a replacement every ~200 answers, 5 µs an answer of the frame pipeline's read loop.
  * A dead run's file is read whole at recovery: a few MiB at most.
@@ -161,12 +386,11 @@ export const CutAt = 1024 * 1024
 
 interface RunFile {
   file: JournalFile.JournalFile | undefined
-  size: number
+  /** What writes the open file's records (its strings are that file's). */
+  writer: RecordWriter | undefined
   failed: boolean
-  /** Cards answered whose settlement the writer has not committed yet, with their lines. */
-  readonly waiting: Map<string, string>
-  /** The bytes of those lines. */
-  waitingBytes: number
+  /** Cards answered whose settlement the writer has not committed yet, with their entries. */
+  readonly waiting: Map<string, Entry>
 }
 
 export interface AnswerJournal {
@@ -186,7 +410,7 @@ export interface AnswerJournal {
 
 /**
  * `native`: the mapped file's module (`JournalFile.loadNative()` by default; `undefined`: every
- * file appended with `write(2)`). `unjournaled`: told of each answer whose line could not be
+ * file appended with `write(2)`). `unjournaled`: told of each answer whose record could not be
  * written (in the answer's step: it must be quick and never throw).
  */
 export const make = (
@@ -203,14 +427,13 @@ export const make = (
     if (unused !== undefined) warn(unused)
   }
   const runs = new Map<string, RunFile>()
-  const lineOf = makeLine()
   /** Runs whose end is committed: an answer recorded after it needs no journal (nothing recovers an ended run). */
   const endedRuns = new Set<string>()
 
   const runFile = (runId: string): RunFile => {
     let run = runs.get(runId)
     if (run === undefined) {
-      run = { file: undefined, size: 0, failed: false, waiting: new Map(), waitingBytes: 0 }
+      run = { file: undefined, writer: undefined, failed: false, waiting: new Map() }
       runs.set(runId, run)
     }
     return run
@@ -227,22 +450,18 @@ export const make = (
   const append = (runId: string, answer: Approvals.Answering, now: number): void => {
     if (endedRuns.has(runId)) return
     const run = runFile(runId)
-    const card = answer.card
     try {
-      if (run.file === undefined) {
+      let writer = run.writer
+      if (writer === undefined) {
         Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-        run.file = JournalFile.open(fileOf(dir, runId), native)
+        const file = JournalFile.open(fileOf(dir, runId), native)
+        run.file = file
+        writer = run.writer = new RecordWriter((record) => file.append(record))
       }
-      const cardId = Store.id(card.id)
-      const line = lineOf(answer, now, cardId)
-      run.file.append(line)
-      // Sizes in UTF-16 units (bytes for ASCII): only the threshold of the replacement reads them.
-      const bytes = line.length
-      run.size += bytes
-      const before = run.waiting.get(cardId)
-      if (before !== undefined) run.waitingBytes -= before.length
-      run.waiting.set(cardId, line)
-      run.waitingBytes += bytes
+      const entry = entryOf(answer, now)
+      const requestId = answer.card.requestId
+      writer.answer(entry, typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined)
+      run.waiting.set(entry.cardId, entry)
     } catch (error) {
       fail(run, runId, error)
       try {
@@ -255,27 +474,29 @@ export const make = (
 
   const committed = (runId: string, cardId: string): void => {
     const run = runs.get(runId)
-    const line = run?.waiting.get(cardId)
-    if (run === undefined || line === undefined) return
-    run.waiting.delete(cardId)
-    run.waitingBytes -= line.length
+    if (run === undefined || !run.waiting.delete(cardId)) return
     // Replaced once it is large and mostly answers already committed (never quadratic).
-    if (run.file === undefined || run.size < CutAt || run.waitingBytes * 2 > run.size) return
+    const size = run.writer?.bytes ?? 0
+    if (run.file === undefined || size < CutAt || run.waiting.size * AnswerBytes * 2 > size) return
     // Replaced, never cut in place: a crash at any point leaves the old file or the new one whole.
-    const file = fileOf(dir, runId)
-    const next = `${file}.${process.pid}.next`
+    const path = fileOf(dir, runId)
+    const next = `${path}.${process.pid}.next`
     try {
-      const kept = Array.from(run.waiting.values()).join("")
-      Fs.writeFileSync(next, kept, { mode: 0o600 })
-      Fs.renameSync(next, file)
+      const kept = fileBytes(run.waiting.values())
+      Fs.writeFileSync(next, kept.bytes, { mode: 0o600 })
+      Fs.renameSync(next, path)
       // The old file's descriptor goes; the next append opens the new file if this cannot.
       const old = run.file
       run.file = undefined
-      run.size = run.waitingBytes
+      run.writer = undefined
       // The replaced file's mapping goes now and its last descriptor on libuv's pool: that close
-      // frees its blocks (with `discard`, a trim), ~0.2 ms here. Its lines are in the new file already.
+      // frees its blocks (with `discard`, a trim), ~0.2 ms here. Its records are in the new file already.
       old.closeOffThread()
-      run.file = JournalFile.open(file, native)
+      const file = JournalFile.open(path, native)
+      run.file = file
+      // Its strings are those the new file defines.
+      kept.writer.sink = (record) => file.append(record)
+      run.writer = kept.writer
     } catch (error) {
       fail(run, runId, error)
     }
@@ -289,6 +510,7 @@ export const make = (
       // closing what we opened: nothing to do about a failure
     }
     run.file = undefined
+    run.writer = undefined
   }
 
   const ended = (runId: string): void => {
@@ -312,8 +534,8 @@ export const make = (
   return { dir, append, committed, ended, close }
 }
 
-/** A line as the journal writes it (anything else: not ours, or cut short by the crash). */
-const isEntry = (u: unknown): u is Entry => {
+/** A line as an earlier version's journal wrote it (anything else: not its, or cut short by the crash). */
+const isLineEntry = (u: unknown): u is Entry => {
   if (typeof u !== "object" || u === null) return false
   const e = u as Record<string, unknown>
   const text = (k: string) => typeof e[k] === "string"
@@ -336,34 +558,49 @@ const isEntry = (u: unknown): u is Entry => {
   )
 }
 
-/**
- * The answers on record for a dead run: none when it has no file; throws when the file is there
- * but cannot be read (the caller changes nothing then). A line that is not one of ours (the crash
- * cut it short) is skipped; the last line about a card wins.
- */
-export const read = (dir: string, runId: string): ReadonlyArray<Entry> => {
-  let text: string
-  try {
-    text = JournalFile.contentOf(Fs.readFileSync(fileOf(dir, runId), "utf8"))
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
-    throw error
-  }
-  const byCard = new Map<string, Entry>()
-  for (const line of text.split("\n")) {
+/** The entries of an earlier version's journal text (one JSON line each). */
+const lineEntriesOf = (text: string): ReadonlyArray<Entry> => {
+  const entries: Array<Entry> = []
+  for (const line of JournalFile.contentOf(text).split("\n")) {
     if (line.length === 0) continue
     try {
       const entry: unknown = JSON.parse(line)
-      if (isEntry(entry))
-        byCard.set(entry.cardId, entry.deadlineAt === null ? { ...entry, deadlineAt: Number.POSITIVE_INFINITY } : entry)
+      if (isLineEntry(entry))
+        entries.push(entry.deadlineAt === null ? { ...entry, deadlineAt: Number.POSITIVE_INFINITY } : entry)
     } catch {
       // cut short by the crash
     }
   }
+  return entries
+}
+
+/** A file's bytes; undefined when it is not there (any other failure throws). */
+const bytesOf = (file: string): Buffer | undefined => {
+  try {
+    return Fs.readFileSync(file)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined
+    throw error
+  }
+}
+
+/**
+ * The answers on record for a dead run: none when it has no file; throws when a file is there but
+ * cannot be read (the caller changes nothing then). What is not a whole record of ours (the crash
+ * cut it short) is skipped; the last answer about a card wins. An earlier version's journal of
+ * the run (JSON lines) is read first.
+ */
+export const read = (dir: string, runId: string): ReadonlyArray<Entry> => {
+  const lines = bytesOf(linesFileOf(dir, runId))
+  const records = bytesOf(fileOf(dir, runId))
+  const byCard = new Map<string, Entry>()
+  if (lines !== undefined) for (const e of lineEntriesOf(lines.toString("utf8"))) byCard.set(e.cardId, e)
+  if (records !== undefined) for (const e of entriesOf(records)) byCard.set(e.cardId, e)
   return Array.from(byCard.values())
 }
 
 /** The dead run's journal is no longer needed (its answers are in the ledger now). */
 export const remove = (dir: string, runId: string): void => {
   Fs.rmSync(fileOf(dir, runId), { force: true })
+  Fs.rmSync(linesFileOf(dir, runId), { force: true })
 }

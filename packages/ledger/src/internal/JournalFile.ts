@@ -1,19 +1,20 @@
 /**
- * How a run's answer journal file is appended to (`AnswerJournal`): one line per answer, in the
- * synchronous step that writes the answer, before it.
+ * How a run's answer journal file is appended to (`AnswerJournal`): one record per answer (bytes
+ * that end with a newline: `AnswerJournal`'s records, or any lines), in the synchronous step that
+ * writes the answer, before it.
  *
  * - **Mapped**, when the native module is there (`native/journal.c`, built by `pnpm install` on
  *   Linux with a C compiler: `native/build.mjs`): the file's first bytes are allocated on disk
- *   (`posix_fallocate`) and mapped shared; a line is a copy into the mapping (`encodeInto`), in the
- *   page cache at once, as a `write(2)` would have put it. ~0.5 µs where the `write(2)` took 2-3 µs
+ *   (`posix_fallocate`) and mapped shared; a record is a copy into the mapping, in the page cache
+ *   at once, as a `write(2)` would have put it. ~0.5 µs where the `write(2)` took 2-3 µs
  *   on a busy loop and 7-12 µs after the loop had been idle a millisecond (docs/performance.md,
- *   eighth pass). The file is longer than its lines: the bytes after them are zeros, which a reader
- *   cuts off (`contentOf`). The pages ahead of the cursor are touched after the step (a page's first
+ *   eighth pass). The file is longer than its records: the bytes after them are zeros, which a reader
+ *   skips (`AnswerJournal.entriesOf`; `contentOf` for lines). The pages ahead of the cursor are touched after the step (a page's first
  *   store costs a fault), never in it.
  * - **Appended** (`write(2)` on a descriptor opened for appending) otherwise, or when mapping
- *   fails (a file system that cannot allocate, a full disk): the same lines, the same guarantee.
+ *   fails (a file system that cannot allocate, a full disk): the same records, the same guarantee.
  *
- * Either way nothing is synced: a line outlives the process (SIGKILL included), not the machine,
+ * Either way nothing is synced: a record outlives the process (SIGKILL included), not the machine,
  * as the ledger's WAL commits at `synchronous = NORMAL` do.
  */
 import * as Fs from "node:fs"
@@ -33,8 +34,11 @@ export interface Native {
 }
 
 export interface JournalFile {
-  /** Append one line (it ends with "\n"). Throws if it cannot be written. */
-  readonly append: (line: string) => void
+  /**
+   * Append one record (its bytes end with "\n", so that a file reopened after a record cut short
+   * is continued on a new line). Throws if it cannot be written; `record` is not kept.
+   */
+  readonly append: (record: Uint8Array) => void
   /** Close the descriptor (a mapping goes when it is collected; what was stored stays in the file). */
   readonly close: () => void
   /** The same, the descriptor closed on libuv's pool (the last one of a replaced file frees its blocks: costly). */
@@ -182,7 +186,6 @@ const Page = 4096
 export const MappedBytes = 1024 * 1024 + 256 * 1024
 /** How far ahead of the cursor pages are touched, after the step that wrote. */
 const TouchAhead = 16 * Page
-const encoder = new TextEncoder()
 
 const roundUp = (n: number): number => Math.ceil(n / Page) * Page
 
@@ -226,8 +229,8 @@ export const open = (file: string, native: Native | undefined): JournalFile => {
   const fd = Fs.openSync(file, "a", 0o600)
   return {
     mapped: false,
-    append: (line) => {
-      Fs.writeSync(fd, line)
+    append: (record) => {
+      Fs.writeSync(fd, record)
     },
     close: () => Fs.closeSync(fd),
     closeOffThread: () => Fs.close(fd, () => {})
@@ -287,21 +290,22 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
   }
   return {
     mapped: true,
-    append: (line) => {
+    append: (record) => {
       if (written) {
-        cursor += Fs.writeSync(fd, line, cursor, "utf8")
+        cursor += Fs.writeSync(fd, record, 0, record.length, cursor)
         return
       }
-      // At most 3 bytes a UTF-16 unit: never a line stored in part for want of room.
-      if (capacity - cursor < line.length * 3 && !grow(cursor + line.length * 3)) {
-        // No larger mapping (a full disk, no address space): the lines go on with `pwrite(2)`
+      // Never a record stored in part for want of room.
+      if (capacity - cursor < record.length && !grow(cursor + record.length)) {
+        // No larger mapping (a full disk, no address space): the records go on with `pwrite(2)`
         // from the cursor, in the same file, over the zeros after the last one.
         unmapNow()
         written = true
-        cursor += Fs.writeSync(fd, line, cursor, "utf8")
+        cursor += Fs.writeSync(fd, record, 0, record.length, cursor)
         return
       }
-      cursor += encoder.encodeInto(line, bytes.subarray(cursor)).written
+      bytes.set(record, cursor)
+      cursor += record.length
       if (!touchScheduled && touchedTo - cursor < TouchAhead / 2) {
         touchScheduled = true
         setImmediate(touch)
