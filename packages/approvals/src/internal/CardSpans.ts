@@ -30,6 +30,7 @@ import type { Settlement } from "../Card.js"
 import { describeSource } from "./Outcomes.js"
 import type { HandlerSpan } from "./HandlerPool.js"
 import type { PendingCard, SpanState } from "./PendingCard.js"
+import { untilInterrupted } from "./UntilInterrupted.js"
 
 /** Effect's own tracer, whose spans nobody sees: cards make none under it (unless telemetry asks). */
 const nativeTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
@@ -235,8 +236,8 @@ export const settledSpans = (owner: {
       watching = true
       try {
         // Ends when the owner closes (interrupted, even before it started): then what waits is
-        // described. Suspended without a timer (`Effect.never` keeps one, ref'd, for its life).
-        owner.spawn(Waits).addObserver(() => {
+        // described (`untilInterrupted`: no timer holds the process meanwhile).
+        owner.spawn(untilInterrupted).addObserver(() => {
           closed = true
           flush()
         })
@@ -259,9 +260,6 @@ export const settledSpans = (owner: {
   }
   return { describe, flush }
 }
-
-/** A fiber that waits until it is interrupted, with no timer keeping the process alive. */
-const Waits: Effect.Effect<void> = Effect.async<void>(() => {})
 
 /** Describe each settled card of `batch` and write its record; a throw is logged, and the others described. */
 const describeAll = (batch: ReadonlyArray<Described>): void => {

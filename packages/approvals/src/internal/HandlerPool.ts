@@ -12,6 +12,7 @@ import { Effect, Exit, FiberId, Runtime } from "effect"
 import type { Clock, Fiber, Scheduler, Tracer } from "effect"
 import type { Handler } from "../Approvals.js"
 import type { PendingCard } from "./PendingCard.js"
+import { untilInterrupted } from "./UntilInterrupted.js"
 
 /** What runs a handler for a card: the job is the handler's effect; the card learns how it ended. */
 export type RunHandler = (card: PendingCard, job: Effect.Effect<DecisionNs.Decision | undefined, unknown>) => void
@@ -191,9 +192,10 @@ export const handlerPool = (owner: { readonly fork: (effect: Effect.Effect<void>
       if (card.settlement || closed) return
       if (!watching) {
         watching = true
-        // When the owner closes, the waiting fibers end (the busy ones end after their card).
+        // When the owner closes, the waiting fibers end (the busy ones end after their card). No
+        // timer holds the process meanwhile (`untilInterrupted`).
         owner.fork(
-          Effect.onInterrupt(Effect.never, () =>
+          Effect.onInterrupt(untilInterrupted, () =>
             Effect.sync(() => {
               closed = true
               retire(idle.splice(0))
