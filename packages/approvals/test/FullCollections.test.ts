@@ -9,33 +9,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as ChildProcess from "node:child_process"
-import * as Path from "node:path"
-
-const root = Path.resolve(__dirname, "../../..")
-const fixture = Path.join(__dirname, "fixtures", "full-collections.ts")
+import { runFixture } from "./support.js"
 
 /** The fixture's stdout (V8's trace, then `done`), run to its end. */
-const traced = Effect.async<string, Error>((resume) => {
-  const child = ChildProcess.spawn(
-    process.execPath,
-    ["--trace-opt", "--trace-deopt", "--expose-gc", "--import", "tsx", fixture],
-    { cwd: root, stdio: ["ignore", "pipe", "pipe"] }
-  )
-  let out = ""
-  let err = ""
-  child.stdout.on("data", (chunk: Buffer) => {
-    out += chunk.toString("utf8")
-  })
-  child.stderr.on("data", (chunk: Buffer) => {
-    err += chunk.toString("utf8")
-  })
-  child.on("error", (error) => resume(Effect.fail(error)))
-  child.on("close", (code) =>
-    resume(code === 0 ? Effect.succeed(out) : Effect.fail(new Error(`the fixture failed (${code}): ${err}`)))
-  )
-  return Effect.sync(() => child.kill("SIGKILL"))
-})
+const traced = Effect.flatMap(
+  runFixture("full-collections.ts", ["--trace-opt", "--trace-deopt", "--expose-gc"]),
+  ({ code, out, err }) =>
+    code === 0 ? Effect.succeed(out) : Effect.fail(new Error(`the fixture failed (${code}): ${err}`))
+)
 
 /** The methods of `Lexer`, `ArgReader` and `NextIndex` (V8 names a class's constructor by the class). */
 const Methods =

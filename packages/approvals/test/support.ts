@@ -1,6 +1,7 @@
 import { ServerRequests } from "@warden/protocol"
+import * as ChildProcess from "node:child_process"
 import { readFileSync, readdirSync } from "node:fs"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import { Effect, Scope } from "effect"
 import type { ApprovalEvent } from "../src/ApprovalEvent.js"
 import { Approvals } from "../src/index.js"
@@ -57,4 +58,38 @@ export const deskSetup = (config: Approvals.ApprovalsConfig = {}) =>
     const thread = yield* Scope.make()
     const drained = () => Effect.map(events.takeAll, (c) => Array.from(c) as Array<ApprovalEvent>)
     return { approvals, connectionCards, wire, thread, drained }
+  })
+
+/** How a fixture's process ended, and what it printed. */
+export interface FixtureRun {
+  readonly code: number | null
+  readonly out: string
+  readonly err: string
+}
+
+/**
+ * A fixture script of this package (`test/fixtures/NAME`) run to its end in a child process
+ * (`node [flags] --import tsx`, from the repository's root); SIGKILLed if interrupted.
+ */
+export const runFixture = (name: string, flags: ReadonlyArray<string> = []): Effect.Effect<FixtureRun> =>
+  Effect.async<FixtureRun>((resume) => {
+    const child = ChildProcess.spawn(
+      process.execPath,
+      [...flags, "--import", "tsx", join(__dirname, "fixtures", name)],
+      {
+        cwd: resolve(__dirname, "../../.."),
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8")
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      err += chunk.toString("utf8")
+    })
+    child.on("error", (error) => resume(Effect.succeed({ code: null, out, err: `${err}${String(error)}` })))
+    child.on("close", (code) => resume(Effect.succeed({ code, out, err })))
+    return Effect.sync(() => child.kill("SIGKILL"))
   })
