@@ -140,11 +140,33 @@ const cardNumber = (cardId: string): number | undefined => {
   return n <= 0xffffffff ? n : undefined
 }
 
-/** The last string a field referred to, and its number: a comparison instead of a lookup when it repeats. */
+/** Masked sources and decision names: a handful of distinct values, each masked once. */
+const maskedTexts = new Map<string, string>()
+const masked = (value: string): string => {
+  const known = maskedTexts.get(value)
+  if (known !== undefined) return known
+  const m = Store.text(value)
+  if (maskedTexts.size < 256) maskedTexts.set(value, m)
+  return m
+}
+
+/**
+ * The last value a field held (as the card or answer holds it, before it is made into what the
+ * ledger stores) and the number of the string it was stored as: a comparison instead of a
+ * normalization and a lookup when it repeats.
+ */
 class LastRef {
-  value: string | null = null
+  raw: unknown = Unset
   id = 0
 }
+
+/** No value yet: never equal to one. */
+const Unset: unique symbol = Symbol("unset")
+
+const identity = (value: string | null): string | null => value
+const sourceText = (described: string): string => masked(described)
+const decisionText = (decision: string | undefined): string | null => (decision === undefined ? null : masked(decision))
+const itemText = (item: string | number | undefined): string | null => (item === undefined ? null : Store.itemKey(item))
 
 /**
  * What writes one file's records: its strings, each defined once (numbered from 1), and a scratch
@@ -170,6 +192,22 @@ class RecordWriter {
   /** The bytes written through this writer. */
   bytes = 0
 
+  /** Compare nothing with what was written before (entries were written as stored, answers come as they are). */
+  forget(): void {
+    for (const last of [
+      this.method,
+      this.thread,
+      this.turn,
+      this.item,
+      this.outcome,
+      this.source,
+      this.decision,
+      this.card,
+      this.request
+    ])
+      last.raw = Unset
+  }
+
   constructor(public sink: (record: Uint8Array) => void) {
     this.record[0] = Magic
     this.record[1] = KindAnswer
@@ -177,12 +215,15 @@ class RecordWriter {
     this.record.set(Tail, AnswerBytes - 4)
   }
 
-  /** The number of `value` in this file (0 for null), its definition written first when it is new. */
-  private ref(value: string | null, last: LastRef): number {
-    if (value === null) return 0
-    if (value === last.value) return last.id
-    const id = this.strings.get(value) ?? this.define(value)
-    last.value = value
+  /**
+   * The number of what `raw` is stored as (`stored(raw)`; 0 for null) in this file, its definition
+   * written first when it is new.
+   */
+  private ref<A>(raw: A, last: LastRef, stored: (raw: A) => string | null): number {
+    if (raw === last.raw) return last.id
+    const value = stored(raw)
+    const id = value === null ? 0 : (this.strings.get(value) ?? this.define(value))
+    last.raw = raw
     last.id = id
     return id
   }
@@ -213,35 +254,90 @@ class RecordWriter {
     return id
   }
 
-  /** Write `entry` (`requestNumber`: its request id when that is an integer, kept as a number). */
-  answer(entry: Entry, requestNumber: number | undefined): void {
+  /** Write an answer as it is being written to codex (its fields made into what the ledger stores only when they change). */
+  answer(answer: Approvals.Answering, at: number, cardId: string): void {
+    const card = answer.card
+    const requestId = card.requestId
+    const requestNumber = typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined
+    this.write(
+      cardId,
+      requestNumber,
+      requestNumber !== undefined ? 0 : this.ref(requestId, this.request, Store.requestId),
+      this.ref(card.method, this.method, Store.id),
+      this.ref(card.threadId, this.thread, Store.optionalId),
+      this.ref(card.turnId, this.turn, Store.optionalId),
+      this.ref(card.workItem, this.item, itemText),
+      this.ref(answer.outcome, this.outcome, identity),
+      this.ref(Card.describeSource(answer.source), this.source, sourceText),
+      this.ref(answer.decision, this.decision, decisionText),
+      at,
+      card.openedAt,
+      card.deadlineAt
+    )
+  }
+
+  /** Write an entry read back or kept (its fields already what the ledger stores). */
+  entry(e: Entry): void {
+    this.write(
+      e.cardId,
+      undefined,
+      this.ref(e.requestId, this.request, identity),
+      this.ref(e.method, this.method, identity),
+      this.ref(e.threadId, this.thread, identity),
+      this.ref(e.turnId, this.turn, identity),
+      this.ref(e.itemKey, this.item, identity),
+      this.ref(e.outcome, this.outcome, identity),
+      this.ref(e.source, this.source, identity),
+      this.ref(e.decision, this.decision, identity),
+      e.at,
+      e.openedAt,
+      e.deadlineAt
+    )
+  }
+
+  /** The answer record, its texts by number (`requestNumber`: an integer request id, kept as one). */
+  private write(
+    cardId: string,
+    requestNumber: number | undefined,
+    request: number,
+    method: number,
+    thread: number,
+    turn: number,
+    item: number,
+    outcome: number,
+    source: number,
+    decision: number,
+    at: number,
+    openedAt: number,
+    deadlineAt: number
+  ): void {
     const u32 = this.u32
     const f64 = this.f64
     let flags = 0
-    const n = cardNumber(entry.cardId)
+    const n = cardNumber(cardId)
     if (n !== undefined) {
       flags |= CardNumber
       u32[2] = n
-    } else u32[2] = this.ref(entry.cardId, this.card)
+    } else u32[2] = this.ref(cardId, this.card, identity)
     if (requestNumber !== undefined) {
       flags |= RequestNumber
       u32[3] = 0
       f64[9] = requestNumber
     } else {
-      u32[3] = this.ref(entry.requestId, this.request)
+      u32[3] = request
       f64[9] = 0
     }
-    u32[4] = this.ref(entry.method, this.method)
-    u32[5] = this.ref(entry.threadId, this.thread)
-    u32[6] = this.ref(entry.turnId, this.turn)
-    u32[7] = this.ref(entry.itemKey, this.item)
-    u32[8] = this.ref(entry.outcome, this.outcome)
-    u32[9] = this.ref(entry.source, this.source)
-    u32[10] = this.ref(entry.decision, this.decision)
+    u32[4] = method
+    u32[5] = thread
+    u32[6] = turn
+    u32[7] = item
+    u32[8] = outcome
+    u32[9] = source
+    u32[10] = decision
     u32[11] = flags
-    f64[6] = entry.at
-    f64[7] = entry.openedAt
-    f64[8] = entry.deadlineAt
+    f64[6] = at
+    f64[7] = openedAt
+    f64[8] = deadlineAt
     let h = (0x811c9dc5 ^ AnswerBytes) >>> 0
     for (let i = 0; i < 20; i++) h = Math.imul(h ^ u32[i]!, 0x01000193) >>> 0
     u32[20] = h
@@ -331,16 +427,6 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
   return Array.from(byCard.values())
 }
 
-/** Masked sources and decision names: a handful of distinct values, each masked once. */
-const maskedTexts = new Map<string, string>()
-const masked = (value: string): string => {
-  const known = maskedTexts.get(value)
-  if (known !== undefined) return known
-  const m = Store.text(value)
-  if (maskedTexts.size < 256) maskedTexts.set(value, m)
-  return m
-}
-
 /** An answer as the journal keeps it: its entry, everything masked. */
 export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store.id(answer.card.id)): Entry => {
   const card = answer.card
@@ -368,7 +454,7 @@ export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store
 const fileBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; readonly writer: RecordWriter } => {
   const parts: Array<Uint8Array> = []
   const writer = new RecordWriter((record) => parts.push(record.slice()))
-  for (const e of entries) writer.answer(e, undefined)
+  for (const e of entries) writer.entry(e)
   return { bytes: Buffer.concat(parts), writer }
 }
 
@@ -384,13 +470,19 @@ export const encode = (entries: Iterable<Entry>): Uint8Array => fileBytes(entrie
  */
 export const CutAt = 1024 * 1024
 
+/** An answer whose settlement is not committed yet: kept as it came (an entry is made of it only if its file is replaced). */
+interface Waiting {
+  readonly answer: Approvals.Answering
+  readonly at: number
+}
+
 interface RunFile {
   file: JournalFile.JournalFile | undefined
   /** What writes the open file's records (its strings are that file's). */
   writer: RecordWriter | undefined
   failed: boolean
-  /** Cards answered whose settlement the writer has not committed yet, with their entries. */
-  readonly waiting: Map<string, Entry>
+  /** Cards answered whose settlement the writer has not committed yet: each answer, and when. */
+  readonly waiting: Map<string, Waiting>
 }
 
 export interface AnswerJournal {
@@ -458,10 +550,9 @@ export const make = (
         run.file = file
         writer = run.writer = new RecordWriter((record) => file.append(record))
       }
-      const entry = entryOf(answer, now)
-      const requestId = answer.card.requestId
-      writer.answer(entry, typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined)
-      run.waiting.set(entry.cardId, entry)
+      const cardId = Store.id(answer.card.id)
+      writer.answer(answer, now, cardId)
+      run.waiting.set(cardId, { answer, at: now })
     } catch (error) {
       fail(run, runId, error)
       try {
@@ -482,7 +573,7 @@ export const make = (
     const path = fileOf(dir, runId)
     const next = `${path}.${process.pid}.next`
     try {
-      const kept = fileBytes(run.waiting.values())
+      const kept = fileBytes(Array.from(run.waiting.values(), (w) => entryOf(w.answer, w.at)))
       Fs.writeFileSync(next, kept.bytes, { mode: 0o600 })
       Fs.renameSync(next, path)
       // The old file's descriptor goes; the next append opens the new file if this cannot.
@@ -495,6 +586,7 @@ export const make = (
       const file = JournalFile.open(path, native)
       run.file = file
       // Its strings are those the new file defines.
+      kept.writer.forget()
       kept.writer.sink = (record) => file.append(record)
       run.writer = kept.writer
     } catch (error) {
