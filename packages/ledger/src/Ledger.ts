@@ -743,14 +743,14 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Ledger, LedgerE
     })
   )
 
-/** How an answer journal writes its lines, and why (`answerJournalMode`). */
+/** How an answer journal writes its records, and why (`answerJournalMode`). */
 export type AnswerJournalMode = JournalFile.Mode
 
 /**
- * How the answer journal of the ledger that `layerSqlite(options)` would open writes its lines on
+ * How the answer journal of the ledger that `layerSqlite(options)` would open writes its records on
  * this machine (docs/ledger.md, "Durability"): `mapped` when the journal's native module loads and
  * its directory (`<filename>.answers`, or the one `answerJournal` names) is on ext4, xfs or tmpfs;
- * `write(2)` otherwise, with the reason (the same lines, the same guarantee, a few microseconds
+ * `write(2)` otherwise, with the reason (the same records, the same guarantee, a few microseconds
  * more per answer). `undefined` when the journal is off (`answerJournal: false`). It opens and
  * creates nothing; a file whose allocation or mapping fails when the ledger opens it is still
  * appended to instead. What `warden doctor` reports.

@@ -47,9 +47,10 @@ export interface JournalFile {
 }
 
 /**
- * The lines of a journal file's text: a mapped file's zeros after its lines cut off, and a run of
- * zeros inside (lines appended after a mapping, a line a crash cut short before them) read as one
- * line's end, so the lines after it stay whole. No line holds a zero byte (JSON escapes it).
+ * The lines of a file of text lines appended here (an earlier version's journal: JSON lines): a
+ * mapped file's zeros after its lines cut off, and a run of zeros inside (lines appended after a
+ * mapping, a line a crash cut short before them) read as one line's end, so the lines after it
+ * stay whole. No line holds a zero byte (JSON escapes it).
  * Linear: no regular expression (a long run of zeros would make one quadratic).
  */
 export const contentOf = (text: string): string => {
@@ -124,7 +125,7 @@ const MappedFileSystems: ReadonlyMap<number, string> = new Map([
   [0x01021994, "tmpfs"]
 ])
 
-/** How the journal writes its lines in a directory, and why (`Ledger.answerJournalMode`). */
+/** How the journal writes its records in a directory, and why (`Ledger.answerJournalMode`). */
 export interface Mode {
   readonly mode: "mapped" | "write(2)"
   /** The native module's file, when one loads. */
@@ -136,7 +137,7 @@ export interface Mode {
 }
 
 /**
- * How lines would be written to a journal in `directory` (or the nearest directory above it that
+ * How records would be written to a journal in `directory` (or the nearest directory above it that
  * exists: the journal's is made when the first answer is): mapped when the module loads and the
  * file system is one of the mapped ones. A file whose allocation or mapping fails at open still
  * falls back to `write(2)`; this does not try one.
@@ -190,7 +191,7 @@ const TouchAhead = 16 * Page
 const roundUp = (n: number): number => Math.ceil(n / Page) * Page
 
 /**
- * Where the lines of the file open on `fd` end (its first `size` bytes read back, from the end,
+ * Where the records of the file open on `fd` end (its first `size` bytes read back, from the end,
  * past the zeros an earlier mapping left): read with `read(2)`, not through a mapping, whose every
  * page read would be a fault in the answer's step.
  */
@@ -216,7 +217,7 @@ export const open = (file: string, native: Native | undefined): JournalFile => {
       size = Fs.fstatSync(fd).size
       return mapped(fd, size, native)
     } catch {
-      // The allocation may have lengthened the file before the mapping failed: the lines appended
+      // The allocation may have lengthened the file before the mapping failed: the records appended
       // next follow the last one, not a run of zeros.
       try {
         if (size !== undefined) Fs.ftruncateSync(fd, linesEnd(fd, size).end)
@@ -243,9 +244,10 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
   let buffer = native.map(fd, capacity)
   let bytes = new Uint8Array(buffer)
   let cursor = found.end
-  // A line cut short (a crash while it was stored) would swallow the next one: end it.
+  // A record cut short (a crash while it was stored) is ended with a newline, as a line would be
+  // (the records' reader skips it; a reader of lines would otherwise join it to the next).
   if (cursor > 0 && found.lastByte !== 10) bytes[cursor++] = 10
-  /** Past a growth that failed: the lines are written at the cursor with `pwrite(2)`. */
+  /** Past a growth that failed: the records are written at the cursor with `pwrite(2)`. */
   let written = false
   let touchedTo = roundUp(cursor + 1)
   let touchScheduled = true
@@ -268,7 +270,7 @@ const mapped = (fd: number, size: number, native: Native): JournalFile => {
       // then it goes when the buffer is collected
     }
   }
-  /** A larger mapping of the same file (its lines are in it); false if it cannot be had. */
+  /** A larger mapping of the same file (its records are in it); false if it cannot be had. */
   const grow = (needed: number): boolean => {
     const next = Math.max(capacity * 2, roundUp(needed))
     let larger: ArrayBuffer
