@@ -163,7 +163,11 @@ class LastRef {
 /** No value yet: never equal to one. */
 const Unset: unique symbol = Symbol("unset")
 
+// What each field is stored as (`entryOf` and the record writer both): one definition each.
 const identity = (value: string | null): string | null => value
+/** A request id as stored (`Store.requestId`): an integer's JSON is its `String` (codex numbers its requests). */
+const requestText = (id: string | number): string =>
+  typeof id === "number" && Number.isSafeInteger(id) ? String(id) : Store.requestId(id)
 const sourceText = (described: string): string => masked(described)
 const decisionText = (decision: string | undefined): string | null => (decision === undefined ? null : masked(decision))
 const itemText = (item: string | number | undefined): string | null => (item === undefined ? null : Store.itemKey(item))
@@ -262,7 +266,7 @@ class RecordWriter {
     this.write(
       cardId,
       requestNumber,
-      requestNumber !== undefined ? 0 : this.ref(requestId, this.request, Store.requestId),
+      requestNumber !== undefined ? 0 : this.ref(requestId, this.request, requestText),
       this.ref(card.method, this.method, Store.id),
       this.ref(card.threadId, this.thread, Store.optionalId),
       this.ref(card.turnId, this.turn, Store.optionalId),
@@ -338,6 +342,7 @@ class RecordWriter {
     f64[6] = at
     f64[7] = openedAt
     f64[8] = deadlineAt
+    // `checkOf` over the scratch's words, inline (the answer's step: no closure per word).
     let h = (0x811c9dc5 ^ AnswerBytes) >>> 0
     for (let i = 0; i < 20; i++) h = Math.imul(h ^ u32[i]!, 0x01000193) >>> 0
     u32[20] = h
@@ -432,18 +437,14 @@ export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store
   const card = answer.card
   return {
     cardId,
-    // An integer's JSON is its `String` (the common case: codex numbers its requests).
-    requestId:
-      typeof card.requestId === "number" && Number.isSafeInteger(card.requestId)
-        ? String(card.requestId)
-        : Store.requestId(card.requestId),
+    requestId: requestText(card.requestId),
     method: Store.id(card.method),
     threadId: Store.optionalId(card.threadId),
     turnId: Store.optionalId(card.turnId),
-    itemKey: card.workItem === undefined ? null : Store.itemKey(card.workItem),
+    itemKey: itemText(card.workItem),
     outcome: answer.outcome,
-    source: masked(Card.describeSource(answer.source)),
-    decision: answer.decision === undefined ? null : masked(answer.decision),
+    source: sourceText(Card.describeSource(answer.source)),
+    decision: decisionText(answer.decision),
     at: now,
     openedAt: card.openedAt,
     deadlineAt: card.deadlineAt
@@ -451,7 +452,7 @@ export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store
 }
 
 /** The bytes of a file holding `entries`, and the writer that wrote them (its strings are the file's). */
-const fileBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; readonly writer: RecordWriter } => {
+const journalBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; readonly writer: RecordWriter } => {
   const parts: Array<Uint8Array> = []
   const writer = new RecordWriter((record) => parts.push(record.slice()))
   for (const e of entries) writer.entry(e)
@@ -459,7 +460,7 @@ const fileBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; read
 }
 
 /** The bytes `entries` are journaled as, in a file of their own (for tests and tools). */
-export const encode = (entries: Iterable<Entry>): Uint8Array => fileBytes(entries).bytes
+export const encode = (entries: Iterable<Entry>): Uint8Array => journalBytes(entries).bytes
 
 /**
  * Replace a run's file by the answers still waiting once it holds this much: ~12,000 answers of
@@ -573,7 +574,7 @@ export const make = (
     const path = fileOf(dir, runId)
     const next = `${path}.${process.pid}.next`
     try {
-      const kept = fileBytes(Array.from(run.waiting.values(), (w) => entryOf(w.answer, w.at)))
+      const kept = journalBytes(Array.from(run.waiting.values(), (w) => entryOf(w.answer, w.at)))
       Fs.writeFileSync(next, kept.bytes, { mode: 0o600 })
       Fs.renameSync(next, path)
       // The old file's descriptor goes; the next append opens the new file if this cannot.

@@ -9,7 +9,12 @@
  */
 import { Effect } from "effect"
 import { performance } from "node:perf_hooks"
-import { yieldToLoop } from "./Writer.js"
+
+/** Let the event loop (I/O callbacks, timers) and the other fibers run: resumes after a turn of it (`setImmediate`). */
+export const yieldToLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
 
 /** A computation that pauses between pieces of work, and ends with an `A`. */
 export type Steps<A> = Generator<void, A, void>

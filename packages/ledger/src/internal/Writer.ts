@@ -30,12 +30,7 @@ import type { Scope } from "effect"
 import { performance } from "node:perf_hooks"
 import * as Busy from "./Busy.js"
 import * as Projection from "./Projection.js"
-
-/** Let the event loop (I/O callbacks, timers) and the other fibers run: resumes after a turn of it (`setImmediate`). */
-export const yieldToLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
+import { yieldToLoop } from "./Steps.js"
 
 /**
  * A write the ledger could not make: reported, counted (on the run, as its `lostEvents`), and the
