@@ -52,10 +52,11 @@ const withWorker = <A, E, R>(value: string, effect: Effect.Effect<A, E, R>) =>
 const recording = <A, E>(
   filename: string,
   lines: Array<string>,
-  effect: Effect.Effect<A, E, Ledger.Ledger | Scope.Scope>
+  effect: Effect.Effect<A, E, Ledger.Ledger | Scope.Scope>,
+  options: Ledger.LedgerOptions = {}
 ) =>
   Effect.scoped(effect).pipe(
-    Effect.provide(Ledger.layerSqlite({ filename })),
+    Effect.provide(Ledger.layerSqlite({ ...options, filename })),
     Effect.provide(
       Logger.replace(
         Logger.defaultLogger,
@@ -69,7 +70,8 @@ const inRun = <A, E>(
   worker: string,
   filename: string,
   lines: Array<string>,
-  body: (ledger: Ledger.LedgerShape, run: Ledger.Run) => Effect.Effect<A, E, Ledger.Ledger | Scope.Scope>
+  body: (ledger: Ledger.LedgerShape, run: Ledger.Run) => Effect.Effect<A, E, Ledger.Ledger | Scope.Scope>,
+  options: Ledger.LedgerOptions = {}
 ) =>
   withWorker(
     worker,
@@ -79,9 +81,65 @@ const inRun = <A, E>(
       Effect.gen(function* () {
         const ledger = yield* Ledger.Ledger
         return yield* body(ledger, yield* ledger.beginRun())
-      })
+      }),
+      options
     )
   )
+
+/**
+ * The messages of records handed to the writer's thread (every ledger's of this process) while
+ * the scope is open: when each was posted, and how many records it carried.
+ */
+const handOvers = Effect.gen(function* () {
+  const messages: Array<{ readonly at: number; readonly ops: number }> = []
+  const post = Worker.prototype.postMessage
+  yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      Worker.prototype.postMessage = function (this: Worker, message: unknown, ...rest: Array<never>) {
+        const m = message as { _tag?: unknown; ops?: ReadonlyArray<string> }
+        if (m._tag === "Ops")
+          messages.push({
+            at: performance.now(),
+            ops: (m.ops ?? []).reduce((n, text) => n + (JSON.parse(text) as ReadonlyArray<unknown>).length, 0)
+          })
+        return post.call(this, message, ...rest)
+      }
+    }),
+    () =>
+      Effect.sync(() => {
+        Worker.prototype.postMessage = post
+      })
+  )
+  return messages
+})
+
+/**
+ * Keep the event loop saturated: turn after turn (`setImmediate`), each calling `turn` and then
+ * busy for half a millisecond, until `done` says so; fails after `limitMs` (under the test's
+ * timeout). Succeeds with the turns taken.
+ */
+const saturating = (turn: (i: number) => void, done: (i: number) => boolean, limitMs = 15_000) =>
+  Effect.async<number, Error>((resume) => {
+    const started = performance.now()
+    let i = 0
+    let stopped = false
+    const step = () => {
+      if (stopped) return
+      if (done(i)) return resume(Effect.succeed(i))
+      if (performance.now() - started > limitMs)
+        return resume(Effect.fail(new Error(`still not done after ${limitMs} ms of a saturated loop (${i} turns)`)))
+      turn(i++)
+      const until = performance.now() + 0.5
+      while (performance.now() < until) {
+        // busy: the turn's work
+      }
+      setImmediate(step)
+    }
+    setImmediate(step)
+    return Effect.sync(() => {
+      stopped = true
+    })
+  })
 
 /** What a second ledger on the file reads of the run. */
 const readBack = (filename: string, runId: string) =>
@@ -258,21 +316,7 @@ describe("the ledger's writer on its own thread", () => {
       Effect.gen(function* () {
         assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
         const filename = Path.join(yield* tempDir, "ledger.db")
-        // The messages of records handed to the writer's thread (every ledger's of this process).
-        const handedOver: Array<number> = []
-        const post = Worker.prototype.postMessage
-        yield* Effect.acquireRelease(
-          Effect.sync(() => {
-            Worker.prototype.postMessage = function (this: Worker, message: unknown, ...rest: Array<never>) {
-              if ((message as { _tag?: unknown })._tag === "Ops") handedOver.push(performance.now())
-              return post.call(this, message, ...rest)
-            }
-          }),
-          () =>
-            Effect.sync(() => {
-              Worker.prototype.postMessage = post
-            })
-        )
+        const handedOver = yield* handOvers
         const lines: Array<string> = []
         const written = yield* inRun(realWorker!, filename, lines, (ledger, run) =>
           Effect.gen(function* () {
@@ -284,7 +328,7 @@ describe("the ledger's writer on its own thread", () => {
             // The turn's end (its setImmediate), and nothing after it: the record is on its way.
             yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
             assert.strictEqual(handedOver.length, before + 1, "handed over at the turn's end")
-            // A burst: a record a millisecond (well under the 512 records that go at once) until
+            // A burst: a record a millisecond (well under the 4,096 records that go at once) until
             // two more messages went (by the timer): fewer messages than records, and the gaps
             // between them the 50 ms, never a turn's. (At least 45 ms, not 50: a timer is set
             // against libuv's clock, read once per turn of the loop, which can be behind
@@ -295,7 +339,7 @@ describe("the ledger's writer on its own thread", () => {
               run.record(LedgerEvent.itemSubmitted({ id: id++, prompt: "burst" }))
               yield* Effect.sleep(Duration.millis(1))
             }
-            const burst = handedOver.slice(before)
+            const burst = handedOver.slice(before).map((m) => m.at)
             assert.isAbove(id - 2, burst.length - 1, "more records than messages in the burst")
             for (let i = 1; i < burst.length; i++) assert.isAtLeast(burst[i]! - burst[i - 1]!, 45, `gap ${i}`)
             yield* ledger.flush
@@ -307,6 +351,92 @@ describe("the ledger's writer on its own thread", () => {
         assert.strictEqual(prompts.length, written.records, "every record written")
         assert.deepStrictEqual(new Set(prompts.slice(1)), new Set(["burst"]))
       })
+  )
+
+  /**
+   * A saturated loop's records, from its second turn on (the first turn after a quiet spell goes
+   * at once, as above): what was handed over meanwhile, and what the run holds in the end.
+   */
+  const whileSaturated = (
+    options: Ledger.LedgerOptions,
+    perTurn: number,
+    done: (turn: number, sinceSecondTurn: number, messages: number) => boolean
+  ) =>
+    Effect.gen(function* () {
+      assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const handedOver = yield* handOvers
+      const result = yield* inRun(
+        realWorker!,
+        filename,
+        [],
+        (ledger, run) =>
+          Effect.gen(function* () {
+            yield* ledger.flush
+            let before = 0
+            let secondTurn = 0
+            let records = 0
+            const turns = yield* saturating(
+              (turn) => {
+                if (turn === 1) {
+                  before = handedOver.length
+                  secondTurn = performance.now()
+                }
+                for (let k = 0; k < perTurn; k++)
+                  run.record(LedgerEvent.itemSubmitted({ id: ++records, prompt: `turn ${turn}` }))
+              },
+              (turn) => turn > 1 && done(turn, performance.now() - secondTurn, handedOver.length - before)
+            )
+            const during = handedOver.slice(before)
+            // Written in the end, every one, without a flush: the loop has room now.
+            while (handedOver.reduce((n, m) => n + m.ops, 0) < records + 1) yield* Effect.sleep(Duration.millis(5))
+            yield* ledger.flush
+            return { runId: run.id, records, turns, during, secondTurn }
+          }),
+        options
+      )
+      const items = (yield* readBack(filename, result.runId)).items
+      assert.strictEqual(items.length, result.records, "every record written")
+      return result
+    })
+
+  it.scopedLive(
+    "while the event loop is saturated, records are held until it has room: the writer's thread works after a burst, not beside it",
+    () =>
+      Effect.gen(function* () {
+        // A burst of 300 ms, one record a turn (six times the 50 ms a record waits otherwise).
+        const { during, turns } = yield* whileSaturated(
+          { holdWhileSaturated: "60 seconds" },
+          1,
+          (_turn, since) => since >= 300
+        )
+        assert.isAbove(turns, 20)
+        assert.deepStrictEqual(during, [], "nothing handed over while the loop was saturated")
+      })
+  )
+
+  it.scopedLive("records held for a saturated loop wait 1 second at most (holdWhileSaturated's default)", () =>
+    Effect.gen(function* () {
+      // Saturated until a message goes, one record a turn (under 2,000 a second: never the 4,096).
+      const { during, secondTurn, records } = yield* whileSaturated({}, 1, (_turn, _since, messages) => messages > 0)
+      assert.lengthOf(during, 1)
+      assert.isAtLeast(during[0]!.at - secondTurn, 1000, "held the second's length")
+      assert.isBelow(records, 4096)
+    })
+  )
+
+  it.scopedLive("records held for a saturated loop go once 4,096 wait", () =>
+    Effect.gen(function* () {
+      // 200 records a turn, saturated until a message goes: the 21st turn's end has 4,200 waiting.
+      const { during } = yield* whileSaturated(
+        { holdWhileSaturated: "60 seconds" },
+        200,
+        (_turn, _since, messages) => messages > 0
+      )
+      assert.lengthOf(during, 1)
+      assert.isAtLeast(during[0]!.ops, 4096)
+      assert.isBelow(during[0]!.ops, 4096 + 200)
+    })
   )
 
   it.scoped("dies: the main thread writes what it had not, and everything after; the log says so", () =>

@@ -5,13 +5,14 @@
  * reported on `failures`, logged and counted on its run; `flush` waits for everything offered
  * before it; `close` writes everything queued), with the work off the thread that reads codex:
  *
- * - `offer` keeps the op (no copy, nothing computed); after the turn the turn's ops become one
- *   JSON text (`Wire.toWire`: plain data), handed to the worker in one message at most every
- *   50 ms (or at once with 512 ops): at the turn's end when the last message was 50 ms ago or
- *   more, else by a timer when the 50 ms are up. Not a message per turn: a message wakes the
- *   worker's thread, and a message per turn costs a busy loop more than the records it carries;
- *   not always a timer: its wake-up costs the main thread more than a trickle's records
- *   (`HandOverMs`).
+ * - `offer` keeps the op (no copy, nothing computed); the ops become JSON text (`Wire.toWire`:
+ *   plain data) when they are handed to the worker, in one message at most every 50 ms: at the
+ *   turn's end when the last message was 50 ms ago or more, else by a timer when the 50 ms are up;
+ *   while the event loop is saturated, held until it has room again (up to 1 s or 4,096 ops).
+ *   Not a message per turn: a message wakes the worker's thread, and a message per turn costs a
+ *   busy loop more than the records it carries; not always a timer: its wake-up costs the main
+ *   thread more than a trickle's records; not beside a saturated loop: on two vCPUs the thread
+ *   slows it (`HandOverMs`).
  * - The worker writes with the same `Writer` on its own connection to the file, and says after
  *   each slice how many ops are done (written, or reported failed): `flush` waits for that count.
  *   The settlements it committed are passed to `committed` (the answer journal's lines).
@@ -81,28 +82,46 @@ export type FromWorker =
 const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, dropped: 0, pending: 0, batches: 0 }
 
 /**
- * How long offered ops wait before they are handed over (one message for all of them), and how
- * many make a message at once. Each message wakes the worker's thread, which on this 2-vCPU
- * machine costs the sender ~50 µs whatever it carries (measured on the frame pipeline: a message
- * a millisecond cost more than the records in it), and each becomes a transaction there, whose
- * commit and round of bookkeeping (the slice's acknowledgement, the journal's committed answers)
- * cost the same for one record as for fifty: a fleet of 100 through the CLI, whose records trickle
- * in, spent ~40 % less of the thread's CPU (140-220 → 90-120 ms a run) with 50 ms than with
- * 10 ms. After a quiet spell of 50 ms the turn's ops go at the turn's end: a timer's wake-up
- * costs the main thread ~185 µs of CPU on this VM (a trickle of records, one turn every few
- * hundred ms, paid one a hand-over). Nothing waits on it: `flush` and `close` hand over at
- * once, an answer is on record before codex gets it by the answer journal, not by the writer,
- * and a process killed meanwhile loses at most the records of the last 50 ms but its answers
- * (`warden resume` takes the run up as after any crash: docs/ledger.md, "Durability").
+ * When offered ops are handed over (one message for all of them). Each message wakes the worker's
+ * thread, which on this 2-vCPU machine costs the sender ~50 µs whatever it carries (measured on
+ * the frame pipeline: a message a millisecond cost more than the records in it), and each becomes
+ * a transaction there, whose commit and round of bookkeeping (the slice's acknowledgement, the
+ * journal's committed answers) cost the same for one record as for fifty: a fleet of 100 through
+ * the CLI, whose records trickle in, spent ~40 % less of the thread's CPU (140-220 → 90-120 ms a
+ * run) with 50 ms than with 10 ms. After a quiet spell of `HandOverMs` the turn's ops go at the
+ * turn's end: a timer's wake-up costs the main thread ~185 µs of CPU on this VM (a trickle of
+ * records, one turn every few hundred ms, paid one a hand-over).
+ *
+ * **While the event loop is saturated** (it idled less than `1 - Saturated` of the last
+ * `HandOverMs`: a burst of frames, cards answered back to back), ops are held, up to `HoldMs`
+ * after the oldest was offered or `HoldOps` of them, and handed over when the loop has room
+ * again: the writer's thread then works after the burst instead of beside it, where on two vCPUs
+ * it slowed the read loop by 10-20 % (issue 31's twelfth pass, docs/performance.md), and the ops
+ * are written as text once for the whole hold (`EncodeOps` at a time, so that what waits as
+ * objects stays bounded) instead of at each turn's end (~1.5 µs of each round trip).
+ *
+ * Nothing waits on it: `flush` and `close` hand over at once, an answer is on record before codex
+ * gets it by the answer journal, not by the writer, and a process killed meanwhile loses the
+ * records not yet committed but its answers: at most those of the last `HandOverMs`, or of the
+ * last `HoldMs` while the loop was saturated (`warden resume` takes the run up as after any crash:
+ * docs/ledger.md, "Durability").
  */
 const HandOverMs = 50
-const HandOverOps = 512
+/** While the loop is saturated: how long the oldest op waits at most, and how many ops may wait. */
+const HoldMs = 1000
+const HoldOps = 4096
+/** Waiting ops are written as text when this many are kept as objects (at the turn's end). */
+const EncodeOps = 512
+/** The event loop's utilization (`performance.eventLoopUtilization`) from which it is saturated. */
+const Saturated = 0.9
 
 const runOf = (op: Projection.Op) => (op._tag === "RunStarted" ? op.run.runId : op.runId)
 
 export interface Params {
   readonly script: string
   readonly init: WorkerInit
+  /** Milliseconds ops may be held while the event loop is saturated (default `HoldMs`). */
+  readonly holdMs?: number | undefined
   /** The worker committed a card's settlement (the answer journal's `committed`). */
   readonly committed: (runId: string, cardId: string) => void
   /** The worker committed a run's end. */
@@ -120,6 +139,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     const failures = yield* PubSubNs.unbounded<Writer.LedgerWriteFailed>()
     const fork = Runtime.runFork(runtime)
 
+    const holdMs = params.holdMs ?? HoldMs
     let open = true
     let closing = false
     /** Ops accepted (by the worker's path and the fallback's). */
@@ -135,7 +155,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let workerStats = zero
     /** Ops offered in this turn of the event loop, not yet written as text (at the turn's end). */
     let buffer: Array<Projection.Op> = []
-    /** Ops as text, not yet handed over (for at most `HandOverMs`, or `HandOverOps` of them). */
+    /** Ops as text, not yet handed over (see `HandOverMs`). */
     let encoded: Array<Batch> = []
     let encodedOps = 0
     /**
@@ -154,6 +174,10 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let timer: ReturnType<typeof setTimeout> | undefined
     /** When ops were last handed over (`performance.now()`). */
     let handedOverAt = Number.NEGATIVE_INFINITY
+    /** When the oldest op waiting (offered, not handed over) was offered; and the loop's utilization then. */
+    let heldSince = Number.POSITIVE_INFINITY
+    /** The event loop's counters when the window being judged began (the last hand-over or look). */
+    let window = performance.eventLoopUtilization()
     let fallback: Writer.Writer | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
     const closed = Deferred.unsafeMake<void>(FiberId.none)
@@ -223,20 +247,47 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       encodedOps += ops.length
     }
 
+    /** Ops waiting here (as objects or as text), not handed over. */
+    const waiting = () => buffer.length + encodedOps + droppedByRun.size
+
+    /** The loop idled less than `1 - Saturated` of the time since `window` began. */
+    const saturated = (): boolean => performance.eventLoopUtilization(window).utilization >= Saturated
+
     /**
-     * The turn's end (nothing of this in the step that recorded them): its ops as text, handed over
-     * at once after a quiet spell (records that trickle in cost no timer's wake-up), else when
-     * `HandOverMs` since the last message are up: at most one message every `HandOverMs`.
+     * The turn's end (nothing of this in the step that recorded them): after a quiet spell the
+     * turn's ops are handed over at once (records that trickle in cost no timer's wake-up); else
+     * the timer (`look`) decides when the `HandOverMs` are up. Ops are written as text only when
+     * `EncodeOps` of them wait as objects.
      */
     let encodeScheduled = false
-    const encodeNow = () => {
+    const endOfTurn = () => {
       encodeScheduled = false
       if (worker === undefined) return
-      encodeBuffered()
-      if (encodedOps === 0) return
+      if (buffer.length >= EncodeOps) encodeBuffered()
+      const n = waiting()
+      if (n >= HoldOps) return handOver()
+      if (n === 0 || timer !== undefined) return
       const since = performance.now() - handedOverAt
-      if (encodedOps >= HandOverOps || since >= HandOverMs) handOver()
-      else timer ??= setTimeout(handOver, HandOverMs - since)
+      if (since < HandOverMs) timer = setTimeout(look, HandOverMs - since)
+      else if (holdMs > 0 && saturated()) hold()
+      else handOver()
+    }
+
+    /** Look again in `HandOverMs`, judging the loop from now. */
+    const hold = () => {
+      window = performance.eventLoopUtilization()
+      timer = setTimeout(look, HandOverMs)
+    }
+
+    /**
+     * The timer: hand over, unless the loop was saturated since the last hand-over or look and the
+     * ops may wait longer.
+     */
+    const look = () => {
+      timer = undefined
+      if (worker === undefined || waiting() === 0) return
+      if (saturated() && waiting() < HoldOps && performance.now() - heldSince < holdMs) hold()
+      else handOver()
     }
 
     /** Everything waiting, in one message (the turn's end, the timer, `flush`, `close`). */
@@ -246,7 +297,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         timer = undefined
       }
       if (worker === undefined) return
-      // Not `encodeNow`: its decision would arm a timer (or hand over) beside this message.
+      // Not `endOfTurn`: its decision would arm a timer (or hand over) beside this message.
       encodeBuffered()
       if (encoded.length === 0) return
       const batches = encoded
@@ -255,6 +306,8 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       for (const b of batches) sentBatches.push(b)
       worker.postMessage({ _tag: "Ops", ops: batches.map((b) => b.text) } satisfies ToWorker)
       handedOverAt = performance.now()
+      heldSince = Number.POSITIVE_INFINITY
+      window = performance.eventLoopUtilization()
       holdOpen()
     }
 
@@ -463,9 +516,10 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     )
 
     const scheduleEncode = () => {
+      if (heldSince === Number.POSITIVE_INFINITY) heldSince = performance.now()
       if (encodeScheduled) return
       encodeScheduled = true
-      setImmediate(encodeNow)
+      setImmediate(endOfTurn)
     }
 
     const offer = (op: Projection.Op): boolean => {
