@@ -176,7 +176,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let handedOverAt = Number.NEGATIVE_INFINITY
     /** When the oldest op waiting (offered, not handed over) was offered; and the loop's utilization then. */
     let heldSince = Number.POSITIVE_INFINITY
-    /** The event loop's counters when the window being judged began (the last hand-over or look). */
+    /** The event loop's counters when the window being judged began (the timer was set, or the last hand-over). */
     let window = performance.eventLoopUtilization()
     let fallback: Writer.Writer | undefined
     const waiters: Array<{ readonly target: number; readonly done: Deferred.Deferred<void> }> = []
@@ -268,25 +268,28 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       if (n >= HoldOps) return handOver()
       if (n === 0 || timer !== undefined) return
       const since = performance.now() - handedOverAt
-      if (since < HandOverMs) timer = setTimeout(look, HandOverMs - since)
-      else if (holdMs > 0 && saturated()) hold()
+      if (since < HandOverMs) hold(HandOverMs - since)
+      else if (holdMs > 0 && saturated()) hold(HandOverMs)
       else handOver()
     }
 
-    /** Look again in `HandOverMs`, judging the loop from now. */
-    const hold = () => {
+    /**
+     * Look again in `ms`, judging the loop from now: by what it did while the ops waited, not by
+     * an idle spell before they came.
+     */
+    const hold = (ms: number) => {
       window = performance.eventLoopUtilization()
-      timer = setTimeout(look, HandOverMs)
+      timer = setTimeout(look, ms)
     }
 
     /**
-     * The timer: hand over, unless the loop was saturated since the last hand-over or look and the
-     * ops may wait longer.
+     * The timer: hand over, unless the loop was saturated since the timer was set and the ops may
+     * wait longer.
      */
     const look = () => {
       timer = undefined
       if (worker === undefined || waiting() === 0) return
-      if (saturated() && waiting() < HoldOps && performance.now() - heldSince < holdMs) hold()
+      if (holdMs > 0 && saturated() && waiting() < HoldOps && performance.now() - heldSince < holdMs) hold(HandOverMs)
       else handOver()
     }
 
