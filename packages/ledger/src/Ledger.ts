@@ -571,7 +571,12 @@ const makeLedger = (
                 if (event._tag === "Work" && event.event._tag === "Notification") return
                 record({ _tag: "Supervisor", event })
               })
+              // A card left open at the end of the turn that opened it goes to the journal too
+              // (only where events are observed as they are published: before the card's answer).
+              const journalOpenings = journal !== undefined && source.approvals !== undefined ? journal : undefined
               yield* follow(source.approvals?.observeEvents, source.subscribeApprovals, (event) => {
+                if (journalOpenings !== undefined && event._tag === "CardOpened")
+                  journalOpenings.opened(runId, event.card)
                 record({ _tag: "Approval", event })
               })
             })

@@ -3,7 +3,8 @@
  * texts, lone surrogates included, any numbers, an infinite deadline), whether the file is mapped
  * or appended to; a file cut anywhere or holding what a crash left reads its whole records and
  * nothing else; a source and a decision masked; a file replaced once large keeps what waits; a
- * journal an earlier version wrote (JSON lines) is still read.
+ * journal an earlier version wrote (JSON lines) is still read; a card left open at the end of the
+ * turn that opened it is on record by its opening, one answered in that turn by its answer only.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Card } from "@warden/approvals"
@@ -213,16 +214,29 @@ describe("AnswerJournal", () => {
         const { dir, journal } = journalIn(yield* tempDir, "answers", "mapped")
         const n = Math.ceil(AnswerJournal.CutAt / AnswerJournal.AnswerBytes) + 100
         for (let i = 1; i <= n; i++) journal.append("run-1", answerOf(numbered(i)), numbered(i).at)
+        // And a card left open (its opening's record, at its turn's end): it waits too.
+        const open = n + 50
+        journal.opened("run-1", answerOf(numbered(open)).card)
+        yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        const opening: AnswerJournal.Entry = {
+          ...expected(numbered(open)),
+          outcome: null,
+          source: null,
+          decision: null,
+          at: numbered(open).openedAt
+        }
         const file = AnswerJournal.fileOf(dir, "run-1")
-        assert.strictEqual(AnswerJournal.entriesOf(Fs.readFileSync(file)).length, n)
+        assert.strictEqual(AnswerJournal.entriesOf(Fs.readFileSync(file)).length, n + 1)
         // All but the last ten committed: the file was replaced (once half of it was committed) by
         // the answers waiting then, the last ten among them.
         for (let i = 1; i <= n - 10; i++) journal.committed("run-1", `c${i}`)
         const waiting = Array.from({ length: 10 }, (_, k) => n - 9 + k)
         const kept = AnswerJournal.entriesOf(Fs.readFileSync(file))
         assert.isBelow(kept.length, n)
-        for (const e of kept) assert.deepStrictEqual(e, expected(numbered(Number(e.cardId.slice(1)))))
+        for (const e of kept)
+          assert.deepStrictEqual(e, e.cardId === `c${open}` ? opening : expected(numbered(Number(e.cardId.slice(1)))))
         for (const i of waiting) assert.isTrue(kept.some((e) => e.cardId === `c${i}`))
+        assert.deepInclude(kept, opening, "the opening still waiting is kept")
         // Appended to the new file with its strings: threads and turns it holds, and new ones.
         for (const i of [n + 1, n + 2]) journal.append("run-1", answerOf(numbered(i)), numbered(i).at)
         const last: Fields = { ...numbered(n + 3), threadId: "thr_new", turnId: "turn_new" }
@@ -230,14 +244,73 @@ describe("AnswerJournal", () => {
         journal.close()
         const read = AnswerJournal.read(dir, "run-1")
         assert.strictEqual(read.length, kept.length + 3)
-        assert.deepStrictEqual(read.slice(-13), [
+        assert.deepStrictEqual(read.slice(-14), [
           ...waiting.map((i) => expected(numbered(i))),
+          opening,
           expected(numbered(n + 1)),
           expected(numbered(n + 2)),
           expected(last)
         ])
       })
   )
+
+  for (const kind of ["appended", "mapped"] as const)
+    it.scoped(
+      `${kind}: a card left open at the end of the turn that opened it is on record by its opening; one answered in that turn, or later, by its answer`,
+      () =>
+        Effect.gen(function* () {
+          const { dir, journal } = journalIn(yield* tempDir, "answers", kind)
+          const turnEnd = () => Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+          const card = (i: number, f: Partial<Fields> = {}) => answerOf({ ...numbered(i), ...f }).card
+          // Turn 1: c1 answered in its turn (no opening record), c2 and c3 left open (a string
+          // request id and a card id that is not `c<n>`, defined as texts), c4 of an ended run.
+          journal.opened("run-1", card(1))
+          journal.opened("run-1", card(2, { requestId: "req-2" }))
+          journal.opened("run-1", card(3, { id: "card-3", threadId: null, deadlineAt: Number.POSITIVE_INFINITY }))
+          journal.append("run-1", answerOf(numbered(1)), numbered(1).at)
+          journal.ended("run-2")
+          journal.opened("run-2", card(4))
+          const before = AnswerJournal.read(dir, "run-1").map((e) => e.cardId)
+          assert.deepStrictEqual(before, ["c1"], "nothing of an opening before its turn's end")
+          yield* turnEnd()
+          const opening = (i: number, f: Partial<Fields> = {}): AnswerJournal.Entry => ({
+            ...expected({ ...numbered(i), ...f }),
+            outcome: null,
+            source: null,
+            decision: null,
+            at: numbered(i).openedAt
+          })
+          assert.deepStrictEqual(AnswerJournal.read(dir, "run-1"), [
+            expected(numbered(1)),
+            opening(2, { requestId: "req-2" }),
+            opening(3, { id: "card-3", threadId: null, deadlineAt: Number.POSITIVE_INFINITY })
+          ])
+          assert.isFalse(Fs.existsSync(AnswerJournal.fileOf(dir, "run-2")), "an ended run needs no journal")
+          // Turn 2: c2 answered; its answer wins over its opening. c3's settlement committed: it no
+          // longer waits (a replacement would leave it out), but its records stay until then.
+          journal.append("run-1", answerOf(numbered(2)), numbered(2).at)
+          journal.committed("run-1", "card-3")
+          yield* turnEnd()
+          journal.close()
+          assert.deepStrictEqual(AnswerJournal.read(dir, "run-1"), [
+            expected(numbered(1)),
+            expected(numbered(2)),
+            opening(3, { id: "card-3", threadId: null, deadlineAt: Number.POSITIVE_INFINITY })
+          ])
+        })
+    )
+
+  it("an opening's record reads back as one (no outcome, source or decision), cut anywhere or whole", () => {
+    const entries: ReadonlyArray<AnswerJournal.Entry> = [
+      expected(numbered(1)),
+      { ...expected(numbered(2)), outcome: null, source: null, decision: null },
+      { ...expected({ ...numbered(3), id: "x-3", turnId: undefined }), outcome: null, source: null, decision: null }
+    ]
+    const bytes = AnswerJournal.encode(entries)
+    assert.deepStrictEqual(AnswerJournal.entriesOf(bytes), entries)
+    for (let cut = 0; cut < bytes.length; cut++)
+      for (const e of AnswerJournal.entriesOf(bytes.subarray(0, cut))) assert.deepInclude(entries, e)
+  })
 
   it.scoped("reads an earlier version's journal of the run (JSON lines), and removes it with the run's", () =>
     Effect.gen(function* () {

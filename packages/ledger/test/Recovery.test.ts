@@ -18,6 +18,41 @@ import { commandParams, script, tempDir } from "./support.js"
 const root = Path.resolve(__dirname, "../../..")
 const crashRun = Path.join(__dirname, "fixtures", "crash-run.ts")
 const answerCrash = Path.join(__dirname, "fixtures", "answer-crash.ts")
+const openCrash = Path.join(__dirname, "fixtures", "open-crash.ts")
+
+/**
+ * Run the open-crash fixture: a card opened during a saturated second (the ledger holds what it
+ * records), never answered; the process SIGKILLs itself 200 ms later. The run's id, once it died so.
+ */
+const openThenDie = (filename: string, journal: "on" | "off") =>
+  Effect.acquireUseRelease(
+    Effect.sync(() =>
+      ChildProcess.spawn(process.execPath, ["--import", "tsx", openCrash, filename, journal], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+    ),
+    (child) =>
+      Effect.async<string, Error>((resume) => {
+        let out = ""
+        let err = ""
+        child.stdout!.on("data", (chunk: Buffer) => {
+          out += chunk.toString("utf8")
+        })
+        child.stderr!.on("data", (chunk: Buffer) => {
+          err += chunk.toString("utf8")
+        })
+        child.on("exit", (code, signal) => {
+          const run = /run (\S+)\n/.exec(out)
+          if (signal === "SIGKILL" && run) resume(Effect.succeed(run[1]!))
+          else
+            resume(
+              Effect.fail(new Error(`the fixture did not die with its card open (${code ?? signal}): ${out} ${err}`))
+            )
+        })
+      }),
+    (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  )
 
 /**
  * Run the answer-crash fixture: it prints its run's id, answers a card `accept`, and SIGKILLs
@@ -512,6 +547,68 @@ describe("recovery", () => {
       { timeout: 60_000 }
     )
   }
+
+  it.live(
+    "killed with a card open whose opening the ledger still held (a saturated loop): the answer journal has its opening, and recovery strands it once, never answered; without the journal it is lost",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const dir = yield* tempDir
+          for (const journal of ["off", "on"] as const) {
+            const filename = Path.join(dir, `ledger-${journal}.db`)
+            const dead = yield* openThenDie(filename, journal)
+            yield* Effect.gen(function* () {
+              const ledger = yield* Ledger.Ledger
+              // The opening was held, never committed: the card is not in the ledger (the item
+              // recorded before the burst is).
+              assert.deepStrictEqual(yield* ledger.cards({ runId: dead }), [])
+              assert.include(
+                (yield* ledger.workItems(dead)).map((i) => i.item),
+                "2"
+              )
+              const run = yield* ledger.beginRun({ label: "resume", resumedFrom: dead })
+              const recovered = yield* ledger.recover(dead, run.id)
+              const cards = yield* ledger.cards({ runId: dead })
+              if (journal === "off") {
+                // The gap the journal's openings close: the card is nowhere.
+                assert.strictEqual(recovered.stranded, 0)
+                assert.deepStrictEqual(cards, [])
+                return
+              }
+              assert.strictEqual(recovered.stranded, 1)
+              assert.deepStrictEqual(
+                cards.map((c) => [
+                  c.cardId,
+                  c.method,
+                  c.workItem,
+                  c.settlement?.outcome,
+                  c.settlement?.decision,
+                  c.settlement?.written,
+                  c.settlement?.detail
+                ]),
+                [
+                  [
+                    "c1",
+                    "item/commandExecution/requestApproval",
+                    "2",
+                    "stranded",
+                    undefined,
+                    false,
+                    "open when its run died; never answered"
+                  ]
+                ]
+              )
+              assert.match(cards[0]!.title, /its opening was not recorded; from the answer journal/)
+              // Once: the journal is gone with the recovery, and a second one finds nothing.
+              assert.isFalse(Fs.existsSync(AnswerJournal.fileOf(`${filename}.answers`, dead)))
+              assert.strictEqual((yield* ledger.recover(dead, run.id)).stranded, 0)
+              assert.strictEqual(yield* ledger.markStranded(dead), 0)
+            }).pipe(Effect.provide(Ledger.layerSqlite({ filename })))
+          }
+        })
+      ),
+    { timeout: 60_000 }
+  )
 
   it.live(
     "without the answer journal the same kill loses the answer: the card is stranded as never answered, or not recorded at all",

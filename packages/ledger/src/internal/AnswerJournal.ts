@@ -51,10 +51,13 @@ export interface Entry {
   readonly turnId: string | null
   /** The card's work item (`Store.itemKey`), null when it has none (as the writer stores it). */
   readonly itemKey: string | null
-  /** How the card settles if codex takes the answer (`accepted`, `declined`, `refused`, ...). */
-  readonly outcome: string
-  /** `Card.describeSource` of who decided. */
-  readonly source: string
+  /**
+   * How the card settles if codex takes the answer (`accepted`, `declined`, `refused`, ...); null
+   * for a card left open, unanswered, at the end of the turn that opened it (its opening's record).
+   */
+  readonly outcome: string | null
+  /** `Card.describeSource` of who decided; null for an opening's record. */
+  readonly source: string | null
   /** The decision's name, if it was a decision. */
   readonly decision: string | null
   readonly at: number
@@ -116,6 +119,8 @@ const MaxRecord = 16 + MaxText * 2 + 8 + 8
 /** Answer flags: the card id is `c<n>` with `n` in the reference; the request id is the integer in its `f64`. */
 const CardNumber = 1
 const RequestNumber = 2
+/** An opening's record: the card was left open, unanswered, at the end of the turn that opened it (no outcome, source or decision). */
+const Opening = 4
 
 /** The records are this machine's (as its files are): its byte order. */
 const LittleEndian = Os.endianness() === "LE"
@@ -276,7 +281,30 @@ class RecordWriter {
       this.ref(answer.decision, this.decision, decisionText),
       at,
       card.openedAt,
-      card.deadlineAt
+      card.deadlineAt,
+      0
+    )
+  }
+
+  /** Write the opening of a card left open at the end of its turn (no outcome, source or decision). */
+  opening(card: Approvals.Answering["card"], cardId: string): void {
+    const requestId = card.requestId
+    const requestNumber = typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined
+    this.write(
+      cardId,
+      requestNumber,
+      requestNumber !== undefined ? 0 : this.ref(requestId, this.request, requestText),
+      this.ref(card.method, this.method, Store.id),
+      this.ref(card.threadId, this.thread, Store.optionalId),
+      this.ref(card.turnId, this.turn, Store.optionalId),
+      this.ref(card.workItem, this.item, itemText),
+      0,
+      0,
+      0,
+      card.openedAt,
+      card.openedAt,
+      card.deadlineAt,
+      Opening
     )
   }
 
@@ -295,7 +323,8 @@ class RecordWriter {
       this.ref(e.decision, this.decision, identity),
       e.at,
       e.openedAt,
-      e.deadlineAt
+      e.deadlineAt,
+      e.outcome === null ? Opening : 0
     )
   }
 
@@ -313,11 +342,12 @@ class RecordWriter {
     decision: number,
     at: number,
     openedAt: number,
-    deadlineAt: number
+    deadlineAt: number,
+    kind: 0 | typeof Opening
   ): void {
     const u32 = this.u32
     const f64 = this.f64
-    let flags = 0
+    let flags: number = kind
     const n = cardNumber(cardId)
     if (n !== undefined) {
       flags |= CardNumber
@@ -400,6 +430,11 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
       const outcome = text(32)
       const source = text(36)
       const decision = text(40)
+      // An opening's record has no outcome, source or decision; an answer's has the first two.
+      const answerWhole =
+        (flags & Opening) !== 0
+          ? outcome === null && source === null && decision === null
+          : typeof outcome === "string" && typeof source === "string" && decision !== undefined
       // A reference to a string this file never defined: not ours whole, skipped.
       if (
         typeof cardId === "string" &&
@@ -408,9 +443,7 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
         threadId !== undefined &&
         turnId !== undefined &&
         itemKey !== undefined &&
-        typeof outcome === "string" &&
-        typeof source === "string" &&
-        decision !== undefined
+        answerWhole
       )
         byCard.set(cardId, {
           cardId,
@@ -419,9 +452,9 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
           threadId,
           turnId,
           itemKey,
-          outcome,
-          source,
-          decision,
+          outcome: outcome ?? null,
+          source: source ?? null,
+          decision: decision ?? null,
           at: view.getFloat64(at + 48, LittleEndian),
           openedAt: view.getFloat64(at + 56, LittleEndian),
           deadlineAt: view.getFloat64(at + 64, LittleEndian)
@@ -431,6 +464,22 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
   }
   return Array.from(byCard.values())
 }
+
+/** The opening of a card left open as the journal keeps it: its entry (no outcome, source or decision). */
+export const openingEntryOf = (card: Approvals.Answering["card"], cardId = Store.id(card.id)): Entry => ({
+  cardId,
+  requestId: requestText(card.requestId),
+  method: Store.id(card.method),
+  threadId: Store.optionalId(card.threadId),
+  turnId: Store.optionalId(card.turnId),
+  itemKey: itemText(card.workItem),
+  outcome: null,
+  source: null,
+  decision: null,
+  at: card.openedAt,
+  openedAt: card.openedAt,
+  deadlineAt: card.deadlineAt
+})
 
 /** An answer as the journal keeps it: its entry, everything masked. */
 export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store.id(answer.card.id)): Entry => {
@@ -471,18 +520,23 @@ export const encode = (entries: Iterable<Entry>): Uint8Array => journalBytes(ent
  */
 export const CutAt = 1024 * 1024
 
-/** An answer whose settlement is not committed yet: kept as it came (an entry is made of it only if its file is replaced). */
-interface Waiting {
-  readonly answer: Approvals.Answering
-  readonly at: number
-}
+/**
+ * A card whose settlement is not committed yet: its answer as it came, or its opening when it was
+ * left open (an entry is made of it only if its file is replaced).
+ */
+type Waiting =
+  | { readonly answer: Approvals.Answering; readonly at: number }
+  | { readonly answer: undefined; readonly card: Approvals.Answering["card"] }
+
+const entryOfWaiting = (w: Waiting): Entry =>
+  w.answer !== undefined ? entryOf(w.answer, w.at) : openingEntryOf(w.card)
 
 interface RunFile {
   file: JournalFile.JournalFile | undefined
   /** What writes the open file's records (its strings are that file's). */
   writer: RecordWriter | undefined
   failed: boolean
-  /** Cards answered whose settlement the writer has not committed yet: each answer, and when. */
+  /** Cards answered, or left open, whose settlement the writer has not committed yet. */
   readonly waiting: Map<string, Waiting>
 }
 
@@ -490,6 +544,13 @@ export interface AnswerJournal {
   readonly dir: string
   /** Append an answer of `runId` (synchronous; never throws). */
   readonly append: (runId: string, answer: Approvals.Answering, now: number) => void
+  /**
+   * A card of `runId` was opened (synchronous, in the step that opened it; never throws): at the
+   * end of that turn of the event loop, if it was not answered meanwhile, its opening is appended
+   * (a card answered in its own turn needs none: its answer's record holds what the opening's
+   * would). So a card left open is on record whatever the ledger's writer has committed.
+   */
+  readonly opened: (runId: string, card: Approvals.Answering["card"]) => void
   /** The writer committed these cards' settlements (or gave them up): they no longer wait. */
   readonly committed: (runId: string, cardId: string) => void
   /**
@@ -540,17 +601,56 @@ export const make = (
     )
   }
 
+  /** The run's file's writer, the file opened (and its directory made) on first use. */
+  const writerOf = (run: RunFile, runId: string): RecordWriter => {
+    if (run.writer !== undefined) return run.writer
+    Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const file = JournalFile.open(fileOf(dir, runId), native)
+    run.file = file
+    const writer = new RecordWriter((record) => file.append(record))
+    run.writer = writer
+    return writer
+  }
+
+  /** Cards opened in this turn of the event loop and not answered yet, with their runs. */
+  const openedInTurn = new Map<Approvals.Answering["card"], string>()
+
+  let endOfTurnScheduled = false
+
+  /** The turn's end: the openings of the cards still unanswered. */
+  const endOfTurn = () => {
+    endOfTurnScheduled = false
+    for (const [card, runId] of openedInTurn) {
+      if (endedRuns.has(runId)) continue
+      const run = runFile(runId)
+      try {
+        const cardId = Store.id(card.id)
+        // Answered already (its answer came by another way than `append` in the turn): kept.
+        if (run.waiting.get(cardId)?.answer !== undefined) continue
+        writerOf(run, runId).opening(card, cardId)
+        run.waiting.set(cardId, { answer: undefined, card })
+      } catch (error) {
+        // The writer still records the card; it is only not in the journal (said once per run).
+        fail(run, runId, error)
+      }
+    }
+    openedInTurn.clear()
+  }
+
+  const opened = (runId: string, card: Approvals.Answering["card"]): void => {
+    openedInTurn.set(card, runId)
+    if (!endOfTurnScheduled) {
+      endOfTurnScheduled = true
+      setImmediate(endOfTurn)
+    }
+  }
+
   const append = (runId: string, answer: Approvals.Answering, now: number): void => {
+    if (openedInTurn.size > 0) openedInTurn.delete(answer.card)
     if (endedRuns.has(runId)) return
     const run = runFile(runId)
     try {
-      let writer = run.writer
-      if (writer === undefined) {
-        Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-        const file = JournalFile.open(fileOf(dir, runId), native)
-        run.file = file
-        writer = run.writer = new RecordWriter((record) => file.append(record))
-      }
+      const writer = writerOf(run, runId)
       const cardId = Store.id(answer.card.id)
       writer.answer(answer, now, cardId)
       run.waiting.set(cardId, { answer, at: now })
@@ -574,7 +674,7 @@ export const make = (
     const path = fileOf(dir, runId)
     const next = `${path}.${process.pid}.next`
     try {
-      const kept = journalBytes(Array.from(run.waiting.values(), (w) => entryOf(w.answer, w.at)))
+      const kept = journalBytes(Array.from(run.waiting.values(), entryOfWaiting))
       Fs.writeFileSync(next, kept.bytes, { mode: 0o600 })
       Fs.renameSync(next, path)
       // The old file's descriptor goes; the next append opens the new file if this cannot.
@@ -624,7 +724,7 @@ export const make = (
     runs.clear()
   }
 
-  return { dir, append, committed, ended, close }
+  return { dir, append, opened, committed, ended, close }
 }
 
 /** A line as an earlier version's journal wrote it (anything else: not its, or cut short by the crash). */

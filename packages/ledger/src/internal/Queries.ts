@@ -400,11 +400,14 @@ const strandAnswered = (
       const settled =
         yield* sql<Row>`SELECT 1 AS n FROM ledger_settlements WHERE run_id = ${runId} AND card_id = ${a.cardId}`
       if (settled.length > 0) continue
+      // Left open and never answered (its opening's record): its row, made from the record when
+      // the writer had not committed it, is stranded with every other open card after this.
       yield* sql`INSERT INTO ledger_cards
         (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
         VALUES (${runId}, ${a.cardId}, ${a.requestId}, ${a.method}, ${a.threadId}, ${a.turnId}, ${a.itemKey}, 'other',
           ${`${a.method} (its opening was not recorded; from the answer journal)`}, 'null', ${RecoveredFacts}, '[]', ${a.openedAt}, ${a.deadlineAt})
         ON CONFLICT (run_id, card_id) DO NOTHING`
+      if (a.outcome === null) continue
       const detail = Store.shown(
         `open when its run died; its answer (${a.outcome}${a.decision === null ? "" : `, decision ${a.decision}`}, by ${a.source}) was being written to codex: codex may have received it`
       )
