@@ -12,8 +12,11 @@
  * whose settlement was never committed is stranded with the decision that was being written and
  * says codex may have received it; it is never recorded as accepted (codex may not have).
  *
+ * - A card still unanswered at the end of the turn that opened it is put here too, by its opening
+ *   (`opened`: the answer's record without an outcome, source or decision), so that a card open at
+ *   a crash is on record even while the ledger's writer holds its opening (a saturated loop).
  * - One file per run, `<dir>/<run>.journal` (mode 0600, the directory 0700), opened on the run's
- *   first answer. An answer's record holds the card's ids as the ledger stores them (`Store.id`),
+ *   first answer or opening. An answer's record holds the card's ids as the ledger stores them (`Store.id`),
  *   the source and the decision's name masked, never an answer's content (a form's values).
  * - Records, not text: an answer is a fixed 88 bytes (its numbers as they are, its texts by the
  *   number of a string the file defined before it, in a record of its own the first time); built
