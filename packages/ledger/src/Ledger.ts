@@ -458,7 +458,10 @@ const makeLedger = (
             Effect.sync(() =>
               AnswerJournal.make(journalDir, (message) => Runtime.runFork(runtime)(Effect.logWarning(message)), {
                 // Counted on the run (`RunRecord.unjournaledAnswers`), through the writer as any record.
-                unjournaled: (runId) => void offer({ _tag: "Unjournaled", runId, count: 1 })
+                unjournaled: (runId) => void offer({ _tag: "Unjournaled", runId, count: 1 }),
+                // The writer on its thread ends each turn in which something was recorded (a
+                // card's opening is): the journal's openings go then, with no turn's end of its own.
+                turnEnds: onThread === undefined ? "own" : "driven"
               })
             ),
             (j) => Effect.sync(j.close)
@@ -488,6 +491,7 @@ const makeLedger = (
               audit: options.audit === undefined ? undefined : Path.resolve(options.audit),
               journal: journal !== undefined
             },
+            turnEnded: journal === undefined ? undefined : journal.turnEnded,
             holdMs:
               options.holdWhileSaturated === undefined
                 ? undefined

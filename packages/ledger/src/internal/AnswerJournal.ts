@@ -554,6 +554,13 @@ export interface AnswerJournal {
    * would). So a card left open is on record whatever the ledger's writer has committed.
    */
   readonly opened: (runId: string, card: Approvals.Answering["card"]) => void
+  /**
+   * The end of a turn of the event loop: the openings of the cards still unanswered are appended.
+   * Called by the journal itself (a `setImmediate` after an opening) unless it was made with
+   * `turnEnds: "driven"`, whose caller calls this at the end of every turn in which it was told
+   * of an opening (the ledger's writer, which has a turn's end of its own there already).
+   */
+  readonly turnEnded: () => void
   /** The writer committed these cards' settlements (or gave them up): they no longer wait. */
   readonly committed: (runId: string, cardId: string) => void
   /**
@@ -576,8 +583,11 @@ export const make = (
   options?: {
     readonly native?: JournalFile.Native | undefined
     readonly unjournaled?: ((runId: string) => void) | undefined
+    /** `driven`: `turnEnded` is called by the caller at each turn's end (see there). */
+    readonly turnEnds?: "own" | "driven" | undefined
   }
 ): AnswerJournal => {
+  const ownTurnEnds = options?.turnEnds !== "driven"
   const native = options !== undefined && "native" in options ? options.native : JournalFile.loadNative()
   if (options === undefined || !("native" in options)) {
     const unused = JournalFile.namedButNotLoaded()
@@ -623,6 +633,7 @@ export const make = (
   /** The turn's end: the openings of the cards still unanswered. */
   const endOfTurn = () => {
     endOfTurnScheduled = false
+    if (openedInTurn.size === 0) return
     for (const [card, runId] of openedInTurn) {
       if (endedRuns.has(runId)) continue
       const run = runFile(runId)
@@ -642,7 +653,7 @@ export const make = (
 
   const opened = (runId: string, card: Approvals.Answering["card"]): void => {
     openedInTurn.set(card, runId)
-    if (!endOfTurnScheduled) {
+    if (ownTurnEnds && !endOfTurnScheduled) {
       endOfTurnScheduled = true
       setImmediate(endOfTurn)
     }
@@ -727,7 +738,7 @@ export const make = (
     runs.clear()
   }
 
-  return { dir, append, opened, committed, ended, close }
+  return { dir, append, opened, turnEnded: endOfTurn, committed, ended, close }
 }
 
 /** A line as an earlier version's journal wrote it (anything else: not its, or cut short by the crash). */

@@ -122,6 +122,11 @@ export interface Params {
   readonly init: WorkerInit
   /** Milliseconds ops may be held while the event loop is saturated (default `HoldMs`). */
   readonly holdMs?: number | undefined
+  /**
+   * Called at the end of every turn of the event loop in which an op was offered (before its ops
+   * are looked at): the answer journal's openings (`AnswerJournal`, `turnEnds: "driven"`).
+   */
+  readonly turnEnded?: (() => void) | undefined
   /** The worker committed a card's settlement (the answer journal's `committed`). */
   readonly committed: (runId: string, cardId: string) => void
   /** The worker committed a run's end. */
@@ -262,6 +267,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let encodeScheduled = false
     const endOfTurn = () => {
       encodeScheduled = false
+      params.turnEnded?.()
       if (worker === undefined) return
       if (buffer.length >= EncodeOps) encodeBuffered()
       const n = waiting()
@@ -531,6 +537,8 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         return false
       }
       if (fallback !== undefined) {
+        // Its turn's end still comes (`turnEnded`); nothing of the thread's work in it.
+        scheduleEncode()
         const taken = fallback.offer(op)
         if (taken) offered++
         return taken
