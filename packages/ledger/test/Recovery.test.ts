@@ -21,15 +21,16 @@ const answerCrash = Path.join(__dirname, "fixtures", "answer-crash.ts")
 const openCrash = Path.join(__dirname, "fixtures", "open-crash.ts")
 
 /**
- * Run the open-crash fixture: a card opened during a saturated second (the ledger holds what it
- * records), never answered; the process SIGKILLs itself 200 ms later. The run's id, once it died so.
+ * Run a fixture (`args` after `node --import tsx`) that prints `run <id>` and then SIGKILLs itself:
+ * the run's id, once it died so (and never printed `not killed`); else a failure saying `what`.
  */
-const openThenDie = (filename: string, journal: "on" | "off") =>
+const runUntilKilled = (args: ReadonlyArray<string>, what: string, env: NodeJS.ProcessEnv = process.env) =>
   Effect.acquireUseRelease(
     Effect.sync(() =>
-      ChildProcess.spawn(process.execPath, ["--import", "tsx", openCrash, filename, journal], {
+      ChildProcess.spawn(process.execPath, ["--import", "tsx", ...args], {
         cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
+        stdio: ["ignore", "pipe", "pipe"],
+        env
       })
     ),
     (child) =>
@@ -44,11 +45,8 @@ const openThenDie = (filename: string, journal: "on" | "off") =>
         })
         child.on("exit", (code, signal) => {
           const run = /run (\S+)\n/.exec(out)
-          if (signal === "SIGKILL" && run) resume(Effect.succeed(run[1]!))
-          else
-            resume(
-              Effect.fail(new Error(`the fixture did not die with its card open (${code ?? signal}): ${out} ${err}`))
-            )
+          if (signal === "SIGKILL" && run && !out.includes("not killed")) resume(Effect.succeed(run[1]!))
+          else resume(Effect.fail(new Error(`the fixture did not die ${what} (${code ?? signal}): ${out} ${err}`)))
         })
       }),
     (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
@@ -68,36 +66,17 @@ const answerThenDie = (
   /** `none`: the card has no deadline (an infinite one, which the journal's JSON writes as null). */
   deadline: "some" | "none" = "some"
 ) =>
-  Effect.acquireUseRelease(
-    Effect.sync(() =>
-      ChildProcess.spawn(
-        process.execPath,
-        ["--import", "tsx", answerCrash, filename, point, opening, journal, deadline],
-        {
-          cwd: root,
-          stdio: ["ignore", "pipe", "pipe"],
-          env: { ...process.env, WARDEN_JOURNAL_NATIVE: kind === "mapped" ? "" : "off" }
-        }
-      )
-    ),
-    (child) =>
-      Effect.async<string, Error>((resume) => {
-        let out = ""
-        let err = ""
-        child.stdout!.on("data", (chunk: Buffer) => {
-          out += chunk.toString("utf8")
-        })
-        child.stderr!.on("data", (chunk: Buffer) => {
-          err += chunk.toString("utf8")
-        })
-        child.on("exit", (code, signal) => {
-          const run = /run (\S+)\n/.exec(out)
-          if (signal === "SIGKILL" && run && !out.includes("not killed")) resume(Effect.succeed(run[1]!))
-          else resume(Effect.fail(new Error(`the fixture did not die at ${point} (${code ?? signal}): ${out} ${err}`)))
-        })
-      }),
-    (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
-  )
+  runUntilKilled([answerCrash, filename, point, opening, journal, deadline], `at ${point}`, {
+    ...process.env,
+    WARDEN_JOURNAL_NATIVE: kind === "mapped" ? "" : "off"
+  })
+
+/**
+ * Run the open-crash fixture: a card opened during a saturated second (the ledger holds what it
+ * records), never answered; the process SIGKILLs itself 200 ms later. The run's id, once it died so.
+ */
+const openThenDie = (filename: string, journal: "on" | "off") =>
+  runUntilKilled([openCrash, filename, journal], "with its card open")
 
 /** Run the crash fixture until it says its run is written, SIGKILL it, and return the run's id. */
 const recordThenKill = (filename: string) =>

@@ -268,29 +268,32 @@ class RecordWriter {
 
   /** Write an answer as it is being written to codex (its fields made into what the ledger stores only when they change). */
   answer(answer: Approvals.Answering, at: number, cardId: string): void {
-    const card = answer.card
-    const requestId = card.requestId
-    const requestNumber = typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined
-    this.write(
+    this.cardRecord(
+      answer.card,
       cardId,
-      requestNumber,
-      requestNumber !== undefined ? 0 : this.ref(requestId, this.request, requestText),
-      this.ref(card.method, this.method, Store.id),
-      this.ref(card.threadId, this.thread, Store.optionalId),
-      this.ref(card.turnId, this.turn, Store.optionalId),
-      this.ref(card.workItem, this.item, itemText),
       this.ref(answer.outcome, this.outcome, identity),
       this.ref(Card.describeSource(answer.source), this.source, sourceText),
       this.ref(answer.decision, this.decision, decisionText),
       at,
-      card.openedAt,
-      card.deadlineAt,
       0
     )
   }
 
   /** Write the opening of a card left open at the end of its turn (no outcome, source or decision). */
   opening(card: Approvals.Answering["card"], cardId: string): void {
+    this.cardRecord(card, cardId, 0, 0, 0, card.openedAt, Opening)
+  }
+
+  /** A card's record: its own fields as it holds them, the answer's (or 0s) as given. */
+  private cardRecord(
+    card: Approvals.Answering["card"],
+    cardId: string,
+    outcome: number,
+    source: number,
+    decision: number,
+    at: number,
+    kind: 0 | typeof Opening
+  ): void {
     const requestId = card.requestId
     const requestNumber = typeof requestId === "number" && Number.isSafeInteger(requestId) ? requestId : undefined
     this.write(
@@ -301,13 +304,13 @@ class RecordWriter {
       this.ref(card.threadId, this.thread, Store.optionalId),
       this.ref(card.turnId, this.turn, Store.optionalId),
       this.ref(card.workItem, this.item, itemText),
-      0,
-      0,
-      0,
-      card.openedAt,
+      outcome,
+      source,
+      decision,
+      at,
       card.openedAt,
       card.deadlineAt,
-      Opening
+      kind
     )
   }
 
@@ -468,40 +471,35 @@ export const entriesOf = (bytes: Uint8Array): ReadonlyArray<Entry> => {
   return Array.from(byCard.values())
 }
 
-/** The opening of a card left open as the journal keeps it: its entry (no outcome, source or decision). */
-export const openingEntryOf = (card: Approvals.Answering["card"], cardId = Store.id(card.id)): Entry => ({
+/** A card's own fields of its entry, as the ledger stores them. */
+const cardFields = (card: Approvals.Answering["card"], cardId: string) => ({
   cardId,
   requestId: requestText(card.requestId),
   method: Store.id(card.method),
   threadId: Store.optionalId(card.threadId),
   turnId: Store.optionalId(card.turnId),
   itemKey: itemText(card.workItem),
-  outcome: null,
-  source: null,
-  decision: null,
-  at: card.openedAt,
   openedAt: card.openedAt,
   deadlineAt: card.deadlineAt
 })
 
+/** The opening of a card left open as the journal keeps it: its entry (no outcome, source or decision). */
+export const openingEntryOf = (card: Approvals.Answering["card"], cardId = Store.id(card.id)): Entry => ({
+  ...cardFields(card, cardId),
+  outcome: null,
+  source: null,
+  decision: null,
+  at: card.openedAt
+})
+
 /** An answer as the journal keeps it: its entry, everything masked. */
-export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store.id(answer.card.id)): Entry => {
-  const card = answer.card
-  return {
-    cardId,
-    requestId: requestText(card.requestId),
-    method: Store.id(card.method),
-    threadId: Store.optionalId(card.threadId),
-    turnId: Store.optionalId(card.turnId),
-    itemKey: itemText(card.workItem),
-    outcome: answer.outcome,
-    source: sourceText(Card.describeSource(answer.source)),
-    decision: decisionText(answer.decision),
-    at: now,
-    openedAt: card.openedAt,
-    deadlineAt: card.deadlineAt
-  }
-}
+export const entryOf = (answer: Approvals.Answering, now: number, cardId = Store.id(answer.card.id)): Entry => ({
+  ...cardFields(answer.card, cardId),
+  outcome: answer.outcome,
+  source: sourceText(Card.describeSource(answer.source)),
+  decision: decisionText(answer.decision),
+  at: now
+})
 
 /** The bytes of a file holding `entries`, and the writer that wrote them (its strings are the file's). */
 const journalBytes = (entries: Iterable<Entry>): { readonly bytes: Uint8Array; readonly writer: RecordWriter } => {
