@@ -401,8 +401,9 @@ export interface LedgerOptions extends Writer.WriterOptions {
    * handed to it while the event loop is saturated (default 1 second; and 4,096 records at most).
    * They are handed over every 50 ms at most otherwise. Held, the writer's thread works after a
    * burst instead of beside it (on two vCPUs it slowed the read loop by 10-20 %), at a cost: a
-   * process killed meanwhile loses the records not yet committed, answers excepted (the answer
-   * journal has them), so up to this long of them instead of 50 ms (docs/ledger.md, "Durability").
+   * process killed meanwhile loses the records not yet committed, answers and open cards excepted
+   * (the answer journal has them), so up to this long of them instead of 50 ms (docs/ledger.md,
+   * "Durability").
    * `0`: never held longer than the 50 ms.
    */
   readonly holdWhileSaturated?: Duration.DurationInput

@@ -158,7 +158,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     /** The worker's count of ops done, and its counters. */
     let acked = 0
     let workerStats = zero
-    /** Ops offered in this turn of the event loop, not yet written as text (at the turn's end). */
+    /** Ops offered and not yet written as text (at a hand-over, or once `EncodeOps` wait). */
     let buffer: Array<Projection.Op> = []
     /** Ops as text, not yet handed over (see `HandOverMs`). */
     let encoded: Array<Batch> = []
@@ -179,7 +179,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
     let timer: ReturnType<typeof setTimeout> | undefined
     /** When ops were last handed over (`performance.now()`). */
     let handedOverAt = Number.NEGATIVE_INFINITY
-    /** When the oldest op waiting (offered, not handed over) was offered; and the loop's utilization then. */
+    /** When the oldest op waiting (offered, not handed over) was offered. */
     let heldSince = Number.POSITIVE_INFINITY
     /** The event loop's counters when the window being judged began (the timer was set, or the last hand-over). */
     let window = performance.eventLoopUtilization()
@@ -264,9 +264,9 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
      * the timer (`look`) decides when the `HandOverMs` are up. Ops are written as text only when
      * `EncodeOps` of them wait as objects.
      */
-    let encodeScheduled = false
+    let turnEndScheduled = false
     const endOfTurn = () => {
-      encodeScheduled = false
+      turnEndScheduled = false
       params.turnEnded?.()
       if (worker === undefined) return
       if (buffer.length >= EncodeOps) encodeBuffered()
@@ -524,10 +524,10 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       })
     )
 
-    const scheduleEncode = () => {
+    const scheduleTurnEnd = () => {
       if (heldSince === Number.POSITIVE_INFINITY) heldSince = performance.now()
-      if (encodeScheduled) return
-      encodeScheduled = true
+      if (turnEndScheduled) return
+      turnEndScheduled = true
       setImmediate(endOfTurn)
     }
 
@@ -538,7 +538,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       }
       if (fallback !== undefined) {
         // Its turn's end still comes (`turnEnded`); nothing of the thread's work in it.
-        scheduleEncode()
+        scheduleTurnEnd()
         const taken = fallback.offer(op)
         if (taken) offered++
         return taken
@@ -548,12 +548,12 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         droppedHere++
         droppedUnsaid++
         droppedByRun.set(runOf(op), (droppedByRun.get(runOf(op)) ?? 0) + 1)
-        scheduleEncode()
+        scheduleTurnEnd()
         return false
       }
       offered++
       buffer.push(op)
-      scheduleEncode()
+      scheduleTurnEnd()
       return true
     }
 
