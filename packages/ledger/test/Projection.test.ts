@@ -1,5 +1,5 @@
 /**
- * What a card costs the writer in statements, on the writer thread's client (`WorkerSql`) over a
+ * What a card costs the writer in statements, on the writer thread's target (`WorkerSql`) over a
  * real SQLite file (the schema made by a ledger opened on it first): a card opened and settled in
  * one transaction is inserted once (its settlement does not insert it again), a settlement makes
  * no late-decision statement unless its card already has a settlement, and a transaction that was
@@ -28,9 +28,16 @@ const Driver = createRequire(here.resolve("@effect/sql-sqlite-node/SqliteClient"
   filename: string
 ) => Database
 
-/** A connection whose statements are counted by their first words (`INSERT INTO ledger_cards`, ...). */
+/**
+ * A connection whose statements are counted by their first words (`INSERT INTO ledger_cards`, ...);
+ * `failNext()`: the next statement run throws (and is not counted).
+ */
 const counting = (db: Database) => {
   const counts = new Map<string, number>()
+  let failing = false
+  const failNext = () => {
+    failing = true
+  }
   const connection: WorkerSql.Connection = {
     exec: (source) => db.exec(source),
     get inTransaction() {
@@ -39,7 +46,13 @@ const counting = (db: Database) => {
     prepare: (source) => {
       const statement = db.prepare(source)
       const key = source.trim().split(/\s+/).slice(0, 3).join(" ").replace(/\(.*$/, "")
-      const count = () => counts.set(key, (counts.get(key) ?? 0) + 1)
+      const count = () => {
+        if (failing) {
+          failing = false
+          throw new Error("the statement failed")
+        }
+        counts.set(key, (counts.get(key) ?? 0) + 1)
+      }
       return {
         reader: statement.reader,
         run: (...params) => (count(), statement.run(...params)),
@@ -47,7 +60,7 @@ const counting = (db: Database) => {
       }
     }
   }
-  return { connection, counts }
+  return { connection, counts, failNext }
 }
 
 /** Opened and settled events of three command cards, each accepted. */
@@ -81,13 +94,15 @@ describe("the projection's statements", () => {
         ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
         const db = new Driver(filename)
         yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
-        const { connection, counts } = counting(db)
-        const sql = WorkerSql.make(connection)
+        const { connection, counts, failNext } = counting(db)
+        const target = WorkerSql.target(connection)
+        const write = (...ops: ReadonlyArray<Projection.Op>) => target.transaction(ops, 0, () => true)
         const taken = () => {
           const out = Object.fromEntries(counts)
           counts.clear()
           return out
         }
+        const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
         const events = yield* cardEvents
         const [open1, settled1, open2, settled2, open3, settled3] = events.map((e) => op(runId, e))
         assert.deepStrictEqual(
@@ -96,36 +111,34 @@ describe("the projection's statements", () => {
         )
 
         // 1. Opened and settled in one transaction: the card once, the settlement once.
-        const tx = Projection.transaction()
-        yield* sql.withTransaction(
-          Effect.zipRight(Projection.apply(sql, open1!, tx), Projection.apply(sql, settled1!, tx))
-        )
+        yield* write(open1!, settled1!)
         assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 1, "INSERT INTO ledger_settlements": 1 })
 
-        // 2. Opened in a transaction that was rolled back: its settlement, in a try of its own,
-        //    inserts the card (what the rolled-back try wrote is not there).
-        const rolledBack = Projection.transaction()
+        // 2. Opened in a transaction that was rolled back (its settlement's statement failed): the
+        //    settlement, in a try of its own, inserts the card (what the rolled-back try wrote is
+        //    not there).
         const failed = yield* Effect.exit(
-          sql.withTransaction(
-            Effect.zipRight(Projection.apply(sql, open2!, rolledBack), Effect.fail("later op failed"))
-          )
+          target.transaction([open2!, settled2!], 0, () => {
+            if (counts.size > 0) failNext()
+            return true
+          })
         )
         assert.isTrue(failed._tag === "Failure")
-        yield* sql.withTransaction(Projection.apply(sql, settled2!, Projection.transaction()))
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 1)
+        yield* write(settled2!)
         assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 2, "INSERT INTO ledger_settlements": 1 })
 
         // 3. Opened in a committed transaction the writer was told of: its settlement alone.
-        yield* sql.withTransaction(Projection.apply(sql, open3!, Projection.transaction()))
-        Projection.committed(sql, [open3!], () => true)
-        yield* sql.withTransaction(Projection.apply(sql, settled3!, Projection.transaction()))
+        yield* write(open3!)
+        Projection.committed(target, [open3!], () => true)
+        yield* write(settled3!)
         assert.deepStrictEqual(taken(), { "INSERT INTO ledger_cards": 1, "INSERT INTO ledger_settlements": 1 })
 
         // 4. A settlement recorded twice: the second finds the first and keeps nothing more (its
         //    late-decision statement keeps one only when the first was `stranded`).
-        yield* sql.withTransaction(Projection.apply(sql, settled3!, Projection.transaction()))
+        yield* write(settled3!)
         assert.deepStrictEqual(taken(), { "INSERT INTO ledger_settlements": 1, "INSERT INTO ledger_late_decisions": 1 })
 
-        const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 3)
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements WHERE outcome = 'accepted'`), 3)
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_late_decisions`), 0)

@@ -3,6 +3,11 @@
  * run by the writer inside a batch's transaction. Every text and JSON value passes through
  * `Store` (SecretMask) here; nothing else writes event data.
  *
+ * The statements are data (`Statement`: a template's parts and its values), run by whoever holds
+ * the connection: `execute` on an `SqlClient` (any dialect its template compiles to: SQLite,
+ * PostgreSQL), or straight on a synchronous SQLite connection (`WorkerSql`, the writer's thread),
+ * where a slice's statements run as plain code, one prepared statement per template.
+ *
  * Exactness is the schema's: a card has one row (`ON CONFLICT DO NOTHING` on its key), a settlement
  * one row (the same; a card stranded by `markStranded` keeps `stranded`, and a settlement that
  * arrives after it is kept as a late decision), and a settlement also inserts its card, so no
@@ -40,35 +45,63 @@ export type Op =
   /** Answers of the run whose answer journal line could not be written (`AnswerJournal`). */
   | { readonly _tag: "Unjournaled"; readonly runId: string; readonly count: number }
 
-type Sql = SqlClient.SqlClient
-type Write = Effect.Effect<void, SqlError>
+/** A value bound to a statement's parameter. */
+export type Value = string | number | null
 
-const all = (...effects: ReadonlyArray<Effect.Effect<unknown, SqlError>>): Write =>
-  Effect.asVoid(Effect.all(effects, { discard: true }))
+/**
+ * One statement: its SQL as a tagged template's parts (one array per place in the code, so a
+ * connection prepares it once: `WorkerSql`) and its values; `then`, for a statement that returns
+ * rows (`RETURNING`), the statements that follow from them.
+ */
+export interface Statement {
+  readonly strings: TemplateStringsArray
+  readonly values: ReadonlyArray<Value>
+  readonly then?: (rows: ReadonlyArray<unknown>) => ReadonlyArray<Statement>
+}
+
+/** A statement, written as a tagged template. */
+const sql = (strings: TemplateStringsArray, ...values: ReadonlyArray<Value>): Statement => ({ strings, values })
+
+type Write = ReadonlyArray<Statement>
+
+const none: Write = []
+
+/** Run `statements` in order on an `SqlClient` (inside the caller's transaction). */
+export const execute = (client: SqlClient.SqlClient, statements: Write): Effect.Effect<void, SqlError> =>
+  Effect.forEach(
+    statements,
+    (s): Effect.Effect<void, SqlError> => {
+      const run = client(s.strings, ...s.values)
+      const then = s.then
+      return then === undefined ? Effect.asVoid(run) : Effect.flatMap(run, (rows) => execute(client, then(rows)))
+    },
+    { discard: true }
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-const runStarted = (sql: Sql, r: RunStart): Write =>
-  Effect.asVoid(sql`INSERT INTO ledger_runs (run_id, started_at, status, label, info, pid, host, resumed_from)
+const runStarted = (r: RunStart): Write => [
+  sql`INSERT INTO ledger_runs (run_id, started_at, status, label, info, pid, host, resumed_from)
     VALUES (${r.runId}, ${r.startedAt}, 'running', ${r.label}, ${r.info}, ${r.pid}, ${r.host}, ${r.resumedFrom})
-    ON CONFLICT (run_id) DO NOTHING`)
+    ON CONFLICT (run_id) DO NOTHING`
+]
 
-const runEnded = (sql: Sql, runId: string, at: number, status: string): Write =>
-  Effect.asVoid(
-    sql`UPDATE ledger_runs SET ended_at = ${at}, status = ${status} WHERE run_id = ${runId} AND status = 'running'`
-  )
+const runEnded = (runId: string, at: number, status: string): Write => [
+  sql`UPDATE ledger_runs SET ended_at = ${at}, status = ${status} WHERE run_id = ${runId} AND status = 'running'`
+]
 
-const dropped = (sql: Sql, runId: string, count: number): Write =>
-  Effect.asVoid(sql`UPDATE ledger_runs SET dropped_events = dropped_events + ${count} WHERE run_id = ${runId}`)
+const dropped = (runId: string, count: number): Write => [
+  sql`UPDATE ledger_runs SET dropped_events = dropped_events + ${count} WHERE run_id = ${runId}`
+]
 
-const lost = (sql: Sql, runId: string, count: number): Write =>
-  Effect.asVoid(sql`UPDATE ledger_runs SET lost_events = lost_events + ${count} WHERE run_id = ${runId}`)
+const lost = (runId: string, count: number): Write => [
+  sql`UPDATE ledger_runs SET lost_events = lost_events + ${count} WHERE run_id = ${runId}`
+]
 
-const unjournaled = (sql: Sql, runId: string, count: number): Write =>
-  Effect.asVoid(
-    sql`UPDATE ledger_runs SET unjournaled_answers = unjournaled_answers + ${count} WHERE run_id = ${runId}`
-  )
+const unjournaled = (runId: string, count: number): Write => [
+  sql`UPDATE ledger_runs SET unjournaled_answers = unjournaled_answers + ${count} WHERE run_id = ${runId}`
+]
 
 // ---------------------------------------------------------------------------------------------
 // Work items, threads, turns
@@ -102,81 +135,80 @@ const optionsOf = (item: WorkItem.WorkItem): Record<string, unknown> => {
   return out
 }
 
-const itemSubmitted = (
-  sql: Sql,
-  runId: string,
-  at: number,
-  item: WorkItem.WorkItem,
-  from: ItemOrigin | undefined
-): Write => {
+const itemSubmitted = (runId: string, at: number, item: WorkItem.WorkItem, from: ItemOrigin | undefined): Write => {
   const prompts = [item.prompt, ...(item.followUps ?? [])]
   const masked = prompts.map(Store.text)
   const changed = masked.some((m, i) => m !== prompts[i])
-  return Effect.asVoid(sql`INSERT INTO ledger_work_items
+  return [
+    sql`INSERT INTO ledger_work_items
     (run_id, item_key, prompt, follow_ups, options, prompts_masked, status, thread_id, submitted_at, from_run_id, from_item_key)
     VALUES (${runId}, ${Store.itemKey(item.id)}, ${masked[0]!}, ${JSON.stringify(masked.slice(1))}, ${Store.json(optionsOf(item))},
       ${Store.bool(changed)}, 'pending', ${Store.optionalId(item.threadId)}, ${at}, ${Store.optionalId(from?.runId)}, ${Store.optionalId(from?.item)})
-    ON CONFLICT (run_id, item_key) DO NOTHING`)
+    ON CONFLICT (run_id, item_key) DO NOTHING`
+  ]
 }
 
-const workEvent = (sql: Sql, runId: string, at: number, event: WorkItem.WorkEvent): Write => {
+const workEvent = (runId: string, at: number, event: WorkItem.WorkEvent): Write => {
   const item = Store.itemKey(event.item)
   switch (event._tag) {
     case "ThreadReady": {
       const thread = Store.id(event.threadId)
-      return all(
+      return [
         sql`INSERT INTO ledger_threads (run_id, thread_id, item_key, generation, resumed, ready_at)
           VALUES (${runId}, ${thread}, ${item}, 0, ${Store.bool(event.resumed)}, ${at})
           ON CONFLICT (run_id, thread_id) DO NOTHING`,
         sql`UPDATE ledger_work_items SET status = 'running', thread_id = ${thread}, started_at = COALESCE(started_at, ${at})
           WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`
-      )
+      ]
     }
     case "TurnStarted":
-      return Effect.asVoid(sql`INSERT INTO ledger_turns (run_id, thread_id, turn_id, item_key, prompt, status, started_at)
+      return [
+        sql`INSERT INTO ledger_turns (run_id, thread_id, turn_id, item_key, prompt, status, started_at)
         VALUES (${runId}, ${Store.id(event.threadId)}, ${Store.id(event.turnId)}, ${item}, ${Store.text(event.prompt)}, 'inProgress', ${at})
-        ON CONFLICT (run_id, thread_id, turn_id) DO NOTHING`)
+        ON CONFLICT (run_id, thread_id, turn_id) DO NOTHING`
+      ]
     case "TurnCompleted": {
       const t = event.turn
       const error = t.error !== undefined ? Store.shown(t.error.message) : null
-      return all(
+      return [
         sql`INSERT INTO ledger_turns (run_id, thread_id, turn_id, item_key, prompt, status, started_at, completed_at, final_message, error)
           VALUES (${runId}, ${Store.id(event.threadId)}, ${Store.id(t.turnId)}, ${item}, '', ${Store.id(t.status)}, ${at}, ${at},
             ${Store.optionalShown(t.finalMessage)}, ${error})
           ON CONFLICT (run_id, thread_id, turn_id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at,
             final_message = excluded.final_message, error = excluded.error`,
         sql`UPDATE ledger_work_items SET turns_done = turns_done + 1 WHERE run_id = ${runId} AND item_key = ${item}`
-      )
+      ]
     }
     case "ConnectionLost": {
-      if (event.threadId === undefined) return Effect.void
+      if (event.threadId === undefined) return none
       const thread = Store.id(event.threadId)
-      return all(
+      return [
         sql`UPDATE ledger_threads SET lost_at = ${at} WHERE run_id = ${runId} AND thread_id = ${thread}`,
         sql`UPDATE ledger_turns SET status = 'connection-lost', completed_at = ${at}
           WHERE run_id = ${runId} AND thread_id = ${thread} AND status = 'inProgress'`
-      )
+      ]
     }
     case "Resumed": {
       const thread = Store.id(event.threadId)
-      return all(
+      return [
         sql`UPDATE ledger_threads SET generation = ${event.attempt}, lost_at = NULL WHERE run_id = ${runId} AND thread_id = ${thread}`,
         sql`UPDATE ledger_work_items SET resumes = ${event.attempt} WHERE run_id = ${runId} AND item_key = ${item}`
-      )
+      ]
     }
     case "WorktreeReady": // where it works, for warden resume to take it up again
-      return Effect.asVoid(sql`UPDATE ledger_work_items SET worktree_branch = ${Store.text(event.branch)}, worktree_path = ${Store.text(event.path)}
-        WHERE run_id = ${runId} AND item_key = ${item}`)
+      return [
+        sql`UPDATE ledger_work_items SET worktree_branch = ${Store.text(event.branch)}, worktree_path = ${Store.text(event.path)}
+        WHERE run_id = ${runId} AND item_key = ${item}`
+      ]
     case "Notification":
     case "Stalled":
     case "ThreadStartedFresh": // the ThreadReady that follows records the new thread
     case "WorktreeFinished": // not recorded: the branch and its worktree are in git
-      return Effect.void
+      return none
   }
 }
 
 const itemFinished = (
-  sql: Sql,
   runId: string,
   at: number,
   event: Extract<Supervisor.SupervisorEvent, { _tag: "ItemFinished" }>
@@ -185,9 +217,11 @@ const itemFinished = (
   const exit = event.exit
   if (exit._tag === "Success") {
     const r = exit.value
-    return Effect.asVoid(sql`UPDATE ledger_work_items SET status = 'finished', finished_at = ${at}, result_status = ${Store.id(r.status)},
+    return [
+      sql`UPDATE ledger_work_items SET status = 'finished', finished_at = ${at}, result_status = ${Store.id(r.status)},
       final_message = ${Store.optionalShown(r.finalMessage)}, thread_id = ${Store.id(r.threadId)}, resumes = ${r.resumes}
-      WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`)
+      WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`
+    ]
   }
   const stopped = Cause.isInterruptedOnly(exit.cause)
   const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
@@ -197,26 +231,32 @@ const itemFinished = (
     : failure !== undefined
       ? Store.shown(failure.detail)
       : Store.shown(Cause.pretty(exit.cause))
-  return Effect.asVoid(sql`UPDATE ledger_work_items SET status = ${stopped ? "stopped" : "failed"}, finished_at = ${at},
+  return [
+    sql`UPDATE ledger_work_items SET status = ${stopped ? "stopped" : "failed"}, finished_at = ${at},
     failure_reason = ${reason}, failure_detail = ${detail}, thread_id = COALESCE(thread_id, ${Store.optionalId(failure?.threadId)})
-    WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`)
+    WHERE run_id = ${runId} AND item_key = ${item} AND status IN ('pending', 'running')`
+  ]
 }
 
-const supervisorEvent = (sql: Sql, runId: string, at: number, event: Supervisor.SupervisorEvent): Write => {
+const supervisorEvent = (runId: string, at: number, event: Supervisor.SupervisorEvent): Write => {
   switch (event._tag) {
     case "Work":
-      return workEvent(sql, runId, at, event.event)
+      return workEvent(runId, at, event.event)
     case "ItemFinished":
-      return itemFinished(sql, runId, at, event)
+      return itemFinished(runId, at, event)
     case "ConnectionReady":
-      return Effect.asVoid(sql`INSERT INTO ledger_connections (run_id, connection, slot, ready_at)
-        VALUES (${runId}, ${event.connection}, ${event.slot}, ${at}) ON CONFLICT (run_id, connection) DO NOTHING`)
+      return [
+        sql`INSERT INTO ledger_connections (run_id, connection, slot, ready_at)
+        VALUES (${runId}, ${event.connection}, ${event.slot}, ${at}) ON CONFLICT (run_id, connection) DO NOTHING`
+      ]
     case "ConnectionLost":
-      return Effect.asVoid(sql`INSERT INTO ledger_connections (run_id, connection, slot, lost_at, end_reason, message)
+      return [
+        sql`INSERT INTO ledger_connections (run_id, connection, slot, lost_at, end_reason, message)
         VALUES (${runId}, ${event.connection}, ${event.slot}, ${at}, ${Store.id(event.reason._tag)}, ${Store.shown(event.message)})
-        ON CONFLICT (run_id, connection) DO UPDATE SET lost_at = excluded.lost_at, end_reason = excluded.end_reason, message = excluded.message`)
+        ON CONFLICT (run_id, connection) DO UPDATE SET lost_at = excluded.lost_at, end_reason = excluded.end_reason, message = excluded.message`
+      ]
     default:
-      return Effect.void
+      return none
   }
 }
 
@@ -269,31 +309,31 @@ const cardRow = (card: CardTypes.CardView): CardRow => {
 
 /**
  * What one transaction has written so far that a later op of it may skip: the cards whose row it
- * inserted (by run). Made anew for each try of a transaction (`transaction()`), so what a rolled
- * back try wrote is never taken as there.
+ * inserted (by run), and the database it writes to (`committed`'s key). Made anew for each try of
+ * a transaction (`transaction(database)`), so what a rolled back try wrote is never taken as there.
+ * Its ops' statements are made as the transaction reaches them (`apply`), each op's after the
+ * previous op's have run.
  */
 export interface Transaction {
+  readonly database: object
   readonly cards: Map<CardTypes.CardView, string>
 }
 
-/** A transaction's record, empty: one per try of a transaction. */
-export const transaction = (): Transaction => ({ cards: new Map() })
+/** A transaction's record, empty: one per try of a transaction on `database` (its writer's connection). */
+export const transaction = (database: object): Transaction => ({ database, cards: new Map() })
 
-const insertCard = (sql: Sql, runId: string, card: CardTypes.CardView, tx: Transaction | undefined): Write =>
-  Effect.suspend(() => {
-    const row = cardRow(card)
-    return Effect.map(
-      sql`INSERT INTO ledger_cards
+const insertCard = (runId: string, card: CardTypes.CardView, tx: Transaction): Write => {
+  const row = cardRow(card)
+  tx.cards.set(card, runId)
+  return [
+    sql`INSERT INTO ledger_cards
       (run_id, card_id, request_id, method, thread_id, turn_id, item_key, kind, title, summary, facts, offers, opened_at, deadline_at)
       VALUES (${runId}, ${Store.id(card.id)}, ${Store.requestId(card.requestId)}, ${Store.id(card.method)}, ${Store.optionalId(card.threadId)},
         ${Store.optionalId(card.turnId)}, ${card.workItem === undefined ? null : Store.itemKey(card.workItem)}, ${row.kind},
         ${row.title}, ${row.summary}, ${row.facts}, ${row.offers}, ${card.openedAt}, ${card.deadlineAt})
-      ON CONFLICT (run_id, card_id) DO NOTHING`,
-      () => {
-        tx?.cards.set(card, runId)
-      }
-    )
-  })
+      ON CONFLICT (run_id, card_id) DO NOTHING`
+  ]
+}
 
 /**
  * The audit record of an approval event (`Audit.record`: masked by `SecretMask`), worked out once
@@ -312,14 +352,15 @@ export const auditRecord = (event: ApprovalEvent.ApprovalEvent): Audit.AuditReco
 }
 
 /**
- * Cards whose row is committed, by the database (its client) and the run it is in (`committed`,
- * told by the writer after each transaction): a settlement of one does not insert its card again
- * (a statement of four per card). Two ledgers in one process never take one's rows for the other's.
+ * Cards whose row is committed, by the database (its writer's connection: `Transaction.database`)
+ * and the run it is in (`committed`, told by the writer after each transaction): a settlement of
+ * one does not insert its card again (a statement of four per card). Two ledgers in one process
+ * never take one's rows for the other's.
  */
-const cardsCommitted = new WeakMap<CardTypes.CardView, WeakMap<Sql, string>>()
+const cardsCommitted = new WeakMap<CardTypes.CardView, WeakMap<object, string>>()
 
-/** The writer committed these ops to `sql`'s database (`written` says which): their cards' rows are there. */
-export const committed = (sql: Sql, ops: ReadonlyArray<Op>, written: (op: Op) => boolean): void => {
+/** The writer committed these ops to `database` (`written` says which): their cards' rows are there. */
+export const committed = (database: object, ops: ReadonlyArray<Op>, written: (op: Op) => boolean): void => {
   for (const op of ops) {
     if (op._tag === "Event" && op.event._tag === "Approval" && op.event.event._tag === "CardOpened" && written(op)) {
       const card = op.event.event.card
@@ -328,70 +369,60 @@ export const committed = (sql: Sql, ops: ReadonlyArray<Op>, written: (op: Op) =>
         byDatabase = new WeakMap()
         cardsCommitted.set(card, byDatabase)
       }
-      byDatabase.set(sql, op.runId)
+      byDatabase.set(database, op.runId)
     }
   }
 }
 
 /**
  * The card's row, inserted unless it is there already (committed before, or inserted by this
- * transaction): asked when it runs, after the transaction's earlier ops.
+ * transaction's earlier ops).
  */
-const cardOf = (sql: Sql, runId: string, card: CardTypes.CardView, tx: Transaction | undefined): Write =>
-  Effect.suspend(() =>
-    cardsCommitted.get(card)?.get(sql) === runId || tx?.cards.get(card) === runId
-      ? Effect.void
-      : insertCard(sql, runId, card, tx)
-  )
+const cardOf = (runId: string, card: CardTypes.CardView, tx: Transaction): Write =>
+  cardsCommitted.get(card)?.get(tx.database) === runId || tx.cards.get(card) === runId
+    ? none
+    : insertCard(runId, card, tx)
 
-const insertSettlement = (
-  sql: Sql,
-  runId: string,
-  s: CardTypes.Settlement,
-  r: Audit.DecisionFields,
-  tx: Transaction | undefined
-): Write => {
+const insertSettlement = (runId: string, s: CardTypes.Settlement, r: Audit.DecisionFields, tx: Transaction): Write => {
   const source = r.source ?? ""
   const cardId = Store.id(s.card.id)
-  const settlement = Effect.flatMap(
-    sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, channel, decision, written, detail, settled_at, latency_ms)
+  const settlement: Statement = {
+    ...sql`INSERT INTO ledger_settlements (run_id, card_id, outcome, source, source_kind, channel, decision, written, detail, settled_at, latency_ms)
       VALUES (${runId}, ${cardId}, ${s.outcome}, ${source}, ${sourceKind(source)}, ${r.channel}, ${r.decision},
         ${Store.bool(s.written)}, ${r.detail}, ${s.settledAt}, ${s.latencyMs})
       ON CONFLICT (run_id, card_id) DO NOTHING
       RETURNING card_id`,
-    (inserted): Write =>
+    then: (inserted) =>
       inserted.length > 0
-        ? Effect.void
+        ? none
         : // The card has its one settlement already. One recorded `stranded` (its run was taken
           // for dead while it was not) keeps it; what really happened is kept as a late
           // decision, never lost. (A settlement recorded twice otherwise: nothing more.)
-          Effect.asVoid(sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
+          [
+            sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
             SELECT ${randomUUID()}, ${runId}, ${cardId}, ${r.decision ?? s.outcome}, ${source}, ${r.channel}, 'stranded', ${s.settledAt}
             FROM ledger_settlements
-            WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`)
-  )
-  return Effect.zipRight(cardOf(sql, runId, s.card, tx), settlement)
+            WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`
+          ]
+  }
+  const card = cardOf(runId, s.card, tx)
+  return card.length === 0 ? [settlement] : [...card, settlement]
 }
 
-const approvalEvent = (
-  sql: Sql,
-  runId: string,
-  event: ApprovalEvent.ApprovalEvent,
-  tx: Transaction | undefined
-): Write => {
+const approvalEvent = (runId: string, event: ApprovalEvent.ApprovalEvent, tx: Transaction): Write => {
   switch (event._tag) {
     case "CardOpened":
-      return cardOf(sql, runId, event.card, tx)
+      return cardOf(runId, event.card, tx)
     case "CardSettled":
-      return insertSettlement(sql, runId, event.settlement, Audit.decisionOf(event), tx)
+      return insertSettlement(runId, event.settlement, Audit.decisionOf(event), tx)
     case "LateDecision": {
       const r = Audit.decisionOf(event)
-      return all(
-        cardOf(sql, runId, event.card, tx),
+      return [
+        ...cardOf(runId, event.card, tx),
         sql`INSERT INTO ledger_late_decisions (late_id, run_id, card_id, decision, source, channel, outcome, at)
           VALUES (${randomUUID()}, ${runId}, ${Store.id(event.card.id)}, ${r.decision ?? ""},
             ${r.source ?? ""}, ${r.channel}, ${event.outcome}, ${event.at})`
-      )
+      ]
     }
   }
 }
@@ -399,30 +430,31 @@ const approvalEvent = (
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The statements of one op. `tx`: the transaction it is part of (`transaction()`, one per try),
- * whose earlier ops' rows it need not write again.
+ * The statements of one op, in the transaction `tx` (`transaction()`, one per try), whose earlier
+ * ops' rows it need not write again: made when the transaction reaches the op (after the earlier
+ * ops' statements ran), to be run before the next op's are made.
  */
-export const apply = (sql: Sql, op: Op, tx?: Transaction): Write => {
+export const apply = (op: Op, tx: Transaction): Write => {
   switch (op._tag) {
     case "RunStarted":
-      return runStarted(sql, op.run)
+      return runStarted(op.run)
     case "RunEnded":
-      return runEnded(sql, op.runId, op.at, op.status)
+      return runEnded(op.runId, op.at, op.status)
     case "Dropped":
-      return dropped(sql, op.runId, op.count)
+      return dropped(op.runId, op.count)
     case "Lost":
-      return lost(sql, op.runId, op.count)
+      return lost(op.runId, op.count)
     case "Unjournaled":
-      return unjournaled(sql, op.runId, op.count)
+      return unjournaled(op.runId, op.count)
     case "Event": {
       const e = op.event
       switch (e._tag) {
         case "ItemSubmitted":
-          return itemSubmitted(sql, op.runId, op.at, e.item, e.from)
+          return itemSubmitted(op.runId, op.at, e.item, e.from)
         case "Supervisor":
-          return supervisorEvent(sql, op.runId, op.at, e.event)
+          return supervisorEvent(op.runId, op.at, e.event)
         case "Approval":
-          return approvalEvent(sql, op.runId, e.event, tx)
+          return approvalEvent(op.runId, e.event, tx)
       }
     }
   }

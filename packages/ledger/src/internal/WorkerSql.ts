@@ -1,20 +1,21 @@
 /**
- * What the writer's thread writes with: the two things `Projection` and `Writer` use of a
- * `SqlClient` (its tagged template, whose rows are those of a statement that returns some, as
- * `RETURNING` does, and `withTransaction`), straight on one better-sqlite3 connection, each
- * statement prepared once.
+ * What the writer's thread writes with (`Writer.Target`): a transaction as one synchronous run of
+ * plain code on one better-sqlite3 connection (BEGIN, each op's `Projection` statements, COMMIT),
+ * each statement prepared once (by its template: `Projection.Statement`).
  *
  * The same driver and the same SQL as the main thread's client (`SqliteFile`), without what each
  * statement cost there on top of SQLite's own work: its compilation into a statement object, the
  * prepared-statement cache's lookup (a hash of the text), the connection's semaphore, a span and
- * a few fibers' worth of steps. That was most of the writer thread's time (measured on the frame
- * pipeline's cards). Errors are the client's (`SqlError` wrapping the driver's), so a locked
- * database is told apart the same way (`Busy`). WorkerWriter.test.ts checks that both write the
- * same rows.
+ * a few fibers' worth of steps for each statement (measured on the frame pipeline's cards), and
+ * then the effects around each statement (the CLI's fleet: code that runs a few hundred times a
+ * run never gets past V8's interpreter, where each step of an effect is dear). Errors are the
+ * client's (`SqlError` wrapping the driver's), so a locked database is told apart the same way
+ * (`Busy`). WorkerWriter.test.ts checks that both write the same rows.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import type * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
+import * as Projection from "./Projection.js"
+import type * as Writer from "./Writer.js"
 
 /** The part of a better-sqlite3 statement used here: `reader` when it returns rows (`RETURNING`). */
 export interface Statement {
@@ -41,47 +42,53 @@ const rollback = (db: Connection) => {
   }
 }
 
-export const make = (db: Connection): SqlClient.SqlClient => {
-  const prepared = new Map<string, Statement>()
-  const statement = (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>) => {
-    const text = strings.join("?")
-    return Effect.try({
-      try: () => {
-        let s = prepared.get(text)
-        if (s === undefined) {
-          s = db.prepare(text)
-          prepared.set(text, s)
-        }
-        if (s.reader) return s.all(...values)
-        s.run(...values)
-        return [] as ReadonlyArray<never>
-      },
-      catch: failed("Failed to execute statement")
-    })
+/** What failed: the statement, the BEGIN or the COMMIT (the client's words for each). */
+type Stage = "statement" | "begin" | "commit"
+
+const messages: Record<Stage, string> = {
+  statement: "Failed to execute statement",
+  begin: "Failed to begin a transaction",
+  commit: "Failed to commit a transaction"
+}
+
+/**
+ * The writer's target on `db`: a transaction is one synchronous run (BEGIN, each op's statements,
+ * COMMIT; ROLLBACK when any of it throws), each statement prepared once per template.
+ */
+export const target = (db: Connection): Writer.Target => {
+  const prepared = new Map<TemplateStringsArray, Statement>()
+  const run = (statements: ReadonlyArray<Projection.Statement>): void => {
+    for (const s of statements) {
+      let p = prepared.get(s.strings)
+      if (p === undefined) {
+        p = db.prepare(s.strings.join("?"))
+        prepared.set(s.strings, p)
+      }
+      if (s.then !== undefined) run(s.then(p.all(...s.values)))
+      else p.run(...s.values)
+    }
   }
-  // One level: the writer never nests transactions (a nested one would fail at its BEGIN).
-  const withTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.try({ try: () => db.exec("BEGIN"), catch: failed("Failed to begin a transaction") }), () =>
-        Effect.flatMap(Effect.exit(restore(effect)), (exit): Effect.Effect<A, E | SqlError> => {
-          if (Exit.isSuccess(exit))
-            return Effect.try({
-              try: () => {
-                db.exec("COMMIT")
-                return exit.value
-              },
-              catch: (cause) => {
-                // A COMMIT that could not be made (the database locked): nothing of it stays.
-                rollback(db)
-                return failed("Failed to commit a transaction")(cause)
-              }
-            })
-          return Effect.zipRight(
-            Effect.sync(() => rollback(db)),
-            exit as Exit.Exit<A, E | SqlError>
-          )
-        })
-      )
-    )
-  return Object.assign(statement, { withTransaction }) as unknown as SqlClient.SqlClient
+  const target: Writer.Target = {
+    transaction: (ops, from, take) => {
+      let stage: Stage = "begin"
+      return Effect.try({
+        try: () => {
+          db.exec("BEGIN")
+          try {
+            stage = "statement"
+            const tx = Projection.transaction(target)
+            for (let at = from; at < ops.length && take(); at++) run(Projection.apply(ops[at]!, tx))
+            stage = "commit"
+            db.exec("COMMIT")
+          } catch (error) {
+            // A COMMIT that could not be made (the database locked) too: nothing of it stays.
+            rollback(db)
+            throw error
+          }
+        },
+        catch: (cause) => failed(messages[stage])(cause)
+      })
+    }
+  }
+  return target
 }

@@ -91,6 +91,42 @@ export interface WriterOptions {
   readonly lockTimeout?: Duration.DurationInput
 }
 
+/**
+ * Where the writer writes: one transaction at a time. `clientTarget` runs each op's statements as
+ * effects on an `SqlClient` (any dialect); `WorkerSql.target` runs a whole transaction as plain
+ * code on a synchronous SQLite connection (the writer's thread). The object is also the key of
+ * what it committed (`Projection.committed`).
+ */
+export interface Target {
+  /**
+   * One transaction: the ops from `from` on, in order, each taken while `take()` says so (asked
+   * before each, while ops are left), their statements made as it reaches them
+   * (`Projection.apply`); committed, or rolled back (nothing of it kept) when it fails.
+   */
+  readonly transaction: (
+    ops: ReadonlyArray<Projection.Op>,
+    from: number,
+    take: () => boolean
+  ) => Effect.Effect<void, SqlError>
+}
+
+/** A target on an `SqlClient`: each op's statements run as effects, inside the client's transaction. */
+export const clientTarget = (client: SqlClient.SqlClient): Target => {
+  const target: Target = {
+    transaction: (ops, from, take) =>
+      Effect.suspend(() => {
+        const tx = Projection.transaction(target)
+        let at = from
+        const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
+          if (at >= ops.length || !take()) return Effect.void
+          return Effect.zipRight(Projection.execute(client, Projection.apply(ops[at++]!, tx)), step)
+        })
+        return client.withTransaction(step)
+      })
+  }
+  return target
+}
+
 export interface Writer {
   readonly offer: (op: Projection.Op) => boolean
   /** Resolves once every op offered before it is written (or failed, reported). */
@@ -112,7 +148,7 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
 
 /** The writer, its fiber forked in the caller's scope (the ledger's). */
 export const make = (
-  sql: SqlClient.SqlClient,
+  target: Target,
   options: WriterOptions = {},
   /**
    * Called with each slice's ops once they are written (or reported failed), in order; `written`
@@ -175,6 +211,9 @@ export const make = (
       return true
     }
 
+    /** Every op, in one transaction. */
+    const all = () => true
+
     /** Ops given up (reported): `afterSlice` is told they were not written. */
     const given = new WeakSet<Projection.Op>()
     const isWritten = (op: Projection.Op) => !given.has(op)
@@ -234,7 +273,7 @@ export const make = (
       Effect.forEach(
         ops,
         (op) =>
-          persist(sql.withTransaction(Projection.apply(sql, op))).pipe(
+          persist(target.transaction([op], 0, all)).pipe(
             Effect.flatMap((one) => {
               if (Exit.isSuccess(one)) {
                 written++
@@ -254,19 +293,17 @@ export const make = (
     const writeSlice = (ops: ReadonlyArray<Projection.Op>, from: number): Effect.Effect<number> =>
       Effect.suspend(() => {
         let taken = 0
+        let started = 0
+        const take = () => {
+          if (taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return false
+          taken++
+          return true
+        }
         // Each try starts the slice again (a locked database is tried again, whole).
         const transaction = Effect.suspend(() => {
-          const started = performance.now()
-          const tx = Projection.transaction()
+          started = performance.now()
           taken = 0
-          const step: Effect.Effect<void, SqlError> = Effect.suspend(() => {
-            const at = from + taken
-            if (at >= ops.length || taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs))
-              return Effect.void
-            taken++
-            return Effect.zipRight(Projection.apply(sql, ops[at]!, tx), step)
-          })
-          return sql.withTransaction(step)
+          return target.transaction(ops, from, take)
         })
         return persist(transaction).pipe(
           Effect.flatMap((exit) => {
@@ -325,18 +362,15 @@ export const make = (
           : Effect.void
       return Effect.zipRight(
         warn,
-        Effect.flatMap(
-          persist(sql.withTransaction(Effect.forEach(ops, (op) => Projection.apply(sql, op), { discard: true }))),
-          (exit) => {
-            if (Exit.isSuccess(exit)) return Effect.void
-            for (const [runId, n] of drops) droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + n)
-            for (const [runId, n] of losses) lostByRun.set(runId, (lostByRun.get(runId) ?? 0) + n)
-            for (const [runId, op] of starts) lostStarts.set(runId, op)
-            return Effect.logError(
-              `the ledger could not yet count ${plural(sum(losses), "lost record")} and ${plural(sum(drops), "dropped record")} on their runs: ${detailOf(exit.cause)}`
-            )
-          }
-        )
+        Effect.flatMap(persist(target.transaction(ops, 0, all)), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.void
+          for (const [runId, n] of drops) droppedByRun.set(runId, (droppedByRun.get(runId) ?? 0) + n)
+          for (const [runId, n] of losses) lostByRun.set(runId, (lostByRun.get(runId) ?? 0) + n)
+          for (const [runId, op] of starts) lostStarts.set(runId, op)
+          return Effect.logError(
+            `the ledger could not yet count ${plural(sum(losses), "lost record")} and ${plural(sum(drops), "dropped record")} on their runs: ${detailOf(exit.cause)}`
+          )
+        })
       )
     })
 
@@ -362,7 +396,7 @@ export const make = (
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
           const slice = n === ops.length ? ops : ops.slice(i, i + n)
-          Projection.committed(sql, slice, isWritten)
+          Projection.committed(target, slice, isWritten)
           if (afterSlice !== undefined) yield* afterSlice(slice, isWritten)
           i += n
           processed += n

@@ -67,7 +67,7 @@ const main = (init: WorkerInit) =>
       }),
       (db) => Effect.sync(() => db.close())
     )
-    const sql = WorkerSql.make(db)
+    const target = WorkerSql.target(db)
     const auditLines = init.audit === undefined ? undefined : yield* AuditFile.open(init.audit)
     let processed = 0
     const failuresHub = yield* PubSub.unbounded<Writer.LedgerWriteFailed>()
@@ -80,7 +80,7 @@ const main = (init: WorkerInit) =>
     // No capacity here: the main thread bounds what waits (WorkerWriter), here and on the way.
     if (init.options.lockTimeout !== undefined) options.lockTimeout = init.options.lockTimeout
     const writer: Writer.Writer = yield* Writer.make(
-      sql,
+      target,
       options,
       (ops, written) =>
         Effect.suspend(() => {
