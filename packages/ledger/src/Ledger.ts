@@ -399,12 +399,12 @@ export interface LedgerOptions extends Writer.WriterOptions {
   /**
    * With the writer on its own thread (`layerSqlite` in a build): how long records may wait to be
    * handed to it while the event loop is saturated (default 1 second; and 4,096 records at most).
-   * They are handed over every 50 ms at most otherwise. Held, the writer's thread works after a
+   * They are handed over every 250 ms at most otherwise. Held, the writer's thread works after a
    * burst instead of beside it (on two vCPUs it slowed the read loop by 10-20 %), at a cost: a
    * process killed meanwhile loses the records not yet committed, answers and open cards excepted
-   * (the answer journal has them), so up to this long of them instead of 50 ms (docs/ledger.md,
+   * (the answer journal has them), so up to this long of them instead of 250 ms (docs/ledger.md,
    * "Durability").
-   * `0`: never held longer than the 50 ms.
+   * `0`: never held longer than the 250 ms.
    */
   readonly holdWhileSaturated?: Duration.DurationInput
 }
@@ -478,7 +478,7 @@ const makeLedger = (
             })
     const writer =
       onThread === undefined
-        ? yield* Writer.make(sql, options, afterSlice)
+        ? yield* Writer.make(Writer.clientTarget(sql), options, afterSlice)
         : yield* WorkerWriter.make({
             script: onThread.script,
             init: {
@@ -499,7 +499,7 @@ const makeLedger = (
                 : Duration.toMillis(Duration.decode(options.holdWhileSaturated)),
             committed: (runId, cardId) => journal?.committed(runId, cardId),
             ended: (runId) => journal?.ended(runId),
-            fallback: (failures) => Writer.make(sql, options, afterSlice, failures)
+            fallback: (failures) => Writer.make(Writer.clientTarget(sql), options, afterSlice, failures)
           })
     const live = new Set<string>()
 

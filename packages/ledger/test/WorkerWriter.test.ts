@@ -15,6 +15,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { Ledger, LedgerEvent } from "../src/index.js"
+import { HandOverMs } from "../src/internal/WorkerWriter.js"
 import {
   allowCmd,
   commandParams,
@@ -311,7 +312,7 @@ describe("the ledger's writer on its own thread", () => {
   )
 
   it.scopedLive(
-    "records after a quiet spell are handed to the thread at the end of their turn, not after a timer; a burst's, one message per 50 ms at most",
+    "records after a quiet spell are handed to the thread at the end of their turn, not after a timer; a burst's, one message per HandOverMs at most",
     () =>
       Effect.gen(function* () {
         assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
@@ -321,8 +322,8 @@ describe("the ledger's writer on its own thread", () => {
         const written = yield* inRun(realWorker!, filename, lines, (ledger, run) =>
           Effect.gen(function* () {
             yield* ledger.flush
-            // The precondition, not a wait for something: no hand-over in the last 50 ms.
-            yield* Effect.sleep(Duration.millis(60))
+            // The precondition, not a wait for something: no hand-over in the last `HandOverMs`.
+            yield* Effect.sleep(Duration.millis(HandOverMs + 10))
             const before = handedOver.length
             run.record(LedgerEvent.itemSubmitted({ id: 1, prompt: "trickled" }))
             // The turn's end (its setImmediate), and nothing after it: the record is on its way.
@@ -330,7 +331,7 @@ describe("the ledger's writer on its own thread", () => {
             assert.strictEqual(handedOver.length, before + 1, "handed over at the turn's end")
             // A burst: a record a millisecond (well under the 4,096 records that go at once) until
             // two more messages went (by the timer): fewer messages than records, and the gaps
-            // between them the 50 ms, never a turn's. (At least 45 ms, not 50: a timer is set
+            // between them the `HandOverMs`, never a turn's. (At least 5 ms less: a timer is set
             // against libuv's clock, read once per turn of the loop, which can be behind
             // `performance.now()` by what that turn did before.) A timer's hand-over that armed
             // another timer sent a second message ~1 ms after the first, 1 run in 5.
@@ -341,7 +342,8 @@ describe("the ledger's writer on its own thread", () => {
             }
             const burst = handedOver.slice(before).map((m) => m.at)
             assert.isAbove(id - 2, burst.length - 1, "more records than messages in the burst")
-            for (let i = 1; i < burst.length; i++) assert.isAtLeast(burst[i]! - burst[i - 1]!, 45, `gap ${i}`)
+            for (let i = 1; i < burst.length; i++)
+              assert.isAtLeast(burst[i]! - burst[i - 1]!, HandOverMs - 5, `gap ${i}`)
             yield* ledger.flush
             return { runId: run.id, records: id - 1 }
           })
@@ -404,11 +406,11 @@ describe("the ledger's writer on its own thread", () => {
     "while the event loop is saturated, records are held until it has room: the writer's thread works after a burst, not beside it",
     () =>
       Effect.gen(function* () {
-        // A burst of 300 ms, one record a turn (six times the 50 ms a record waits otherwise).
+        // A burst of three times the `HandOverMs` a record waits otherwise, one record a turn.
         const { during, turns } = yield* whileSaturated(
           { holdWhileSaturated: "60 seconds" },
           1,
-          (_turn, since) => since >= 300
+          (_turn, since) => since >= 3 * HandOverMs
         )
         assert.isAbove(turns, 20)
         assert.deepStrictEqual(during, [], "nothing handed over while the loop was saturated")

@@ -6,8 +6,8 @@
  * before it; `close` writes everything queued), with the work off the thread that reads codex:
  *
  * - `offer` keeps the op (no copy, nothing computed); the ops become JSON text (`Wire.toWire`:
- *   plain data) when they are handed to the worker, in one message at most every 50 ms: at the
- *   turn's end when the last message was 50 ms ago or more, else by a timer when the 50 ms are up;
+ *   plain data) when they are handed to the worker, in one message at most every 250 ms: at the
+ *   turn's end when the last message was 250 ms ago or more, else by a timer when the 250 ms are up;
  *   while the event loop is saturated, held until it has room again (up to 1 s or 4,096 ops).
  *   Not a message per turn: a message wakes the worker's thread, and a message per turn costs a
  *   busy loop more than the records it carries; not always a timer: its wake-up costs the main
@@ -86,9 +86,12 @@ const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, dropped: 0, pen
  * thread, which on this 2-vCPU machine costs the sender ~50 µs whatever it carries (measured on
  * the frame pipeline: a message a millisecond cost more than the records in it), and each becomes
  * a transaction there, whose commit and round of bookkeeping (the slice's acknowledgement, the
- * journal's committed answers) cost the same for one record as for fifty: a fleet of 100 through
- * the CLI, whose records trickle in, spent ~40 % less of the thread's CPU (140-220 → 90-120 ms a
- * run) with 50 ms than with 10 ms. After a quiet spell of `HandOverMs` the turn's ops go at the
+ * journal's committed answers) cost the same for one record as for fifty, and a thread woken after
+ * a sleep runs its code slower (its caches cold): a fleet of 100 through the CLI, whose records
+ * trickle in, spent ~40 % less of the thread's CPU (140-220 → 90-120 ms a run) with 50 ms than with
+ * 10 ms, and ~30 % less again with 250 ms (120-160 → 70-120 ms; the same trace replayed into a
+ * fresh thread with its messages 250 ms apart: 148 ms in 57 messages, 83 in 15, 59 in 4; issue 31's
+ * thirteenth pass). After a quiet spell of `HandOverMs` the turn's ops go at the
  * turn's end: a timer's wake-up costs the main thread ~185 µs of CPU on this VM (a trickle of
  * records, one turn every few hundred ms, paid one a hand-over).
  *
@@ -102,11 +105,11 @@ const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, dropped: 0, pen
  *
  * Nothing waits on it: `flush` and `close` hand over at once, an answer is on record before codex
  * gets it by the answer journal, not by the writer, and a process killed meanwhile loses the
- * records not yet committed but its answers: at most those of the last `HandOverMs`, or of the
+ * records not yet committed but its answers and open cards: at most those of the last `HandOverMs`, or of the
  * last `HoldMs` while the loop was saturated (`warden resume` takes the run up as after any crash:
  * docs/ledger.md, "Durability").
  */
-const HandOverMs = 50
+export const HandOverMs = 250
 /** While the loop is saturated: how long the oldest op waits at most, and how many ops may wait. */
 const HoldMs = 1000
 const HoldOps = 4096
