@@ -50,13 +50,13 @@ export type Value = string | number | null
 
 /**
  * One statement: its SQL as a tagged template's parts (one array per place in the code, so a
- * connection prepares it once: `WorkerSql`) and its values; `then`, for a statement that returns
- * rows (`RETURNING`), the statements that follow from them.
+ * connection prepares it once: `WorkerSql`) and its values; `followUp`, for a statement that
+ * returns rows (`RETURNING`), the statements that follow from them (not `then`: a thenable).
  */
 export interface Statement {
   readonly strings: TemplateStringsArray
   readonly values: ReadonlyArray<Value>
-  readonly then?: (rows: ReadonlyArray<unknown>) => ReadonlyArray<Statement>
+  readonly followUp?: (rows: ReadonlyArray<unknown>) => ReadonlyArray<Statement>
 }
 
 /** A statement, written as a tagged template. */
@@ -72,8 +72,10 @@ export const execute = (client: SqlClient.SqlClient, statements: Write): Effect.
     statements,
     (s): Effect.Effect<void, SqlError> => {
       const run = client(s.strings, ...s.values)
-      const then = s.then
-      return then === undefined ? Effect.asVoid(run) : Effect.flatMap(run, (rows) => execute(client, then(rows)))
+      const followUp = s.followUp
+      return followUp === undefined
+        ? Effect.asVoid(run)
+        : Effect.flatMap(run, (rows) => execute(client, followUp(rows)))
     },
     { discard: true }
   )
@@ -392,7 +394,7 @@ const insertSettlement = (runId: string, s: CardTypes.Settlement, r: Audit.Decis
         ${Store.bool(s.written)}, ${r.detail}, ${s.settledAt}, ${s.latencyMs})
       ON CONFLICT (run_id, card_id) DO NOTHING
       RETURNING card_id`,
-    then: (inserted) =>
+    followUp: (inserted) =>
       inserted.length > 0
         ? none
         : // The card has its one settlement already. One recorded `stranded` (its run was taken

@@ -64,7 +64,7 @@ export const target = (db: Connection): Writer.Target => {
         p = db.prepare(s.strings.join("?"))
         prepared.set(s.strings, p)
       }
-      if (s.then !== undefined) run(s.then(p.all(...s.values)))
+      if (s.followUp !== undefined) run(s.followUp(p.all(...s.values)))
       else p.run(...s.values)
     }
   }
