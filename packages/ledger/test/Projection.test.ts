@@ -54,7 +54,6 @@ const counting = (db: Database) => {
         counts.set(key, (counts.get(key) ?? 0) + 1)
       }
       return {
-        reader: statement.reader,
         run: (...params) => (count(), statement.run(...params)),
         all: (...params) => (count(), statement.all(...params))
       }

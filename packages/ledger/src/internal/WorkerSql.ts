@@ -17,9 +17,8 @@ import { Effect } from "effect"
 import * as Projection from "./Projection.js"
 import type * as Writer from "./Writer.js"
 
-/** The part of a better-sqlite3 statement used here: `reader` when it returns rows (`RETURNING`). */
+/** The part of a better-sqlite3 statement used here (`all` for one that returns rows: `RETURNING`). */
 export interface Statement {
-  readonly reader: boolean
   readonly run: (...params: ReadonlyArray<unknown>) => unknown
   readonly all: (...params: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
 }
