@@ -407,8 +407,7 @@ const insertSettlement = (runId: string, s: CardTypes.Settlement, r: Audit.Decis
             WHERE run_id = ${runId} AND card_id = ${cardId} AND outcome = 'stranded'`
           ]
   }
-  const card = cardOf(runId, s.card, tx)
-  return card.length === 0 ? [settlement] : [...card, settlement]
+  return [...cardOf(runId, s.card, tx), settlement]
 }
 
 const approvalEvent = (runId: string, event: ApprovalEvent.ApprovalEvent, tx: Transaction): Write => {
