@@ -11,23 +11,29 @@
  * - logs: Effect's log records, with their annotations (thread, turn, card ids) and the trace and
  *   span they were written in.
  *
- * The exporters are `@effect/opentelemetry`'s OTLP modules over `@effect/platform`'s fetch client:
- * no OpenTelemetry SDK. Nothing is sent from the connection's read loop: spans and log records are
- * buffered and sent by background fibers (every few seconds, and once more when the layer's scope
- * closes, bounded by `shutdownTimeout`). A collector that cannot be reached never fails or holds up
+ * The exporters are `@effect/opentelemetry`'s OTLP modules over `node:http` (`@effect/platform-node`'s
+ * client, keep-alive connections): no OpenTelemetry SDK, and not `fetch`, whose first request in a
+ * process costs ~4x the CPU of `node:http`'s (it loads and compiles undici) and each later one up
+ * to twice as much (docs/performance.md). Nothing is sent from the connection's read loop: spans
+ * and log records are buffered and sent by background fibers (every few seconds, and once more
+ * when the layer's scope closes, bounded by `shutdownTimeout`). A collector that cannot be reached never fails or holds up
  * the run: the batch is dropped, the exporter rests for a minute, and the failure is reported once
  * (`onExportError`, masked).
  *
  * @packageDocumentation
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Otlp from "@effect/opentelemetry/Otlp"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { SecretMask } from "@warden/approvals"
 import { Telemetry } from "@warden/supervisor"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Fiber, Layer } from "effect"
+import * as Http from "node:http"
+import * as Https from "node:https"
 
 /** Where and how to export; only `endpoint` is required. */
 export interface Options {
@@ -121,10 +127,14 @@ export const layer = (options: Options): Layer.Layer<Telemetry.Telemetry> => {
   )
 }
 
+/** How long one export may take at most, sent to its end even when the run is closing. */
+const ExportTimeout = Duration.seconds(10)
+
 /**
- * The exporters' HTTP client: fetch, with the first failure reported (masked) and a collector that
- * cannot be reached failing at once instead of being retried (the exporter's retries would hold a
- * closing run for `shutdownTimeout`; it drops the batch and rests for a minute instead).
+ * The exporters' HTTP client: `node:http`, with the first failure reported (masked) and a
+ * collector that cannot be reached failing at once instead of being retried (the exporter's
+ * retries would hold a closing run for `shutdownTimeout`; it drops the batch and rests for a
+ * minute instead).
  */
 const reportingClient = (endpoint: string, report: (message: string) => Effect.Effect<void>) =>
   Layer.effect(
@@ -142,6 +152,7 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
           )
         })
       return client.pipe(
+        HttpClient.transform((response, request) => toItsEnd(response, request)),
         HttpClient.tap((response) =>
           response.status >= 200 && response.status < 300
             ? Effect.void
@@ -165,18 +176,45 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
         )
       )
     })
-  ).pipe(
-    Layer.provide(FetchHttpClient.layer),
-    // An export is sent to its end (or for 10 seconds at most) even when the exporter's fiber is
-    // interrupted meanwhile: the periodic export that is in flight when the layer closes would
-    // otherwise be aborted, and its spans and records lost (the final flush sends only what came
-    // after it).
-    Layer.provide(
-      Layer.succeed(FetchHttpClient.Fetch, (input, init) =>
-        globalThis.fetch(input, { ...init, signal: AbortSignal.timeout(10_000) })
-      )
-    )
-  )
+  ).pipe(Layer.provide(NodeHttpClient.layerWithoutAgent), Layer.provide(keepAliveAgents))
+
+/**
+ * An export sent to its end (or for `ExportTimeout` at most) by a fiber of its own, even when the
+ * exporter's fiber is interrupted meanwhile: the periodic export in flight when the layer closes
+ * would otherwise be aborted with it, and its spans and records lost (the final flush sends only
+ * what came after it). Past the timeout it is aborted and fails as a collector that cannot be
+ * reached.
+ */
+const toItsEnd = <E, R>(
+  response: Effect.Effect<HttpClientResponse.HttpClientResponse, E, R>,
+  request: HttpClientRequest.HttpClientRequest
+) =>
+  Effect.forkDaemon(
+    Effect.timeoutFail(response, {
+      duration: ExportTimeout,
+      onTimeout: () =>
+        new HttpClientError.RequestError({
+          request,
+          reason: "Transport",
+          description: `no answer in ${Duration.format(ExportTimeout)}`
+        })
+    })
+  ).pipe(Effect.flatMap(Fiber.join))
+
+/**
+ * The client's connections, kept alive between exports, as `fetch` keeps them. Not closed with the
+ * layer (closing them would abort an export still on its way, see `toItsEnd`): an idle one never
+ * holds the process (Node unreferences a free socket) and is closed by the collector's idle timeout
+ * or the process's exit.
+ */
+const keepAliveAgents = Layer.sync(
+  NodeHttpClient.HttpAgent,
+  (): NodeHttpClient.HttpAgent => ({
+    [NodeHttpClient.HttpAgentTypeId]: NodeHttpClient.HttpAgentTypeId,
+    http: new Http.Agent({ keepAlive: true }),
+    https: new Https.Agent({ keepAlive: true })
+  })
+)
 
 const describeError = (error: HttpClientError.HttpClientError): string => {
   const cause = error.cause as
