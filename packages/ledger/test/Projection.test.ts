@@ -4,6 +4,8 @@
  * one transaction is inserted once (its settlement does not insert it again), a settlement makes
  * no late-decision statement unless its card already has a settlement, and a transaction that was
  * rolled back leaves nothing taken for written (its settlement, written again, inserts its card).
+ * A ROLLBACK that failed leaves the connection in its transaction: the next one rolls it back
+ * before its BEGIN, so one failure does not fail every transaction after it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { ApprovalEvent } from "@warden/approvals"
@@ -30,16 +32,27 @@ const Driver = createRequire(here.resolve("@effect/sql-sqlite-node/SqliteClient"
 
 /**
  * A connection whose statements are counted by their first words (`INSERT INTO ledger_cards`, ...);
- * `failNext()`: the next statement run throws (and is not counted).
+ * `failNext()`: the next statement run throws (and is not counted); `failRollback()`: the next
+ * ROLLBACK throws without rolling back (the transaction stays open).
  */
 const counting = (db: Database) => {
   const counts = new Map<string, number>()
   let failing = false
+  let rollbackFails = false
   const failNext = () => {
     failing = true
   }
+  const failRollback = () => {
+    rollbackFails = true
+  }
   const connection: WorkerSql.Connection = {
-    exec: (source) => db.exec(source),
+    exec: (source) => {
+      if (rollbackFails && source === "ROLLBACK") {
+        rollbackFails = false
+        throw new Error("the rollback failed")
+      }
+      return db.exec(source)
+    },
     get inTransaction() {
       return db.inTransaction
     },
@@ -59,7 +72,7 @@ const counting = (db: Database) => {
       }
     }
   }
-  return { connection, counts, failNext }
+  return { connection, counts, failNext, failRollback }
 }
 
 /** Opened and settled events of three command cards, each accepted. */
@@ -142,5 +155,43 @@ describe("the projection's statements", () => {
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements WHERE outcome = 'accepted'`), 3)
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_late_decisions`), 0)
       })
+  )
+
+  it.scoped("a ROLLBACK that failed: the next transaction rolls back what is still open, then writes", () =>
+    Effect.gen(function* () {
+      const filename = Path.join(yield* tempDir, "ledger.db")
+      const runId = yield* Effect.scoped(
+        Effect.flatMap(Ledger.Ledger, (ledger) => Effect.map(ledger.beginRun(), (run) => run.id))
+      ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
+      const db = new Driver(filename)
+      yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+      const { connection, counts, failNext, failRollback } = counting(db)
+      const target = WorkerSql.target(connection)
+      const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
+      const [open1, settled1] = (yield* cardEvents).map((e) => op(runId, e))
+
+      // The settlement's statement fails, and so does the ROLLBACK: the card's row is written but
+      // not committed, and the connection is still in the transaction.
+      failRollback()
+      const failed = yield* Effect.exit(
+        target.transaction([open1!, settled1!], 0, () => {
+          if (counts.size > 0) failNext()
+          return true
+        })
+      )
+      assert.isTrue(failed._tag === "Failure")
+      assert.isTrue(db.inTransaction, "the failed ROLLBACK left the transaction open")
+
+      // The next transaction rolls that back first, then writes both, once.
+      counts.clear()
+      yield* target.transaction([open1!, settled1!], 0, () => true)
+      assert.isFalse(db.inTransaction)
+      assert.deepStrictEqual(Object.fromEntries(counts), {
+        "INSERT INTO ledger_cards": 1,
+        "INSERT INTO ledger_settlements": 1
+      })
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 1)
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
+    })
   )
 })

@@ -32,12 +32,16 @@ export interface Connection {
 
 const failed = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
-/** Roll back what is open; a rollback that fails leaves nothing to do but say so on the next BEGIN. */
+/**
+ * Roll back what is open. A rollback that fails leaves the transaction open: the next
+ * transaction rolls it back before its BEGIN (or, failing again, fails its BEGIN, "within a
+ * transaction", reported and counted as that transaction's failure).
+ */
 const rollback = (db: Connection) => {
   try {
     if (db.inTransaction) db.exec("ROLLBACK")
   } catch {
-    // the next BEGIN fails ("within a transaction") and is reported as that transaction's failure
+    // said by the next BEGIN, if the next rollback fails too
   }
 }
 
@@ -72,6 +76,8 @@ export const target = (db: Connection): Writer.Target => {
       let stage: Stage = "begin"
       return Effect.try({
         try: () => {
+          // What a failed ROLLBACK left open: not this transaction's, and never committed with it.
+          rollback(db)
           db.exec("BEGIN")
           try {
             stage = "statement"
