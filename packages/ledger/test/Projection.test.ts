@@ -75,6 +75,22 @@ const counting = (db: Database) => {
   return { connection, counts, failNext, failRollback }
 }
 
+/**
+ * A ledger file with its schema and a run (made by a ledger opened on it first), open on a counting
+ * connection (closed with the scope), the writer thread's target on it, and a row counter.
+ */
+const ledgerFile = Effect.gen(function* () {
+  const filename = Path.join(yield* tempDir, "ledger.db")
+  const runId = yield* Effect.scoped(
+    Effect.flatMap(Ledger.Ledger, (ledger) => Effect.map(ledger.beginRun(), (run) => run.id))
+  ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
+  const db = new Driver(filename)
+  yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+  const counted = counting(db)
+  const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
+  return { runId, db, ...counted, target: WorkerSql.target(counted.connection), rows }
+})
+
 /** Opened and settled events of three command cards, each accepted. */
 const cardEvents = Effect.gen(function* () {
   const s = yield* script()
@@ -99,22 +115,13 @@ describe("the projection's statements", () => {
     "a card opened and settled in one transaction costs two statements; a rolled-back try is never taken for written",
     () =>
       Effect.gen(function* () {
-        const filename = Path.join(yield* tempDir, "ledger.db")
-        // The schema, and a run.
-        const runId = yield* Effect.scoped(
-          Effect.flatMap(Ledger.Ledger, (ledger) => Effect.map(ledger.beginRun(), (run) => run.id))
-        ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
-        const db = new Driver(filename)
-        yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
-        const { connection, counts, failNext } = counting(db)
-        const target = WorkerSql.target(connection)
+        const { runId, counts, failNext, target, rows } = yield* ledgerFile
         const write = (...ops: ReadonlyArray<Projection.Op>) => target.transaction(ops, 0, () => true)
         const taken = () => {
           const out = Object.fromEntries(counts)
           counts.clear()
           return out
         }
-        const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
         const events = yield* cardEvents
         const [open1, settled1, open2, settled2, open3, settled3] = events.map((e) => op(runId, e))
         assert.deepStrictEqual(
@@ -159,15 +166,7 @@ describe("the projection's statements", () => {
 
   it.scoped("a ROLLBACK that failed: the next transaction rolls back what is still open, then writes", () =>
     Effect.gen(function* () {
-      const filename = Path.join(yield* tempDir, "ledger.db")
-      const runId = yield* Effect.scoped(
-        Effect.flatMap(Ledger.Ledger, (ledger) => Effect.map(ledger.beginRun(), (run) => run.id))
-      ).pipe(Effect.provide(Ledger.layerSqlite({ filename, answerJournal: false })))
-      const db = new Driver(filename)
-      yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
-      const { connection, counts, failNext, failRollback } = counting(db)
-      const target = WorkerSql.target(connection)
-      const rows = (query: string) => (db.prepare(query).get() as { readonly n: number }).n
+      const { runId, db, counts, failNext, failRollback, target, rows } = yield* ledgerFile
       const [open1, settled1] = (yield* cardEvents).map((e) => op(runId, e))
 
       // The settlement's statement fails, and so does the ROLLBACK: the card's row is written but
