@@ -11,13 +11,15 @@
  * - logs: Effect's log records, with their annotations (thread, turn, card ids) and the trace and
  *   span they were written in.
  *
- * The exporters are `@effect/opentelemetry`'s OTLP modules over `node:http` (`@effect/platform-node`'s
- * client, keep-alive connections): no OpenTelemetry SDK, and not `fetch`, whose first request in a
- * process costs ~4x the CPU of `node:http`'s (it loads and compiles undici) and each later one up
- * to twice as much (docs/performance.md). Nothing is sent from the connection's read loop: spans
- * and log records are buffered and sent by background fibers (every few seconds, and once more
- * when the layer's scope closes, bounded by `shutdownTimeout`). A collector that cannot be reached never fails or holds up
- * the run: the batch is dropped, the exporter rests for a minute, and the failure is reported once
+ * The exporters are `@effect/opentelemetry`'s OTLP modules over `node:http` (a small client of this
+ * package's, internal/NodeHttp.ts, keep-alive connections): no OpenTelemetry SDK; not `fetch`,
+ * whose first request in a process costs ~4x the CPU of `node:http`'s (it loads and compiles
+ * undici) and each later one up to twice as much (docs/performance.md); and not
+ * `@effect/platform-node`'s `NodeHttpClient`, whose module loads the undici package as soon as it
+ * is imported. Nothing is sent from the connection's read loop: spans and log records are buffered
+ * and sent by background fibers (every few seconds, and once more when the layer's scope closes,
+ * bounded by `shutdownTimeout`). A collector that cannot be reached never fails or holds up the
+ * run: the batch is dropped, the exporter rests for a minute, and the failure is reported once
  * (`onExportError`, masked).
  *
  * @packageDocumentation
@@ -28,12 +30,10 @@ import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Otlp from "@effect/opentelemetry/Otlp"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { SecretMask } from "@warden/approvals"
 import { Telemetry } from "@warden/supervisor"
 import { Duration, Effect, Fiber, Layer } from "effect"
-import * as Http from "node:http"
-import * as Https from "node:https"
+import * as NodeHttp from "./internal/NodeHttp.js"
 
 /** Where and how to export; only `endpoint` is required. */
 export interface Options {
@@ -176,7 +176,7 @@ const reportingClient = (endpoint: string, report: (message: string) => Effect.E
         )
       )
     })
-  ).pipe(Layer.provide(NodeHttpClient.layerWithoutAgent), Layer.provide(keepAliveAgents))
+  ).pipe(Layer.provide(NodeHttp.layerKeepAlive))
 
 /**
  * An export sent to its end (or for `ExportTimeout` at most) by a fiber of its own, even when the
@@ -201,25 +201,22 @@ const toItsEnd = <E, R>(
     })
   ).pipe(Effect.flatMap(Fiber.join))
 
-/**
- * The client's connections, kept alive between exports, as `fetch` keeps them. Not closed with the
- * layer (closing them would abort an export still on its way, see `toItsEnd`): an idle one never
- * holds the process (Node unreferences a free socket) and is closed by the collector's idle timeout
- * or the process's exit.
- */
-const keepAliveAgents = Layer.sync(
-  NodeHttpClient.HttpAgent,
-  (): NodeHttpClient.HttpAgent => ({
-    [NodeHttpClient.HttpAgentTypeId]: NodeHttpClient.HttpAgentTypeId,
-    http: new Http.Agent({ keepAlive: true }),
-    https: new Https.Agent({ keepAlive: true })
-  })
-)
-
 const describeError = (error: HttpClientError.HttpClientError): string => {
   const cause = error.cause as
-    | { readonly cause?: { readonly code?: unknown; readonly message?: unknown }; readonly message?: unknown }
+    | {
+        readonly cause?: { readonly code?: unknown; readonly message?: unknown }
+        readonly message?: unknown
+        readonly code?: unknown
+      }
     | undefined
-  const code = cause?.cause?.code ?? cause?.cause?.message ?? cause?.message
-  return typeof code === "string" ? code : error.message
+  const text = (value: unknown) => (typeof value === "string" && value.length > 0 ? value : undefined)
+  // A refused `localhost` whose IPv6 and IPv4 addresses were both tried fails with an AggregateError
+  // of no message: its code (ECONNREFUSED) says it.
+  return (
+    text(cause?.cause?.code) ??
+    text(cause?.cause?.message) ??
+    text(cause?.message) ??
+    text(cause?.code) ??
+    error.message
+  )
 }
