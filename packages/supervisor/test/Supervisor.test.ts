@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import {
+  Cause,
   Chunk,
   Effect,
   Exit,
@@ -877,6 +878,63 @@ describe("observability", () => {
           "warden.connection"
         )
         assert.isUndefined(card?.attributes.get("warden.source"), "the settlement is not described")
+      })
+  )
+
+  it.scoped(
+    "with Telemetry: each client request is a client span under its caller's, with the span annotations in force, ended with the request's exit (a refused turn/start: failed); none with tracing off",
+    () =>
+      Effect.gen(function* () {
+        const base = yield* Effect.tracer
+        const spans: Array<Tracer.Span> = []
+        const recording = Tracer.make({
+          span: (...args) => {
+            const span = base.span(...args)
+            spans.push(span)
+            return span
+          },
+          context: base.context
+        })
+        const refused = { error: { code: -32600, message: "no turn for you" } }
+        yield* Effect.gen(function* () {
+          const { supervisor } = yield* supervise({}, { turns: "manual", behaviour: { "turn/start": () => refused } })
+          const handle = yield* supervisor.start(item("x"))
+          yield* Effect.exit(handle.await)
+        }).pipe(Effect.annotateSpans("tenant", "t-1"), Effect.provide(Telemetry.layer), Effect.withTracer(recording))
+        const requests = spans.filter((s) => s.name === "warden.request")
+        const byMethod = (method: string) => requests.find((s) => s.attributes.get("rpc.method") === method)
+        const parentName = (span: Tracer.Span | undefined) =>
+          span?.parent._tag === "Some" ? (span.parent.value as Tracer.Span).name : undefined
+        const threadStart = byMethod("thread/start")
+        const turnStart = byMethod("turn/start")
+        assert.strictEqual(parentName(threadStart), "warden.thread")
+        assert.strictEqual(parentName(turnStart), "warden.turn")
+        for (const span of [threadStart, turnStart]) {
+          assert.strictEqual(span?.kind, "client")
+          assert.strictEqual(span?.attributes.get("rpc.system"), "jsonrpc")
+          assert.strictEqual(span?.attributes.get("tenant"), "t-1", "the span annotations in force")
+          assert.strictEqual(typeof span?.attributes.get("warden.connection"), "number")
+        }
+        assert.isTrue(threadStart?.status._tag === "Ended" && Exit.isSuccess(threadStart.status.exit))
+        assert.isTrue(
+          turnStart?.status._tag === "Ended" &&
+            Exit.isFailure(turnStart.status.exit) &&
+            Cause.failureOption(turnStart.status.exit.cause).pipe(
+              Option.exists((e) => (e as { readonly _tag?: unknown })._tag === "RemoteError")
+            ),
+          "the refused request's span ends with its typed error"
+        )
+
+        spans.length = 0
+        yield* Effect.gen(function* () {
+          const { supervisor } = yield* supervise({}, {})
+          const handle = yield* supervisor.start(item("y"))
+          yield* handle.await
+        }).pipe(Effect.withTracerEnabled(false), Effect.provide(Telemetry.layer), Effect.withTracer(recording))
+        assert.isFalse(
+          spans.some((s) => s.name === "warden.request"),
+          "no request span while tracing is off"
+        )
       })
   )
 

@@ -2,7 +2,19 @@
  * A work item's spans, set on its fiber rather than wrapped around its effects (an idle item keeps
  * no wrapper on its stack), and made only where somebody sees them.
  */
-import { Context, Effect, type Exit, FiberRef, Scope, Tracer } from "effect"
+import {
+  Chunk,
+  Clock,
+  Context,
+  DefaultServices,
+  Effect,
+  type Exit,
+  type Fiber,
+  FiberRef,
+  HashMap,
+  Scope,
+  Tracer
+} from "effect"
 
 /**
  * The fiber's current span (what `Effect.withSpan` would provide), set for the rest of the
@@ -41,3 +53,42 @@ export const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): E
       })
     )
   )
+
+/**
+ * A span started now in `fiber`, a child of its current span, and what ends it: what
+ * `Effect.withSpan` makes and ends (the fiber's tracer and clock, the span annotations and links
+ * in force, its timing switch), without the effects around it and without becoming the fiber's
+ * current span (for a span nothing is made under, a client request's: `withSpan`'s FiberRef round
+ * trip was most of its cost). None when the fiber's tracing is off.
+ */
+export const startSpanIn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  name: string,
+  kind: Tracer.SpanKind,
+  attributes: Readonly<Record<string, unknown>>
+): ((exit: Exit.Exit<unknown, unknown>) => void) | undefined => {
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
+  const services = fiber.getFiberRef(DefaultServices.currentServices)
+  const clock = Context.get(services, Clock.Clock)
+  const timing = fiber.getFiberRef(FiberRef.currentTracerTimingEnabled)
+  const links = fiber.getFiberRef(FiberRef.currentTracerSpanLinks)
+  const span = Context.get(services, Tracer.Tracer).span(
+    name,
+    Context.getOption(fiber.getFiberRef(FiberRef.currentContext), Tracer.ParentSpan),
+    Context.empty(),
+    Chunk.isEmpty(links) ? [] : Chunk.toReadonlyArray(links),
+    timing ? clock.unsafeCurrentTimeNanos() : BigInt(0),
+    kind,
+    NoStackTrace
+  )
+  const annotations = fiber.getFiberRef(FiberRef.currentTracerSpanAnnotations)
+  if (HashMap.size(annotations) > 0) HashMap.forEach(annotations, (value, key) => span.attribute(key, value))
+  for (const key in attributes) span.attribute(key, attributes[key])
+  return (exit) => {
+    if (span.status._tag !== "Ended") span.end(timing ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+  }
+}
+
+// No call-site stack trace: it would always point here (and formatting it when a span ends
+// failed costs more than the span).
+const NoStackTrace = { captureStackTrace: false } as const
