@@ -200,14 +200,16 @@ export { fileChangesOf } from "./internal/FileChanges.js"
 
 /**
  * A card's view as plain data that can cross to another thread (`postMessage`'s structured clone)
- * or process: what the view was made from (the request and its context), not its summary, so the
- * summary and its masking are worked out where the copy is read (`fromPortable`), not where the
- * card opened. A view Warden did not make (an embedder's) travels with its summary and title.
+ * or process: what the view was made from (the request and its context), so the summary and its
+ * masking are worked out where the copy is read (`fromPortable`), not where the card opened;
+ * a summary the view had already made (something read it) travels with it (`summarized`) and is
+ * not made again. A view Warden did not make (an embedder's) travels with its summary and title.
  */
 export type { PortableCard } from "./internal/PendingCard.js"
 
 /**
- * A view's portable copy (see `PortableCard`): cheap, nothing is computed or copied here.
+ * A view's portable copy (see `PortableCard`): cheap, nothing is computed or copied here (a
+ * summary already made is shared, not copied).
  *
  * @example
  * ```ts
@@ -217,8 +219,8 @@ export type { PortableCard } from "./internal/PendingCard.js"
 export const portable: (view: CardView) => PortableCard = PendingCard.portableCard
 
 /**
- * The view back from its portable copy: the same fields, its summary and title made (and masked)
- * on first read, as the original's were.
+ * The view back from its portable copy: the same fields, its summary and title the ones carried
+ * (`summarized`), else made (and masked) on first read, as the original's were.
  *
  * @example
  * ```ts

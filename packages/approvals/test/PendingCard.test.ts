@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Chunk, Context, Effect, Exit, FiberId, FiberRef, Option, Scope, Stream, TestClock, Tracer } from "effect"
-import { Approvals } from "../src/index.js"
+import { Approvals, Card } from "../src/index.js"
 import { captured, deskSetup } from "./support.js"
 
 const command = () => captured("item/commandExecution/requestApproval")
@@ -74,6 +74,38 @@ describe("pending cards", () => {
         assert.strictEqual(card!.summary, card!.summary, "built once")
         // Nothing of the request beyond the masked summary is enumerable.
         assert.notInclude(JSON.stringify(card), "proposedExecpolicyAmendment")
+      })
+  )
+
+  it.scoped(
+    "a portable copy carries the view's summary once it was made (not made again where it is read), and not before",
+    () =>
+      Effect.gen(function* () {
+        const { connectionCards, thread } = yield* setup()
+        const opened = yield* connectionCards.open(command(), { parent: thread })
+        const view = opened._tag === "Opened" ? opened.card : undefined
+        assert.isDefined(view)
+        if (view === undefined) return
+        // Nothing read it yet: the copy is what the summary is made from, and nothing more.
+        const before = Card.portable(view)
+        assert.isTrue(before._tag === "Request" && before.summarized === undefined)
+        const made = { summary: view.summary, title: view.title }
+        const after = Card.portable(view)
+        assert.isTrue(after._tag === "Request" && after.summarized?.summary === view.summary)
+        // Across a thread or a process (JSON), the carried summary is the one read back.
+        const crossed: Card.PortableCard = JSON.parse(JSON.stringify(after))
+        const back = Card.fromPortable(crossed)
+        assert.deepStrictEqual({ summary: back.summary, title: back.title }, JSON.parse(JSON.stringify(made)))
+        // And it is used as carried, not made again from the request.
+        const carried =
+          crossed._tag === "Request"
+            ? Card.fromPortable({ ...crossed, summarized: { summary: made.summary, title: "carried, not made" } })
+            : undefined
+        assert.strictEqual(carried?.title, "carried, not made")
+        // Without it, the summary is made where the copy is read, the same as the original's.
+        const remade = Card.fromPortable(JSON.parse(JSON.stringify(before)))
+        assert.strictEqual(remade.title, view.title)
+        assert.deepStrictEqual(JSON.parse(JSON.stringify(remade.summary)), JSON.parse(JSON.stringify(view.summary)))
       })
   )
 

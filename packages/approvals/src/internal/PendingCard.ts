@@ -83,7 +83,8 @@ class View implements CardView {
     context: CardContext,
     offers: CardView["offers"],
     openedAt: number,
-    deadlineAt: number
+    deadlineAt: number,
+    summarized?: CardSummary.Summarized
   ) {
     this.id = id
     this.requestId = request.id
@@ -93,7 +94,7 @@ class View implements CardView {
     this.workItem = context.workItem
     this.#request = request
     this.#context = context
-    this.#summarized = undefined
+    this.#summarized = summarized
     // Own, enumerable accessors (as an object literal's getters were: JSON, spreads and
     // Object.keys see `summary` and `title`), shared by every view so the object stays compact.
     Object.defineProperty(this, "summary", summaryProperty)
@@ -106,6 +107,11 @@ class View implements CardView {
   /** The masked summary, built once, on first read (an inbox, the audit, a UI, a handler that looks). */
   static summarized(view: View): CardSummary.Summarized {
     return (view.#summarized ??= CardSummary.summarize(view.#request, view.#context))
+  }
+
+  /** The masked summary if it was made already (`Card.portable` carries it), else undefined. */
+  static made(view: View): CardSummary.Summarized | undefined {
+    return view.#summarized
   }
 
   /** What its summary is made from (`Card.portable`). */
@@ -125,7 +131,13 @@ export type PortableCard = {
   readonly deadlineAt: number
   readonly offers: CardView["offers"]
 } & (
-  | { readonly _tag: "Request"; readonly request: ServerRequests.DecodedRequest; readonly context: CardContext }
+  | {
+      readonly _tag: "Request"
+      readonly request: ServerRequests.DecodedRequest
+      readonly context: CardContext
+      /** The masked summary and title, when the view had made them before it was copied. */
+      readonly summarized?: { readonly summary: CardSummaryT; readonly title: string }
+    }
   | {
       readonly _tag: "View"
       readonly requestId: CardView["requestId"]
@@ -139,36 +151,40 @@ export type PortableCard = {
 )
 
 /** See `Card.portable`. */
-export const portableCard = (view: CardView): PortableCard =>
-  view instanceof View
-    ? {
-        _tag: "Request",
-        id: view.id,
-        openedAt: view.openedAt,
-        deadlineAt: view.deadlineAt,
-        offers: view.offers,
-        request: View.request(view),
-        context: View.context(view)
-      }
-    : {
-        _tag: "View",
-        id: view.id,
-        openedAt: view.openedAt,
-        deadlineAt: view.deadlineAt,
-        offers: [...view.offers],
-        requestId: view.requestId,
-        method: view.method,
-        threadId: view.threadId,
-        turnId: view.turnId,
-        workItem: view.workItem,
-        summary: view.summary,
-        title: view.title
-      }
+export const portableCard = (view: CardView): PortableCard => {
+  if (view instanceof View) {
+    const made = View.made(view)
+    return {
+      _tag: "Request",
+      id: view.id,
+      openedAt: view.openedAt,
+      deadlineAt: view.deadlineAt,
+      offers: view.offers,
+      request: View.request(view),
+      context: View.context(view),
+      ...(made !== undefined ? { summarized: made } : {})
+    }
+  }
+  return {
+    _tag: "View",
+    id: view.id,
+    openedAt: view.openedAt,
+    deadlineAt: view.deadlineAt,
+    offers: [...view.offers],
+    requestId: view.requestId,
+    method: view.method,
+    threadId: view.threadId,
+    turnId: view.turnId,
+    workItem: view.workItem,
+    summary: view.summary,
+    title: view.title
+  }
+}
 
 /** See `Card.fromPortable`. */
 export const cardFromPortable = (card: PortableCard): CardView =>
   card._tag === "Request"
-    ? new View(card.id, card.request, card.context, card.offers, card.openedAt, card.deadlineAt)
+    ? new View(card.id, card.request, card.context, card.offers, card.openedAt, card.deadlineAt, card.summarized)
     : {
         id: card.id,
         requestId: card.requestId,
