@@ -802,6 +802,20 @@ describe("observing events", () => {
   )
 })
 
+/** Effect's tracer, keeping every span it makes. */
+const recordingTracer = Effect.map(Effect.tracer, (base) => {
+  const spans: Array<Tracer.Span> = []
+  const recording = Tracer.make({
+    span: (...args) => {
+      const span = base.span(...args)
+      spans.push(span)
+      return span
+    },
+    context: base.context
+  })
+  return { recording, spans }
+})
+
 describe("observability", () => {
   it.scoped("connection, thread, turn and card spans are opened through Effect's tracer", () =>
     Effect.gen(function* () {
@@ -842,16 +856,7 @@ describe("observability", () => {
     "without Telemetry (the default): no warden.* metric moves, no request span, cards' spans under the connection's as before",
     () =>
       Effect.gen(function* () {
-        const base = yield* Effect.tracer
-        const spans: Array<Tracer.Span> = []
-        const recording = Tracer.make({
-          span: (...args) => {
-            const span = base.span(...args)
-            spans.push(span)
-            return span
-          },
-          context: base.context
-        })
+        const { recording, spans } = yield* recordingTracer
         const snapshot = () =>
           Metric.unsafeSnapshot()
             .filter((m) => m.metricKey.name.startsWith("warden."))
@@ -885,16 +890,7 @@ describe("observability", () => {
     "with Telemetry: each client request is a client span under its caller's, with the span annotations in force, ended with the request's exit (a refused turn/start: failed); none with tracing off",
     () =>
       Effect.gen(function* () {
-        const base = yield* Effect.tracer
-        const spans: Array<Tracer.Span> = []
-        const recording = Tracer.make({
-          span: (...args) => {
-            const span = base.span(...args)
-            spans.push(span)
-            return span
-          },
-          context: base.context
-        })
+        const { recording, spans } = yield* recordingTracer
         const refused = { error: { code: -32600, message: "no turn for you" } }
         yield* Effect.gen(function* () {
           const { supervisor } = yield* supervise({}, { turns: "manual", behaviour: { "turn/start": () => refused } })
@@ -942,16 +938,7 @@ describe("observability", () => {
     "with Telemetry: a restart is a second connection span, the resume a second thread span and events on the item's; restarts and losses are counted",
     () =>
       Effect.gen(function* () {
-        const base = yield* Effect.tracer
-        const spans: Array<Tracer.Span> = []
-        const recording = Tracer.make({
-          span: (...args) => {
-            const span = base.span(...args)
-            spans.push(span)
-            return span
-          },
-          context: base.context
-        })
+        const { recording, spans } = yield* recordingTracer
         const lossesBefore = (yield* Metric.value(Metric.tagged(Telemetry.Metrics.losses, "warden.reason", "Exited")))
           .count
         yield* Effect.gen(function* () {
