@@ -143,11 +143,11 @@ const send = (
     // Never removed: an error after the request settled (aborted, destroyed) must not be unhandled.
     nodeRequest.on("error", transport)
     nodeRequest.on("response", (incoming) => {
-      const head = new BufferedResponse(request, incoming, Empty)
+      // The response an error carries: its head only (made when an error needs it).
       const decode = (description: string, cause?: unknown) =>
         new HttpClientError.ResponseError({
           request,
-          response: head,
+          response: new BufferedResponse(request, incoming, Empty),
           reason: "Decode",
           description,
           ...(cause !== undefined ? { cause } : {})

@@ -58,8 +58,8 @@ export const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): E
  * A span started now in `fiber`, a child of its current span, and what ends it: what
  * `Effect.withSpan` makes and ends (the fiber's tracer and clock, the span annotations and links
  * in force, its timing switch), without the effects around it and without becoming the fiber's
- * current span (for a span nothing is made under, a client request's: `withSpan`'s FiberRef round
- * trip was most of its cost). None when the fiber's tracing is off.
+ * current span: for a span nothing is made under (a client request's). None when the fiber's
+ * tracing is off.
  */
 export const startSpanIn = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
