@@ -471,11 +471,10 @@ const makeLedger = (
     const afterSlice =
       journal === undefined
         ? auditLines
-        : (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) =>
-            Effect.suspend(() => {
-              AnswerJournal.committedBy(ops, written, journal)
-              return auditLines === undefined ? Effect.void : auditLines(ops)
-            })
+        : (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => {
+            AnswerJournal.committedBy(ops, written, journal)
+            auditLines?.(ops)
+          }
     const writer =
       onThread === undefined
         ? yield* Writer.make(Writer.clientTarget(sql), options, afterSlice)

@@ -292,9 +292,11 @@ export const rememberedFor = (
   rules: ReadonlyArray<RememberedRule>,
   now: number
 ): RememberedRule | undefined => {
-  if (request._tag !== "Known" || !Policy.allowApplies(request)) return undefined
+  if (request._tag !== "Known") return undefined
+  // The rules first: with none in force for the method (most runs have none at all), nothing of
+  // the policy's code is run, or loaded where the CLI loads it on first use.
   const live = rules.filter((r) => isActive(r, now) && methodsOf(r.scope).includes(request.method))
-  if (live.length === 0) return undefined
+  if (live.length === 0 || !Policy.allowApplies(request)) return undefined
   const exact = live.filter((r) => r.scope._tag === "Command" && r.scope.exact)
   if (exact.length > 0) {
     const argv = simpleArgv(commandLine(request))

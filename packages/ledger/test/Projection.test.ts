@@ -5,7 +5,9 @@
  * no late-decision statement unless its card already has a settlement, and a transaction that was
  * rolled back leaves nothing taken for written (its settlement, written again, inserts its card).
  * A ROLLBACK that failed leaves the connection in its transaction: the next one rolls it back
- * before its BEGIN, so one failure does not fail every transaction after it.
+ * before its BEGIN, so one failure does not fail every transaction after it. And the writer's
+ * `offerAll` on that target: written in the step that offers when nothing waits, behind what is
+ * queued otherwise, and a slice that fails there left to the writer's fiber (rolled back first).
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { ApprovalEvent } from "@warden/approvals"
@@ -16,6 +18,7 @@ import * as Path from "node:path"
 import { Ledger } from "../src/index.js"
 import * as Projection from "../src/internal/Projection.js"
 import * as WorkerSql from "../src/internal/WorkerSql.js"
+import * as Writer from "../src/internal/Writer.js"
 import { commandParams, script, tempDir } from "./support.js"
 
 interface Database {
@@ -33,12 +36,17 @@ const Driver = createRequire(here.resolve("@effect/sql-sqlite-node/SqliteClient"
 /**
  * A connection whose statements are counted by their first words (`INSERT INTO ledger_cards`, ...);
  * `failNext()`: the next statement run throws (and is not counted); `failRollback()`: the next
- * ROLLBACK throws without rolling back (the transaction stays open).
+ * ROLLBACK throws without rolling back (the transaction stays open); `failFor(value)`: every
+ * statement given `value` throws, from now on.
  */
 const counting = (db: Database) => {
   const counts = new Map<string, number>()
   let failing = false
   let rollbackFails = false
+  const poisoned = new Set<unknown>()
+  const failFor = (value: string) => {
+    poisoned.add(value)
+  }
   const failNext = () => {
     failing = true
   }
@@ -59,20 +67,20 @@ const counting = (db: Database) => {
     prepare: (source) => {
       const statement = db.prepare(source)
       const key = source.trim().split(/\s+/).slice(0, 3).join(" ").replace(/\(.*$/, "")
-      const count = () => {
-        if (failing) {
+      const count = (params: ReadonlyArray<unknown>) => {
+        if (failing || params.some((p) => poisoned.has(p))) {
           failing = false
           throw new Error("the statement failed")
         }
         counts.set(key, (counts.get(key) ?? 0) + 1)
       }
       return {
-        run: (...params) => (count(), statement.run(...params)),
-        all: (...params) => (count(), statement.all(...params))
+        run: (...params) => (count(params), statement.run(...params)),
+        all: (...params) => (count(params), statement.all(...params))
       }
     }
   }
-  return { connection, counts, failNext, failRollback }
+  return { connection, counts, failNext, failRollback, failFor }
 }
 
 /**
@@ -192,5 +200,105 @@ describe("the projection's statements", () => {
       assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 1)
       assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
     })
+  )
+})
+
+describe("the writer's offerAll on the thread's target (writes at once when nothing waits)", () => {
+  /** A writer on `target` whose slices are kept, in order, as what `afterSlice` was told. */
+  const writerOn = (target: Writer.Target) =>
+    Effect.gen(function* () {
+      const slices: Array<ReadonlyArray<string>> = []
+      const reported: Array<Writer.LedgerWriteFailed> = []
+      const writer = yield* Writer.make(
+        target,
+        {},
+        (ops, written) =>
+          void slices.push(ops.map((o) => `${Projection.describe(o)}${written(o) ? "" : " (not written)"}`)),
+        undefined,
+        (failure) => void reported.push(failure)
+      )
+      return { writer, slices, reported }
+    })
+
+  it.scoped("nothing waits: the ops are committed and their slice told in the step that offers them", () =>
+    Effect.gen(function* () {
+      const { runId, target, rows } = yield* ledgerFile
+      const [open1, settled1, open2] = (yield* cardEvents).map((e) => op(runId, e))
+      const { writer, slices } = yield* writerOn(target)
+      yield* Effect.yieldNow() // the writer's fiber waits for ops
+
+      // No yield between the offer and the reads: the fiber could not have written them.
+      assert.strictEqual(writer.offerAll([open1!, settled1!, open2!]), 0)
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 2)
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
+      assert.deepStrictEqual(slices, [["CardOpened", "CardSettled", "CardOpened"]])
+      assert.deepInclude(writer.stats(), { recorded: 3, written: 3, failed: 0, pending: 0, batches: 1 })
+    })
+  )
+
+  it.scoped("ops queued before them: they wait their turn behind them, in order, for the fiber", () =>
+    Effect.gen(function* () {
+      const { runId, target, rows } = yield* ledgerFile
+      const [open1, settled1, open2, settled2] = (yield* cardEvents).map((e) => op(runId, e))
+      const { writer, slices } = yield* writerOn(target)
+      yield* Effect.yieldNow()
+
+      assert.isTrue(writer.offer(open1!))
+      assert.strictEqual(writer.offerAll([settled1!, open2!, settled2!]), 0)
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 0, "nothing written ahead of the queued op")
+      assert.strictEqual(writer.stats().pending, 4)
+
+      yield* writer.flush
+      assert.deepStrictEqual(slices.flat(), ["CardOpened", "CardSettled", "CardOpened", "CardSettled"])
+      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 2)
+      assert.deepInclude(writer.stats(), { written: 4, failed: 0, pending: 0 })
+    })
+  )
+
+  it.scoped(
+    "a slice that fails here is rolled back and left to the fiber: a passing failure is written whole, a lasting one costs its op alone",
+    () =>
+      Effect.gen(function* () {
+        const { runId, target, rows, failNext, failFor } = yield* ledgerFile
+        const events = yield* cardEvents
+        const [open1, settled1, open2, settled2, open3, settled3] = events.map((e) => op(runId, e))
+        const { writer, slices, reported } = yield* writerOn(target)
+        yield* Effect.yieldNow()
+
+        // 1. One statement fails once: nothing of the slice stays, and the fiber writes it all.
+        failNext()
+        assert.strictEqual(writer.offerAll([open1!, settled1!]), 0)
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 0, "the failed slice was rolled back")
+        assert.deepStrictEqual(slices, [])
+        yield* writer.flush
+        assert.deepStrictEqual(slices, [["CardOpened", "CardSettled"]])
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
+
+        // 2. The second card's statements always fail: the fiber writes op by op, and only its two
+        //    ops are lost (reported, counted); the third card is written.
+        const second = events[2]!
+        assert.isTrue(second._tag === "CardOpened")
+        if (second._tag === "CardOpened") failFor(second.card.id)
+        assert.strictEqual(writer.offerAll([open2!, settled2!, open3!, settled3!]), 0)
+        yield* writer.flush
+        assert.deepStrictEqual(slices.slice(1).flat(), [
+          "CardOpened (not written)",
+          "CardSettled (not written)",
+          "CardOpened",
+          "CardSettled"
+        ])
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 2)
+        assert.deepStrictEqual(
+          reported.map((f) => [f.reason, f.events]),
+          [
+            ["Failed", 1],
+            ["Failed", 1]
+          ]
+        )
+        assert.deepInclude(writer.stats(), { recorded: 6, written: 4, failed: 2, pending: 0 })
+        // Counted on the run after the batch (written by the time the writer has closed).
+        yield* writer.close
+        assert.strictEqual(rows(`SELECT lost_events AS n FROM ledger_runs WHERE run_id = '${runId}'`), 2)
+      })
   )
 })

@@ -56,7 +56,8 @@ const messages: Record<Stage, string> = {
 
 /**
  * The writer's target on `db`: a transaction is one synchronous run (BEGIN, each op's statements,
- * COMMIT; ROLLBACK when any of it throws), each statement prepared once per template.
+ * COMMIT; ROLLBACK when any of it throws), each statement prepared once per template; as an
+ * effect (`transaction`) or now (`runNow`: `Writer.offerAll` writes at once with it).
  */
 export const target = (db: Connection): Writer.Target => {
   const prepared = new Map<TemplateStringsArray, Statement>()
@@ -71,29 +72,35 @@ export const target = (db: Connection): Writer.Target => {
       else p.run(...s.values)
     }
   }
-  const target: Writer.Target = {
-    transaction: (ops, from, take) => {
-      let stage: Stage = "begin"
-      return Effect.try({
-        try: () => {
-          // What a failed ROLLBACK left open: not this transaction's, and never committed with it.
-          rollback(db)
-          db.exec("BEGIN")
-          try {
-            stage = "statement"
-            const tx = Projection.transaction(target)
-            for (let at = from; at < ops.length && take(); at++) run(Projection.apply(ops[at]!, tx))
-            stage = "commit"
-            db.exec("COMMIT")
-          } catch (error) {
-            // A COMMIT that could not be made (the database locked) too: nothing of it stays.
-            rollback(db)
-            throw error
-          }
-        },
-        catch: (cause) => failed(messages[stage])(cause)
-      })
+  const runNow = (ops: ReadonlyArray<Projection.Op>, from: number, take: () => boolean): SqlError | undefined => {
+    let stage: Stage = "begin"
+    try {
+      // What a failed ROLLBACK left open: not this transaction's, and never committed with it.
+      rollback(db)
+      db.exec("BEGIN")
+      try {
+        stage = "statement"
+        const tx = Projection.transaction(target)
+        for (let at = from; at < ops.length && take(); at++) run(Projection.apply(ops[at]!, tx))
+        stage = "commit"
+        db.exec("COMMIT")
+      } catch (error) {
+        // A COMMIT that could not be made (the database locked) too: nothing of it stays.
+        rollback(db)
+        throw error
+      }
+      return undefined
+    } catch (cause) {
+      return failed(messages[stage])(cause)
     }
+  }
+  const target: Writer.Target = {
+    transaction: (ops, from, take) =>
+      Effect.suspend(() => {
+        const error = runNow(ops, from, take)
+        return error === undefined ? Effect.void : Effect.fail(error)
+      }),
+    runNow
   }
   return target
 }

@@ -597,5 +597,11 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       return Deferred.await(closed)
     })
 
-    return { offer, flush, stats, failures, close }
+    const offerAll = (ops: ReadonlyArray<Projection.Op>): number => {
+      let dropped = 0
+      for (const op of ops) if (!offer(op)) dropped++
+      return dropped
+    }
+
+    return { offer, offerAll, flush, stats, failures, close }
   })

@@ -21,6 +21,9 @@
  *   written to its run (`dropped_events`) with the next batch and logged, so a record with gaps
  *   says so. Without one (the default) nothing is dropped while the ledger is open.
  * - `close` ends the queue and waits for the fiber to write everything queued before it.
+ * - `offerAll`, on a target that runs a transaction synchronously (the writer's own thread:
+ *   `WorkerSql`), writes at once, in the offering step, what nothing waits before; anything that
+ *   fails there goes to the fiber, which writes it by the rules above.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -108,6 +111,12 @@ export interface Target {
     from: number,
     take: () => boolean
   ) => Effect.Effect<void, SqlError>
+  /**
+   * The same transaction run now, in the caller's step: undefined once committed, else why it
+   * failed (rolled back). Only a target on a synchronous connection has it (`WorkerSql`): then
+   * `Writer.offerAll` may write at once (see there).
+   */
+  readonly runNow?: (ops: ReadonlyArray<Projection.Op>, from: number, take: () => boolean) => SqlError | undefined
 }
 
 /** A target on an `SqlClient`: each op's statements run as effects, inside the client's transaction. */
@@ -129,6 +138,18 @@ export const clientTarget = (client: SqlClient.SqlClient): Target => {
 
 export interface Writer {
   readonly offer: (op: Projection.Op) => boolean
+  /**
+   * Offer `ops`, in order, as `offer` would each; how many were dropped. When the target runs a
+   * transaction synchronously (`Target.runNow`: the writer's thread) and nothing is before them
+   * (nothing queued, the fiber waiting for ops, the database not found locked, no count to write,
+   * no `capacity`), they are written at once, in this step, a transaction a slice (`maxBatch`,
+   * `sliceMs`), each slice followed by `afterSlice` as the fiber's are: on a thread that does
+   * nothing else, the fiber's steps around each slice (its wake-up, its turns of the event loop)
+   * cost more than the slice's own work when records trickle in. A slice that fails is not tried
+   * again here: its ops and those after it are queued, and the fiber writes them as any it takes
+   * (waiting out a lock, op by op after another failure, reporting what it gives up).
+   */
+  readonly offerAll: (ops: ReadonlyArray<Projection.Op>) => number
   /** Resolves once every op offered before it is written (or failed, reported). */
   readonly flush: Effect.Effect<Stats>
   readonly stats: () => Stats
@@ -146,17 +167,23 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
   return SecretMask.maskShown(raw, 500)
 }
 
+/** What follows a written slice (`make`'s `afterSlice`). */
+export type AfterSlice = (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => void
+
 /** The writer, its fiber forked in the caller's scope (the ledger's). */
 export const make = (
   target: Target,
   options: WriterOptions = {},
   /**
-   * Called with each slice's ops once they are written (or reported failed), in order; `written`
-   * tells which were committed (an op given up, locked out or failing, was not).
+   * Called with each slice's ops once they are written (or reported failed), in order, in the
+   * writer's step (synchronous; it reports its own failures); `written` tells which were committed
+   * (an op given up, locked out or failing, was not).
    */
-  afterSlice?: (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => Effect.Effect<void>,
+  afterSlice?: AfterSlice,
   /** Where its failures are published (a new hub unless given). */
-  failuresHub?: PubSub.PubSub<LedgerWriteFailed>
+  failuresHub?: PubSub.PubSub<LedgerWriteFailed>,
+  /** Told each failure as it is reported (before the slice's `afterSlice`), besides the hub. */
+  reported?: (failure: LedgerWriteFailed) => void
 ): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function* () {
     const maxBatch = Math.max(1, options.maxBatch ?? 1000)
@@ -232,6 +259,7 @@ export const make = (
         cause: Cause.squash(cause)
       })
       failed += ops.length
+      reported?.(error)
       failures.unsafeOffer(error)
       return Effect.logError(error.message)
     }
@@ -287,38 +315,52 @@ export const make = (
       )
 
     /**
+     * A slice's count: `take` says whether the transaction takes one more op (at most `maxBatch`,
+     * and none past the first once `sliceMs` are spent since `start`), `taken` how many it took.
+     */
+    const slicing = () => {
+      const slice = {
+        taken: 0,
+        started: 0,
+        start: () => {
+          slice.started = performance.now()
+          slice.taken = 0
+        },
+        take: () => {
+          if (slice.taken >= maxBatch || (slice.taken > 0 && performance.now() - slice.started >= sliceMs)) return false
+          slice.taken++
+          return true
+        }
+      }
+      return slice
+    }
+
+    /**
      * One transaction: the ops from `from` on, until `maxBatch` of them or `sliceMs` spent. How
      * many it took; if the transaction failed, those ops are written one by one instead.
      */
     const writeSlice = (ops: ReadonlyArray<Projection.Op>, from: number): Effect.Effect<number> =>
       Effect.suspend(() => {
-        let taken = 0
-        let started = 0
-        const take = () => {
-          if (taken >= maxBatch || (taken > 0 && performance.now() - started >= sliceMs)) return false
-          taken++
-          return true
-        }
+        const slice = slicing()
         // Each try starts the slice again (a locked database is tried again, whole).
         const transaction = Effect.suspend(() => {
-          started = performance.now()
-          taken = 0
-          return target.transaction(ops, from, take)
+          slice.start()
+          return target.transaction(ops, from, slice.take)
         })
         return persist(transaction).pipe(
           Effect.flatMap((exit) => {
             if (Exit.isSuccess(exit)) {
-              written += taken
+              written += slice.taken
               batches++
-              return Effect.succeed(taken)
+              return Effect.succeed(slice.taken)
             }
             if (Busy.isBusy(exit.cause)) {
               // Given up: a whole batch at once (not op by op: the lock holds for all of them).
-              const lost = ops.slice(from, from + Math.max(taken, Math.min(maxBatch, ops.length - from)))
+              const lost = ops.slice(from, from + Math.max(slice.taken, Math.min(maxBatch, ops.length - from)))
               return Effect.as(report(lost, exit.cause), lost.length)
             }
-            const slice = ops.slice(from, from + taken)
-            return Effect.as(slice.length === 1 ? report(slice, exit.cause) : writeOneByOne(slice), slice.length)
+            const bad = ops.slice(from, from + slice.taken)
+            return Effect.as(bad.length === 1 ? report(bad, exit.cause) : writeOneByOne(bad), bad.length)
           })
         )
       })
@@ -374,13 +416,60 @@ export const make = (
       )
     })
 
+    /** A slice is done (written, or given up and reported): what follows it. */
+    const sliceDone = (slice: ReadonlyArray<Projection.Op>) => {
+      Projection.committed(target, slice, isWritten)
+      afterSlice?.(slice, isWritten)
+      processed += slice.length
+      settleWaiters()
+    }
+
+    /** The fiber holds ops it took and has not finished with (from its `takeAll` until its next). */
+    let busy = false
+
+    const offerAll = (ops: ReadonlyArray<Projection.Op>): number => {
+      const runNow = target.runNow
+      if (
+        runNow === undefined ||
+        busy ||
+        !open ||
+        capacity !== undefined ||
+        lockedSince !== undefined ||
+        droppedByRun.size > 0 ||
+        lostByRun.size > 0 ||
+        Option.getOrElse(mailbox.unsafeSize(), () => 0) > 0
+      ) {
+        let dropped = 0
+        for (const op of ops) if (!offer(op)) dropped++
+        return dropped
+      }
+      recorded += ops.length
+      const slice = slicing()
+      for (let from = 0; from < ops.length; ) {
+        slice.start()
+        if (runNow(ops, from, slice.take) !== undefined) {
+          // Rolled back: the fiber writes them, and what follows, as it writes what it takes.
+          for (let at = from; at < ops.length; at++) mailbox.unsafeOffer(ops[at]!)
+          return 0
+        }
+        const taken = slice.taken
+        written += taken
+        batches++
+        sliceDone(taken === ops.length ? ops : ops.slice(from, from + taken))
+        from += taken
+      }
+      return 0
+    }
+
     const loop = Effect.gen(function* () {
       while (true) {
         // Woken by an offer, the writer first lets the event loop finish what it was doing: the
         // engine's work that recorded the op (an answer being written to codex, the next frames
         // of the chunk being read) comes before the ledger's transaction, and whatever else is
         // recorded meanwhile joins this batch.
+        busy = false
         const [first, ended] = yield* mailbox.takeAll
+        busy = true
         let chunk = first
         let done = ended
         if (!done) {
@@ -395,12 +484,8 @@ export const make = (
         const ops = Chunk.toReadonlyArray(chunk)
         for (let i = 0; i < ops.length; ) {
           const n = yield* writeSlice(ops, i)
-          const slice = n === ops.length ? ops : ops.slice(i, i + n)
-          Projection.committed(target, slice, isWritten)
-          if (afterSlice !== undefined) yield* afterSlice(slice, isWritten)
+          sliceDone(n === ops.length ? ops : ops.slice(i, i + n))
           i += n
-          processed += n
-          settleWaiters()
           yield* yieldToLoop
         }
         yield* writeCounts
@@ -437,5 +522,5 @@ export const make = (
       return Effect.asVoid(Fiber.await(fiber))
     })
 
-    return { offer, flush, stats, failures, close }
+    return { offer, offerAll, flush, stats, failures, close }
   })

@@ -5,6 +5,10 @@
  * beside it), so the card summaries, masking and transactions of everything recorded run here and
  * not on the thread that reads codex's frames.
  *
+ * The ops of a message are written as it is received (`Writer.offerAll`: one transaction a slice,
+ * in the message's step) when nothing waits before them; else, and whatever fails there, by the
+ * writer's fiber (waiting out a lock, op by op after a failure).
+ *
  * Messages (`WorkerWriter.ToWorker`, `FromWorker`): ops in (`Wire`), in the order recorded; out,
  * after each slice the writer committed (or gave up), how many ops are done in all, the writer's
  * counters, the settlements committed (the answer journal's) and the runs whose end is committed;
@@ -13,7 +17,7 @@
  * writes on its own thread). Nothing here is public: the module only runs as the worker's entry.
  */
 import { createRequire } from "node:module"
-import { Cause, Deferred, Effect, Exit, Logger, PubSub, Queue } from "effect"
+import { Cause, Deferred, Effect, Exit, Logger } from "effect"
 import { isMainThread, parentPort, workerData } from "node:worker_threads"
 import * as AnswerJournal from "./AnswerJournal.js"
 import * as AuditFile from "./AuditFile.js"
@@ -70,10 +74,14 @@ const main = (init: WorkerInit) =>
     const target = WorkerSql.target(db)
     const auditLines = init.audit === undefined ? undefined : yield* AuditFile.open(init.audit)
     let processed = 0
-    const failuresHub = yield* PubSub.unbounded<Writer.LedgerWriteFailed>()
-    const subscription = yield* PubSub.subscribe(failuresHub)
-    const postFailure = (f: Writer.LedgerWriteFailed) =>
-      post({ _tag: "Failure", reason: f.reason, events: f.events, kinds: f.kinds, detail: f.detail })
+    /** Failures the writer reported and the main thread was not sent yet (sent before the next `Ack`). */
+    let unsent: Array<Writer.LedgerWriteFailed> = []
+    const postFailures = () => {
+      const failures = unsent
+      unsent = []
+      for (const f of failures)
+        post({ _tag: "Failure", reason: f.reason, events: f.events, kinds: f.kinds, detail: f.detail })
+    }
     const options: { -readonly [K in keyof Writer.WriterOptions]: Writer.WriterOptions[K] } = {}
     if (init.options.maxBatch !== undefined) options.maxBatch = init.options.maxBatch
     if (init.options.sliceMs !== undefined) options.sliceMs = init.options.sliceMs
@@ -82,47 +90,39 @@ const main = (init: WorkerInit) =>
     const writer: Writer.Writer = yield* Writer.make(
       target,
       options,
-      (ops, written) =>
-        Effect.suspend(() => {
-          processed += ops.length
-          const committed: Array<readonly [string, string]> = []
-          const ended: Array<string> = []
-          if (init.journal)
-            AnswerJournal.committedBy(ops, written, {
-              committed: (runId, cardId) => committed.push([runId, cardId]),
-              ended: (runId) => ended.push(runId)
-            })
-          const audit = auditLines === undefined ? Effect.void : auditLines(ops)
-          return Effect.zipRight(
-            audit,
-            // The failures it reported (all within a slice) go to the main thread's hub before the
-            // slice is said done: whoever flushed sees them. Not a fiber taking them as they come:
-            // a waiting taker would get one after the slice's `Ack`.
-            Effect.flatMap(Queue.takeAll(subscription), (reported) =>
-              Effect.sync(() => {
-                for (const f of reported) postFailure(f)
-                post({ _tag: "Ack", processed, stats: writer.stats(), committed, ended })
-              })
-            )
-          )
-        }),
-      failuresHub
+      (ops, written) => {
+        processed += ops.length
+        const committed: Array<readonly [string, string]> = []
+        const ended: Array<string> = []
+        if (init.journal)
+          AnswerJournal.committedBy(ops, written, {
+            committed: (runId, cardId) => committed.push([runId, cardId]),
+            ended: (runId) => ended.push(runId)
+          })
+        auditLines?.(ops)
+        // The failures it reported (all within a slice) go to the main thread's hub before the
+        // slice is said done: whoever flushed sees them.
+        postFailures()
+        post({ _tag: "Ack", processed, stats: writer.stats(), committed, ended })
+      },
+      undefined,
+      (failure) => void unsent.push(failure)
     )
     const views = Wire.makeViews()
     const closing = yield* Deferred.make<void>()
     parentPort!.on("message", (message: ToWorker) => {
       if (message._tag === "Ops") {
-        let dropped = 0
-        const ops: Array<Wire.WireOp> = []
+        const wire: Array<Wire.WireOp> = []
         for (const text of message.ops) {
           try {
-            for (const op of JSON.parse(text) as ReadonlyArray<Wire.WireOp>) ops.push(op)
+            for (const op of JSON.parse(text) as ReadonlyArray<Wire.WireOp>) wire.push(op)
           } catch (error) {
             // Never: the main thread wrote it. Said, and the worker stops (the main thread takes over).
             throw new Error(`the records sent to the writer's thread could not be read: ${String(error)}`)
           }
         }
-        for (const w of ops) {
+        const ops: Array<Projection.Op> = []
+        for (const w of wire) {
           let op: Projection.Op
           try {
             op = Wire.fromWire(w, views)
@@ -146,8 +146,10 @@ const main = (init: WorkerInit) =>
             })
             op = { _tag: "Lost", runId, count: 1 }
           }
-          if (!writer.offer(op)) dropped++
+          ops.push(op)
         }
+        // Written at once when nothing waits before them (`Writer.offerAll`), else by the writer's fiber.
+        const dropped = writer.offerAll(ops)
         if (dropped > 0) {
           processed += dropped
           post({ _tag: "Ack", processed, stats: writer.stats(), committed: [], ended: [] })
@@ -157,8 +159,7 @@ const main = (init: WorkerInit) =>
     post({ _tag: "Ready" })
     yield* Deferred.await(closing)
     yield* writer.close
-    for (const f of yield* Queue.takeAll(subscription)) postFailure(f)
-    yield* subscription.shutdown
+    postFailures()
     return writer.stats()
   })
 
