@@ -231,8 +231,9 @@ describe("the writer's offerAll on the thread's target (writes at once when noth
       assert.strictEqual(writer.offerAll([open1!, settled1!, open2!]), 0)
       assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 2)
       assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
-      assert.deepStrictEqual(slices, [["CardOpened", "CardSettled", "CardOpened"]])
-      assert.deepInclude(writer.stats(), { recorded: 3, written: 3, failed: 0, pending: 0, batches: 1 })
+      // In one slice or more (a slice ends after `sliceMs`: a loaded machine may cut it), all told.
+      assert.deepStrictEqual(slices.flat(), ["CardOpened", "CardSettled", "CardOpened"])
+      assert.deepInclude(writer.stats(), { recorded: 3, written: 3, failed: 0, pending: 0 })
     })
   )
 
@@ -271,7 +272,7 @@ describe("the writer's offerAll on the thread's target (writes at once when noth
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 0, "the failed slice was rolled back")
         assert.deepStrictEqual(slices, [])
         yield* writer.flush
-        assert.deepStrictEqual(slices, [["CardOpened", "CardSettled"]])
+        assert.deepStrictEqual(slices.flat(), ["CardOpened", "CardSettled"])
         assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
 
         // 2. The second card's statements always fail: the fiber writes op by op, and only its two
@@ -281,7 +282,7 @@ describe("the writer's offerAll on the thread's target (writes at once when noth
         if (second._tag === "CardOpened") failFor(second.card.id)
         assert.strictEqual(writer.offerAll([open2!, settled2!, open3!, settled3!]), 0)
         yield* writer.flush
-        assert.deepStrictEqual(slices.slice(1).flat(), [
+        assert.deepStrictEqual(slices.flat().slice(2), [
           "CardOpened (not written)",
           "CardSettled (not written)",
           "CardOpened",
