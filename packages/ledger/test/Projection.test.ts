@@ -205,13 +205,13 @@ describe("the projection's statements", () => {
 
 describe("the writer's offerAll on the thread's target (writes at once when nothing waits)", () => {
   /** A writer on `target` whose slices are kept, in order, as what `afterSlice` was told. */
-  const writerOn = (target: Writer.Target) =>
+  const writerOn = (target: Writer.Target, options: Writer.WriterOptions = {}) =>
     Effect.gen(function* () {
       const slices: Array<ReadonlyArray<string>> = []
       const reported: Array<Writer.LedgerWriteFailed> = []
       const writer = yield* Writer.make(
         target,
-        {},
+        options,
         (ops, written) =>
           void slices.push(ops.map((o) => `${Projection.describe(o)}${written(o) ? "" : " (not written)"}`)),
         undefined,
@@ -220,21 +220,34 @@ describe("the writer's offerAll on the thread's target (writes at once when noth
       return { writer, slices, reported }
     })
 
-  it.scoped("nothing waits: the ops are committed and their slice told in the step that offers them", () =>
-    Effect.gen(function* () {
-      const { runId, target, rows } = yield* ledgerFile
-      const [open1, settled1, open2] = (yield* cardEvents).map((e) => op(runId, e))
-      const { writer, slices } = yield* writerOn(target)
-      yield* Effect.yieldNow() // the writer's fiber waits for ops
+  it.scoped(
+    "nothing waits: the first slice is committed and told in the step that offers it; the rest is the fiber's",
+    () =>
+      Effect.gen(function* () {
+        const { runId, target, rows } = yield* ledgerFile
+        const [open1, settled1, open2, settled2] = (yield* cardEvents).map((e) => op(runId, e))
+        // A slice's time far away: the slice ends by its count alone (a loaded machine cannot cut it).
+        const { writer, slices } = yield* writerOn(target, { sliceMs: 60_000 })
+        yield* Effect.yieldNow() // the writer's fiber waits for ops
 
-      // No yield between the offer and the reads: the fiber could not have written them.
-      assert.strictEqual(writer.offerAll([open1!, settled1!, open2!]), 0)
-      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 2)
-      assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
-      // In one slice or more (a slice ends after `sliceMs`: a loaded machine may cut it), all told.
-      assert.deepStrictEqual(slices.flat(), ["CardOpened", "CardSettled", "CardOpened"])
-      assert.deepInclude(writer.stats(), { recorded: 3, written: 3, failed: 0, pending: 0 })
-    })
+        // No yield between the offer and the reads: the fiber could not have written them.
+        assert.strictEqual(writer.offerAll([open1!, settled1!, open2!]), 0)
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_cards`), 2)
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 1)
+        assert.deepStrictEqual(slices, [["CardOpened", "CardSettled", "CardOpened"]])
+        assert.deepInclude(writer.stats(), { recorded: 3, written: 3, failed: 0, pending: 0, batches: 1 })
+
+        // More than a slice (`maxBatch` 1 here): the first at once, the next by the fiber, in order.
+        const small = yield* writerOn(target, { sliceMs: 60_000, maxBatch: 1 })
+        yield* Effect.yieldNow()
+        assert.strictEqual(small.writer.offerAll([settled2!, open1!]), 0)
+        assert.deepStrictEqual(small.slices, [["CardSettled"]])
+        assert.strictEqual(rows(`SELECT count(*) AS n FROM ledger_settlements`), 2)
+        assert.strictEqual(small.writer.stats().pending, 1)
+        yield* small.writer.flush
+        assert.deepStrictEqual(small.slices, [["CardSettled"], ["CardOpened"]])
+        assert.deepInclude(small.writer.stats(), { recorded: 2, written: 2, failed: 0, pending: 0 })
+      })
   )
 
   it.scoped("ops queued before them: they wait their turn behind them, in order, for the fiber", () =>

@@ -22,8 +22,9 @@
  *   says so. Without one (the default) nothing is dropped while the ledger is open.
  * - `close` ends the queue and waits for the fiber to write everything queued before it.
  * - `offerAll`, on a target that runs a transaction synchronously (the writer's own thread:
- *   `WorkerSql`), writes at once, in the offering step, what nothing waits before; anything that
- *   fails there goes to the fiber, which writes it by the rules above.
+ *   `WorkerSql`), writes the first slice of what nothing waits before at once, in the offering
+ *   step; the rest, and anything that fails there, goes to the fiber, which writes it by the rules
+ *   above.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -142,12 +143,14 @@ export interface Writer {
    * Offer `ops`, in order, as `offer` would each; how many were dropped. When the target runs a
    * transaction synchronously (`Target.runNow`: the writer's thread) and nothing is before them
    * (nothing queued, the fiber waiting for ops, the database not found locked, no count to write,
-   * no `capacity`), they are written at once, in this step, a transaction a slice (`maxBatch`,
-   * `sliceMs`), each slice followed by `afterSlice` as the fiber's are: on a thread that does
-   * nothing else, the fiber's steps around each slice (its wake-up, its turns of the event loop)
-   * cost more than the slice's own work when records trickle in. A slice that fails is not tried
-   * again here: its ops and those after it are queued, and the fiber writes them as any it takes
-   * (waiting out a lock, op by op after another failure, reporting what it gives up).
+   * no `capacity`), their first slice (`maxBatch`, `sliceMs`) is written at once, in this step,
+   * and followed by `afterSlice` as the fiber's slices are: on a thread that does nothing else,
+   * the fiber's steps around a slice (its wake-up, its turns of the event loop) cost more than the
+   * slice's own work when records trickle in (a few at a time: one slice). What is left after it
+   * (a large batch) is queued for the fiber, slice by slice with a turn of the loop between, as
+   * before. A slice that fails is not tried again here: its ops are queued too, and the fiber
+   * writes them as any it takes (waiting out a lock, op by op after another failure, reporting
+   * what it gives up).
    */
   readonly offerAll: (ops: ReadonlyArray<Projection.Op>) => number
   /** Resolves once every op offered before it is written (or failed, reported). */
@@ -445,19 +448,18 @@ export const make = (
       }
       recorded += ops.length
       const slice = slicing()
-      for (let from = 0; from < ops.length; ) {
-        slice.start()
-        if (runNow(ops, from, slice.take) !== undefined) {
-          // Rolled back: the fiber writes them, and what follows, as it writes what it takes.
-          for (let at = from; at < ops.length; at++) mailbox.unsafeOffer(ops[at]!)
-          return 0
-        }
-        const taken = slice.taken
-        written += taken
-        batches++
-        sliceDone(taken === ops.length ? ops : ops.slice(from, from + taken))
-        from += taken
+      slice.start()
+      if (runNow(ops, 0, slice.take) !== undefined) {
+        // Rolled back: the fiber writes them as it writes what it takes.
+        for (const op of ops) mailbox.unsafeOffer(op)
+        return 0
       }
+      const taken = slice.taken
+      written += taken
+      batches++
+      sliceDone(taken === ops.length ? ops : ops.slice(0, taken))
+      // One slice here: what is left (a large message) is the fiber's, a turn of the loop between slices.
+      for (let at = taken; at < ops.length; at++) mailbox.unsafeOffer(ops[at]!)
       return 0
     }
 

@@ -5,9 +5,9 @@
  * beside it), so the card summaries, masking and transactions of everything recorded run here and
  * not on the thread that reads codex's frames.
  *
- * The ops of a message are written as it is received (`Writer.offerAll`: one transaction a slice,
- * in the message's step) when nothing waits before them; else, and whatever fails there, by the
- * writer's fiber (waiting out a lock, op by op after a failure).
+ * The ops of a message are written as it is received (`Writer.offerAll`: their first slice, one
+ * transaction, in the message's step) when nothing waits before them; what is left after it, and
+ * whatever fails there, by the writer's fiber (waiting out a lock, op by op after a failure).
  *
  * Messages (`WorkerWriter.ToWorker`, `FromWorker`): ops in (`Wire`), in the order recorded; out,
  * after each slice the writer committed (or gave up), how many ops are done in all, the writer's
