@@ -116,6 +116,44 @@ describe("warden run --state", () => {
   )
 
   it.scopedLive(
+    "an audit file that cannot take its lines (/dev/full): the run goes on, is recorded whole, and says how many lines are missing and why (exit 4)",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* CliProcess.tempDir
+        const codex = writeFakeCodex(dir)
+        const rules = Path.join(dir, "rules.yaml")
+        Fs.writeFileSync(
+          rules,
+          "rules:\n  - id: echo-ok\n    effect: allow\n    match: { command: { argvPrefix: [echo] } }\n"
+        )
+        const db = Path.join(dir, "state", "ledger.db")
+        const result = yield* CliProcess.runToEnd([
+          ...recordedRunArgs(codex, db, "rules"),
+          "--rules",
+          rules,
+          "--audit",
+          "/dev/full",
+          "echo hi"
+        ])
+        assert.deepStrictEqual(result.exited, { code: 4, signal: null }, result.stderr)
+        assert.match(
+          result.stderr,
+          /warden: the audit file \/dev\/full is missing 2 lines of this run \(the audit file \/dev\/full could not be written: .*ENOSPC.*\): their card events are in the ledger/
+        )
+        // Not a loss of the ledger's: its records are whole.
+        assert.notMatch(result.stderr, /the ledger lost/)
+        const cards = yield* readLedger(db, (ledger) =>
+          Effect.flatMap(ledger.runs(), (runs) => ledger.cards({ runId: runs[0]!.runId }))
+        )
+        assert.deepStrictEqual(
+          cards.map((c) => [c.facts.command, c.settlement?.outcome, c.settlement?.source]),
+          [["echo hi", "accepted", "rule:echo-ok"]]
+        )
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "records in $XDG_STATE_HOME/warden/ledger.db by default; --no-state records nothing; a ledger that cannot be opened runs nothing",
     () =>
       Effect.gen(function* () {

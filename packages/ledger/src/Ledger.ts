@@ -468,12 +468,14 @@ const makeLedger = (
             (j) => Effect.sync(j.close)
           )
     /** What follows a written slice: the audit file's lines, and the journal's committed answers. */
-    const afterSlice =
+    const afterSlice: Writer.AfterSlice | undefined =
       journal === undefined
-        ? auditLines
-        : (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => {
+        ? auditLines === undefined
+          ? undefined
+          : (ops, _written, auditFailed) => auditLines(ops, auditFailed)
+        : (ops, written, auditFailed) => {
             AnswerJournal.committedBy(ops, written, journal)
-            auditLines?.(ops)
+            auditLines?.(ops, auditFailed)
           }
     const writer =
       onThread === undefined

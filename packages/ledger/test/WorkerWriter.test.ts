@@ -10,7 +10,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { assert, describe, it } from "@effect/vitest"
 import { Decision } from "@warden/protocol"
 import { Errors } from "@warden/supervisor"
-import { Cause, Duration, Effect, Exit, FiberId, Logger, Scope } from "effect"
+import { Cause, Chunk, Duration, Effect, Exit, FiberId, Logger, Queue, Scope } from "effect"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
@@ -285,6 +285,66 @@ const dump = (filename: string, runId: string) =>
   )
 
 describe("the ledger's writer on its own thread", () => {
+  it.scoped(
+    "an audit file that cannot take its lines (/dev/full): counted, reported as Audit, logged; the records are written (thread and main thread alike)",
+    () =>
+      Effect.gen(function* () {
+        assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")
+        const dir = yield* tempDir
+        const outcome = (worker: string, filename: string) => {
+          const lines: Array<string> = []
+          return Effect.map(
+            inRun(
+              worker,
+              filename,
+              lines,
+              (ledger, run) =>
+                Effect.gen(function* () {
+                  const failures = yield* ledger.subscribeFailures
+                  const s = yield* script({ rules: rules(denyCmd("no-rm", "rm")) })
+                  yield* run.attach(s.source)
+                  yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'rm -rf build'"))
+                  yield* s.open(command, commandParams("thr_1", "turn_1", "/bin/bash -lc 'ls'")) // left open
+                  const stats = yield* ledger.flush
+                  const reported = yield* Queue.takeAll(failures)
+                  const cards = yield* ledger.cards({ runId: run.id })
+                  return { stats, reported: Chunk.toReadonlyArray(reported), cards }
+                }),
+              { audit: "/dev/full" }
+            ),
+            (result) => ({ ...result, lines })
+          )
+        }
+        for (const [worker, file] of [
+          [realWorker!, "thread.db"],
+          ["off", "main.db"]
+        ] as const) {
+          const { stats, reported, cards, lines } = yield* outcome(worker, Path.join(dir, file))
+          // Three card events (two openings, one settlement), none of their lines written.
+          assert.strictEqual(stats.auditFailed, 3, `${worker}: ${JSON.stringify(stats)}`)
+          assert.strictEqual(stats.failed, 0)
+          assert.deepStrictEqual(
+            reported.map((f) => f.reason),
+            reported.map(() => "Audit")
+          )
+          assert.strictEqual(
+            reported.reduce((n, f) => n + f.events, 0),
+            3
+          )
+          assert.match(
+            reported[0]!.message,
+            /the audit file is missing \d+ lines? \(.*\): the audit file \/dev\/full could not be written: .*ENOSPC/
+          )
+          assert.isTrue(
+            lines.some((l) => l.includes("/dev/full could not be written")),
+            lines.join("\n")
+          )
+          // The records themselves are in the ledger.
+          assert.deepStrictEqual(cards.map((c) => c.settlement?.outcome ?? "open").sort(), ["declined", "open"])
+        }
+      })
+  )
+
   it.scoped("writes the same rows as the writer on the main thread, for every kind of record", () =>
     Effect.gen(function* () {
       assert.isDefined(realWorker, "the test suite's set-up names the writer's bundle (scripts/test-bundle.mjs)")

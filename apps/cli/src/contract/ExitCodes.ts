@@ -49,16 +49,17 @@ export const stopEndsWith = (code: number): void => {
 let ledgerGaps = false
 
 /**
- * Says the ledger lost records of this command's run (StateLedger.ts, once the ledger has
- * closed): the process then exits 4 where it would have exited 0 (see {@link final}).
+ * Says the ledger lost records of this command's run, or its audit file lines (StateLedger.ts,
+ * once the ledger has closed): the process then exits 4 where it would have exited 0 (see
+ * {@link final}).
  */
 export const ledgerLost = (): void => {
   ledgerGaps = true
 }
 
 /**
- * The process's exit code from the command's: 4 instead of 0 when the ledger lost records
- * (`ledgerLost`); any other code is kept (the ledger's message is on stderr either way).
+ * The process's exit code from the command's: 4 instead of 0 when the ledger lost records or the
+ * audit file lines (`ledgerLost`); any other code is kept (the message is on stderr either way).
  */
 export const final = (code: number): number => (code === Ok && ledgerGaps ? LedgerGaps : code)
 

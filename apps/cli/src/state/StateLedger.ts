@@ -57,14 +57,25 @@ export const lostMessage = (
   return `the ledger lost ${lost} record${lost === 1 ? "" : "s"} of this run (${why}): the run's record in ${filename} has gaps; \`warden audit\` lists the runs with lost records`
 }
 
+/** What the audit file's failed writes say, in one line: how many card events lack their line, and why. */
+export const auditMessage = (
+  audit: string,
+  missing: number,
+  failures: ReadonlyArray<Ledger.LedgerWriteFailed>
+): string => {
+  const first = failures.find((f) => f.reason === "Audit")
+  return `the audit file ${audit} is missing ${missing} line${missing === 1 ? "" : "s"} of this run (${first?.detail ?? "a write failed"}): their card events are in the ledger; \`warden audit\` reads them from there`
+}
+
 /**
  * Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is
  * exit 1 with why. With `audit`, the ledger also writes the JSONL audit trail there (`--audit FILE`):
  * each card event's line is the record its rows were written from.
  *
  * Once the ledger has closed, records it could not write (another process held its lock for
- * longer than `WARDEN_LEDGER_LOCK_TIMEOUT`, or a write failed) are said on stderr, how many and
- * why, and the process exits 4 where it would have exited 0 (`ExitCodes.ledgerLost`).
+ * longer than `WARDEN_LEDGER_LOCK_TIMEOUT`, or a write failed), and card events whose line the
+ * audit file could not take, are said on stderr, how many and why, and the process exits 4 where
+ * it would have exited 0 (`ExitCodes.ledgerLost`).
  */
 export const openLedger = (
   filename: string,
@@ -86,6 +97,10 @@ export const openLedger = (
             process.stderr.write(
               `warden: ${SecretMask.maskText(lostMessage(filename, stats.failed, reported, timeout))}\n`
             )
+          }
+          if (stats.auditFailed > 0 && audit !== undefined) {
+            ExitCodes.ledgerLost()
+            process.stderr.write(`warden: ${SecretMask.maskText(auditMessage(audit, stats.auditFailed, reported))}\n`)
           }
         }
         yield* Scope.close(subscription, Exit.void)

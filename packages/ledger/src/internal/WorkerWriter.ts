@@ -68,7 +68,7 @@ export type FromWorker =
     }
   | {
       readonly _tag: "Failure"
-      readonly reason: "Locked" | "Failed"
+      readonly reason: "Locked" | "Failed" | "Audit"
       readonly events: number
       readonly kinds: ReadonlyArray<string>
       readonly detail: string
@@ -79,7 +79,7 @@ export type FromWorker =
   | { readonly _tag: "Closed"; readonly stats: Writer.Stats }
   | { readonly _tag: "Fatal"; readonly detail: string }
 
-const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, dropped: 0, pending: 0, batches: 0 }
+const zero: Writer.Stats = { recorded: 0, written: 0, failed: 0, auditFailed: 0, dropped: 0, pending: 0, batches: 0 }
 
 /**
  * When offered ops are handed over (one message for all of them). Each message wakes the worker's
@@ -567,6 +567,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
         // The `Dropped` ops added here are the worker's to write, not records.
         written: Math.max(0, workerStats.written - internal) + f.written,
         failed: workerStats.failed + f.failed + lostHere,
+        auditFailed: workerStats.auditFailed + f.auditFailed,
         dropped: droppedHere + workerStats.dropped + f.dropped,
         pending: fallback !== undefined ? f.pending : Math.max(0, offered + internal - acked),
         batches: workerStats.batches + f.batches
@@ -597,11 +598,7 @@ export const make = (params: Params): Effect.Effect<Writer.Writer, never, Scope.
       return Deferred.await(closed)
     })
 
-    const offerAll = (ops: ReadonlyArray<Projection.Op>): number => {
-      let dropped = 0
-      for (const op of ops) if (!offer(op)) dropped++
-      return dropped
-    }
+    const offerAll = (ops: ReadonlyArray<Projection.Op>): number => Writer.offerEach(offer, ops)
 
     return { offer, offerAll, flush, stats, failures, close }
   })

@@ -43,10 +43,12 @@ import { yieldToLoop } from "./Steps.js"
 export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
   /**
    * Why: `Locked` (another process held the database's lock longer than `lockTimeout`), or
-   * `Failed` (the write itself failed: disk full, a broken file, a bug).
+   * `Failed` (the write itself failed: disk full, a broken file, a bug): those records are lost;
+   * or `Audit`: the records are in the database, but the audit file (`LedgerOptions.audit`)
+   * could not take their lines (counted in `Stats.auditFailed`, not in `failed`).
    */
-  readonly reason: "Locked" | "Failed"
-  /** How many recorded events (or run updates) were lost. */
+  readonly reason: "Locked" | "Failed" | "Audit"
+  /** How many recorded events (or run updates) were lost; for `Audit`, the card events whose lines are missing. */
   readonly events: number
   /** What they were, by kind (`CardSettled`, `ThreadReady`, ...); never their data. */
   readonly kinds: ReadonlyArray<string>
@@ -54,6 +56,8 @@ export class LedgerWriteFailed extends Data.TaggedError("LedgerWriteFailed")<{
   readonly cause?: unknown
 }> {
   override get message(): string {
+    if (this.reason === "Audit")
+      return `the audit file is missing ${this.events} line${this.events === 1 ? "" : "s"} (${this.kinds.join(", ")}): ${this.detail}`
     return `the ledger could not record ${this.events} event${this.events === 1 ? "" : "s"} (${this.kinds.join(", ")}): ${
       this.reason === "Locked" ? "the database stayed locked by another process: " : ""
     }${this.detail}`
@@ -68,6 +72,11 @@ export interface Stats {
   readonly written: number
   /** Ops that could not be written (each reported, and counted on its run as `lostEvents`). */
   readonly failed: number
+  /**
+   * Card events written to the database whose line the audit file could not take (each write
+   * reported, `LedgerWriteFailed` of reason `Audit`); 0 without an audit file.
+   */
+  readonly auditFailed: number
   /** Ops dropped: the queue was full (`capacity`) or the ledger had closed. */
   readonly dropped: number
   /** Ops waiting to be written. */
@@ -170,8 +179,22 @@ const detailOf = (cause: Cause.Cause<unknown>): string => {
   return SecretMask.maskShown(raw, 500)
 }
 
-/** What follows a written slice (`make`'s `afterSlice`). */
-export type AfterSlice = (ops: ReadonlyArray<Projection.Op>, written: (op: Projection.Op) => boolean) => void
+/** Offers each op in turn (`Writer.offerAll` where no transaction can run at once): how many were dropped. */
+export const offerEach = (offer: (op: Projection.Op) => boolean, ops: ReadonlyArray<Projection.Op>): number => {
+  let dropped = 0
+  for (const op of ops) if (!offer(op)) dropped++
+  return dropped
+}
+
+/**
+ * What follows a written slice (`make`'s `afterSlice`): `written` tells which ops were committed;
+ * `auditFailed` takes what the audit file could not write (counted and reported by the writer).
+ */
+export type AfterSlice = (
+  ops: ReadonlyArray<Projection.Op>,
+  written: (op: Projection.Op) => boolean,
+  auditFailed: (failure: LedgerWriteFailed) => void
+) => void
 
 /** The writer, its fiber forked in the caller's scope (the ledger's). */
 export const make = (
@@ -185,7 +208,7 @@ export const make = (
   afterSlice?: AfterSlice,
   /** Where its failures are published (a new hub unless given). */
   failuresHub?: PubSub.PubSub<LedgerWriteFailed>,
-  /** Told each failure as it is reported (before the slice's `afterSlice`), besides the hub. */
+  /** Told each failure as it is reported (before the slice's `afterSlice` returns), besides the hub. */
   reported?: (failure: LedgerWriteFailed) => void
 ): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -200,6 +223,7 @@ export const make = (
     let processed = 0
     let written = 0
     let failed = 0
+    let auditFailed = 0
     let droppedTotal = 0
     let batches = 0
     let open = true
@@ -216,6 +240,7 @@ export const make = (
       recorded,
       written,
       failed,
+      auditFailed,
       dropped: droppedTotal,
       pending: recorded - processed,
       batches
@@ -265,6 +290,13 @@ export const make = (
       reported?.(error)
       failures.unsafeOffer(error)
       return Effect.logError(error.message)
+    }
+
+    /** Lines the audit file could not take (their records are written): counted, reported, logged by the file. */
+    const reportAudit = (failure: LedgerWriteFailed) => {
+      auditFailed += failure.events
+      reported?.(failure)
+      failures.unsafeOffer(failure)
     }
 
     /**
@@ -422,7 +454,7 @@ export const make = (
     /** A slice is done (written, or given up and reported): what follows it. */
     const sliceDone = (slice: ReadonlyArray<Projection.Op>) => {
       Projection.committed(target, slice, isWritten)
-      afterSlice?.(slice, isWritten)
+      afterSlice?.(slice, isWritten, reportAudit)
       processed += slice.length
       settleWaiters()
     }
@@ -442,9 +474,7 @@ export const make = (
         lostByRun.size > 0 ||
         Option.getOrElse(mailbox.unsafeSize(), () => 0) > 0
       ) {
-        let dropped = 0
-        for (const op of ops) if (!offer(op)) dropped++
-        return dropped
+        return offerEach(offer, ops)
       }
       recorded += ops.length
       const slice = slicing()

@@ -90,7 +90,7 @@ const main = (init: WorkerInit) =>
     const writer: Writer.Writer = yield* Writer.make(
       target,
       options,
-      (ops, written) => {
+      (ops, written, auditFailed) => {
         processed += ops.length
         const committed: Array<readonly [string, string]> = []
         const ended: Array<string> = []
@@ -99,7 +99,7 @@ const main = (init: WorkerInit) =>
             committed: (runId, cardId) => committed.push([runId, cardId]),
             ended: (runId) => ended.push(runId)
           })
-        auditLines?.(ops)
+        auditLines?.(ops, auditFailed)
         // The failures it reported (all within a slice) go to the main thread's hub before the
         // slice is said done: whoever flushed sees them.
         postFailures()
