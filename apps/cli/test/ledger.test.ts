@@ -9,7 +9,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { ProcessTree } from "@warden/testkit"
 import * as CliProcess from "./support/CliProcess.js"
-import { readLedger, recordedRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
+import { readLedger, recordedRunArgs, ruledRunArgs, writeFakeCodex } from "./support/LedgerCodex.js"
 
 describe("warden run --state", () => {
   it.scopedLive(
@@ -116,7 +116,7 @@ describe("warden run --state", () => {
   )
 
   it.scopedLive(
-    "an audit file that cannot take its lines (/dev/full): the run goes on, is recorded whole, and says how many lines are missing and why (exit 4)",
+    "an audit file that cannot take its lines (/dev/full), with the ledger and without: the run goes on, is recorded whole, and says how many lines are missing and why (exit 4)",
     () =>
       Effect.gen(function* () {
         const dir = yield* CliProcess.tempDir
@@ -148,6 +148,21 @@ describe("warden run --state", () => {
         assert.deepStrictEqual(
           cards.map((c) => [c.facts.command, c.settlement?.outcome, c.settlement?.source]),
           [["echo hi", "accepted", "rule:echo-ok"]]
+        )
+
+        // Without the ledger (`--no-state`: the approvals' own JSONL sink writes the file), the same.
+        const bare = yield* CliProcess.runToEnd([...ruledRunArgs(codex, rules), "--audit", "/dev/full", "echo hi"])
+        assert.deepStrictEqual(bare.exited, { code: 4, signal: null }, bare.stderr)
+        assert.match(
+          bare.stderr,
+          /warden: the audit file \/dev\/full is missing 2 lines of this run \(the audit file \/dev\/full could not be written: .*ENOSPC.*\)/
+        )
+        assert.deepStrictEqual(
+          bare
+            .json()
+            .filter((l) => l.type === "card.settled")
+            .map((l) => [l.outcome, l.source]),
+          [["accepted", "rule:echo-ok"]]
         )
       }),
     60_000

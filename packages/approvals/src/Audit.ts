@@ -202,7 +202,8 @@ export class AuditFileError extends Data.TaggedError("AuditFileError")<{
  * OS before the next event is handled).
  *
  * Fails with `AuditFileError` when the file cannot be opened (created if missing, appended to
- * otherwise). A later write that fails is logged and that record is lost; the sink goes on. Events
+ * otherwise). A later write that fails is logged, that record is lost, and `options.onLost` is told
+ * why (masked); the sink goes on. Events
  * still queued when the scope closes are written before the file is closed. Needs the `Approvals`
  * service: with a supervisor, provide `supervisor.approvals`.
  *
@@ -219,7 +220,13 @@ export class AuditFileError extends Data.TaggedError("AuditFileError")<{
  * }) // in a Scope: the trail is written until it closes
  * ```
  */
-export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, Approvals | Scope.Scope> =>
+export const jsonlSink = (
+  path: string,
+  options: {
+    /** Told, for each record a write lost, why (masked): count them, say so at the end. */
+    readonly onLost?: (detail: string) => void
+  } = {}
+): Effect.Effect<void, AuditFileError, Approvals | Scope.Scope> =>
   Effect.gen(function* () {
     const approvals = yield* Approvals
     const fd = yield* Effect.acquireRelease(
@@ -229,7 +236,19 @@ export const jsonlSink = (path: string): Effect.Effect<void, AuditFileError, App
     const queue = yield* approvals.subscribe
     const writeOne = (event: ApprovalEvent) =>
       Effect.try(() => fs.writeSync(fd, line(event))).pipe(
-        Effect.tapError((e) => Effect.logError("audit write failed", e)),
+        Effect.tapError((e) =>
+          Effect.zipRight(
+            Effect.sync(() =>
+              options.onLost?.(
+                SecretMask.maskShown(
+                  `the audit file ${path} could not be written: ${e.error instanceof Error ? e.error.message : String(e.error)}`,
+                  500
+                )
+              )
+            ),
+            Effect.logError("audit write failed", e)
+          )
+        ),
         Effect.ignore
       )
     // Read so that no event is lost, the last settlements included: when the scope closes, what

@@ -17,7 +17,7 @@
  * (Named for what it runs rather than "session": in codex's protocol a session is what an
  * `acceptForSession` answer lasts for, a different thing.)
  */
-import { Approvals, Audit, EventPump } from "@warden/approvals"
+import { Approvals, Audit, EventPump, SecretMask } from "@warden/approvals"
 import type { ApprovalEvent, Policy } from "@warden/approvals"
 import { Supervisor } from "@warden/supervisor"
 import type { Telemetry } from "@warden/supervisor"
@@ -131,6 +131,8 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         board.onApprovalEvent(event)
       }
 
+      /** Records the audit file (`--audit` without the ledger) could not take, and why the first was lost. */
+      const auditLost: { count: number; detail: string | undefined } = { count: 0, detail: undefined }
       // The reporter outlives the supervisor (closed by hand, last).
       const reporterScope = yield* Scope.make(ExecutionStrategy.sequential)
       const queues: {
@@ -167,6 +169,15 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
             board.finish()
           }
           yield* Scope.close(reporterScope, exit)
+          // The audit file's sink wrote what was left as its scope closed: its losses are all known.
+          if (auditLost.count > 0) {
+            ExitCodes.ledgerLost()
+            process.stderr.write(
+              `warden: ${SecretMask.maskText(
+                `the audit file ${options.audit} is missing ${auditLost.count} line${auditLost.count === 1 ? "" : "s"} of this run (${auditLost.detail})`
+              )}\n`
+            )
+          }
         })
       )
 
@@ -213,7 +224,13 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         )
       )
       if (options.audit !== undefined && recorder?.writesAudit !== true) {
-        yield* Audit.jsonlSink(options.audit).pipe(
+        const audit = options.audit
+        yield* Audit.jsonlSink(audit, {
+          onLost: (detail) => {
+            auditLost.count++
+            auditLost.detail ??= detail
+          }
+        }).pipe(
           Effect.provideService(Approvals.Approvals, supervisor.approvals),
           Scope.extend(reporterScope),
           Effect.mapError((error) => ExitCodes.usage(error.message))
