@@ -29,7 +29,7 @@ import { Context, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as Path from "node:path"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
 import type { Proc } from "@warden/test-support/Processes"
-import { freePort, spawnTsx } from "@warden/test-support/Processes"
+import { spawnListening } from "@warden/test-support/Processes"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
@@ -55,15 +55,22 @@ const pausedPastItsLease = (name: string, disableAdvisory: boolean, checks = tru
         started.add(pg.pid)
         const runner = (label: string) =>
           Effect.gen(function* () {
-            const proc = yield* spawnTsx(runnerScript, {
-              WARDEN_CLUSTER_URL: pg.url,
-              WARDEN_RUNNER_PORT: String(yield* freePort),
-              WARDEN_RUNNER_NAME: label,
-              WARDEN_RUNNER_SHARDING: JSON.stringify(timings),
-              ...(checks ? {} : { WARDEN_RUNNER_OWNERSHIP_CHECKS: "off" })
-            })
-            started.add(proc.pid)
-            const ready = yield* proc.waitForJson(`${label} ready`, (l) => l.type === "runner.ready", "120 seconds")
+            const { proc, ready } = yield* spawnListening(
+              runnerScript,
+              {
+                WARDEN_CLUSTER_URL: pg.url,
+                WARDEN_RUNNER_NAME: label,
+                WARDEN_RUNNER_SHARDING: JSON.stringify(timings),
+                ...(checks ? {} : { WARDEN_RUNNER_OWNERSHIP_CHECKS: "off" })
+              },
+              {
+                portVariable: "WARDEN_RUNNER_PORT",
+                what: `${label} ready`,
+                ready: (l) => l.type === "runner.ready",
+                timeout: "120 seconds",
+                spawned: (pid) => started.add(pid)
+              }
+            )
             return { proc, runId: String(ready["runId"]), address: String(ready["address"]), name: label }
           })
         const a = yield* runner("a")

@@ -23,7 +23,7 @@ import { untilEffect } from "@warden/test-support/Polling"
 import * as Postgres from "@warden/test-support/Postgres"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
-import { freePort, spawnTsx } from "@warden/test-support/Processes"
+import { spawnListening } from "@warden/test-support/Processes"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
@@ -43,14 +43,17 @@ describe("a runner whose shard lock refresh is too slow (PostgreSQL)", () => {
       Effect.gen(function* () {
         const pg = yield* Postgres.start()
         started.add(pg.pid)
-        const runner = yield* spawnTsx(runnerScript, {
-          WARDEN_CLUSTER_URL: pg.url,
-          WARDEN_RUNNER_PORT: String(yield* freePort),
-          WARDEN_RUNNER_NAME: "only",
-          WARDEN_RUNNER_SHARDING: JSON.stringify(timings)
-        })
-        started.add(runner.pid)
-        const ready = yield* runner.waitForJson("the runner ready", (l) => l.type === "runner.ready", "120 seconds")
+        const { proc: runner, ready } = yield* spawnListening(
+          runnerScript,
+          { WARDEN_CLUSTER_URL: pg.url, WARDEN_RUNNER_NAME: "only", WARDEN_RUNNER_SHARDING: JSON.stringify(timings) },
+          {
+            portVariable: "WARDEN_RUNNER_PORT",
+            what: "the runner ready",
+            ready: (l) => l.type === "runner.ready",
+            timeout: "120 seconds",
+            spawned: (pid) => started.add(pid)
+          }
+        )
         const address = String(ready["address"])
         yield* runner.waitForJson(
           "the runner holds every shard",

@@ -14,7 +14,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { shardingTimings } from "@warden/test-support/ShardingTimings"
 import { killedAfterAll } from "@warden/test-support/KilledAfterAll"
-import { freePort, spawnTsx } from "@warden/test-support/Processes"
+import { spawnListening } from "@warden/test-support/Processes"
 
 const runnerScript = Path.join("packages", "cluster", "test", "fixtures", "runner.ts")
 
@@ -32,13 +32,17 @@ describe("a runner on SQLite (one host)", () => {
         const url = `sqlite:${Path.join(dir, "fleet.db")}`
         const spawnRunner = (name: string) =>
           Effect.gen(function* () {
-            const p = yield* spawnTsx(runnerScript, {
-              WARDEN_CLUSTER_URL: url,
-              WARDEN_RUNNER_PORT: String(yield* freePort),
-              WARDEN_RUNNER_NAME: name
-            })
-            started.add(p.pid)
-            const ready = yield* p.waitForJson(`${name} ready`, (l) => l.type === "runner.ready", "120 seconds")
+            const { proc: p, ready } = yield* spawnListening(
+              runnerScript,
+              { WARDEN_CLUSTER_URL: url, WARDEN_RUNNER_NAME: name },
+              {
+                portVariable: "WARDEN_RUNNER_PORT",
+                what: `${name} ready`,
+                ready: (l) => l.type === "runner.ready",
+                timeout: "120 seconds",
+                spawned: (pid) => started.add(pid)
+              }
+            )
             yield* p.waitForJson(
               `${name} holds every shard`,
               (l) => l.type === "runner.shards" && l.count === 300,

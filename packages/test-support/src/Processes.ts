@@ -11,9 +11,9 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { TestProcess } from "@warden/testkit"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import * as Watchdog from "./Watchdog.js"
-import type { Scope } from "effect"
+import type { Duration, Scope } from "effect"
 
 /** The repository's root directory (the working directory of every process started here). */
 export const repoRoot = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../..")
@@ -69,3 +69,32 @@ export const freePort: Effect.Effect<number> = Effect.async<number>((resume) => 
     server.close(() => resume(Effect.succeed(port)))
   })
 })
+
+/**
+ * `spawnTsx` of a process that listens on the port it is given in `env[portVariable]` (a
+ * `freePort`), and its `ready` line. The port is free when `freePort` closes it, but another
+ * process may take it before this one listens (on a busy machine, any connection's ephemeral
+ * port): a process that ends before its ready line saying EADDRINUSE is started again on another
+ * port, three times at most. `spawned` is told each process started (a `KilledAfterAll`'s `add`).
+ */
+export const spawnListening = (
+  script: string,
+  env: Readonly<Record<string, string>>,
+  options: {
+    readonly portVariable: string
+    readonly what: string
+    readonly ready: (line: JsonLine) => boolean
+    readonly timeout: Duration.DurationInput
+    readonly spawned?: (pid: number) => void
+  }
+): Effect.Effect<{ readonly proc: Proc; readonly ready: JsonLine }, TestProcess.TestProcessError, Scope.Scope> =>
+  Effect.gen(function* () {
+    for (let attempt = 1; ; attempt++) {
+      const proc = yield* spawnTsx(script, { ...env, [options.portVariable]: String(yield* freePort) })
+      options.spawned?.(proc.pid)
+      const ready = yield* Effect.either(proc.waitForJson(options.what, options.ready, options.timeout))
+      if (Either.isRight(ready)) return { proc, ready: ready.right }
+      const taken = proc.lines().some((l) => l.includes("EADDRINUSE")) || proc.stderr().includes("EADDRINUSE")
+      if (!taken || attempt >= 3) return yield* Effect.fail(ready.left)
+    }
+  })

@@ -80,7 +80,10 @@ export interface TestProcess {
     predicate: (text: string) => boolean,
     timeout?: Duration.DurationInput
   ) => Effect.Effect<string, TestProcessError>
-  /** Waits until `probe` returns a value, asked again at every output (and at the exit). */
+  /**
+   * Waits until `probe` returns a value, asked again at every output (and at the exit); fails at
+   * once when the process ended without it (all its output read), else at `timeout`.
+   */
   readonly waitUntil: <A>(
     what: string,
     probe: () => A | undefined,
@@ -180,7 +183,10 @@ export const spawn = (
     // that reads `lines()` after `exited` must see everything. So the exit waits for the pipes to
     // close ("close"), for at most `drainGrace` (a process the child left running may hold them).
     const drainGraceMs = options.drainGraceMs ?? 2_000
+    /** How the child ended, once everything it wrote has been read (see `told`). */
+    let ended: Exited | undefined
     const told = (code: number | null, signal: NodeJS.Signals | null) => {
+      ended ??= { code, signal }
       Deferred.unsafeDone(exit, Effect.succeed({ code, signal }))
       waits.wake()
     }
@@ -205,11 +211,27 @@ export const spawn = (
 
     const outputTail = () => `stdout:\n${stdoutLines.slice(-20).join("\n")}\nstderr:\n${stderrText.slice(-3000)}`
 
+    // A wait the child's exit did not satisfy never will (its output is all read by then): it fails
+    // at once, saying so, instead of at its timeout.
     const waitUntil = <A>(what: string, probe: () => A | undefined, timeout: Duration.DurationInput = "30 seconds") =>
-      waits.until(
-        probe,
-        timeout,
-        () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` })
+      Effect.flatMap(
+        waits.until(
+          (): { readonly found: A } | { readonly ended: Exited } | undefined => {
+            const found = probe()
+            if (found !== undefined) return { found }
+            return ended === undefined ? undefined : { ended }
+          },
+          timeout,
+          () => new TestProcessError({ detail: `timed out waiting for ${what}\n${outputTail()}` })
+        ),
+        (result) =>
+          "found" in result
+            ? Effect.succeed(result.found)
+            : Effect.fail(
+                new TestProcessError({
+                  detail: `the process ended (${result.ended.signal ?? `exit ${result.ended.code}`}) before ${what}\n${outputTail()}`
+                })
+              )
       )
 
     return {

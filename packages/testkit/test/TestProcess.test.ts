@@ -53,6 +53,30 @@ describe("TestProcess", () => {
     )
   )
 
+  it.live("a wait the exit did not satisfy fails at the exit, saying how it ended, not at its timeout", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const child = yield* TestProcess.spawn(process.execPath, ["-e", "console.log('bye'); process.exit(3)"], {
+          stdin: "ignore"
+        })
+        const failed = yield* Effect.exit(child.waitForJson("a ready line", (l) => l.type === "ready", "10 minutes"))
+        assert.isTrue(Exit.isFailure(failed))
+        const error = Exit.isFailure(failed) ? String(failed.cause) : ""
+        assert.include(error, "the process ended (exit 3) before a ready line")
+        assert.include(error, "bye")
+        // Not the timeout's failure: the exit's (a 10-minute wait would have failed the test's own timeout).
+        assert.notInclude(error, "timed out")
+        // A wait begun after the exit fails the same way; one the output satisfies still succeeds.
+        const late = yield* Effect.exit(child.waitForStderr("anything on stderr", (t) => t.length > 0))
+        assert.include(
+          Exit.isFailure(late) ? String(late.cause) : "",
+          "the process ended (exit 3) before anything on stderr"
+        )
+        assert.strictEqual(yield* child.waitUntil("the line", () => child.lines().find((l) => l === "bye")), "bye")
+      })
+    )
+  )
+
   it.live("a wait that times out fails with the output's last lines", () =>
     Effect.scoped(
       Effect.gen(function* () {
