@@ -32,12 +32,17 @@ describe("lexing and masking under full collections", () => {
           lines.some((l) => /^done \d+$/.test(l)),
           "the fixture ran to its end"
         )
-        // Optimized at all (else finding no deoptimization below would prove nothing).
-        for (const method of ["endSegment", "word"])
-          assert.isTrue(
-            lines.some((l) => l.includes("completed optimizing") && l.includes(`<JSFunction ${method} `)),
-            `${method} was optimized`
-          )
+        // Optimized at all (else finding no deoptimization below would prove nothing): some of the
+        // lexer's methods and some of the word reader's. Not one named method each: which of them
+        // V8 compiles on its own and which it inlines into their caller depends on timing (under a
+        // double load the trace had no "completed optimizing" of `endSegment`, most likely inlined into
+        // `run` only, and the test failed here).
+        const optimized = (methods: RegExp) => lines.some((l) => l.includes("completed optimizing") && methods.test(l))
+        assert.isTrue(
+          optimized(/<JSFunction (run|endSegment|endWord|readHeredocs) /),
+          "the lexer's methods were optimized"
+        )
+        assert.isTrue(optimized(/<JSFunction (word|value|option|after) /), "the word reader's methods were optimized")
         const thrownAway = lines.filter((l) => l.includes("reason: weak objects") && Methods.test(l))
         assert.deepStrictEqual(thrownAway, [])
       }),
