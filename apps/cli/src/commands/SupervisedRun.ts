@@ -170,13 +170,10 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
           }
           yield* Scope.close(reporterScope, exit)
           // The audit file's sink wrote what was left as its scope closed: its losses are all known.
-          if (auditLost.count > 0) {
+          if (auditLost.count > 0 && options.audit !== undefined) {
             ExitCodes.ledgerLost()
-            process.stderr.write(
-              `warden: ${SecretMask.maskText(
-                `the audit file ${options.audit} is missing ${auditLost.count} line${auditLost.count === 1 ? "" : "s"} of this run (${auditLost.detail})`
-              )}\n`
-            )
+            const message = ExitCodes.auditLinesMissing(options.audit, auditLost.count, auditLost.detail ?? "")
+            process.stderr.write(`warden: ${SecretMask.maskText(message)}\n`)
           }
         })
       )
@@ -224,8 +221,7 @@ export const run = (options: Options): Effect.Effect<Result, ExitCodes.CliExit> 
         )
       )
       if (options.audit !== undefined && recorder?.writesAudit !== true) {
-        const audit = options.audit
-        yield* Audit.jsonlSink(audit, {
+        yield* Audit.jsonlSink(options.audit, {
           onLost: (detail) => {
             auditLost.count++
             auditLost.detail ??= detail

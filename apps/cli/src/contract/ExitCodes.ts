@@ -58,6 +58,14 @@ export const ledgerLost = (): void => {
 }
 
 /**
+ * What a run says when its audit file (`--audit`) could not take some lines: how many, and why
+ * (`detail`, the first failure's); `after` says where the records still are. One wording for the
+ * ledger's file (StateLedger.ts) and the approvals' sink (SupervisedRun.ts).
+ */
+export const auditLinesMissing = (audit: string, missing: number, detail: string, after = ""): string =>
+  `the audit file ${audit} is missing ${missing} line${missing === 1 ? "" : "s"} of this run (${detail})${after}`
+
+/**
  * The process's exit code from the command's: 4 instead of 0 when the ledger lost records or the
  * audit file lines (`ledgerLost`); any other code is kept (the message is on stderr either way).
  */

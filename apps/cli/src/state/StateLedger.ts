@@ -57,16 +57,6 @@ export const lostMessage = (
   return `the ledger lost ${lost} record${lost === 1 ? "" : "s"} of this run (${why}): the run's record in ${filename} has gaps; \`warden audit\` lists the runs with lost records`
 }
 
-/** What the audit file's failed writes say, in one line: how many card events lack their line, and why. */
-export const auditMessage = (
-  audit: string,
-  missing: number,
-  failures: ReadonlyArray<Ledger.LedgerWriteFailed>
-): string => {
-  const first = failures.find((f) => f.reason === "Audit")
-  return `the audit file ${audit} is missing ${missing} line${missing === 1 ? "" : "s"} of this run (${first?.detail ?? "a write failed"}): their card events are in the ledger; \`warden audit\` reads them from there`
-}
-
 /**
  * Opens the ledger in the current scope (closed, and flushed, when the scope closes); a failure is
  * exit 1 with why. With `audit`, the ledger also writes the JSONL audit trail there (`--audit FILE`):
@@ -100,7 +90,14 @@ export const openLedger = (
           }
           if (stats.auditFailed > 0 && audit !== undefined) {
             ExitCodes.ledgerLost()
-            process.stderr.write(`warden: ${SecretMask.maskText(auditMessage(audit, stats.auditFailed, reported))}\n`)
+            const why = reported.find((f) => f.reason === "Audit")?.detail ?? "a write failed"
+            const message = ExitCodes.auditLinesMissing(
+              audit,
+              stats.auditFailed,
+              why,
+              ": their card events are in the ledger; `warden audit` reads them from there"
+            )
+            process.stderr.write(`warden: ${SecretMask.maskText(message)}\n`)
           }
         }
         yield* Scope.close(subscription, Exit.void)
